@@ -1,0 +1,219 @@
+"""Runtime settings: device, precision, attention kernels, compilation, memory layout, allocator.
+
+`RuntimeConfig` is plain data. Nothing here changes global state on import. `configure_process(cfg)` is the
+one function that applies process-wide settings (allocator environment, TF32, cudnn.benchmark); only the
+command-line entry points call it, before the first CUDA call. Everything else is scoped: `autocast(cfg, device)`
+and `sdpa_context(cfg)` are context managers.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import os
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+
+import torch
+
+AMP_CHOICES = ("auto", "bf16", "fp16", "off")
+COMPILE_CHOICES = ("off", "default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs")
+SDPA_BACKEND_NAMES = ("flash", "efficient", "cudnn", "math")
+ALLOC_ENV_VARS = ("PYTORCH_CUDA_ALLOC_CONF", "PYTORCH_ALLOC_CONF")
+DEFAULT_ALLOC_CONF = "expandable_segments:True"
+
+
+@dataclass(frozen=True)
+class RuntimeConfig:
+    """How a process runs its models.
+
+    device: "auto" (first CUDA device, else CPU), "cpu", "cuda", "cuda:N", "N", or "N,M,..." (several GPUs:
+        each process of a distributed run uses its LOCAL_RANK).
+    amp: autocast dtype: "auto" (bf16 on GPUs that support it, fp16 on older GPUs, off on CPU), "bf16",
+        "fp16" or "off".
+    sdpa_backends: the scaled-dot-product-attention kernels allowed, from SDPA_BACKEND_NAMES; empty = all.
+    compile: torch.compile mode, or "off".
+    channels_last: run convolutions in NHWC memory format.
+    tf32: allow TensorFloat-32 in fp32 matmuls and convolutions on Ampere and newer GPUs.
+    cudnn_benchmark: let cuDNN pick the fastest convolution algorithm per input shape.
+    alloc_conf: CUDA caching-allocator settings, applied only when the user's environment sets none.
+    """
+
+    device: str = "auto"
+    amp: str = "auto"
+    sdpa_backends: tuple[str, ...] = field(default_factory=tuple)
+    compile: str = "off"
+    channels_last: bool = False
+    tf32: bool = True
+    cudnn_benchmark: bool = True
+    alloc_conf: str = DEFAULT_ALLOC_CONF
+
+    def __post_init__(self) -> None:
+        if self.amp not in AMP_CHOICES:
+            raise ValueError(f"amp must be one of {AMP_CHOICES}, got {self.amp!r}")
+        if self.compile not in COMPILE_CHOICES:
+            raise ValueError(f"compile must be one of {COMPILE_CHOICES}, got {self.compile!r}")
+        unknown = [b for b in self.sdpa_backends if b not in SDPA_BACKEND_NAMES]
+        if unknown:
+            raise ValueError(f"unknown SDPA backend(s) {unknown}; known: {list(SDPA_BACKEND_NAMES)}")
+        parse_device(self.device)  # validates the spelling
+
+    def torch_device(self, local_rank: int = 0) -> torch.device:
+        """The device this process computes on (for a multi-GPU spec, the `local_rank`-th one)."""
+        return resolve_device(self.device, local_rank=local_rank)
+
+    def amp_dtype(self, device: torch.device) -> torch.dtype | None:
+        """The autocast dtype on `device`, or None for full precision."""
+        if self.amp == "off":
+            return None
+        if self.amp == "bf16":
+            return torch.bfloat16
+        if self.amp == "fp16":
+            return torch.float16
+        if device.type != "cuda":
+            return None  # auto: CPU autocast rarely pays off
+        return torch.bfloat16 if torch.cuda.is_bf16_supported() else torch.float16
+
+    def needs_grad_scaler(self, device: torch.device) -> bool:
+        """fp16 training needs loss scaling; bf16 and fp32 do not."""
+        return self.amp_dtype(device) == torch.float16
+
+
+def parse_device(spec: str) -> list[str]:
+    """Split a device spec into torch device strings without touching CUDA; raises ValueError if malformed."""
+    spec = spec.strip().lower()
+    if spec in ("auto", "cpu", "cuda", "mps"):
+        return [spec]
+    if spec.startswith("cuda:") and spec[5:].isdigit():
+        return [spec]
+    parts = [p.strip() for p in spec.split(",")]
+    if parts and all(p.isdigit() for p in parts):
+        if len(set(parts)) != len(parts):
+            raise ValueError(f"device {spec!r} names a GPU twice")
+        return [f"cuda:{p}" for p in parts]
+    raise ValueError(f"bad device {spec!r}: use auto, cpu, cuda, cuda:N, N or N,M,...")
+
+
+def resolve_device(spec: str, *, local_rank: int = 0) -> torch.device:
+    """The torch.device for `spec` in this process; raises ValueError if it asks for a GPU that is absent."""
+    names = parse_device(spec)
+    if names == ["auto"]:
+        return torch.device("cuda", local_rank) if torch.cuda.is_available() else torch.device("cpu")
+    if names == ["cpu"]:
+        return torch.device("cpu")
+    if names == ["mps"]:
+        return torch.device("mps")
+    if not torch.cuda.is_available():
+        raise ValueError(f"device {spec!r} asks for CUDA, but no CUDA device is available (try --device cpu)")
+    if names == ["cuda"]:
+        return torch.device("cuda", local_rank)
+    device = torch.device(names[min(local_rank, len(names) - 1)])
+    if device.index >= torch.cuda.device_count():
+        raise ValueError(f"device {spec!r}: only {torch.cuda.device_count()} CUDA device(s) visible")
+    return device
+
+
+def configure_process(cfg: RuntimeConfig) -> dict[str, str]:
+    """Apply process-wide settings from `cfg`; call once, from an entry point, before CUDA is initialised.
+
+    Sets PYTORCH_CUDA_ALLOC_CONF and PYTORCH_ALLOC_CONF to `cfg.alloc_conf` only if the user set neither (a
+    user's setting always wins), then the TF32 and cudnn.benchmark flags. Raises RuntimeError if CUDA is
+    already initialised, because the allocator reads its settings once, at initialisation.
+    Returns what it did, for logging: {"alloc_conf": ..., "alloc_conf_source": "user"|"tphyolo"|"none"}.
+    """
+    if torch.cuda.is_initialized():
+        raise RuntimeError(
+            "configure_process() must run before CUDA is initialised: the allocator settings would be ignored"
+        )
+    user_value = next((os.environ[name] for name in ALLOC_ENV_VARS if os.environ.get(name)), None)
+    if user_value is not None:
+        report = {"alloc_conf": user_value, "alloc_conf_source": "user"}
+    elif cfg.alloc_conf:
+        for name in ALLOC_ENV_VARS:
+            os.environ[name] = cfg.alloc_conf
+        report = {"alloc_conf": cfg.alloc_conf, "alloc_conf_source": "tphyolo"}
+    else:
+        report = {"alloc_conf": "", "alloc_conf_source": "none"}
+    torch.set_float32_matmul_precision("high" if cfg.tf32 else "highest")
+    torch.backends.cudnn.allow_tf32 = cfg.tf32
+    torch.backends.cudnn.benchmark = cfg.cudnn_benchmark
+    return report
+
+
+@contextlib.contextmanager
+def autocast(cfg: RuntimeConfig, device: torch.device) -> Iterator[None]:
+    """Autocast to `cfg.amp_dtype(device)` on `device`; a no-op when AMP is off."""
+    dtype = cfg.amp_dtype(device)
+    with torch.autocast(device_type=device.type, dtype=dtype, enabled=dtype is not None):
+        yield
+
+
+def sdpa_backends(names: tuple[str, ...] | list[str]) -> list:
+    """`torch.nn.attention.SDPBackend` members for backend names (all of them for an empty list)."""
+    from torch.nn.attention import SDPBackend
+
+    members = {
+        "flash": SDPBackend.FLASH_ATTENTION,
+        "efficient": SDPBackend.EFFICIENT_ATTENTION,
+        "cudnn": SDPBackend.CUDNN_ATTENTION,
+        "math": SDPBackend.MATH,
+    }
+    return [members[name] for name in (names or SDPA_BACKEND_NAMES)]
+
+
+@contextlib.contextmanager
+def sdpa_context(cfg: RuntimeConfig) -> Iterator[None]:
+    """Restrict `F.scaled_dot_product_attention` to `cfg.sdpa_backends` (no restriction when empty)."""
+    if not cfg.sdpa_backends:
+        yield
+        return
+    from torch.nn.attention import sdpa_kernel
+
+    with sdpa_kernel(sdpa_backends(cfg.sdpa_backends)):
+        yield
+
+
+def add_runtime_arguments(parser: argparse.ArgumentParser) -> None:
+    """The runtime flags shared by train, val, predict, bench and profile."""
+    group = parser.add_argument_group("runtime")
+    group.add_argument("--device", default="auto", help="auto, cpu, cuda, N or N,M,... (default: auto)")
+    group.add_argument("--amp", default="auto", choices=AMP_CHOICES, help="autocast dtype (default: auto)")
+    group.add_argument(
+        "--compile",
+        default="off",
+        nargs="?",
+        const="default",
+        choices=COMPILE_CHOICES,
+        help="torch.compile mode; bare --compile means 'default' (default: off)",
+    )
+    group.add_argument("--channels-last", action="store_true", help="NHWC memory format for convolutions")
+    group.add_argument(
+        "--sdpa-backend",
+        action="append",
+        choices=SDPA_BACKEND_NAMES,
+        default=None,
+        help="allow only this attention kernel; repeat to allow several (default: all)",
+    )
+    group.add_argument("--no-tf32", action="store_true", help="disable TensorFloat-32 matmuls/convolutions")
+    group.add_argument(
+        "--no-cudnn-benchmark", action="store_true", help="disable cuDNN autotuning of convolution algorithms"
+    )
+    group.add_argument(
+        "--alloc-conf",
+        default=DEFAULT_ALLOC_CONF,
+        help=f"CUDA allocator settings used when PYTORCH_CUDA_ALLOC_CONF is unset (default: {DEFAULT_ALLOC_CONF})",
+    )
+
+
+def runtime_from_args(args: argparse.Namespace) -> RuntimeConfig:
+    """A RuntimeConfig from the flags added by `add_runtime_arguments`."""
+    return RuntimeConfig(
+        device=args.device,
+        amp=args.amp,
+        sdpa_backends=tuple(args.sdpa_backend or ()),
+        compile=args.compile,
+        channels_last=args.channels_last,
+        tf32=not args.no_tf32,
+        cudnn_benchmark=not args.no_cudnn_benchmark,
+        alloc_conf=args.alloc_conf,
+    )
