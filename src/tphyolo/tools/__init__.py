@@ -1,0 +1,1 @@
+"""Command implementations and operational tools: doctor, eval, data checks, conversion, benchmarks."""
