@@ -1,0 +1,66 @@
+"""The command line: version, help, one-line errors with exit code 2, `python -m tphyolo`."""
+
+import subprocess
+import sys
+
+import pytest
+
+from tphyolo import __version__
+from tphyolo.cli import COMMANDS, main
+
+
+def test_version(capsys):
+    with pytest.raises(SystemExit) as exit_info:
+        main(["--version"])
+    assert exit_info.value.code == 0
+    assert capsys.readouterr().out.strip() == f"tphyolo {__version__}"
+
+
+def test_help_lists_every_command(capsys):
+    with pytest.raises(SystemExit) as exit_info:
+        main(["-h"])
+    assert exit_info.value.code == 0
+    out = capsys.readouterr().out
+    for name in COMMANDS:
+        assert name in out
+
+
+def test_no_command_prints_help_and_exits_2(capsys):
+    assert main([]) == 2
+    assert "usage" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [["doctor", "--no-such-flag"], ["no-such-command"], ["--bogus"]],
+)
+def test_bad_arguments_give_one_line_and_exit_2(argv, capsys):
+    with pytest.raises(SystemExit) as exit_info:
+        main(argv)
+    assert exit_info.value.code == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "error:" in err
+
+
+def test_python_dash_m_runs():
+    result = subprocess.run(
+        [sys.executable, "-m", "tphyolo", "--version"], capture_output=True, text=True, timeout=120, check=False
+    )
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == f"tphyolo {__version__}"
+
+
+def test_importing_tphyolo_changes_no_global_state():
+    # Third-party imports come first: OpenCV's loader edits LD_LIBRARY_PATH itself, which is not ours to judge.
+    code = (
+        "import os, torch, torchvision, numpy, cv2;"
+        "before = (dict(os.environ), torch.get_num_threads(), torch.backends.cudnn.benchmark,"
+        " torch.get_float32_matmul_precision());"
+        "import pkgutil, importlib, tphyolo;"
+        "[importlib.import_module(m.name) for m in pkgutil.walk_packages(tphyolo.__path__, 'tphyolo.')];"
+        "after = (dict(os.environ), torch.get_num_threads(), torch.backends.cudnn.benchmark,"
+        " torch.get_float32_matmul_precision());"
+        "assert before == after, 'import changed global state'"
+    )
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300, check=False)
+    assert result.returncode == 0, result.stderr[-2000:]

@@ -1,0 +1,55 @@
+"""`tphyolo doctor --json`: the schema and truthfulness of the report on this machine."""
+
+import json
+
+import pytest
+import torch
+
+from tphyolo.cli import main
+from tphyolo.tools import doctor
+
+
+@pytest.mark.slow
+def test_doctor_json_schema_and_exit_code(capsys):
+    assert main(["doctor", "--json"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    for key in (
+        "tphyolo", "python", "torch", "cuda", "devices", "sdpa", "precision", "allocator", "compile", "cpu",
+        "pinned_memory", "problems",
+    ):  # fmt: skip
+        assert key in report, key
+    assert report["torch"]["version"] == torch.__version__
+    assert report["cuda"]["available"] == torch.cuda.is_available()
+    assert len(report["devices"]) == (torch.cuda.device_count() if torch.cuda.is_available() else 0)
+    assert set(report["sdpa"]["probes"]) == {"small", "masked"}
+    for row in report["sdpa"]["probes"].values():
+        assert set(row) == {"default", "flash", "efficient", "cudnn", "math"}
+        assert row["math"] == "ok"
+        assert not row["default"].startswith("error")
+    assert report["compile"]["available"] in (True, False)
+    assert report["cpu"]["torch_threads"] == torch.get_num_threads()
+    for problem in report["problems"]:
+        assert problem["message"] and problem["fix"]
+
+
+def test_doctor_names_the_kernel_that_ran_on_cpu():
+    probes = doctor.collect_report(compile_check=False)["sdpa"]["probes"]
+    if not torch.cuda.is_available():
+        # The CPU build has a fused flash kernel; the efficient and cudnn kernels are CUDA-only.
+        assert probes["small"]["default"] in ("flash (cpu)", "math")
+        assert probes["small"]["efficient"].startswith("unavailable")
+
+
+def test_problems_have_fixes():
+    report = doctor.collect_report(compile_check=False)
+    broken = dict(report, compile={"available": False, "error": "no compiler", "backend": "inductor (C++)"})
+    messages = [p.message for p in doctor.find_problems(broken)]
+    assert any("torch.compile does not work" in m for m in messages)
+    broken = dict(report, cpu=dict(report["cpu"], torch_threads=64, usable_cores=2))
+    assert any("64 threads" in p.message and "OMP_NUM_THREADS=2" in p.fix for p in doctor.find_problems(broken))
+
+
+def test_human_report_mentions_kernels(capsys):
+    assert main(["doctor", "--no-compile-check"]) == 0
+    out = capsys.readouterr().out
+    assert "sdpa small" in out and "ran:" in out and "not checked" in out
