@@ -86,9 +86,7 @@ class TransformerBlock(nn.Module):
 class C3TR(C3):
     """C3 whose inner block is a TransformerBlock with 4 heads and `n` layers on the hidden channels."""
 
-    def __init__(
-        self, c_in: int, c_out: int, n: int = 1, shortcut: bool = True, g: int = 1, e: float = 0.5
-    ) -> None:
+    def __init__(self, c_in: int, c_out: int, n: int = 1, shortcut: bool = True, g: int = 1, e: float = 0.5) -> None:
         super().__init__(c_in, c_out, n, shortcut, g, e)
         c_hidden = int(c_out * e)
         self.m = TransformerBlock(c_hidden, c_hidden, num_heads=4, num_layers=n)

@@ -100,17 +100,13 @@ class C3(nn.Module):
     which maps (B, C_hidden, H, W) to itself.
     """
 
-    def __init__(
-        self, c_in: int, c_out: int, n: int = 1, shortcut: bool = True, g: int = 1, e: float = 0.5
-    ) -> None:
+    def __init__(self, c_in: int, c_out: int, n: int = 1, shortcut: bool = True, g: int = 1, e: float = 0.5) -> None:
         super().__init__()
         c_hidden = int(c_out * e)
         self.cv1 = Conv(c_in, c_hidden, 1, 1)
         self.cv2 = Conv(c_in, c_hidden, 1, 1)
         self.cv3 = Conv(2 * c_hidden, c_out, 1)
-        self.m: nn.Module = nn.Sequential(
-            *(Bottleneck(c_hidden, c_hidden, shortcut, g, e=1.0) for _ in range(n))
-        )
+        self.m: nn.Module = nn.Sequential(*(Bottleneck(c_hidden, c_hidden, shortcut, g, e=1.0) for _ in range(n)))
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         y = torch.cat((self.m(self.cv1(x)), self.cv2(x)), dim=1)  # (B, 2 * C_hidden, H, W)

@@ -67,9 +67,7 @@ class DetectionHead(nn.Module):
         raw = []
         for p in self.predict_levels(xs):
             b, _, h, w = p.shape
-            raw.append(
-                p.view(b, self.na, self.no, h, w).permute(0, 1, 3, 4, 2).contiguous()
-            )  # (B, na, H, W, no)
+            raw.append(p.view(b, self.na, self.no, h, w).permute(0, 1, 3, 4, 2).contiguous())  # (B, na, H, W, no)
         return raw if self.training else self.decode(raw)
 
     def decode(self, raw: list[torch.Tensor]) -> torch.Tensor:
@@ -118,9 +116,7 @@ class DetectionHead(nn.Module):
     def set_anchors_(self, anchors_grid: torch.Tensor) -> None:
         """Replaces the anchors, (nl, na, 2) in grid units, and clears cached grids."""
         if anchors_grid.shape != self.anchors.shape:
-            raise ValueError(
-                f"anchors must have shape {tuple(self.anchors.shape)}, got {tuple(anchors_grid.shape)}"
-            )
+            raise ValueError(f"anchors must have shape {tuple(self.anchors.shape)}, got {tuple(anchors_grid.shape)}")
         with torch.no_grad():
             self.anchors.copy_(anchors_grid)
         self._grids = {}
