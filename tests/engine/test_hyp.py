@@ -1,0 +1,91 @@
+"""Hyp files: the built-in ones load, bad ones are explained, and scaling matches the original's training."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import torch
+import yaml
+
+from tphyolo.engine.hyp import HYP_KEYS, builtin_hyps, load_hyp, scale_hyp, validate_hyp
+
+FIXTURES = ("tph-yolov5", "tph-yolov5-swin", "tph-yolov5pp", "yolov5n")
+
+
+def test_builtin_hyps_load() -> None:
+    assert {"visdrone", "scratch-low", "scratch-high", "synthetic"} <= set(builtin_hyps())
+    for name in builtin_hyps():
+        hyp = load_hyp(name)
+        assert set(HYP_KEYS) <= set(hyp), name
+
+
+def test_visdrone_hyp_has_the_original_values(parity_dir: Path) -> None:
+    fixture = torch.load(parity_dir / "tph-yolov5.parity.pt", weights_only=True)
+    assert load_hyp("visdrone") == fixture["hyp_raw"]
+
+
+@pytest.mark.parametrize("name", FIXTURES)
+def test_scale_hyp_matches_the_original(parity_dir: Path, name: str) -> None:
+    path = parity_dir / f"{name}.parity.pt"
+    if not path.exists():
+        pytest.skip(f"{path} not present")
+    fixture = torch.load(path, weights_only=True)
+    raw = dict(fixture["hyp_raw"])
+    scaled = scale_hyp(
+        raw, num_levels=len(fixture["stride"]), num_classes=fixture["nc"], imgsz=fixture["imgsz_for_hyp"]
+    )
+    assert scaled == pytest.approx(fixture["hyp_scaled"], rel=1e-12)
+    assert raw == fixture["hyp_raw"], "scale_hyp must not change its input"
+
+
+def test_scale_hyp_by_hand() -> None:
+    hyp = {"box": 0.05, "cls": 0.5, "obj": 1.0, "lr0": 0.01}
+    scaled = scale_hyp(hyp, num_levels=4, num_classes=10, imgsz=320, label_smoothing=0.1)
+    assert scaled == pytest.approx(
+        {"box": 0.0375, "cls": 0.5 * 10 / 80 * 0.75, "obj": 0.25 * 0.75, "lr0": 0.01, "label_smoothing": 0.1}
+    )
+    assert scale_hyp({**hyp, "label_smoothing": 0.05}, num_levels=3, num_classes=80, imgsz=640)[
+        "label_smoothing"
+    ] == pytest.approx(0.05)
+
+
+def write(tmp_path: Path, hyp: object) -> Path:
+    path = tmp_path / "hyp.custom.yaml"
+    path.write_text(yaml.safe_dump(hyp))
+    return path
+
+
+def test_unknown_key_names_the_file_and_key(tmp_path: Path) -> None:
+    path = write(tmp_path, {**load_hyp("scratch-low"), "lr_zero": 0.1})
+    with pytest.raises(ValueError, match=r"hyp\.custom\.yaml.*unknown.*lr_zero"):
+        load_hyp(path)
+
+
+def test_missing_key_names_the_file_and_key(tmp_path: Path) -> None:
+    hyp = load_hyp("scratch-low")
+    del hyp["anchor_t"]
+    with pytest.raises(ValueError, match=r"hyp\.custom\.yaml.*missing.*anchor_t"):
+        load_hyp(write(tmp_path, hyp))
+
+
+@pytest.mark.parametrize(
+    ("key", "value", "message"),
+    [
+        ("lr0", "fast", "lr0 must be a finite number"),
+        ("mosaic", 1.5, "mosaic is a probability"),
+        ("anchor_t", 0.5, "anchor_t must be > 1"),
+        ("box", -1.0, "box must be >= 0"),
+        ("anchors", 2.5, "anchors is a count"),
+    ],
+)
+def test_bad_values_are_explained(key: str, value: object, message: str) -> None:
+    with pytest.raises(ValueError, match=f"my.yaml: {message}"):
+        validate_hyp({**load_hyp("visdrone"), key: value}, source="my.yaml")
+
+
+def test_not_a_mapping_and_unknown_name(tmp_path: Path) -> None:
+    with pytest.raises(ValueError, match="must be a mapping"):
+        load_hyp(write(tmp_path, [1, 2]))
+    with pytest.raises(FileNotFoundError, match="visdrone"):
+        load_hyp("no-such-hyp")
