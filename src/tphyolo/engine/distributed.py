@@ -1,0 +1,91 @@
+"""Distributed data-parallel runs: the torchrun environment, process-group set-up, and launching torchrun.
+
+A run is distributed when torchrun started it (WORLD_SIZE > 1 in the environment). `--device 0,1` without
+torchrun relaunches the same command under `python -m torch.distributed.run --nproc_per_node 2`. Multi-node
+runs use torchrun's own rendezvous flags (`--nnodes`, `--node_rank`, `--rdzv_endpoint` ...).
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import torch
+import torch.distributed as dist
+
+
+@dataclass(frozen=True)
+class DistContext:
+    """This process's place in a run: global rank, rank on this node, and the number of processes."""
+
+    rank: int = 0
+    local_rank: int = 0
+    world_size: int = 1
+
+    @property
+    def distributed(self) -> bool:
+        return self.world_size > 1
+
+    @property
+    def is_main(self) -> bool:
+        """Rank 0 alone logs, validates and saves."""
+        return self.rank == 0
+
+    @classmethod
+    def from_env(cls) -> DistContext:
+        """Read torchrun's RANK / LOCAL_RANK / WORLD_SIZE (a single process when they are absent)."""
+        return cls(
+            rank=int(os.environ.get("RANK", 0)),
+            local_rank=int(os.environ.get("LOCAL_RANK", 0)),
+            world_size=int(os.environ.get("WORLD_SIZE", 1)),
+        )
+
+
+def init_process_group(ctx: DistContext, device: torch.device) -> None:
+    """Join the process group: NCCL for CUDA devices, gloo for CPU."""
+    if not ctx.distributed or dist.is_initialized():
+        return
+    if device.type == "cuda":
+        torch.cuda.set_device(device)
+    dist.init_process_group(backend="nccl" if device.type == "cuda" else "gloo")
+
+
+def destroy_process_group(ctx: DistContext) -> None:
+    if ctx.distributed and dist.is_initialized():
+        dist.destroy_process_group()
+
+
+def barrier(ctx: DistContext) -> None:
+    if ctx.distributed and dist.is_initialized():
+        dist.barrier()
+
+
+def broadcast_object(ctx: DistContext, value: object) -> object:
+    """Rank 0's `value` on every rank."""
+    if not ctx.distributed:
+        return value
+    box = [value]
+    dist.broadcast_object_list(box, src=0)
+    return box[0]
+
+
+def torchrun_command(argv: Sequence[str], *, nproc: int) -> list[str]:
+    """The torchrun command line that runs `tphyolo <argv>` on `nproc` local processes."""
+    return [
+        sys.executable,
+        "-m",
+        "torch.distributed.run",
+        "--standalone",
+        f"--nproc_per_node={nproc}",
+        "-m",
+        "tphyolo",
+        *argv,
+    ]
+
+
+def launch_torchrun(argv: Sequence[str], *, nproc: int) -> int:
+    """Run `tphyolo <argv>` under torchrun with `nproc` processes; returns its exit code."""
+    return subprocess.call(torchrun_command(argv, nproc=nproc))
