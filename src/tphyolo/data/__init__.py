@@ -1,0 +1,10 @@
+"""Everything between files on disk and a training batch.
+
+Public entry points:
+
+- `load_data_config(source)` / `resolve_data(name_or_path)`: dataset yaml (YOLOv5 / ultralytics layout) -> `DataConfig`;
+- `scan_split(sources, ...)`: list, verify and index one split's images and labels (cached) -> `SplitScan`;
+- `DetectionDataset` + `build_dataloader(...)`: augmented samples collated into a `Batch`;
+- `generate_synthetic(root, ...)`: procedural drone-like dataset in VisDrone format;
+- `convert_visdrone(src, dst)`: VisDrone-DET annotations -> YOLO labels + ignore side files + data.yaml.
+"""

@@ -1,0 +1,193 @@
+"""Geometric and photometric augmentation on uint8 BGR images with pixel xyxy boxes.
+
+Every function takes its random generator as an argument (`np.random.Generator`), so a sample is
+reproducible from its seed. Ignore regions go through the same geometry as the boxes but are never
+filtered by `box_candidates` (only regions left with no area are dropped).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, fields
+
+import cv2
+import numpy as np
+
+from tphyolo.data.letterbox import PAD_VALUE
+
+
+@dataclass(frozen=True)
+class Hyp:
+    """Augmentation hyperparameters (YOLOv5 key names and default values of its scratch recipe).
+
+    hsv_*: gains of the HSV jitter; degrees, translate (fraction), scale (+/- gain), shear (degrees),
+    perspective: random affine/perspective; flipud, fliplr, mosaic, mixup: probabilities.
+    """
+
+    hsv_h: float = 0.015
+    hsv_s: float = 0.7
+    hsv_v: float = 0.4
+    degrees: float = 0.0
+    translate: float = 0.1
+    scale: float = 0.5
+    shear: float = 0.0
+    perspective: float = 0.0
+    flipud: float = 0.0
+    fliplr: float = 0.5
+    mosaic: float = 1.0
+    mixup: float = 0.0
+
+    @classmethod
+    def from_dict(cls, hyp: dict) -> Hyp:
+        """Take the augmentation keys of a full YOLOv5 hyp dict (lr0, box, ... are ignored)."""
+        known = {f.name for f in fields(cls)}
+        return cls(**{k: float(v) for k, v in hyp.items() if k in known})
+
+
+NO_AUGMENT = Hyp(0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0)
+
+
+def augment_hsv(image: np.ndarray, rng: np.random.Generator, *, hgain: float, sgain: float, vgain: float) -> None:
+    """Random hue/saturation/value gains, in place on a uint8 BGR image (through lookup tables)."""
+    if not (hgain or sgain or vgain):
+        return
+    gain = rng.uniform(-1, 1, 3) * (hgain, sgain, vgain) + 1
+    hue, sat, val = cv2.split(cv2.cvtColor(image, cv2.COLOR_BGR2HSV))
+    x = np.arange(256, dtype=np.int16)
+    lut_hue = ((x * gain[0]) % 180).astype(np.uint8)
+    lut_sat = np.clip(x * gain[1], 0, 255).astype(np.uint8)
+    lut_val = np.clip(x * gain[2], 0, 255).astype(np.uint8)
+    hsv = cv2.merge((cv2.LUT(hue, lut_hue), cv2.LUT(sat, lut_sat), cv2.LUT(val, lut_val)))
+    cv2.cvtColor(hsv, cv2.COLOR_HSV2BGR, dst=image)
+
+
+def box_candidates(
+    before: np.ndarray, after: np.ndarray, *, wh_thr: float = 2, ar_thr: float = 20, area_thr: float = 0.1
+) -> np.ndarray:
+    """(n,) bool: boxes kept after a transform. before/after: (n, 4) xyxy (before already scaled by the
+    transform's zoom). Kept when both sides > wh_thr pixels, area after / before > area_thr and the aspect
+    ratio max(w/h, h/w) < ar_thr (the thresholds of the original TPH-YOLOv5 / YOLOv5 v6.0 code)."""
+    eps = 1e-16
+    w1, h1 = before[:, 2] - before[:, 0], before[:, 3] - before[:, 1]
+    w2, h2 = after[:, 2] - after[:, 0], after[:, 3] - after[:, 1]
+    ar = np.maximum(w2 / (h2 + eps), h2 / (w2 + eps))
+    return (w2 > wh_thr) & (h2 > wh_thr) & (w2 * h2 / (w1 * h1 + eps) > area_thr) & (ar < ar_thr)
+
+
+def perspective_matrix(
+    rng: np.random.Generator,
+    *,
+    in_hw: tuple[int, int],
+    out_hw: tuple[int, int],
+    degrees: float,
+    translate: float,
+    scale: float,
+    shear: float,
+    perspective: float,
+) -> tuple[np.ndarray, float]:
+    """(3, 3) matrix mapping input pixels to output pixels, and its zoom factor.
+
+    Order: centre the input, perspective, rotate + scale, shear, translate to the output centre +/- translate.
+    """
+    c = np.eye(3)
+    c[0, 2], c[1, 2] = -in_hw[1] / 2, -in_hw[0] / 2
+    p = np.eye(3)
+    p[2, 0], p[2, 1] = rng.uniform(-perspective, perspective, 2)
+    r = np.eye(3)
+    angle = rng.uniform(-degrees, degrees)
+    zoom = rng.uniform(1 - scale, 1 + scale)
+    r[:2] = cv2.getRotationMatrix2D(center=(0, 0), angle=angle, scale=zoom)
+    s = np.eye(3)
+    s[0, 1], s[1, 0] = np.tan(rng.uniform(-shear, shear, 2) * math.pi / 180)
+    t = np.eye(3)
+    t[0, 2] = rng.uniform(0.5 - translate, 0.5 + translate) * out_hw[1]
+    t[1, 2] = rng.uniform(0.5 - translate, 0.5 + translate) * out_hw[0]
+    return t @ s @ r @ p @ c, zoom
+
+
+def transform_boxes(boxes: np.ndarray, m: np.ndarray, out_hw: tuple[int, int]) -> np.ndarray:
+    """(n, 4) xyxy -> (n, 4) xyxy enclosing the 4 transformed corners, clipped to the out_hw image."""
+    n = len(boxes)
+    if n == 0:
+        return boxes.reshape(0, 4).astype(np.float32)
+    xy = np.ones((n * 4, 3))
+    xy[:, :2] = boxes[:, [0, 1, 2, 3, 0, 3, 2, 1]].reshape(n * 4, 2)
+    xy = xy @ m.T
+    xy = (xy[:, :2] / xy[:, 2:3]).reshape(n, 8)
+    x, y = xy[:, [0, 2, 4, 6]], xy[:, [1, 3, 5, 7]]
+    out = np.stack([x.min(1), y.min(1), x.max(1), y.max(1)], axis=1)
+    out[:, [0, 2]] = out[:, [0, 2]].clip(0, out_hw[1])
+    out[:, [1, 3]] = out[:, [1, 3]].clip(0, out_hw[0])
+    return out.astype(np.float32)
+
+
+def random_perspective(
+    image: np.ndarray,
+    boxes: np.ndarray,
+    ignore: np.ndarray,
+    rng: np.random.Generator,
+    hyp: Hyp,
+    *,
+    border: int = 0,
+    out_hw: tuple[int, int] | None = None,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Random affine (or perspective) warp. Output size: out_hw, default input size + 2 * border
+    (border < 0 crops, e.g. a 2s mosaic to s). Returns (image, keep (n,) indices of surviving boxes,
+    their new boxes (len(keep), 4), new ignore regions (k', 4)); all xyxy output pixels."""
+    h_in, w_in = image.shape[:2]
+    out_hw = out_hw or (h_in + 2 * border, w_in + 2 * border)
+    m, zoom = perspective_matrix(
+        rng,
+        in_hw=(h_in, w_in),
+        out_hw=out_hw,
+        degrees=hyp.degrees,
+        translate=hyp.translate,
+        scale=hyp.scale,
+        shear=hyp.shear,
+        perspective=hyp.perspective,
+    )
+    if out_hw != (h_in, w_in) or not np.allclose(m, np.eye(3)):
+        size, fill = (out_hw[1], out_hw[0]), (PAD_VALUE,) * 3
+        if hyp.perspective:
+            image = cv2.warpPerspective(image, m, dsize=size, borderValue=fill)
+        else:
+            image = cv2.warpAffine(image, m[:2], dsize=size, borderValue=fill)
+    new = transform_boxes(boxes, m, out_hw)
+    keep = np.nonzero(box_candidates(boxes * zoom, new))[0]
+    new_ignore = transform_boxes(ignore, m, out_hw)
+    new_ignore = new_ignore[(new_ignore[:, 2] > new_ignore[:, 0]) & (new_ignore[:, 3] > new_ignore[:, 1])]
+    return image, keep, new[keep], new_ignore
+
+
+def mixup_weight(rng: np.random.Generator) -> float:
+    """Blend weight of the first image in MixUp, Beta(32, 32) (mostly near 0.5)."""
+    return float(rng.beta(32.0, 32.0))
+
+
+def mixup_images(a: np.ndarray, b: np.ndarray, weight: float) -> np.ndarray:
+    """weight * a + (1 - weight) * b for same-shape uint8 images; labels of both are kept by the caller."""
+    return cv2.addWeighted(a, weight, b, 1.0 - weight, 0.0)
+
+
+def flip_lr(image: np.ndarray, boxes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Mirror left-right; boxes (n, 4) xyxy pixels follow."""
+    w = image.shape[1]
+    out = boxes.copy()
+    out[:, [0, 2]] = w - boxes[:, [2, 0]]
+    return np.ascontiguousarray(image[:, ::-1]), out
+
+
+def flip_ud(image: np.ndarray, boxes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Mirror top-bottom; boxes (n, 4) xyxy pixels follow."""
+    h = image.shape[0]
+    out = boxes.copy()
+    out[:, [1, 3]] = h - boxes[:, [3, 1]]
+    return np.ascontiguousarray(image[::-1]), out
+
+
+def fill_regions(image: np.ndarray, regions: np.ndarray, value: int = PAD_VALUE) -> None:
+    """Paint (k, 4) xyxy pixel regions with grey `value`, in place (pixels whose area the region covers
+    at least half-way, i.e. rounded edges)."""
+    h, w = image.shape[:2]
+    for x1, y1, x2, y2 in np.round(regions).astype(int).tolist():
+        image[max(y1, 0) : min(y2, h), max(x1, 0) : min(x2, w)] = value

@@ -1,0 +1,201 @@
+"""`DetectionDataset`: scanned records -> augmented, letterboxed samples.
+
+A sample's image is uint8 RGB (3, H, W); labels are (n, 5) `class, cx, cy, w, h` normalised by (W, H);
+ignore regions are (k, 4) xyxy pixels of the returned image. `ratio`, `pad` map the sample back to the
+original image (x0 = (x - pad_x) / ratio_x); for mosaic samples (built from 4 images) they are (1, 1), (0, 0).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import cv2
+import numpy as np
+import torch
+from torch.utils.data import Dataset
+
+from tphyolo.data.augment import (
+    Hyp,
+    augment_hsv,
+    fill_regions,
+    flip_lr,
+    flip_ud,
+    mixup_images,
+    mixup_weight,
+    random_perspective,
+)
+from tphyolo.data.image_cache import ImageCache, load_resized
+from tphyolo.data.labels import xyxy_to_cxcywh
+from tphyolo.data.letterbox import letterbox, map_boxes
+from tphyolo.data.mosaic import mosaic4
+from tphyolo.data.scan import Record
+
+IGNORE_MODES = ("fill", "keep")
+
+
+@dataclass
+class Sample:
+    """One dataset item (see module docstring for coordinate conventions)."""
+
+    image: torch.Tensor  # (3, H, W) uint8 RGB
+    labels: torch.Tensor  # (n, 5) float32 class, cx, cy, w, h normalised
+    ignore: torch.Tensor  # (k, 4) float32 xyxy pixels of `image`
+    path: str
+    shape0: tuple[int, int]  # (h0, w0) original image size
+    ratio: tuple[float, float]  # (rx, ry) letterboxed / original
+    pad: tuple[int, int]  # (left, top) pixels
+
+
+def rect_batch_shapes(shapes: np.ndarray, *, batch_size: int, imgsz: int, stride: int, pad: float) -> np.ndarray:
+    """(nb, 2) (h, w) per batch for `shapes` (N, 2) (h0, w0) already sorted by aspect ratio h / w: the smallest
+    stride multiple holding every image of the batch at long side imgsz (plus `pad` strides)."""
+    aspect = shapes[:, 0] / shapes[:, 1]
+    nb = math.ceil(len(shapes) / batch_size)
+    out = np.ones((nb, 2))
+    for b in range(nb):
+        a = aspect[b * batch_size : (b + 1) * batch_size]
+        lo, hi = a.min(), a.max()
+        if hi < 1:
+            out[b] = (hi, 1)
+        elif lo > 1:
+            out[b] = (1, 1 / lo)
+    return (np.ceil(out * imgsz / stride + pad) * stride).astype(int)
+
+
+class DetectionDataset(Dataset):
+    """Samples of a scanned split.
+
+    imgsz: training size (long side); augment: mosaic/affine/mixup/HSV/flips per `hyp`; rect: letterbox each
+    batch of `batch_size` images (sorted by aspect ratio) to its own minimal stride-multiple shape;
+    ignore_mode: "fill" paints ignore regions grey 114 (neither positive nor negative), "keep" leaves them;
+    cache: None, "ram" or "disk" (see `ImageCache`); seed: generator seed when not in a worker (workers
+    reseed through `reseed`, see loader.py).
+    """
+
+    def __init__(
+        self,
+        records: list[Record],
+        *,
+        imgsz: int = 640,
+        augment: bool = False,
+        hyp: Hyp | None = None,
+        rect: bool = False,
+        batch_size: int = 16,
+        stride: int = 32,
+        rect_pad: float = 0.0,
+        ignore_mode: str = "fill",
+        cache: str | None = None,
+        seed: int = 0,
+    ) -> None:
+        if ignore_mode not in IGNORE_MODES:
+            raise ValueError(f"ignore_mode {ignore_mode!r}: expected one of {IGNORE_MODES}")
+        if not records:
+            raise ValueError("no usable images in this split (see the scan report)")
+        self.imgsz, self.augment, self.hyp = imgsz, augment, hyp or Hyp()
+        self.rect, self.stride, self.ignore_mode = rect, stride, ignore_mode
+        self.records = list(records)
+        self.batch_shapes = None
+        if rect:
+            shapes = np.array([(r.height, r.width) for r in self.records], dtype=np.float64)
+            order = np.argsort(shapes[:, 0] / shapes[:, 1], kind="stable")
+            self.records = [self.records[i] for i in order]
+            self.batch_shapes = rect_batch_shapes(
+                shapes[order], batch_size=batch_size, imgsz=imgsz, stride=stride, pad=rect_pad
+            )
+            self.batch_size = batch_size
+        self.image_cache = None
+        if cache:
+            files = [r.im_file for r in self.records]
+            shapes_list = [(r.height, r.width) for r in self.records]
+            self.image_cache = ImageCache(files, shapes_list, imgsz=imgsz, mode=cache, augment=augment)
+        self.rng = np.random.default_rng(seed)
+
+    def reseed(self, seed: int) -> None:
+        """Restart this copy's random generator (called once per worker process)."""
+        self.rng = np.random.default_rng(seed)
+
+    def __len__(self) -> int:
+        return len(self.records)
+
+    def load_image(self, i: int) -> np.ndarray:
+        """Image i as uint8 BGR, resized to long side imgsz (from the image cache when there is one)."""
+        if self.image_cache is not None:
+            return self.image_cache.get(i)
+        return load_resized(self.records[i].im_file, self.imgsz, augment=self.augment)
+
+    def _resized_labels(self, i: int, image: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        r = self.records[i]
+        h, w = image.shape[:2]
+        scale = np.array([w / r.width, h / r.height] * 2, dtype=np.float32)
+        return r.labels.classes, r.labels.boxes * scale, r.labels.ignore * scale
+
+    def _mosaic(self, index: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        s = self.imgsz
+        indices = [index, *self.rng.integers(0, len(self), 3).tolist()]
+        center = (int(self.rng.uniform(s / 2, 3 * s / 2)), int(self.rng.uniform(s / 2, 3 * s / 2)))
+        images, classes, boxes, ignore = [], [], [], []
+        for i in indices:
+            image = self.load_image(i)
+            c, b, g = self._resized_labels(i, image)
+            images.append(image)
+            classes.append(c)
+            boxes.append(b)
+            ignore.append(g)
+        canvas, offsets = mosaic4(images, size=s, center=center)
+        shift = [np.array([dx, dy, dx, dy], dtype=np.float32) for dx, dy in offsets]
+        boxes = np.concatenate([b + o for b, o in zip(boxes, shift, strict=True)]).clip(0, 2 * s)
+        ignore = np.concatenate([g + o for g, o in zip(ignore, shift, strict=True)]).clip(0, 2 * s)
+        classes = np.concatenate(classes)
+        canvas, keep, boxes, ignore = random_perspective(canvas, boxes, ignore, self.rng, self.hyp, border=-s // 2)
+        return canvas, classes[keep], boxes, ignore
+
+    def __getitem__(self, index: int) -> Sample:
+        r = self.records[index]
+        ratio, pad = (1.0, 1.0), (0, 0)
+        if self.augment and self.rng.random() < self.hyp.mosaic:
+            image, classes, boxes, ignore = self._mosaic(index)
+            if self.rng.random() < self.hyp.mixup:
+                image2, classes2, boxes2, ignore2 = self._mosaic(int(self.rng.integers(0, len(self))))
+                image = mixup_images(image, image2, mixup_weight(self.rng))
+                classes = np.concatenate([classes, classes2])
+                boxes = np.concatenate([boxes, boxes2])
+                ignore = np.concatenate([ignore, ignore2])
+        else:
+            loaded = self.load_image(index)
+            classes, boxes, ignore = self._resized_labels(index, loaded)
+            shape = tuple(self.batch_shapes[index // self.batch_size]) if self.rect else self.imgsz
+            image, info = letterbox(loaded, shape, stride=self.stride, auto=False, scaleup=self.augment)
+            boxes, ignore = map_boxes(boxes, info), map_boxes(ignore, info)
+            ratio = (loaded.shape[1] * info.ratio[0] / r.width, loaded.shape[0] * info.ratio[1] / r.height)
+            pad = info.pad
+            if self.augment:
+                image, keep, boxes, ignore = random_perspective(image, boxes, ignore, self.rng, self.hyp)
+                classes = classes[keep]
+            if np.shares_memory(image, loaded):
+                image = image.copy()
+        if self.augment:
+            augment_hsv(image, self.rng, hgain=self.hyp.hsv_h, sgain=self.hyp.hsv_s, vgain=self.hyp.hsv_v)
+            if self.rng.random() < self.hyp.flipud:
+                image, both = flip_ud(image, np.concatenate([boxes, ignore]))
+                boxes, ignore = both[: len(boxes)], both[len(boxes) :]
+            if self.rng.random() < self.hyp.fliplr:
+                image, both = flip_lr(image, np.concatenate([boxes, ignore]))
+                boxes, ignore = both[: len(boxes)], both[len(boxes) :]
+        if self.ignore_mode == "fill" and len(ignore):
+            fill_regions(image, ignore)
+        h, w = image.shape[:2]
+        labels = np.zeros((len(classes), 5), dtype=np.float32)
+        if len(classes):
+            labels[:, 0] = classes
+            labels[:, 1:] = xyxy_to_cxcywh(boxes) / np.array([w, h, w, h])
+        chw = np.ascontiguousarray(cv2.cvtColor(image, cv2.COLOR_BGR2RGB).transpose(2, 0, 1))
+        return Sample(
+            image=torch.from_numpy(chw),
+            labels=torch.from_numpy(labels),
+            ignore=torch.from_numpy(np.ascontiguousarray(ignore, dtype=np.float32)),
+            path=r.im_file,
+            shape0=(r.height, r.width),
+            ratio=ratio,
+            pad=pad,
+        )

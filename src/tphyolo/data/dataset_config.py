@@ -1,0 +1,135 @@
+"""Dataset yaml files in the YOLOv5 / ultralytics layout.
+
+```yaml
+path: ../datasets/VisDrone      # root; relative to the yaml's folder (built-in configs: to `datasets_dir`)
+train: VisDrone2019-DET-train/images   # a folder, a .txt list of images, a COCO .json, or a list of these
+val: [val_a/images, val_b.txt]
+test: VisDrone2019-DET-test-dev/images  # optional
+names: {0: pedestrian, 1: people}      # or a list; `nc` optional, checked when given
+```
+
+Split entries are resolved against `path`; lines of a .txt list are resolved against the list's folder.
+The label format of each split is detected when it is scanned (see `scan.py`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from importlib import resources
+from pathlib import Path
+
+import yaml
+
+SPLITS = ("train", "val", "test")
+BUILTIN_DATA = ("visdrone", "synthetic")
+
+
+@dataclass(frozen=True)
+class DataConfig:
+    """A resolved dataset description. Split sources are absolute paths; `names[i]` is class i's name.
+
+    `names` is empty when unknown (a bare image folder): the scan then infers the classes from the labels.
+    """
+
+    root: Path
+    train: tuple[Path, ...]
+    val: tuple[Path, ...]
+    test: tuple[Path, ...] = ()
+    names: tuple[str, ...] = ()
+    source: Path | None = None
+
+    @property
+    def nc(self) -> int:
+        return len(self.names)
+
+    def split(self, name: str) -> tuple[Path, ...]:
+        if name not in SPLITS:
+            raise ValueError(f"unknown split {name!r}; known: {list(SPLITS)}")
+        return getattr(self, name)
+
+
+def builtin_data_yaml(name: str) -> Path:
+    """Path of the packaged `configs/data/NAME.yaml`."""
+    path = Path(str(resources.files("tphyolo").joinpath("configs", "data", f"{name}.yaml")))
+    if not path.is_file():
+        raise FileNotFoundError(f"no built-in data config {name!r} ({path})")
+    return path
+
+
+def _names(raw: object, nc: object, where: Path) -> tuple[str, ...]:
+    if raw is None:
+        if nc is None:
+            raise ValueError(f"{where}: needs 'names' (a list or a {{id: name}} mapping)")
+        return tuple(f"class{i}" for i in range(int(nc)))
+    if isinstance(raw, dict):
+        keys = sorted(int(k) for k in raw)
+        if keys != list(range(len(keys))):
+            raise ValueError(f"{where}: 'names' ids must be 0..{len(keys) - 1}, got {keys}")
+        names = tuple(str(raw[k] if k in raw else raw[str(k)]) for k in keys)
+    elif isinstance(raw, list):
+        names = tuple(str(n) for n in raw)
+    else:
+        raise ValueError(f"{where}: 'names' must be a list or a mapping, got {type(raw).__name__}")
+    if nc is not None and int(nc) != len(names):
+        raise ValueError(f"{where}: nc={nc} but {len(names)} names")
+    return names
+
+
+def _sources(raw: object, root: Path, where: Path, split: str) -> tuple[Path, ...]:
+    if raw is None:
+        return ()
+    items = raw if isinstance(raw, list) else [raw]
+    out = []
+    for item in items:
+        if not isinstance(item, str):
+            raise ValueError(f"{where}: '{split}' entries must be paths, got {item!r}")
+        p = Path(item).expanduser()
+        out.append(p if p.is_absolute() else (root / p))
+    return tuple(out)
+
+
+def parse_data_yaml(path: Path, *, datasets_dir: Path | None = None) -> DataConfig:
+    """Read a dataset yaml. A relative `path:` resolves against the yaml's folder, or `datasets_dir` when given
+    (used for built-in configs). A missing `path:` means the yaml's folder."""
+    path = Path(path)
+    try:
+        data = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except yaml.YAMLError as error:
+        raise ValueError(f"{path}: not valid yaml ({error})") from None
+    if not isinstance(data, dict):
+        raise ValueError(f"{path}: expected a mapping with 'train', 'val', 'names'")
+    base = Path(datasets_dir) if datasets_dir is not None else path.parent
+    root = Path(str(data.get("path") or ".")).expanduser()
+    root = (root if root.is_absolute() else base / root).resolve()
+    splits = {s: _sources(data.get(s), root, path, s) for s in SPLITS}
+    if not splits["train"] and not splits["val"]:
+        raise ValueError(f"{path}: needs at least one of 'train' or 'val'")
+    names = _names(data.get("names"), data.get("nc"), path)
+    return DataConfig(root=root, names=names, source=path.resolve(), **splits)
+
+
+def load_data_config(
+    source: str | Path, *, datasets_dir: Path | None = None, cache_dir: Path | None = None
+) -> DataConfig:
+    """Resolve `source`: a built-in name ('visdrone', 'synthetic'), a dataset yaml, or a bare image folder
+    (then train = val = that folder, class names unknown).
+
+    `datasets_dir` (default `./datasets`) anchors built-in configs; `cache_dir` is where 'synthetic' is
+    generated (default `~/.cache/tphyolo`)."""
+    text = str(source)
+    if text == "synthetic":
+        from tphyolo.data.synthetic import ensure_synthetic
+
+        return parse_data_yaml(ensure_synthetic(cache_dir=cache_dir))
+    if text in BUILTIN_DATA:
+        return parse_data_yaml(builtin_data_yaml(text), datasets_dir=Path(datasets_dir or "datasets"))
+    path = Path(source).expanduser()
+    if path.is_dir():
+        folder = path.resolve()
+        return DataConfig(root=folder, train=(folder,), val=(folder,))
+    if path.is_file():
+        return parse_data_yaml(path, datasets_dir=datasets_dir)
+    raise FileNotFoundError(f"data {text!r}: no such file or folder, and not a built-in name ({list(BUILTIN_DATA)})")
+
+
+resolve_data = load_data_config

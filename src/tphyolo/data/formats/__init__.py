@@ -1,0 +1,1 @@
+"""On-disk label formats: VisDrone-DET annotations, YOLO txt (+ ignore side files), COCO json."""

@@ -1,0 +1,83 @@
+"""VisDrone-DET original annotations: `annotations/STEM.txt` beside `images/STEM.jpg`.
+
+One object per line: `left,top,width,height,score,category,truncation,occlusion` in pixels (trailing commas
+and blank lines tolerated). Category 1..10 are the classes (class id = category - 1), category 0 marks an
+ignored region (kept as an ignore region), category 11 "others" is neither (dropped).
+"""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import numpy as np
+
+from tphyolo.data.labels import ImageLabels, LabelError, xywh_to_xyxy
+
+IGNORED_CATEGORY = 0
+OTHERS_CATEGORY = 11
+NUM_CLASSES = 10
+NAMES = (
+    "pedestrian",
+    "people",
+    "bicycle",
+    "car",
+    "van",
+    "truck",
+    "tricycle",
+    "awning-tricycle",
+    "bus",
+    "motor",
+)
+
+
+def parse_visdrone(path: Path, *, num_classes: int = NUM_CLASSES) -> ImageLabels:
+    """Read one annotation file. Raises LabelError naming the file and line for an unusable line.
+
+    `num_classes` lets other VisDrone-format datasets use categories 1..num_classes; `num_classes + 1` is
+    "others" (dropped) and anything above is an error.
+    """
+    classes, boxes, ignore = [], [], []
+    text = Path(path).read_text(encoding="utf-8", errors="strict")
+    for n, line in enumerate(text.splitlines(), start=1):
+        fields = [f.strip() for f in line.strip().split(",")]
+        while fields and fields[-1] == "":
+            fields.pop()
+        if not fields:
+            continue
+        if len(fields) < 6:
+            raise LabelError(f"{path}:{n}: expected at least 6 comma-separated values, got {len(fields)}: {line!r}")
+        try:
+            values = [float(f) for f in fields[:8]]
+        except ValueError:
+            raise LabelError(f"{path}:{n}: not a number in {line!r}") from None
+        if not all(math.isfinite(v) for v in values):
+            raise LabelError(f"{path}:{n}: non-finite value in {line!r}")
+        left, top, width, height, _score, category = values[:6]
+        if width < 0 or height < 0:
+            raise LabelError(f"{path}:{n}: negative box size {width:g}x{height:g}")
+        if category != int(category) or not 0 <= category <= num_classes + 1:
+            raise LabelError(f"{path}:{n}: category {category:g} outside 0..{num_classes + 1}")
+        category = int(category)
+        if category == IGNORED_CATEGORY:
+            ignore.append((left, top, width, height))
+        elif category <= num_classes:
+            classes.append(category - 1)
+            boxes.append((left, top, width, height))
+    return ImageLabels(classes, xywh_to_xyxy(np.array(boxes)), xywh_to_xyxy(np.array(ignore)))
+
+
+def format_visdrone(labels: ImageLabels) -> str:
+    """Annotation text for `labels`: objects with score 1, ignore regions as category 0 (score 0)."""
+    lines = []
+    for x1, y1, x2, y2 in labels.ignore.tolist():
+        lines.append(f"{_num(x1)},{_num(y1)},{_num(x2 - x1)},{_num(y2 - y1)},0,0,0,0")
+    for c, (x1, y1, x2, y2) in zip(labels.classes.tolist(), labels.boxes.tolist(), strict=True):
+        lines.append(f"{_num(x1)},{_num(y1)},{_num(x2 - x1)},{_num(y2 - y1)},1,{c + 1},0,0")
+    return "".join(line + "\n" for line in lines)
+
+
+def _num(v: float) -> str:
+    """Integers without a decimal point (as in the original files), other values with 2 decimals."""
+    r = round(v)
+    return str(int(r)) if abs(v - r) < 1e-3 else f"{v:.2f}"

@@ -1,0 +1,76 @@
+"""YOLO txt labels: `labels/STEM.txt` beside `images/STEM.jpg`, one `class cx cy w h` line per object,
+coordinates normalised by the image width / height. Lines with more than 5 values are polygons
+`class x1 y1 x2 y2 ...` (their enclosing box is used).
+
+Ignore regions live in an optional side file `ignore/STEM.txt`, one normalised `cx cy w h` line each.
+"""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import numpy as np
+
+from tphyolo.data.labels import ImageLabels, LabelError, cxcywh_to_xyxy, xyxy_to_cxcywh
+
+
+def _rows(path: Path) -> list[tuple[int, list[float]]]:
+    rows = []
+    for n, line in enumerate(Path(path).read_text(encoding="utf-8").splitlines(), start=1):
+        fields = line.split()
+        if not fields:
+            continue
+        try:
+            values = [float(f) for f in fields]
+        except ValueError:
+            raise LabelError(f"{path}:{n}: not a number in {line.strip()!r}") from None
+        if not all(math.isfinite(v) for v in values):
+            raise LabelError(f"{path}:{n}: non-finite value in {line.strip()!r}")
+        rows.append((n, values))
+    return rows
+
+
+def parse_yolo(label_path: Path, ignore_path: Path | None, *, width: int, height: int) -> ImageLabels:
+    """Read a YOLO label file (and its ignore side file when it exists) into pixel xyxy for a width x height
+    image. Raises LabelError naming the file and line for malformed lines, negative sizes, bad classes."""
+    scale = np.array([width, height, width, height], dtype=np.float64)
+    classes, boxes = [], []
+    for n, values in _rows(label_path):
+        cls = values[0]
+        if cls != int(cls) or cls < 0:
+            raise LabelError(f"{label_path}:{n}: class {cls:g} is not a non-negative integer")
+        coords = values[1:]
+        if len(coords) == 4:
+            if coords[2] < 0 or coords[3] < 0:
+                raise LabelError(f"{label_path}:{n}: negative box size {coords[2]:g}x{coords[3]:g}")
+            box = cxcywh_to_xyxy(np.array(coords))[0]
+        elif len(coords) >= 6 and len(coords) % 2 == 0:
+            xy = np.array(coords).reshape(-1, 2)
+            box = np.concatenate([xy.min(0), xy.max(0)])
+        else:
+            raise LabelError(f"{label_path}:{n}: expected 'class cx cy w h' or a polygon, got {len(values)} values")
+        classes.append(int(cls))
+        boxes.append(box * scale)
+    ignore = []
+    if ignore_path is not None and Path(ignore_path).is_file():
+        for n, values in _rows(ignore_path):
+            if len(values) != 4:
+                raise LabelError(f"{ignore_path}:{n}: expected 'cx cy w h', got {len(values)} values")
+            if values[2] < 0 or values[3] < 0:
+                raise LabelError(f"{ignore_path}:{n}: negative region size {values[2]:g}x{values[3]:g}")
+            ignore.append(cxcywh_to_xyxy(np.array(values))[0] * scale)
+    return ImageLabels(classes, np.array(boxes), np.array(ignore))
+
+
+def format_yolo(labels: ImageLabels, *, width: int, height: int) -> tuple[str, str]:
+    """(label text, ignore text) for `labels` of a width x height image, normalised to 6 decimals."""
+    scale = np.array([width, height, width, height], dtype=np.float64)
+    boxes = xyxy_to_cxcywh(labels.boxes) / scale
+    ignore = xyxy_to_cxcywh(labels.ignore) / scale
+    label_text = "".join(
+        f"{c} {b[0]:.6f} {b[1]:.6f} {b[2]:.6f} {b[3]:.6f}\n"
+        for c, b in zip(labels.classes.tolist(), boxes, strict=True)
+    )
+    ignore_text = "".join(f"{b[0]:.6f} {b[1]:.6f} {b[2]:.6f} {b[3]:.6f}\n" for b in ignore)
+    return label_text, ignore_text

@@ -1,0 +1,70 @@
+"""Letterboxing: resize keeping the aspect ratio, then pad to a target shape with grey 114.
+
+A point (x0, y0) of the source image lands at (x0 * rx + left, y0 * ry + top) in the letterboxed image,
+and maps back with x0 = (x - left) / rx. `rx`, `ry` are the exact per-axis ratios of the resized size
+(integer pixels) to the source size, `left`, `top` the integer padding actually applied.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import cv2
+import numpy as np
+
+PAD_VALUE = 114
+
+
+@dataclass(frozen=True)
+class LetterboxInfo:
+    """ratio = (rx, ry) resized / source size per axis; pad = (left, top) pixels added before the image."""
+
+    ratio: tuple[float, float]
+    pad: tuple[int, int]
+
+
+def letterbox(
+    image: np.ndarray,
+    new_shape: int | tuple[int, int],
+    *,
+    stride: int = 32,
+    auto: bool = False,
+    scaleup: bool = True,
+    color: int = PAD_VALUE,
+) -> tuple[np.ndarray, LetterboxInfo]:
+    """Fit `image` (H, W, 3) into `new_shape` (h, w) (an int means square).
+
+    auto=True pads only up to the next multiple of `stride` (minimum rectangle) instead of the full shape;
+    scaleup=False never enlarges (better mAP on validation, as upscaling invents no detail).
+    Returns the letterboxed image and how to map coordinates (see module docstring).
+    """
+    h0, w0 = image.shape[:2]
+    new_h, new_w = (new_shape, new_shape) if isinstance(new_shape, int) else new_shape
+    r = min(new_h / h0, new_w / w0)
+    if not scaleup:
+        r = min(r, 1.0)
+    w1, h1 = round(w0 * r), round(h0 * r)
+    dw, dh = new_w - w1, new_h - h1
+    if auto:
+        dw, dh = dw % stride, dh % stride
+    if (w1, h1) != (w0, h0):
+        image = cv2.resize(image, (w1, h1), interpolation=cv2.INTER_LINEAR)
+    left, top = round(dw / 2 - 0.1), round(dh / 2 - 0.1)
+    right, bottom = dw - left, dh - top
+    if dw or dh:
+        image = cv2.copyMakeBorder(image, top, bottom, left, right, cv2.BORDER_CONSTANT, value=(color,) * 3)
+    return image, LetterboxInfo((w1 / w0, h1 / h0), (left, top))
+
+
+def map_boxes(boxes: np.ndarray, info: LetterboxInfo) -> np.ndarray:
+    """(n, 4) xyxy in source pixels -> (n, 4) xyxy in letterboxed pixels."""
+    rx, ry = info.ratio
+    left, top = info.pad
+    return boxes * np.array([rx, ry, rx, ry], dtype=np.float32) + np.array([left, top, left, top], np.float32)
+
+
+def unmap_boxes(boxes: np.ndarray, info: LetterboxInfo) -> np.ndarray:
+    """(n, 4) xyxy in letterboxed pixels -> (n, 4) xyxy in source pixels (inverse of `map_boxes`)."""
+    rx, ry = info.ratio
+    left, top = info.pad
+    return (boxes - np.array([left, top, left, top], np.float32)) / np.array([rx, ry, rx, ry], np.float32)

@@ -1,0 +1,207 @@
+"""Batches: collating samples, the DataLoader builder, worker seeding, multi-scale resizing.
+
+`Batch` holds everything evaluation and prediction need to map boxes back to original pixels:
+x0 = (x - pads[i, 0]) / ratios[i, 0], y0 = (y - pads[i, 1]) / ratios[i, 1] for image i.
+"""
+
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass, replace
+
+import cv2
+import numpy as np
+import torch
+import torch.nn.functional as F
+from torch.utils.data import DataLoader, DistributedSampler, get_worker_info
+
+from tphyolo.data.augment import Hyp
+from tphyolo.data.dataset import DetectionDataset, Sample
+from tphyolo.data.dataset_config import DataConfig
+from tphyolo.data.letterbox import PAD_VALUE
+from tphyolo.data.scan import SplitScan, scan_split
+
+
+@dataclass
+class Batch:
+    """A collated batch of B images.
+
+    images: (B, 3, H, W) uint8 RGB (images smaller than the batch are padded right/bottom with 114);
+    targets: (n, 6) float32 `image index, class, cx, cy, w, h`, coordinates normalised by (W, H);
+    ignore: B tensors (k_i, 4) float32, xyxy pixels of the batch image (ignore regions, may be empty);
+    paths: B image files; shapes0: (B, 2) int64 original (h0, w0);
+    ratios: (B, 2) float32 (rx, ry) batch-image / original; pads: (B, 2) float32 (left, top) pixels.
+    """
+
+    images: torch.Tensor
+    targets: torch.Tensor
+    ignore: list[torch.Tensor]
+    paths: list[str]
+    shapes0: torch.Tensor
+    ratios: torch.Tensor
+    pads: torch.Tensor
+
+    def __len__(self) -> int:
+        return self.images.shape[0]
+
+    def pin_memory(self) -> Batch:
+        return replace(
+            self,
+            images=self.images.pin_memory(),
+            targets=self.targets.pin_memory(),
+            ignore=[g.pin_memory() for g in self.ignore],
+        )
+
+    def to(self, device: torch.device | str, *, non_blocking: bool = False) -> Batch:
+        """Images, targets and ignore regions on `device` (metadata stays on the CPU)."""
+        return replace(
+            self,
+            images=self.images.to(device, non_blocking=non_blocking),
+            targets=self.targets.to(device, non_blocking=non_blocking),
+            ignore=[g.to(device, non_blocking=non_blocking) for g in self.ignore],
+        )
+
+    def resized(self, size: int | tuple[int, int]) -> Batch:
+        """The batch bilinearly resized to `size` (h, w) (an int: the long side, aspect kept) for multi-scale
+        training; normalised targets are unchanged, ignore regions, ratios and pads are rescaled."""
+        n, c, h, w = self.images.shape
+        if isinstance(size, int):
+            r = size / max(h, w)
+            size = (round(h * r), round(w * r))
+        new_h, new_w = size
+        if (new_h, new_w) == (h, w):
+            return self
+        images = F.interpolate(self.images.float(), size=(new_h, new_w), mode="bilinear", align_corners=False)
+        scale = torch.tensor([new_w / w, new_h / h])
+        return replace(
+            self,
+            images=images.round_().clamp_(0, 255).to(torch.uint8),
+            ignore=[g * scale.repeat(2).to(g.device) for g in self.ignore],
+            ratios=self.ratios * scale,
+            pads=self.pads * scale,
+        )
+
+
+def multiscale_size(imgsz: int, rng: random.Random | np.random.Generator, *, stride: int = 32) -> int:
+    """A random training size in [0.5 imgsz, 1.5 imgsz], a multiple of `stride` (chosen per batch)."""
+    low, high = int(imgsz * 0.5), int(imgsz * 1.5) + stride
+    value = rng.integers(low, high) if isinstance(rng, np.random.Generator) else rng.randrange(low, high)
+    return max(stride, int(value) // stride * stride)
+
+
+def collate(samples: list[Sample]) -> Batch:
+    """Stack samples into a Batch (see its docstring)."""
+    h = max(s.image.shape[1] for s in samples)
+    w = max(s.image.shape[2] for s in samples)
+    images = torch.full((len(samples), 3, h, w), PAD_VALUE, dtype=torch.uint8)
+    targets = []
+    for i, s in enumerate(samples):
+        images[i, :, : s.image.shape[1], : s.image.shape[2]] = s.image
+        labels = s.labels
+        if (s.image.shape[1], s.image.shape[2]) != (h, w) and len(labels):
+            sh, sw = s.image.shape[1:]
+            labels = labels * torch.tensor([1, sw / w, sh / h, sw / w, sh / h])
+        targets.append(torch.cat([torch.full((len(labels), 1), float(i)), labels], dim=1))
+    return Batch(
+        images=images,
+        targets=torch.cat(targets) if targets else torch.zeros((0, 6)),
+        ignore=[s.ignore for s in samples],
+        paths=[s.path for s in samples],
+        shapes0=torch.tensor([s.shape0 for s in samples], dtype=torch.int64),
+        ratios=torch.tensor([s.ratio for s in samples], dtype=torch.float32),
+        pads=torch.tensor([s.pad for s in samples], dtype=torch.float32),
+    )
+
+
+def seed_worker(worker_id: int) -> None:
+    """DataLoader worker_init_fn: reseed the worker's dataset copy from the loader's per-worker seed, so a
+    run is reproducible for a given seed and worker count; keep OpenCV single-threaded in the worker."""
+    info = get_worker_info()
+    cv2.setNumThreads(1)
+    seed = info.seed % 2**32
+    random.seed(seed)
+    np.random.seed(seed)
+    if hasattr(info.dataset, "reseed"):
+        info.dataset.reseed(seed)
+
+
+def build_dataloader(
+    dataset: DetectionDataset,
+    *,
+    batch_size: int,
+    workers: int = 0,
+    shuffle: bool = False,
+    seed: int = 0,
+    persistent_workers: bool = False,
+    pin_memory: bool = False,
+    prefetch_factor: int = 2,
+    distributed: bool = False,
+    rank: int = 0,
+    world_size: int = 1,
+    drop_last: bool = False,
+) -> DataLoader:
+    """A DataLoader yielding `Batch`es.
+
+    distributed=True shards with a DistributedSampler (call `loader.sampler.set_epoch(epoch)` each epoch);
+    shuffle must be False for rect datasets (their batches are pre-shaped by order).
+    """
+    if shuffle and getattr(dataset, "rect", False):
+        raise ValueError("a rect dataset must not be shuffled (batch shapes follow the aspect-ratio order)")
+    sampler = None
+    if distributed:
+        sampler = DistributedSampler(
+            dataset, num_replicas=world_size, rank=rank, shuffle=shuffle, seed=seed, drop_last=drop_last
+        )
+    generator = torch.Generator()
+    generator.manual_seed(seed + rank)
+    dataset.reseed(seed + rank) if hasattr(dataset, "reseed") else None
+    return DataLoader(
+        dataset,
+        batch_size=batch_size,
+        shuffle=shuffle and sampler is None,
+        sampler=sampler,
+        num_workers=workers,
+        persistent_workers=persistent_workers and workers > 0,
+        pin_memory=pin_memory,
+        prefetch_factor=prefetch_factor if workers > 0 else None,
+        collate_fn=collate,
+        worker_init_fn=seed_worker if workers > 0 else None,
+        generator=generator,
+        drop_last=drop_last,
+    )
+
+
+def build_dataset(
+    data: DataConfig,
+    split: str,
+    *,
+    imgsz: int = 640,
+    augment: bool = False,
+    hyp: Hyp | None = None,
+    rect: bool = False,
+    batch_size: int = 16,
+    stride: int = 32,
+    ignore_mode: str = "fill",
+    cache: str | None = None,
+    scan_cache: bool = True,
+    seed: int = 0,
+) -> tuple[DetectionDataset, SplitScan]:
+    """Scan `split` of `data` and wrap it in a DetectionDataset (validation: rect with half-stride padding)."""
+    sources = data.split(split)
+    if not sources:
+        raise ValueError(f"data {data.source or data.root}: no '{split}' split")
+    scan = scan_split(sources, names=data.names, cache=scan_cache)
+    dataset = DetectionDataset(
+        scan.records,
+        imgsz=imgsz,
+        augment=augment,
+        hyp=hyp,
+        rect=rect,
+        batch_size=batch_size,
+        stride=stride,
+        rect_pad=0.0 if augment else 0.5,
+        ignore_mode=ignore_mode,
+        cache=cache,
+        seed=seed,
+    )
+    return dataset, scan

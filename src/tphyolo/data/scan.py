@@ -1,0 +1,305 @@
+"""Scanning a split: list its images, find and parse their labels, verify both, cache the result.
+
+Label format per image folder (`.../images/`), detected from its siblings:
+`annotations/STEM.txt` -> VisDrone-DET; `labels/STEM.txt` (+ `ignore/STEM.txt`) -> YOLO; a split source that
+is a `.json` file -> COCO (images under the json's `images/` folder, or beside the json).
+When both `annotations/` and `labels/` exist the VisDrone annotations win (they keep ignore regions).
+
+Unusable images or label files are skipped and reported, naming the file and the problem; images without a
+label file are kept as background. The scan result is cached in `<label folder>.cache.json`, keyed by a hash
+of the names, sizes and mtimes of every image and label file; a stale or unreadable cache is rebuilt.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from tphyolo.data.formats.coco import CocoImage, load_coco
+from tphyolo.data.formats.visdrone import NUM_CLASSES as VISDRONE_CLASSES
+from tphyolo.data.formats.visdrone import parse_visdrone
+from tphyolo.data.formats.yolo import parse_yolo
+from tphyolo.data.image_io import ImageError, is_image_name, verify_image
+from tphyolo.data.labels import ImageLabels, LabelError, sanitize
+
+CACHE_VERSION = 1
+LABEL_STATES = ("found", "missing", "empty", "corrupt")
+
+
+@dataclass
+class Record:
+    """One usable image: its file, label file (None when missing), displayed size and sanitised labels."""
+
+    im_file: str
+    label_file: str | None
+    height: int
+    width: int
+    labels: ImageLabels
+    label_state: str  # "found" | "missing" | "empty"
+
+
+@dataclass
+class ScanReport:
+    """What a scan found. `problems` name a skipped file and why; `notes` are fixes applied to kept files."""
+
+    images: int = 0
+    counts: dict[str, int] = field(default_factory=lambda: dict.fromkeys(LABEL_STATES, 0))
+    problems: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+    formats: list[str] = field(default_factory=list)
+    cache_path: str | None = None
+    from_cache: bool = False
+
+    def summary(self) -> str:
+        c = self.counts
+        return (
+            f"{self.images} images: {c['found']} labels found, {c['missing']} missing, {c['empty']} empty, "
+            f"{c['corrupt']} corrupt ({len(self.problems)} problem(s), {len(self.notes)} note(s))"
+        )
+
+
+@dataclass
+class SplitScan:
+    records: list[Record]
+    report: ScanReport
+    names: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class _Item:
+    """An image to check and where its labels are: fmt in {'visdrone', 'yolo', 'coco', 'none'}."""
+
+    image: Path
+    fmt: str
+    label: Path | None = None
+    ignore: Path | None = None
+    coco: CocoImage | None = None
+
+
+def _sibling(image: Path, folder: str) -> Path | None:
+    parts = image.parts
+    if "images" not in parts[:-1]:
+        return None
+    i = len(parts) - 2 - parts[-2::-1].index("images")
+    return Path(*parts[:i], folder, *parts[i + 1 : -1], image.stem + ".txt")
+
+
+def _label_item(image: Path) -> _Item:
+    annotation = _sibling(image, "annotations")
+    if annotation is not None and annotation.parent.is_dir():
+        return _Item(image, "visdrone", annotation)
+    label = _sibling(image, "labels")
+    if label is not None and label.parent.is_dir():
+        return _Item(image, "yolo", label, _sibling(image, "ignore"))
+    return _Item(image, "none", annotation or label)
+
+
+def _expand_source(source: Path, problems: list[str]) -> list[_Item]:
+    if source.suffix.lower() == ".json" and source.is_file():
+        _, images = load_coco(source)
+        base = source.parent / "images" if (source.parent / "images").is_dir() else source.parent
+        return [_Item(base / name, "coco", source, coco=im) for name, im in sorted(images.items())]
+    if source.is_dir():
+        files = []
+        for p in sorted(source.rglob("*")):
+            if not is_image_name(p):
+                continue
+            if p.is_file():
+                files.append(p)
+            else:
+                problems.append(f"{p}: named like an image but not a file; skipped")
+        return [_label_item(p) for p in files]
+    if source.suffix.lower() == ".txt" and source.is_file():
+        items = []
+        for line in source.read_text(encoding="utf-8").splitlines():
+            line = line.strip()
+            if line:
+                p = Path(line).expanduser()
+                items.append(_label_item(p if p.is_absolute() else (source.parent / p)))
+        return items
+    if source.is_file() and is_image_name(source):
+        return [_label_item(source)]
+    raise FileNotFoundError(f"split source {source}: not a folder, an image list (.txt), a COCO .json or an image")
+
+
+def _check(item: _Item, nc: int) -> tuple[Record | None, str | None, list[str], str]:
+    """(record or None, problem or None, notes, label state) for one image."""
+    try:
+        info = verify_image(item.image)
+    except ImageError as error:
+        return None, str(error), [], "corrupt"
+    notes = [f"{item.image}: {n}" for n in info.notes]
+    try:
+        if item.fmt == "coco":
+            labels, state = item.coco.labels, "found"
+            if (item.coco.height, item.coco.width) != (info.height, info.width):
+                notes.append(
+                    f"{item.image}: json says {item.coco.width}x{item.coco.height}, image is {info.width}x{info.height}"
+                )
+        elif item.label is None or not item.label.is_file():
+            labels, state = ImageLabels(), "missing"
+        elif item.fmt == "visdrone":
+            labels, state = parse_visdrone(item.label, num_classes=nc or VISDRONE_CLASSES), "found"
+        else:
+            labels = parse_yolo(item.label, item.ignore, width=info.width, height=info.height)
+            state = "found"
+        if nc and len(labels.classes) and labels.classes.max() >= nc:
+            raise LabelError(f"{item.label}: class {int(labels.classes.max())} outside 0..{nc - 1}")
+    except (LabelError, UnicodeDecodeError, OSError) as error:
+        return None, str(error), notes, "corrupt"
+    labels, fixes = sanitize(labels, width=info.width, height=info.height)
+    notes += [f"{item.label}: {n}" for n in fixes]
+    if state == "found" and len(labels.classes) == 0:
+        state = "empty"
+    label_file = str(item.label) if item.label is not None and state != "missing" else None
+    return Record(str(item.image), label_file, info.height, info.width, labels, state), None, notes, state
+
+
+def _files_hash(items: list[_Item]) -> str:
+    digest = hashlib.sha256(f"tphyolo-scan-v{CACHE_VERSION}".encode())
+    seen = set()
+    for item in items:
+        for p in (item.image, item.label, item.ignore):
+            if p is None or p in seen:
+                continue
+            seen.add(p)
+            try:
+                st = os.stat(p)
+                digest.update(f"{p}\0{st.st_size}\0{st.st_mtime_ns}\n".encode())
+            except OSError:
+                digest.update(f"{p}\0absent\n".encode())
+    return digest.hexdigest()
+
+
+def _default_cache_path(items: list[_Item]) -> Path | None:
+    for item in items:
+        if item.label is not None:
+            folder = item.label.parent
+            return folder.parent / f"{folder.name}.cache.json"
+    return None
+
+
+def _record_to_json(r: Record) -> dict:
+    return {
+        "im": r.im_file,
+        "lb": r.label_file,
+        "hw": [r.height, r.width],
+        "state": r.label_state,
+        "cls": r.labels.classes.tolist(),
+        "box": r.labels.boxes.tolist(),
+        "ign": r.labels.ignore.tolist(),
+    }
+
+
+def _record_from_json(d: dict) -> Record:
+    labels = ImageLabels(np.array(d["cls"]), np.array(d["box"]), np.array(d["ign"]))
+    h, w = (int(v) for v in d["hw"])
+    if d["state"] not in ("found", "missing", "empty"):
+        raise ValueError(f"bad label state {d['state']!r}")
+    return Record(str(d["im"]), d["lb"], h, w, labels, d["state"])
+
+
+def _load_cache(path: Path, key: str, nc: int) -> tuple[list[Record], ScanReport] | None:
+    """The cached scan when `path` holds a valid cache for `key`, else None (never trusts a bad file)."""
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+        if data.get("version") != CACHE_VERSION or data.get("hash") != key or data.get("nc") != nc:
+            return None
+        records = [_record_from_json(d) for d in data["records"]]
+        r = data["report"]
+        report = ScanReport(
+            images=int(r["images"]),
+            counts={k: int(r["counts"][k]) for k in LABEL_STATES},
+            problems=[str(p) for p in r["problems"]],
+            notes=[str(n) for n in r["notes"]],
+            formats=[str(f) for f in r["formats"]],
+        )
+    except (OSError, ValueError, KeyError, TypeError, AttributeError):
+        return None
+    return records, report
+
+
+def _save_cache(path: Path, key: str, nc: int, records: list[Record], report: ScanReport) -> str | None:
+    """Write the cache atomically; returns a note when the folder is not writable."""
+    payload = {
+        "version": CACHE_VERSION,
+        "hash": key,
+        "nc": nc,
+        "records": [_record_to_json(r) for r in records],
+        "report": {
+            "images": report.images,
+            "counts": report.counts,
+            "problems": report.problems,
+            "notes": report.notes,
+            "formats": report.formats,
+        },
+    }
+    tmp = path.with_name(f"{path.name}.{os.getpid()}.tmp")
+    try:
+        tmp.write_text(json.dumps(payload), encoding="utf-8")
+        os.replace(tmp, path)
+    except OSError as error:
+        tmp.unlink(missing_ok=True)
+        return f"scan cache not saved ({path}: {error.strerror or error})"
+    return None
+
+
+def scan_split(
+    sources: tuple[Path, ...] | list[Path] | Path,
+    *,
+    names: tuple[str, ...] = (),
+    cache: bool | Path = True,
+    workers: int | None = None,
+) -> SplitScan:
+    """Scan a split given by its sources (folders, .txt image lists, COCO .json files, single images).
+
+    `names` fixes the number of classes (labels with a class outside it are corrupt); empty means infer
+    (VisDrone format: its 10 classes; YOLO: max class + 1). `cache`: True = `<label folder>.cache.json`,
+    a Path = that file, False = no cache.
+    """
+    sources = [Path(sources)] if isinstance(sources, (str, Path)) else [Path(s) for s in sources]
+    problems: list[str] = []
+    items = [item for s in sources for item in _expand_source(s, problems)]
+    formats = sorted({i.fmt for i in items if i.fmt != "none"})
+    nc = len(names) or (VISDRONE_CLASSES if formats == ["visdrone"] else 0)
+    key = _files_hash(items)
+    cache_path = None if cache is False else (Path(cache) if cache is not True else _default_cache_path(items))
+    loaded = _load_cache(cache_path, key, nc) if cache_path is not None and cache_path.is_file() else None
+    if loaded is not None:
+        records, report = loaded
+        report.cache_path, report.from_cache = str(cache_path), True
+    else:
+        report = ScanReport(images=len(items) + len(problems), formats=formats, problems=problems)
+        report.counts["corrupt"] += len(problems)
+        n_workers = workers or min(8, os.cpu_count() or 1)
+        with ThreadPoolExecutor(max_workers=n_workers) as pool:
+            results = list(pool.map(lambda i: _check(i, nc), items))
+        records = []
+        for record, problem, notes, state in results:
+            report.counts[state] += 1
+            report.notes += notes
+            if problem is not None:
+                report.problems.append(problem)
+            if record is not None:
+                records.append(record)
+        if cache_path is not None:
+            note = _save_cache(cache_path, key, nc, records, report)
+            if note is None:
+                report.cache_path = str(cache_path)
+            else:
+                report.notes.append(note)
+    if not names:
+        if formats == ["visdrone"]:
+            from tphyolo.data.formats.visdrone import NAMES
+
+            names = NAMES
+        else:
+            top = max((int(r.labels.classes.max()) for r in records if len(r.labels.classes)), default=-1)
+            names = tuple(f"class{i}" for i in range(top + 1))
+    return SplitScan(records, report, tuple(names))
