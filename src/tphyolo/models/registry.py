@@ -24,13 +24,16 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import partial
 
 from torch import nn
 
 from tphyolo.models.attention import C3TR
 from tphyolo.models.blocks import C3, SPP, SPPF, Bottleneck, Concat, Conv, Focus
 from tphyolo.models.cbam import CBAM
+from tphyolo.models.clla import CLLADetect
 from tphyolo.models.heads import Detect
+from tphyolo.models.swin import C3STR
 
 ROLES = ("conv", "csp", "concat", "detect", "plain")
 
@@ -56,9 +59,12 @@ LAYERS: dict[str, LayerEntry] = {
     "CBAM": LayerEntry(CBAM, "conv"),
     "C3": LayerEntry(C3, "csp"),
     "C3TR": LayerEntry(C3TR, "csp"),
+    "C3STR": LayerEntry(C3STR, "csp"),  # shift mask as in the released models
+    "C3STRStandard": LayerEntry(partial(C3STR, shift_mask="standard"), "csp"),  # Swin paper's shift mask
     "Concat": LayerEntry(Concat, "concat"),
     "Upsample": LayerEntry(nn.Upsample, "plain"),
     "Detect": LayerEntry(Detect, "detect"),
+    "CLLADetect": LayerEntry(CLLADetect, "detect"),
 }
 
 # Spellings found in YOLOv5-format yaml files -> names in LAYERS.
