@@ -10,6 +10,8 @@ import torch
 from torch import nn
 
 from tphyolo.engine.loss import YoloLoss, bce_terms, complete_iou, objectness_balance
+from tphyolo.models import build_model, convert_original_state_dict
+from tphyolo.models.swin import DropPath
 
 FIXTURES = ("tph-yolov5", "tph-yolov5-swin", "tph-yolov5pp", "yolov5n")
 VISDRONE_LOSS_HYP = {
@@ -65,6 +67,34 @@ def test_loss_matches_original(parity_dir: Path, name: str) -> None:
         assert rel_err(loss, case["loss"]) < 1e-4, f"{name} case {i}: loss {loss} vs {case['loss']}"
         assert rel_err(items, case["loss_items"]) < 1e-4, f"{name} case {i}: {items} vs {case['loss_items']}"
         assert not items.requires_grad
+
+
+@pytest.mark.parametrize(
+    "name", [pytest.param(n, marks=pytest.mark.slow) if n == "tph-yolov5-swin" else n for n in FIXTURES]
+)
+def test_gradient_norm_matches_original(parity_dir: Path, name: str) -> None:
+    """Original weights, train mode without dropout: the loss's gradient over all parameters has the
+    reference's L2 norm."""
+    fixture = load_fixture(parity_dir, name)
+    model = build_model(fixture["model_yaml"])
+    state = convert_original_state_dict({k: v.float() for k, v in fixture["state_dict_fp16"].items()}, model)
+    model.load_state_dict(state)
+    loss_fn = YoloLoss.from_model(model, fixture["hyp_scaled"])
+    torch.testing.assert_close(loss_fn.anchors, grid_anchors(fixture))
+    for i, case in enumerate(fixture["cases"]):
+        model.load_state_dict(state)  # each train-mode forward updates BatchNorm running statistics
+        model.train()
+        for module in model.modules():
+            if isinstance(module, nn.Dropout | DropPath):
+                module.eval()
+        model.zero_grad(set_to_none=True)
+        loss, _ = loss_fn(model(case["input"]), case["targets"])
+        loss.backward()
+        grad_norm = torch.linalg.vector_norm(
+            torch.stack([p.grad.double().norm() for p in model.parameters() if p.grad is not None])
+        ).item()
+        err = abs(grad_norm - case["grad_norm"]) / case["grad_norm"]
+        assert err < 1e-3, f"{name} case {i}: grad norm {grad_norm} vs {case['grad_norm']}"
 
 
 def test_loss_under_bf16_autocast_is_float32(parity_dir: Path) -> None:
