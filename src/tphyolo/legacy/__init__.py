@@ -1,0 +1,17 @@
+"""Reading checkpoints of the original TPH-YOLOv5 / YOLOv5 code, which pickle whole module objects.
+
+Nothing from such a file is executed: `unpickler` rebuilds only tensors and plain data and records module
+objects as inert `LegacyObject`s; `yolov5` turns that record into the model yaml, weights and class names.
+"""
+
+from tphyolo.legacy.unpickler import ForbiddenGlobalError, LegacyCheckpointError, LegacyObject, read_archive
+from tphyolo.legacy.yolov5 import YOLOv5Checkpoint, read_yolov5_checkpoint
+
+__all__ = [
+    "ForbiddenGlobalError",
+    "LegacyCheckpointError",
+    "LegacyObject",
+    "YOLOv5Checkpoint",
+    "read_archive",
+    "read_yolov5_checkpoint",
+]
