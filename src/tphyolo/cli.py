@@ -24,7 +24,10 @@ from tphyolo import __version__
 
 # Subcommand name -> module implementing it. Order is the order shown in `tphyolo -h`.
 COMMANDS: dict[str, str] = {
+    "train": "tphyolo.tools.train_cmd",
     "doctor": "tphyolo.tools.doctor",
+    "predict": "tphyolo.tools.predict_cmd",
+    "data": "tphyolo.tools.data_cmd",
 }
 
 

@@ -1,0 +1,64 @@
+"""Human-readable report of a scanned split: label counts, per-class instances, ignore regions, box sizes."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from tphyolo.data.scan import SplitScan
+
+
+def split_statistics(scan: SplitScan) -> dict:
+    """Numbers behind the report: per-class instance counts, ignore regions, box widths/heights (pixels)."""
+    records = scan.records
+    nc = len(scan.names)
+    classes = np.concatenate([r.labels.classes for r in records]) if records else np.zeros(0, np.int64)
+    boxes = np.concatenate([r.labels.boxes for r in records]) if records else np.zeros((0, 4), np.float32)
+    wh = boxes[:, 2:] - boxes[:, :2]
+    return {
+        "instances": np.bincount(classes, minlength=nc).tolist()[:nc],
+        "ignore_regions": int(sum(len(r.labels.ignore) for r in records)),
+        "images_with_ignore": int(sum(len(r.labels.ignore) > 0 for r in records)),
+        "widths": wh[:, 0],
+        "heights": wh[:, 1],
+    }
+
+
+def format_report(split: str, scan: SplitScan, *, max_problems: int = 20) -> str:
+    """A multi-line report of one split (problems listed up to `max_problems`, then counted)."""
+    r = scan.report
+    stats = split_statistics(scan)
+    lines = [f"[{split}] {r.summary()}"]
+    lines.append(f"  label format: {', '.join(r.formats) or 'none found'}")
+    if r.cache_path:
+        lines.append(f"  scan cache: {r.cache_path}{' (loaded)' if r.from_cache else ' (written)'}")
+    total = sum(stats["instances"])
+    lines.append(f"  instances: {total} in {len(scan.records)} usable images")
+    width = max((len(n) for n in scan.names), default=5)
+    for i, (name, count) in enumerate(zip(scan.names, stats["instances"], strict=True)):
+        lines.append(f"    {i:>3} {name:<{width}} {count:>8}")
+    lines.append(f"  ignore regions: {stats['ignore_regions']} in {stats['images_with_ignore']} images")
+    if total:
+        w, h = stats["widths"], stats["heights"]
+        area = w * h
+        short = np.minimum(w, h)
+        q = np.percentile(np.maximum(w, h), [0, 50, 100])
+        lines.append(
+            f"  box size (long side, px): min {q[0]:.1f}, median {q[1]:.1f}, max {q[2]:.1f}; "
+            f"mean w x h {w.mean():.1f} x {h.mean():.1f}"
+        )
+        lines.append(
+            f"  area classes: small (<32^2) {int((area < 32**2).sum())}, "
+            f"medium {int(((area >= 32**2) & (area < 96**2)).sum())}, large (>=96^2) {int((area >= 96**2).sum())}; "
+            f"short side < 8 px: {int((short < 8).sum())}"
+        )
+    if r.problems:
+        lines.append(f"  problems ({len(r.problems)}):")
+        lines += [f"    {p}" for p in r.problems[:max_problems]]
+        if len(r.problems) > max_problems:
+            lines.append(f"    ... and {len(r.problems) - max_problems} more")
+    if r.notes:
+        lines.append(f"  notes ({len(r.notes)}):")
+        lines += [f"    {n}" for n in r.notes[:max_problems]]
+        if len(r.notes) > max_problems:
+            lines.append(f"    ... and {len(r.notes) - max_problems} more")
+    return "\n".join(lines)

@@ -1,0 +1,39 @@
+"""`tphyolo data check`: scan a dataset and print what it holds and what is wrong with it."""
+
+from __future__ import annotations
+
+import argparse
+
+from tphyolo.data.dataset_config import SPLITS, load_data_config
+from tphyolo.data.report import format_report
+from tphyolo.data.scan import scan_split
+
+HELP = "inspect datasets: 'data check --data X.yaml' scans and reports labels, classes, problems"
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("action", choices=["check"], help="check: scan and print a report per split")
+    parser.add_argument("--data", required=True, help="data yaml, built-in name (visdrone, synthetic) or image folder")
+    parser.add_argument("--splits", default=",".join(SPLITS), help="comma-separated splits to scan")
+    parser.add_argument("--no-cache", action="store_true", help="neither read nor write the scan cache")
+    parser.add_argument("--max-problems", type=int, default=20, help="problems listed per split")
+
+
+def run(args: argparse.Namespace) -> int:
+    """Exit code 0 when every scanned file is usable, 1 when some were skipped as corrupt."""
+    data = load_data_config(args.data)
+    print(f"data: {data.source or data.root} ({data.nc or 'unknown number of'} classes)")
+    corrupt = 0
+    seen: dict[tuple, str] = {}
+    for split in [s.strip() for s in args.splits.split(",") if s.strip()]:
+        sources = data.split(split)
+        if not sources:
+            continue
+        if sources in seen:
+            print(f"[{split}] same images as [{seen[sources]}]")
+            continue
+        seen[sources] = split
+        scan = scan_split(sources, names=data.names, cache=not args.no_cache)
+        print(format_report(split, scan, max_problems=args.max_problems))
+        corrupt += scan.report.counts["corrupt"]
+    return 1 if corrupt else 0
