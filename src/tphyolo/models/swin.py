@@ -131,6 +131,13 @@ def build_shift_mask(
     return mask.unsqueeze(1)
 
 
+def attention_dtype(x: torch.Tensor) -> torch.dtype:
+    """The dtype that Linear layers produce from `x`: the autocast dtype inside autocast, else x's."""
+    if torch.is_autocast_enabled(x.device.type):
+        return torch.get_autocast_dtype(x.device.type)
+    return x.dtype
+
+
 class WindowAttention(nn.Module):
     """Multi-head self-attention within windows, with a learned relative-position bias.
 
@@ -175,6 +182,7 @@ class WindowAttention(nn.Module):
         if shift_mask is None:  # one bias for all windows: windows fold into the batch
             shape, attn_mask = (n * nw, nh, t, -1), bias.unsqueeze(0)  # (1, nH, N, N)
         else:  # a bias per (window, head), shared over the batch
+            shift_mask = shift_mask.to(q.dtype)  # no-op when built in the attention dtype
             shape, attn_mask = (n, nw * nh, t, -1), (bias + shift_mask).reshape(1, nw * nh, t, t)
         out = F.scaled_dot_product_attention(
             q.reshape(shape),
@@ -238,6 +246,10 @@ class SwinLayer(nn.Module):
             mask = self._masks[key] = build_shift_mask(*args)
         return mask
 
+    def _apply(self, fn, recurse=True):  # noqa: ANN001 - nn.Module signature
+        self._masks = {}  # cached masks belong to the old device
+        return super()._apply(fn, recurse)
+
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         n, h, w, c = x.shape
         m = self.window
@@ -248,7 +260,7 @@ class SwinLayer(nn.Module):
         mask = None
         if self.shift:
             y = torch.roll(y, shifts=(-self.shift, -self.shift), dims=(1, 2))
-            mask = self.mask_for(hp, wp, y.dtype, y.device)
+            mask = self.mask_for(hp, wp, attention_dtype(y), y.device)
         y = self.attn(partition_windows(y, m), mask)  # (B, nW, M*M, C)
         y = merge_windows(y, m, hp, wp)  # (B, Hp, Wp, C)
         if self.shift:
