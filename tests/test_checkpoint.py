@@ -191,6 +191,15 @@ def test_corrupt_weights_are_reported(tmp_path: Path, saved: bytes) -> None:
     assert str(path) in str(error.value)
 
 
+def test_zip_that_is_not_a_checkpoint(tmp_path: Path) -> None:
+    path = tmp_path / "notes.pt"
+    with zipfile.ZipFile(path, "w") as archive:
+        archive.writestr("notes.txt", "hello")
+    with pytest.raises(CheckpointError, match="unreadable checkpoint") as error:
+        load_checkpoint(path)
+    assert str(path) in str(error.value)
+
+
 def test_missing_file(tmp_path: Path) -> None:
     with pytest.raises(FileNotFoundError, match="nothing.pt"):
         load_checkpoint(tmp_path / "nothing.pt")

@@ -208,3 +208,21 @@ def test_non_checkpoint_dict_is_reported(tmp_path: Path) -> None:
     torch.save({"conv.weight": torch.zeros(1)}, path)
     with pytest.raises(LegacyCheckpointError, match="expected a dict with 'model'"):
         read_yolov5_checkpoint(path)
+
+
+def test_dunder_attributes_are_refused(tmp_path: Path, fake_original_modules: types.ModuleType) -> None:
+    model = fake_original_modules.Model()
+    model.__dict__["__setstate__"] = "shadow"  # would become the unpickler's hook for a later BUILD
+    path = tmp_path / "dunder.pt"
+    torch.save({"model": model}, path)
+    with pytest.raises(LegacyCheckpointError, match="disallowed attribute names \\['__setstate__'\\]"):
+        read_archive(path)
+
+
+def test_compressed_records_are_refused(tmp_path: Path, parity_dir: Path) -> None:
+    path = tmp_path / "deflated.pt"
+    with zipfile.ZipFile(parity_dir / COCO) as source, zipfile.ZipFile(path, "w", zipfile.ZIP_DEFLATED) as target:
+        for info in source.infolist():
+            target.writestr(info.filename, source.read(info))
+    with pytest.raises(LegacyCheckpointError, match="is compressed"):
+        read_archive(path)

@@ -69,6 +69,10 @@ class LegacyObject:
             raise LegacyCheckpointError(
                 f"pickled {self.legacy_class} has state of type {type(state).__name__}, expected a dict"
             )
+        # Dunder names would reach the unpickler's own protocol (an instance `__setstate__` is called on BUILD).
+        bad = [k for k in state if not isinstance(k, str) or k.startswith("__")]
+        if bad:
+            raise LegacyCheckpointError(f"pickled {self.legacy_class} has disallowed attribute names {bad[:5]}")
         self.__dict__.update(state)
 
     def __repr__(self) -> str:
@@ -280,9 +284,13 @@ class RestrictedUnpickler(pickle.Unpickler):
 
 def _read_member(archive: zipfile.ZipFile, name: str, source: str) -> bytes:
     try:
-        return archive.read(name)
+        info = archive.getinfo(name)
     except KeyError:
         raise LegacyCheckpointError(f"{source}: archive has no record {name!r}") from None
+    if info.compress_type != zipfile.ZIP_STORED:  # torch.save never compresses; refuse zip bombs
+        raise LegacyCheckpointError(f"{source}: record {name!r} is compressed, which torch.save never writes")
+    try:
+        return archive.read(info)
     except (zipfile.BadZipFile, OSError, EOFError) as error:
         raise LegacyCheckpointError(f"{source}: corrupt record {name!r} ({error})") from error
 

@@ -125,12 +125,16 @@ def read_yolov5_checkpoint(path: str | Path) -> YOLOv5Checkpoint:
     model_yaml = model.__dict__.get("yaml")
     if not isinstance(model_yaml, dict) or "nc" not in model_yaml:
         raise LegacyCheckpointError(f"{source}: the pickled model has no yaml dict with 'nc'")
+    try:
+        state_dict = dict(iter_state(model, source=source))
+    except RecursionError:
+        raise LegacyCheckpointError(f"{source}: module tree nested too deeply") from None
     epoch = root.get("epoch")
     date = root.get("date")
     return YOLOv5Checkpoint(
         path=path,
         model_yaml=model_yaml,
-        state_dict=dict(iter_state(model, source=source)),
+        state_dict=state_dict,
         weights=weights,
         names=_class_names(model.__dict__.get("names"), int(model_yaml["nc"]), source),
         epoch=epoch if type(epoch) is int else None,
