@@ -70,7 +70,7 @@ def test_loss_matches_original(parity_dir: Path, name: str) -> None:
 
 
 @pytest.mark.parametrize(
-    "name", [pytest.param(n, marks=pytest.mark.slow) if n == "tph-yolov5-swin" else n for n in FIXTURES]
+    "name", [pytest.param(n, marks=pytest.mark.slow) if n in ("tph-yolov5", "tph-yolov5-swin") else n for n in FIXTURES]
 )
 def test_gradient_norm_matches_original(parity_dir: Path, name: str) -> None:
     """Original weights, train mode without dropout: the loss's gradient over all parameters has the
@@ -115,7 +115,8 @@ def test_assignment_by_anchor_ratio_and_neighbour_cells() -> None:
         anchors=torch.tensor([[[1.0, 1.0], [5.0, 5.0], [7.0, 7.0]]]), strides=[8], num_classes=3, hyp=VISDRONE_LOSS_HYP
     )
     targets = torch.tensor([[1, 2, 2.3 / 8, 5.7 / 8, 1.5 / 8, 1.5 / 8]])
-    b, a, gj, gi, tbox, tcls = loss_fn.assign(0, torch.Size((2, 3, 8, 8, 8)), targets)
+    found = loss_fn.assign(0, torch.Size((2, 3, 8, 8, 8)), targets)
+    b, a, gj, gi, tbox, tcls = found.image, found.anchor, found.row, found.col, found.box, found.cls
     # 5/1.5 < 4 fits, 7/1.5 > 4 does not; x is nearer the left cell, y nearer the lower one.
     cells = sorted(zip(a.tolist(), gi.tolist(), gj.tolist(), strict=True))
     assert cells == sorted((anchor, x, y) for anchor in (0, 1) for x, y in ((2, 5), (1, 5), (2, 6)))
@@ -130,7 +131,8 @@ def test_assignment_by_anchor_ratio_and_neighbour_cells() -> None:
 def test_assignment_near_the_border_stays_in_the_grid() -> None:
     loss_fn = YoloLoss(anchors=torch.ones(1, 1, 2), strides=[8], num_classes=1, hyp=VISDRONE_LOSS_HYP)
     targets = torch.tensor([[0, 0, 0.3 / 8, 0.4 / 8, 1 / 8, 1 / 8], [0, 0, 1.0, 1.0, 1 / 8, 1 / 8]])
-    _, _, gj, gi, tbox, _ = loss_fn.assign(0, torch.Size((1, 1, 8, 8, 6)), targets)
+    found = loss_fn.assign(0, torch.Size((1, 1, 8, 8, 6)), targets)
+    gj, gi, tbox = found.row, found.col, found.box
     # Near the top-left corner: no neighbours (the centre is within 1 cell of the edge).
     # On the bottom-right edge: its cell and both neighbours clamp into the last cell, offsets measured from it.
     assert sorted(zip(gi.tolist(), gj.tolist(), strict=True)) == [(0, 0), (7, 7), (7, 7), (7, 7)]
@@ -245,3 +247,23 @@ def test_bad_construction_is_explained() -> None:
         YoloLoss(anchors=torch.ones(1, 1, 2), strides=[8], num_classes=2, hyp={"box": 1.0})
     with pytest.raises(ValueError, match="strides"):
         YoloLoss(anchors=torch.ones(2, 1, 2), strides=[8], num_classes=2, hyp=VISDRONE_LOSS_HYP)
+
+
+def test_degenerate_targets_leave_gradients_finite() -> None:
+    loss_fn = YoloLoss(anchors=torch.ones(1, 2, 2), strides=[8], num_classes=2, hyp=VISDRONE_LOSS_HYP)
+    pred = torch.zeros(1, 2, 4, 4, 7, requires_grad=True)
+    targets = torch.tensor([[0, 0, 0.5, 0.5, 0.0, 0.25], [0, 1, 0.3, 0.6, 0.0, 0.0], [0, 1, 0.6, 0.4, 0.3, 0.2]])
+    loss, _ = loss_fn([pred], targets)
+    loss.backward()
+    assert torch.isfinite(loss).all() and torch.isfinite(pred.grad).all()
+
+
+@pytest.mark.slow
+def test_traces_as_one_graph(parity_dir: Path) -> None:
+    """No data-dependent shapes or host syncs: torch.compile captures the whole loss."""
+    fixture = load_fixture(parity_dir, "yolov5n")
+    case = fixture["cases"][0]
+    loss_fn = fixture_loss(fixture)
+    compiled = torch.compile(loss_fn, backend="eager", fullgraph=True)
+    loss, items = compiled(case["train_out"], case["targets"])
+    assert rel_err(loss, case["loss"]) < 1e-4 and rel_err(items, case["loss_items"]) < 1e-4

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
+from typing import NamedTuple
 
 import torch
 import torch.nn.functional as F
@@ -78,11 +79,6 @@ def bce_terms(logits: Tensor, target: Tensor, *, pos_weight: Tensor, focal_gamma
         alpha = target * FOCAL_ALPHA + (1 - target) * (1 - FOCAL_ALPHA)
         loss = loss * alpha * (1.0 - p_t) ** focal_gamma
     return loss
-
-
-def _mean(x: Tensor) -> Tensor:
-    """Mean that is 0 (not NaN) for an empty tensor, without a data-dependent branch."""
-    return x.sum() / max(x.numel(), 1)
 
 
 class YoloLoss(nn.Module):
@@ -170,27 +166,31 @@ class YoloLoss(nn.Module):
         lbox, lobj, lcls = zero, zero, zero
         new_balance = []
         for level, pred in enumerate(preds):
-            b, a, gj, gi, tbox, tcls = self.assign(level, pred.shape, targets)
-            matched = pred[b, a, gj, gi]  # (m, 5 + nc)
+            # Fixed-size candidate set with a validity mask: no data-dependent shapes, no host sync.
+            cand = self.candidates(level, pred.shape, targets)
+            count = cand.valid.sum().clamp(min=1)
+            picked = pred[cand.image, cand.anchor, cand.row, cand.col]  # (m, 5 + nc)
 
-            xy = matched[:, :2].sigmoid() * 2 - 0.5
-            wh = (matched[:, 2:4].sigmoid() * 2) ** 2 * self.anchors[level][a]
-            iou = complete_iou(torch.cat((xy, wh), 1), tbox)  # (m,)
-            lbox = lbox + _mean(1.0 - iou)
+            xy = picked[:, :2].sigmoid() * 2 - 0.5
+            wh = (picked[:, 2:4].sigmoid() * 2) ** 2 * self.anchors[level][cand.anchor]
+            iou = complete_iou(torch.cat((xy, wh), 1), cand.box)  # (m,)
+            lbox = lbox + torch.where(cand.valid, 1.0 - iou, 0.0).sum() / count
 
             # Objectness target: the IoU of the matched prediction; the best one wins where cells repeat.
             score = (1.0 - OBJ_IOU_RATIO) + OBJ_IOU_RATIO * iou.detach().clamp(min=0)
-            obj_target = torch.zeros_like(pred[..., 0])  # (B, na, H, W)
-            flat = ((b * pred.shape[1] + a) * pred.shape[2] + gj) * pred.shape[3] + gi
-            obj_target = obj_target.flatten().scatter_reduce(0, flat, score, "amax").view_as(obj_target)
+            score = torch.where(cand.valid, score, 0.0)
+            n, na, h, w = pred.shape[:4]
+            flat = ((cand.image * na + cand.anchor) * h + cand.row) * w + cand.col
+            obj_target = pred.new_zeros(n * na * h * w).scatter_reduce(0, flat, score, "amax")
+            obj_target = obj_target.view(n, na, h, w)
 
             if self.num_classes > 1:
-                cls_target = torch.full_like(matched[:, 5:], self.cls_negative)  # (m, nc)
-                cls_target[torch.arange(len(tcls), device=tcls.device), tcls] = self.cls_positive
+                one_hot = F.one_hot(cand.cls, self.num_classes).float()  # (m, nc)
+                cls_target = self.cls_negative + (self.cls_positive - self.cls_negative) * one_hot
                 terms = bce_terms(
-                    matched[:, 5:], cls_target, pos_weight=self.cls_pos_weight, focal_gamma=self.focal_gamma
+                    picked[:, 5:], cls_target, pos_weight=self.cls_pos_weight, focal_gamma=self.focal_gamma
                 )
-                lcls = lcls + _mean(terms)
+                lcls = lcls + torch.where(cand.valid[:, None], terms, 0.0).sum() / (count * self.num_classes)
 
             obj_terms = bce_terms(
                 pred[..., 4], obj_target, pos_weight=self.obj_pos_weight, focal_gamma=self.focal_gamma
@@ -208,42 +208,63 @@ class YoloLoss(nn.Module):
         batch_size = preds[0].shape[0]
         return (lbox + lobj + lcls) * batch_size, torch.cat((lbox, lobj, lcls)).detach()
 
-    def assign(
-        self, level: int, shape: torch.Size, targets: Tensor
-    ) -> tuple[Tensor, Tensor, Tensor, Tensor, Tensor, Tensor]:
+    def assign(self, level: int, shape: torch.Size, targets: Tensor) -> Assignment:
         """Which predictions of `level` (output shape (B, na, H, W, 5 + nc)) learn which targets.
 
         A target goes to every anchor whose w and h are both within a factor anchor_t of the target's, in the
         cell holding its centre and in the (up to) two neighbouring cells nearest to that centre.
-        Returns m-long image, anchor, row, column indices; target boxes (m, 4) as cx, cy (relative to the
-        assigned cell's corner), w, h in grid units; and class indices (m,).
         """
+        cand = self.candidates(level, shape, targets)
+        return Assignment(*(field[cand.valid] for field in cand))
+
+    def candidates(self, level: int, shape: torch.Size, targets: Tensor) -> Assignment:
+        """Every (cell offset, anchor, target) pair of `level`, 5 * na * n of them in that order; `valid` marks
+        those `assign` keeps. Boxes of invalid pairs are replaced by a harmless unit box."""
         grid_h, grid_w = shape[2], shape[3]
         anchors = self.anchors[level]  # (na, 2)
+        na, nt = anchors.shape[0], targets.shape[0]
         size = torch.tensor([grid_w, grid_h], device=targets.device, dtype=targets.dtype)
         gxy = targets[:, 2:4] * size  # (n, 2) grid units
         gwh = targets[:, 4:6] * size  # (n, 2)
 
         ratio = gwh[None] / anchors[:, None]  # (na, n, 2)
         fits = torch.maximum(ratio, 1 / ratio).amax(2) < self.anchor_t  # (na, n)
-        a, t = fits.nonzero(as_tuple=True)
-        gxy, gwh = gxy[t], gwh[t]  # (m0, 2)
-
-        frac = gxy % 1
+        near_low = ((gxy % 1) < NEIGHBOUR_BIAS) & (gxy > 1)  # (n, 2): left / upper neighbour is nearer
         inverse = size - gxy
-        near_low = (frac < NEIGHBOUR_BIAS) & (gxy > 1)  # left / up neighbour is nearer
-        near_high = ((inverse % 1) < NEIGHBOUR_BIAS) & (inverse > 1)  # right / down
-        use = torch.stack((torch.ones_like(near_low[:, 0]), *near_low.unbind(1), *near_high.unbind(1)))  # (5, m0)
-        which, k = use.nonzero(as_tuple=True)
-        a, t, gxy, gwh = a[k], t[k], gxy[k], gwh[k]
+        near_high = ((inverse % 1) < NEIGHBOUR_BIAS) & (inverse > 1)  # right / lower neighbour
+        near = torch.stack((torch.ones_like(near_low[:, 0]), *near_low.unbind(1), *near_high.unbind(1)))  # (5, n)
+        valid = near[:, None, :] & fits[None]  # (5, na, n)
 
-        cell = (gxy - self.neighbour_offsets[which]).long()  # (m, 2) truncation == floor: values are >= 0
-        cell[:, 0].clamp_(0, grid_w - 1)
-        cell[:, 1].clamp_(0, grid_h - 1)
-        b = targets[t, 0].long()
-        tcls = targets[t, 1].long()
-        tbox = torch.cat((gxy - cell, gwh), 1)  # (m, 4)
-        return b, a, cell[:, 1], cell[:, 0], tbox, tcls
+        cell = (gxy[None] - self.neighbour_offsets[:, None]).long()  # (5, n, 2); floor where valid (>= 0)
+        col = cell[..., 0].clamp(0, grid_w - 1)
+        row = cell[..., 1].clamp(0, grid_h - 1)
+        box = torch.cat((gxy[None] - torch.stack((col, row), -1), gwh[None].expand(5, -1, -1)), -1)  # (5, n, 4)
+        box = torch.where(valid[..., None], box[:, None], box.new_tensor([0.5, 0.5, 1.0, 1.0]))  # (5, na, n, 4)
+
+        def spread(x: Tensor) -> Tensor:  # (5 or 1, 1 or na, n) -> (5 * na * n,)
+            return x.expand(5, na, nt).reshape(-1)
+
+        return Assignment(
+            image=spread(targets[:, 0].long()[None, None]),
+            anchor=spread(torch.arange(na, device=targets.device)[None, :, None]),
+            row=spread(row[:, None]),
+            col=spread(col[:, None]),
+            box=box.reshape(-1, 4),
+            cls=spread(targets[:, 1].long()[None, None]),
+            valid=valid.reshape(-1),
+        )
+
+
+class Assignment(NamedTuple):
+    """Predictions paired with targets on one level; every field has the same leading length m."""
+
+    image: Tensor  # (m,) image index in the batch
+    anchor: Tensor  # (m,) anchor index
+    row: Tensor  # (m,) grid row (y)
+    col: Tensor  # (m,) grid column (x)
+    box: Tensor  # (m, 4) target cx, cy relative to the cell's top-left corner, w, h; grid units
+    cls: Tensor  # (m,) class index
+    valid: Tensor  # (m,) bool
 
 
 HEAD_ATTRIBUTES = ("nl", "na", "nc", "anchors", "stride")
