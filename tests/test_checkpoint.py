@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import collections
 import io
 import os
 import zipfile
@@ -153,6 +154,20 @@ def test_non_plain_value_is_named(tmp_path: Path, tiny_model: torch.nn.Module) -
     rng_state = {"numpy": ("PCG64", np.array([state], dtype=object))}
     with pytest.raises(TypeError, match=r"\['rng_state'\]\['numpy'\]\[1\] is a numpy.ndarray"):
         save_checkpoint(tmp_path / "x.pt", _payload(tiny_model, rng_state=rng_state))
+
+
+def test_non_plain_container_is_named(tmp_path: Path, tiny_model: torch.nn.Module) -> None:
+    train_args = {"counts": collections.defaultdict(int)}
+    with pytest.raises(TypeError, match=r"\['train_args'\]\['counts'\] is a collections.defaultdict"):
+        save_checkpoint(tmp_path / "x.pt", _payload(tiny_model, train_args=train_args))
+
+
+def test_weights_that_do_not_fit_the_yaml(tmp_path: Path, tiny_model: torch.nn.Module) -> None:
+    payload = _payload(tiny_model)
+    payload["model_yaml"] = {**tiny_model.yaml, "width_multiple": 0.5}
+    ckpt = load_checkpoint(save_checkpoint(tmp_path / "x.pt", payload))
+    with pytest.raises(CheckpointError, match="weights do not fit the model built from its yaml"):
+        ckpt.build_model()
 
 
 @pytest.fixture(scope="module")

@@ -24,6 +24,7 @@ Checkpoints of the original TPH-YOLOv5/YOLOv5 code (pickled module objects) are 
 
 from __future__ import annotations
 
+import collections
 import contextlib
 import datetime
 import os
@@ -57,7 +58,7 @@ RESUME_KEYS = (
 METADATA_KEYS = ("format_version", "tphyolo_version", "date", "origin")
 KNOWN_KEYS = (*REQUIRED_KEYS, "ema", *RESUME_KEYS, *METADATA_KEYS)
 
-_PLAIN_SCALARS = (str, int, float, bool, type(None), torch.Tensor, torch.dtype, torch.Size)
+_PLAIN_SCALARS = (str, int, float, bool, complex, type(None), torch.dtype, torch.Size, torch.device)
 
 
 class CheckpointError(ValueError):
@@ -111,16 +112,19 @@ class Checkpoint:
 
 
 def _check_plain(value: Any, where: str) -> None:
-    """Raises TypeError at the first value `torch.load(weights_only=True)` could not read back."""
-    if isinstance(value, _PLAIN_SCALARS):
+    """Raises TypeError at the first value `torch.load(weights_only=True)` could not read back.
+
+    Types are matched exactly: subclasses (defaultdict, namedtuple, IntEnum, ...) pickle by class name.
+    """
+    if type(value) in _PLAIN_SCALARS or type(value) in (torch.Tensor, nn.Parameter):
         return
-    if isinstance(value, Mapping):
+    if type(value) in (dict, collections.OrderedDict):
         for key, item in value.items():
-            if not isinstance(key, (str, int, float, bool, type(None))):
+            if type(key) not in (str, int):
                 raise TypeError(f"{where}: dict key {key!r} is a {type(key).__name__}; use str or int keys")
             _check_plain(item, f"{where}[{key!r}]")
         return
-    if isinstance(value, (list, tuple, set)):
+    if type(value) in (list, tuple, set):
         for i, item in enumerate(value):
             _check_plain(item, f"{where}[{i}]")
         return
