@@ -60,8 +60,8 @@ class DetectionModel(nn.Module):
         if self.anchors_need_fitting:
             head.set_anchors_(placeholder_anchors(head.nl, head.na))
         else:
-            head.set_anchors_(head.anchors / head.stride.view(-1, 1, 1))
-        ensure_anchor_order(head)
+            pixels = anchors_in_stride_order(head.anchors, head.stride)
+            head.set_anchors_(pixels / head.stride.view(-1, 1, 1))
         head.initialize_biases()
 
     @property
@@ -128,8 +128,13 @@ def placeholder_anchors(nl: int, na: int) -> torch.Tensor:
     return anchors
 
 
-def ensure_anchor_order(head: DetectionHead) -> None:
-    """Reverses the levels' anchors when their area order disagrees with the stride order (as YOLOv5)."""
-    area = head.anchors.prod(-1).view(-1)  # (nl * na,)
-    if torch.sign(area[-1] - area[0]) != torch.sign(head.stride[-1] - head.stride[0]):
-        head.set_anchors_(head.anchors.flip(0))
+def anchors_in_stride_order(anchors: torch.Tensor, stride: torch.Tensor) -> torch.Tensor:
+    """Anchors (nl, na, 2), with the levels reversed when their area order disagrees with the stride order.
+
+    Compares the first anchor of the first level with the last anchor of the last level, in pixels
+    (YOLOv5 makes the same comparison after dividing by the strides).
+    """
+    area = anchors.prod(-1).view(-1)  # (nl * na,)
+    if torch.sign(area[-1] - area[0]) != torch.sign(stride[-1] - stride[0]):
+        return anchors.flip(0)
+    return anchors
