@@ -92,9 +92,11 @@ class YoloLoss(nn.Module):
         (largest allowed target/anchor side ratio), optional label_smoothing (eps, default 0).
     autobalance: adapt the per-level objectness weights during training (state kept in a buffer).
 
-    Call with the head's raw outputs [(B, na, H, W, 5 + nc)] * nl and targets (n, 6); returns
-    (loss (1,) = (box + obj + cls) * B, items (3,) detached box, obj, cls). Computes in float32 with
-    autocast disabled, whatever the dtype of the predictions.
+    Call with the head's raw outputs [(B, na, H, W, 5 + nc)] * nl and targets (n, 6) (class ids in [0, nc),
+    not checked); returns (loss (1,) = (box + obj + cls) * B, items (3,) detached box, obj, cls). Computes
+    in float32 with autocast disabled, whatever the dtype of the predictions. Shapes depend only on the input
+    shapes (a masked, fixed-size candidate set per level), so there is no host sync and torch.compile
+    captures it whole.
     """
 
     def __init__(
@@ -136,6 +138,7 @@ class YoloLoss(nn.Module):
         self.register_buffer("obj_pos_weight", torch.tensor([float(hyp["obj_pw"])]))
         offsets = torch.tensor(NEIGHBOUR_OFFSETS) * NEIGHBOUR_BIAS
         self.register_buffer("neighbour_offsets", offsets, persistent=False)  # (5, 2)
+        self.register_buffer("unit_box", torch.tensor([0.5, 0.5, 1.0, 1.0]), persistent=False)  # (4,)
 
     @classmethod
     def from_model(cls, model: nn.Module, hyp: Mapping[str, float], *, autobalance: bool = False) -> YoloLoss:
@@ -185,7 +188,8 @@ class YoloLoss(nn.Module):
             obj_target = obj_target.view(n, na, h, w)
 
             if self.num_classes > 1:
-                one_hot = F.one_hot(cand.cls, self.num_classes).float()  # (m, nc)
+                classes = torch.arange(self.num_classes, device=cand.cls.device)
+                one_hot = (cand.cls[:, None] == classes).float()  # (m, nc); F.one_hot would sync to check range
                 cls_target = self.cls_negative + (self.cls_positive - self.cls_negative) * one_hot
                 terms = bce_terms(
                     picked[:, 5:], cls_target, pos_weight=self.cls_pos_weight, focal_gamma=self.focal_gamma
@@ -223,14 +227,13 @@ class YoloLoss(nn.Module):
         grid_h, grid_w = shape[2], shape[3]
         anchors = self.anchors[level]  # (na, 2)
         na, nt = anchors.shape[0], targets.shape[0]
-        size = torch.tensor([grid_w, grid_h], device=targets.device, dtype=targets.dtype)
-        gxy = targets[:, 2:4] * size  # (n, 2) grid units
-        gwh = targets[:, 4:6] * size  # (n, 2)
+        gxy = torch.stack((targets[:, 2] * grid_w, targets[:, 3] * grid_h), 1)  # (n, 2) grid units
+        gwh = torch.stack((targets[:, 4] * grid_w, targets[:, 5] * grid_h), 1)  # (n, 2)
 
         ratio = gwh[None] / anchors[:, None]  # (na, n, 2)
         fits = torch.maximum(ratio, 1 / ratio).amax(2) < self.anchor_t  # (na, n)
         near_low = ((gxy % 1) < NEIGHBOUR_BIAS) & (gxy > 1)  # (n, 2): left / upper neighbour is nearer
-        inverse = size - gxy
+        inverse = torch.stack((grid_w - gxy[:, 0], grid_h - gxy[:, 1]), 1)
         near_high = ((inverse % 1) < NEIGHBOUR_BIAS) & (inverse > 1)  # right / lower neighbour
         near = torch.stack((torch.ones_like(near_low[:, 0]), *near_low.unbind(1), *near_high.unbind(1)))  # (5, n)
         valid = near[:, None, :] & fits[None]  # (5, na, n)
@@ -239,7 +242,7 @@ class YoloLoss(nn.Module):
         col = cell[..., 0].clamp(0, grid_w - 1)
         row = cell[..., 1].clamp(0, grid_h - 1)
         box = torch.cat((gxy[None] - torch.stack((col, row), -1), gwh[None].expand(5, -1, -1)), -1)  # (5, n, 4)
-        box = torch.where(valid[..., None], box[:, None], box.new_tensor([0.5, 0.5, 1.0, 1.0]))  # (5, na, n, 4)
+        box = torch.where(valid[..., None], box[:, None], self.unit_box)  # (5, na, n, 4)
 
         def spread(x: Tensor) -> Tensor:  # (5 or 1, 1 or na, n) -> (5 * na * n,)
             return x.expand(5, na, nt).reshape(-1)
