@@ -96,7 +96,7 @@ def test_anchor_count_gives_placeholders_in_grid_units() -> None:
     assert anchors.shape == (2, 3, 2)
     area = anchors.prod(-1)
     assert torch.all(area[:, 1:] > area[:, :-1])  # sizes grow within a level
-    assert 1.0 <= anchors.min() and anchors.max() <= 8.0
+    assert anchors.min() >= 1.0 and anchors.max() <= 8.0
 
 
 def test_train_and_eval_outputs(tiny_model: DetectionModel) -> None:
