@@ -226,3 +226,28 @@ def test_compressed_records_are_refused(tmp_path: Path, parity_dir: Path) -> Non
             target.writestr(info.filename, source.read(info))
     with pytest.raises(LegacyCheckpointError, match="is compressed"):
         read_archive(path)
+
+
+@pytest.mark.parametrize(
+    ("value", "expected"),
+    [(np.float64(0.75), 0.75), (np.array([[0.5]], dtype=">f4"), 0.5), (np.int64(3), 3.0)],
+    ids=["scalar", "big-endian array", "int"],
+)
+def test_numpy_numbers_are_rebuilt(
+    tmp_path: Path, fake_original_modules: types.ModuleType, value: object, expected: float
+) -> None:
+    path = tmp_path / "np.pt"
+    torch.save({"model": fake_original_modules.Model(), "best_fitness": value}, path)
+    assert read_yolov5_checkpoint(path).best_fitness == expected
+
+
+@pytest.mark.parametrize(
+    "value",
+    [np.array([None, 1], dtype=object), np.zeros(1, dtype=[("a", "f4"), ("b", "O")])],
+    ids=["object", "structured"],
+)
+def test_object_numpy_arrays_are_refused(tmp_path: Path, value: object) -> None:
+    path = tmp_path / "np.pt"
+    torch.save({"best_fitness": value}, path)
+    with pytest.raises(LegacyCheckpointError, match="not numeric"):
+        read_archive(path)

@@ -9,7 +9,7 @@ such a file with `RestrictedUnpickler`, whose global lookup is an allowlist:
   `_modules`, `yaml`, `names`, ...); no code of those classes is imported or run;
 - tensors and storages are rebuilt by this module's own functions from the archive's raw records;
 - a few plain-data constructors are allowed (`collections.OrderedDict`, `set`, torch dtypes, `torch.Size`,
-  numpy arrays and scalars, paths as strings);
+  paths as strings); numeric numpy arrays and scalars are rebuilt from raw bytes by `numpy_records`;
 - every other global raises `ForbiddenGlobalError`, naming the global and the file, before anything
   from the file is called.
 
@@ -29,13 +29,9 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, ClassVar
 
-import numpy as np
 import torch
 
-try:
-    from numpy._core import multiarray as _np_multiarray
-except ImportError:  # numpy < 2
-    from numpy.core import multiarray as _np_multiarray
+from tphyolo.legacy import numpy_records
 
 
 class LegacyCheckpointError(ValueError):
@@ -202,10 +198,10 @@ def _allowed_globals() -> dict[str, Any]:
         for name in _STORAGE_DTYPES:
             allowed[f"{module}.{name}"] = _StorageType(name)
     for module in ("numpy.core.multiarray", "numpy._core.multiarray"):
-        allowed[f"{module}._reconstruct"] = _np_multiarray._reconstruct
-        allowed[f"{module}.scalar"] = _np_multiarray.scalar
-    allowed["numpy.ndarray"] = np.ndarray
-    allowed["numpy.dtype"] = np.dtype
+        allowed[f"{module}._reconstruct"] = numpy_records.reconstruct
+        allowed[f"{module}.scalar"] = numpy_records.scalar
+    allowed["numpy.ndarray"] = numpy_records.NumpyArray
+    allowed["numpy.dtype"] = numpy_records.NumpyDtype
     for cls in ("Path", "PosixPath", "WindowsPath", "PurePath", "PurePosixPath", "PureWindowsPath"):
         allowed[f"pathlib.{cls}"] = _path_as_text
     return allowed
@@ -334,5 +330,7 @@ def read_archive(path: str | Path) -> Any:
             return unpickler.load()
         except LegacyCheckpointError:
             raise
+        except numpy_records.NumpyRecordError as error:
+            raise LegacyCheckpointError(f"{source}: {error}") from error
         except Exception as error:  # any failure inside the pickle stream means a corrupt file
             raise LegacyCheckpointError(f"{source}: corrupt pickle ({type(error).__name__}: {error})") from error

@@ -16,6 +16,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from tphyolo.legacy.numpy_records import NumpyArray
 from tphyolo.legacy.unpickler import LegacyCheckpointError, LegacyObject, read_archive
 
 # Class names of the top-level model object across the original projects' releases.
@@ -96,6 +97,8 @@ def _as_float(value: Any, source: str) -> float | None:
     """best_fitness is a float, a numpy scalar or a 1-element array depending on the release."""
     if value is None:
         return None
+    if isinstance(value, NumpyArray):
+        value = value.array
     try:
         array = np.asarray(value, dtype=np.float64)
     except (TypeError, ValueError) as error:
