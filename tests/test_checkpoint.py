@@ -271,6 +271,7 @@ def test_original_checkpoints_convert_with_parity(tmp_path: Path, parity_dir: Pa
     }
     assert all(v.dtype == torch.float32 for v in ckpt.model.values() if v.is_floating_point())
     model = ckpt.build_model()
+    assert not model.anchors_need_fitting  # the TPH yaml gives only an anchor count; the weights hold them
     with torch.no_grad():
         out = model(expected["input"])
     assert out.shape == expected["eval_out"].shape
