@@ -49,19 +49,21 @@ class TransformerLayer(nn.Module):
     @staticmethod
     def from_original_state(state: dict[str, torch.Tensor], prefix: str) -> None:
         """Rewrites one original layer's keys under `prefix` in place: q/k/v + ma.in_proj -> qkv,
-        ma.out_proj -> out_proj. Folded weights are computed in float64 and stored as at least float32."""
+        ma.out_proj -> out_proj. Folded weights are computed in float64 and stored as at least float32.
+        Leaves `state` alone unless all original attention keys are there (the converter then reports
+        whatever is missing)."""
         names = ("q.weight", "k.weight", "v.weight", "ma.in_proj_weight", "ma.in_proj_bias")
-        missing = [prefix + name for name in names if prefix + name not in state]
-        if missing:
-            raise KeyError(f"original transformer layer at {prefix!r} lacks {missing}")
-        w_q, w_k, w_v, w_in, b_in = (state.pop(prefix + name) for name in names)
+        names += ("ma.out_proj.weight", "ma.out_proj.bias")
+        if not all(prefix + name in state for name in names):
+            return
+        w_q, w_k, w_v, w_in, b_in, w_out, b_out = (state.pop(prefix + name) for name in names)
         dtype = torch.promote_types(w_in.dtype, torch.float32)
         c = w_q.shape[0]
         folded = [w_in[j * c : (j + 1) * c].double() @ w.double() for j, w in enumerate((w_q, w_k, w_v))]
         state[prefix + "qkv.weight"] = torch.cat(folded, dim=0).to(dtype)  # (3C, C)
         state[prefix + "qkv.bias"] = b_in.to(dtype)  # (3C,)
-        for name in ("weight", "bias"):
-            state[prefix + f"out_proj.{name}"] = state.pop(prefix + f"ma.out_proj.{name}")
+        state[prefix + "out_proj.weight"] = w_out
+        state[prefix + "out_proj.bias"] = b_out
 
 
 class TransformerBlock(nn.Module):
