@@ -127,6 +127,18 @@ def test_layer_matches_per_window_reference(h: int, w: int, shift_mask: str) -> 
         torch.testing.assert_close(ours, ref, rtol=1e-4, atol=1e-4)
 
 
+def test_layer_gradients_match_per_window_reference() -> None:
+    torch.manual_seed(0)
+    x, upstream = torch.randn(2, 13, 20, 64), torch.randn(2, 13, 20, 64)
+    layer = random_layer(S)
+    (layer(x) * upstream).sum().backward()
+    ours = {name: p.grad.clone() for name, p in layer.named_parameters()}
+    layer.zero_grad()
+    (reference_layer(layer, x, released_regions(16, 24)) * upstream).sum().backward()
+    for name, p in layer.named_parameters():
+        torch.testing.assert_close(ours[name], p.grad, rtol=1e-4, atol=1e-4, msg=name)
+
+
 def test_shift_mask_is_cached_per_size_and_dtype() -> None:
     layer = random_layer(S)
     x = torch.randn(1, 12, 20, 64)
