@@ -10,14 +10,16 @@ Two conventions of the released TPH-YOLOv5 weights are kept:
 
 - The relative-position bias table is indexed with the column (x) offset as its major axis:
   row `(dx + M - 1) * (2M - 1) + (dy + M - 1)` for a query-key offset (dy, dx) in a window of side M.
-- `shift_mask="original"` (the default) rebuilds the shift mask of the released code, whose region map is
-  built on the transposed (x-major) grid with the first region of that axis given as a pair of indices
-  instead of a range. In image terms: for pixel columns 1 <= x < Wp - M (Wp the padded width) every token
-  gets region 0 whatever its row, while column 0 and the last window column keep their row regions. So in
-  the shifted windows of the bottom window row, except the rightmost one, the rows rolled in from the top
-  of the image are not masked from the rows above them, and the tokens of pixel column 0 are masked from
-  the rest of their window instead. `shift_mask="standard"` selects the region map of the Swin paper (three
-  row bands times three column bands) for new trainings; the two differ only in those windows.
+- `shift_mask="original"` (the default) rebuilds the shift mask of the released code. The Swin paper splits
+  the rolled, padded map (Hp x Wp) into 3 row bands [0, Hp - M), [Hp - M, Hp - S), [Hp - S, Hp) times 3
+  column bands (S = M // 2) and masks attention between different cells. The released code builds this
+  map on the transposed (x-major) grid and writes the first column band as the index pair (0, -M) instead
+  of the range 0:-M, so only columns 0 and Wp - M get it (the latter then overwritten by the second band).
+  Result: in columns 1 <= x < Wp - M of the rolled map every token has region 0 whatever its row band.
+  Only windows of the bottom window row, except the rightmost, are affected: there the rows rolled in from
+  the top of the image are not masked from the rows above them, and the tokens of column 0 attend only to
+  column-0 tokens of their own row band. `shift_mask="standard"` selects the paper's mask for new
+  trainings (the `C3STRStandard` layer name in a model yaml); the two masks differ only in those windows.
 
 The relative-position index and the shift masks are derived data: non-persistent buffers or caches, never
 part of the state dict. The bias is gathered from its learned table on each call (it is a parameter);
