@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import builtins
+import collections
 import os
 import pickle
 import subprocess
@@ -22,7 +23,9 @@ from tphyolo.legacy import (
     LegacyObject,
     read_archive,
     read_yolov5_checkpoint,
+    tensor_records,
 )
+from tphyolo.legacy.errors import MalformedRecordError
 
 COCO = "official-yolov5n-coco.ckpt.pt"
 TPH = "official-tph-yolov5-visdrone.ckpt.pt"
@@ -251,3 +254,15 @@ def test_object_numpy_arrays_are_refused(tmp_path: Path, value: object) -> None:
     torch.save({"best_fitness": value}, path)
     with pytest.raises(LegacyCheckpointError, match="not numeric"):
         read_archive(path)
+
+
+def test_tensor_records_stay_inside_their_storage() -> None:
+    storage = tensor_records.Storage(torch.arange(6.0))
+    view = tensor_records.rebuild_tensor_v2(storage, 2, (2, 2), (2, 1), False, collections.OrderedDict())
+    assert view.tolist() == [[2.0, 3.0], [4.0, 5.0]]
+    with pytest.raises(MalformedRecordError, match="does not fit its storage"):
+        tensor_records.rebuild_tensor_v2(storage, 4, (3,), (1,), False, collections.OrderedDict())
+    with pytest.raises(MalformedRecordError, match="backward hooks"):
+        tensor_records.rebuild_tensor_v2(storage, 0, (1,), (1,), False, collections.OrderedDict(h=print))
+    with pytest.raises(MalformedRecordError, match="truncated"):
+        tensor_records.read_storage(tensor_records.StorageType("HalfStorage"), b"\x00" * 5, 3)

@@ -4,7 +4,8 @@ Nothing from such a file is executed: `unpickler` rebuilds only tensors and plai
 objects as inert `LegacyObject`s; `yolov5` turns that record into the model yaml, weights and class names.
 """
 
-from tphyolo.legacy.unpickler import ForbiddenGlobalError, LegacyCheckpointError, LegacyObject, read_archive
+from tphyolo.legacy.errors import ForbiddenGlobalError, LegacyCheckpointError
+from tphyolo.legacy.unpickler import LegacyObject, read_archive
 from tphyolo.legacy.yolov5 import YOLOv5Checkpoint, read_yolov5_checkpoint
 
 __all__ = [

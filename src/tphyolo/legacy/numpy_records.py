@@ -13,11 +13,9 @@ from typing import Any
 
 import numpy as np
 
+from tphyolo.legacy.errors import MalformedRecordError
+
 _NUMERIC_KINDS = "biufc"
-
-
-class NumpyRecordError(ValueError):
-    """A pickled numpy value this reader does not rebuild (object or structured dtype, malformed state)."""
 
 
 class NumpyDtype:
@@ -25,21 +23,21 @@ class NumpyDtype:
 
     def __init__(self, spec: Any, align: Any = False, copy: Any = False) -> None:
         if not isinstance(spec, str):
-            raise NumpyRecordError(f"numpy dtype spec must be a string, got {type(spec).__name__}")
+            raise MalformedRecordError(f"numpy dtype spec must be a string, got {type(spec).__name__}")
         try:
             self._dtype = np.dtype(spec)
         except TypeError as error:
-            raise NumpyRecordError(f"unknown numpy dtype {spec!r}") from error
+            raise MalformedRecordError(f"unknown numpy dtype {spec!r}") from error
         if self._dtype.kind not in _NUMERIC_KINDS:
-            raise NumpyRecordError(f"numpy dtype {spec!r} is not numeric (object and structured arrays refused)")
+            raise MalformedRecordError(f"numpy dtype {spec!r} is not numeric (object and structured arrays refused)")
         self._byteorder = "="
 
     def __setstate__(self, state: Any) -> None:
         # (version, byteorder, subarray, names, fields, elsize, alignment, flags) for numeric dtypes.
         if not (isinstance(state, tuple) and len(state) >= 5 and state[1] in ("<", ">", "|", "=")):
-            raise NumpyRecordError(f"unexpected numpy dtype state {state!r:.80}")
+            raise MalformedRecordError(f"unexpected numpy dtype state {state!r:.80}")
         if any(part is not None for part in state[2:5]):
-            raise NumpyRecordError("structured or sub-array numpy dtypes are refused")
+            raise MalformedRecordError("structured or sub-array numpy dtypes are refused")
         self._byteorder = state[1]
 
     def resolve(self) -> np.dtype:
@@ -54,30 +52,30 @@ class NumpyArray:
 
     def __setstate__(self, state: Any) -> None:
         if not (isinstance(state, tuple) and len(state) == 5):
-            raise NumpyRecordError(f"unexpected numpy array state {state!r:.80}")
+            raise MalformedRecordError(f"unexpected numpy array state {state!r:.80}")
         _version, shape, dtype, fortran_order, raw = state
         if not isinstance(dtype, NumpyDtype) or not isinstance(raw, (bytes, bytearray)):
-            raise NumpyRecordError("numpy array state must hold a numeric dtype and raw bytes")
+            raise MalformedRecordError("numpy array state must hold a numeric dtype and raw bytes")
         if not (isinstance(shape, tuple) and all(type(n) is int and n >= 0 for n in shape)):
-            raise NumpyRecordError(f"numpy array shape must be a tuple of ints, got {shape!r:.80}")
+            raise MalformedRecordError(f"numpy array shape must be a tuple of ints, got {shape!r:.80}")
         flat = np.frombuffer(bytes(raw), dtype=dtype.resolve())
         if flat.size != int(np.prod(shape)):
-            raise NumpyRecordError(f"numpy array of shape {shape} holds {flat.size} values")
+            raise MalformedRecordError(f"numpy array of shape {shape} holds {flat.size} values")
         self.array = flat.reshape(shape, order="F" if fortran_order else "C").copy()
 
 
 def reconstruct(subtype: Any, shape: Any, typecode: Any) -> NumpyArray:
     """Stands for `numpy.core.multiarray._reconstruct`: an empty array record filled by the next BUILD."""
     if subtype is not NumpyArray:
-        raise NumpyRecordError(f"numpy array subtype {subtype!r:.60} is refused")
+        raise MalformedRecordError(f"numpy array subtype {subtype!r:.60} is refused")
     return NumpyArray()
 
 
 def scalar(dtype: Any, raw: Any) -> int | float | complex | bool:
     """Stands for `numpy.core.multiarray.scalar`: the value as a Python number."""
     if not isinstance(dtype, NumpyDtype) or not isinstance(raw, (bytes, bytearray)):
-        raise NumpyRecordError("numpy scalar must be a numeric dtype and raw bytes")
+        raise MalformedRecordError("numpy scalar must be a numeric dtype and raw bytes")
     values = np.frombuffer(bytes(raw), dtype=dtype.resolve())
     if values.size != 1:
-        raise NumpyRecordError(f"numpy scalar holds {values.size} values")
+        raise MalformedRecordError(f"numpy scalar holds {values.size} values")
     return values[0].item()

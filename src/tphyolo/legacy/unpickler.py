@@ -31,15 +31,8 @@ from typing import Any, ClassVar
 
 import torch
 
-from tphyolo.legacy import numpy_records
-
-
-class LegacyCheckpointError(ValueError):
-    """A file that cannot be read as a pickled PyTorch checkpoint; the message names the file."""
-
-
-class ForbiddenGlobalError(LegacyCheckpointError):
-    """The pickle references a global outside the allowlist (it would run code if loaded normally)."""
+from tphyolo.legacy import numpy_records, tensor_records
+from tphyolo.legacy.errors import ForbiddenGlobalError, LegacyCheckpointError, MalformedRecordError
 
 
 class LegacyObject:
@@ -62,119 +55,30 @@ class LegacyObject:
                     self.__setstate__(part)
             return
         if not isinstance(state, dict):
-            raise LegacyCheckpointError(
+            raise MalformedRecordError(
                 f"pickled {self.legacy_class} has state of type {type(state).__name__}, expected a dict"
             )
         # Dunder names would reach the unpickler's own protocol (an instance `__setstate__` is called on BUILD).
         bad = [k for k in state if not isinstance(k, str) or k.startswith("__")]
         if bad:
-            raise LegacyCheckpointError(f"pickled {self.legacy_class} has disallowed attribute names {bad[:5]}")
+            raise MalformedRecordError(f"pickled {self.legacy_class} has disallowed attribute names {bad[:5]}")
         self.__dict__.update(state)
 
     def __repr__(self) -> str:
         return f"<{type(self).__name__} {self.legacy_class}>"
 
 
-# Storage class names of torch's pickled storages -> element dtype.
-_STORAGE_DTYPES: dict[str, torch.dtype] = {
-    "DoubleStorage": torch.float64,
-    "FloatStorage": torch.float32,
-    "HalfStorage": torch.float16,
-    "BFloat16Storage": torch.bfloat16,
-    "ComplexDoubleStorage": torch.complex128,
-    "ComplexFloatStorage": torch.complex64,
-    "LongStorage": torch.int64,
-    "IntStorage": torch.int32,
-    "ShortStorage": torch.int16,
-    "CharStorage": torch.int8,
-    "ByteStorage": torch.uint8,
-    "BoolStorage": torch.bool,
-    "UntypedStorage": torch.uint8,
-}
-
-_DTYPES: dict[str, torch.dtype] = {str(d).removeprefix("torch."): d for d in _STORAGE_DTYPES.values()}
-
-
-class _StorageType:
-    """Stands for a pickled storage class; carries only its element dtype."""
-
-    def __init__(self, name: str) -> None:
-        self.name = name
-        self.dtype = _STORAGE_DTYPES[name]
-
-
-class _Storage:
-    """A storage read from the archive: a flat tensor of its element dtype."""
-
-    def __init__(self, flat: torch.Tensor) -> None:
-        self.flat = flat
-
-
-def _check_int_tuple(value: Any, what: str) -> tuple[int, ...]:
-    if not isinstance(value, (tuple, list, torch.Size)) or not all(type(v) is int for v in value):
-        raise LegacyCheckpointError(f"tensor {what} must be a tuple of ints, got {value!r}")
-    return tuple(value)
-
-
-def _view(storage: Any, offset: Any, size: Any, stride: Any, dtype: torch.dtype | None = None) -> torch.Tensor:
-    if not isinstance(storage, _Storage) or type(offset) is not int:
-        raise LegacyCheckpointError(f"malformed tensor record (storage {type(storage).__name__})")
-    flat = storage.flat if dtype is None else storage.flat.view(torch.uint8).view(dtype)
-    # as_strided refuses views that reach outside the storage.
-    return flat.as_strided(_check_int_tuple(size, "size"), _check_int_tuple(stride, "stride"), offset)
-
-
-def _check_no_hooks(backward_hooks: Any) -> None:
-    if backward_hooks:
-        raise LegacyCheckpointError("pickled tensor carries backward hooks; refusing to attach them")
-
-
-def _rebuild_tensor(storage: Any, offset: Any, size: Any, stride: Any) -> torch.Tensor:
-    return _view(storage, offset, size, stride)
-
-
-def _rebuild_tensor_v2(
-    storage: Any, offset: Any, size: Any, stride: Any, requires_grad: Any, backward_hooks: Any, *_: Any
-) -> torch.Tensor:
-    _check_no_hooks(backward_hooks)
-    return _view(storage, offset, size, stride)
-
-
-def _rebuild_tensor_v3(
-    storage: Any,
-    offset: Any,
-    size: Any,
-    stride: Any,
-    requires_grad: Any,
-    backward_hooks: Any,
-    dtype: Any,
-    *_: Any,
-) -> torch.Tensor:
-    _check_no_hooks(backward_hooks)
-    if not isinstance(dtype, torch.dtype):
-        raise LegacyCheckpointError(f"tensor dtype must be a torch.dtype, got {dtype!r}")
-    return _view(storage, offset, size, stride, dtype)
-
-
-def _rebuild_parameter(data: Any, requires_grad: Any, backward_hooks: Any, *_: Any) -> torch.Tensor:
-    """Parameters come back as plain tensors (any extra pickled parameter state is dropped)."""
-    _check_no_hooks(backward_hooks)
-    if not isinstance(data, torch.Tensor):
-        raise LegacyCheckpointError(f"parameter data must be a tensor, got {type(data).__name__}")
-    return data
-
-
 def _bytes_from_text(text: Any, encoding: Any) -> bytes:
     """Protocol-2 pickles spell bytes as `_codecs.encode(text, "latin1")`."""
     if not isinstance(text, str) or encoding not in ("latin1", "latin-1"):
-        raise LegacyCheckpointError(f"unexpected bytes record encode({type(text).__name__}, {encoding!r})")
+        raise MalformedRecordError(f"unexpected bytes record encode({type(text).__name__}, {encoding!r})")
     return text.encode("latin1")
 
 
 def _path_as_text(*parts: Any) -> str:
     """Pickled pathlib paths come back as strings."""
     if not all(isinstance(p, str) for p in parts):
-        raise LegacyCheckpointError(f"path parts must be strings, got {parts!r}")
+        raise MalformedRecordError(f"path parts must be strings, got {parts!r}")
     return str(pathlib.PurePosixPath(*parts))
 
 
@@ -186,17 +90,17 @@ def _allowed_globals() -> dict[str, Any]:
         "builtins.complex": complex,
         "_codecs.encode": _bytes_from_text,
         "torch.Size": torch.Size,
-        "torch._utils._rebuild_tensor": _rebuild_tensor,
-        "torch._utils._rebuild_tensor_v2": _rebuild_tensor_v2,
-        "torch._utils._rebuild_tensor_v3": _rebuild_tensor_v3,
-        "torch._utils._rebuild_parameter": _rebuild_parameter,
-        "torch._utils._rebuild_parameter_with_state": _rebuild_parameter,
+        "torch._utils._rebuild_tensor": tensor_records.rebuild_tensor,
+        "torch._utils._rebuild_tensor_v2": tensor_records.rebuild_tensor_v2,
+        "torch._utils._rebuild_tensor_v3": tensor_records.rebuild_tensor_v3,
+        "torch._utils._rebuild_parameter": tensor_records.rebuild_parameter,
+        "torch._utils._rebuild_parameter_with_state": tensor_records.rebuild_parameter,
     }
-    for name, dtype in _DTYPES.items():
+    for name, dtype in tensor_records.DTYPES.items():
         allowed[f"torch.{name}"] = dtype
     for module in ("torch", "torch.storage"):
-        for name in _STORAGE_DTYPES:
-            allowed[f"{module}.{name}"] = _StorageType(name)
+        for name in tensor_records.STORAGE_DTYPES:
+            allowed[f"{module}.{name}"] = tensor_records.StorageType(name)
     for module in ("numpy.core.multiarray", "numpy._core.multiarray"):
         allowed[f"{module}._reconstruct"] = numpy_records.reconstruct
         allowed[f"{module}.scalar"] = numpy_records.scalar
@@ -237,7 +141,7 @@ class RestrictedUnpickler(pickle.Unpickler):
         self._read_record = read_record
         self._allowed = _allowed_globals()
         self._record_classes: dict[str, type[LegacyObject]] = {}
-        self._storages: dict[str, _Storage] = {}
+        self._storages: dict[str, tensor_records.Storage] = {}
 
     def find_class(self, module: str, name: str) -> Any:
         # Python 2 spellings written by protocol <= 2 pickles (`__builtin__.set`, `commands.Popen`).
@@ -255,27 +159,16 @@ class RestrictedUnpickler(pickle.Unpickler):
             "classes (models.*, utils.*, torch.nn.modules.*), tensors and plain data are accepted"
         )
 
-    def persistent_load(self, pid: Any) -> _Storage:
+    def persistent_load(self, pid: Any) -> tensor_records.Storage:
         if not (isinstance(pid, tuple) and len(pid) == 5 and pid[0] == "storage"):
             raise LegacyCheckpointError(f"{self._source}: unsupported persistent record {pid!r:.80}")
         _, storage_type, key, _location, numel = pid
-        if not isinstance(storage_type, _StorageType) or not isinstance(key, str) or type(numel) is not int:
+        well_formed = type(numel) is int and numel >= 0 and isinstance(key, str)
+        if not (well_formed and isinstance(storage_type, tensor_records.StorageType)):
             raise LegacyCheckpointError(f"{self._source}: malformed storage record {pid!r:.80}")
         if key not in self._storages:
-            self._storages[key] = self._load_storage(storage_type, key, numel)
+            self._storages[key] = tensor_records.read_storage(storage_type, self._read_record(key), numel)
         return self._storages[key]
-
-    def _load_storage(self, storage_type: _StorageType, key: str, numel: int) -> _Storage:
-        dtype = storage_type.dtype
-        n_bytes = numel * dtype.itemsize
-        raw = self._read_record(key)
-        if len(raw) < n_bytes:
-            raise LegacyCheckpointError(
-                f"{self._source}: storage {key} holds {len(raw)} bytes, expected {n_bytes} (truncated file?)"
-            )
-        if numel == 0:
-            return _Storage(torch.empty(0, dtype=dtype))
-        return _Storage(torch.frombuffer(bytearray(raw[:n_bytes]), dtype=dtype))
 
 
 def _read_member(archive: zipfile.ZipFile, name: str, source: str) -> bytes:
@@ -330,7 +223,7 @@ def read_archive(path: str | Path) -> Any:
             return unpickler.load()
         except LegacyCheckpointError:
             raise
-        except numpy_records.NumpyRecordError as error:
+        except MalformedRecordError as error:
             raise LegacyCheckpointError(f"{source}: {error}") from error
         except Exception as error:  # any failure inside the pickle stream means a corrupt file
             raise LegacyCheckpointError(f"{source}: corrupt pickle ({type(error).__name__}: {error})") from error

@@ -16,8 +16,9 @@ from typing import Any
 import numpy as np
 import torch
 
+from tphyolo.legacy.errors import LegacyCheckpointError
 from tphyolo.legacy.numpy_records import NumpyArray
-from tphyolo.legacy.unpickler import LegacyCheckpointError, LegacyObject, read_archive
+from tphyolo.legacy.unpickler import LegacyObject, read_archive
 
 # Class names of the top-level model object across the original projects' releases.
 _MODEL_CLASSES = ("Model", "DetectionModel")

@@ -1,0 +1,13 @@
+"""Errors of the original-checkpoint reader."""
+
+
+class LegacyCheckpointError(ValueError):
+    """A file that cannot be read as a pickled PyTorch checkpoint; the message names the file."""
+
+
+class ForbiddenGlobalError(LegacyCheckpointError):
+    """The pickle references a global outside the allowlist (it would run code if loaded normally)."""
+
+
+class MalformedRecordError(ValueError):
+    """A pickled value that does not rebuild; `read_archive` reports it as a LegacyCheckpointError naming the file."""
