@@ -149,6 +149,11 @@ def test_bad_payload_is_refused_before_writing(
     assert list(tmp_path.iterdir()) == []
 
 
+def test_missing_folder_is_named(tmp_path: Path, tiny_model: torch.nn.Module) -> None:
+    with pytest.raises(FileNotFoundError, match="folder .*missing does not exist"):
+        save_checkpoint(tmp_path / "missing" / "last.pt", _payload(tiny_model))
+
+
 def test_non_plain_value_is_named(tmp_path: Path, tiny_model: torch.nn.Module) -> None:
     state = np.random.default_rng(0).bit_generator.state["state"]["state"]
     rng_state = {"numpy": ("PCG64", np.array([state], dtype=object))}

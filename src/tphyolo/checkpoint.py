@@ -181,6 +181,8 @@ def save_checkpoint(path: str | Path, payload: Mapping[str, Any]) -> Path:
     }
     _validate(payload, str(path))
     _check_plain(payload, str(path))
+    if not path.parent.is_dir():
+        raise FileNotFoundError(f"cannot save {path}: folder {path.parent} does not exist")
     fd, tmp_name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:
         with os.fdopen(fd, "wb") as file:
