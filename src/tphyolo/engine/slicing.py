@@ -1,0 +1,49 @@
+"""Sliced inference: cut a large image into overlapping windows so that small objects keep their pixels.
+
+Windows are (x1, y1, x2, y2) integer pixel boxes of the original image, all of the same size
+(min(size, W) x min(size, H)), stepping by `size * (1 - overlap)` and with the last row and column flush
+with the image's edges. An image no larger than `size` is one window: the whole image.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class SliceConfig:
+    """size: window side in original pixels; overlap: fraction of a window shared with its neighbour, in
+    [0, 1); full: also run the whole image as one more window (helps large objects)."""
+
+    size: int
+    overlap: float = 0.2
+    full: bool = False
+
+    def __post_init__(self) -> None:
+        if self.size < 32:
+            raise ValueError(f"slice size must be at least 32 pixels, got {self.size}")
+        if not 0.0 <= self.overlap < 1.0:
+            raise ValueError(f"slice overlap must be in [0, 1), got {self.overlap}")
+
+
+def _starts(length: int, size: int, step: int) -> list[int]:
+    if length <= size:
+        return [0]
+    n = math.ceil((length - size) / step) + 1
+    starts = [min(i * step, length - size) for i in range(n)]
+    return sorted(set(starts))
+
+
+def slice_windows(height: int, width: int, cfg: SliceConfig) -> list[tuple[int, int, int, int]]:
+    """The windows covering a height x width image, row by row; with `cfg.full` the whole image comes last
+    (unless it already is the only window)."""
+    step = max(1, round(cfg.size * (1.0 - cfg.overlap)))
+    win_w, win_h = min(cfg.size, width), min(cfg.size, height)
+    windows = [
+        (x, y, x + win_w, y + win_h) for y in _starts(height, cfg.size, step) for x in _starts(width, cfg.size, step)
+    ]
+    whole = (0, 0, width, height)
+    if cfg.full and windows != [whole]:
+        windows.append(whole)
+    return windows

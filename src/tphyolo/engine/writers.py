@@ -1,0 +1,167 @@
+"""Prediction outputs: annotated images and videos, VisDrone submission txt, YOLO txt, COCO results json.
+
+All boxes are written in original-image pixels (YOLO txt: normalised by the image size). One output name per
+image: the file's stem, or `STEM_FRAME` (frame number, 6 digits) for a video frame.
+
+- VisDrone (`visdrone/NAME.txt`): `x,y,w,h,score,category,-1,-1` per line, left/top/width/height in pixels,
+  category = class id + 1, lines by descending score (the VisDrone2019-DET submission format).
+- YOLO (`labels/NAME.txt`): `class cx cy w h [score]`, normalised to [0, 1].
+- COCO (`predictions.json`): a list of `{"image_id": NAME, "category_id": class id, "bbox": [x, y, w, h],
+  "score": s}`; `image_id` is an int when NAME is all digits.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import cv2
+import numpy as np
+
+from tphyolo.engine.predict import Detections
+from tphyolo.engine.sources import Frame
+
+_PALETTE = np.array(
+    [(56, 56, 255), (151, 157, 255), (31, 112, 255), (29, 178, 255), (49, 210, 207), (10, 249, 72), (23, 204, 146),
+     (134, 219, 61), (52, 147, 26), (187, 212, 0), (168, 153, 44), (255, 194, 0), (147, 69, 52), (255, 115, 100),
+     (236, 24, 0), (255, 56, 132), (133, 0, 82), (255, 56, 203), (200, 149, 255), (199, 55, 255)],
+    dtype=np.uint8,
+)  # BGR, one per class id modulo 20  # fmt: skip
+
+
+def output_name(frame: Frame) -> str:
+    return f"{frame.path.stem}_{frame.index:06d}" if frame.is_video else frame.path.stem
+
+
+def draw_detections(image: np.ndarray, detections: Detections, names: list[str]) -> np.ndarray:
+    """A copy of uint8 BGR `image` with each box and `name score` drawn, best scores on top."""
+    canvas = image.copy()
+    thickness = max(1, round(sum(image.shape[:2]) / 1000))
+    rows = zip(detections.boxes.tolist(), detections.scores.tolist(), detections.labels.tolist(), strict=True)
+    for (x1, y1, x2, y2), score, label in reversed(list(rows)):
+        color = tuple(int(c) for c in _PALETTE[label % len(_PALETTE)])
+        p1, p2 = (round(x1), round(y1)), (round(x2), round(y2))
+        cv2.rectangle(canvas, p1, p2, color, thickness, cv2.LINE_AA)
+        text = f"{names[label] if label < len(names) else label} {score:.2f}"
+        (tw, th), _ = cv2.getTextSize(text, cv2.FONT_HERSHEY_SIMPLEX, thickness / 3, 1)
+        top = max(p1[1] - th - 3, 0)
+        cv2.rectangle(canvas, (p1[0], top), (p1[0] + tw, top + th + 3), color, -1, cv2.LINE_AA)
+        cv2.putText(canvas, text, (p1[0], top + th + 1), cv2.FONT_HERSHEY_SIMPLEX, thickness / 3, (255, 255, 255), 1)
+    return canvas
+
+
+def visdrone_lines(detections: Detections) -> list[str]:
+    """VisDrone submission lines, by descending score."""
+    order = detections.scores.argsort(descending=True, stable=True)
+    lines = []
+    for i in order.tolist():
+        x1, y1, x2, y2 = detections.boxes[i].tolist()
+        score, category = float(detections.scores[i]), int(detections.labels[i]) + 1
+        lines.append(f"{x1:.2f},{y1:.2f},{x2 - x1:.2f},{y2 - y1:.2f},{score:.5f},{category},-1,-1")
+    return lines
+
+
+def yolo_lines(detections: Detections, *, width: int, height: int, with_score: bool) -> list[str]:
+    """YOLO label lines `class cx cy w h [score]`, normalised by the image's width and height."""
+    lines = []
+    rows = zip(detections.boxes.tolist(), detections.scores.tolist(), detections.labels.tolist(), strict=True)
+    for (x1, y1, x2, y2), score, label in rows:
+        cx, cy, w, h = (x1 + x2) / 2 / width, (y1 + y2) / 2 / height, (x2 - x1) / width, (y2 - y1) / height
+        line = f"{label} {cx:.6f} {cy:.6f} {w:.6f} {h:.6f}"
+        lines.append(f"{line} {score:.5f}" if with_score else line)
+    return lines
+
+
+def coco_records(detections: Detections, image_id: int | str) -> list[dict]:
+    """COCO results entries (bbox = left, top, width, height in pixels)."""
+    records = []
+    rows = zip(detections.boxes.tolist(), detections.scores.tolist(), detections.labels.tolist(), strict=True)
+    for (x1, y1, x2, y2), score, label in rows:
+        bbox = [round(x1, 3), round(y1, 3), round(x2 - x1, 3), round(y2 - y1, 3)]
+        records.append({"image_id": image_id, "category_id": label, "bbox": bbox, "score": round(score, 5)})
+    return records
+
+
+def coco_image_id(name: str) -> int | str:
+    return int(name) if name.isdigit() else name
+
+
+class PredictionWriter:
+    """Writes the outputs chosen by the flags into `save_dir`; call `close()` at the end (writes the json,
+    finishes videos). Returns nothing; `saved` lists the files and folders written."""
+
+    def __init__(
+        self,
+        save_dir: Path,
+        *,
+        names: list[str],
+        save_img: bool = True,
+        save_txt: bool = False,
+        save_conf: bool = False,
+        save_visdrone: bool = False,
+        save_json: bool = False,
+    ) -> None:
+        self.save_dir = Path(save_dir)
+        self.names = names
+        self.save_img, self.save_txt, self.save_conf = save_img, save_txt, save_conf
+        self.save_visdrone, self.save_json = save_visdrone, save_json
+        self.records: list[dict] = []
+        self.videos: dict[Path, cv2.VideoWriter] = {}
+        self.saved: list[Path] = []
+        self.save_dir.mkdir(parents=True, exist_ok=True)
+
+    def write(self, frame: Frame, detections: Detections) -> None:
+        name = output_name(frame)
+        height, width = frame.image.shape[:2]
+        if self.save_img:
+            canvas = draw_detections(frame.image, detections, self.names)
+            if frame.is_video:
+                self._video_frame(frame, canvas)
+            else:
+                path = self.save_dir / frame.path.name
+                if not cv2.imwrite(str(path), canvas):
+                    raise OSError(f"{path}: cannot write image")
+                self.saved.append(path)
+        if self.save_visdrone:
+            self._text(self.save_dir / "visdrone" / f"{name}.txt", visdrone_lines(detections))
+        if self.save_txt:
+            lines = yolo_lines(detections, width=width, height=height, with_score=self.save_conf)
+            self._text(self.save_dir / "labels" / f"{name}.txt", lines)
+        if self.save_json:
+            self.records += coco_records(detections, coco_image_id(name))
+
+    def _text(self, path: Path, lines: list[str]) -> None:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text("".join(f"{line}\n" for line in lines), encoding="utf-8")
+        self.saved.append(path)
+
+    def _video_frame(self, frame: Frame, canvas: np.ndarray) -> None:
+        path = self.save_dir / f"{frame.path.stem}.mp4"
+        writer = self.videos.get(path)
+        if writer is None:
+            height, width = canvas.shape[:2]
+            writer = cv2.VideoWriter(str(path), cv2.VideoWriter_fourcc(*"mp4v"), frame.fps, (width, height))
+            if not writer.isOpened():
+                raise OSError(f"{path}: cannot open a video writer")
+            self.videos[path] = writer
+            self.saved.append(path)
+        writer.write(canvas)
+
+    def close(self) -> None:
+        for writer in self.videos.values():
+            writer.release()
+        self.videos.clear()
+        if self.save_json:
+            path = self.save_dir / "predictions.json"
+            path.write_text(json.dumps(self.records), encoding="utf-8")
+            self.saved.append(path)
+
+
+def run_dir(project: str | Path, name: str, *, exist_ok: bool = False) -> Path:
+    """`project/name`, or the first free `project/name2`, `name3`, ... unless `exist_ok`; created."""
+    base = Path(project) / name
+    path, n = base, 2
+    while path.exists() and not exist_ok:
+        path, n = base.with_name(f"{name}{n}"), n + 1
+    path.mkdir(parents=True, exist_ok=True)
+    return path

@@ -1,0 +1,68 @@
+"""`tphyolo predict` end to end: outputs in runs/predict/NAME, and one-line errors with exit code 2."""
+
+import json
+
+import cv2
+import numpy as np
+import pytest
+import torch
+
+from tphyolo.checkpoint import save_checkpoint
+from tphyolo.cli import main
+from tphyolo.models import build_model
+
+
+@pytest.fixture(scope="module")
+def weights(tmp_path_factory):
+    torch.manual_seed(0)
+    model = build_model("yolov5n", num_classes=2)
+    path = tmp_path_factory.mktemp("weights") / "tiny.pt"
+    return save_checkpoint(path, {"model": model.state_dict(), "model_yaml": model.yaml, "names": ["a", "b"], "nc": 2})
+
+
+@pytest.fixture(scope="module")
+def source(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("source")
+    rng = np.random.default_rng(5)
+    for name in ("one.jpg", "two.jpg"):
+        cv2.imwrite(str(folder / name), rng.integers(0, 255, (64, 96, 3), dtype=np.uint8))
+    return folder
+
+
+@pytest.mark.slow
+def test_predict_writes_every_output(weights, source, tmp_path, capsys):
+    argv = ["predict", "--weights", str(weights), "--source", str(source), "--img", "64", "--conf", "0.001"]
+    argv += ["--device", "cpu", "--project", str(tmp_path), "--name", "run"]
+    outputs = ["--save-txt", "--save-conf", "--save-visdrone", "--save-json"]
+    assert main(argv + outputs + ["--augment", "--tta-scales", "1", "0.83", "--slice", "64"]) == 0
+    out = tmp_path / "run"
+    assert "results in" in capsys.readouterr().out
+    for stem in ("one", "two"):
+        assert (out / f"{stem}.jpg").is_file()
+        assert (out / "labels" / f"{stem}.txt").read_text().strip()
+        visdrone = np.loadtxt(out / "visdrone" / f"{stem}.txt", delimiter=",", ndmin=2)
+        assert visdrone.shape[1] == 8 and set(visdrone[:, 5]) <= {1.0, 2.0}
+        assert (visdrone[:, 0] >= 0).all() and (visdrone[:, 0] + visdrone[:, 2] <= 96 + 1e-2).all()
+    assert {r["image_id"] for r in json.loads((out / "predictions.json").read_text())} == {"one", "two"}
+    assert main(argv + ["--no-save-img"]) == 0  # the same name again: a new folder, no images
+    assert sorted(p.name for p in (tmp_path / "run2").iterdir()) == []
+
+
+def test_missing_weights_is_a_one_line_error(source, capsys):
+    assert main(["predict", "--weights", "nope.pt", "--source", str(source), "--device", "cpu"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err == "tphyolo predict: error: weights file nope.pt does not exist"
+
+
+def test_missing_source_is_a_one_line_error(weights, tmp_path, capsys):
+    argv = ["predict", "--weights", str(weights), "--source", str(tmp_path / "none"), "--device", "cpu"]
+    assert main(argv) == 2
+    err = capsys.readouterr().err.strip()
+    assert "\n" not in err and "no such file or folder" in err
+
+
+def test_weights_flag_is_required(capsys):
+    with pytest.raises(SystemExit) as exit_info:
+        main(["predict", "--source", "x.jpg"])
+    assert exit_info.value.code == 2
+    assert "--weights" in capsys.readouterr().err
