@@ -28,6 +28,8 @@ COMMANDS: dict[str, str] = {
     "doctor": "tphyolo.tools.doctor",
     "predict": "tphyolo.tools.predict_cmd",
     "data": "tphyolo.tools.data_cmd",
+    "bench": "tphyolo.tools.bench_cmd",
+    "profile": "tphyolo.tools.profile_cmd",
 }
 
 

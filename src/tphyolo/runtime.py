@@ -177,7 +177,15 @@ def add_runtime_arguments(parser: argparse.ArgumentParser) -> None:
     """The runtime flags shared by train, val, predict, bench and profile."""
     group = parser.add_argument_group("runtime")
     group.add_argument("--device", default="auto", help="auto, cpu, cuda, N or N,M,... (default: auto)")
-    group.add_argument("--amp", default="auto", choices=AMP_CHOICES, help="autocast dtype (default: auto)")
+    group.add_argument(
+        "--amp",
+        default="auto",
+        nargs="?",
+        const="auto",
+        choices=AMP_CHOICES,
+        help="autocast dtype; auto = bf16 on GPUs that support it, fp16 on older GPUs, off on CPU (default: auto)",
+    )
+    group.add_argument("--no-amp", dest="amp", action="store_const", const="off", help="same as --amp off")
     group.add_argument(
         "--compile",
         default="off",
