@@ -7,12 +7,14 @@ import pytest
 import yaml
 
 from tphyolo.engine.autoanchor import (
+    anchor_fitness,
     autoanchor,
     check_anchors,
     fit_anchors,
     kmeans,
     label_wh,
     match_anchor_order,
+    ratio_metric,
 )
 
 # Anchors far too large for the small objects of drone imagery.
@@ -35,6 +37,15 @@ def test_check_anchors_by_hand() -> None:
     bpr, above = check_anchors(wh, anchors, thr=4.0)
     assert bpr == pytest.approx(0.75)
     assert above == pytest.approx(1.0)
+
+
+def test_log_space_fitness_equals_the_ratio_definition() -> None:
+    wh = drone_like_wh(500)
+    anchors = np.array([[8.0, 10.0], [20.0, 14.0], [40.0, 60.0]])
+    best = ratio_metric(wh, anchors).max(1)
+    expected = (best * (best > 1 / 3.0)).mean()
+    assert anchor_fitness(np.log(wh), anchors, thr=3.0) == pytest.approx(expected, rel=1e-12)
+    assert 0 < expected < 1
 
 
 def test_label_wh_resizes_longer_side() -> None:
