@@ -1,0 +1,232 @@
+"""`bench attention`: our attention blocks against twins that compute the way the original code does.
+
+Blocks, at the width and depth they have in the built-in models of each scale:
+- "c3tr":  the P5 C3TR of tph-yolov5 (C_in = C_out = 1024 x width, 3 x depth layers), on the P5 map;
+- "c3str": the P5 C3STR of tph-yolov5-swin (1024 x width, 2 x depth layers), on the P5 map;
+- "clla":  the CLLABlock of the tph-yolov5pp head (P2 source 128 x width, P3 map 256 x width), on P3.
+
+Image sizes map to maps by stride (640 -> 20 x 20 P5 tokens, 1536 -> 48 x 48, 1996 -> 62 x 62). Each case is
+first checked: in eval mode, fp32, both blocks must give the same output. Then each is timed in "eval"
+(forward under no_grad, eval mode) and "train" (forward + backward of the output sum, train mode, input
+requiring grad), per SDPA backend and autocast dtype. The twin does not use SDPA, so it is timed once per
+dtype; our block is timed per backend, and the kernel that actually ran is recorded.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
+
+import torch
+from torch import nn
+from torch.utils.flop_counter import FlopCounterMode
+
+from tphyolo.bench.baselines import original_from
+from tphyolo.bench.report import Row
+from tphyolo.bench.timing import peak_memory_mb, time_call
+from tphyolo.models.attention import C3TR
+from tphyolo.models.build import SCALES
+from tphyolo.models.clla import CLLABlock
+from tphyolo.models.swin import C3STR
+from tphyolo.runtime import sdpa_backends
+
+BLOCKS = ("c3tr", "c3str", "clla")
+MODES = ("eval", "train")
+DTYPES: dict[str, torch.dtype] = {"fp32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat16}
+P5_STRIDE = 32
+CLLA_OUTPUTS = 45  # 3 anchors x (10 VisDrone classes + 5)
+
+
+@dataclass(frozen=True)
+class AttentionCase:
+    """One block at one scale on the maps of one image size."""
+
+    block: str
+    scale: str
+    image_size: int
+    batch: int
+
+    def describe(self) -> str:
+        return f"{self.block} {self.scale} img{self.image_size} b{self.batch} tokens{self.tokens}"
+
+    @property
+    def tokens(self) -> str:
+        side = self.image_size // P5_STRIDE
+        return f"{4 * side}x{4 * side}" if self.block == "clla" else f"{side}x{side}"
+
+
+def _width(channels: int, scale: str) -> int:
+    width = channels * SCALES[scale][1]
+    return int(-(-width // 8) * 8)
+
+
+def _depth(number: int, scale: str) -> int:
+    return max(round(number * SCALES[scale][0]), 1)
+
+
+def build_case(case: AttentionCase, *, device: torch.device, seed: int = 0) -> tuple[nn.Module, list[torch.Tensor]]:
+    """Our block for `case` (fresh weights from `seed`) and its fp32 inputs on `device`."""
+    if case.scale not in SCALES:
+        raise ValueError(f"unknown scale {case.scale!r}; known: {sorted(SCALES)}")
+    generator = torch.Generator().manual_seed(seed)
+    torch.manual_seed(seed)
+    side = case.image_size // P5_STRIDE
+    if side < 1:
+        raise ValueError(f"image size {case.image_size} is smaller than the P5 stride {P5_STRIDE}")
+    if case.block == "c3tr":
+        c = _width(1024, case.scale)
+        block: nn.Module = C3TR(c, c, _depth(3, case.scale), False)
+        shapes = [(case.batch, c, side, side)]
+    elif case.block == "c3str":
+        c = _width(1024, case.scale)
+        block = C3STR(c, c, _depth(2, case.scale), False)
+        shapes = [(case.batch, c, side, side)]
+    elif case.block == "clla":
+        c_src, c_p3 = _width(128, case.scale), _width(256, case.scale)
+        block = CLLABlock(c_src, c_src, c_p3, CLLA_OUTPUTS)
+        shapes = [(case.batch, c_src, 8 * side, 8 * side), (case.batch, c_p3, 4 * side, 4 * side)]
+    else:
+        raise ValueError(f"unknown block {case.block!r}; known: {BLOCKS}")
+    inputs = [torch.randn(shape, generator=generator).to(device) for shape in shapes]
+    return block.to(device), inputs
+
+
+def max_relative_difference(ours: nn.Module, baseline: nn.Module, inputs: Sequence[torch.Tensor]) -> float:
+    """max |ours - baseline| / max(1, max |baseline|) of the eval-mode outputs (modules left in eval mode)."""
+    ours.eval()
+    baseline.eval()
+    with torch.no_grad():
+        expected = baseline(*inputs)
+        got = ours(*inputs)
+    return float((got - expected).abs().max() / expected.abs().max().clamp(min=1.0))
+
+
+def step_function(module: nn.Module, inputs: Sequence[torch.Tensor], mode: str, dtype: torch.dtype) -> Callable:
+    """A callable running one eval forward or one train forward + backward of `module` under autocast."""
+    device_type = inputs[0].device.type
+    autocast = torch.autocast(device_type=device_type, dtype=dtype, enabled=dtype != torch.float32)
+    if mode == "eval":
+
+        def run_eval() -> None:
+            module.eval()
+            with torch.no_grad(), autocast:
+                module(*inputs)
+
+        return run_eval
+    if mode != "train":
+        raise ValueError(f"mode must be one of {MODES}, got {mode!r}")
+    leaves = [x.detach().requires_grad_(True) for x in inputs]
+
+    def run_train() -> None:
+        module.train()
+        module.zero_grad(set_to_none=True)
+        with autocast:
+            out = module(*leaves)
+        out.float().sum().backward()
+
+    return run_train
+
+
+@contextlib.contextmanager
+def only_backend(name: str | None) -> Iterator[None]:
+    """Allow only SDPA backend `name` (all backends when None)."""
+    if name is None:
+        yield
+        return
+    from torch.nn.attention import sdpa_kernel
+
+    with sdpa_kernel(sdpa_backends([name])):
+        yield
+
+
+def count_flops(fn: Callable[[], object]) -> int:
+    """FLOPs of one call, counted per operator, with attention on the math path (so that it is counted)."""
+    counter = FlopCounterMode(display=False)
+    with only_backend("math"), counter:
+        fn()
+    return counter.get_total_flops()
+
+
+@dataclass(frozen=True)
+class AttentionSettings:
+    """What to sweep; `backends` entries may be None (all backends allowed)."""
+
+    cases: tuple[AttentionCase, ...]
+    modes: tuple[str, ...] = MODES
+    dtypes: tuple[str, ...] = ("fp32",)
+    backends: tuple[str | None, ...] = (None,)
+    warmup: int = 1
+    repeats: int = 3
+    compile_mode: str = "off"
+    matmul_flops: float | None = None  # the machine's fp32 matmul rate, for the achieved fraction
+
+
+def bench_attention(
+    settings: AttentionSettings, *, device: torch.device, log: Callable[[str], None] = print
+) -> list[Row]:
+    """One Row per (case, mode, dtype, backend); raises RuntimeError when a twin disagrees with our block."""
+    from tphyolo.tools.sdpa_probe import kernel_that_ran
+
+    rows: list[Row] = []
+    for case in settings.cases:
+        ours, inputs = build_case(case, device=device)
+        baseline = original_from(ours)
+        diff = max_relative_difference(ours, baseline, inputs)
+        tolerance = 1e-4 if device.type == "cpu" else 5e-3  # CUDA fp32 matmuls may use TF32
+        if diff > tolerance:
+            raise RuntimeError(f"{case.describe()}: original-computation twin differs by {diff:.2e} (> {tolerance})")
+        log(f"{case.describe()}: same output as the original computation (max rel. diff {diff:.1e})")
+        run_ours, run_base = (
+            _maybe_compile(ours, settings.compile_mode),
+            _maybe_compile(baseline, settings.compile_mode),
+        )
+        for mode in settings.modes:
+            for dtype_name in settings.dtypes:
+                dtype = DTYPES[dtype_name]
+                base_fn = step_function(run_base, inputs, mode, dtype)
+                base_t = time_call(base_fn, device=device, warmup=settings.warmup, repeats=settings.repeats)
+                base_mb = peak_memory_mb(base_fn, device=device)
+                ours_fn = step_function(run_ours, inputs, mode, dtype)
+                flops = count_flops(ours_fn) if case.block != "clla" else None
+                for backend in settings.backends:
+                    config = f"{case.describe()} {mode} {dtype_name} sdpa={backend or 'any'}"
+                    extra: dict[str, object] = {}
+                    try:
+                        with only_backend(backend):
+                            if case.block != "clla":
+                                extra["kernel"] = kernel_that_ran(step_function(ours, inputs, "eval", dtype))
+                            ours_t = time_call(ours_fn, device=device, warmup=settings.warmup, repeats=settings.repeats)
+                            ours_mb = peak_memory_mb(ours_fn, device=device)
+                    except RuntimeError as error:
+                        log(f"{config}: not run: {str(error).splitlines()[0][:120]}")
+                        rows.append(
+                            Row(
+                                f"attention/{case.block}",
+                                config,
+                                None,
+                                base_t.median_ms,
+                                baseline_peak_mb=base_mb,
+                                extra={"error": str(error).splitlines()[0][:120]},
+                            )
+                        )
+                        continue
+                    if flops is not None:
+                        rate = flops / (ours_t.median_ms / 1e3)
+                        extra["gflop"] = round(flops / 1e9, 3)
+                        extra["gflops"] = round(rate / 1e9, 1)
+                        if settings.matmul_flops and dtype == torch.float32:
+                            extra["of_matmul_peak"] = round(rate / settings.matmul_flops, 2)
+                    row = Row(
+                        f"attention/{case.block}", config, ours_t.median_ms, base_t.median_ms,
+                        ours_peak_mb=ours_mb, baseline_peak_mb=base_mb,
+                        ours_spread_ms=ours_t.spread_ms, baseline_spread_ms=base_t.spread_ms, extra=extra,
+                    )  # fmt: skip
+                    log(f"{config}: baseline {base_t.median_ms:.1f} ms, ours {ours_t.median_ms:.1f} ms, "
+                        f"speedup {row.speedup:.2f}x, peak {base_mb:.0f} -> {ours_mb:.0f} MiB")  # fmt: skip
+                    rows.append(row)
+    return rows
+
+
+def _maybe_compile(module: nn.Module, mode: str) -> nn.Module:
+    return module if mode == "off" else torch.compile(module, mode=mode)

@@ -1,0 +1,171 @@
+"""`tphyolo bench`: time our implementation against the original computation, print a table, write JSON.
+
+    tphyolo bench attention --blocks c3tr --scales l --sizes 1536 --batch 2 --json out.json
+    tphyolo bench model --model tph-yolov5l --img 640 --batch 2 --variants eager,channels_last
+    tphyolo bench data --workers 0,1,2
+    tphyolo bench attention model --quick     # tiny sizes, seconds
+
+The runtime flags (`--device --amp --compile --channels-last --sdpa-backend`) are those of training. On CUDA,
+`bench attention` sweeps every SDPA backend and fp32/fp16/bf16 unless `--sdpa-backend`/`--dtypes` narrow it.
+Numbers on a shared machine are noisy: compare the ratios within one run.
+"""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Callable
+
+import torch
+
+from tphyolo.bench.report import Row, format_table, machine_info, write_json
+from tphyolo.bench.timing import matmul_flops_per_s
+from tphyolo.cli import UsageError
+from tphyolo.runtime import SDPA_BACKEND_NAMES, RuntimeConfig
+
+HELP = "benchmark our attention blocks, models and data loading against the original computation"
+USES_RUNTIME = True
+
+BENCHMARKS = ("attention", "model", "data")
+
+
+def _csv(text: str) -> tuple[str, ...]:
+    return tuple(part.strip() for part in text.split(",") if part.strip())
+
+
+def _ints(text: str) -> tuple[int, ...]:
+    try:
+        return tuple(int(part) for part in _csv(text))
+    except ValueError as error:
+        raise argparse.ArgumentTypeError(f"expected comma-separated integers, got {text!r}") from error
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("what", nargs="+", choices=BENCHMARKS, help="which benchmarks to run")
+    parser.add_argument("--json", metavar="PATH", help="also write the results as JSON to PATH")
+    parser.add_argument("--quick", action="store_true", help="tiny sizes and one repeat: checks that it runs")
+    parser.add_argument("--warmup", type=int, default=None, help="untimed calls before timing (default 1)")
+    parser.add_argument("--repeats", type=int, default=None, help="timed calls; the median is reported (default 3)")
+    parser.add_argument("--batch", type=int, default=2, help="batch size for attention and model (default 2)")
+    group = parser.add_argument_group("attention")
+    group.add_argument("--blocks", type=_csv, default=("c3tr", "c3str", "clla"), help="c3tr,c3str,clla")
+    group.add_argument("--scales", type=_csv, default=("s",), help="model scales n,s,m,l,x (default s)")
+    group.add_argument("--sizes", type=_ints, default=(640, 1536), help="image sizes (default 640,1536)")
+    group.add_argument("--modes", type=_csv, default=("eval", "train"), help="eval,train (default both)")
+    group.add_argument("--dtypes", type=_csv, default=None, help="fp32,fp16,bf16 (default: fp32 on CPU, all on CUDA)")
+    group = parser.add_argument_group("model")
+    group.add_argument("--model", default="tph-yolov5s", help="built-in model name (default tph-yolov5s)")
+    group.add_argument("--img", type=int, default=640, help="image size (default 640)")
+    group.add_argument(
+        "--variants", type=_csv, default=None,
+        help="eager,channels_last,amp,compile,amp+compile (default: eager,channels_last on CPU; "
+        "eager,channels_last,amp,amp+compile on CUDA)",
+    )  # fmt: skip
+    group.add_argument("--model-modes", type=_csv, default=("train", "infer"), help="train,infer (default both)")
+    group = parser.add_argument_group("data")
+    group.add_argument("--workers", type=_ints, default=(0, 1, 2), help="loader worker counts (default 0,1,2)")
+    group.add_argument("--data", default="synthetic", help="dataset yaml or built-in name for bench data")
+    group.add_argument("--data-batches", type=int, default=None, help="batches per bench data run (default 8)")
+
+
+def _amp_dtype(runtime: RuntimeConfig, device: torch.device) -> torch.dtype:
+    return runtime.amp_dtype(device) or torch.bfloat16
+
+
+def _attention(
+    args: argparse.Namespace, device: torch.device, log: Callable[[str], None], measured: dict[str, float]
+) -> list[Row]:
+    from tphyolo.bench.attention import BLOCKS, DTYPES, AttentionCase, AttentionSettings, bench_attention
+
+    runtime: RuntimeConfig = args.runtime
+    unknown = [b for b in args.blocks if b not in BLOCKS] + [m for m in args.modes if m not in ("eval", "train")]
+    if unknown:
+        raise UsageError(f"unknown block or mode {unknown}; blocks: {BLOCKS}, modes: eval, train")
+    if args.dtypes is not None:
+        dtypes = args.dtypes
+    elif runtime.amp in ("bf16", "fp16"):
+        dtypes = (runtime.amp,)
+    else:
+        dtypes = tuple(DTYPES) if device.type == "cuda" else ("fp32",)
+    if any(d not in DTYPES for d in dtypes):
+        raise UsageError(f"unknown dtype in {dtypes}; known: {list(DTYPES)}")
+    default_backends = SDPA_BACKEND_NAMES if device.type == "cuda" else (None,)
+    backends: tuple[str | None, ...] = runtime.sdpa_backends or default_backends
+    if args.quick:
+        cases = tuple(AttentionCase(block, "n", 256, 1) for block in args.blocks)
+    else:
+        cases = tuple(
+            AttentionCase(block, scale, size, args.batch)
+            for block in args.blocks
+            for scale in args.scales
+            for size in args.sizes
+        )
+    rate = matmul_flops_per_s(device=device)
+    measured["matmul_fp32_gflops"] = round(rate / 1e9, 1)
+    log(f"measured fp32 matmul rate: {rate / 1e9:.1f} GFLOP/s")
+    settings = AttentionSettings(
+        cases=cases,
+        modes=args.modes,
+        dtypes=dtypes,
+        backends=backends,
+        warmup=_pick(args.warmup, args.quick, 1, 0),
+        repeats=_pick(args.repeats, args.quick, 3, 1),
+        compile_mode=runtime.compile,
+        matmul_flops=rate,
+    )
+    return bench_attention(settings, device=device, log=log)
+
+
+def _model(args: argparse.Namespace, device: torch.device, log: Callable[[str], None]) -> list[Row]:
+    from tphyolo.bench.model import VARIANTS, ModelSettings, bench_model
+
+    runtime: RuntimeConfig = args.runtime
+    if args.variants is not None:
+        variants = args.variants
+    elif device.type == "cuda":
+        variants = ("eager", "channels_last", "amp", "amp+compile")
+    else:
+        variants = ("eager", "channels_last")
+    if any(v not in VARIANTS for v in variants):
+        raise UsageError(f"unknown variant in {variants}; known: {VARIANTS}")
+    settings = ModelSettings(
+        model="tph-yolov5n" if args.quick else args.model,
+        image_size=128 if args.quick else args.img,
+        batch=1 if args.quick else args.batch,
+        variants=variants,
+        modes=args.model_modes,
+        amp_dtype=_amp_dtype(runtime, device),
+        compile_mode=runtime.compile if runtime.compile != "off" else "default",
+        warmup=_pick(args.warmup, args.quick, 1, 0),
+        repeats=_pick(args.repeats, args.quick, 3, 1),
+    )
+    return bench_model(settings, device=device, log=log)
+
+
+def _pick(explicit: int | None, quick: bool, normal: int, tiny: int) -> int:
+    return explicit if explicit is not None else (tiny if quick else normal)
+
+
+def run(args: argparse.Namespace) -> int:
+    device = args.runtime.torch_device()
+    rows: list[Row] = []
+    measured: dict[str, float] = {}
+    for what in dict.fromkeys(args.what):
+        print(f"== bench {what} on {device} ==", flush=True)
+        if what == "attention":
+            rows += _attention(args, device, print, measured)
+        elif what == "model":
+            rows += _model(args, device, print)
+        elif what == "data":
+            from tphyolo.bench.data import bench_data
+
+            batches = args.data_batches or (2 if args.quick else 8)
+            size = 128 if args.quick else args.img
+            rows += bench_data(image_size=size, batch=args.batch, workers=args.workers, batches=batches,
+                              data=args.data, log=print)  # fmt: skip
+    machine = machine_info(device, **measured)
+    print()
+    print(format_table(rows))
+    print("\nmachine: " + ", ".join(f"{k}={v}" for k, v in machine.items()))
+    if args.json:
+        print(f"wrote {write_json(args.json, machine, rows)}")
+    return 0

@@ -1,0 +1,128 @@
+"""`tphyolo profile`: torch.profiler over a few training (or inference) steps of a model at a size.
+
+    tphyolo profile --model tph-yolov5l --img 640 --batch 2 --steps 3 --out runs/profile
+    tphyolo profile --model tph-yolov5-swins --mode infer --device cuda --amp bf16 --memory --tensorboard
+
+Writes to --out: `trace.json` (chrome://tracing or https://ui.perfetto.dev), `ops.txt` (the top-k operator
+table, also printed), `modules.txt` (forward time per module type, per head part, and of the TPH-attention
+and P2 branches, from `record_function` ranges opened by forward hooks); with --memory on CUDA also
+`memory_snapshot.pickle` (https://pytorch.org/memory_viz) and `memory_timeline.html`; with --tensorboard a
+TensorBoard trace under `tensorboard/`. The runtime flags are those of training.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import os
+import shutil
+import socket
+import time
+from pathlib import Path
+
+import torch
+
+from tphyolo.runtime import RuntimeConfig, sdpa_context
+
+HELP = "profile a few train or inference steps: chrome trace, top operators, time per module type"
+USES_RUNTIME = True
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--model", default="tph-yolov5s", help="built-in model name or yaml (default tph-yolov5s)")
+    parser.add_argument("--img", type=int, default=640, help="image size (default 640)")
+    parser.add_argument("--batch", type=int, default=2, help="batch size (default 2)")
+    parser.add_argument("--mode", choices=("train", "infer"), default="train", help="what a step is (default train)")
+    parser.add_argument("--steps", type=int, default=3, help="profiled steps (default 3)")
+    parser.add_argument("--warmup-steps", type=int, default=1, help="steps run before profiling (default 1)")
+    parser.add_argument("--num-classes", type=int, default=10, help="classes of the model (default 10)")
+    parser.add_argument("--top", type=int, default=25, help="rows of the operator table (default 25)")
+    parser.add_argument("--out", type=Path, default=Path("runs/profile"), help="output folder (default runs/profile)")
+    parser.add_argument("--memory", action="store_true", help="record memory (CUDA: snapshot and timeline)")
+    parser.add_argument("--tensorboard", action="store_true", help="also write a TensorBoard trace")
+
+
+def run(args: argparse.Namespace) -> int:
+    from torch.profiler import ProfilerActivity, profile
+
+    from tphyolo.bench.model import ModelSettings, infer_step, prepare, synthetic_targets, train_step
+    from tphyolo.bench.profile import ModuleLabels, label_times, layer_strides, summarize
+    from tphyolo.cli import UsageError
+    from tphyolo.models.build import build_model
+
+    if args.steps < 1 or args.warmup_steps < 0:
+        raise UsageError(f"--steps must be >= 1 and --warmup-steps >= 0, got {args.steps}, {args.warmup_steps}")
+    runtime: RuntimeConfig = args.runtime
+    device = runtime.torch_device()
+    cuda = device.type == "cuda"
+    out: Path = args.out
+    out.mkdir(parents=True, exist_ok=True)
+
+    model = build_model(args.model, num_classes=args.num_classes).to(device)
+    strides = layer_strides(model, args.img, device=device)
+    variant = "compile" if runtime.compile != "off" else "channels_last" if runtime.channels_last else "eager"
+    amp = runtime.amp_dtype(device)
+    settings = ModelSettings(model=args.model, compile_mode=runtime.compile if runtime.compile != "off" else "default")
+    module, _, channels_last = prepare(model, variant, settings)
+    labelled = module if runtime.compile == "off" else None  # hooks would break compiled graphs
+    images = torch.rand(args.batch, 3, args.img, args.img, generator=torch.Generator().manual_seed(0)).to(device)
+    if channels_last:
+        images = images.contiguous(memory_format=torch.channels_last)
+    targets = synthetic_targets(args.batch, args.num_classes).to(device)
+    step = (
+        train_step(model, module, images, targets, amp, args.img)
+        if args.mode == "train"
+        else infer_step(module, images, amp)
+    )
+
+    with sdpa_context(runtime):
+        for _ in range(args.warmup_steps):
+            step()
+        if cuda:
+            torch.cuda.synchronize(device)
+        if args.memory and cuda:
+            torch.cuda.memory._record_memory_history(max_entries=200_000)
+        activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if cuda else [])
+        with profile(activities=activities, record_shapes=args.memory, profile_memory=args.memory,
+                     with_stack=args.memory and cuda) as prof:  # fmt: skip
+            labels = ModuleLabels(labelled) if labelled is not None else None
+            with labels if labels is not None else contextlib.nullcontext():
+                for _ in range(args.steps):
+                    step()
+                    prof.step()
+            if cuda:
+                torch.cuda.synchronize(device)
+
+    prof.export_chrome_trace(str(out / "trace.json"))
+    sort_by = "self_cuda_time_total" if cuda else "self_cpu_time_total"
+    table = prof.key_averages().table(sort_by=sort_by, row_limit=args.top)
+    (out / "ops.txt").write_text(table + "\n")
+    title = f"{args.model} {args.mode} img{args.img} b{args.batch} on {device}, {args.steps} steps, amp={amp}"
+    print(f"== top {args.top} operators: {title} ==")
+    print(table)
+
+    if labels is not None:
+        times = label_times(prof, list(labels.labels.values()), args.steps)
+        lines = [
+            f"forward time per step by module ({title}); device ms only on CUDA",
+            f"{'group':40s} {'cpu ms':>10s} {'device ms':>10s}",
+        ]
+        lines += [f"{name:40s} {cpu:10.2f} {dev:10.2f}" for name, cpu, dev in summarize(times, strides)]
+        text = "\n".join(lines)
+    else:
+        text = "per-module times are not recorded under --compile (forward hooks would split the compiled graph)"
+    (out / "modules.txt").write_text(text + "\n")
+    print(text)
+
+    if args.memory and cuda:
+        torch.cuda.memory._dump_snapshot(str(out / "memory_snapshot.pickle"))
+        torch.cuda.memory._record_memory_history(enabled=None)
+        prof.export_memory_timeline(str(out / "memory_timeline.html"), device=str(device))
+    if args.tensorboard:  # the TensorBoard profiler plugin reads chrome traces named <worker>.<n>.pt.trace.json
+        board = out / "tensorboard"
+        board.mkdir(exist_ok=True)
+        shutil.copyfile(
+            out / "trace.json", board / f"{socket.gethostname()}_{os.getpid()}.{time.time_ns()}.pt.trace.json"
+        )
+    print(f"wrote {out / 'trace.json'}, {out / 'ops.txt'}, {out / 'modules.txt'}")
+    return 0

@@ -1,0 +1,59 @@
+"""`tphyolo bench`: every sub-benchmark runs in a tiny configuration and its JSON parses."""
+
+import json
+
+import pytest
+
+from tphyolo.cli import main
+
+ROW_KEYS = {"name", "config", "baseline_ms", "ours_ms", "speedup", "baseline_peak_mb", "ours_peak_mb"}
+
+
+def _run(tmp_path, *argv):
+    out = tmp_path / "bench.json"
+    assert main(["bench", *argv, "--quick", "--device", "cpu", "--json", str(out)]) == 0
+    data = json.loads(out.read_text())
+    assert {"cpu", "torch_threads", "torch", "device", "memory_method"} <= set(data["machine"])
+    for row in data["rows"]:
+        assert set(row) >= ROW_KEYS
+    return data
+
+
+@pytest.mark.slow
+def test_bench_attention_quick(tmp_path, capsys):
+    data = _run(tmp_path, "attention", "--blocks", "c3tr,clla", "--modes", "eval")
+    names = [r["name"] for r in data["rows"]]
+    assert names == ["attention/c3tr", "attention/clla"]
+    c3tr = data["rows"][0]
+    assert c3tr["speedup"] == pytest.approx(c3tr["baseline_ms"] / c3tr["ours_ms"])
+    assert c3tr["extra"]["kernel"] == "flash (cpu)" and c3tr["ours_peak_mb"] > 0
+    assert data["machine"]["matmul_fp32_gflops"] > 0
+    assert "attention/c3tr" in capsys.readouterr().out
+
+
+@pytest.mark.slow
+def test_bench_model_quick(tmp_path):
+    data = _run(tmp_path, "model", "--variants", "eager", "--model-modes", "train,infer")
+    assert [(r["name"], r["config"]) for r in data["rows"]] == [
+        ("model/train", "tph-yolov5n img128 b1 eager"),
+        ("model/infer", "tph-yolov5n img128 b1 eager"),
+    ]
+    assert all(r["ours_ms"] > 0 and r["baseline_ms"] > 0 for r in data["rows"])
+
+
+@pytest.mark.slow
+def test_bench_data_quick(tmp_path):
+    from tphyolo.data.synthetic import generate_synthetic
+
+    data_yaml = generate_synthetic(tmp_path / "syn", n_train=4, n_val=1, imgsz=256)
+    data = _run(tmp_path, "data", "--data", str(data_yaml), "--workers", "0", "--batch", "2")
+    (row,) = data["rows"]
+    assert row["name"] == "data/loader" and row["extra"]["images_per_s"] > 0 and row["baseline_ms"] is None
+
+
+def test_bench_rejects_unknown_choices(capsys):
+    assert main(["bench", "attention", "--quick", "--device", "cpu", "--blocks", "nope"]) == 2
+    assert "unknown block" in capsys.readouterr().err
+    assert main(["bench", "model", "--quick", "--device", "cpu", "--variants", "turbo"]) == 2
+    with pytest.raises(SystemExit):
+        main(["bench", "everything"])

@@ -1,0 +1,37 @@
+"""`tphyolo profile` on a tiny model writes a trace, an operator table and per-module times."""
+
+import json
+
+import pytest
+
+from tphyolo.cli import main
+
+
+@pytest.mark.slow
+def test_profile_train_writes_trace_and_tables(tmp_path, capsys):
+    out = tmp_path / "prof"
+    argv = ["profile", "--model", "tph-yolov5n", "--img", "64", "--batch", "1", "--steps", "1", "--warmup-steps", "0"]
+    assert main([*argv, "--device", "cpu", "--out", str(out), "--top", "5"]) == 0
+    trace = json.loads((out / "trace.json").read_text())
+    names = {event.get("name") for event in trace["traceEvents"]}
+    assert any(str(name).endswith(":C3TR") for name in names)  # the module ranges are in the trace
+    assert "aten::" in (out / "ops.txt").read_text()
+    modules = (out / "modules.txt").read_text()
+    for group in ("type C3TR", "type Conv", "head:level0/s4", "branch TPH attention", "branch P2 (neck + head)"):
+        assert group in modules
+    printed = capsys.readouterr().out
+    assert "top 5 operators" in printed and "branch TPH attention" in printed
+
+
+@pytest.mark.slow
+def test_profile_infer_cll_head(tmp_path):
+    out = tmp_path / "prof"
+    argv = ["profile", "--model", "tph-yolov5ppn", "--img", "64", "--batch", "1", "--steps", "1", "--mode", "infer"]
+    assert main([*argv, "--device", "cpu", "--out", str(out), "--tensorboard"]) == 0
+    assert "head:CLLABlock" in (out / "modules.txt").read_text()
+    assert list((out / "tensorboard").glob("*.json"))
+
+
+def test_profile_rejects_bad_steps(tmp_path, capsys):
+    assert main(["profile", "--steps", "0", "--device", "cpu", "--out", str(tmp_path)]) == 2
+    assert "--steps" in capsys.readouterr().err
