@@ -5,3 +5,12 @@ Importing this package changes no global state: process-wide settings are applie
 """
 
 __version__ = "0.1.0"
+
+
+def __getattr__(name: str):
+    """`tphyolo.Predictor` is imported on first use, so that `import tphyolo` stays light."""
+    if name == "Predictor":
+        from tphyolo.engine.predict import Predictor
+
+        return Predictor
+    raise AttributeError(f"module 'tphyolo' has no attribute {name!r}")

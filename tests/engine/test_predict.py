@@ -181,3 +181,12 @@ def test_bad_inputs_are_reported(model):
     with pytest.raises(FileNotFoundError, match="missing.pt"):
         Predictor("missing.pt", device="cpu")
     assert len(Detections.from_rows(torch.zeros((0, 6)))) == 0
+
+
+def test_predictor_is_exported_lazily():
+    import subprocess
+    import sys
+
+    code = "import sys, tphyolo; assert 'torch' not in sys.modules; from tphyolo import Predictor; print(Predictor)"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert "tphyolo.engine.predict.Predictor" in out

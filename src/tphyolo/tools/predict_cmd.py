@@ -11,11 +11,10 @@ HELP = "detect objects in images or videos (TTA, sliced inference, ensembles)"
 USES_RUNTIME = True
 
 
-def add_inference_arguments(parser: argparse.ArgumentParser, *, conf: float, iou: float) -> None:
-    """Flags shared by `predict` and `val`: weights, size, thresholds, precision, TTA."""
-    parser.add_argument("--weights", nargs="+", required=True, help="checkpoint file(s); several form an ensemble")
+def add_inference_arguments(parser: argparse.ArgumentParser, *, conf: float, iou: float, batch: int) -> None:
+    """Flags shared by `predict` and `val`: size, thresholds, precision, TTA, output folder."""
     parser.add_argument("--img", "--imgsz", dest="img", type=int, default=640, help="inference size, pixels")
-    parser.add_argument("--batch", type=int, default=1, help="images (or slices) per forward pass")
+    parser.add_argument("--batch", type=int, default=batch, help=f"images per forward pass (default: {batch})")
     parser.add_argument("--conf", type=float, default=conf, help=f"confidence threshold (default: {conf})")
     parser.add_argument("--iou", type=float, default=iou, help=f"NMS IoU threshold (default: {iou})")
     parser.add_argument("--max-det", type=int, default=500, help="most detections per image")
@@ -33,7 +32,6 @@ def add_inference_arguments(parser: argparse.ArgumentParser, *, conf: float, iou
     )
     parser.add_argument("--merge", choices=("wbf", "nms"), default="wbf", help="how TTA/ensemble runs are merged")
     parser.add_argument("--merge-iou", type=float, default=None, help="merge IoU threshold (WBF default 0.55)")
-    parser.add_argument("--model-weights", nargs="+", type=float, default=None, help="WBF weight of each model")
     parser.add_argument("--project", default=None, help="output root (default: runs/<command>)")
     parser.add_argument("--name", default="exp", help="output folder under --project")
     parser.add_argument("--exist-ok", action="store_true", help="reuse an existing output folder")
@@ -48,7 +46,9 @@ def check_weights(paths: list[str]) -> None:
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--source", required=True, help="image, folder, glob, .txt list of files, or video")
-    add_inference_arguments(parser, conf=0.25, iou=0.45)
+    parser.add_argument("--weights", nargs="+", required=True, help="checkpoint file(s); several form an ensemble")
+    parser.add_argument("--model-weights", nargs="+", type=float, default=None, help="WBF weight of each model")
+    add_inference_arguments(parser, conf=0.25, iou=0.45, batch=1)
     parser.add_argument("--classes", nargs="+", type=int, default=None, help="keep only these class ids")
     parser.add_argument("--agnostic-nms", action="store_true", help="suppress across classes")
     parser.add_argument("--slice", type=int, default=None, metavar="SIZE", help="sliced inference, window pixels")
