@@ -28,6 +28,7 @@ COMMANDS: dict[str, str] = {
     "doctor": "tphyolo.tools.doctor",
     "predict": "tphyolo.tools.predict_cmd",
     "data": "tphyolo.tools.data_cmd",
+    "convert": "tphyolo.tools.convert_cmd",
     "bench": "tphyolo.tools.bench_cmd",
     "profile": "tphyolo.tools.profile_cmd",
 }
