@@ -95,3 +95,12 @@ def test_model_with_original_attention(name, expected):
     x = torch.rand(1, 3, 64, 64)
     with torch.no_grad():
         assert _max_diff(model(x), twin.eval()(x)) < 1e-3
+
+
+def test_strict_fp32_restores_settings():
+    from tphyolo.bench.baselines import strict_fp32
+
+    before = (torch.get_float32_matmul_precision(), torch.backends.cudnn.allow_tf32)
+    with strict_fp32():
+        assert torch.get_float32_matmul_precision() == "highest" and not torch.backends.cudnn.allow_tf32
+    assert (torch.get_float32_matmul_precision(), torch.backends.cudnn.allow_tf32) == before

@@ -22,7 +22,7 @@ import torch
 from torch import nn
 from torch.utils.flop_counter import FlopCounterMode
 
-from tphyolo.bench.baselines import original_from
+from tphyolo.bench.baselines import original_from, strict_fp32
 from tphyolo.bench.report import Row
 from tphyolo.bench.timing import peak_memory_mb, time_call
 from tphyolo.models.attention import C3TR
@@ -93,10 +93,11 @@ def build_case(case: AttentionCase, *, device: torch.device, seed: int = 0) -> t
 
 
 def max_relative_difference(ours: nn.Module, baseline: nn.Module, inputs: Sequence[torch.Tensor]) -> float:
-    """max |ours - baseline| / max(1, max |baseline|) of the eval-mode outputs (modules left in eval mode)."""
+    """max |ours - baseline| / max(1, max |baseline|) of the eval-mode outputs in strict fp32 (no TF32);
+    the modules are left in eval mode."""
     ours.eval()
     baseline.eval()
-    with torch.no_grad():
+    with torch.no_grad(), strict_fp32():
         expected = baseline(*inputs)
         got = ours(*inputs)
     return float((got - expected).abs().max() / expected.abs().max().clamp(min=1.0))
@@ -173,7 +174,7 @@ def bench_attention(
         ours, inputs = build_case(case, device=device)
         baseline = original_from(ours)
         diff = max_relative_difference(ours, baseline, inputs)
-        tolerance = 1e-4 if device.type == "cpu" else 5e-3  # CUDA fp32 matmuls may use TF32
+        tolerance = 1e-4 if device.type == "cpu" else 1e-3  # GPU kernels may sum in other orders
         if diff > tolerance:
             raise RuntimeError(f"{case.describe()}: original-computation twin differs by {diff:.2e} (> {tolerance})")
         log(f"{case.describe()}: same output as the original computation (max rel. diff {diff:.1e})")
