@@ -9,6 +9,7 @@ from tphyolo.ops.boxes import (
     xyxy_to_xywh,
 )
 from tphyolo.ops.nms import non_max_suppression
+from tphyolo.ops.wbf import weighted_boxes_fusion
 
 __all__ = [
     "box_area",
@@ -16,6 +17,7 @@ __all__ = [
     "clip_boxes",
     "non_max_suppression",
     "scale_boxes_from_letterbox",
+    "weighted_boxes_fusion",
     "xywh_to_xyxy",
     "xyxy_to_xywh",
 ]

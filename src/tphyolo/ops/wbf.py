@@ -1,0 +1,264 @@
+"""Weighted boxes fusion (WBF) of several detectors' boxes for one image, vectorised.
+
+Same call, conventions and results as `ensemble_boxes.weighted_boxes_fusion`: boxes are normalised xyxy in
+[0, 1]; within each label, boxes are visited by descending weighted score and each joins the existing cluster
+whose fused box overlaps it most (IoU > `iou_thr`, first such cluster on ties) or starts a new one; a cluster's
+fused box is the score-weighted mean of its members, held in float32 once it has two members.
+
+The visit order inside a label is sequential by definition. It is made cheap by two facts: a fused box lies
+inside the bounding hull of its members, so sets of boxes whose hulls are apart (split recursively along x and
+y) never interact and are processed side by side; and the sets are stepped through in lock-step, one visit of
+every set per step, so the number of Python steps is the size of the largest set, not the number of boxes.
+The steps run on numpy arrays for CPU (least overhead per call) and on torch tensors for other devices.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+import torch
+
+CONF_TYPES = ("avg", "max", "box_and_model_avg", "absent_model_aware_avg")
+
+_HULL_GAP = 1e-6  # hulls closer than this stay together: float32 rounding may push a fused box past its hull
+_FAR_BOX = (2.0, 2.0, 3.0, 3.0)  # stands for "no cluster yet": IoU 0 with any box inside [0, 1]
+
+
+def _as_numpy(x, dtype) -> np.ndarray:
+    if isinstance(x, torch.Tensor):
+        x = x.detach().cpu().numpy()
+    return np.asarray(x, dtype=dtype)
+
+
+def _prefilter(boxes_list, scores_list, labels_list, weights: np.ndarray, skip_box_thr: float):
+    """Concatenate every model's boxes; swap reversed corners, clip to [0, 1], drop low scores and empty boxes.
+
+    Returns boxes (n, 4) float64, weighted scores (n,), labels (n,) int64, model index (n,), in model order.
+    """
+    boxes, scores, labels, models = [], [], [], []
+    for t, (b, s, lab) in enumerate(zip(boxes_list, scores_list, labels_list, strict=True)):
+        b = _as_numpy(b, np.float64).reshape(-1, 4)
+        s = _as_numpy(s, np.float64).reshape(-1)
+        lab = _as_numpy(lab, np.float64).reshape(-1)
+        if not len(b) == len(s) == len(lab):
+            raise ValueError(f"model {t}: {len(b)} boxes, {len(s)} scores, {len(lab)} labels; must be equal")
+        keep = ~(s < skip_box_thr)
+        b, s, lab = b[keep], s[keep], lab[keep]
+        lo = np.minimum(b[:, :2], b[:, 2:])
+        hi = np.maximum(b[:, :2], b[:, 2:])
+        b = np.clip(np.concatenate([lo, hi], axis=1), 0.0, 1.0)
+        nonempty = (b[:, 2] - b[:, 0]) * (b[:, 3] - b[:, 1]) != 0.0
+        boxes.append(b[nonempty])
+        scores.append(s[nonempty] * weights[t])
+        labels.append(np.trunc(lab[nonempty]).astype(np.int64))
+        models.append(np.full(int(nonempty.sum()), t, dtype=np.int64))
+    return np.concatenate(boxes), np.concatenate(scores), np.concatenate(labels), np.concatenate(models)
+
+
+def _visit_order(scores: np.ndarray, labels: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Indices of the boxes label by label (labels in order of first appearance), each label by descending
+    score with the tie order of numpy's default argsort; and each visited box's label rank."""
+    uniq, first = np.unique(labels, return_index=True)
+    order, label_rank = [], []
+    for rank, label in enumerate(uniq[np.argsort(first)]):
+        idx = np.flatnonzero(labels == label)
+        order.append(idx[np.argsort(scores[idx])[::-1]])
+        label_rank.append(np.full(len(idx), rank, dtype=np.int64))
+    return np.concatenate(order), np.concatenate(label_rank)
+
+
+def _split_apart(group: np.ndarray, boxes: np.ndarray) -> np.ndarray:
+    """Refine (n,) group ids until no two groups' hulls overlap along x or y cuts; returns new dense ids."""
+    n = len(group)
+    count = int(group.max()) + 1
+    while True:
+        before = count
+        for axis in (0, 1):
+            offset = 2.0 * group  # keeps groups apart on the line; coordinates lie in [0, 1]
+            lo, hi = boxes[:, axis] + offset, boxes[:, axis + 2] + offset
+            order = np.argsort(lo)
+            reach = np.maximum.accumulate(hi[order])
+            starts = np.ones(n, dtype=bool)
+            starts[1:] = lo[order][1:] >= reach[:-1] + _HULL_GAP
+            group = np.empty_like(group)
+            group[order] = np.cumsum(starts) - 1
+        count = int(group.max()) + 1
+        if count == before:
+            return group
+
+
+def _cluster(boxes: np.ndarray, scores: np.ndarray, weights: np.ndarray, group: np.ndarray, iou_thr, device):
+    """Sequential clustering, all groups in lock-step. Inputs are in visit order; `group` (n,) dense ids.
+
+    Returns each box's cluster id (n,), and per cluster id: sums (K, 6) of score * box, score and weight
+    (box sums rounded to float32 after each addition) and fused boxes (K, 4).
+    """
+    n = len(boxes)
+    sizes = np.bincount(group)
+    by_size = np.argsort(-sizes, kind="stable")
+    slot_of_group = np.empty_like(by_size)
+    slot_of_group[by_size] = np.arange(len(by_size))
+    g = slot_of_group[group]  # (n,) slot of each box's group, largest group first
+    order = np.argsort(g, kind="stable")  # by slot, then by visit order
+    first_of_slot = np.searchsorted(g[order], np.arange(len(sizes)))
+    r = np.empty_like(g)
+    r[order] = np.arange(n) - first_of_slot[g[order]]  # (n,) step at which each box is visited
+
+    n_groups, steps = len(sizes), int(sizes.max())
+    active = np.cumsum(np.bincount(sizes, minlength=steps + 1)[::-1])[::-1][1:].tolist()  # groups > step
+    box_at = np.zeros((n_groups, steps, 4))
+    box_at[g, r] = boxes
+    add_at = np.zeros((n_groups, steps, 6))
+    add_at[g, r] = np.concatenate((boxes * scores[:, None], scores[:, None], weights[:, None]), axis=1)
+    if torch.device(device).type == "cpu":  # numpy: far less overhead per call on small arrays
+        with np.errstate(invalid="ignore", divide="ignore"):  # zero scores give NaN boxes, as in the original
+            cluster_at, sums, fused = _steps(np, box_at, add_at, active, iou_thr)
+    else:
+        box_at, add_at = torch.from_numpy(box_at).to(device), torch.from_numpy(add_at).to(device)
+        cluster_at, sums, fused = (x.cpu().numpy() for x in _steps(torch, box_at, add_at, active, iou_thr))
+    cluster = g * steps + cluster_at[g, r]
+    return cluster, sums.reshape(-1, 6), fused.reshape(-1, 4)
+
+
+def _to_float32(xp, x):
+    """Round float64 values to float32 precision, keeping float64 storage."""
+    return x.astype(np.float32).astype(np.float64) if xp is np else x.float().double()
+
+
+def _steps(xp, box_at, add_at, active: list[int], iou_thr: float):
+    """Visit step r of every group at once. `xp` is numpy or torch (the arrays' library).
+
+    box_at (G, S, 4) and add_at (G, S, 6) hold each group's boxes in visit order, groups by descending size;
+    `active[r]` groups have a box at step r. Returns cluster index (G, S) of each box within its group,
+    running sums (G, S, 6) and fused boxes (G, S, 4) per cluster slot.
+    """
+    n_groups, steps = box_at.shape[:2]
+    zeros = xp.zeros_like if xp is np else torch.zeros_like
+    area_at = (box_at[..., 2] - box_at[..., 0]) * (box_at[..., 3] - box_at[..., 1])
+    sums = zeros(add_at)
+    fused = zeros(box_at) + xp.asarray(_FAR_BOX, dtype=xp.float64)
+    fused_area = zeros(area_at) + 1.0
+    n_clusters = zeros(area_at[:, 0], dtype=xp.int64)
+    cluster_at = zeros(area_at, dtype=xp.int64)
+    all_rows = xp.arange(n_groups)
+    for step in range(steps):
+        m = active[step]
+        rows = all_rows[:m]
+        box = box_at[:m, step]  # (m, 4)
+        if step == 0:
+            target = rows * 0  # a new array, not a view of n_clusters
+            matched = target > 0
+        else:
+            f = fused[:m, :step]  # (m, k, 4)
+            lt = xp.maximum(f[..., :2], box[:, None, :2])
+            rb = xp.minimum(f[..., 2:], box[:, None, 2:])
+            wh = (rb - lt).clip(min=0)
+            inter = wh[..., 0] * wh[..., 1]  # (m, k)
+            iou = inter / (fused_area[:m, :step] + area_at[:m, step, None] - inter)
+            best = iou.argmax(1)  # first cluster among equals
+            matched = ~(iou[rows, best] <= iou_thr)  # a NaN overlap (zero-score cluster) also matches
+            target = xp.where(matched, best, n_clusters[:m])
+        total = sums[rows, target] + add_at[:m, step]  # (m, 6)
+        total[:, :4] = _to_float32(xp, total[:, :4])
+        sums[rows, target] = total
+        mean = _to_float32(xp, total[:, :4] / total[:, 4:5])
+        new_box = xp.where(matched[:, None], mean, box)
+        fused[rows, target] = new_box
+        fused_area[rows, target] = (new_box[:, 2] - new_box[:, 0]) * (new_box[:, 3] - new_box[:, 1])
+        n_clusters[:m] += ~matched
+        cluster_at[:m, step] = target
+    return cluster_at, sums, fused
+
+
+def _model_weight_sums(present: np.ndarray, weights: np.ndarray) -> np.ndarray:
+    """(k, T) bool -> (k,) `weights[mask].sum()` for each row, computed exactly as numpy does."""
+    patterns, inverse = np.unique(present, axis=0, return_inverse=True)
+    per_pattern = np.array([weights[p].sum() for p in patterns], dtype=np.float64)
+    return per_pattern[inverse.reshape(-1)]
+
+
+def weighted_boxes_fusion(
+    boxes_list: Sequence,
+    scores_list: Sequence,
+    labels_list: Sequence,
+    weights: Sequence[float] | None = None,
+    iou_thr: float = 0.55,
+    skip_box_thr: float = 0.0,
+    conf_type: str = "avg",
+    allows_overflow: bool = False,
+    *,
+    device: torch.device | str | None = None,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Fuse the boxes of T models for one image.
+
+    boxes_list: T arrays/tensors (n_t, 4) of normalised xyxy in [0, 1] (out-of-range values are clipped,
+    reversed corners swapped, empty boxes dropped); scores_list: T (n_t,) scores; labels_list: T (n_t,) labels;
+    weights: T model weights (default 1 each); boxes scoring below `skip_box_thr` are dropped.
+    `conf_type`: "avg", "max", "box_and_model_avg" or "absent_model_aware_avg" (fused score rule);
+    `allows_overflow`: with "avg", let a cluster with more boxes than models score above 1.
+    `device`: where the clustering runs (default: the device of the first tensor given, else CPU).
+    Returns numpy float64 arrays: boxes (N, 4) normalised xyxy, scores (N,), labels (N,), by descending score.
+    """
+    if conf_type not in CONF_TYPES:
+        raise ValueError(f"unknown conf_type {conf_type!r}; expected one of {CONF_TYPES}")
+    if iou_thr < 0:
+        raise ValueError(f"iou_thr must be >= 0, got {iou_thr}")
+    n_models = len(boxes_list)
+    if not n_models == len(scores_list) == len(labels_list):
+        raise ValueError(
+            f"{n_models} box lists, {len(scores_list)} score lists, {len(labels_list)} label lists; must be equal"
+        )
+    weights = np.ones(n_models) if weights is None else _as_numpy(weights, np.float64).reshape(-1)
+    if len(weights) != n_models:
+        raise ValueError(f"{len(weights)} weights for {n_models} models")
+    if device is None:
+        tensors = [b for b in boxes_list if isinstance(b, torch.Tensor)]
+        device = tensors[0].device if tensors else torch.device("cpu")
+
+    boxes, scores, labels, models = _prefilter(boxes_list, scores_list, labels_list, weights, skip_box_thr)
+    if len(boxes) == 0:
+        return np.zeros((0, 4)), np.zeros((0,)), np.zeros((0,))
+    visit, label_rank = _visit_order(scores, labels)
+    boxes, scores, labels, models = boxes[visit], scores[visit], labels[visit], models[visit]
+
+    group = label_rank
+    if (scores > 0).all():  # fused boxes stay inside their members' hull only for positive scores
+        group = _split_apart(group, boxes)
+    cluster, sums, fused = _cluster(boxes, scores, weights[models], group, float(iou_thr), device)
+
+    # Clusters in creation order: by label, then by the visit of their first box.
+    ids, first, inverse, count = np.unique(cluster, return_index=True, return_inverse=True, return_counts=True)
+    creation = np.argsort(first, kind="stable")
+    position = np.empty_like(creation)
+    position[creation] = np.arange(len(creation))
+    member_of = position[inverse.reshape(-1)]  # (n,) each box's cluster, in creation order
+    ids, first, count = ids[creation], first[creation], count[creation]
+    single = count == 1
+    conf_sum, weight_sum = sums[ids, 4], sums[ids, 5]
+    if conf_type == "max":
+        best = np.full(len(ids), -np.inf)
+        np.maximum.at(best, member_of, scores)
+        score = np.where(single, conf_sum, best.astype(np.float32).astype(np.float64))
+    else:
+        score = np.where(single, conf_sum, (conf_sum / count).astype(np.float32).astype(np.float64))
+    weight = np.where(single, weight_sum, weight_sum.astype(np.float32).astype(np.float64))
+    if conf_type == "box_and_model_avg" or conf_type == "absent_model_aware_avg":
+        present = np.zeros((len(ids), n_models), dtype=bool)
+        present[member_of, models] = True
+        if conf_type == "box_and_model_avg":
+            score = score * count / weight
+            score = score * _model_weight_sums(present, weights) / weights.sum()
+        else:
+            score = score * count / (weight + _model_weight_sums(~present, weights))
+    elif conf_type == "max":
+        score = score / weights.max()
+    elif allows_overflow:
+        score = score * count / weights.sum()
+    else:
+        score = score * np.minimum(n_models, count) / weights.sum()
+
+    out_boxes = fused[ids]
+    out_labels = labels[first].astype(np.float64)
+    order = score.argsort()[::-1]
+    return out_boxes[order], score[order], out_labels[order]
