@@ -49,3 +49,13 @@ def test_memory_method_is_described():
 
 def test_matmul_rate_is_positive():
     assert matmul_flops_per_s(device=CPU, size=128) > 1e6
+
+
+def test_time_calls_interleaves_and_pairs():
+    from tphyolo.bench.timing import paired_speedup, time_calls
+
+    order = []
+    first, second = time_calls([lambda: order.append("a"), lambda: order.append("b")], device=CPU, warmup=1, repeats=3)
+    assert order == ["a", "b"] + ["a", "b"] * 3
+    assert len(first.samples_ms) == len(second.samples_ms) == 3
+    assert paired_speedup(first, first) == 1.0

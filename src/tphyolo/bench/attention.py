@@ -24,7 +24,7 @@ from torch.utils.flop_counter import FlopCounterMode
 
 from tphyolo.bench.baselines import original_from, strict_fp32
 from tphyolo.bench.report import Row
-from tphyolo.bench.timing import peak_memory_mb, time_call
+from tphyolo.bench.timing import paired_speedup, peak_memory_mb, time_calls
 from tphyolo.models.attention import C3TR
 from tphyolo.models.build import SCALES
 from tphyolo.models.clla import CLLABlock
@@ -167,8 +167,6 @@ def bench_attention(
     settings: AttentionSettings, *, device: torch.device, log: Callable[[str], None] = print
 ) -> list[Row]:
     """One Row per (case, mode, dtype, backend); raises RuntimeError when a twin disagrees with our block."""
-    from tphyolo.tools.sdpa_probe import kernel_that_ran
-
     rows: list[Row] = []
     for case in settings.cases:
         ours, inputs = build_case(case, device=device)
@@ -186,48 +184,52 @@ def bench_attention(
             for dtype_name in settings.dtypes:
                 dtype = DTYPES[dtype_name]
                 base_fn = step_function(run_base, inputs, mode, dtype)
-                base_t = time_call(base_fn, device=device, warmup=settings.warmup, repeats=settings.repeats)
-                base_mb = peak_memory_mb(base_fn, device=device)
                 ours_fn = step_function(run_ours, inputs, mode, dtype)
-                flops = count_flops(ours_fn) if case.block != "clla" else None
+                base_mb = peak_memory_mb(base_fn, device=device)
+                uses_sdpa = case.block != "clla"
+                flops = count_flops(ours_fn) if uses_sdpa else None
+                probe = step_function(ours, inputs, "eval", dtype) if uses_sdpa else None
                 for backend in settings.backends:
                     config = f"{case.describe()} {mode} {dtype_name} sdpa={backend or 'any'}"
-                    extra: dict[str, object] = {}
-                    try:
-                        with only_backend(backend):
-                            if case.block != "clla":
-                                extra["kernel"] = kernel_that_ran(step_function(ours, inputs, "eval", dtype))
-                            ours_t = time_call(ours_fn, device=device, warmup=settings.warmup, repeats=settings.repeats)
-                            ours_mb = peak_memory_mb(ours_fn, device=device)
-                    except RuntimeError as error:
-                        log(f"{config}: not run: {str(error).splitlines()[0][:120]}")
-                        rows.append(
-                            Row(
-                                f"attention/{case.block}",
-                                config,
-                                None,
-                                base_t.median_ms,
-                                baseline_peak_mb=base_mb,
-                                extra={"error": str(error).splitlines()[0][:120]},
-                            )
-                        )
-                        continue
-                    if flops is not None:
-                        rate = flops / (ours_t.median_ms / 1e3)
-                        extra["gflop"] = round(flops / 1e9, 3)
-                        extra["gflops"] = round(rate / 1e9, 1)
-                        if settings.matmul_flops and dtype == torch.float32:
-                            extra["of_matmul_peak"] = round(rate / settings.matmul_flops, 2)
-                    row = Row(
-                        f"attention/{case.block}", config, ours_t.median_ms, base_t.median_ms,
-                        ours_peak_mb=ours_mb, baseline_peak_mb=base_mb,
-                        ours_spread_ms=ours_t.spread_ms, baseline_spread_ms=base_t.spread_ms, extra=extra,
-                    )  # fmt: skip
-                    log(f"{config}: baseline {base_t.median_ms:.1f} ms, ours {ours_t.median_ms:.1f} ms, "
-                        f"speedup {row.speedup:.2f}x, peak {base_mb:.0f} -> {ours_mb:.0f} MiB")  # fmt: skip
-                    rows.append(row)
+                    timed = (base_fn, ours_fn, probe)
+                    rows.append(_measure(settings, device, timed, backend, flops, dtype, log, case, config, base_mb))
     return rows
 
 
 def _maybe_compile(module: nn.Module, mode: str) -> nn.Module:
     return module if mode == "off" else torch.compile(module, mode=mode)
+
+
+def _measure(settings, device, timed, backend, flops, dtype, log, case, config, base_mb) -> Row:
+    """Times the baseline and our step interleaved under one SDPA backend; an error row if ours cannot run.
+    `timed` is (baseline step, our step, our eval forward to probe the kernel with, or None)."""
+    from tphyolo.tools.sdpa_probe import kernel_that_ran
+
+    base_fn, ours_fn, probe = timed
+    name = f"attention/{case.block}"
+    extra: dict[str, object] = {}
+    with only_backend(backend):
+        try:
+            if probe is not None:
+                extra["kernel"] = kernel_that_ran(probe)
+            ours_fn()
+        except RuntimeError as error:
+            message = str(error).splitlines()[0][:120]
+            log(f"{config}: not run: {message}")
+            return Row(name, config, None, None, baseline_peak_mb=base_mb, extra={"error": message})
+        base_t, ours_t = time_calls([base_fn, ours_fn], device=device, warmup=settings.warmup, repeats=settings.repeats)
+        ours_mb = peak_memory_mb(ours_fn, device=device)
+    extra["paired_speedup"] = round(paired_speedup(base_t, ours_t), 3)
+    if flops is not None:
+        rate = flops / (ours_t.median_ms / 1e3)
+        extra["gflop"] = round(flops / 1e9, 3)
+        extra["gflops"] = round(rate / 1e9, 1)
+        if settings.matmul_flops and dtype == torch.float32:
+            extra["of_matmul_peak"] = round(rate / settings.matmul_flops, 2)
+    row = Row(
+        name, config, ours_t.median_ms, base_t.median_ms, ours_peak_mb=ours_mb, baseline_peak_mb=base_mb,
+        ours_spread_ms=ours_t.spread_ms, baseline_spread_ms=base_t.spread_ms, extra=extra,
+    )  # fmt: skip
+    log(f"{config}: baseline {base_t.median_ms:.1f} ms, ours {ours_t.median_ms:.1f} ms, speedup {row.speedup:.2f}x "
+        f"(paired {extra['paired_speedup']:.2f}x), peak {base_mb:.0f} -> {ours_mb:.0f} MiB")  # fmt: skip
+    return row

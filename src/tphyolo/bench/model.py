@@ -21,7 +21,7 @@ from torch import nn
 
 from tphyolo.bench.baselines import strict_fp32, with_original_attention
 from tphyolo.bench.report import Row
-from tphyolo.bench.timing import peak_memory_mb, time_call
+from tphyolo.bench.timing import paired_speedup, peak_memory_mb, time_calls
 
 VARIANTS = ("eager", "channels_last", "amp", "compile", "amp+compile")
 MODES = ("train", "infer")
@@ -133,20 +133,10 @@ def bench_model(settings: ModelSettings, *, device: torch.device, log: Callable[
     rows = []
     for mode in settings.modes:
         for variant in settings.variants:
-            results = []
-            for model in (baseline, ours):
-                module, amp, channels_last = prepare(model, variant, settings)
-                x = images.contiguous(memory_format=torch.channels_last) if channels_last else images
-                if mode == "train":
-                    fn = train_step(model, module, x, targets, amp, settings.image_size)
-                elif mode == "infer":
-                    fn = infer_step(module, x, amp)
-                else:
-                    raise ValueError(f"mode must be one of {MODES}, got {mode!r}")
-                timing = time_call(fn, device=device, warmup=settings.warmup, repeats=settings.repeats)
-                results.append((timing, peak_memory_mb(fn, device=device)))
-                del module, fn
-            (base_t, base_mb), (ours_t, ours_mb) = results
+            steps = [_step(model, mode, variant, settings, images, targets) for model in (baseline, ours)]
+            base_t, ours_t = time_calls(steps, device=device, warmup=settings.warmup, repeats=settings.repeats)
+            base_mb, ours_mb = (peak_memory_mb(fn, device=device) for fn in steps)
+            del steps
             per_s = 1e3 * settings.batch
             row = Row(
                 f"model/{mode}",
@@ -154,9 +144,22 @@ def bench_model(settings: ModelSettings, *, device: torch.device, log: Callable[
                 ours_t.median_ms, base_t.median_ms, ours_peak_mb=ours_mb, baseline_peak_mb=base_mb,
                 ours_spread_ms=ours_t.spread_ms, baseline_spread_ms=base_t.spread_ms,
                 extra={"ours_img_s": round(per_s / ours_t.median_ms, 2),
-                       "base_img_s": round(per_s / base_t.median_ms, 2)},
+                       "base_img_s": round(per_s / base_t.median_ms, 2),
+                       "paired_speedup": round(paired_speedup(base_t, ours_t), 3)},
             )  # fmt: skip
             log(f"{row.name} {row.config}: baseline {base_t.median_ms:.0f} ms, ours {ours_t.median_ms:.0f} ms, "
-                f"speedup {row.speedup:.2f}x, peak {base_mb:.0f} -> {ours_mb:.0f} MiB")  # fmt: skip
+                f"speedup {row.speedup:.2f}x (paired {row.extra['paired_speedup']:.2f}x), "
+                f"peak {base_mb:.0f} -> {ours_mb:.0f} MiB")  # fmt: skip
             rows.append(row)
     return rows
+
+
+def _step(model: nn.Module, mode: str, variant: str, settings: ModelSettings, images, targets) -> Callable[[], None]:
+    """A train or inference step of a copy of `model` prepared for `variant`."""
+    module, amp, channels_last = prepare(model, variant, settings)
+    x = images.contiguous(memory_format=torch.channels_last) if channels_last else images
+    if mode == "train":
+        return train_step(model, module, x, targets, amp, settings.image_size)
+    if mode == "infer":
+        return infer_step(module, x, amp)
+    raise ValueError(f"mode must be one of {MODES}, got {mode!r}")

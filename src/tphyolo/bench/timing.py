@@ -2,7 +2,8 @@
 
 Time: `warmup` untimed calls, then `repeats` timed calls (wall clock, `time.perf_counter`; on CUDA the device
 is synchronised before and after each call). Reported as the median and the spread (interquartile range,
-p75 - p25) in milliseconds.
+p75 - p25; max - min under 4 repeats) in milliseconds. A baseline and ours are timed with their calls
+interleaved (`time_calls`), and `paired_speedup` takes the median of the per-pair ratios.
 
 Peak memory, in MiB, of the tensors a call allocates beyond what was live before it (one extra, untimed call):
 
@@ -19,7 +20,7 @@ from __future__ import annotations
 
 import statistics
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import torch
@@ -40,6 +41,7 @@ class Timing:
     spread_ms: float  # interquartile range
     min_ms: float
     repeats: int
+    samples_ms: tuple[float, ...] = ()
 
 
 def synchronize(device: torch.device) -> None:
@@ -49,23 +51,42 @@ def synchronize(device: torch.device) -> None:
 
 def time_call(fn: Callable[[], object], *, device: torch.device, warmup: int = 2, repeats: int = 5) -> Timing:
     """Runs `fn` `warmup` times untimed, then `repeats` times timed."""
+    return time_calls([fn], device=device, warmup=warmup, repeats=repeats)[0]
+
+
+def time_calls(
+    fns: Sequence[Callable[[], object]], *, device: torch.device, warmup: int = 2, repeats: int = 5
+) -> list[Timing]:
+    """Times several callables with their calls interleaved (a, b, a, b, ...), so that a machine whose load
+    changes during the measurement slows them alike; each gets `warmup` untimed calls first."""
     if repeats < 1:
         raise ValueError(f"repeats must be at least 1, got {repeats}")
-    for _ in range(warmup):
-        fn()
+    for fn in fns:
+        for _ in range(warmup):
+            fn()
     synchronize(device)
-    samples = []
+    samples: list[list[float]] = [[] for _ in fns]
     for _ in range(repeats):
-        start = time.perf_counter()
-        fn()
-        synchronize(device)
-        samples.append((time.perf_counter() - start) * 1e3)
+        for fn, times in zip(fns, samples, strict=True):
+            start = time.perf_counter()
+            fn()
+            synchronize(device)
+            times.append((time.perf_counter() - start) * 1e3)
+    return [_statistics(times) for times in samples]
+
+
+def paired_speedup(baseline: Timing, ours: Timing) -> float:
+    """Median over the interleaved repeats of baseline time / our time (robust to load changes)."""
+    return statistics.median(b / o for b, o in zip(baseline.samples_ms, ours.samples_ms, strict=True))
+
+
+def _statistics(samples: list[float]) -> Timing:
     if len(samples) >= 4:
         quartiles = statistics.quantiles(samples, n=4)
         spread = quartiles[2] - quartiles[0]
     else:
         spread = max(samples) - min(samples)
-    return Timing(statistics.median(samples), spread, min(samples), repeats)
+    return Timing(statistics.median(samples), spread, min(samples), len(samples), tuple(samples))
 
 
 def peak_memory_mb(fn: Callable[[], object], *, device: torch.device) -> float:
