@@ -97,7 +97,7 @@ def ap_per_class(tp: np.ndarray, conf: np.ndarray, pred_cls: np.ndarray, target_
     nc, n_thr = len(classes), tp.shape[1]
     px = np.linspace(0, 1, CURVE_POINTS)
     ap = np.zeros((nc, n_thr))
-    p_curve, r_curve, pr_curve = np.zeros((nc, CURVE_POINTS)), np.zeros((nc, CURVE_POINTS)), np.zeros((nc, CURVE_POINTS))
+    p_curve, r_curve, pr_curve = (np.zeros((nc, CURVE_POINTS)) for _ in range(3))
     for ci, c in enumerate(classes):
         mine = pred_cls == c
         n_labels = int((target_cls == c).sum())
@@ -116,8 +116,16 @@ def ap_per_class(tp: np.ndarray, conf: np.ndarray, pred_cls: np.ndarray, target_
     f1_curve = 2 * p_curve * r_curve / (p_curve + r_curve + 1e-16)
     best = int(f1_curve.mean(0).argmax()) if nc else 0
     return APResult(
-        classes=classes, p=p_curve[:, best], r=r_curve[:, best], f1=f1_curve[:, best], ap=ap, px=px,
-        p_curve=p_curve, r_curve=r_curve, f1_curve=f1_curve, pr_curve=pr_curve,
+        classes=classes,
+        p=p_curve[:, best],
+        r=r_curve[:, best],
+        f1=f1_curve[:, best],
+        ap=ap,
+        px=px,
+        p_curve=p_curve,
+        r_curve=r_curve,
+        f1_curve=f1_curve,
+        pr_curve=pr_curve,
     )
 
 
@@ -154,8 +162,14 @@ class Summary:
             res = self.result
             for i, c in enumerate(res.classes):
                 lines.append(
-                    row(str(names[int(c)]), int(self.labels_per_class[c]), res.p[i], res.r[i], res.ap50[i],
-                        res.ap50_95[i])
+                    row(
+                        str(names[int(c)]),
+                        int(self.labels_per_class[c]),
+                        res.p[i],
+                        res.r[i],
+                        res.ap50[i],
+                        res.ap50_95[i],
+                    )
                 )
         return "\n".join(lines)
 
@@ -191,6 +205,11 @@ class DetectionStats:
             return Summary(self.images, labels_per_class, 0.0, 0.0, 0.0, 0.0, None)
         res = ap_per_class(correct, conf, pred_cls, target_cls)
         return Summary(
-            images=self.images, labels_per_class=labels_per_class, mp=float(res.p.mean()), mr=float(res.r.mean()),
-            map50=float(res.ap50.mean()), map=float(res.ap50_95.mean()), result=res,
+            images=self.images,
+            labels_per_class=labels_per_class,
+            mp=float(res.p.mean()),
+            mr=float(res.r.mean()),
+            map50=float(res.ap50.mean()),
+            map=float(res.ap50_95.mean()),
+            result=res,
         )
