@@ -57,3 +57,12 @@ def test_bench_rejects_unknown_choices(capsys):
     assert main(["bench", "model", "--quick", "--device", "cpu", "--variants", "turbo"]) == 2
     with pytest.raises(SystemExit):
         main(["bench", "everything"])
+
+
+@pytest.mark.slow
+def test_bench_wbf_quick(tmp_path):
+    data = _run(tmp_path, "wbf")
+    (row,) = data["rows"]
+    assert row["name"] == "wbf" and row["ours_ms"] > 0
+    if row["baseline_ms"] is not None:  # ensemble_boxes installed
+        assert row["extra"]["same_boxes"] is True and row["speedup"] > 0

@@ -2,6 +2,7 @@
 
     tphyolo bench attention --blocks c3tr --scales l --sizes 1536 --batch 2 --json out.json
     tphyolo bench model --model tph-yolov5l --img 640 --batch 2 --variants eager,channels_last
+    tphyolo bench wbf                          # 8 lists x 300 boxes x 10 classes against ensemble_boxes
     tphyolo bench data --workers 0,1,2
     tphyolo bench attention model --quick     # tiny sizes, seconds
 
@@ -22,10 +23,10 @@ from tphyolo.bench.timing import matmul_flops_per_s
 from tphyolo.cli import UsageError
 from tphyolo.runtime import SDPA_BACKEND_NAMES, RuntimeConfig
 
-HELP = "benchmark our attention blocks, models and data loading against the original computation"
+HELP = "benchmark attention blocks, models, WBF and data loading against the original computation"
 USES_RUNTIME = True
 
-BENCHMARKS = ("attention", "model", "data")
+BENCHMARKS = ("attention", "model", "wbf", "data")
 
 
 def _csv(text: str) -> tuple[str, ...]:
@@ -155,6 +156,10 @@ def run(args: argparse.Namespace) -> int:
             rows += _attention(args, device, print, measured)
         elif what == "model":
             rows += _model(args, device, print)
+        elif what == "wbf":
+            from tphyolo.bench.wbf import bench_wbf
+
+            rows += bench_wbf(quick=args.quick, repeats=_pick(args.repeats, args.quick, 5, 1), log=print)
         elif what == "data":
             from tphyolo.bench.data import bench_data
 
