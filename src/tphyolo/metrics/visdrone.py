@@ -1,0 +1,231 @@
+"""The VisDrone2019-DET challenge protocol, with the rules of the official MATLAB toolkit (evalDET.m).
+
+Behaviour reproduced from the toolkit (cited by its file names):
+- saveAnnoRes.m / dropObjectsInIgr.m: ground-truth rows of category 0 are ignored regions, never objects. In
+  an image with ignored regions, an image-size mask of them is built (regions clamped to >= 1 pixel, 1-based
+  inclusive extents), and every object and detection whose rounded box has >= 50% of its area on the mask is
+  removed; the covered area is read from the mask's integral image at the box corners, which leaves out the
+  box's first row and column, and is divided by the full w * h. Objects with score 0 become "ignore" objects.
+- evalRes.m / compOas.m: per image and class, detections by descending score (stable) are matched greedily:
+  the unmatched normal object of largest IoU >= threshold (the later one among equals) makes a true positive;
+  failing that, the first ignore object whose intersection over the detection's area is >= threshold makes
+  the detection ignored (neither true nor false positive).
+- calcAccuracy.m: only categories 1..10 are evaluated (11, "others", never); IoU thresholds 0.50:0.05:0.95;
+  maxDets 1/10/100/500 keep the first N rows of each image's detection list (file order, after the
+  ignored-region removal, before the class filter); recall divides by all objects of the class including
+  ignore objects; AP is the all-point (VOC) area under the precision envelope with maxDets 500; AR@N is the
+  final recall with maxDets N; a class's numbers enter the means once per image that has objects of that
+  class, so classes are weighted by the number of images they appear in. Values are percentages.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+MAX_DETS = (1, 10, 100, 500)
+CLASSES = tuple(range(1, 11))  # evaluated categories; 0 marks ignored regions, 11 is "others"
+NAMES = (
+    "pedestrian", "people", "bicycle", "car", "van", "truck", "tricycle", "awning-tricycle", "bus", "motor",
+)  # fmt: skip
+METRICS = ("AP", "AP50", "AP75", "AR1", "AR10", "AR100", "AR500")
+
+
+def iou_thresholds() -> np.ndarray:
+    """0.50:0.05:0.95 with the values MATLAB's colon operator produces (first half from the start, second
+    half back from the end)."""
+    n = 9
+    k = np.arange(n + 1)
+    return np.where(k <= n // 2, 0.5 + k * 0.05, 0.95 - (n - k) * 0.05)
+
+
+def _round_half_away(x: np.ndarray) -> np.ndarray:
+    return np.sign(x) * np.floor(np.abs(x) + 0.5)
+
+
+@dataclass(frozen=True)
+class ImageAnnotations:
+    """One image: `gt` (m, >=6) and `det` (n, >=6) rows of left, top, width, height, score, category in
+    pixels, as in VisDrone txt files (detections in file order); `height`, `width` the image size."""
+
+    gt: np.ndarray
+    det: np.ndarray
+    height: int
+    width: int
+
+
+def drop_in_ignored(gt: np.ndarray, det: np.ndarray, *, height: int, width: int) -> tuple[np.ndarray, np.ndarray]:
+    """Remove ignored regions (category 0) from `gt`, and, where there are any, the objects and detections
+    with >= 50% of their area on them. Returns (gt, det) rows kept, in order."""
+    regions = np.maximum(1, gt[gt[:, 5] == 0, :4])
+    gt = gt[gt[:, 5] != 0]
+    if not len(regions):
+        return gt, det
+    mask = np.zeros((height, width))
+    for x, y, w, h in _round_half_away(regions).astype(np.int64):
+        mask[y - 1 : min(height, y + h), x - 1 : min(width, x + w)] = 1  # 1-based inclusive extents
+    integral = mask.cumsum(0).cumsum(1)
+
+    def keep(rows: np.ndarray) -> np.ndarray:
+        pos = np.maximum(1, _round_half_away(rows[:, :4])).astype(np.int64)
+        x, y = np.clip(pos[:, 0], 1, width), np.clip(pos[:, 1], 1, height)
+        w, h = pos[:, 2], pos[:, 3]
+        x2, y2 = np.minimum(width, x + w), np.maximum(1, np.minimum(height, y + h))
+
+        def at(r, c):  # the integral image at 1-based (row, column)
+            return integral[r - 1, c - 1]
+
+        covered = at(y, x) + at(y2, x2) - at(y, x2) - at(y2, x)
+        return covered / (h * w) < 0.5
+
+    return gt[keep(gt)], det[keep(det)]
+
+
+def _overlaps(det: np.ndarray, gt: np.ndarray, ignore: np.ndarray) -> np.ndarray:
+    """(n, 4) and (m, 4) left, top, w, h -> (n, m): IoU, or intersection over detection area for ignore
+    objects; 0 where the boxes do not overlap."""
+    w = np.minimum(det[:, None, 0] + det[:, None, 2], gt[None, :, 0] + gt[None, :, 2]) - np.maximum(
+        det[:, None, 0], gt[None, :, 0]
+    )
+    h = np.minimum(det[:, None, 1] + det[:, None, 3], gt[None, :, 1] + gt[None, :, 3]) - np.maximum(
+        det[:, None, 1], gt[None, :, 1]
+    )
+    inter = np.where((w > 0) & (h > 0), w * h, 0.0)
+    det_area = (det[:, 2] * det[:, 3])[:, None]
+    union = np.where(ignore[None, :], det_area, det_area + (gt[:, 2] * gt[:, 3])[None, :] - inter)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return np.where(inter > 0, inter / union, 0.0)
+
+
+def match_image(gt: np.ndarray, det: np.ndarray, thresholds: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Greedy matching of one image and class at every threshold.
+
+    gt (m, 5) left, top, w, h, ignore flag; det (n, 5) left, top, w, h, score. Returns the detections' scores
+    sorted descending (stable) (n,) and their flags (T, n): 1 true positive, 0 false positive, -1 ignored.
+    """
+    order = np.argsort(-det[:, 4], kind="stable")
+    det = det[order]
+    n_thr = len(thresholds)
+    flags = np.zeros((n_thr, len(det)), dtype=np.int8)
+    if not len(det) or not len(gt):
+        return det[:, 4], flags
+    gt = gt[np.argsort(gt[:, 4], kind="stable")]  # normal objects first, ignore objects last
+    is_ignore = gt[:, 4] != 0
+    oa = _overlaps(det[:, :4], gt[:, :4], is_ignore)
+    normal, ignore = oa[:, ~is_ignore], oa[:, is_ignore]
+    n_normal = normal.shape[1]
+    taken = np.zeros((n_thr, n_normal), dtype=bool)
+    rows = np.arange(n_thr)
+    for d in np.flatnonzero((oa >= thresholds[0]).any(1)):  # the others are false positives everywhere
+        cand = np.where(~taken & (normal[d] >= thresholds[:, None]), normal[d], -np.inf)  # (T, m_normal)
+        if n_normal:
+            last_best = n_normal - 1 - cand[:, ::-1].argmax(1)  # the later object among equal overlaps
+            hit = np.isfinite(cand[rows, last_best])
+            taken[rows[hit], last_best[hit]] = True
+        else:
+            hit = np.zeros(n_thr, dtype=bool)
+        flags[hit, d] = 1
+        on_ignore = ~hit & (ignore[d] >= thresholds[:, None]).any(1)
+        flags[on_ignore, d] = -1
+    return det[:, 4], flags
+
+
+def _voc_ap(recall: np.ndarray, precision: np.ndarray) -> float:
+    """All-point AP: area under the precision envelope, summed where recall changes (VOCap.m)."""
+    mrec = np.concatenate(([0.0], recall, [1.0]))
+    mpre = np.concatenate(([0.0], precision, [0.0]))
+    mpre = np.maximum.accumulate(mpre[::-1])[::-1]
+    i = np.flatnonzero(mrec[1:] != mrec[:-1]) + 1
+    return float(((mrec[i] - mrec[i - 1]) * mpre[i]).sum())
+
+
+@dataclass(frozen=True)
+class VisDroneResult:
+    """Challenge numbers in percent: `overall` metric -> value (METRICS); `per_class` name -> metric -> value
+    for classes with objects; `images_per_class` name -> weight in the means (images holding the class)."""
+
+    overall: dict[str, float]
+    per_class: dict[str, dict[str, float]]
+    images_per_class: dict[str, int]
+
+    def table(self) -> str:
+        head = f"{'Class':>16}{'Images':>8}" + "".join(f"{m:>8}" for m in METRICS)
+        lines = [head, f"{'all':>16}{'':>8}" + "".join(f"{self.overall[m]:>8.2f}" for m in METRICS)]
+        for name, values in self.per_class.items():
+            lines.append(
+                f"{name:>16}{self.images_per_class[name]:>8d}" + "".join(f"{values[m]:>8.2f}" for m in METRICS)
+            )
+        return "\n".join(lines)
+
+
+def _rows(a: np.ndarray) -> np.ndarray:
+    a = np.asarray(a, dtype=np.float64)
+    return a.reshape(0, 6) if a.size == 0 else np.atleast_2d(a)
+
+
+def _is_prefix_sorted(scores: np.ndarray) -> bool:
+    """Whether the first N rows are the N best in the stable descending order, for every N."""
+    return bool((np.diff(scores) <= 0).all())
+
+
+def evaluate_visdrone(images: Sequence[ImageAnnotations], *, names: Sequence[str] = NAMES) -> VisDroneResult:
+    """Score detections with the VisDrone2019-DET toolkit's protocol (see the module notes)."""
+    thresholds = iou_thresholds()
+    n_thr, n_md = len(thresholds), len(MAX_DETS)
+    prepared = []
+    for im in images:
+        gt, det = drop_in_ignored(_rows(im.gt), _rows(im.det), height=im.height, width=im.width)
+        gt = np.concatenate([gt[:, :4], (gt[:, 4:5] == 0), gt[:, 5:6]], axis=1)  # score 0 -> ignore object
+        prepared.append((gt, det))
+
+    ap = np.zeros((len(CLASSES), n_thr))
+    ar = np.zeros((len(CLASSES), n_thr, n_md))
+    weight = np.zeros(len(CLASSES), dtype=np.int64)
+    for ci, c in enumerate(CLASSES):
+        scores = [[] for _ in MAX_DETS]
+        flags = [[] for _ in MAX_DETS]
+        n_gt = 0
+        for gt, det in prepared:
+            gt_c = gt[gt[:, 5] == c, :5]
+            weight[ci] += len(gt_c) > 0
+            n_gt += len(gt_c)
+            is_c = det[:, 5] == c
+            if _is_prefix_sorted(det[is_c, 4]):  # truncations are prefixes of one matching
+                s, f = match_image(gt_c, det[is_c, :5], thresholds)
+                position = np.flatnonzero(is_c)  # rows in the file, aligned with the sorted output
+                for k, n_max in enumerate(MAX_DETS):
+                    keep = position < n_max
+                    scores[k].append(s[keep])
+                    flags[k].append(f[:, keep])
+            else:
+                for k, n_max in enumerate(MAX_DETS):
+                    first = det[:n_max]
+                    s, f = match_image(gt_c, first[first[:, 5] == c, :5], thresholds)
+                    scores[k].append(s)
+                    flags[k].append(f)
+        for k in range(n_md):
+            s = np.concatenate(scores[k])
+            f = np.concatenate(flags[k], axis=1)
+            order = np.argsort(-s, kind="stable")
+            tp = np.cumsum(f[:, order] == 1, axis=1)
+            recall = tp / max(1, n_gt)
+            if len(s):
+                ar[ci, :, k] = recall[:, -1] * 100
+            if k == n_md - 1:
+                fp = np.cumsum(f[:, order] == 0, axis=1)
+                precision = tp / np.maximum(1, tp + fp)
+                ap[ci] = [_voc_ap(recall[t], precision[t]) * 100 for t in range(n_thr)]
+
+    def weighted(values: np.ndarray) -> float:  # (classes,) -> mean with each class once per image it is in
+        return float((values * weight).sum() / weight.sum()) if weight.sum() else float("nan")
+
+    def metrics(a: np.ndarray, r: np.ndarray, reduce) -> dict[str, float]:
+        values = [a.mean(-1), a[..., 0], a[..., 5], *(r[..., k].mean(-1) for k in range(n_md))]
+        return {m: reduce(v) for m, v in zip(METRICS, values, strict=True)}
+
+    overall = metrics(ap, ar, weighted)
+    present = [ci for ci in range(len(CLASSES)) if weight[ci]]
+    per_class = {names[ci]: metrics(ap[ci], ar[ci], float) for ci in present}
+    return VisDroneResult(overall, per_class, {names[ci]: int(weight[ci]) for ci in present})

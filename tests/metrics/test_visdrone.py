@@ -1,0 +1,93 @@
+import numpy as np
+import pytest
+
+from tphyolo.metrics.visdrone import ImageAnnotations, drop_in_ignored, evaluate_visdrone, match_image
+
+CAR, PEDESTRIAN, OTHERS = 4, 1, 11
+
+
+def obj(x, y, w, h, cat, score=1.0):
+    return [x, y, w, h, score, cat, 0, 0]
+
+
+def det(x, y, w, h, score, cat):
+    return [x, y, w, h, score, cat, -1, -1]
+
+
+def image(gt, dets, size=(100, 100)):
+    return ImageAnnotations(np.array(gt, float), np.array(dets, float).reshape(-1, 8), *size)
+
+
+def test_ignored_region_drops_boxes_half_inside():
+    # region: columns 1..50 (1-based) of every row. A 20x20 box at left x covers columns x+1..x+20 of the mask
+    # (the toolkit's integral-image read skips the first column and row): x=40 -> 10/20 = 0.5 -> dropped,
+    # x=41 -> 9/20 -> kept.
+    gt = np.array([obj(1, 1, 49, 99, 0), obj(40, 10, 20, 20, CAR), obj(41, 10, 20, 20, CAR)], float)
+    dets = np.array([det(40, 10, 20, 20, 0.9, CAR), det(41, 10, 20, 20, 0.8, CAR), det(80, 80, 5, 5, 0.7, 1)])
+    kept_gt, kept_det = drop_in_ignored(gt, dets, height=100, width=100)
+    assert kept_gt[:, 0].tolist() == [41]
+    assert kept_det[:, 0].tolist() == [41, 80]
+
+
+def test_no_region_keeps_everything_but_category_zero_rows():
+    gt = np.array([obj(40, 10, 20, 20, CAR)], float)
+    kept_gt, kept_det = drop_in_ignored(gt, np.zeros((0, 8)), height=10, width=10)  # size unused here
+    assert len(kept_gt) == 1 and len(kept_det) == 0
+
+
+def test_perfect_detections_score_100_and_region_removal_applies_to_both():
+    im = image(
+        [obj(1, 1, 49, 99, 0), obj(10, 10, 20, 20, CAR), obj(60, 60, 20, 20, CAR)],  # first car under region
+        [det(60, 60, 20, 20, 0.9, CAR)],
+    )
+    res = evaluate_visdrone([im])
+    assert res.overall == pytest.approx(dict.fromkeys(res.overall, 100.0) | {"AR1": 100.0})
+    assert list(res.per_class) == ["car"]
+
+
+def test_category_11_never_evaluated_but_counts_toward_max_dets():
+    gt = [obj(10, 10, 20, 20, OTHERS), obj(60, 60, 20, 20, CAR)]
+    dets = [det(10, 10, 20, 20, 0.95, OTHERS), det(60, 60, 20, 20, 0.9, CAR)]
+    res = evaluate_visdrone([image(gt, dets)])
+    assert list(res.per_class) == ["car"]
+    assert res.overall["AR1"] == 0.0  # the only detection kept at maxDets=1 is the category-11 one
+    assert res.overall["AR10"] == 100.0 and res.overall["AP"] == 100.0
+
+
+def test_max_dets_take_the_first_rows_of_the_file():
+    gt = [obj(10, 10, 20, 20, CAR)]
+    sorted_file = [det(60, 60, 20, 20, 0.9, CAR), det(10, 10, 20, 20, 0.8, CAR)]
+    res = evaluate_visdrone([image(gt, sorted_file)])
+    assert res.overall["AR1"] == 0.0 and res.overall["AR10"] == 100.0
+    # a false positive first, then the hit: precision 1/2 at recall 1 -> AP 50
+    assert res.overall["AP"] == pytest.approx(50.0)
+    unsorted_file = sorted_file[::-1]  # the hit is the first row although it scores lower
+    res = evaluate_visdrone([image(gt, unsorted_file)])
+    assert res.overall["AR1"] == 100.0 and res.overall["AP"] == pytest.approx(50.0)
+
+
+def test_classes_weighted_by_images_holding_them():
+    car_hit = ([obj(10, 10, 20, 20, CAR)], [det(10, 10, 20, 20, 0.9, CAR)])
+    im1 = image(*car_hit)
+    im2 = image([*car_hit[0], obj(60, 60, 20, 20, PEDESTRIAN)], car_hit[1])  # the pedestrian is missed
+    res = evaluate_visdrone([im1, im2])
+    assert res.per_class["car"]["AP"] == 100.0 and res.per_class["pedestrian"]["AP"] == 0.0
+    assert res.images_per_class == {"pedestrian": 1, "car": 2}
+    assert res.overall["AP"] == pytest.approx(200 / 3)  # (2 * 100 + 1 * 0) / 3, not the plain mean 50
+
+
+def test_ignore_objects_neither_hit_nor_miss_but_count_in_recall():
+    gt = [obj(10, 10, 20, 20, CAR), obj(60, 60, 20, 20, CAR, score=0)]
+    dets = [det(10, 10, 20, 20, 0.9, CAR), det(62, 62, 10, 10, 0.8, CAR)]  # second: inside the ignore object
+    res = evaluate_visdrone([image(gt, dets)])
+    assert res.overall["AR500"] == pytest.approx(50.0)  # 1 hit over 2 objects
+    assert res.overall["AP"] == pytest.approx(50.0)  # precision stays 1 up to recall 0.5
+
+
+def test_greedy_matching_uses_each_object_once():
+    thresholds = np.array([0.5])
+    gt = np.array([[0, 0, 10, 10, 0], [0, 0, 10, 10, 0], [0, 0, 10, 8, 0]], float)
+    dets = np.array([[0, 0, 10, 10, 0.9], [0, 0, 10, 10, 0.8], [0, 0, 10, 10, 0.7], [0, 0, 10, 10, 0.6]])
+    scores, flags = match_image(gt, dets, thresholds)
+    assert scores.tolist() == [0.9, 0.8, 0.7, 0.6]
+    assert flags.tolist() == [[1, 1, 1, 0]]
