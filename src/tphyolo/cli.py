@@ -27,6 +27,7 @@ COMMANDS: dict[str, str] = {
     "train": "tphyolo.tools.train_cmd",
     "doctor": "tphyolo.tools.doctor",
     "predict": "tphyolo.tools.predict_cmd",
+    "eval": "tphyolo.tools.eval_cmd",
     "data": "tphyolo.tools.data_cmd",
     "convert": "tphyolo.tools.convert_cmd",
     "bench": "tphyolo.tools.bench_cmd",

@@ -1,0 +1,101 @@
+"""The COCO detection protocol (pycocotools' rules) through faster-coco-eval, with configurable maxDets.
+
+Ground truth is a COCO dataset dict (`images`, `annotations`, `categories`); regions to ignore are
+annotations with `iscrowd: 1` (a detection overlapping one is neither a hit nor a miss). Detections are COCO
+result records (`image_id`, `category_id`, `bbox` [left, top, width, height] pixels, `score`).
+"""
+
+from __future__ import annotations
+
+import copy
+import io
+from collections.abc import Sequence
+from contextlib import redirect_stdout
+from dataclasses import dataclass
+
+import numpy as np
+
+BACKENDS = ("faster", "pycocotools")
+VISDRONE_MAX_DETS = (1, 10, 100, 500)
+
+
+@dataclass(frozen=True)
+class CocoResult:
+    """Percentages: `overall` AP, AP50, AP75 (at the largest maxDets) and AR<N> for each maxDets N;
+    `per_class` category name -> the same keys, for categories with ground truth."""
+
+    overall: dict[str, float]
+    per_class: dict[str, dict[str, float]]
+
+    def table(self) -> str:
+        keys = list(self.overall)
+        lines = [f"{'Class':>16}" + "".join(f"{k:>8}" for k in keys)]
+        lines.append(f"{'all':>16}" + "".join(f"{self.overall[k]:>8.2f}" for k in keys))
+        for name, values in self.per_class.items():
+            lines.append(f"{name:>16}" + "".join(f"{values[k]:>8.2f}" for k in keys))
+        return "\n".join(lines)
+
+
+def _mean_valid(x: np.ndarray) -> float:
+    valid = x[x > -1]
+    return float(valid.mean() * 100) if valid.size else float("nan")
+
+
+def _summaries(precision: np.ndarray, recall: np.ndarray, iou_thrs: np.ndarray, max_dets: Sequence[int]):
+    """precision (T, R, K, A, M), recall (T, K, A, M) -> dict of numbers for area 'all' (index 0)."""
+    t50, t75 = int(np.argmin(np.abs(iou_thrs - 0.5))), int(np.argmin(np.abs(iou_thrs - 0.75)))
+    out = {
+        "AP": _mean_valid(precision[:, :, :, 0, -1]),
+        "AP50": _mean_valid(precision[t50, :, :, 0, -1]),
+        "AP75": _mean_valid(precision[t75, :, :, 0, -1]),
+    }
+    for m, n in enumerate(max_dets):
+        out[f"AR{n}"] = _mean_valid(recall[:, :, 0, m])
+    return out
+
+
+def _run(backend: str, gt: dict, detections: list[dict], max_dets: Sequence[int]):
+    if backend == "faster":
+        from faster_coco_eval import COCO, COCOeval_faster
+
+        coco_gt = COCO(copy.deepcopy(gt))
+        coco_dt = coco_gt.loadRes(copy.deepcopy(detections))
+        ev = COCOeval_faster(coco_gt, coco_dt, iouType="bbox", print_function=lambda *a, **k: None)
+    elif backend == "pycocotools":
+        from pycocotools.coco import COCO
+        from pycocotools.cocoeval import COCOeval
+
+        with redirect_stdout(io.StringIO()):
+            coco_gt = COCO()
+            coco_gt.dataset = copy.deepcopy(gt)
+            coco_gt.createIndex()
+            coco_dt = coco_gt.loadRes(copy.deepcopy(detections))
+            ev = COCOeval(coco_gt, coco_dt, iouType="bbox")
+    else:
+        raise ValueError(f"unknown backend {backend!r}; expected one of {BACKENDS}")
+    ev.params.maxDets = sorted(max_dets)
+    with redirect_stdout(io.StringIO()):
+        ev.evaluate()
+        ev.accumulate()
+    return ev.eval["precision"], ev.eval["recall"], np.asarray(ev.params.iouThrs), list(ev.params.catIds)
+
+
+def evaluate_coco(
+    gt: dict, detections: list[dict], *, max_dets: Sequence[int] = VISDRONE_MAX_DETS, backend: str = "faster"
+) -> CocoResult:
+    """Score `detections` against `gt` with the COCO protocol (IoU 0.50:0.05:0.95, 101 recall points, area
+    range "all"), keeping at most N detections per image and category for each N in `max_dets`."""
+    max_dets = sorted(int(n) for n in max_dets)
+    names = {c["id"]: c.get("name", str(c["id"])) for c in gt.get("categories", [])}
+    if not detections:
+        zeros = {"AP": 0.0, "AP50": 0.0, "AP75": 0.0} | {f"AR{n}": 0.0 for n in max_dets}
+        with_gt = {a["category_id"] for a in gt.get("annotations", []) if not a.get("iscrowd", 0)}
+        return CocoResult(dict(zeros), {names[c]: dict(zeros) for c in sorted(with_gt)})
+    precision, recall, iou_thrs, cat_ids = _run(backend, gt, detections, max_dets)
+    overall = _summaries(precision, recall, iou_thrs, max_dets)
+    per_class = {}
+    for k, cat in enumerate(cat_ids):
+        values = _summaries(precision[:, :, k : k + 1], recall[:, k : k + 1], iou_thrs, max_dets)
+        if not np.isnan(values[f"AR{max_dets[-1]}"]):  # the category has ground truth
+            per_class[names.get(cat, str(cat))] = values
+    return CocoResult(overall, per_class)

@@ -1,0 +1,86 @@
+"""`tphyolo eval` on small hand-made folders and on real VisDrone annotations."""
+
+import json
+
+import pytest
+from PIL import Image
+
+from tphyolo.cli import main
+
+GT = """10,10,20,20,1,4,0,0
+60,60,20,20,1,1,0,0
+1,1,5,5,0,0,0,0
+"""
+PRED = """10,10,20,20,0.9,4,0,0
+60,62,20,20,0.8,1,0,0
+40,40,10,10,0.7,4,0,0
+"""
+
+
+def _dataset(tmp_path, gt=GT, pred=PRED):
+    for sub in ("annotations", "images", "pred"):
+        (tmp_path / sub).mkdir()
+    (tmp_path / "annotations" / "a.txt").write_text(gt)
+    (tmp_path / "pred" / "a.txt").write_text(pred)
+    Image.new("RGB", (100, 80)).save(tmp_path / "images" / "a.jpg")
+    return tmp_path
+
+
+def test_visdrone_protocol_writes_json(tmp_path, capsys):
+    root = _dataset(tmp_path)
+    out = tmp_path / "res.json"
+    argv = ["eval", "--gt", str(root / "annotations"), "--pred", str(root / "pred"), "--json", str(out)]
+    assert main(argv) == 0
+    data = json.loads(out.read_text())
+    assert set(data) == {"AP", "AP50", "AP75", "AR1", "AR10", "AR100", "AR500", "per_class"}
+    # car: hit first, then a false positive -> AP 100; pedestrian: IoU 0.82 -> hit at thresholds 0.50..0.80
+    assert data["per_class"]["car"]["AP"] == pytest.approx(100.0)
+    assert data["per_class"]["pedestrian"]["AP"] == pytest.approx(70.0)
+    assert data["AP"] == pytest.approx(85.0)
+    assert data["AR1"] == pytest.approx(50.0)  # only the first row (a car) is kept with maxDets 1
+    assert "pedestrian" in capsys.readouterr().out
+
+
+def test_coco_protocol_on_visdrone_folders(tmp_path):
+    root = _dataset(tmp_path)
+    out = tmp_path / "res.json"
+    argv = ["eval", "--gt", str(root / "annotations"), "--pred", str(root / "pred"), "--protocol", "coco"]
+    assert main([*argv, "--json", str(out)]) == 0
+    data = json.loads(out.read_text())
+    assert data["per_class"]["car"]["AP50"] == pytest.approx(100.0)
+    assert set(data["per_class"]) == {"car", "pedestrian"}
+
+
+@pytest.mark.parametrize(
+    ("pred", "message"),
+    [("10,10,20,20,0.9,4\n10,10,x,20,0.9,4\n", "a.txt:2: not a number"), ("10,10,20\n", "a.txt:1: expected 6 to 8")],
+)
+def test_bad_line_names_file_and_line(tmp_path, capsys, pred, message):
+    root = _dataset(tmp_path, pred=pred)
+    assert main(["eval", "--gt", str(root / "annotations"), "--pred", str(root / "pred")]) == 2
+    assert message in capsys.readouterr().err
+
+
+def test_missing_prediction_file_is_named(tmp_path, capsys):
+    root = _dataset(tmp_path)
+    (root / "pred" / "a.txt").unlink()
+    assert main(["eval", "--gt", str(root / "annotations"), "--pred", str(root / "pred")]) == 2
+    assert "no prediction file" in capsys.readouterr().err
+
+
+def test_missing_image_for_ignored_regions_is_named(tmp_path, capsys):
+    root = _dataset(tmp_path)
+    (root / "images" / "a.jpg").unlink()
+    assert main(["eval", "--gt", str(root / "annotations"), "--pred", str(root / "pred")]) == 2
+    assert "no image a.*" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("protocol", ["visdrone", "coco"])
+def test_ground_truth_as_predictions_scores_100(visdrone_mini, tmp_path, protocol):
+    out = tmp_path / "res.json"
+    gt = visdrone_mini / "annotations"
+    assert main(["eval", "--gt", str(gt), "--pred", str(gt), "--protocol", protocol, "--json", str(out)]) == 0
+    data = json.loads(out.read_text())
+    for key in ("AP", "AP50", "AP75", "AR500"):
+        assert data[key] == pytest.approx(100.0), key
+    assert len(data["per_class"]) == 10
