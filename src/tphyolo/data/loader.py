@@ -9,7 +9,6 @@ from __future__ import annotations
 import random
 from dataclasses import dataclass, replace
 
-import cv2
 import numpy as np
 import torch
 import torch.nn.functional as F
@@ -115,9 +114,11 @@ def collate(samples: list[Sample]) -> Batch:
 
 def seed_worker(worker_id: int) -> None:
     """DataLoader worker_init_fn: reseed the worker's dataset copy from the loader's per-worker seed, so a
-    run is reproducible for a given seed and worker count; keep OpenCV single-threaded in the worker."""
+    run is reproducible for a given seed and worker count.
+
+    OpenCV's thread pool is left alone here: reconfiguring it in a forked child can deadlock when the parent
+    used it before forking."""
     info = get_worker_info()
-    cv2.setNumThreads(1)
     seed = info.seed % 2**32
     random.seed(seed)
     np.random.seed(seed)

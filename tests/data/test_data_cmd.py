@@ -1,0 +1,34 @@
+"""`tphyolo data check` prints a correct report."""
+
+import yaml
+
+from tphyolo.cli import main
+
+
+def test_data_check_on_visdrone_mini(visdrone_copy, tmp_path, capsys):
+    data = tmp_path / "d.yaml"
+    data.write_text(yaml.safe_dump({"path": str(visdrone_copy), "train": "images", "val": "images",
+                                    "names": ["pedestrian", "people", "bicycle", "car", "van", "truck", "tricycle",
+                                              "awning-tricycle", "bus", "motor"]}))  # fmt: skip
+    assert main(["data", "check", "--data", str(data)]) == 0
+    out = capsys.readouterr().out
+    assert "[train] 40 images: 40 labels found, 0 missing, 0 empty, 0 corrupt" in out
+    assert "instances: 2531 in 40 usable images" in out
+    for name, count in (("pedestrian", 483), ("car", 1091), ("awning-tricycle", 53), ("motor", 302)):
+        assert any(line.split()[1:] == [name, str(count)] for line in out.splitlines()), name
+    assert "ignore regions: 35 in 16 images" in out
+    assert "short side < 8 px: 262" in out
+    assert "[val] same images as [train]" in out
+    assert main(["data", "check", "--data", str(data)]) == 0
+    assert "(loaded)" in capsys.readouterr().out
+
+
+def test_data_check_bare_folder_with_problems(visdrone_copy, capsys):
+    (visdrone_copy / "annotations" / "0000001_02999_d_0000005.txt").write_text("1,2,3\n")
+    (visdrone_copy / "images" / "broken.jpg").write_bytes(b"not a jpeg")
+    assert main(["data", "check", "--data", str(visdrone_copy), "--no-cache"]) == 1
+    out = capsys.readouterr().out
+    assert "41 images: 39 labels found, 0 missing, 0 empty, 2 corrupt" in out
+    assert "0000001_02999_d_0000005.txt:1: expected at least 6" in out
+    assert "broken.jpg: cannot read image" in out
+    assert not (visdrone_copy / "annotations.cache.json").exists()

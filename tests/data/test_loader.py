@@ -1,0 +1,92 @@
+"""DataLoader: Batch contents, 0 and 2 workers, reproducibility, sharding, multi-scale, image caches."""
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+from tphyolo.data.augment import Hyp
+from tphyolo.data.dataset import DetectionDataset
+from tphyolo.data.dataset_config import load_data_config
+from tphyolo.data.image_cache import ImageCache
+from tphyolo.data.loader import Batch, build_dataloader, build_dataset, multiscale_size
+from tphyolo.data.synthetic import generate_synthetic
+
+HYP = Hyp(mixup=0.5, degrees=5, flipud=0.5)
+
+
+@pytest.fixture(scope="module")
+def small_data(tmp_path_factory) -> Path:
+    return generate_synthetic(tmp_path_factory.mktemp("syn"), n_train=10, n_val=4, imgsz=256, seed=5)
+
+
+def _batches(dataset, **kwargs) -> list[Batch]:
+    return list(build_dataloader(dataset, batch_size=4, **kwargs))
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("workers", [0, 2])
+def test_loader_batches_and_reproducibility(small_data, workers):
+    cfg = load_data_config(small_data)
+    dataset, scan = build_dataset(cfg, "train", imgsz=128, augment=True, hyp=HYP, scan_cache=False, seed=3)
+    first = _batches(dataset, workers=workers, shuffle=True, seed=7)
+    assert [len(b) for b in first] == [4, 4, 2]
+    for b in first:
+        n = len(b)
+        assert b.images.dtype == torch.uint8 and tuple(b.images.shape) == (n, 3, 128, 128)
+        assert b.targets.shape[1] == 6 and b.targets.dtype == torch.float32
+        assert set(b.targets[:, 0].long().tolist()) <= set(range(n))
+        assert b.targets[:, 2:].min() >= 0 and b.targets[:, 2:].max() <= 1
+        assert b.targets[:, 1].max() < len(cfg.names)
+        assert len(b.ignore) == n and all(g.shape[1] == 4 for g in b.ignore)
+        assert len(b.paths) == n and b.shapes0.tolist() == [[256, 256]] * n
+        assert b.ratios.shape == (n, 2) and b.pads.shape == (n, 2)
+    assert sum(len(b.targets) for b in first) > 20
+    dataset2, _ = build_dataset(cfg, "train", imgsz=128, augment=True, hyp=HYP, scan_cache=False, seed=3)
+    again = _batches(dataset2, workers=workers, shuffle=True, seed=7)
+    for a, b in zip(first, again, strict=True):
+        assert a.paths == b.paths
+        assert torch.equal(a.images, b.images) and torch.equal(a.targets, b.targets)
+
+
+def test_rect_validation_batches_and_resize(small_data):
+    cfg = load_data_config(small_data)
+    dataset, _ = build_dataset(cfg, "val", imgsz=160, rect=True, batch_size=2, scan_cache=False)
+    with pytest.raises(ValueError, match="rect"):
+        build_dataloader(dataset, batch_size=2, shuffle=True)
+    (batch, *_) = _batches(dataset)
+    assert batch.images.shape[-2:] == (192, 192)  # ceil(160 / 32 + 0.5) strides; validation never upscales
+    assert batch.ratios[0].tolist() == pytest.approx([160 / 256, 160 / 256])
+    assert batch.pads[0].tolist() == [16, 16]
+    half = batch.resized(96)
+    assert tuple(half.images.shape[-2:]) == (96, 96)
+    assert torch.equal(half.targets, batch.targets)
+    assert half.ratios[0].tolist() == pytest.approx([0.5 * 160 / 256] * 2)
+    if len(batch.ignore[0]):
+        torch.testing.assert_close(half.ignore[0], batch.ignore[0] * 0.5)
+    sizes = {multiscale_size(640, np.random.default_rng(i), stride=32) for i in range(50)}
+    assert min(sizes) >= 320 and max(sizes) <= 960 and all(s % 32 == 0 for s in sizes)
+
+
+def test_distributed_shards_are_disjoint(small_data):
+    cfg = load_data_config(small_data)
+    dataset, _ = build_dataset(cfg, "train", imgsz=64, scan_cache=False)
+    shards = [
+        [p for b in _batches(dataset, distributed=True, rank=r, world_size=2, shuffle=True) for p in b.paths]
+        for r in (0, 1)
+    ]
+    assert len(shards[0]) == len(shards[1]) == 5
+    assert sorted(shards[0] + shards[1]) == sorted(r.im_file for r in dataset.records)
+
+
+def test_image_caches_equal_decoding_and_ram_refusal(small_data):
+    cfg = load_data_config(small_data)
+    plain, scan = build_dataset(cfg, "val", imgsz=96, scan_cache=False)
+    for mode in ("ram", "disk"):
+        cached = DetectionDataset(scan.records, imgsz=96, cache=mode)
+        for i in range(len(plain)):
+            assert torch.equal(cached[i].image, plain[i].image)
+    assert (Path(scan.records[0].im_file).parent.parent / "images_cache96").is_dir()
+    with pytest.raises(MemoryError, match="RAM image cache needs"):
+        ImageCache(["x.jpg"] * 10, [(10**6, 10**6)] * 10, imgsz=10**6, mode="ram", augment=False)
