@@ -7,7 +7,6 @@ result records (`image_id`, `category_id`, `bbox` [left, top, width, height] pix
 
 from __future__ import annotations
 
-import copy
 import io
 from collections.abc import Sequence
 from contextlib import redirect_stdout
@@ -54,12 +53,19 @@ def _summaries(precision: np.ndarray, recall: np.ndarray, iou_thrs: np.ndarray, 
     return out
 
 
+def _copies(gt: dict, detections: list[dict]) -> tuple[dict, list[dict]]:
+    """New record dicts (the COCO tools add keys to them); boxes and other values are shared, not copied."""
+    gt = {**gt, **{k: [dict(r) for r in gt.get(k, [])] for k in ("images", "annotations", "categories")}}
+    return gt, [dict(d) for d in detections]
+
+
 def _run(backend: str, gt: dict, detections: list[dict], max_dets: Sequence[int]):
+    gt, detections = _copies(gt, detections)
     if backend == "faster":
         from faster_coco_eval import COCO, COCOeval_faster
 
-        coco_gt = COCO(copy.deepcopy(gt))
-        coco_dt = coco_gt.loadRes(copy.deepcopy(detections))
+        coco_gt = COCO(gt)
+        coco_dt = coco_gt.loadRes(detections)
         ev = COCOeval_faster(coco_gt, coco_dt, iouType="bbox", print_function=lambda *a, **k: None)
     elif backend == "pycocotools":
         from pycocotools.coco import COCO
@@ -67,9 +73,9 @@ def _run(backend: str, gt: dict, detections: list[dict], max_dets: Sequence[int]
 
         with redirect_stdout(io.StringIO()):
             coco_gt = COCO()
-            coco_gt.dataset = copy.deepcopy(gt)
+            coco_gt.dataset = gt
             coco_gt.createIndex()
-            coco_dt = coco_gt.loadRes(copy.deepcopy(detections))
+            coco_dt = coco_gt.loadRes(detections)
             ev = COCOeval(coco_gt, coco_dt, iouType="bbox")
     else:
         raise ValueError(f"unknown backend {backend!r}; expected one of {BACKENDS}")
