@@ -32,12 +32,12 @@ def synthetic_coco(rng: np.random.Generator, n_images: int) -> tuple[dict, list[
             for _ in range(int(rng.integers(0, 3))):
                 guess = category if rng.random() < 0.9 else int(rng.integers(1, 11))
                 box = [x + rng.normal(0, 2), y + rng.normal(0, 2), w * rng.uniform(0.8, 1.2), h * rng.uniform(0.8, 1.2)]
-                detections.append({"image_id": image_id, "category_id": guess, "bbox": box, "score": float(rng.random())})
+                score = float(rng.random())
+                detections.append({"image_id": image_id, "category_id": guess, "bbox": box, "score": score})
         for _ in range(int(rng.integers(0, 40))):
             box = [rng.uniform(0, 1300), rng.uniform(0, 700), rng.uniform(4, 60), rng.uniform(4, 60)]
-            detections.append(
-                {"image_id": image_id, "category_id": int(rng.integers(1, 11)), "bbox": box, "score": float(rng.random())}
-            )
+            guess, score = int(rng.integers(1, 11)), float(rng.random())
+            detections.append({"image_id": image_id, "category_id": guess, "bbox": box, "score": score})
     categories = [{"id": c, "name": str(c)} for c in range(1, 11)]
     return {"images": images, "annotations": annotations, "categories": categories}, detections
 
