@@ -96,14 +96,13 @@ class Checkpoint:
         """The model built from `model_yaml` with `weights` loaded (strict), in eval mode, float32, on CPU.
 
         The head's anchors come from the weights, so the model no longer needs anchor fitting even when its
-        yaml gives only an anchor count.
+        yaml gives only an anchor count (loading them clears `anchors_need_fitting`).
         """
         model = build_model(self.model_yaml, names=self.names)
         try:
             model.load_state_dict(self.weights, strict=True)
         except RuntimeError as error:
             raise CheckpointError(f"{self.path}: weights do not fit the model built from its yaml: {error}") from error
-        model.anchors_need_fitting = False
         return model.eval()
 
     def payload(self) -> dict[str, Any]:

@@ -99,6 +99,20 @@ def test_anchor_count_gives_placeholders_in_grid_units() -> None:
     assert anchors.min() >= 1.0 and anchors.max() <= 8.0
 
 
+def test_loading_anchors_ends_anchor_fitting() -> None:
+    fitted = DetectionModel(TINY).state_dict()
+    without_anchors = {k: v for k, v in fitted.items() if not k.endswith(".anchors")}
+    model = DetectionModel(dict(TINY, anchors=2))
+    model.load_state_dict(without_anchors, strict=False)
+    assert model.anchors_need_fitting  # still placeholders
+    model.load_state_dict(fitted)
+    assert not model.anchors_need_fitting
+    torch.testing.assert_close(model.head.anchors, fitted["model.11.anchors"])
+    wrapped = nn.ModuleDict({"inner": DetectionModel(dict(TINY, anchors=2))})  # prefixed keys
+    wrapped.load_state_dict({f"inner.{k}": v for k, v in fitted.items()})
+    assert not wrapped["inner"].anchors_need_fitting
+
+
 def test_train_and_eval_outputs(tiny_model: DetectionModel) -> None:
     x = torch.rand(2, 3, 64, 96)
     tiny_model.eval()

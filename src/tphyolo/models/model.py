@@ -27,7 +27,8 @@ class DetectionModel(nn.Module):
 
     The state dict uses YOLOv5's keys (`model.{i}.…`); `yaml` (the parsed config, nc and channels filled in)
     and `names` (class names) are plain data for checkpoints. `anchors_need_fitting` is True when the yaml
-    gave only an anchor count and the head holds placeholder anchors.
+    gave only an anchor count and the head holds placeholder anchors; loading a state dict that holds the
+    head's anchors (`load_state_dict`, strict or not) clears it.
     """
 
     def __init__(
@@ -94,6 +95,12 @@ class DetectionModel(nn.Module):
         if isinstance(source, tuple):
             return [x if j == i - 1 else outputs[j] for j in source]
         return x if source == i - 1 else outputs[source]
+
+    def _load_from_state_dict(self, state_dict: Mapping[str, Any], prefix: str, *args: Any, **kwargs: Any) -> None:
+        super()._load_from_state_dict(state_dict, prefix, *args, **kwargs)
+        anchors = state_dict.get(f"{prefix}model.{len(self.model) - 1}.anchors")
+        if isinstance(anchors, torch.Tensor) and anchors.shape == self.head.anchors.shape:
+            self.anchors_need_fitting = False  # the head is about to receive fitted anchors
 
     @torch.no_grad()
     def _measure_strides(self) -> torch.Tensor:
