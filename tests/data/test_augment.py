@@ -127,3 +127,24 @@ def test_box_candidates_thresholds():
     assert box_candidates(before, after).tolist() == [True, False, False, False]
     wide = np.array([[0, 0, 57, 3]], np.float32)
     assert box_candidates(wide, wide).tolist() == [True] and not box_candidates(wide, wide, ar_thr=10)[0]
+
+
+@pytest.mark.parametrize("perspective", [0.0, 0.0005])
+def test_windowed_mosaic_warp_equals_full_canvas(perspective):
+    """Building only the canvas part a warp reads gives the same pixels and boxes as the full canvas."""
+    from tphyolo.data.augment import apply_warp, draw_warp, source_window
+
+    rng = np.random.default_rng(0)
+    tiles = [rng.integers(0, 255, (int(h), int(w), 3), dtype=np.uint8) for h, w in rng.integers(60, 128, (4, 2))]
+    boxes = np.array([[130, 90, 160, 120], [40, 50, 70, 64]], np.float32)
+    hyp = Hyp(degrees=20, shear=5, scale=0.5, translate=0.2, perspective=perspective)
+    for seed in range(6):
+        warp = draw_warp(np.random.default_rng(seed), hyp, in_hw=(256, 256), out_hw=(128, 128), flip_lr=seed % 2 == 1)
+        full, _ = mosaic4(tiles, size=128, center=(120, 140))
+        window = source_window(warp, (256, 256))
+        part, _ = mosaic4(tiles, size=128, center=(120, 140), window=window)
+        assert part.shape[0] * part.shape[1] <= full.shape[0] * full.shape[1]
+        a, keep_a, boxes_a, _ = apply_warp(full, boxes, boxes[:0], warp)
+        b, keep_b, boxes_b, _ = apply_warp(part, boxes, boxes[:0], warp, origin=window[:2])
+        assert np.abs(a.astype(int) - b).max() <= 1
+        assert keep_a.tolist() == keep_b.tolist() and np.array_equal(boxes_a, boxes_b)

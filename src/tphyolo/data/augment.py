@@ -47,10 +47,13 @@ class Hyp:
 NO_AUGMENT = Hyp(0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0)
 
 
-def augment_hsv(image: np.ndarray, rng: np.random.Generator, *, hgain: float, sgain: float, vgain: float) -> None:
-    """Random hue/saturation/value gains, in place on a uint8 BGR image (through lookup tables)."""
+def augment_hsv(
+    image: np.ndarray, rng: np.random.Generator, *, hgain: float, sgain: float, vgain: float, rgb_out: bool = False
+) -> np.ndarray:
+    """Random hue/saturation/value gains on a uint8 BGR image (lookup tables). Returns a new image, in RGB
+    order when `rgb_out` (saves a separate channel swap); the input is left unchanged."""
     if not (hgain or sgain or vgain):
-        return
+        return cv2.cvtColor(image, cv2.COLOR_BGR2RGB) if rgb_out else image.copy()
     gain = rng.uniform(-1, 1, 3) * (hgain, sgain, vgain) + 1
     hue, sat, val = cv2.split(cv2.cvtColor(image, cv2.COLOR_BGR2HSV))
     x = np.arange(256, dtype=np.int16)
@@ -58,7 +61,7 @@ def augment_hsv(image: np.ndarray, rng: np.random.Generator, *, hgain: float, sg
     lut_sat = np.clip(x * gain[1], 0, 255).astype(np.uint8)
     lut_val = np.clip(x * gain[2], 0, 255).astype(np.uint8)
     hsv = cv2.merge((cv2.LUT(hue, lut_hue), cv2.LUT(sat, lut_sat), cv2.LUT(val, lut_val)))
-    cv2.cvtColor(hsv, cv2.COLOR_HSV2BGR, dst=image)
+    return cv2.cvtColor(hsv, cv2.COLOR_HSV2RGB if rgb_out else cv2.COLOR_HSV2BGR)
 
 
 def box_candidates(
@@ -121,6 +124,86 @@ def transform_boxes(boxes: np.ndarray, m: np.ndarray, out_hw: tuple[int, int]) -
     return out.astype(np.float32)
 
 
+@dataclass(frozen=True)
+class Warp:
+    """A drawn geometric transform: `matrix` (3, 3) maps input pixels to output pixels of size `out_hw`;
+    `zoom` is its scale factor (for box filtering); `projective` selects warpPerspective over warpAffine."""
+
+    matrix: np.ndarray
+    zoom: float
+    out_hw: tuple[int, int]
+    projective: bool
+
+
+def draw_warp(
+    rng: np.random.Generator,
+    hyp: Hyp,
+    *,
+    in_hw: tuple[int, int],
+    out_hw: tuple[int, int],
+    flip_lr: bool = False,
+    flip_ud: bool = False,
+) -> Warp:
+    """A random affine/perspective transform per `hyp`; flip_lr / flip_ud mirror the output, folded into
+    the same matrix (no extra pass over the pixels)."""
+    m, zoom = perspective_matrix(
+        rng,
+        in_hw=in_hw,
+        out_hw=out_hw,
+        degrees=hyp.degrees,
+        translate=hyp.translate,
+        scale=hyp.scale,
+        shear=hyp.shear,
+        perspective=hyp.perspective,
+    )
+    mirror = np.eye(3)
+    if flip_lr:
+        mirror[0, 0], mirror[0, 2] = -1, out_hw[1]
+    if flip_ud:
+        mirror[1, 1], mirror[1, 2] = -1, out_hw[0]
+    return Warp(mirror @ m, zoom, out_hw, bool(hyp.perspective))
+
+
+def source_window(warp: Warp, in_hw: tuple[int, int]) -> tuple[int, int, int, int]:
+    """(x1, y1, x2, y2) integer part of an in_hw input that the output of `warp` reads (1 px margin for
+    interpolation), so that only that part needs to exist (e.g. of a large mosaic canvas)."""
+    h, w = warp.out_hw
+    corners = np.array([[0, 0, 1], [w, 0, 1], [0, h, 1], [w, h, 1]], dtype=np.float64)
+    back = corners @ np.linalg.inv(warp.matrix).T
+    xy = back[:, :2] / back[:, 2:3]
+    x1, y1 = np.floor(xy.min(0)).astype(int) - 1
+    x2, y2 = np.ceil(xy.max(0)).astype(int) + 2
+    return max(0, x1), max(0, y1), min(in_hw[1], x2), min(in_hw[0], y2)
+
+
+def apply_warp(
+    image: np.ndarray, boxes: np.ndarray, ignore: np.ndarray, warp: Warp, *, origin: tuple[int, int] = (0, 0)
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Warp `image`, whose pixel (0, 0) sits at `origin` (x, y) of the frame that `warp` and the boxes use.
+
+    Returns (image (out_h, out_w, 3), keep (n,) indices of surviving boxes, their new boxes (len(keep), 4),
+    new ignore regions (k', 4)); all xyxy output pixels. Boxes are filtered by `box_candidates`."""
+    m = warp.matrix
+    if origin != (0, 0):
+        shift = np.eye(3)
+        shift[0, 2], shift[1, 2] = origin
+        m_image = m @ shift
+    else:
+        m_image = m
+    out_h, out_w = warp.out_hw
+    if image.shape[:2] != (out_h, out_w) or not np.allclose(m_image, np.eye(3)):
+        size, fill = (out_w, out_h), (PAD_VALUE,) * 3
+        if warp.projective:
+            image = cv2.warpPerspective(image, m_image, dsize=size, borderValue=fill)
+        else:
+            image = cv2.warpAffine(image, m_image[:2], dsize=size, borderValue=fill)
+    new = transform_boxes(boxes, m, warp.out_hw)
+    keep = np.nonzero(box_candidates(boxes * warp.zoom, new))[0]
+    new_ignore = transform_boxes(ignore, m, warp.out_hw)
+    new_ignore = new_ignore[(new_ignore[:, 2] > new_ignore[:, 0]) & (new_ignore[:, 3] > new_ignore[:, 1])]
+    return image, keep, new[keep], new_ignore
+
+
 def random_perspective(
     image: np.ndarray,
     boxes: np.ndarray,
@@ -129,34 +212,15 @@ def random_perspective(
     hyp: Hyp,
     *,
     border: int = 0,
-    out_hw: tuple[int, int] | None = None,
+    flip_lr: bool = False,
+    flip_ud: bool = False,
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    """Random affine (or perspective) warp. Output size: out_hw, default input size + 2 * border
-    (border < 0 crops, e.g. a 2s mosaic to s). Returns (image, keep (n,) indices of surviving boxes,
-    their new boxes (len(keep), 4), new ignore regions (k', 4)); all xyxy output pixels."""
-    h_in, w_in = image.shape[:2]
-    out_hw = out_hw or (h_in + 2 * border, w_in + 2 * border)
-    m, zoom = perspective_matrix(
-        rng,
-        in_hw=(h_in, w_in),
-        out_hw=out_hw,
-        degrees=hyp.degrees,
-        translate=hyp.translate,
-        scale=hyp.scale,
-        shear=hyp.shear,
-        perspective=hyp.perspective,
-    )
-    if out_hw != (h_in, w_in) or not np.allclose(m, np.eye(3)):
-        size, fill = (out_hw[1], out_hw[0]), (PAD_VALUE,) * 3
-        if hyp.perspective:
-            image = cv2.warpPerspective(image, m, dsize=size, borderValue=fill)
-        else:
-            image = cv2.warpAffine(image, m[:2], dsize=size, borderValue=fill)
-    new = transform_boxes(boxes, m, out_hw)
-    keep = np.nonzero(box_candidates(boxes * zoom, new))[0]
-    new_ignore = transform_boxes(ignore, m, out_hw)
-    new_ignore = new_ignore[(new_ignore[:, 2] > new_ignore[:, 0]) & (new_ignore[:, 3] > new_ignore[:, 1])]
-    return image, keep, new[keep], new_ignore
+    """Draw a warp (`draw_warp`) and apply it (`apply_warp`). Output size: input size + 2 * border
+    (border < 0 crops, e.g. a 2s mosaic to s)."""
+    in_hw = image.shape[:2]
+    out_hw = (in_hw[0] + 2 * border, in_hw[1] + 2 * border)
+    warp = draw_warp(rng, hyp, in_hw=in_hw, out_hw=out_hw, flip_lr=flip_lr, flip_ud=flip_ud)
+    return apply_warp(image, boxes, ignore, warp)
 
 
 def mixup_weight(rng: np.random.Generator) -> float:
@@ -167,22 +231,6 @@ def mixup_weight(rng: np.random.Generator) -> float:
 def mixup_images(a: np.ndarray, b: np.ndarray, weight: float) -> np.ndarray:
     """weight * a + (1 - weight) * b for same-shape uint8 images; labels of both are kept by the caller."""
     return cv2.addWeighted(a, weight, b, 1.0 - weight, 0.0)
-
-
-def flip_lr(image: np.ndarray, boxes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Mirror left-right; boxes (n, 4) xyxy pixels follow."""
-    w = image.shape[1]
-    out = boxes.copy()
-    out[:, [0, 2]] = w - boxes[:, [2, 0]]
-    return np.ascontiguousarray(image[:, ::-1]), out
-
-
-def flip_ud(image: np.ndarray, boxes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Mirror top-bottom; boxes (n, 4) xyxy pixels follow."""
-    h = image.shape[0]
-    out = boxes.copy()
-    out[:, [1, 3]] = h - boxes[:, [3, 1]]
-    return np.ascontiguousarray(image[::-1]), out
 
 
 def fill_regions(image: np.ndarray, regions: np.ndarray, value: int = PAD_VALUE) -> None:

@@ -17,13 +17,14 @@ from torch.utils.data import Dataset
 
 from tphyolo.data.augment import (
     Hyp,
+    apply_warp,
     augment_hsv,
+    draw_warp,
     fill_regions,
-    flip_lr,
-    flip_ud,
     mixup_images,
     mixup_weight,
     random_perspective,
+    source_window,
 )
 from tphyolo.data.image_cache import ImageCache, load_resized
 from tphyolo.data.labels import xyxy_to_cxcywh
@@ -130,7 +131,8 @@ class DetectionDataset(Dataset):
         scale = np.array([w / r.width, h / r.height] * 2, dtype=np.float32)
         return r.labels.classes, r.labels.boxes * scale, r.labels.ignore * scale
 
-    def _mosaic(self, index: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    def _mosaic(self, index: int, flips: tuple[bool, bool]) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """A 4-image mosaic on a (2s, 2s) canvas, warped to (s, s). Only the canvas part the warp reads is built."""
         s = self.imgsz
         indices = [index, *self.rng.integers(0, len(self), 3).tolist()]
         center = (int(self.rng.uniform(s / 2, 3 * s / 2)), int(self.rng.uniform(s / 2, 3 * s / 2)))
@@ -142,21 +144,27 @@ class DetectionDataset(Dataset):
             classes.append(c)
             boxes.append(b)
             ignore.append(g)
-        canvas, offsets = mosaic4(images, size=s, center=center)
+        warp = draw_warp(self.rng, self.hyp, in_hw=(2 * s, 2 * s), out_hw=(s, s), flip_lr=flips[0], flip_ud=flips[1])
+        window = source_window(warp, (2 * s, 2 * s))
+        canvas, offsets = mosaic4(images, size=s, center=center, window=window)
         shift = [np.array([dx, dy, dx, dy], dtype=np.float32) for dx, dy in offsets]
         boxes = np.concatenate([b + o for b, o in zip(boxes, shift, strict=True)]).clip(0, 2 * s)
         ignore = np.concatenate([g + o for g, o in zip(ignore, shift, strict=True)]).clip(0, 2 * s)
         classes = np.concatenate(classes)
-        canvas, keep, boxes, ignore = random_perspective(canvas, boxes, ignore, self.rng, self.hyp, border=-s // 2)
+        canvas, keep, boxes, ignore = apply_warp(canvas, boxes, ignore, warp, origin=window[:2])
         return canvas, classes[keep], boxes, ignore
 
     def __getitem__(self, index: int) -> Sample:
         r = self.records[index]
         ratio, pad = (1.0, 1.0), (0, 0)
+        flips = (False, False)
+        if self.augment:  # flips are folded into the geometric warp
+            flips = (bool(self.rng.random() < self.hyp.fliplr), bool(self.rng.random() < self.hyp.flipud))
         if self.augment and self.rng.random() < self.hyp.mosaic:
-            image, classes, boxes, ignore = self._mosaic(index)
+            image, classes, boxes, ignore = self._mosaic(index, flips)
             if self.rng.random() < self.hyp.mixup:
-                image2, classes2, boxes2, ignore2 = self._mosaic(int(self.rng.integers(0, len(self))))
+                other = int(self.rng.integers(0, len(self)))
+                image2, classes2, boxes2, ignore2 = self._mosaic(other, (False, False))
                 image = mixup_images(image, image2, mixup_weight(self.rng))
                 classes = np.concatenate([classes, classes2])
                 boxes = np.concatenate([boxes, boxes2])
@@ -170,18 +178,15 @@ class DetectionDataset(Dataset):
             ratio = (loaded.shape[1] * info.ratio[0] / r.width, loaded.shape[0] * info.ratio[1] / r.height)
             pad = info.pad
             if self.augment:
-                image, keep, boxes, ignore = random_perspective(image, boxes, ignore, self.rng, self.hyp)
+                image, keep, boxes, ignore = random_perspective(
+                    image, boxes, ignore, self.rng, self.hyp, flip_lr=flips[0], flip_ud=flips[1]
+                )
                 classes = classes[keep]
-            if np.shares_memory(image, loaded):
-                image = image.copy()
         if self.augment:
-            augment_hsv(image, self.rng, hgain=self.hyp.hsv_h, sgain=self.hyp.hsv_s, vgain=self.hyp.hsv_v)
-            if self.rng.random() < self.hyp.flipud:
-                image, both = flip_ud(image, np.concatenate([boxes, ignore]))
-                boxes, ignore = both[: len(boxes)], both[len(boxes) :]
-            if self.rng.random() < self.hyp.fliplr:
-                image, both = flip_lr(image, np.concatenate([boxes, ignore]))
-                boxes, ignore = both[: len(boxes)], both[len(boxes) :]
+            hyp = self.hyp
+            image = augment_hsv(image, self.rng, hgain=hyp.hsv_h, sgain=hyp.hsv_s, vgain=hyp.hsv_v, rgb_out=True)
+        else:
+            image = cv2.cvtColor(image, cv2.COLOR_BGR2RGB)  # a new array: cached images stay untouched
         if self.ignore_mode == "fill" and len(ignore):
             fill_regions(image, ignore)
         h, w = image.shape[:2]
@@ -189,7 +194,7 @@ class DetectionDataset(Dataset):
         if len(classes):
             labels[:, 0] = classes
             labels[:, 1:] = xyxy_to_cxcywh(boxes) / np.array([w, h, w, h])
-        chw = np.ascontiguousarray(cv2.cvtColor(image, cv2.COLOR_BGR2RGB).transpose(2, 0, 1))
+        chw = np.ascontiguousarray(image.transpose(2, 0, 1))  # (3, H, W) RGB
         return Sample(
             image=torch.from_numpy(chw),
             labels=torch.from_numpy(labels),
