@@ -25,6 +25,7 @@ from tphyolo import __version__
 # Subcommand name -> module implementing it. Order is the order shown in `tphyolo -h`.
 COMMANDS: dict[str, str] = {
     "train": "tphyolo.tools.train_cmd",
+    "val": "tphyolo.tools.val_cmd",
     "doctor": "tphyolo.tools.doctor",
     "predict": "tphyolo.tools.predict_cmd",
     "eval": "tphyolo.tools.eval_cmd",

@@ -33,8 +33,8 @@ def output_name(frame: Frame) -> str:
     return f"{frame.path.stem}_{frame.index:06d}" if frame.is_video else frame.path.stem
 
 
-def draw_detections(image: np.ndarray, detections: Detections, names: list[str]) -> np.ndarray:
-    """A copy of uint8 BGR `image` with each box and `name score` drawn, best scores on top."""
+def draw_detections(image: np.ndarray, detections: Detections, names: list[str], *, scores: bool = True) -> np.ndarray:
+    """A copy of uint8 BGR `image` with each box and `name score` (or `name`) drawn, best scores on top."""
     canvas = image.copy()
     thickness = max(1, round(sum(image.shape[:2]) / 1000))
     rows = zip(detections.boxes.tolist(), detections.scores.tolist(), detections.labels.tolist(), strict=True)
@@ -42,7 +42,8 @@ def draw_detections(image: np.ndarray, detections: Detections, names: list[str])
         color = tuple(int(c) for c in _PALETTE[label % len(_PALETTE)])
         p1, p2 = (round(x1), round(y1)), (round(x2), round(y2))
         cv2.rectangle(canvas, p1, p2, color, thickness, cv2.LINE_AA)
-        text = f"{names[label] if label < len(names) else label} {score:.2f}"
+        text = str(names[label]) if label < len(names) else str(label)
+        text = f"{text} {score:.2f}" if scores else text
         (tw, th), _ = cv2.getTextSize(text, cv2.FONT_HERSHEY_SIMPLEX, thickness / 3, 1)
         top = max(p1[1] - th - 3, 0)
         cv2.rectangle(canvas, (p1[0], top), (p1[0] + tw, top + th + 3), color, -1, cv2.LINE_AA)
@@ -165,3 +166,16 @@ def run_dir(project: str | Path, name: str, *, exist_ok: bool = False) -> Path:
         path, n = base.with_name(f"{name}{n}"), n + 1
     path.mkdir(parents=True, exist_ok=True)
     return path
+
+
+def image_grid(images: list[np.ndarray], *, cell: int = 480, columns: int = 4) -> np.ndarray:
+    """Tile uint8 BGR images into one grid image, each resized to fit a `cell` x `cell` square."""
+    rows = -(-len(images) // columns)
+    grid = np.full((rows * cell, min(columns, len(images)) * cell, 3), 255, dtype=np.uint8)
+    for k, image in enumerate(images):
+        h, w = image.shape[:2]
+        r = cell / max(h, w)
+        small = cv2.resize(image, (max(1, round(w * r)), max(1, round(h * r))), interpolation=cv2.INTER_AREA)
+        top, left = (k // columns) * cell, (k % columns) * cell
+        grid[top : top + small.shape[0], left : left + small.shape[1]] = small
+    return grid

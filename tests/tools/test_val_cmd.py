@@ -1,0 +1,62 @@
+"""`tphyolo val`: a table and plots for a tiny checkpoint on VisDrone images, and one-line errors with exit 2."""
+
+import shutil
+
+import pytest
+import torch
+
+from tphyolo.checkpoint import save_checkpoint
+from tphyolo.cli import main
+from tphyolo.models import build_model
+
+NAMES = ["pedestrian", "people", "bicycle", "car", "van", "truck", "tricycle", "awning-tricycle", "bus", "motor"]
+
+
+@pytest.fixture(scope="module")
+def weights(tmp_path_factory):
+    torch.manual_seed(0)
+    model = build_model("yolov5n", names=NAMES)
+    path = tmp_path_factory.mktemp("weights") / "tiny.pt"
+    return save_checkpoint(path, {"model": model.state_dict(), "model_yaml": model.yaml, "names": NAMES, "nc": 10})
+
+
+@pytest.fixture(scope="module")
+def data_yaml(visdrone_mini, tmp_path_factory):
+    root = tmp_path_factory.mktemp("visdrone")
+    shutil.copytree(visdrone_mini / "annotations", root / "annotations")
+    (root / "images").mkdir()
+    for image in sorted((visdrone_mini / "images").glob("*.jpg"))[4:7]:
+        shutil.copy(image, root / "images" / image.name)
+    path = root / "data.yaml"
+    path.write_text(f"path: {root}\nval: images\ntest: images\nnames: {NAMES}\n")
+    return path
+
+
+@pytest.mark.slow
+def test_val_prints_the_table_and_writes_outputs(weights, data_yaml, tmp_path, capsys):
+    argv = ["val", "--weights", str(weights), "--data", str(data_yaml), "--img", "160", "--batch", "2"]
+    argv += ["--device", "cpu", "--workers", "0", "--project", str(tmp_path), "--name", "v", "--task", "test"]
+    assert main(argv + ["--save-json", "--save-txt", "--plots", "--protocol", "visdrone"]) == 0
+    out = capsys.readouterr().out
+    assert "mAP@.5:.95" in out and "visdrone protocol" in out and "AR500" in out
+    assert "pedestrian" in out  # --task test prints every class
+    files = {p.name for p in (tmp_path / "v").iterdir()}
+    assert {"predictions.json", "labels", "val_batch0_labels.jpg", "val_batch0_pred.jpg"} <= files
+    assert len(list((tmp_path / "v" / "labels").iterdir())) == 3
+
+
+def test_missing_weights_is_a_one_line_error(data_yaml, capsys):
+    assert main(["val", "--weights", "nope.pt", "--data", str(data_yaml), "--device", "cpu"]) == 2
+    assert capsys.readouterr().err.strip() == "tphyolo val: error: weights file nope.pt does not exist"
+
+
+def test_missing_data_is_a_one_line_error(weights, tmp_path, capsys):
+    assert main(["val", "--weights", str(weights), "--data", str(tmp_path / "none.yaml"), "--device", "cpu"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "\n" not in err and "none.yaml" in err
+
+
+def test_half_on_cpu_is_refused(weights, data_yaml, capsys):
+    argv = ["val", "--weights", str(weights), "--data", str(data_yaml), "--device", "cpu", "--half"]
+    assert main(argv) == 2
+    assert "--half needs a CUDA device" in capsys.readouterr().err
