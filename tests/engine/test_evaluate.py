@@ -9,24 +9,13 @@ import torch
 from torch import nn
 
 from tphyolo.data.dataset_config import load_data_config
-from tphyolo.data.formats.visdrone import parse_visdrone
+from tphyolo.data.formats.visdrone import NAMES, parse_visdrone
 from tphyolo.data.loader import build_dataloader, build_dataset
 from tphyolo.engine.evaluate import PROTOCOLS, collect_results, evaluate, format_results
 from tphyolo.models import build_model
 from tphyolo.runtime import RuntimeConfig
 
-VISDRONE_NAMES = [
-    "pedestrian",
-    "people",
-    "bicycle",
-    "car",
-    "van",
-    "truck",
-    "tricycle",
-    "awning-tricycle",
-    "bus",
-    "motor",
-]
+VISDRONE_NAMES = list(NAMES)
 CPU = RuntimeConfig(device="cpu", amp="off")
 
 

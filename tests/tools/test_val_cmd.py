@@ -7,9 +7,10 @@ import torch
 
 from tphyolo.checkpoint import save_checkpoint
 from tphyolo.cli import main
+from tphyolo.data.formats.visdrone import NAMES as VISDRONE_NAMES
 from tphyolo.models import build_model
 
-NAMES = ["pedestrian", "people", "bicycle", "car", "van", "truck", "tricycle", "awning-tricycle", "bus", "motor"]
+NAMES = list(VISDRONE_NAMES)
 
 
 @pytest.fixture(scope="module")
