@@ -98,6 +98,20 @@ def seed_everything(seed: int) -> None:
     torch.manual_seed(seed)
 
 
+def wrap_ddp(model: nn.Module, *, device: torch.device, sync_bn: bool) -> nn.Module:
+    """`model` in DistributedDataParallel, its BatchNorms synchronised across processes when `sync_bn`.
+
+    DDP runs SyncBatchNorm on GPUs only: on CPU (gloo) `sync_bn` is refused with a warning, and each process
+    keeps its own batch statistics. The converted model shares its parameters and buffers with `model`.
+    """
+    if sync_bn:
+        if device.type == "cuda":
+            model = nn.SyncBatchNorm.convert_sync_batchnorm(model)
+        else:
+            LOGGER.warning("--sync-bn needs CUDA devices (SyncBatchNorm is GPU-only); using per-process BatchNorm")
+    return nn.parallel.DistributedDataParallel(model, device_ids=[device.index] if device.type == "cuda" else None)
+
+
 def train_one_epoch(
     model: nn.Module,
     loss_fn: nn.Module,
@@ -194,6 +208,7 @@ class Trainer:
         self.dist = DistContext.from_env()
         self.device = runtime.torch_device(self.dist.local_rank)
         self.resume_from = resume_from
+        self._ready = False
 
     @classmethod
     def resume(cls, path: str | Path, runtime: RuntimeConfig) -> Trainer:
@@ -210,7 +225,11 @@ class Trainer:
         return cls(cfg, runtime, resume_from=path)
 
     # ----------------------------------------------------------------------------------------------- set-up
-    def _setup(self) -> None:
+    def setup(self) -> None:
+        """Build data, model, optimiser and state (restored when resuming); `fit()` calls it when needed."""
+        if self._ready:
+            return
+        self._ready = True
         from tphyolo.data.augment import Hyp
         from tphyolo.data.dataset_config import load_data_config
         from tphyolo.data.loader import build_dataloader, build_dataset
@@ -248,7 +267,7 @@ class Trainer:
             model.load_state_dict(resume_ckpt.model)
             names = resume_ckpt.names
         else:
-            model = build_model(cfg.model, num_classes=len(names) or None)
+            model = build_model(cfg.model, num_classes=len(names) or None, names=names or None)
         if not names:
             names = [str(i) for i in range(model.nc)]
         if len(names) != model.nc:
@@ -336,11 +355,7 @@ class Trainer:
 
         train_model: nn.Module = model
         if dist_ctx.distributed:
-            if cfg.sync_bn:
-                train_model = nn.SyncBatchNorm.convert_sync_batchnorm(train_model)
-            train_model = nn.parallel.DistributedDataParallel(
-                train_model, device_ids=[self.device.index] if self.device.type == "cuda" else None
-            )
+            train_model = wrap_ddp(train_model, device=self.device, sync_bn=cfg.sync_bn)
         if self.runtime.compile != "off":
             train_model = torch.compile(train_model, mode=self.runtime.compile)
         self.train_model = train_model
@@ -363,7 +378,7 @@ class Trainer:
 
     def _check_anchors(self, model: nn.Module, dataset: Any) -> None:
         """Refit the anchors when their best possible recall on the training boxes is low (or none are given)."""
-        from tphyolo.engine.autoanchor import autoanchor, label_wh
+        from tphyolo.engine.autoanchor import autoanchor, label_wh, match_anchor_order
 
         head = model.head
         records = dataset.records
@@ -386,7 +401,8 @@ class Trainer:
                 " (anchors refitted)" if result.replaced else "",
             )
             if result.replaced:
-                new = torch.as_tensor(result.anchors, dtype=head.anchors.dtype).view_as(head.anchors)
+                ordered = match_anchor_order(result.anchors, head.stride.tolist())
+                new = torch.as_tensor(ordered, dtype=head.anchors.dtype).view_as(head.anchors)
                 head.set_anchors_(new / strides.to(new.dtype).cpu())
         if self.dist.distributed:
             torch.distributed.broadcast(head.anchors, src=0)
@@ -430,7 +446,7 @@ class Trainer:
     # ---------------------------------------------------------------------------------------------- the loop
     def fit(self) -> TrainResult:
         """Train for the configured epochs (or until early stopping); returns where the results are."""
-        self._setup()
+        self.setup()
         cfg, dist_ctx = self.cfg, self.dist
         log = None
         if dist_ctx.is_main:
