@@ -44,7 +44,8 @@ def test_short_training_on_visdrone_learns(four_images, tmp_path):
     trainer = Trainer(TrainConfig.from_dict({**cfg.to_dict(), "name": "learn2"}), runtime)
     result = trainer.fit()
     columns = read_results(result.run_dir / "results.csv")
-    losses = [sum(v) for v in zip(columns["train/box_loss"], columns["train/obj_loss"], columns["train/cls_loss"])]
+    parts = (columns["train/box_loss"], columns["train/obj_loss"], columns["train/cls_loss"])
+    losses = [sum(v) for v in zip(*parts, strict=True)]
     assert losses[-1] < 0.6 * losses[0], losses
     after = max(columns["metrics/mAP50"])
     assert after > before + 0.2 and after > 5 * before, (before, after)
