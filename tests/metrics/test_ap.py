@@ -80,3 +80,22 @@ def test_confusion_matrix_counts():
     cm.update(dets, labels)
     assert cm.matrix.tolist() == [[0, 0, 1], [1, 1, 0], [0, 1, 0]]
     assert cm.normalized()[:, 1].tolist() == [0, 0.5, 0.5]
+
+
+@pytest.mark.slow
+def test_plots_written_without_touching_the_backend(tmp_path):
+    import matplotlib
+
+    from tphyolo.metrics.plots import plot_confusion_matrix, plot_curves
+
+    backend = matplotlib.get_backend()
+    rng = np.random.default_rng(0)
+    tp = rng.random((40, 10)) > 0.4
+    res = ap_per_class(tp, rng.random(40), rng.integers(0, 3, 40), rng.integers(0, 3, 30))
+    paths = plot_curves(res, ["car", "van", "bus"], tmp_path)
+    cm = ConfusionMatrix(num_classes=3)
+    cm.matrix[:] = rng.integers(0, 5, (4, 4))
+    paths.append(plot_confusion_matrix(cm.normalized(), ["car", "van", "bus"], tmp_path / "confusion.png"))
+    for path in paths:
+        assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert matplotlib.get_backend() == backend

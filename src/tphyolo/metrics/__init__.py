@@ -10,16 +10,23 @@ from tphyolo.metrics.ap import (
     fitness,
     match_predictions,
 )
+from tphyolo.metrics.coco import CocoResult, evaluate_coco
 from tphyolo.metrics.confusion import ConfusionMatrix
+from tphyolo.metrics.visdrone import ImageAnnotations, VisDroneResult, evaluate_visdrone
 
 __all__ = [
     "IOU_THRESHOLDS",
     "APResult",
+    "CocoResult",
     "ConfusionMatrix",
     "DetectionStats",
+    "ImageAnnotations",
     "Summary",
+    "VisDroneResult",
     "ap_per_class",
     "compute_ap",
+    "evaluate_coco",
+    "evaluate_visdrone",
     "fitness",
     "match_predictions",
 ]
