@@ -24,11 +24,12 @@ def test_profile_train_writes_trace_and_tables(tmp_path, capsys):
 
 
 @pytest.mark.slow
-def test_profile_infer_cll_head(tmp_path):
+def test_profile_infer_clla_head_channels_last_with_memory(tmp_path):
     out = tmp_path / "prof"
     argv = ["profile", "--model", "tph-yolov5ppn", "--img", "64", "--batch", "1", "--steps", "1", "--mode", "infer"]
-    assert main([*argv, "--device", "cpu", "--out", str(out), "--tensorboard"]) == 0
+    assert main([*argv, "--device", "cpu", "--out", str(out), "--tensorboard", "--channels-last", "--memory"]) == 0
     assert "head:CLLABlock" in (out / "modules.txt").read_text()
+    assert "CPU Mem" in (out / "ops.txt").read_text()  # --memory adds the allocation columns
     assert list((out / "tensorboard").glob("*.json"))
 
 

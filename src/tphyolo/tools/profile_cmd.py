@@ -45,7 +45,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     from torch.profiler import ProfilerActivity, profile
 
-    from tphyolo.bench.model import ModelSettings, infer_step, prepare, synthetic_targets, train_step
+    from tphyolo.bench.model import infer_step, synthetic_targets, train_step
     from tphyolo.bench.profile import ModuleLabels, label_times, layer_strides, summarize
     from tphyolo.cli import UsageError
     from tphyolo.models.build import build_model
@@ -60,13 +60,13 @@ def run(args: argparse.Namespace) -> int:
 
     model = build_model(args.model, num_classes=args.num_classes).to(device)
     strides = layer_strides(model, args.img, device=device)
-    variant = "compile" if runtime.compile != "off" else "channels_last" if runtime.channels_last else "eager"
     amp = runtime.amp_dtype(device)
-    settings = ModelSettings(model=args.model, compile_mode=runtime.compile if runtime.compile != "off" else "default")
-    module, _, channels_last = prepare(model, variant, settings)
+    module = model.to(memory_format=torch.channels_last) if runtime.channels_last else model
     labelled = module if runtime.compile == "off" else None  # hooks would break compiled graphs
+    if runtime.compile != "off":
+        module = torch.compile(module, mode=runtime.compile)
     images = torch.rand(args.batch, 3, args.img, args.img, generator=torch.Generator().manual_seed(0)).to(device)
-    if channels_last:
+    if runtime.channels_last:
         images = images.contiguous(memory_format=torch.channels_last)
     targets = synthetic_targets(args.batch, args.num_classes).to(device)
     step = (
