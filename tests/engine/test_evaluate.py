@@ -1,5 +1,6 @@
 """The validation loop on real VisDrone images: boxes mapped back to original pixels, every protocol end to end."""
 
+import json
 import shutil
 from pathlib import Path
 
@@ -74,6 +75,28 @@ def test_ground_truth_as_detections_scores_perfectly(data_yaml, protocol):
     assert results.map == pytest.approx(perfect, abs=1e-6)
     assert results.fitness == pytest.approx(perfect, abs=1e-6)
     assert results.mp == pytest.approx(1.0, abs=1e-3) and results.mr == pytest.approx(1.0, abs=1e-3)
+
+
+@pytest.mark.slow
+def test_plots_and_saved_predictions(data_yaml, tmp_path):
+    loader = _loader(data_yaml, imgsz=320, batch=2)
+    results = evaluate(
+        Oracle(loader, nc=10),
+        loader,
+        names=VISDRONE_NAMES,
+        device=torch.device("cpu"),
+        runtime=CPU,
+        iou_thres=0.99,
+        save_dir=tmp_path,
+        plots=True,
+        save_json=True,
+    )
+    assert results.save_dir == tmp_path
+    for name in ("PR_curve", "F1_curve", "P_curve", "R_curve", "confusion_matrix"):
+        assert (tmp_path / f"{name}.png").stat().st_size > 1000
+    assert (tmp_path / "val_batch0_labels.jpg").is_file() and (tmp_path / "val_batch0_pred.jpg").is_file()
+    records = json.loads((tmp_path / "predictions.json").read_text())
+    assert len(records) == results.instances and {r["score"] for r in records} == {1.0}
 
 
 def test_detections_and_ground_truth_come_back_in_original_pixels(data_yaml):

@@ -10,7 +10,7 @@ import torch
 from tphyolo.checkpoint import save_checkpoint
 from tphyolo.engine.predict import Detections, Predictor, merge_detections
 from tphyolo.engine.sources import count_frames, resolve_source
-from tphyolo.engine.writers import PredictionWriter, run_dir
+from tphyolo.engine.writers import PredictionWriter, image_grid, run_dir
 from tphyolo.models import build_model
 from tphyolo.ops import box_iou
 
@@ -190,3 +190,10 @@ def test_predictor_is_exported_lazily():
     code = "import sys, tphyolo; assert 'torch' not in sys.modules; from tphyolo import Predictor; print(Predictor)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert "tphyolo.engine.predict.Predictor" in out
+
+
+def test_image_grid_rows_are_as_tall_as_their_tallest_image():
+    wide, tall = np.zeros((64, 128, 3), np.uint8), np.full((100, 50, 3), 7, np.uint8)
+    grid = image_grid([wide, wide, wide, tall, wide], cell=32, columns=4)
+    assert grid.shape == (32 + 16, 4 * 32, 3)
+    assert (grid[:32, 96:108] == 7).all() and (grid[32:, 32:] == 255).all()

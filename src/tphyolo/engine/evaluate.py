@@ -271,6 +271,15 @@ def score_visdrone(results: Sequence[ImageResult], *, names: Sequence[str]):
     return evaluate_visdrone(images, names=list(names) + [f"class{c}" for c in range(len(names), 10)])
 
 
+def save_metric_plots(summary, confusion, save_dir: Path, *, names: list[str]) -> None:
+    """PR/F1/P/R curves (when any detection was correct) and the normalised confusion matrix, as PNG files."""
+    from tphyolo.metrics.plots import plot_confusion_matrix, plot_curves
+
+    if summary.result is not None:
+        plot_curves(summary.result, names, save_dir)
+    plot_confusion_matrix(confusion.normalized(), names, save_dir / "confusion_matrix.png")
+
+
 def _per_class(summary, results: Sequence[ImageResult], names: Sequence[str]) -> list[ClassResult]:
     if summary.result is None:
         return []
@@ -318,7 +327,7 @@ def evaluate(
     The model is put in eval mode for the run and given back in its previous mode. `tta` runs every pass of
     a TTAConfig and merges them per image (`merge`: "wbf" or "nms", `merge_iou`: default 0.55 for WBF,
     `iou_thres` for NMS). With `save_dir`: `save_txt` (labels/), `save_json` (predictions.json) and `plots`
-    (val batch images: ground truth and detections).
+    (val batch images, PR/F1/P/R curves, confusion matrix).
     """
     if protocol not in PROTOCOLS:
         raise ValueError(f"unknown protocol {protocol!r}; known: {list(PROTOCOLS)}")
@@ -347,7 +356,10 @@ def evaluate(
     finally:
         model.train(was_training)
 
-    summary = score_yolo(results, nc=len(names))
+    from tphyolo.metrics import ConfusionMatrix
+
+    confusion = ConfusionMatrix(len(names)) if plots else None
+    summary = score_yolo(results, nc=len(names), confusion=confusion)
     tables, extra = [summary.table(names)], {}
     map50, map_ = summary.map50, summary.map
     if protocol != "yolo":
@@ -364,6 +376,7 @@ def evaluate(
         save_predictions(results, save_dir, save_txt=save_txt, save_json=save_json)
         if plots:
             save_batch_plots(results, save_dir, names=list(names))
+            save_metric_plots(summary, confusion, save_dir, names=list(names))
     return EvalResults(
         protocol=protocol,
         mp=summary.mp,

@@ -169,13 +169,19 @@ def run_dir(project: str | Path, name: str, *, exist_ok: bool = False) -> Path:
 
 
 def image_grid(images: list[np.ndarray], *, cell: int = 480, columns: int = 4) -> np.ndarray:
-    """Tile uint8 BGR images into one grid image, each resized to fit a `cell` x `cell` square."""
-    rows = -(-len(images) // columns)
-    grid = np.full((rows * cell, min(columns, len(images)) * cell, 3), 255, dtype=np.uint8)
-    for k, image in enumerate(images):
+    """Tile uint8 BGR images into one grid image, row by row, each resized to fit a `cell` x `cell` square;
+    a row is as tall as its tallest image."""
+    small = []
+    for image in images:
         h, w = image.shape[:2]
         r = cell / max(h, w)
-        small = cv2.resize(image, (max(1, round(w * r)), max(1, round(h * r))), interpolation=cv2.INTER_AREA)
-        top, left = (k // columns) * cell, (k % columns) * cell
-        grid[top : top + small.shape[0], left : left + small.shape[1]] = small
+        small.append(cv2.resize(image, (max(1, round(w * r)), max(1, round(h * r))), interpolation=cv2.INTER_AREA))
+    rows = [small[k : k + columns] for k in range(0, len(small), columns)]
+    heights = [max(im.shape[0] for im in row) for row in rows]
+    grid = np.full((sum(heights), min(columns, len(small)) * cell, 3), 255, dtype=np.uint8)
+    top = 0
+    for row, height in zip(rows, heights, strict=True):
+        for k, im in enumerate(row):
+            grid[top : top + im.shape[0], k * cell : k * cell + im.shape[1]] = im
+        top += height
     return grid
