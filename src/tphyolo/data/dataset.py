@@ -68,7 +68,7 @@ class DetectionDataset(Dataset):
     """Samples of a scanned split.
 
     imgsz: training size (long side); augment: mosaic/affine/mixup/HSV/flips per `hyp`; rect: letterbox each
-    batch of `batch_size` images (sorted by aspect ratio) to its own minimal stride-multiple shape;
+    batch of `batch_size` images (sorted by aspect ratio) to its own minimal stride-multiple shape (no mosaic);
     ignore_mode: "fill" paints ignore regions grey 114 (neither positive nor negative), "keep" leaves them;
     cache: None, "ram" or "disk" (see `ImageCache`); seed: generator seed when not in a worker (workers
     reseed through `reseed`, see loader.py).
@@ -160,7 +160,7 @@ class DetectionDataset(Dataset):
         flips = (False, False)
         if self.augment:  # flips are folded into the geometric warp
             flips = (bool(self.rng.random() < self.hyp.fliplr), bool(self.rng.random() < self.hyp.flipud))
-        if self.augment and self.rng.random() < self.hyp.mosaic:
+        if self.augment and not self.rect and self.rng.random() < self.hyp.mosaic:
             image, classes, boxes, ignore = self._mosaic(index, flips)
             if self.rng.random() < self.hyp.mixup:
                 other = int(self.rng.integers(0, len(self)))
