@@ -13,6 +13,7 @@ from tphyolo.data.dataset_config import load_data_config
 from tphyolo.data.formats.visdrone import NAMES, parse_visdrone
 from tphyolo.data.loader import build_dataloader, build_dataset
 from tphyolo.engine.evaluate import PROTOCOLS, collect_results, evaluate, format_results
+from tphyolo.engine.tta import TTAConfig
 from tphyolo.models import build_model
 from tphyolo.runtime import RuntimeConfig
 
@@ -143,3 +144,24 @@ def test_small_model_runs_end_to_end(data_yaml, protocol, tmp_path):
     assert (tmp_path / "predictions.json").is_file() and len(list((tmp_path / "labels").iterdir())) == 4
     table = format_results(results, verbose=True)
     assert "all" in table and "mAP@.5:.95" in table
+
+
+@pytest.mark.parametrize("merge", ["wbf", "nms"])
+def test_tta_runs_are_merged_into_original_pixels(data_yaml, merge):
+    torch.manual_seed(0)
+    model = build_model("yolov5n", names=VISDRONE_NAMES).eval()
+    loader = _loader(data_yaml, imgsz=160, batch=4)
+    tta = TTAConfig(scales=(1.0, 0.83), flips=("none", "lr"))
+    results, _ = collect_results(
+        model, loader, device=torch.device("cpu"), runtime=CPU, conf_thres=0.001, iou_thres=0.6, max_det=300, tta=tta,
+        merge=merge, merge_iou=0.55,
+    )  # fmt: skip
+    for r in results:
+        d = r.detections
+        assert 0 < len(d) <= 300 and (d[:-1, 4] >= d[1:, 4]).all()
+        assert (d[:, [0, 2]] >= 0).all() and (d[:, [0, 2]] <= 1920).all() and (d[:, [1, 3]] <= 1080).all()
+    plain = evaluate(model, loader, names=VISDRONE_NAMES, device=torch.device("cpu"), runtime=CPU)
+    identity = evaluate(
+        model, loader, names=VISDRONE_NAMES, device=torch.device("cpu"), runtime=CPU, tta=TTAConfig((1.0,), ("none",))
+    )
+    assert (plain.mp, plain.mr, plain.map50, plain.map) == (identity.mp, identity.mr, identity.map50, identity.map)
