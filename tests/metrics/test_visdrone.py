@@ -91,3 +91,44 @@ def test_greedy_matching_uses_each_object_once():
     scores, flags = match_image(gt, dets, thresholds)
     assert scores.tolist() == [0.9, 0.8, 0.7, 0.6]
     assert flags.tolist() == [[1, 1, 1, 0]]
+
+
+def _dense_reference(gt, dets, height, width):
+    """The toolkit's procedure on a full image-size mask and its integral image (integer inputs)."""
+    regions = np.maximum(1, gt[gt[:, 5] == 0, :4]).astype(int)
+    objects = gt[gt[:, 5] != 0]
+    mask = np.zeros((height, width))
+    for x, y, w, h in regions:
+        mask[y - 1 : min(height, y + h), x - 1 : min(width, x + w)] = 1
+    integral = mask.cumsum(0).cumsum(1)
+
+    def kept(rows):
+        out = []
+        for row in rows:
+            x, y, w, h = np.maximum(1, row[:4]).astype(int)
+            x, y = min(max(x, 1), width), min(max(y, 1), height)
+            x2, y2 = min(width, x + w), max(1, min(height, y + h))
+            val = integral[y - 1, x - 1] + integral[y2 - 1, x2 - 1] - integral[y - 1, x2 - 1] - integral[y2 - 1, x - 1]
+            out.append(val / (w * h) < 0.5)
+        return rows[np.array(out, dtype=bool)] if len(rows) else rows
+
+    return kept(objects), kept(dets)
+
+
+def test_ignored_region_removal_equals_dense_mask():
+    rng = np.random.default_rng(0)
+    for _ in range(20):
+        height, width = int(rng.integers(20, 90)), int(rng.integers(20, 90))
+        k, n = int(rng.integers(1, 5)), 40
+
+        def boxes(count, cat):
+            xy = rng.integers(-5, 100, (count, 2))
+            wh = rng.integers(0, 50, (count, 2))
+            return np.column_stack([xy, wh, np.ones(count), np.full(count, cat), np.zeros((count, 2))]).astype(float)
+
+        gt = np.vstack([boxes(k, 0), boxes(n, CAR)])
+        dets = boxes(n, CAR)
+        got_gt, got_det = drop_in_ignored(gt, dets, height=height, width=width)
+        want_gt, want_det = _dense_reference(gt, dets, height, width)
+        np.testing.assert_array_equal(got_gt, want_gt)
+        np.testing.assert_array_equal(got_det, want_det)

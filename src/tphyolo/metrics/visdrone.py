@@ -56,29 +56,47 @@ class ImageAnnotations:
     width: int
 
 
+def _covered_counts(regions: np.ndarray, rows: np.ndarray, cols: np.ndarray, *, height: int, width: int):
+    """The ignored-region mask's integral image at 1-based (rows, cols): mask pixels in [1, r] x [1, c].
+
+    `regions` (k, 4) are integer left, top, w, h; a region covers rows top..min(height, top + h) and columns
+    left..min(width, left + w), 1-based inclusive. The mask is held compressed: its row and column ranges are
+    cut at every region edge, so each cell of the coarse grid is wholly in or out of the mask.
+    """
+    r_lo, r_hi = regions[:, 1], np.minimum(height, regions[:, 1] + regions[:, 3])
+    c_lo, c_hi = regions[:, 0], np.minimum(width, regions[:, 0] + regions[:, 2])
+
+    def cuts(lo, hi, size):  # cell i spans [edges[i], edges[i + 1] - 1]
+        return np.unique(np.clip(np.concatenate(([1, size + 1], lo, hi + 1)), 1, size + 1))
+
+    row_edges, col_edges = cuts(r_lo, r_hi, height), cuts(c_lo, c_hi, width)
+    row_in = (row_edges[None, :-1] >= r_lo[:, None]) & (row_edges[None, 1:] - 1 <= r_hi[:, None])  # (k, R)
+    col_in = (col_edges[None, :-1] >= c_lo[:, None]) & (col_edges[None, 1:] - 1 <= c_hi[:, None])  # (k, C)
+    coarse = (row_in[:, :, None] & col_in[:, None, :]).any(0).astype(np.float64)  # (R, C)
+
+    def overlap(q, edges):  # (n, cells) pixels of each cell within [1, q]
+        return np.clip(np.minimum(q[:, None], edges[None, 1:] - 1) - edges[None, :-1] + 1, 0, None)
+
+    return np.einsum("qi,ij,qj->q", overlap(rows, row_edges), coarse, overlap(cols, col_edges))
+
+
 def drop_in_ignored(gt: np.ndarray, det: np.ndarray, *, height: int, width: int) -> tuple[np.ndarray, np.ndarray]:
     """Remove ignored regions (category 0) from `gt`, and, where there are any, the objects and detections
     with >= 50% of their area on them. Returns (gt, det) rows kept, in order."""
-    regions = np.maximum(1, gt[gt[:, 5] == 0, :4])
+    regions = _round_half_away(np.maximum(1, gt[gt[:, 5] == 0, :4])).astype(np.int64)
     gt = gt[gt[:, 5] != 0]
     if not len(regions):
         return gt, det
-    mask = np.zeros((height, width))
-    for x, y, w, h in _round_half_away(regions).astype(np.int64):
-        mask[y - 1 : min(height, y + h), x - 1 : min(width, x + w)] = 1  # 1-based inclusive extents
-    integral = mask.cumsum(0).cumsum(1)
 
     def keep(rows: np.ndarray) -> np.ndarray:
         pos = np.maximum(1, _round_half_away(rows[:, :4])).astype(np.int64)
         x, y = np.clip(pos[:, 0], 1, width), np.clip(pos[:, 1], 1, height)
         w, h = pos[:, 2], pos[:, 3]
         x2, y2 = np.minimum(width, x + w), np.maximum(1, np.minimum(height, y + h))
-
-        def at(r, c):  # the integral image at 1-based (row, column)
-            return integral[r - 1, c - 1]
-
-        covered = at(y, x) + at(y2, x2) - at(y, x2) - at(y2, x)
-        return covered / (h * w) < 0.5
+        corner_rows = np.concatenate([y, y2, y, y2])
+        corner_cols = np.concatenate([x, x2, x2, x])
+        tl, br, tr, bl = np.split(_covered_counts(regions, corner_rows, corner_cols, height=height, width=width), 4)
+        return (tl + br - tr - bl) / (h * w) < 0.5
 
     return gt[keep(gt)], det[keep(det)]
 
