@@ -134,14 +134,17 @@ def _steps(xp, box_at, add_at, active: list[int], iou_thr: float):
     running sums (G, S, 6) and fused boxes (G, S, 4) per cluster slot.
     """
     n_groups, steps = box_at.shape[:2]
-    zeros = xp.zeros_like if xp is np else torch.zeros_like
+    if xp is np:
+        zeros, far, all_rows = np.zeros_like, np.asarray(_FAR_BOX), np.arange(n_groups)
+    else:  # new tensors on the inputs' device
+        zeros, far = torch.zeros_like, box_at.new_tensor(_FAR_BOX)
+        all_rows = torch.arange(n_groups, device=box_at.device)
     area_at = (box_at[..., 2] - box_at[..., 0]) * (box_at[..., 3] - box_at[..., 1])
     sums = zeros(add_at)
-    fused = zeros(box_at) + xp.asarray(_FAR_BOX, dtype=xp.float64)
+    fused = zeros(box_at) + far
     fused_area = zeros(area_at) + 1.0
     n_clusters = zeros(area_at[:, 0], dtype=xp.int64)
     cluster_at = zeros(area_at, dtype=xp.int64)
-    all_rows = xp.arange(n_groups)
     for step in range(steps):
         m = active[step]
         rows = all_rows[:m]
@@ -188,7 +191,7 @@ def weighted_boxes_fusion(
     conf_type: str = "avg",
     allows_overflow: bool = False,
     *,
-    device: torch.device | str | None = None,
+    device: torch.device | str = "cpu",
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Fuse the boxes of T models for one image.
 
@@ -197,7 +200,8 @@ def weighted_boxes_fusion(
     weights: T model weights (default 1 each); boxes scoring below `skip_box_thr` are dropped.
     `conf_type`: "avg", "max", "box_and_model_avg" or "absent_model_aware_avg" (fused score rule);
     `allows_overflow`: with "avg", let a cluster with more boxes than models score above 1.
-    `device`: where the clustering runs (default: the device of the first tensor given, else CPU).
+    `device`: where the clustering steps run; CPU (the default) has the least overhead per step, an
+    accelerator pays off only for very large groups of mutually overlapping boxes.
     Returns numpy float64 arrays: boxes (N, 4) normalised xyxy, scores (N,), labels (N,), by descending score.
     """
     if conf_type not in CONF_TYPES:
@@ -212,9 +216,6 @@ def weighted_boxes_fusion(
     weights = np.ones(n_models) if weights is None else _as_numpy(weights, np.float64).reshape(-1)
     if len(weights) != n_models:
         raise ValueError(f"{len(weights)} weights for {n_models} models")
-    if device is None:
-        tensors = [b for b in boxes_list if isinstance(b, torch.Tensor)]
-        device = tensors[0].device if tensors else torch.device("cpu")
 
     boxes, scores, labels, models = _prefilter(boxes_list, scores_list, labels_list, weights, skip_box_thr)
     if len(boxes) == 0:
