@@ -96,8 +96,8 @@ def main() -> None:
         got = weighted_boxes_fusion(*inputs)
         for w, g in zip(want, got, strict=True):
             np.testing.assert_allclose(g, w, rtol=0, atol=1e-6)
-        t_ref = best_time(lambda: wbf_reference(*inputs), args.repeats * 3)
-    t_ours = best_time(lambda: weighted_boxes_fusion(*inputs), args.repeats * 3)
+        t_ref = best_time(lambda: wbf_reference(*inputs), args.repeats * 10)
+    t_ours = best_time(lambda: weighted_boxes_fusion(*inputs), args.repeats * 10)
     n_boxes = sum(len(b) for b in inputs[0])
     print(
         f"WBF, 8 models x 300 boxes x 10 classes ({n_boxes} boxes): ensemble_boxes {t_ref * 1000:.1f} ms, "
