@@ -44,19 +44,26 @@ def _loader(data_yaml, imgsz: int, batch: int):
 class Oracle(nn.Module):
     """Returns each batch's ground truth as eval output (xywh batch pixels, objectness 1, one-hot class)."""
 
-    def __init__(self, loader, nc: int) -> None:
+    def __init__(self, loader, nc: int, *, ignore_as_class: int | None = None) -> None:
+        """With `ignore_as_class`, every ignore region is also detected, as that class."""
         super().__init__()
         self.register_buffer("stride", torch.tensor([8.0, 16.0, 32.0]))
         self.outputs = []
         for batch in loader:
             n, _, h, w = batch.images.shape
-            count = max(int((batch.targets[:, 0] == i).sum()) for i in range(n))
-            out = torch.zeros(n, max(count, 1), 5 + nc)
-            for i in range(n):
-                rows = batch.targets[batch.targets[:, 0] == i]
-                out[i, : len(rows), :4] = rows[:, 2:6] * torch.tensor([w, h, w, h])
+            targets = [batch.targets[batch.targets[:, 0] == i, 1:] for i in range(n)]  # class, cx, cy, w, h
+            if ignore_as_class is not None:
+                for i, regions in enumerate(batch.ignore):
+                    cxcywh = torch.cat([(regions[:, :2] + regions[:, 2:]) / 2, regions[:, 2:] - regions[:, :2]], 1)
+                    extra = torch.cat(
+                        [torch.full((len(regions), 1), ignore_as_class), cxcywh / torch.tensor([w, h, w, h])], 1
+                    )
+                    targets[i] = torch.cat([targets[i], extra])
+            out = torch.zeros(n, max(max(len(t) for t in targets), 1), 5 + nc)
+            for i, rows in enumerate(targets):
+                out[i, : len(rows), :4] = rows[:, 1:5] * torch.tensor([w, h, w, h])
                 out[i, : len(rows), 4] = 1.0
-                out[i, torch.arange(len(rows)), 5 + rows[:, 1].long()] = 1.0
+                out[i, torch.arange(len(rows)), 5 + rows[:, 0].long()] = 1.0
             self.outputs.append(out)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
@@ -98,6 +105,25 @@ def test_plots_and_saved_predictions(data_yaml, tmp_path):
     assert (tmp_path / "val_batch0_labels.jpg").is_file() and (tmp_path / "val_batch0_pred.jpg").is_file()
     records = json.loads((tmp_path / "predictions.json").read_text())
     assert len(records) == results.instances and {r["score"] for r in records} == {1.0}
+
+
+def test_detections_in_ignore_regions_count_only_for_the_yolo_protocol(data_yaml):
+    loader = _loader(data_yaml, imgsz=320, batch=2)
+    maps = {}
+    for protocol in PROTOCOLS:
+        oracle = Oracle(loader, nc=10, ignore_as_class=3)  # a car on every ignore region
+        results = evaluate(
+            oracle,
+            loader,
+            names=VISDRONE_NAMES,
+            device=torch.device("cpu"),
+            runtime=CPU,
+            protocol=protocol,
+            iou_thres=0.99,
+        )
+        maps[protocol] = results.map50
+    assert maps["coco"] == pytest.approx(1.0) and maps["visdrone"] == pytest.approx(1.0)
+    assert maps["yolo"] < 0.995 - 1e-3  # YOLO metrics have no ignore regions: those cars are false positives
 
 
 def test_detections_and_ground_truth_come_back_in_original_pixels(data_yaml):
