@@ -1,8 +1,9 @@
 """`DetectionDataset`: scanned records -> augmented, letterboxed samples.
 
 A sample's image is uint8 RGB (3, H, W); labels are (n, 5) `class, cx, cy, w, h` normalised by (W, H);
-ignore regions are (k, 4) xyxy pixels of the returned image. `ratio`, `pad` map the sample back to the
-original image (x0 = (x - pad_x) / ratio_x); for mosaic samples (built from 4 images) they are (1, 1), (0, 0).
+ignore regions are (k, 4) xyxy pixels of the returned image. `ratio`, `pad` map a non-augmented sample
+back to the original image (x0 = (x - pad_x) / ratio_x). Augmented samples are warped afterwards, so there
+they describe the letterbox step only; for mosaic samples (built from 4 images) they are (1, 1), (0, 0).
 """
 
 from __future__ import annotations
