@@ -84,3 +84,29 @@ def test_ground_truth_as_predictions_scores_100(visdrone_mini, tmp_path, protoco
     for key in ("AP", "AP50", "AP75", "AR500"):
         assert data[key] == pytest.approx(100.0), key
     assert len(data["per_class"]) == 10
+
+
+def test_coco_json_inputs(tmp_path):
+    gt = {
+        "images": [{"id": 1, "width": 100, "height": 100}],
+        "annotations": [
+            {"id": 1, "image_id": 1, "category_id": 3, "bbox": [10, 10, 20, 20], "area": 400, "iscrowd": 0},
+            {"id": 2, "image_id": 1, "category_id": 3, "bbox": [50, 50, 20, 20], "area": 400, "iscrowd": 0},
+        ],
+        "categories": [{"id": 3, "name": "bicycle"}],
+    }
+    dets = [{"image_id": 1, "category_id": 3, "bbox": [10, 10, 20, 20], "score": 0.9}]
+    (tmp_path / "gt.json").write_text(json.dumps(gt))
+    (tmp_path / "dt.json").write_text(json.dumps(dets))
+    out = tmp_path / "res.json"
+    argv = ["eval", "--gt", str(tmp_path / "gt.json"), "--pred", str(tmp_path / "dt.json"), "--protocol", "coco"]
+    assert main([*argv, "--json", str(out)]) == 0
+    data = json.loads(out.read_text())
+    assert data["AR500"] == pytest.approx(50.0)  # one of two objects found
+    assert data["AP"] == pytest.approx(100 * 51 / 101)  # precision 1 at recall points 0, 0.01, ..., 0.50
+
+
+def test_visdrone_protocol_rejects_coco_json(tmp_path, capsys):
+    (tmp_path / "gt.json").write_text("{}")
+    assert main(["eval", "--gt", str(tmp_path / "gt.json"), "--pred", str(tmp_path)]) == 2
+    assert "VisDrone annotation txt" in capsys.readouterr().err
