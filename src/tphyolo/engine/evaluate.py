@@ -333,8 +333,8 @@ def evaluate(
         raise ValueError(f"unknown protocol {protocol!r}; known: {list(PROTOCOLS)}")
     if (save_json or save_txt or plots) and save_dir is None:
         raise ValueError("save_json, save_txt and plots need a save_dir")
-    runtime = runtime or RuntimeConfig(device=str(device) if device is not None else "auto")
-    device = device if device is not None else runtime.torch_device()
+    runtime = runtime or RuntimeConfig()
+    device = torch.device(device) if device is not None else runtime.torch_device()
     merge_iou = merge_iou if merge_iou is not None else (0.55 if merge == "wbf" else iou_thres)
     was_training = model.training
     model.eval()

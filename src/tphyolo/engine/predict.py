@@ -30,7 +30,7 @@ from tphyolo.engine.sources import Frame, iter_frames, resolve_source
 from tphyolo.engine.tta import PLAIN, TTAConfig, augment, unaugment
 from tphyolo.ops import clip_boxes, non_max_suppression
 from tphyolo.ops.wbf import weighted_boxes_fusion
-from tphyolo.runtime import RuntimeConfig, autocast, sdpa_context
+from tphyolo.runtime import RuntimeConfig, autocast, resolve_device, sdpa_context
 
 MERGE_METHODS = ("wbf", "nms")
 
@@ -206,8 +206,8 @@ class Predictor:
             raise ValueError(f"unknown merge method {merge!r}; known: {list(MERGE_METHODS)}")
         if batch_size < 1:
             raise ValueError(f"batch_size must be >= 1, got {batch_size}")
-        self.runtime = runtime or RuntimeConfig(device="auto" if device is None else str(device))
-        self.device = torch.device(device) if device is not None else self.runtime.torch_device()
+        self.runtime = runtime or RuntimeConfig()
+        self.device = resolve_device(str(device)) if device is not None else self.runtime.torch_device()
         if half and self.device.type != "cuda":
             raise ValueError(f"half precision needs a CUDA device, got {self.device}")
         models, self.names = load_models(weights)
