@@ -121,11 +121,18 @@ def test_coco_json_split_with_crowd_as_ignore(tmp_path):
         "categories": [{"id": 3, "name": "car"}, {"id": 9, "name": "bus"}],
     }
     (tmp_path / "instances.json").write_text(json.dumps(coco))
-    scan = scan_split(tmp_path / "instances.json", names=("car", "bus"), cache=False)
-    (r,) = scan.records
-    assert r.labels.classes.tolist() == [0]
-    assert r.labels.boxes.tolist() == [[1, 2, 11, 22]]
-    assert r.labels.ignore.tolist() == [[40, 5, 70, 35]]
+    (tmp_path / "annotations").mkdir()
+    (tmp_path / "annotations" / "instances_val.json").write_text(json.dumps(coco))
+    sources = (tmp_path / "instances.json", tmp_path / "images", tmp_path / "images")  # named, or detected
+    for source in sources:
+        scan = scan_split(source, names=("car", "bus"))
+        (r,) = scan.records
+        assert scan.report.formats == ["coco"]
+        assert r.labels.classes.tolist() == [0]
+        assert r.labels.boxes.tolist() == [[1, 2, 11, 22]]
+        assert r.labels.ignore.tolist() == [[40, 5, 70, 35]]
+    assert (tmp_path / "instances.cache.json").is_file()
+    assert (tmp_path / "annotations" / "instances_val.cache.json").is_file()
 
 
 def test_data_yaml_paths_and_names(tmp_path):

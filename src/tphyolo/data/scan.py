@@ -1,13 +1,15 @@
 """Scanning a split: list its images, find and parse their labels, verify both, cache the result.
 
 Label format per image folder (`.../images/`), detected from its siblings:
-`annotations/STEM.txt` -> VisDrone-DET; `labels/STEM.txt` (+ `ignore/STEM.txt`) -> YOLO; a split source that
-is a `.json` file -> COCO (images under the json's `images/` folder, or beside the json).
+`annotations/STEM.txt` -> VisDrone-DET; `labels/STEM.txt` (+ `ignore/STEM.txt`) -> YOLO;
+`annotations.json` or a single `annotations/*.json` -> COCO (image `file_name`s relative to `images/`).
+A split source that is a `.json` file is COCO too (images under the json's `images/` folder, or beside it).
 When both `annotations/` and `labels/` exist the VisDrone annotations win (they keep ignore regions).
 
 Unusable images or label files are skipped and reported, naming the file and the problem; images without a
-label file are kept as background. The scan result is cached in `<label folder>.cache.json`, keyed by a hash
-of the names, sizes and mtimes of every image and label file; a stale or unreadable cache is rebuilt.
+label file are kept as background. The scan result is cached in `<label folder>.cache.json` (COCO:
+`<json stem>.cache.json`), keyed by a hash of the names, sizes and mtimes of every image and label file;
+a stale or unreadable cache is rebuilt.
 """
 
 from __future__ import annotations
@@ -100,11 +102,28 @@ def _label_item(image: Path) -> _Item:
     return _Item(image, "none", annotation or label)
 
 
+def _coco_beside(folder: Path) -> Path | None:
+    """The COCO file of an image folder: `../annotations.json`, or the only .json in `../annotations/` when
+    that folder holds no VisDrone .txt files."""
+    single = folder.parent / "annotations.json"
+    if single.is_file():
+        return single
+    annotations = folder.parent / "annotations"
+    if annotations.is_dir() and not any(annotations.glob("*.txt")):
+        found = sorted(p for p in annotations.glob("*.json") if not p.name.endswith(".cache.json"))
+        if len(found) == 1:
+            return found[0]
+    return None
+
+
 def _expand_source(source: Path, problems: list[str]) -> list[_Item]:
     if source.suffix.lower() == ".json" and source.is_file():
         _, images = load_coco(source)
         base = source.parent / "images" if (source.parent / "images").is_dir() else source.parent
         return [_Item(base / name, "coco", source, coco=im) for name, im in sorted(images.items())]
+    if source.is_dir() and source.name == "images" and (coco := _coco_beside(source)) is not None:
+        _, images = load_coco(coco)
+        return [_Item(source / name, "coco", coco, coco=im) for name, im in sorted(images.items())]
     if source.is_dir():
         files = []
         for p in sorted(source.rglob("*")):
@@ -179,6 +198,8 @@ def _files_hash(items: list[_Item]) -> str:
 
 def _default_cache_path(items: list[_Item]) -> Path | None:
     for item in items:
+        if item.fmt == "coco":
+            return item.label.with_name(f"{item.label.stem}.cache.json")
         if item.label is not None:
             folder = item.label.parent
             return folder.parent / f"{folder.name}.cache.json"
