@@ -132,3 +132,12 @@ def test_scan_cache_is_reused_refreshed_and_never_trusted_when_bad(visdrone_copy
     cache.write_bytes(b"\x80\x04 not json")
     fourth = scan_split(visdrone_copy / "images", names=NAMES)
     assert not fourth.report.from_cache and len(fourth.records) == 40
+    # a read-only dataset folder gets no cache file, whoever runs the scan
+    cache.unlink()
+    visdrone_copy.chmod(0o555)
+    try:
+        fifth = scan_split(visdrone_copy / "images", names=NAMES)
+    finally:
+        visdrone_copy.chmod(0o755)
+    assert not cache.exists() and fifth.report.cache_path is None
+    assert any("read-only" in n for n in fifth.report.notes)

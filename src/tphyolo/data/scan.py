@@ -17,6 +17,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import stat
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -247,7 +248,13 @@ def _load_cache(path: Path, key: str, nc: int) -> tuple[list[Record], ScanReport
 
 
 def _save_cache(path: Path, key: str, nc: int, records: list[Record], report: ScanReport) -> str | None:
-    """Write the cache atomically; returns a note when the folder is not writable."""
+    """Write the cache atomically; returns a note when the folder is not writable. A folder without any
+    write permission bit counts as read-only even for a user (root) who could write there anyway."""
+    try:
+        if stat.S_IMODE(path.parent.stat().st_mode) & 0o222 == 0:
+            return f"scan cache not saved ({path.parent} is read-only)"
+    except OSError as error:
+        return f"scan cache not saved ({path.parent}: {error.strerror or error})"
     payload = {
         "version": CACHE_VERSION,
         "hash": key,
