@@ -1,6 +1,7 @@
 """`tphyolo predict` end to end: outputs in runs/predict/NAME, and one-line errors with exit code 2."""
 
 import json
+import shutil
 
 import cv2
 import numpy as np
@@ -66,3 +67,19 @@ def test_weights_flag_is_required(capsys):
         main(["predict", "--source", "x.jpg"])
     assert exit_info.value.code == 2
     assert "--weights" in capsys.readouterr().err
+
+
+def test_visdrone_submission_files_are_scored_by_eval(weights, visdrone_mini, tmp_path):
+    data = tmp_path / "data"
+    for folder in ("images", "annotations"):
+        (data / folder).mkdir(parents=True)
+    for image in sorted((visdrone_mini / "images").glob("*.jpg"))[:2]:
+        shutil.copy(image, data / "images" / image.name)
+        shutil.copy(visdrone_mini / "annotations" / f"{image.stem}.txt", data / "annotations")
+    argv = ["predict", "--weights", str(weights), "--source", str(data / "images"), "--img", "160", "--conf", "0.01"]
+    argv += ["--device", "cpu", "--project", str(tmp_path), "--name", "sub", "--save-visdrone", "--no-save-img"]
+    assert main(argv) == 0
+    scores = tmp_path / "scores.json"
+    argv = ["eval", "--gt", str(data / "annotations"), "--pred", str(tmp_path / "sub" / "visdrone")]
+    assert main(argv + ["--images", str(data / "images"), "--json", str(scores)]) == 0
+    assert scores.is_file()
