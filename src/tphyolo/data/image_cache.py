@@ -12,6 +12,7 @@ from pathlib import Path
 import numpy as np
 
 from tphyolo.data.image_io import read_image, resize_long_side
+from tphyolo.data.paths import is_read_only_folder
 
 CACHE_MODES = ("ram", "disk")
 RAM_SAFETY = 1.3  # refuse RAM caching unless available memory exceeds the estimate by this factor
@@ -56,6 +57,8 @@ def _disk_entry(im_file: str, imgsz: int, augment: bool) -> Path:
             return path
         except (OSError, ValueError):
             pass
+    if not path.parent.exists() and is_read_only_folder(path.parent.parent):
+        raise ValueError(f"disk image cache: {path.parent.parent} is read-only; use cache='ram' or no cache")
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f"{path.stem}.{os.getpid()}.tmp.npy")
     np.save(tmp, load_resized(im_file, imgsz, augment=augment), allow_pickle=False)

@@ -17,7 +17,6 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import stat
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -30,6 +29,7 @@ from tphyolo.data.formats.visdrone import parse_visdrone
 from tphyolo.data.formats.yolo import parse_yolo
 from tphyolo.data.image_io import ImageError, is_image_name, verify_image
 from tphyolo.data.labels import ImageLabels, LabelError, sanitize
+from tphyolo.data.paths import is_read_only_folder
 
 CACHE_VERSION = 1
 LABEL_STATES = ("found", "missing", "empty", "corrupt")
@@ -251,7 +251,7 @@ def _save_cache(path: Path, key: str, nc: int, records: list[Record], report: Sc
     """Write the cache atomically; returns a note when the folder is not writable. A folder without any
     write permission bit counts as read-only even for a user (root) who could write there anyway."""
     try:
-        if stat.S_IMODE(path.parent.stat().st_mode) & 0o222 == 0:
+        if is_read_only_folder(path.parent):
             return f"scan cache not saved ({path.parent} is read-only)"
     except OSError as error:
         return f"scan cache not saved ({path.parent}: {error.strerror or error})"
