@@ -14,6 +14,9 @@ HELP = "inspect datasets: 'data check --data X.yaml' scans and reports labels, c
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("action", choices=["check"], help="check: scan and print a report per split")
     parser.add_argument("--data", required=True, help="data yaml, built-in name (visdrone, synthetic) or image folder")
+    parser.add_argument(
+        "--datasets-dir", default=None, help="folder that built-in configs' relative paths start from (./datasets)"
+    )
     parser.add_argument("--splits", default=",".join(SPLITS), help="comma-separated splits to scan")
     parser.add_argument("--no-cache", action="store_true", help="neither read nor write the scan cache")
     parser.add_argument("--max-problems", type=int, default=20, help="problems listed per split")
@@ -21,7 +24,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Exit code 0 when every scanned file is usable, 1 when some were skipped as corrupt."""
-    data = load_data_config(args.data)
+    data = load_data_config(args.data, datasets_dir=args.datasets_dir)
     print(f"data: {data.source or data.root} ({data.nc or 'unknown number of'} classes)")
     corrupt = 0
     seen: dict[tuple, str] = {}
