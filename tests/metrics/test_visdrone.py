@@ -132,3 +132,83 @@ def test_ignored_region_removal_equals_dense_mask():
         want_gt, want_det = _dense_reference(gt, dets, height, width)
         np.testing.assert_array_equal(got_gt, want_gt)
         np.testing.assert_array_equal(got_det, want_det)
+
+
+def _toolkit_reference(images):
+    """calcAccuracy / evalRes / VOCap written out with plain loops (no ignored regions in `images`)."""
+    thresholds = [0.5 + 0.05 * k for k in range(10)]
+    ap, ar = np.zeros((10, 10)), np.zeros((10, 10, 4))
+    eval_class = []
+    for ci, c in enumerate(range(1, 11)):
+        eval_class += [ci for im in images if (im.gt[:, 5] == c).any()]
+        for ti, thr in enumerate(thresholds):
+            for mi, max_dets in enumerate((1, 10, 100, 500)):
+                n_gt, matches = 0, []
+                for im in images:
+                    gt = [[*r[:4], float(r[4] == 0)] for r in im.gt if r[5] == c]
+                    dt = [list(r[:5]) for r in im.det[:max_dets] if r[5] == c]
+                    dt.sort(key=lambda r: -r[4])  # stable
+                    gt.sort(key=lambda r: r[4])
+                    n_gt += len(gt)
+                    state = [-1 if g[4] else 0 for g in gt]
+                    for d in dt:
+                        best, best_g, best_m = thr, -1, 0
+                        for g, gb in enumerate(gt):
+                            if state[g] == 1:
+                                continue
+                            if best_m != 0 and state[g] == -1:
+                                break
+                            w = min(d[0] + d[2], gb[0] + gb[2]) - max(d[0], gb[0])
+                            h = min(d[1] + d[3], gb[1] + gb[3]) - max(d[1], gb[1])
+                            oa = 0.0
+                            if w > 0 and h > 0:
+                                union = d[2] * d[3] if state[g] == -1 else d[2] * d[3] + gb[2] * gb[3] - w * h
+                                oa = w * h / union
+                            if oa < best:
+                                continue
+                            best, best_g, best_m = oa, g, 1 if state[g] == 0 else -1
+                        if best_m == 1:
+                            state[best_g] = 1
+                        matches.append((d[4], best_m))
+                matches.sort(key=lambda m: -m[0])
+                tp = np.cumsum([m == 1 for _, m in matches])
+                fp = np.cumsum([m == 0 for _, m in matches])
+                rec = tp / max(1, n_gt)
+                if len(rec):
+                    ar[ci, ti, mi] = rec.max() * 100
+            prec = tp / np.maximum(1, tp + fp)
+            mrec, mpre = [0, *rec, 1], [0, *prec, 0]
+            for i in range(len(mpre) - 2, -1, -1):
+                mpre[i] = max(mpre[i], mpre[i + 1])
+            ap[ci, ti] = sum((mrec[i] - mrec[i - 1]) * mpre[i] for i in range(1, len(mrec)) if mrec[i] != mrec[i - 1])
+            ap[ci, ti] *= 100
+    rows = np.array(eval_class)
+    return {
+        "AP": ap[rows].mean(), "AP50": ap[rows, 0].mean(), "AP75": ap[rows, 5].mean(),
+        "AR1": ar[rows, :, 0].mean(), "AR10": ar[rows, :, 1].mean(), "AR100": ar[rows, :, 2].mean(),
+        "AR500": ar[rows, :, 3].mean(),
+    }  # fmt: skip
+
+
+@pytest.mark.parametrize("sorted_files", [True, False])
+def test_equal_to_a_loop_transcription_of_the_toolkit(sorted_files):
+    rng = np.random.default_rng(int(sorted_files))
+    images = []
+    for _ in range(6):
+        n = int(rng.integers(0, 40))
+        xy, wh = rng.integers(0, 200, (n, 2)), rng.integers(4, 40, (n, 2))
+        cat = rng.choice([1, 2, 4, 4, 4, 11], n)
+        score = (rng.random(n) > 0.15).astype(float)  # some ignore objects
+        gt = np.column_stack([xy, wh, score, cat, np.zeros((n, 2))]).astype(float)
+        m = int(rng.integers(0, 150))
+        src = rng.integers(0, max(n, 1), m)
+        jitter = rng.integers(-4, 5, (m, 4))
+        boxes = np.column_stack([xy[src], wh[src]]) + jitter if n else rng.integers(0, 200, (m, 4))
+        dets = np.column_stack(
+            [boxes, np.round(rng.random(m), 1), cat[src] if n else np.full(m, 4), np.zeros((m, 2))]
+        ).astype(float)
+        if sorted_files:
+            dets = dets[np.argsort(-dets[:, 4], kind="stable")]
+        images.append(ImageAnnotations(gt, dets, 300, 300))
+    got = evaluate_visdrone(images).overall
+    assert got == pytest.approx(_toolkit_reference(images), abs=1e-9)
