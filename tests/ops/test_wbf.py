@@ -82,6 +82,11 @@ def test_dense_scene_and_exact_duplicates():
     same = ([box, box, box], [np.array([0.5, 0.5, 0.9])] * 3, [np.array([1, 1, 1])] * 3)
     for conf_type in ("avg", "max", "box_and_model_avg", "absent_model_aware_avg"):
         assert_same(same, conf_type=conf_type)
+    # a grid of boxes that touch their neighbours, threshold 0: any overlap at all would merge clusters
+    edges = np.linspace(0.1, 0.9, 9)
+    grid = np.array([[x, y, x + 0.1, y + 0.1] for x in edges[:-1] for y in edges[:-1]])
+    noisy = [np.clip(grid + rng.normal(0, 1e-9, grid.shape), 0, 1) for _ in range(3)]
+    assert_same((noisy, [rng.random(len(grid)) for _ in range(3)], [np.zeros(len(grid))] * 3), iou_thr=0.0)
 
 
 def test_hand_worked_fusion():

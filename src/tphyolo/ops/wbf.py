@@ -21,7 +21,9 @@ import torch
 
 CONF_TYPES = ("avg", "max", "box_and_model_avg", "absent_model_aware_avg")
 
-_HULL_GAP = 1e-6  # hulls closer than this stay together: float32 rounding may push a fused box past its hull
+# A fused box of k members may stray past its members' hull by k float32 roundings (each under 2**-24 of a
+# coordinate <= 1); groups are kept apart only by gaps wider than that bound for the largest possible k.
+_ROUNDING_PER_MEMBER = 2.0**-23
 _FAR_BOX = (2.0, 2.0, 3.0, 3.0)  # stands for "no cluster yet": IoU 0 with any box inside [0, 1]
 
 
@@ -71,6 +73,7 @@ def _visit_order(scores: np.ndarray, labels: np.ndarray) -> tuple[np.ndarray, np
 def _split_apart(group: np.ndarray, boxes: np.ndarray) -> np.ndarray:
     """Refine (n,) group ids until no two groups' hulls overlap along x or y cuts; returns new dense ids."""
     n = len(group)
+    gap = _ROUNDING_PER_MEMBER * (n + 2)
     count = int(group.max()) + 1
     while True:
         before = count
@@ -80,7 +83,7 @@ def _split_apart(group: np.ndarray, boxes: np.ndarray) -> np.ndarray:
             order = np.argsort(lo)
             reach = np.maximum.accumulate(hi[order])
             starts = np.ones(n, dtype=bool)
-            starts[1:] = lo[order][1:] >= reach[:-1] + _HULL_GAP
+            starts[1:] = lo[order][1:] >= reach[:-1] + gap
             group = np.empty_like(group)
             group[order] = np.cumsum(starts) - 1
         count = int(group.max()) + 1
