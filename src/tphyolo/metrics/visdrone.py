@@ -134,16 +134,25 @@ def match_image(gt: np.ndarray, det: np.ndarray, thresholds: np.ndarray) -> tupl
     oa = _overlaps(det[:, :4], gt[:, :4], is_ignore)
     normal, ignore = oa[:, ~is_ignore], oa[:, is_ignore]
     n_normal = normal.shape[1]
+    within = thresholds[:, None, None]  # (T, 1, 1)
+    # A detection none of whose candidate objects is a candidate of another detection is matched alone: its
+    # outcome does not depend on the order. Only the others go through the sequential loop.
+    candidates = normal >= thresholds[0]  # (n, m_normal)
+    shared = candidates.sum(0) > 1
+    contested = (candidates & shared).any(1)
+    alone = np.flatnonzero(~contested & (oa >= thresholds[0]).any(1))  # the rest are false positives
+    if len(alone):
+        best = np.where(normal[alone] >= within, normal[alone], -np.inf)  # (T, k, m_normal)
+        hit = best.max(2, initial=-np.inf) > -np.inf  # (T, k)
+        on_ignore = ~hit & (ignore[alone] >= within).any(2)
+        flags[:, alone] = np.where(hit, 1, np.where(on_ignore, -1, 0))
     taken = np.zeros((n_thr, n_normal), dtype=bool)
     rows = np.arange(n_thr)
-    for d in np.flatnonzero((oa >= thresholds[0]).any(1)):  # the others are false positives everywhere
+    for d in np.flatnonzero(contested):  # by descending score
         cand = np.where(~taken & (normal[d] >= thresholds[:, None]), normal[d], -np.inf)  # (T, m_normal)
-        if n_normal:
-            last_best = n_normal - 1 - cand[:, ::-1].argmax(1)  # the later object among equal overlaps
-            hit = np.isfinite(cand[rows, last_best])
-            taken[rows[hit], last_best[hit]] = True
-        else:
-            hit = np.zeros(n_thr, dtype=bool)
+        last_best = n_normal - 1 - cand[:, ::-1].argmax(1)  # the later object among equal overlaps
+        hit = np.isfinite(cand[rows, last_best])
+        taken[rows[hit], last_best[hit]] = True
         flags[hit, d] = 1
         on_ignore = ~hit & (ignore[d] >= thresholds[:, None]).any(1)
         flags[on_ignore, d] = -1
