@@ -13,6 +13,7 @@ from tphyolo.engine.sources import count_frames, resolve_source
 from tphyolo.engine.writers import PredictionWriter, image_grid, run_dir
 from tphyolo.models import build_model
 from tphyolo.ops import box_iou
+from tphyolo.runtime import RuntimeConfig
 
 NAMES = ["car", "van", "bus"]
 
@@ -167,6 +168,15 @@ def test_run_dir_increments(tmp_path):
     assert run_dir(tmp_path, "exp") == tmp_path / "exp"
     assert run_dir(tmp_path, "exp") == tmp_path / "exp2"
     assert run_dir(tmp_path, "exp", exist_ok=True) == tmp_path / "exp"
+
+
+def test_runtime_layout_and_compile_settings_are_applied(model):
+    runtime = RuntimeConfig(device="cpu", channels_last=True, compile="reduce-overhead")
+    predictor = Predictor(model, imgsz=64, runtime=runtime)
+    compiled = predictor.models[0]
+    assert isinstance(compiled, torch._dynamo.eval_frame.OptimizedModule)  # compiled lazily, on first use
+    weight = compiled._orig_mod.model[0].conv.weight
+    assert weight.is_contiguous(memory_format=torch.channels_last)
 
 
 def test_bad_inputs_are_reported(model):

@@ -174,7 +174,8 @@ class Predictor:
     tta: True (the paper's scales, no flip and left-right flip) or a TTAConfig; slice: a window size in
     original pixels or a SliceConfig. merge: "wbf" or "nms" for combining runs; merge_iou: its IoU threshold
     (default 0.55 for WBF, `iou` for NMS). device / runtime: where and how to run (runtime's device when
-    `device` is None); half: fp16 weights and inputs (CUDA only). batch_size: images or slices per forward.
+    `device` is None; the runtime's channels_last and compile apply); half: fp16 weights and inputs (CUDA
+    only). batch_size: images or slices per forward.
     fuse: fold BatchNorm into convolutions first.
 
     Calling it on a source (path, folder, glob, .txt list, video, or a sequence of paths) or on uint8 BGR
@@ -233,6 +234,8 @@ class Predictor:
             model = model.half()
         if self.runtime.channels_last:
             model = model.to(memory_format=torch.channels_last)
+        if self.runtime.compile != "off":
+            model = torch.compile(model, mode=self.runtime.compile)  # compiled on the first call of each shape
         return model
 
     def __call__(self, source: str | Path | np.ndarray | Sequence) -> list[Detections]:

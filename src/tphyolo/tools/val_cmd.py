@@ -48,6 +48,10 @@ def run(args: argparse.Namespace) -> int:
     if args.half:
         model = model.half()
     stride = int(torch.as_tensor(model.stride).max())
+    if args.runtime.channels_last:
+        model = model.to(memory_format=torch.channels_last)
+    if args.runtime.compile != "off":
+        model = torch.compile(model, mode=args.runtime.compile)
     if args.img % stride:
         raise ValueError(f"--img {args.img} must be a multiple of the model's largest stride {stride}")
     dataset, _ = build_dataset(data, args.task, imgsz=args.img, rect=True, batch_size=args.batch, stride=stride)
