@@ -13,7 +13,7 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import cv2
@@ -322,7 +322,8 @@ def evaluate(
     plots: bool = False,
     progress: bool = False,
 ) -> EvalResults:
-    """Validate `model` (on `device`; fp16 weights when `half`) on `loader`'s `Batch`es.
+    """Validate `model` (on `device`; fp16 weights when `half`, then run without autocast) on `loader`'s
+    `Batch`es.
 
     The model is put in eval mode for the run and given back in its previous mode. `tta` runs every pass of
     a TTAConfig and merges them per image (`merge`: "wbf" or "nms", `merge_iou`: default 0.55 for WBF,
@@ -335,6 +336,8 @@ def evaluate(
         raise ValueError("save_json, save_txt and plots need a save_dir")
     runtime = runtime or RuntimeConfig()
     device = torch.device(device) if device is not None else runtime.torch_device()
+    if half:  # fp16 weights run as they are, without autocast
+        runtime = replace(runtime, amp="off")
     merge_iou = merge_iou if merge_iou is not None else (0.55 if merge == "wbf" else iou_thres)
     was_training = model.training
     model.eval()

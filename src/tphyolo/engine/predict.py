@@ -15,6 +15,7 @@ same detections.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -174,8 +175,8 @@ class Predictor:
     tta: True (the paper's scales, no flip and left-right flip) or a TTAConfig; slice: a window size in
     original pixels or a SliceConfig. merge: "wbf" or "nms" for combining runs; merge_iou: its IoU threshold
     (default 0.55 for WBF, `iou` for NMS). device / runtime: where and how to run (runtime's device when
-    `device` is None; the runtime's channels_last and compile apply); half: fp16 weights and inputs (CUDA
-    only). batch_size: images or slices per forward.
+    `device` is None; the runtime's channels_last and compile apply); half: fp16 weights and inputs, no autocast
+    (CUDA only). batch_size: images or slices per forward.
     fuse: fold BatchNorm into convolutions first.
 
     Calling it on a source (path, folder, glob, .txt list, video, or a sequence of paths) or on uint8 BGR
@@ -211,6 +212,8 @@ class Predictor:
         self.device = resolve_device(str(device)) if device is not None else self.runtime.torch_device()
         if half and self.device.type != "cuda":
             raise ValueError(f"half precision needs a CUDA device, got {self.device}")
+        if half:  # fp16 weights run as they are, without autocast
+            self.runtime = dataclasses.replace(self.runtime, amp="off")
         models, self.names = load_models(weights)
         if model_weights is not None and len(model_weights) != len(models):
             raise ValueError(f"{len(model_weights)} model weights for {len(models)} models")
