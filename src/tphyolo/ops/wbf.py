@@ -38,36 +38,38 @@ def _prefilter(boxes_list, scores_list, labels_list, weights: np.ndarray, skip_b
 
     Returns boxes (n, 4) float64, weighted scores (n,), labels (n,) int64, model index (n,), in model order.
     """
-    boxes, scores, labels, models = [], [], [], []
+    boxes, scores, labels, counts = [], [], [], []
     for t, (b, s, lab) in enumerate(zip(boxes_list, scores_list, labels_list, strict=True)):
-        b = _as_numpy(b, np.float64).reshape(-1, 4)
-        s = _as_numpy(s, np.float64).reshape(-1)
-        lab = _as_numpy(lab, np.float64).reshape(-1)
-        if not len(b) == len(s) == len(lab):
-            raise ValueError(f"model {t}: {len(b)} boxes, {len(s)} scores, {len(lab)} labels; must be equal")
-        keep = ~(s < skip_box_thr)
-        b, s, lab = b[keep], s[keep], lab[keep]
-        lo = np.minimum(b[:, :2], b[:, 2:])
-        hi = np.maximum(b[:, :2], b[:, 2:])
-        b = np.clip(np.concatenate([lo, hi], axis=1), 0.0, 1.0)
-        nonempty = (b[:, 2] - b[:, 0]) * (b[:, 3] - b[:, 1]) != 0.0
-        boxes.append(b[nonempty])
-        scores.append(s[nonempty] * weights[t])
-        labels.append(np.trunc(lab[nonempty]).astype(np.int64))
-        models.append(np.full(int(nonempty.sum()), t, dtype=np.int64))
-    return np.concatenate(boxes), np.concatenate(scores), np.concatenate(labels), np.concatenate(models)
+        boxes.append(_as_numpy(b, np.float64).reshape(-1, 4))
+        scores.append(_as_numpy(s, np.float64).reshape(-1))
+        labels.append(_as_numpy(lab, np.float64).reshape(-1))
+        counts.append(len(boxes[-1]))
+        if not counts[-1] == len(scores[-1]) == len(labels[-1]):
+            raise ValueError(f"model {t}: {counts[-1]} boxes, {len(scores[-1])} scores, {len(labels[-1])} labels")
+    b, s, lab = np.concatenate(boxes), np.concatenate(scores), np.concatenate(labels)
+    models = np.repeat(np.arange(len(counts)), counts)
+    b = np.clip(np.concatenate([np.minimum(b[:, :2], b[:, 2:]), np.maximum(b[:, :2], b[:, 2:])], axis=1), 0.0, 1.0)
+    keep = ~(s < skip_box_thr) & ((b[:, 2] - b[:, 0]) * (b[:, 3] - b[:, 1]) != 0.0)
+    models = models[keep]
+    return b[keep], s[keep] * weights[models], np.trunc(lab[keep]).astype(np.int64), models
 
 
 def _visit_order(scores: np.ndarray, labels: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Indices of the boxes label by label (labels in order of first appearance), each label by descending
     score with the tie order of numpy's default argsort; and each visited box's label rank."""
-    uniq, first = np.unique(labels, return_index=True)
-    order, label_rank = [], []
-    for rank, label in enumerate(uniq[np.argsort(first)]):
-        idx = np.flatnonzero(labels == label)
+    uniq, first, inverse = np.unique(labels, return_index=True, return_inverse=True)
+    rank_of_label = np.empty_like(first)
+    rank_of_label[np.argsort(first)] = np.arange(len(first))
+    rank = rank_of_label[inverse.reshape(-1)]
+    order = np.lexsort((-scores, rank))
+    if not ((rank[order][1:] == rank[order][:-1]) & (scores[order][1:] == scores[order][:-1])).any():
+        return order, rank[order]  # no equal scores within a label: every sort agrees
+    order = []
+    for r in range(len(first)):  # equal scores: keep numpy's argsort tie order, label by label
+        idx = np.flatnonzero(rank == r)
         order.append(idx[np.argsort(scores[idx])[::-1]])
-        label_rank.append(np.full(len(idx), rank, dtype=np.int64))
-    return np.concatenate(order), np.concatenate(label_rank)
+    order = np.concatenate(order)
+    return order, rank[order]
 
 
 def _split_apart(group: np.ndarray, boxes: np.ndarray) -> np.ndarray:
@@ -94,8 +96,9 @@ def _split_apart(group: np.ndarray, boxes: np.ndarray) -> np.ndarray:
 def _cluster(boxes: np.ndarray, scores: np.ndarray, weights: np.ndarray, group: np.ndarray, iou_thr, device):
     """Sequential clustering, all groups in lock-step. Inputs are in visit order; `group` (n,) dense ids.
 
-    Returns each box's cluster id (n,), and per cluster id: sums (K, 6) of score * box, score and weight
-    (box sums rounded to float32 after each addition) and fused boxes (K, 4).
+    Returns each box's cluster id (n,), whether the box opened its cluster (n,), and per cluster id: sums
+    (K, 6) of score * box, score and weight (box sums rounded to float32 after each addition) and fused boxes
+    (K, 4).
     """
     n = len(boxes)
     sizes = np.bincount(group)
@@ -120,8 +123,10 @@ def _cluster(boxes: np.ndarray, scores: np.ndarray, weights: np.ndarray, group: 
     else:
         box_at, add_at = torch.from_numpy(box_at).to(device), torch.from_numpy(add_at).to(device)
         cluster_at, sums, fused = (x.cpu().numpy() for x in _steps(torch, box_at, add_at, active, iou_thr))
-    cluster = g * steps + cluster_at[g, r]
-    return cluster, sums.reshape(-1, 6), fused.reshape(-1, 4)
+    code = cluster_at[g, r]
+    opened = code < 0
+    cluster = g * steps + np.where(opened, -1 - code, code)
+    return cluster, opened, sums.reshape(-1, 6), fused.reshape(-1, 4)
 
 
 def _to_float32(xp, x):
@@ -133,7 +138,8 @@ def _steps(xp, box_at, add_at, active: list[int], iou_thr: float):
     """Visit step r of every group at once. `xp` is numpy or torch (the arrays' library).
 
     box_at (G, S, 4) and add_at (G, S, 6) hold each group's boxes in visit order, groups by descending size;
-    `active[r]` groups have a box at step r. Returns cluster index (G, S) of each box within its group,
+    `active[r]` groups have a box at step r. Returns cluster index k (G, S) of each box within its group
+    (stored as -1 - k by the box that opens the cluster),
     running sums (G, S, 6) and fused boxes (G, S, 4) per cluster slot.
     """
     n_groups, steps = box_at.shape[:2]
@@ -173,7 +179,7 @@ def _steps(xp, box_at, add_at, active: list[int], iou_thr: float):
         fused[rows, target] = new_box
         fused_area[rows, target] = (new_box[:, 2] - new_box[:, 0]) * (new_box[:, 3] - new_box[:, 1])
         n_clusters[:m] += ~matched
-        cluster_at[:m, step] = target
+        cluster_at[:m, step] = xp.where(matched, target, -1 - target)  # negative: opened the cluster
     return cluster_at, sums, fused
 
 
@@ -229,15 +235,15 @@ def weighted_boxes_fusion(
     group = label_rank
     if (scores > 0).all():  # fused boxes stay inside their members' hull only for positive scores
         group = _split_apart(group, boxes)
-    cluster, sums, fused = _cluster(boxes, scores, weights[models], group, float(iou_thr), device)
+    cluster, opened, sums, fused = _cluster(boxes, scores, weights[models], group, float(iou_thr), device)
 
     # Clusters in creation order: by label, then by the visit of their first box.
-    ids, first, inverse, count = np.unique(cluster, return_index=True, return_inverse=True, return_counts=True)
-    creation = np.argsort(first, kind="stable")
-    position = np.empty_like(creation)
-    position[creation] = np.arange(len(creation))
-    member_of = position[inverse.reshape(-1)]  # (n,) each box's cluster, in creation order
-    ids, first, count = ids[creation], first[creation], count[creation]
+    first = np.flatnonzero(opened)  # boxes are in visit order
+    ids = cluster[first]
+    position = np.empty(len(sums), dtype=np.int64)
+    position[ids] = np.arange(len(ids))
+    member_of = position[cluster]  # (n,) each box's cluster, in creation order
+    count = np.bincount(member_of, minlength=len(ids))
     single = count == 1
     conf_sum, weight_sum = sums[ids, 4], sums[ids, 5]
     if conf_type == "max":
