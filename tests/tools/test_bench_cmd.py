@@ -66,3 +66,12 @@ def test_bench_wbf_quick(tmp_path):
     assert row["name"] == "wbf" and row["ours_ms"] > 0
     if row["baseline_ms"] is not None:  # ensemble_boxes installed
         assert row["extra"]["same_boxes"] is True and row["speedup"] > 0
+
+
+@pytest.mark.slow
+def test_bench_eval_quick(tmp_path):
+    data = _run(tmp_path, "eval", "--images", "3")
+    (row,) = data["rows"]
+    assert row["name"] == "eval/coco" and row["ours_ms"] > 0
+    if row["baseline_ms"] is not None:  # pycocotools installed
+        assert row["extra"]["same_ap"] is True

@@ -3,6 +3,7 @@
     tphyolo bench attention --blocks c3tr --scales l --sizes 1536 --batch 2 --json out.json
     tphyolo bench model --model tph-yolov5l --img 640 --batch 2 --variants eager,channels_last
     tphyolo bench wbf                          # 8 lists x 300 boxes x 10 classes against ensemble_boxes
+    tphyolo bench eval --images 500            # COCO protocol, ours against pycocotools
     tphyolo bench data --workers 0,1,2
     tphyolo bench attention model --quick     # tiny sizes, seconds
 
@@ -23,10 +24,10 @@ from tphyolo.bench.timing import matmul_flops_per_s
 from tphyolo.cli import UsageError
 from tphyolo.runtime import SDPA_BACKEND_NAMES, RuntimeConfig
 
-HELP = "benchmark attention blocks, models, WBF and data loading against the original computation"
+HELP = "benchmark attention blocks, models, WBF, COCO evaluation and data loading against the originals"
 USES_RUNTIME = True
 
-BENCHMARKS = ("attention", "model", "wbf", "data")
+BENCHMARKS = ("attention", "model", "wbf", "eval", "data")
 
 
 def _csv(text: str) -> tuple[str, ...]:
@@ -62,8 +63,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "eager,channels_last,amp,amp+compile on CUDA)",
     )  # fmt: skip
     group.add_argument("--model-modes", type=_csv, default=("train", "infer"), help="train,infer (default both)")
-    group = parser.add_argument_group("data")
+    group = parser.add_argument_group("wbf / eval / data")
     group.add_argument("--workers", type=_ints, default=(0, 1, 2), help="loader worker counts (default 0,1,2)")
+    group.add_argument("--images", type=int, default=None, help="images for bench eval (default 500)")
     group.add_argument("--data", default="synthetic", help="dataset yaml or built-in name for bench data")
     group.add_argument("--data-batches", type=int, default=None, help="batches per bench data run (default 8)")
 
@@ -160,6 +162,11 @@ def run(args: argparse.Namespace) -> int:
             from tphyolo.bench.wbf import bench_wbf
 
             rows += bench_wbf(quick=args.quick, repeats=_pick(args.repeats, args.quick, 5, 1), log=print)
+        elif what == "eval":
+            from tphyolo.bench.eval import bench_eval
+
+            images = args.images or (20 if args.quick else 500)
+            rows += bench_eval(images=images, repeats=_pick(args.repeats, args.quick, 3, 1), log=print)
         elif what == "data":
             from tphyolo.bench.data import bench_data
 
