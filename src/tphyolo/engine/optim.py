@@ -18,14 +18,17 @@ NOMINAL_BATCH = 64
 OPTIMIZERS = ("SGD", "Adam", "AdamW")
 
 
-def accumulation_steps(batch_size: int, world_size: int = 1) -> int:
-    """Batches to accumulate so that one optimiser step sees about NOMINAL_BATCH images."""
-    return max(round(NOMINAL_BATCH / (batch_size * world_size)), 1)
+def accumulation_steps(batch_size: int, world_size: int = 1, *, nominal_batch: int = NOMINAL_BATCH) -> int:
+    """Batches to accumulate so that one optimiser step sees about `nominal_batch` images."""
+    return max(round(nominal_batch / (batch_size * world_size)), 1)
 
 
-def scaled_weight_decay(weight_decay: float, batch_size: int, world_size: int = 1) -> float:
-    """Weight decay scaled by the images per optimiser step relative to NOMINAL_BATCH."""
-    accumulate = accumulation_steps(batch_size, world_size)
+def scaled_weight_decay(
+    weight_decay: float, batch_size: int, world_size: int = 1, *, nominal_batch: int = NOMINAL_BATCH
+) -> float:
+    """Weight decay scaled by the images per optimiser step relative to NOMINAL_BATCH (the batch size the
+    hyperparameters were tuned for), whatever `nominal_batch` the run accumulates to."""
+    accumulate = accumulation_steps(batch_size, world_size, nominal_batch=nominal_batch)
     return weight_decay * batch_size * world_size * accumulate / NOMINAL_BATCH
 
 

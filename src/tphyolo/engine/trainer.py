@@ -339,8 +339,8 @@ class Trainer:
         self.model = model  # the plain module (EMA, saving)
 
         world = dist_ctx.world_size
-        self.accumulate = accumulation_steps(cfg.batch, world)
-        weight_decay = scaled_weight_decay(self.hyp["weight_decay"], cfg.batch, world)
+        self.accumulate = accumulation_steps(cfg.batch, world, nominal_batch=cfg.nominal_batch)
+        weight_decay = scaled_weight_decay(self.hyp["weight_decay"], cfg.batch, world, nominal_batch=cfg.nominal_batch)
         self.optimizer = build_optimizer(
             model, name=cfg.optimizer, lr=self.hyp["lr0"], momentum=self.hyp["momentum"], weight_decay=weight_decay
         )

@@ -25,6 +25,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--hyp", default=d["hyp"], help="hyp yaml or built-in name (visdrone, scratch-low, ...)")
     parser.add_argument("--img", "--imgsz", dest="imgsz", type=int, default=d["imgsz"], help="train size (pixels)")
     parser.add_argument("--batch", "--batch-size", dest="batch", type=int, default=d["batch"], help="per process")
+    parser.add_argument(
+        "--nbs",
+        "--nominal-batch",
+        dest="nominal_batch",
+        type=int,
+        default=d["nominal_batch"],
+        help="accumulate gradients until a step has seen this many images (the original: 64)",
+    )
     parser.add_argument("--epochs", type=int, default=d["epochs"])
     parser.add_argument("--workers", type=int, default=d["workers"], help="data loader processes per training process")
     parser.add_argument("--optimizer", default=d["optimizer"], choices=("SGD", "Adam", "AdamW"))
@@ -56,6 +64,7 @@ def _config(args: argparse.Namespace) -> TrainConfig:
         hyp=args.hyp,
         imgsz=args.imgsz,
         batch=args.batch,
+        nominal_batch=args.nominal_batch,
         epochs=args.epochs,
         workers=args.workers,
         optimizer=args.optimizer,
