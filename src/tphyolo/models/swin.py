@@ -24,6 +24,10 @@ Two conventions of the released TPH-YOLOv5 weights are kept:
 The relative-position index and the shift masks are derived data: non-persistent buffers or caches, never
 part of the state dict. The bias is gathered from its learned table on each call (it is a parameter);
 the shift mask is built once per (padded size, dtype, device) and cached.
+
+Under torch.compile the mask is built inside the graph, and one dynamic-size graph serves all map sizes
+with at least two windows per side; maps with a side of one window (at most `window` cells) get graphs of
+their own, because the compiler specialises sizes equal to 1.
 """
 
 from __future__ import annotations
