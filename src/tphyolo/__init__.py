@@ -8,9 +8,14 @@ __version__ = "0.1.0"
 
 
 def __getattr__(name: str):
-    """`tphyolo.Predictor` is imported on first use, so that `import tphyolo` stays light."""
+    """`tphyolo.Predictor`, `tphyolo.Trainer` and `tphyolo.train` are imported on first use, so that
+    `import tphyolo` stays light."""
     if name == "Predictor":
         from tphyolo.engine.predict import Predictor
 
         return Predictor
+    if name in ("Trainer", "train", "TrainConfig"):
+        from tphyolo.engine import train_config, trainer
+
+        return getattr(trainer, name, None) or getattr(train_config, name)
     raise AttributeError(f"module 'tphyolo' has no attribute {name!r}")
