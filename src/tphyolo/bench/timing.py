@@ -124,7 +124,7 @@ def _cpu_peak_bytes(fn: Callable[[], object]) -> int:
     return peak
 
 
-def matmul_flops_per_s(*, device: torch.device, dtype: torch.dtype = torch.float32, size: int = 1024) -> float:
+def matmul_flops_per_s(*, device: torch.device, dtype: torch.dtype = torch.float32, size: int = 2048) -> float:
     """The machine's measured dense matmul rate (FLOP/s) for `size x size` operands: 2 * size^3 per product,
     median of a few timed products after a warm-up."""
     a = torch.randn(size, size, device=device, dtype=dtype)

@@ -102,7 +102,7 @@ def _attention(
             for scale in args.scales
             for size in args.sizes
         )
-    rate = matmul_flops_per_s(device=device)
+    rate = matmul_flops_per_s(device=device, size=512 if args.quick else 2048)
     measured["matmul_fp32_gflops"] = round(rate / 1e9, 1)
     log(f"measured fp32 matmul rate: {rate / 1e9:.1f} GFLOP/s")
     settings = AttentionSettings(
