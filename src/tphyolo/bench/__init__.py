@@ -1,3 +1,4 @@
 """Benchmarks of our implementation against the original computation (`tphyolo bench`) and profiling helpers
 (`tphyolo profile`): timing and peak memory (`timing`), original-computation twins of the attention blocks
-(`baselines`), the sub-benchmarks (`attention`, `model`, `wbf`, `data`) and their report (`report`)."""
+(`baselines`), the sub-benchmarks (`attention`, `model`, `wbf`, `eval`, `data`), module labels for the
+profiler (`profile`) and the report (`report`)."""
