@@ -114,18 +114,31 @@ class C3(nn.Module):
 
 
 class SPP(nn.Module):
-    """Spatial pyramid pooling: max-pools of sizes `k` (stride 1) on a halved-channel map, concatenated."""
+    """Spatial pyramid pooling: max-pools of sizes `k` (stride 1) on a halved-channel map, concatenated.
+
+    Growing odd sizes are computed as a chain of small pools: a max filter of size a followed by one of size b
+    is exactly a max filter of size a + b - 1 (also at the borders, which pooling pads with -inf), so
+    (5, 9, 13) runs as three 5x5 pools instead of 5x5, 9x9 and 13x13 ones, with identical outputs.
+    """
 
     def __init__(self, c_in: int, c_out: int, k: Sequence[int] = (5, 9, 13)) -> None:
         super().__init__()
         c_hidden = c_in // 2
         self.cv1 = Conv(c_in, c_hidden, 1, 1)
         self.cv2 = Conv(c_hidden * (len(k) + 1), c_out, 1, 1)
-        self.m = nn.ModuleList(nn.MaxPool2d(kernel_size=size, stride=1, padding=size // 2) for size in k)
+        sizes = list(k)
+        self.chained = all(size % 2 == 1 for size in sizes) and sizes == sorted(set(sizes))
+        steps = [b - a + 1 for a, b in zip([1, *sizes[:-1]], sizes, strict=True)] if self.chained else sizes
+        self.m = nn.ModuleList(nn.MaxPool2d(kernel_size=size, stride=1, padding=size // 2) for size in steps)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         x = self.cv1(x)  # (B, C_in / 2, H, W)
-        return self.cv2(torch.cat([x, *(pool(x) for pool in self.m)], dim=1))  # (B, C_out, H, W)
+        if not self.chained:
+            return self.cv2(torch.cat([x, *(pool(x) for pool in self.m)], dim=1))  # (B, C_out, H, W)
+        pooled = [x]
+        for pool in self.m:
+            pooled.append(pool(pooled[-1]))
+        return self.cv2(torch.cat(pooled, dim=1))  # (B, C_out, H, W)
 
 
 class SPPF(nn.Module):
