@@ -502,8 +502,6 @@ class Trainer:
         cfg, dist_ctx = self.cfg, self.dist
         if dist_ctx.distributed:
             self.train_loader.sampler.set_epoch(epoch)
-        if hasattr(self.train_set, "set_epoch"):
-            self.train_set.set_epoch(epoch)
         multi_scale = None
         if cfg.multi_scale:
             from tphyolo.data.loader import multiscale_size
