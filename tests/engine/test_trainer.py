@@ -79,8 +79,10 @@ def test_sigkill_then_resume_continues_the_same_run(tiny_synthetic, tmp_path):
     assert trainer.start_epoch == epoch + 1
     assert trainer.state.step == saved.state["train_args"]["_progress"]["step"]
     restored = trainer.optimizer.state_dict()
+    assert saved.state["optimizer"]["state"], "the checkpoint holds no optimiser state"
     for key, value in saved.state["optimizer"]["state"].items():
-        assert torch.equal(restored["state"][key]["momentum_buffer"], value["momentum_buffer"])
+        for name, tensor in value.items():  # AdamW: step, exp_avg, exp_avg_sq
+            assert torch.equal(torch.as_tensor(restored["state"][key][name]), torch.as_tensor(tensor)), name
     assert trainer.ema.updates == saved.state["ema_updates"]
 
     result = Trainer.resume(last, CPU).fit()

@@ -30,11 +30,11 @@ class TrainConfig:
     weights: str | None = None
     hyp: str = "synthetic"
     imgsz: int = 320
-    batch: int = 16
-    nominal_batch: int = 16
-    epochs: int = 30
+    batch: int = 8
+    nominal_batch: int = 8
+    epochs: int = 20
     workers: int = 2
-    optimizer: str = "SGD"
+    optimizer: str = "AdamW"
     cos_lr: bool = False
     label_smoothing: float = 0.0
     cache: str | None = None
