@@ -6,6 +6,7 @@ import pytest
 import torch
 from torch import nn
 
+from tphyolo.bench.baselines import OriginalTransformerLayer
 from tphyolo.models import DetectionModel, convert_original_state_dict
 from tphyolo.models.attention import TransformerLayer
 
@@ -24,27 +25,6 @@ TINY = {
 }
 
 
-class OriginalLayer(nn.Module):
-    """The original transformer layer's computation, sequence-first: bias-free q/k/v Linear maps feeding
-    nn.MultiheadAttention, pre-LayerNorm, bias-free 4x MLP with ReLU (dropout omitted: eval only)."""
-
-    def __init__(self, c: int, num_heads: int) -> None:
-        super().__init__()
-        self.ln1 = nn.LayerNorm(c)
-        self.q = nn.Linear(c, c, bias=False)
-        self.k = nn.Linear(c, c, bias=False)
-        self.v = nn.Linear(c, c, bias=False)
-        self.ma = nn.MultiheadAttention(embed_dim=c, num_heads=num_heads)
-        self.ln2 = nn.LayerNorm(c)
-        self.fc1 = nn.Linear(c, 4 * c, bias=False)
-        self.fc2 = nn.Linear(4 * c, c, bias=False)
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:  # (L, B, C)
-        y = self.ln1(x)
-        x = x + self.ma(self.q(y), self.k(y), self.v(y))[0]
-        return x + self.fc2(torch.relu(self.fc1(self.ln2(x))))
-
-
 def randomized(module: nn.Module, seed: int) -> nn.Module:
     generator = torch.Generator().manual_seed(seed)
     with torch.no_grad():
@@ -55,7 +35,7 @@ def randomized(module: nn.Module, seed: int) -> nn.Module:
 
 def test_folded_attention_equals_original_layer() -> None:
     c, heads = 32, 4
-    original = randomized(OriginalLayer(c, heads), seed=1).eval()
+    original = randomized(OriginalTransformerLayer(c, heads), seed=1).eval()
     state = {f"tr.0.{k}": v for k, v in original.state_dict().items()}
     TransformerLayer.from_original_state(state, "tr.0.")
     ours = TransformerLayer(c, heads).eval()
