@@ -12,7 +12,7 @@ from tphyolo.engine.hyp import load_hyp
 from tphyolo.engine.train_config import TrainConfig
 from tphyolo.engine.train_log import read_results
 from tphyolo.engine.trainer import Trainer
-from tphyolo.ops import box_iou, non_max_suppression, xywh_to_xyxy
+from tphyolo.ops import box_iou, cxcywh_to_xyxy, non_max_suppression
 from tphyolo.runtime import RuntimeConfig
 
 # The four visdrone-mini images with the largest objects (median box side 75-107 px at full resolution), so
@@ -62,7 +62,7 @@ def mean_best_iou(model: torch.nn.Module, data: Path) -> float:
             if len(det) == 0:
                 best.extend([0.0] * len(gt))
             else:
-                best.extend(box_iou(xywh_to_xyxy(gt), det[:, :4]).max(1).values.tolist())
+                best.extend(box_iou(cxcywh_to_xyxy(gt), det[:, :4]).max(1).values.tolist())
     return sum(best) / len(best)
 
 

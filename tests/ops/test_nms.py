@@ -1,7 +1,7 @@
 import pytest
 import torch
 
-from tphyolo.ops import non_max_suppression, xywh_to_xyxy
+from tphyolo.ops import cxcywh_to_xyxy, non_max_suppression
 
 
 def _iou(a: list[float], b: list[float]) -> float:
@@ -20,7 +20,7 @@ def _reference(pred, conf_thres, iou_thres, classes, agnostic, multi_label, max_
         for row in x:
             if row[4] <= conf_thres:
                 continue
-            box = xywh_to_xyxy(torch.tensor(row[:4])).tolist()
+            box = cxcywh_to_xyxy(torch.tensor(row[:4])).tolist()
             scores = [row[4] * s for s in row[5:]]
             if multi_label and nc > 1:
                 picks = [(s, j) for j, s in enumerate(scores) if s > conf_thres]

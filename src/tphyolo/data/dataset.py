@@ -28,10 +28,10 @@ from tphyolo.data.augment import (
     source_window,
 )
 from tphyolo.data.image_cache import ImageCache, load_resized
-from tphyolo.data.labels import xyxy_to_cxcywh
 from tphyolo.data.letterbox import letterbox, map_boxes
 from tphyolo.data.mosaic import mosaic4
 from tphyolo.data.scan import Record
+from tphyolo.ops.boxes import xyxy_to_cxcywh
 
 IGNORE_MODES = ("fill", "keep")
 

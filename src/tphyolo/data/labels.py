@@ -1,7 +1,8 @@
 """In-memory labels of one image, shared by every on-disk format.
 
 Coordinates are pixels of the image as displayed (EXIF orientation applied), boxes are xyxy with (0, 0) the
-top-left corner of the top-left pixel: a box covering pixel columns 10..19 has x1 = 10, x2 = 20.
+top-left corner of the top-left pixel: a box covering pixel columns 10..19 has x1 = 10, x2 = 20. Box format
+conversions are `tphyolo.ops.boxes`.
 """
 
 from __future__ import annotations
@@ -37,25 +38,6 @@ class ImageLabels:
 
 class LabelError(ValueError):
     """A label file that cannot be used; the message names the file, the line and the problem."""
-
-
-def xywh_to_xyxy(b: np.ndarray) -> np.ndarray:
-    """(n, 4) left, top, width, height -> (n, 4) x1, y1, x2, y2."""
-    b = np.asarray(b, dtype=np.float64).reshape(-1, 4)
-    return np.concatenate([b[:, :2], b[:, :2] + b[:, 2:]], axis=1)
-
-
-def cxcywh_to_xyxy(b: np.ndarray) -> np.ndarray:
-    """(n, 4) centre x, centre y, width, height -> (n, 4) x1, y1, x2, y2 (same units)."""
-    b = np.asarray(b, dtype=np.float64).reshape(-1, 4)
-    half = b[:, 2:] / 2
-    return np.concatenate([b[:, :2] - half, b[:, :2] + half], axis=1)
-
-
-def xyxy_to_cxcywh(b: np.ndarray) -> np.ndarray:
-    """(n, 4) x1, y1, x2, y2 -> (n, 4) centre x, centre y, width, height (same units)."""
-    b = np.asarray(b, dtype=np.float64).reshape(-1, 4)
-    return np.concatenate([(b[:, :2] + b[:, 2:]) / 2, b[:, 2:] - b[:, :2]], axis=1)
 
 
 def sanitize(labels: ImageLabels, *, width: int, height: int) -> tuple[ImageLabels, list[str]]:

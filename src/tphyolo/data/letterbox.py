@@ -1,8 +1,8 @@
 """Letterboxing: resize keeping the aspect ratio, then pad to a target shape with grey 114.
 
 A point (x0, y0) of the source image lands at (x0 * rx + left, y0 * ry + top) in the letterboxed image,
-and maps back with x0 = (x - left) / rx. `rx`, `ry` are the exact per-axis ratios of the resized size
-(integer pixels) to the source size, `left`, `top` the integer padding actually applied.
+and maps back with x0 = (x - left) / rx (`tphyolo.ops.boxes.unletterbox`). `rx`, `ry` are the exact per-axis
+ratios of the resized size (integer pixels) to the source size, `left`, `top` the integer padding applied.
 """
 
 from __future__ import annotations
@@ -61,10 +61,3 @@ def map_boxes(boxes: np.ndarray, info: LetterboxInfo) -> np.ndarray:
     rx, ry = info.ratio
     left, top = info.pad
     return boxes * np.array([rx, ry, rx, ry], dtype=np.float32) + np.array([left, top, left, top], np.float32)
-
-
-def unmap_boxes(boxes: np.ndarray, info: LetterboxInfo) -> np.ndarray:
-    """(n, 4) xyxy in letterboxed pixels -> (n, 4) xyxy in source pixels (inverse of `map_boxes`)."""
-    rx, ry = info.ratio
-    left, top = info.pad
-    return (boxes - np.array([left, top, left, top], np.float32)) / np.array([rx, ry, rx, ry], np.float32)

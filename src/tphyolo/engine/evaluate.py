@@ -23,7 +23,7 @@ from torch import nn
 from tphyolo.engine.predict import Detections, detect_passes, merge_detections
 from tphyolo.engine.tta import PLAIN, TTAConfig
 from tphyolo.engine.writers import coco_image_id, coco_records, yolo_lines
-from tphyolo.ops import clip_boxes, xywh_to_xyxy
+from tphyolo.ops import cxcywh_to_xyxy, unletterbox
 from tphyolo.runtime import RuntimeConfig, autocast, sdpa_context
 
 PROTOCOLS = ("yolo", "coco", "visdrone")
@@ -89,16 +89,15 @@ def _targets_to_original(batch, i: int, height: int, width: int) -> tuple[torch.
     """Image i's targets: classes (m,) int64 and boxes (m, 4) xyxy in original pixels."""
     rows = batch.targets[batch.targets[:, 0] == i].float().cpu()
     _, _, bh, bw = batch.images.shape
-    boxes = xywh_to_xyxy(rows[:, 2:6] * torch.tensor([bw, bh, bw, bh], dtype=torch.float32))
+    boxes = cxcywh_to_xyxy(rows[:, 2:6] * torch.tensor([bw, bh, bw, bh], dtype=torch.float32))
     return rows[:, 1].long(), _unletterbox(boxes, batch, i, height, width)
 
 
 def _unletterbox(boxes: torch.Tensor, batch, i: int, height: int, width: int) -> torch.Tensor:
     """(n, 4) xyxy in batch-image pixels -> original pixels of image i (clipped)."""
-    rx, ry = batch.ratios[i].tolist()
-    left, top = batch.pads[i].tolist()
-    boxes = (boxes.float().cpu() - torch.tensor([left, top, left, top])) / torch.tensor([rx, ry, rx, ry])
-    return clip_boxes(boxes, width=width, height=height)
+    return unletterbox(
+        boxes.cpu(), ratio=batch.ratios[i].tolist(), pad=batch.pads[i].tolist(), width=width, height=height
+    )
 
 
 def _sync(device: torch.device) -> float:

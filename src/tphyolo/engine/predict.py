@@ -29,7 +29,7 @@ from tphyolo.data.letterbox import letterbox
 from tphyolo.engine.slicing import SliceConfig, slice_windows
 from tphyolo.engine.sources import Frame, iter_frames, resolve_source
 from tphyolo.engine.tta import PLAIN, TTAConfig, augment, unaugment
-from tphyolo.ops import clip_boxes, non_max_suppression
+from tphyolo.ops import clip_boxes, non_max_suppression, unletterbox
 from tphyolo.ops.wbf import weighted_boxes_fusion
 from tphyolo.runtime import RuntimeConfig, autocast, resolve_device, sdpa_context
 
@@ -337,9 +337,8 @@ class Predictor:
     def _to_original(rows: torch.Tensor, window: tuple[int, int, int, int], info) -> torch.Tensor:
         """(n, 6) rows in letterboxed-window pixels -> original-image pixels, clipped to the window."""
         x1, y1, x2, y2 = window
-        rx, ry = info.ratio
-        left, top = info.pad
         rows = rows.float().clone()
-        boxes = (rows[:, :4] - rows.new_tensor([left, top, left, top])) / rows.new_tensor([rx, ry, rx, ry])
-        rows[:, :4] = clip_boxes(boxes, width=x2 - x1, height=y2 - y1) + rows.new_tensor([x1, y1, x1, y1])
+        rows[:, :4] = unletterbox(
+            rows[:, :4], ratio=info.ratio, pad=info.pad, width=x2 - x1, height=y2 - y1, offset=(x1, y1)
+        )
         return rows

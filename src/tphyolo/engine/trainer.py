@@ -434,8 +434,8 @@ class Trainer:
         with (self.run_dir / "hyp.yaml").open("w") as f:
             yaml.safe_dump(self.hyp_raw, f, sort_keys=False)
         if self.cfg.plots and self.start_epoch == 0:
-            from tphyolo.data.labels import xyxy_to_cxcywh
             from tphyolo.engine.train_plots import plot_labels
+            from tphyolo.ops.boxes import xyxy_to_cxcywh
 
             records = self.train_set.records
             classes = np.concatenate([r.labels.classes for r in records] + [np.zeros(0, np.int64)])

@@ -1,25 +1,69 @@
-"""Box conversions and overlaps on torch tensors.
+"""The box vocabulary: conversions, overlaps, clipping and the inverse of letterboxing.
 
-Boxes are (..., 4) tensors; xyxy is (x1, y1, x2, y2) with x2 >= x1, y2 >= y1; xywh is (centre x, centre y,
-width, height). Units are whatever the caller uses (pixels or normalised); conversions keep them.
+Formats are named as torchvision's `box_convert` names them:
+
+- `xyxy`: (x1, y1, x2, y2), top-left and bottom-right corners, x2 >= x1, y2 >= y1;
+- `xywh`: (x1, y1, width, height), top-left corner and size (VisDrone and COCO files);
+- `cxcywh`: (centre x, centre y, width, height) (YOLO labels and the detection head).
+
+The conversions take torch tensors of shape (..., 4) and return tensors of the same shape and dtype, or
+numpy arrays, returned as (n, 4) float64 (an empty list of boxes becomes (0, 4)). Units are whatever the
+caller uses (pixels or normalised); conversions keep them.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
+import numpy as np
 import torch
 from torchvision.ops import box_iou as _tv_box_iou
 
-
-def xywh_to_xyxy(boxes: torch.Tensor) -> torch.Tensor:
-    """(..., 4) centre x, centre y, width, height -> (..., 4) x1, y1, x2, y2."""
-    centre, half = boxes[..., :2], boxes[..., 2:4] / 2
-    return torch.cat((centre - half, centre + half), dim=-1)
+BOX_FORMATS = ("xyxy", "xywh", "cxcywh")
 
 
-def xyxy_to_xywh(boxes: torch.Tensor) -> torch.Tensor:
-    """(..., 4) x1, y1, x2, y2 -> (..., 4) centre x, centre y, width, height."""
-    lo, hi = boxes[..., :2], boxes[..., 2:4]
-    return torch.cat(((lo + hi) / 2, hi - lo), dim=-1)
+def _split(boxes):
+    """(array, first two columns, last two columns, concatenate) for a tensor or an array-like."""
+    if isinstance(boxes, torch.Tensor):
+        return boxes, boxes[..., :2], boxes[..., 2:4], lambda parts: torch.cat(parts, dim=-1)
+    array = np.asarray(boxes, dtype=np.float64).reshape(-1, 4)
+    return array, array[:, :2], array[:, 2:4], lambda parts: np.concatenate(parts, axis=1)
+
+
+def cxcywh_to_xyxy(boxes):
+    """centre x, centre y, width, height -> x1, y1, x2, y2."""
+    _, centre, size, cat = _split(boxes)
+    return cat((centre - size / 2, centre + size / 2))
+
+
+def xyxy_to_cxcywh(boxes):
+    """x1, y1, x2, y2 -> centre x, centre y, width, height."""
+    _, lo, hi, cat = _split(boxes)
+    return cat(((lo + hi) / 2, hi - lo))
+
+
+def xywh_to_xyxy(boxes):
+    """x1, y1, width, height (top-left corner) -> x1, y1, x2, y2."""
+    _, lo, size, cat = _split(boxes)
+    return cat((lo, lo + size))
+
+
+def xyxy_to_xywh(boxes):
+    """x1, y1, x2, y2 -> x1, y1, width, height (top-left corner)."""
+    _, lo, hi, cat = _split(boxes)
+    return cat((lo, hi - lo))
+
+
+_TO_XYXY = {"xyxy": lambda b: b, "xywh": xywh_to_xyxy, "cxcywh": cxcywh_to_xyxy}
+_FROM_XYXY = {"xyxy": lambda b: b, "xywh": xyxy_to_xywh, "cxcywh": xyxy_to_cxcywh}
+
+
+def box_convert(boxes, in_fmt: str, out_fmt: str):
+    """Convert between any two of BOX_FORMATS (as torchvision.ops.box_convert, for tensors and arrays)."""
+    for fmt in (in_fmt, out_fmt):
+        if fmt not in BOX_FORMATS:
+            raise ValueError(f"unknown box format {fmt!r}; known: {list(BOX_FORMATS)}")
+    return _FROM_XYXY[out_fmt](_TO_XYXY[in_fmt](boxes))
 
 
 def box_area(boxes: torch.Tensor) -> torch.Tensor:
@@ -38,12 +82,26 @@ def clip_boxes(boxes: torch.Tensor, *, width: float, height: float) -> torch.Ten
     return torch.minimum(boxes.clamp(min=0), limit)
 
 
-def scale_boxes_from_letterbox(
-    boxes: torch.Tensor, *, gain: float, pad: tuple[float, float], width: float, height: float
+def unletterbox(
+    boxes: torch.Tensor,
+    *,
+    ratio: Sequence[float],
+    pad: Sequence[float],
+    width: float,
+    height: float,
+    offset: Sequence[float] = (0.0, 0.0),
 ) -> torch.Tensor:
-    """(..., 4) xyxy in a letterboxed network input -> xyxy in the original width x height image.
+    """(..., 4) xyxy in a letterboxed network input -> float32 xyxy in the original image; the only place
+    that undoes a letterbox.
 
-    `gain` is network pixels per original pixel; `pad` is the (left, top) padding in network pixels.
+    `ratio` = (rx, ry) network pixels per original pixel on each axis and `pad` = (left, top) padding in
+    network pixels, as `tphyolo.data.letterbox.LetterboxInfo` records them. The result is clipped to the
+    width x height region that was letterboxed, then shifted by `offset` = (x, y): the region's top-left
+    corner in the full image (a slicing window), (0, 0) for a whole image.
     """
-    offset = boxes.new_tensor([pad[0], pad[1], pad[0], pad[1]])
-    return clip_boxes((boxes - offset) / gain, width=width, height=height)
+    boxes = boxes.float()
+    rx, ry = (float(r) for r in ratio)
+    left, top = (float(p) for p in pad)
+    mapped = (boxes - boxes.new_tensor([left, top, left, top])) / boxes.new_tensor([rx, ry, rx, ry])
+    x0, y0 = (float(o) for o in offset)
+    return clip_boxes(mapped, width=width, height=height) + boxes.new_tensor([x0, y0, x0, y0])

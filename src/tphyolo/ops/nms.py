@@ -7,7 +7,7 @@ from collections.abc import Sequence
 import torch
 from torchvision.ops import batched_nms
 
-from tphyolo.ops.boxes import xywh_to_xyxy
+from tphyolo.ops.boxes import cxcywh_to_xyxy
 
 MAX_NMS = 30000  # most candidates per image handed to NMS (highest scores first)
 
@@ -66,7 +66,7 @@ def non_max_suppression(
     image, anchor = (prediction[..., 4] > conf_thres).nonzero(as_tuple=True)  # candidates by objectness
     x = prediction[image, anchor].float()  # (n, 5 + nc)
     scores = x[:, 5:] * x[:, 4:5]  # (n, nc) obj * cls
-    boxes = xywh_to_xyxy(x[:, :4])  # (n, 4)
+    boxes = cxcywh_to_xyxy(x[:, :4])  # (n, 4)
     if multi_label:
         row, cls = (scores > conf_thres).nonzero(as_tuple=True)
         conf = scores[row, cls]

@@ -12,7 +12,8 @@ from pathlib import Path
 
 import numpy as np
 
-from tphyolo.data.labels import ImageLabels, LabelError, xywh_to_xyxy
+from tphyolo.data.labels import ImageLabels, LabelError
+from tphyolo.ops.boxes import xywh_to_xyxy
 
 IGNORED_CATEGORY = 0
 OTHERS_CATEGORY = 11

@@ -12,7 +12,8 @@ from pathlib import Path
 
 import numpy as np
 
-from tphyolo.data.labels import ImageLabels, LabelError, cxcywh_to_xyxy, xyxy_to_cxcywh
+from tphyolo.data.labels import ImageLabels, LabelError
+from tphyolo.ops.boxes import cxcywh_to_xyxy, xyxy_to_cxcywh
 
 
 def _rows(path: Path) -> list[tuple[int, list[float]]]:
