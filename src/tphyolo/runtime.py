@@ -15,6 +15,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 import torch
+from torch import nn
 
 AMP_CHOICES = ("auto", "bf16", "fp16", "off")
 COMPILE_CHOICES = ("off", "default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs")
@@ -34,6 +35,8 @@ class RuntimeConfig:
     sdpa_backends: the scaled-dot-product-attention kernels allowed, from SDPA_BACKEND_NAMES; empty = all.
     compile: torch.compile mode, or "off".
     channels_last: run convolutions in NHWC memory format.
+    half: inference with fp16 weights and inputs, without autocast (CUDA only; refused with an explicit
+        --amp bf16/fp16, which would mean the opposite).
     tf32: allow TensorFloat-32 in fp32 matmuls and convolutions on Ampere and newer GPUs.
     cudnn_benchmark: let cuDNN pick the fastest convolution algorithm per input shape.
     alloc_conf: CUDA caching-allocator settings, applied only when the user's environment sets none.
@@ -44,6 +47,7 @@ class RuntimeConfig:
     sdpa_backends: tuple[str, ...] = field(default_factory=tuple)
     compile: str = "off"
     channels_last: bool = False
+    half: bool = False
     tf32: bool = True
     cudnn_benchmark: bool = True
     alloc_conf: str = DEFAULT_ALLOC_CONF
@@ -57,14 +61,16 @@ class RuntimeConfig:
         if unknown:
             raise ValueError(f"unknown SDPA backend(s) {unknown}; known: {list(SDPA_BACKEND_NAMES)}")
         parse_device(self.device)  # validates the spelling
+        if self.half and self.amp in ("bf16", "fp16"):
+            raise ValueError(f"half runs fp16 weights without autocast; it cannot be combined with amp {self.amp!r}")
 
     def torch_device(self, local_rank: int = 0) -> torch.device:
         """The device this process computes on (for a multi-GPU spec, the `local_rank`-th one)."""
         return resolve_device(self.device, local_rank=local_rank)
 
     def amp_dtype(self, device: torch.device) -> torch.dtype | None:
-        """The autocast dtype on `device`, or None for full precision."""
-        if self.amp == "off":
+        """The autocast dtype on `device`, or None for full precision (and for fp16 weights, `half`)."""
+        if self.amp == "off" or self.half:
             return None
         if self.amp == "bf16":
             return torch.bfloat16
@@ -77,6 +83,38 @@ class RuntimeConfig:
     def needs_grad_scaler(self, device: torch.device) -> bool:
         """fp16 training needs loss scaling; bf16 and fp32 do not."""
         return self.amp_dtype(device) == torch.float16
+
+    def check_device(self, device: torch.device) -> None:
+        """Raise ValueError when this runtime cannot run on `device` (fp16 weights need CUDA)."""
+        if self.half and device.type != "cuda":
+            raise ValueError(f"half precision (fp16 weights) needs a CUDA device, got {device}")
+
+    def place_model(self, model: nn.Module, device: torch.device) -> nn.Module:
+        """`model` on `device` in this runtime's weights dtype (fp16 when `half`) and memory format (NHWC when
+        `channels_last`); the one place that decides them. Modifies and returns `model`."""
+        self.check_device(device)
+        model = model.to(device)
+        if self.half:
+            model = model.half()
+        if self.channels_last:
+            model = model.to(memory_format=torch.channels_last)
+        return model
+
+    def compile_model(self, model: nn.Module) -> nn.Module:
+        """`torch.compile(model)` with this runtime's mode (compiled on the first call of each input shape), or
+        `model` itself when compile is off."""
+        return model if self.compile == "off" else torch.compile(model, mode=self.compile)
+
+    def prepare_model(self, model: nn.Module, device: torch.device) -> nn.Module:
+        """`place_model`, then `compile_model`: what inference (val, predict, bench, profile) runs."""
+        return self.compile_model(self.place_model(model, device))
+
+    def prepare_images(self, images: torch.Tensor, device: torch.device) -> torch.Tensor:
+        """(B, 3, H, W) uint8 images (0..255) -> the model's input on `device`: floats in [0, 1], fp16 when
+        `half` else fp32, NHWC when `channels_last`."""
+        x = images.to(device, non_blocking=True)
+        x = x.to(torch.float16 if self.half else torch.float32) / 255.0
+        return x.contiguous(memory_format=torch.channels_last) if self.channels_last else x
 
 
 def parse_device(spec: str) -> list[str]:
@@ -221,6 +259,7 @@ def runtime_from_args(args: argparse.Namespace) -> RuntimeConfig:
         sdpa_backends=tuple(args.sdpa_backend or ()),
         compile=args.compile,
         channels_last=args.channels_last,
+        half=getattr(args, "half", False),
         tf32=not args.no_tf32,
         cudnn_benchmark=not args.no_cudnn_benchmark,
         alloc_conf=args.alloc_conf,

@@ -1,0 +1,131 @@
+"""Command-line flags derived from config dataclasses: one source of truth per setting.
+
+A config field declares its flag with `flag(...)` in place of a plain default:
+
+    imgsz: int = flag(320, "--img", "--imgsz", help="image size, pixels")
+
+`add_flags(parser, Config)` adds one argparse argument per field that declares a flag, with the field's
+default, type (from its annotation), choices, nargs and help; `from_flags(Config, args)` builds the config from
+the parsed namespace. So a setting's name, default, choices and help live in one dataclass field.
+
+- A bool field defaulting to False becomes a switch (`--rect`); one defaulting to True must be given a
+  negative name (`--no-plots`) and becomes a switch that turns it off.
+- A tuple field takes one or more values (`nargs="+"`) and is stored as a tuple.
+- `str | None` and the like take the non-None type; None stays the default.
+- The default is appended to the help text, unless it is None or a bool.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import types
+import typing
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+_METADATA_KEY = "tphyolo.flag"
+
+
+@dataclass(frozen=True)
+class FlagSpec:
+    """How a config field appears on the command line: its names (first is shown), help, choices, nargs."""
+
+    names: tuple[str, ...]
+    help: str
+    choices: tuple[Any, ...] | None = None
+    nargs: str | int | None = None
+    metavar: str | None = None
+
+
+def flag(
+    default: Any,
+    *names: str,
+    help: str,  # noqa: A002 - argparse's word
+    choices: Iterable[Any] | None = None,
+    nargs: str | int | None = None,
+    metavar: str | None = None,
+) -> Any:
+    """A dataclass field with `default` that is also the command-line flag `names` (see the module docstring)."""
+    if not names or not all(n.startswith("--") for n in names):
+        raise ValueError(f"flag names must start with '--', got {names!r}")
+    if isinstance(default, (list, dict, set)):
+        raise TypeError(f"{names[0]}: use an immutable default (a tuple), got {type(default).__name__}")
+    spec = FlagSpec(tuple(names), help, tuple(choices) if choices is not None else None, nargs, metavar)
+    return dataclasses.field(default=default, metadata={_METADATA_KEY: spec})
+
+
+def flag_spec(field: dataclasses.Field) -> FlagSpec | None:
+    """The FlagSpec a field declares, or None."""
+    return field.metadata.get(_METADATA_KEY)
+
+
+def _value_type(annotation: Any) -> tuple[Callable[[str], Any] | None, bool]:
+    """(the type argparse converts each value to, whether the field is a tuple) for a field annotation."""
+    origin = typing.get_origin(annotation)
+    if origin in (typing.Union, types.UnionType):
+        kinds = [a for a in typing.get_args(annotation) if a is not type(None)]
+        return _value_type(kinds[0]) if len(kinds) == 1 else (None, False)
+    if origin is tuple:
+        inner, _ = _value_type(typing.get_args(annotation)[0])
+        return inner, True
+    return (annotation if annotation in (int, float, str) else None), False
+
+
+def _flag_fields(cls: type) -> list[tuple[dataclasses.Field, FlagSpec, Any]]:
+    hints = typing.get_type_hints(cls)
+    return [(f, spec, hints[f.name]) for f in dataclasses.fields(cls) if (spec := flag_spec(f)) is not None]
+
+
+def add_flags(
+    parser: argparse.ArgumentParser | argparse._ArgumentGroup,
+    cls: type,
+    *,
+    defaults: Mapping[str, Any] | None = None,
+    exclude: Iterable[str] = (),
+) -> None:
+    """Add a flag for every field of dataclass `cls` declared with `flag()`, except those in `exclude`.
+
+    `defaults` replaces field defaults for this parser only (e.g. `val` scores with conf 0.001 where
+    `predict` keeps 0.25); the dataclass itself is unchanged.
+    """
+    defaults, exclude = dict(defaults or {}), set(exclude)
+    unknown = set(defaults) - {f.name for f in dataclasses.fields(cls)}
+    if unknown:
+        raise ValueError(f"defaults for unknown {cls.__name__} fields: {sorted(unknown)}")
+    for field, spec, annotation in _flag_fields(cls):
+        if field.name in exclude:
+            continue
+        default = defaults.get(field.name, field.default)
+        kwargs: dict[str, Any] = {"dest": field.name}
+        if annotation is bool:
+            if default and not all(n.startswith("--no") for n in spec.names):
+                raise ValueError(f"{cls.__name__}.{field.name} defaults to True: its flag needs a --no-... name")
+            kwargs.update(action="store_false" if default else "store_true", default=default, help=spec.help)
+        else:
+            value_type, is_tuple = _value_type(annotation)
+            shown = " ".join(map(str, default)) if isinstance(default, tuple) else default
+            kwargs.update(
+                default=default,
+                help=spec.help if default is None else f"{spec.help} (default: {shown})",
+                nargs=spec.nargs or ("+" if is_tuple else None),
+            )
+            if value_type is not None:
+                kwargs["type"] = value_type
+            if spec.choices is not None:
+                kwargs["choices"] = spec.choices
+            if spec.metavar is not None:
+                kwargs["metavar"] = spec.metavar
+        parser.add_argument(*spec.names, **kwargs)
+
+
+def from_flags(cls: type, args: argparse.Namespace, **overrides: Any) -> Any:
+    """An instance of `cls` from the flags `add_flags` added (fields without a parsed flag keep their default,
+    `overrides` win). Lists from nargs become tuples."""
+    values = {}
+    for field, _, _ in _flag_fields(cls):
+        if hasattr(args, field.name):
+            value = getattr(args, field.name)
+            values[field.name] = tuple(value) if isinstance(value, list) else value
+    return cls(**(values | overrides))
