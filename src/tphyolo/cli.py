@@ -6,7 +6,8 @@ Each subcommand lives in its own module, listed in `COMMANDS`. A command module 
 - `add_arguments(parser)`: its flags;
 - `run(args) -> int`: the command itself, returning the exit code;
 - optionally `USES_RUNTIME = True`: the command gets the shared runtime flags (`--device`, `--amp`,
-  `--compile`, ...) and `args.runtime`, a `RuntimeConfig` already applied by `configure_process`.
+  `--compile`, ...) and `args.runtime`, a `RuntimeConfig` already applied by `configure_process`;
+  `RUNTIME_INFERENCE = True` adds the inference-only `--half`.
 
 This module is the only caller of `configure_process`: process-wide settings are applied here, after the
 arguments are parsed and before the command touches CUDA.
@@ -59,7 +60,7 @@ def build_parser() -> argparse.ArgumentParser:
         sub = subparsers.add_parser(name, help=module.HELP, description=module.HELP)
         module.add_arguments(sub)
         if getattr(module, "USES_RUNTIME", False):
-            add_runtime_arguments(sub)
+            add_runtime_arguments(sub, inference=getattr(module, "RUNTIME_INFERENCE", False))
         sub.set_defaults(_module=module)
     return parser
 

@@ -211,8 +211,9 @@ def sdpa_context(cfg: RuntimeConfig) -> Iterator[None]:
         yield
 
 
-def add_runtime_arguments(parser: argparse.ArgumentParser) -> None:
-    """The runtime flags shared by train, val, predict, bench and profile."""
+def add_runtime_arguments(parser: argparse.ArgumentParser, *, inference: bool = False) -> None:
+    """The runtime flags shared by train, val, predict, bench and profile; `inference` adds `--half`
+    (fp16 weights, for commands that only run models forward)."""
     group = parser.add_argument_group("runtime")
     group.add_argument("--device", default="auto", help="auto, cpu, cuda, N or N,M,... (default: auto)")
     group.add_argument(
@@ -233,6 +234,8 @@ def add_runtime_arguments(parser: argparse.ArgumentParser) -> None:
         help="torch.compile mode; bare --compile means 'default' (default: off)",
     )
     group.add_argument("--channels-last", action="store_true", help="NHWC memory format for convolutions")
+    if inference:
+        group.add_argument("--half", action="store_true", help="fp16 weights and inputs, no autocast (CUDA only)")
     group.add_argument(
         "--sdpa-backend",
         action="append",

@@ -150,3 +150,12 @@ def test_windowed_mosaic_warp_equals_full_canvas(perspective):
         b, keep_b, boxes_b, _ = apply_warp(part, boxes, boxes[:0], warp, origin=window[:2])
         assert np.abs(a.astype(int) - b).max() <= 1
         assert keep_a.tolist() == keep_b.tolist() and np.array_equal(boxes_a, boxes_b)
+
+
+def test_check_imgsz_keeps_multiples_and_rounds_others_up(caplog):
+    from tphyolo.data.letterbox import check_imgsz
+
+    assert check_imgsz(640, 32) == 640 and not caplog.records
+    assert check_imgsz(650, 32) == 672 and "using 672" in caplog.text
+    with pytest.raises(ValueError, match="at least 1"):
+        check_imgsz(0, 32)

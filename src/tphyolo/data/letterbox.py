@@ -7,12 +7,27 @@ ratios of the resized size (integer pixels) to the source size, `left`, `top` th
 
 from __future__ import annotations
 
+import logging
+import math
 from dataclasses import dataclass
 
 import cv2
 import numpy as np
 
 PAD_VALUE = 114
+LOGGER = logging.getLogger("tphyolo")
+
+
+def check_imgsz(imgsz: int, stride: int) -> int:
+    """The image size to use for a requested `imgsz` and a model's largest `stride`: the policy everywhere
+    (train, val, predict, export, bench). A multiple of `stride` is kept; another size is rounded up to the next
+    multiple, with a warning. Raises ValueError for a size below 1."""
+    if imgsz < 1:
+        raise ValueError(f"image size must be at least 1 pixel, got {imgsz}")
+    size = math.ceil(imgsz / stride) * stride
+    if size != imgsz:
+        LOGGER.warning("image size %d is not a multiple of the largest stride %d; using %d", imgsz, stride, size)
+    return size
 
 
 @dataclass(frozen=True)
