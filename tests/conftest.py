@@ -1,9 +1,16 @@
-"""Shared test settings: where the read-only reference files live, and small-thread torch."""
+"""Shared test settings: where the read-only reference files live, and process state restored after every test.
+
+Without the shared folder the tests that need it are skipped; with TPHYOLO_REQUIRE_FIXTURES=1 (as in CI) they
+fail instead (`tests.helpers.require_shared`).
+"""
 
 import os
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+
+from tests.helpers import process_state_restored, require_shared
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 SHARED_DIR = Path(os.environ.get("TPHYOLO_SHARED", REPO_ROOT.parent / "shared"))
@@ -11,19 +18,21 @@ PARITY_DIR = SHARED_DIR / "fixtures" / "parity"
 VISDRONE_MINI_DIR = SHARED_DIR / "data" / "visdrone-mini"
 
 
-def _require(path: Path, what: str) -> Path:
-    if not path.exists():
-        pytest.skip(f"{what} not found at {path}; set TPHYOLO_SHARED to the folder that holds fixtures/ and data/")
-    return path
+@pytest.fixture(autouse=True)
+def _restore_process_state() -> Iterator[None]:
+    """Every test leaves os.environ and torch's global flags (TF32, cuDNN, determinism, threads) as it found
+    them, also when it called `configure_process` or set a variable that was unset before."""
+    with process_state_restored():
+        yield
 
 
 @pytest.fixture(scope="session")
 def parity_dir() -> Path:
     """The original implementation's reference outputs (`shared/fixtures/parity`)."""
-    return _require(PARITY_DIR, "reference fixtures")
+    return require_shared(PARITY_DIR, "reference fixtures")
 
 
 @pytest.fixture(scope="session")
 def visdrone_mini() -> Path:
     """40 real VisDrone2019-DET images with their original annotations (`shared/data/visdrone-mini`)."""
-    return _require(VISDRONE_MINI_DIR, "VisDrone sample data")
+    return require_shared(VISDRONE_MINI_DIR, "VisDrone sample data")

@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 import torch
 
+from tests.helpers import load_parity, parity_file, relative_error
 from tphyolo.checkpoint import (
     FORMAT_VERSION,
     CheckpointError,
@@ -24,10 +25,6 @@ from tphyolo.models import build_model
 
 NAMES = ["pedestrian", "car", "bus"]
 TOLERANCE = 1e-4  # norm-wise relative error, as in the fixtures' README
-
-
-def relative_error(ours: torch.Tensor, ref: torch.Tensor) -> float:
-    return ((ours.double() - ref.double()).norm() / ref.double().norm()).item()
 
 
 @pytest.fixture(scope="module")
@@ -259,8 +256,8 @@ def test_hostile_pickle_is_refused_and_not_run(tmp_path: Path) -> None:
     ("name", "nc"), [("official-yolov5n-coco.ckpt.pt", 80), ("official-tph-yolov5-visdrone.ckpt.pt", 10)]
 )
 def test_original_checkpoints_convert_with_parity(tmp_path: Path, parity_dir: Path, name: str, nc: int) -> None:
-    expected = torch.load(parity_dir / name.replace(".pt", ".expected.pt"), weights_only=True)
-    ckpt = load_checkpoint(parity_dir / name)
+    expected = load_parity(parity_dir, name.replace(".pt", ".expected.pt"))
+    ckpt = load_checkpoint(parity_file(parity_dir, name))
     assert ckpt.nc == expected["nc"] == nc and ckpt.names == expected["names"]
     assert ckpt.model_yaml["nc"] == nc and ckpt.ema is None and ckpt.state == {}
     assert ckpt.metadata["origin"] == {
@@ -279,7 +276,7 @@ def test_original_checkpoints_convert_with_parity(tmp_path: Path, parity_dir: Pa
     assert out.shape == expected["eval_out"].shape
     assert relative_error(out, expected["eval_out"]) < TOLERANCE
 
-    converted = load_checkpoint(convert_checkpoint(parity_dir / name, tmp_path / "converted.pt"))
+    converted = load_checkpoint(convert_checkpoint(parity_file(parity_dir, name), tmp_path / "converted.pt"))
     assert converted.metadata["origin"] == ckpt.metadata["origin"]
     assert converted.metadata["format_version"] == FORMAT_VERSION
     with torch.no_grad():

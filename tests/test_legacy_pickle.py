@@ -17,6 +17,7 @@ import pytest
 import torch
 from torch import nn
 
+from tests.helpers import load_parity, parity_file
 from tphyolo.legacy import (
     ForbiddenGlobalError,
     LegacyCheckpointError,
@@ -32,11 +33,11 @@ TPH = "official-tph-yolov5-visdrone.ckpt.pt"
 
 
 def _expected(parity_dir: Path, name: str) -> dict:
-    return torch.load(parity_dir / name.replace(".pt", ".expected.pt"), weights_only=True)
+    return load_parity(parity_dir, name.replace(".pt", ".expected.pt"))
 
 
 def test_yolov5n_checkpoint_reads_as_data(parity_dir: Path) -> None:
-    ckpt = read_yolov5_checkpoint(parity_dir / COCO)
+    ckpt = read_yolov5_checkpoint(parity_file(parity_dir, COCO))
     expected = _expected(parity_dir, COCO)
     assert ckpt.nc == expected["nc"] == 80
     assert ckpt.names == expected["names"]
@@ -44,7 +45,7 @@ def test_yolov5n_checkpoint_reads_as_data(parity_dir: Path) -> None:
     assert (ckpt.epoch, ckpt.best_fitness, ckpt.date) == (-1, None, "2022-01-01T00:00:00")
     assert ckpt.model_yaml["nc"] == 80 and len(ckpt.model_yaml["backbone"]) == 10
     # Same architecture as the yolov5n parity fixture: identical keys, order and shapes.
-    reference = torch.load(parity_dir / "yolov5n.parity.pt", weights_only=True)["state_dict_fp16"]
+    reference = load_parity(parity_dir, "yolov5n.parity.pt")["state_dict_fp16"]
     assert list(ckpt.state_dict) == list(reference)
     assert all(ckpt.state_dict[k].shape == v.shape for k, v in reference.items())
     assert ckpt.state_dict["model.0.conv.weight"].dtype == torch.float16
@@ -53,7 +54,7 @@ def test_yolov5n_checkpoint_reads_as_data(parity_dir: Path) -> None:
 
 
 def test_tph_checkpoint_reads_as_data(parity_dir: Path) -> None:
-    ckpt = read_yolov5_checkpoint(parity_dir / TPH)
+    ckpt = read_yolov5_checkpoint(parity_file(parity_dir, TPH))
     expected = _expected(parity_dir, TPH)
     assert ckpt.nc == expected["nc"] == 10
     assert ckpt.names == expected["names"]
@@ -66,7 +67,7 @@ def test_tph_checkpoint_reads_as_data(parity_dir: Path) -> None:
 
 
 def test_module_objects_become_inert_records(parity_dir: Path) -> None:
-    root = read_archive(parity_dir / TPH)
+    root = read_archive(parity_file(parity_dir, TPH))
     model = root["model"]
     assert isinstance(model, LegacyObject) and model.legacy_class == "models.yolo.Model"
     c3tr = model._modules["model"]._modules["8"]
@@ -185,7 +186,7 @@ def test_pre_zip_torch_format_is_named(tmp_path: Path) -> None:
 
 
 def test_truncated_archive_is_reported(tmp_path: Path, parity_dir: Path) -> None:
-    data = (parity_dir / COCO).read_bytes()
+    data = parity_file(parity_dir, COCO).read_bytes()
     path = tmp_path / "cut.pt"
     path.write_bytes(data[: len(data) // 2])
     with pytest.raises(LegacyCheckpointError, match="truncated") as error:
@@ -194,8 +195,9 @@ def test_truncated_archive_is_reported(tmp_path: Path, parity_dir: Path) -> None
 
 
 def test_corrupt_tensor_record_is_reported(tmp_path: Path, parity_dir: Path) -> None:
-    original = (parity_dir / COCO).read_bytes()
-    with zipfile.ZipFile(parity_dir / COCO) as archive:
+    source = parity_file(parity_dir, COCO)
+    original = source.read_bytes()
+    with zipfile.ZipFile(source) as archive:
         first_weight = archive.read("official-yolov5n-coco.ckpt/data/0")
     data = bytearray(original)
     data[original.index(first_weight) + 5] ^= 0xFF  # records are stored uncompressed
@@ -223,8 +225,8 @@ def test_dunder_attributes_are_refused(tmp_path: Path, fake_original_modules: ty
 
 
 def test_compressed_records_are_refused(tmp_path: Path, parity_dir: Path) -> None:
-    path = tmp_path / "deflated.pt"
-    with zipfile.ZipFile(parity_dir / COCO) as source, zipfile.ZipFile(path, "w", zipfile.ZIP_DEFLATED) as target:
+    path, original = tmp_path / "deflated.pt", parity_file(parity_dir, COCO)
+    with zipfile.ZipFile(original) as source, zipfile.ZipFile(path, "w", zipfile.ZIP_DEFLATED) as target:
         for info in source.infolist():
             target.writestr(info.filename, source.read(info))
     with pytest.raises(LegacyCheckpointError, match="is compressed"):

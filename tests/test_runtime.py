@@ -11,15 +11,11 @@ from tphyolo.runtime import ALLOC_ENV_VARS, RuntimeConfig, configure_process
 
 
 @pytest.fixture
-def clean_process_state(monkeypatch):
-    """Remove the allocator env vars and restore torch's global flags after the test."""
+def no_allocator_env(monkeypatch):
+    """The allocator env vars unset, whatever the shell running the tests exports. The environment and torch's
+    flags that configure_process changes are restored by the suite's autouse fixture (tests/conftest.py)."""
     for name in ALLOC_ENV_VARS:
         monkeypatch.delenv(name, raising=False)
-    saved = (torch.get_float32_matmul_precision(), torch.backends.cudnn.allow_tf32, torch.backends.cudnn.benchmark)
-    yield
-    torch.set_float32_matmul_precision(saved[0])
-    torch.backends.cudnn.allow_tf32 = saved[1]
-    torch.backends.cudnn.benchmark = saved[2]
 
 
 def test_defaults_are_valid_and_frozen():
@@ -69,7 +65,7 @@ def test_amp_dtype_resolution():
     assert not RuntimeConfig(amp="bf16").needs_grad_scaler(cuda)
 
 
-def test_configure_process_sets_allocator_env_when_unset(clean_process_state, monkeypatch):
+def test_configure_process_sets_allocator_env_when_unset(no_allocator_env, monkeypatch):
     report = configure_process(RuntimeConfig(alloc_conf="expandable_segments:True"))
     assert report == {"alloc_conf": "expandable_segments:True", "alloc_conf_source": "tphyolo"}
     for name in ALLOC_ENV_VARS:
@@ -77,7 +73,7 @@ def test_configure_process_sets_allocator_env_when_unset(clean_process_state, mo
 
 
 @pytest.mark.parametrize("user_var", ALLOC_ENV_VARS)
-def test_configure_process_never_overrides_the_user(clean_process_state, monkeypatch, user_var):
+def test_configure_process_never_overrides_the_user(no_allocator_env, monkeypatch, user_var):
     monkeypatch.setenv(user_var, "max_split_size_mb:128")
     report = configure_process(RuntimeConfig(alloc_conf="expandable_segments:True"))
     assert report == {"alloc_conf": "max_split_size_mb:128", "alloc_conf_source": "user"}
@@ -85,12 +81,12 @@ def test_configure_process_never_overrides_the_user(clean_process_state, monkeyp
     assert runtime.os.environ.get(other) is None
 
 
-def test_configure_process_empty_alloc_conf_sets_nothing(clean_process_state):
+def test_configure_process_empty_alloc_conf_sets_nothing(no_allocator_env):
     assert configure_process(RuntimeConfig(alloc_conf=""))["alloc_conf_source"] == "none"
     assert all(runtime.os.environ.get(n) is None for n in ALLOC_ENV_VARS)
 
 
-def test_configure_process_applies_precision_flags(clean_process_state):
+def test_configure_process_applies_precision_flags(no_allocator_env):
     configure_process(RuntimeConfig(tf32=False, cudnn_benchmark=False))
     assert torch.get_float32_matmul_precision() == "highest"
     assert torch.backends.cudnn.allow_tf32 is False and torch.backends.cudnn.benchmark is False
@@ -99,7 +95,7 @@ def test_configure_process_applies_precision_flags(clean_process_state):
     assert torch.backends.cudnn.allow_tf32 is True and torch.backends.cudnn.benchmark is True
 
 
-def test_configure_process_refuses_after_cuda_init(clean_process_state, monkeypatch):
+def test_configure_process_refuses_after_cuda_init(no_allocator_env, monkeypatch):
     # Simulated on machines without a GPU: the check reads torch.cuda.is_initialized().
     monkeypatch.setattr(torch.cuda, "is_initialized", lambda: True)
     with pytest.raises(RuntimeError, match="before CUDA is initialised"):
@@ -108,7 +104,7 @@ def test_configure_process_refuses_after_cuda_init(clean_process_state, monkeypa
 
 
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device to initialise CUDA for real")
-def test_configure_process_refuses_after_real_cuda_init(clean_process_state):
+def test_configure_process_refuses_after_real_cuda_init(no_allocator_env):
     torch.zeros(1, device="cuda")
     with pytest.raises(RuntimeError, match="before CUDA is initialised"):
         configure_process(RuntimeConfig())

@@ -5,8 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-import torch
 import yaml
+from tests.helpers import load_parity
 
 from tphyolo.engine.hyp import HYP_KEYS, builtin_hyps, load_hyp, scale_hyp, validate_hyp
 
@@ -21,16 +21,13 @@ def test_builtin_hyps_load() -> None:
 
 
 def test_visdrone_hyp_has_the_original_values(parity_dir: Path) -> None:
-    fixture = torch.load(parity_dir / "tph-yolov5.parity.pt", weights_only=True)
+    fixture = load_parity(parity_dir, "tph-yolov5.parity.pt")
     assert load_hyp("visdrone") == fixture["hyp_raw"]
 
 
 @pytest.mark.parametrize("name", FIXTURES)
 def test_scale_hyp_matches_the_original(parity_dir: Path, name: str) -> None:
-    path = parity_dir / f"{name}.parity.pt"
-    if not path.exists():
-        pytest.skip(f"{path} not present")
-    fixture = torch.load(path, weights_only=True)
+    fixture = load_parity(parity_dir, f"{name}.parity.pt")
     raw = dict(fixture["hyp_raw"])
     scaled = scale_hyp(
         raw, num_levels=len(fixture["stride"]), num_classes=fixture["nc"], imgsz=fixture["imgsz_for_hyp"]

@@ -7,11 +7,10 @@ from pathlib import Path
 
 import pytest
 import torch
+from tests.helpers import load_parity, model_from_fixture, relative_error, train_without_dropout
 from torch import nn
 
 from tphyolo.engine.loss import YoloLoss, bce_terms, complete_iou, objectness_balance
-from tphyolo.models import build_model, convert_original_state_dict
-from tphyolo.models.swin import DropPath
 
 FIXTURES = ("tph-yolov5", "tph-yolov5-swin", "tph-yolov5pp", "yolov5n")
 VISDRONE_LOSS_HYP = {
@@ -25,15 +24,8 @@ VISDRONE_LOSS_HYP = {
 }
 
 
-def rel_err(ours: torch.Tensor, ref: torch.Tensor) -> float:
-    return float((ours.double() - ref.double()).norm() / ref.double().norm())
-
-
 def load_fixture(parity_dir: Path, name: str) -> dict:
-    path = parity_dir / f"{name}.parity.pt"
-    if not path.exists():
-        pytest.skip(f"{path} not present")
-    return torch.load(path, weights_only=True)
+    return load_parity(parity_dir, f"{name}.parity.pt")
 
 
 def grid_anchors(fixture: dict) -> torch.Tensor:
@@ -64,8 +56,8 @@ def test_loss_matches_original(parity_dir: Path, name: str) -> None:
     for i, case in enumerate(fixture["cases"]):
         loss, items = loss_fn([p.float() for p in case["train_out"]], case["targets"].float())
         assert loss.shape == (1,) and items.shape == (3,)
-        assert rel_err(loss, case["loss"]) < 1e-4, f"{name} case {i}: loss {loss} vs {case['loss']}"
-        assert rel_err(items, case["loss_items"]) < 1e-4, f"{name} case {i}: {items} vs {case['loss_items']}"
+        assert relative_error(loss, case["loss"]) < 1e-4, f"{name} case {i}: loss {loss} vs {case['loss']}"
+        assert relative_error(items, case["loss_items"]) < 1e-4, f"{name} case {i}: {items} vs {case['loss_items']}"
         assert not items.requires_grad
 
 
@@ -76,17 +68,12 @@ def test_gradient_norm_matches_original(parity_dir: Path, name: str) -> None:
     """Original weights, train mode without dropout: the loss's gradient over all parameters has the
     reference's L2 norm."""
     fixture = load_fixture(parity_dir, name)
-    model = build_model(fixture["model_yaml"])
-    state = convert_original_state_dict({k: v.float() for k, v in fixture["state_dict_fp16"].items()}, model)
-    model.load_state_dict(state)
+    model, state = model_from_fixture(fixture)
     loss_fn = YoloLoss.from_model(model, fixture["hyp_scaled"])
     torch.testing.assert_close(loss_fn.anchors, grid_anchors(fixture))
     for i, case in enumerate(fixture["cases"]):
         model.load_state_dict(state)  # each train-mode forward updates BatchNorm running statistics
-        model.train()
-        for module in model.modules():
-            if isinstance(module, nn.Dropout | DropPath):
-                module.eval()
+        train_without_dropout(model)
         model.zero_grad(set_to_none=True)
         loss, _ = loss_fn(model(case["input"]), case["targets"])
         loss.backward()
@@ -266,4 +253,4 @@ def test_traces_as_one_graph(parity_dir: Path) -> None:
     loss_fn = fixture_loss(fixture)
     compiled = torch.compile(loss_fn, backend="eager", fullgraph=True)
     loss, items = compiled(case["train_out"], case["targets"])
-    assert rel_err(loss, case["loss"]) < 1e-4 and rel_err(items, case["loss_items"]) < 1e-4
+    assert relative_error(loss, case["loss"]) < 1e-4 and relative_error(items, case["loss_items"]) < 1e-4

@@ -6,8 +6,8 @@ import cv2
 import numpy as np
 import pytest
 import torch
+from tests.helpers import save_model_checkpoint
 
-from tphyolo.checkpoint import save_checkpoint
 from tphyolo.engine.predict import Detections, Predictor, merge_detections
 from tphyolo.engine.sources import count_frames, resolve_source
 from tphyolo.engine.writers import PredictionWriter, image_grid, run_dir
@@ -27,7 +27,7 @@ def model():
 @pytest.fixture(scope="module")
 def checkpoint(model, tmp_path_factory):
     path = tmp_path_factory.mktemp("weights") / "tiny.pt"
-    return save_checkpoint(path, {"model": model.state_dict(), "model_yaml": model.yaml, "names": NAMES, "nc": 3})
+    return save_model_checkpoint(path, model, NAMES)
 
 
 @pytest.fixture(scope="module")

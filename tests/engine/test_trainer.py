@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 import torch
+from tests.helpers import save_model_checkpoint
 
 from tphyolo.checkpoint import CheckpointError, load_checkpoint
 from tphyolo.engine.train_config import TrainConfig
@@ -93,12 +94,11 @@ def test_sigkill_then_resume_continues_the_same_run(tiny_synthetic, tmp_path):
 
 
 def test_truncated_or_corrupt_last_checkpoint_is_refused(tmp_path):
-    from tphyolo.checkpoint import save_checkpoint
     from tphyolo.models import build_model
 
     model = build_model("yolov5n", num_classes=2)
     path = tmp_path / "last.pt"
-    save_checkpoint(path, {"model": model.state_dict(), "model_yaml": model.yaml, "names": ["a", "b"], "nc": 2})
+    save_model_checkpoint(path, model, ["a", "b"])
     data = path.read_bytes()
     path.write_bytes(data[: len(data) // 2])
     with pytest.raises(CheckpointError, match=str(path)):
@@ -106,7 +106,7 @@ def test_truncated_or_corrupt_last_checkpoint_is_refused(tmp_path):
     path.write_bytes(b"\x00" * 1000)
     with pytest.raises(CheckpointError, match=str(path)):
         Trainer.resume(path, CPU)
-    save_checkpoint(path, {"model": model.state_dict(), "model_yaml": model.yaml, "names": ["a", "b"], "nc": 2})
+    save_model_checkpoint(path, model, ["a", "b"])
     with pytest.raises(ValueError, match="not a resumable training checkpoint"):
         Trainer.resume(path, CPU)
 

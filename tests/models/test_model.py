@@ -7,6 +7,7 @@ import math
 
 import pytest
 import torch
+from tests.helpers import relative_error
 from torch import nn
 
 from tphyolo.models import DetectionModel, build_model
@@ -54,10 +55,6 @@ def tiny_model() -> DetectionModel:
     model = DetectionModel(TINY)
     randomize_batchnorm(model)
     return model
-
-
-def relative_error(ours: torch.Tensor, ref: torch.Tensor) -> float:
-    return ((ours.double() - ref.double()).norm() / ref.double().norm()).item()
 
 
 def test_strides_anchors_and_bias_priors(tiny_model: DetectionModel) -> None:

@@ -6,40 +6,23 @@ from pathlib import Path
 
 import pytest
 import torch
-from torch import nn
+from tests.helpers import load_parity, original_weights, relative_error, train_without_dropout
 
 from tphyolo.models.build import build_model
-from tphyolo.models.convert import convert_original_state_dict
 from tphyolo.models.model import DetectionModel
-from tphyolo.models.swin import DropPath
 
 TOLERANCE = 1e-4  # norm-wise relative error of outputs (fixtures README)
 VARIANTS = ("tph-yolov5-swin", "tph-yolov5pp")
 
 
-def relative_error(ours: torch.Tensor, ref: torch.Tensor) -> float:
-    return ((ours.float() - ref.float()).norm() / ref.float().norm()).item()
-
-
 def load_reference(parity_dir: Path, variant: str) -> tuple[DetectionModel, dict, dict[str, torch.Tensor]]:
-    ref = torch.load(parity_dir / f"{variant}.parity.pt", weights_only=True)
+    ref = load_parity(parity_dir, f"{variant}.parity.pt")
     model = build_model(ref["model_yaml"])
     stride = torch.tensor(ref["stride"])
     assert torch.equal(model.stride, stride)
     head = model.head
     head.set_anchors_(torch.tensor(ref["anchors_pixels"]).view(head.nl, head.na, 2) / stride.view(-1, 1, 1))
-    original = {k: v.float() for k, v in ref["state_dict_fp16"].items()}
-    state = convert_original_state_dict(original, model)
-    return model, ref, state
-
-
-def without_dropout(model: nn.Module) -> nn.Module:
-    """Train mode with every dropout and drop-path layer in eval mode (as the reference's train outputs)."""
-    model.train()
-    for module in model.modules():
-        if isinstance(module, nn.Dropout | DropPath):
-            module.eval()
-    return model
+    return model, ref, original_weights(ref, model)
 
 
 @pytest.mark.slow
@@ -56,7 +39,7 @@ def test_outputs_match_original(parity_dir: Path, variant: str) -> None:
         assert eval_out.shape == case["eval_out"].shape
         assert err < TOLERANCE, f"{variant} case {i} eval: relative error {err:.2e}"
         with torch.no_grad():
-            train_out = without_dropout(model)(case["input"])
+            train_out = train_without_dropout(model)(case["input"])
         assert len(train_out) == len(case["train_out"])
         for level, (ours, theirs) in enumerate(zip(train_out, case["train_out"], strict=True)):
             assert ours.shape == theirs.shape

@@ -2,17 +2,18 @@
 
 import pytest
 import torch
+from tests.helpers import load_parity, parity_file
 
 from tphyolo.checkpoint import load_checkpoint
 from tphyolo.cli import main
 
 
 def test_convert_original_checkpoint(parity_dir, tmp_path, capsys):
-    src = parity_dir / "official-tph-yolov5-visdrone.ckpt.pt"
+    src = parity_file(parity_dir, "official-tph-yolov5-visdrone.ckpt.pt")
     dst = tmp_path / "ours.pt"
     assert main(["convert", "checkpoint", str(src), str(dst)]) == 0
     assert "10 classes" in capsys.readouterr().out
-    expected = torch.load(src.with_name(src.name.replace(".ckpt.pt", ".ckpt.expected.pt")), weights_only=True)
+    expected = load_parity(parity_dir, "official-tph-yolov5-visdrone.ckpt.expected.pt")
     # The converted file is a plain weights_only checkpoint...
     payload = torch.load(dst, weights_only=True)
     assert payload["nc"] == expected["nc"]

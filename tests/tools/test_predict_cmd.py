@@ -7,8 +7,8 @@ import cv2
 import numpy as np
 import pytest
 import torch
+from tests.helpers import save_model_checkpoint
 
-from tphyolo.checkpoint import save_checkpoint
 from tphyolo.cli import main
 from tphyolo.models import build_model
 
@@ -18,7 +18,7 @@ def weights(tmp_path_factory):
     torch.manual_seed(0)
     model = build_model("yolov5n", num_classes=2)
     path = tmp_path_factory.mktemp("weights") / "tiny.pt"
-    return save_checkpoint(path, {"model": model.state_dict(), "model_yaml": model.yaml, "names": ["a", "b"], "nc": 2})
+    return save_model_checkpoint(path, model, ["a", "b"])
 
 
 @pytest.fixture(scope="module")

@@ -4,8 +4,8 @@ import shutil
 
 import pytest
 import torch
+from tests.helpers import save_model_checkpoint
 
-from tphyolo.checkpoint import save_checkpoint
 from tphyolo.cli import main
 from tphyolo.data.formats.visdrone import NAMES as VISDRONE_NAMES
 from tphyolo.models import build_model
@@ -18,7 +18,7 @@ def weights(tmp_path_factory):
     torch.manual_seed(0)
     model = build_model("yolov5n", names=NAMES)
     path = tmp_path_factory.mktemp("weights") / "tiny.pt"
-    return save_checkpoint(path, {"model": model.state_dict(), "model_yaml": model.yaml, "names": NAMES, "nc": 10})
+    return save_model_checkpoint(path, model, NAMES)
 
 
 @pytest.fixture(scope="module")

@@ -3,6 +3,17 @@
 Parameter groups: 0 = norm weights (no weight decay), 1 = other weights (weight decay), 2 = biases (no decay).
 Weight decay is scaled for gradient accumulation to a nominal batch of 64. Adam/AdamW use `lr0` (the original
 silently hard-coded 3e-4 for Adam) and `momentum` as beta1.
+
+Where the groups differ from YOLOv5 v6.0, whose rule is by attribute name (a BatchNorm2d's `weight` -> 0, any
+other `weight` -> 1, any `bias` -> 2, nothing else optimised): the weights of every normalisation layer, the
+LayerNorms of the transformer and Swin blocks included, are not decayed (v6.0 decays them), as transformers
+are usually trained; and every parameter that requires grad is optimised. v6.0 leaves out parameters named
+neither `weight` nor `bias`, so the original TPH-YOLOv5 never trained nn.MultiheadAttention's input projection
+(`in_proj_weight`, `in_proj_bias`) nor the Swin relative-position bias table. Here that projection is folded
+with q/k/v into one `qkv` Linear (weight in group 1, bias in group 2), which cannot train one factor and not
+the other; bare parameters such as the bias table go to group 1 when at least 2-D, else to group 0. Warm-up
+also moves Adam's beta1 (v6.0: SGD momentum only) and grows the accumulation towards the rounded
+`accumulation_steps` (v6.0: towards nbs / batch). `tests/engine/test_optim.py` pins each of these.
 """
 
 from __future__ import annotations

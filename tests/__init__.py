@@ -1,0 +1,1 @@
+"""The test suite is a package so that its modules can import `tests.helpers`."""

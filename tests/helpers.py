@@ -1,0 +1,186 @@
+"""What several test modules need: the error measure of the parity tests, the switch that turns a missing
+shared fixture from a skip into a failure, the original weights of a reference fixture, and a snapshot of the
+process state (environment and torch's global flags) that `conftest.py` restores after every test."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+import torch
+from torch import nn
+
+from tphyolo.checkpoint import save_checkpoint
+from tphyolo.models import DetectionModel, build_model, convert_original_state_dict
+from tphyolo.models.swin import DropPath
+
+REQUIRE_FIXTURES_ENV = "TPHYOLO_REQUIRE_FIXTURES"
+
+
+def relative_error(ours: torch.Tensor, ref: torch.Tensor) -> float:
+    """Norm-wise relative error ||ours - ref|| / ||ref||, computed in float64."""
+    return ((ours.double() - ref.double()).norm() / ref.double().norm()).item()
+
+
+def fixtures_required() -> bool:
+    """True when TPHYOLO_REQUIRE_FIXTURES is set to anything but "" or "0" (CI sets it to 1)."""
+    return os.environ.get(REQUIRE_FIXTURES_ENV, "") not in ("", "0")
+
+
+def require_shared(path: Path, what: str) -> Path:
+    """`path` if it exists. Otherwise the calling test is skipped, or fails with the same reason when
+    TPHYOLO_REQUIRE_FIXTURES is set: CI must not pass by skipping the tests that guard the numbers."""
+    if path.exists():
+        return path
+    reason = f"{what} not found at {path}; set TPHYOLO_SHARED to the folder that holds fixtures/ and data/"
+    if fixtures_required():
+        pytest.fail(f"{reason} ({REQUIRE_FIXTURES_ENV} is set)", pytrace=False)
+    pytest.skip(reason)
+
+
+def parity_file(parity_dir: Path, name: str) -> Path:
+    """One file of `shared/fixtures/parity`, through `require_shared`."""
+    return require_shared(parity_dir / name, f"reference fixture {name}")
+
+
+def load_parity(parity_dir: Path, name: str) -> dict:
+    """A `.pt` reference file of `shared/fixtures/parity` (e.g. "yolov5n.parity.pt"), loaded weights_only."""
+    return torch.load(parity_file(parity_dir, name), weights_only=True)
+
+
+def original_weights(fixture: Mapping[str, Any], model: DetectionModel) -> dict[str, torch.Tensor]:
+    """The fixture's float16 original-layout state dict as float32, converted to `model`'s names."""
+    state = {k: v.float() if v.is_floating_point() else v for k, v in fixture["state_dict_fp16"].items()}
+    return convert_original_state_dict(state, model)
+
+
+def model_from_fixture(fixture: Mapping[str, Any]) -> tuple[DetectionModel, dict[str, torch.Tensor]]:
+    """The fixture's architecture (its `model_yaml` text) with its weights loaded, and those weights, to
+    reload after a train-mode forward has moved the BatchNorm running statistics."""
+    model = build_model(fixture["model_yaml"])
+    state = original_weights(fixture, model)
+    model.load_state_dict(state)
+    return model, state
+
+
+def train_without_dropout(model: nn.Module) -> nn.Module:
+    """`model` in train mode with every dropout and drop-path layer in eval mode, as the reference fixtures'
+    train outputs and gradients were recorded."""
+    model.train()
+    for module in model.modules():
+        if isinstance(module, nn.Dropout | DropPath):
+            module.eval()
+    return model
+
+
+def save_model_checkpoint(path: Path, model: DetectionModel, names: Sequence[str]) -> Path:
+    """A weights-only checkpoint of `model` (no training state), as `tphyolo val/predict` read them."""
+    payload = {"model": model.state_dict(), "model_yaml": model.yaml, "names": list(names), "nc": len(names)}
+    return save_checkpoint(path, payload)
+
+
+# Process state ---------------------------------------------------------------------------------------------
+
+# torch >= 2.9 keeps TF32 settings per backend and operation (`fp32_precision`), and the older flags
+# (`set_float32_matmul_precision`, `cuda.matmul.allow_tf32`, `cudnn.allow_tf32`) beside them: the older getters
+# raise once the two disagree. A restore sets the older flags first, then the newer ones, parents before
+# children (setting a parent rewrites its children).
+_PRECISION_OWNERS = ("", "cudnn", "mkldnn", "cuda.matmul", "cudnn.conv", "cudnn.rnn", "mkldnn.matmul")
+_PRECISION_OWNERS += ("mkldnn.conv", "mkldnn.rnn")
+_NOT_RESTORED = frozenset({"PYTEST_CURRENT_TEST"})  # pytest rewrites it at every phase of a test
+
+
+def _backend(path: str) -> Any:
+    owner: Any = torch.backends
+    for part in filter(None, path.split(".")):
+        owner = getattr(owner, part)
+    return owner
+
+
+def _readable(getter: Callable[[], Any]) -> Any:
+    """The flag's value, or None where torch refuses to read it (older and newer settings disagree)."""
+    try:
+        return getter()
+    except RuntimeError:
+        return None
+
+
+@dataclass(frozen=True)
+class ProcessState:
+    """The environment and torch's process-wide flags at one moment."""
+
+    environ: dict[str, str]
+    torch_flags: dict[str, Any]
+
+
+def torch_flags() -> dict[str, Any]:
+    """Torch's global flags that code under test may change: TF32 / float32 matmul precision, cuDNN
+    benchmark and determinism, deterministic algorithms, and the intra-op thread count."""
+    cudnn = torch.backends.cudnn
+    flags: dict[str, Any] = {
+        "cudnn.benchmark": cudnn.benchmark,
+        "cudnn.deterministic": cudnn.deterministic,
+        "deterministic_algorithms": (
+            torch.are_deterministic_algorithms_enabled(),
+            torch.is_deterministic_algorithms_warn_only_enabled(),
+        ),
+        "num_threads": torch.get_num_threads(),
+        "float32_matmul_precision": _readable(torch.get_float32_matmul_precision),
+        "cuda.matmul.allow_tf32": _readable(lambda: torch.backends.cuda.matmul.allow_tf32),
+        "cudnn.allow_tf32": _readable(lambda: cudnn.allow_tf32),
+    }
+    if hasattr(torch.backends.cuda.matmul, "fp32_precision"):
+        flags.update({f"fp32_precision[{p}]": _backend(p).fp32_precision for p in _PRECISION_OWNERS})
+    return flags
+
+
+def _set_torch_flags(flags: Mapping[str, Any]) -> None:
+    cudnn = torch.backends.cudnn
+    cudnn.benchmark = flags["cudnn.benchmark"]
+    cudnn.deterministic = flags["cudnn.deterministic"]
+    enabled, warn_only = flags["deterministic_algorithms"]
+    torch.use_deterministic_algorithms(enabled, warn_only=warn_only)
+    if torch.get_num_threads() != flags["num_threads"]:
+        torch.set_num_threads(flags["num_threads"])
+    if flags["float32_matmul_precision"] is not None:
+        torch.set_float32_matmul_precision(flags["float32_matmul_precision"])
+    if flags["cuda.matmul.allow_tf32"] is not None:
+        torch.backends.cuda.matmul.allow_tf32 = flags["cuda.matmul.allow_tf32"]
+    if flags["cudnn.allow_tf32"] is not None:
+        cudnn.allow_tf32 = flags["cudnn.allow_tf32"]
+    for p in _PRECISION_OWNERS:
+        key = f"fp32_precision[{p}]"
+        if key in flags:
+            _backend(p).fp32_precision = flags[key]
+
+
+def process_state() -> ProcessState:
+    environ = {k: v for k, v in os.environ.items() if k not in _NOT_RESTORED}
+    return ProcessState(environ, torch_flags())
+
+
+def restore_process_state(saved: ProcessState) -> None:
+    """Makes the environment equal to `saved.environ` (removing variables set since, putting back those
+    removed or changed) and sets torch's flags back where they differ."""
+    for name in set(os.environ) - set(saved.environ) - _NOT_RESTORED:
+        del os.environ[name]
+    for name, value in saved.environ.items():
+        if os.environ.get(name) != value:
+            os.environ[name] = value
+    if torch_flags() != saved.torch_flags:
+        _set_torch_flags(saved.torch_flags)
+
+
+@contextmanager
+def process_state_restored() -> Iterator[ProcessState]:
+    """Restores the environment and torch's global flags on exit, whatever the body changed."""
+    saved = process_state()
+    try:
+        yield saved
+    finally:
+        restore_process_state(saved)
