@@ -153,3 +153,22 @@ def test_data_yaml_paths_and_names(tmp_path):
     assert visdrone.names == NAMES
     assert visdrone.train == (tmp_path.resolve() / "VisDrone" / "VisDrone2019-DET-train" / "images",)
     assert visdrone.test[0].parent.name == "VisDrone2019-DET-test-dev"
+
+
+def test_visdrone_classes_and_image_suffixes_have_one_definition(tmp_path):
+    import cv2
+
+    from tphyolo.data.dataset_config import builtin_data_yaml
+    from tphyolo.data.formats.visdrone import NUM_CLASSES
+    from tphyolo.data.image_io import IMAGE_SUFFIXES, is_image_name
+    from tphyolo.metrics import visdrone as protocol
+    from tphyolo.tools import eval_cmd
+
+    packaged = yaml.safe_load(builtin_data_yaml("visdrone").read_text())
+    assert tuple(packaged["names"][i] for i in range(packaged["nc"])) == NAMES and len(NAMES) == NUM_CLASSES == 10
+    assert protocol.NAMES is NAMES and list(range(1, NUM_CLASSES + 1)) == list(protocol.CLASSES)
+    assert eval_cmd.N_CLASSES == NUM_CLASSES
+    # `tphyolo eval` looks for images with the suffixes every other reader accepts, in a fixed order
+    assert isinstance(IMAGE_SUFFIXES, tuple) and all(is_image_name(Path(f"a{s.upper()}")) for s in IMAGE_SUFFIXES)
+    cv2.imwrite(str(tmp_path / "frame.ppm"), np.zeros((30, 40, 3), np.uint8))
+    assert eval_cmd.image_size(tmp_path, "frame") == (30, 40)

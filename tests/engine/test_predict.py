@@ -8,9 +8,10 @@ import pytest
 import torch
 from tests.helpers import save_model_checkpoint
 
+from tphyolo.engine.draw import image_grid
 from tphyolo.engine.predict import Detections, Predictor, merge_detections
 from tphyolo.engine.sources import count_frames, resolve_source
-from tphyolo.engine.writers import PredictionWriter, image_grid, run_dir
+from tphyolo.engine.writers import PredictionWriter, run_dir
 from tphyolo.models import build_model
 from tphyolo.ops import box_iou
 from tphyolo.runtime import RuntimeConfig

@@ -4,7 +4,8 @@ Public entry points:
 
 - `load_data_config(source)` / `resolve_data(name_or_path)`: dataset yaml (YOLOv5 / ultralytics layout) -> `DataConfig`;
 - `scan_split(sources, ...)`: list, verify and index one split's images and labels (cached) -> `SplitScan`;
+- `formats.FORMATS`: the label formats (VisDrone-DET, YOLO, COCO) the scan detects, reads and can write;
 - `DetectionDataset` + `build_dataloader(...)`: augmented samples collated into a `Batch`;
 - `generate_synthetic(root, ...)`: procedural drone-like dataset in VisDrone format;
-- `convert_visdrone(src, dst)`: VisDrone-DET annotations -> YOLO labels + ignore side files + data.yaml.
+- `convert_visdrone(src, dst, to="yolo")`: VisDrone-DET annotations -> any registered format + data.yaml.
 """

@@ -1,8 +1,9 @@
-"""Converting VisDrone-DET folders to YOLO labels with ignore side files.
+"""Converting VisDrone-DET folders to another label format (default: YOLO labels with ignore side files).
 
-A split folder `SRC/{images,annotations}` becomes `DST/{images,labels,ignore}`; a folder of splits
-(`SRC/VisDrone2019-DET-train/...`, `...-val`, `...-test-dev`) becomes `DST/<split folder>/...`.
-Images are symlinked (or copied); every written image has a label file (empty for background).
+A split folder `SRC/{images,annotations}` becomes `DST/images` plus the target format's labels (YOLO:
+`DST/{labels,ignore}`; COCO: `DST/annotations.json`); a folder of splits (`SRC/VisDrone2019-DET-train/...`,
+`...-val`, `...-test-dev`) becomes `DST/<split folder>/...`. Images are symlinked (or copied); every written
+image has labels (empty for background).
 """
 
 from __future__ import annotations
@@ -14,8 +15,9 @@ from pathlib import Path
 
 import yaml
 
+from tphyolo.data.formats import get_format
+from tphyolo.data.formats.base import LabeledImage, LabelFormat
 from tphyolo.data.formats.visdrone import NAMES
-from tphyolo.data.formats.yolo import format_yolo
 from tphyolo.data.scan import scan_split
 
 
@@ -31,15 +33,14 @@ def _split_role(name: str) -> str | None:
     return None
 
 
-def _convert_split(src: Path, dst: Path, copy_images: bool, log: Callable[[str], None]) -> int:
+def _convert_split(src: Path, dst: Path, fmt: LabelFormat, copy_images: bool, log: Callable[[str], None]) -> int:
     scan = scan_split(src / "images", names=NAMES, cache=False)
     for line in scan.report.problems:
         log(f"skipped: {line}")
-    for folder in ("images", "labels", "ignore"):
-        (dst / folder).mkdir(parents=True, exist_ok=True)
+    (dst / "images").mkdir(parents=True, exist_ok=True)
+    written = []
     for r in scan.records:
         image = Path(r.im_file)
-        stem = image.stem
         target = dst / "images" / image.name
         if target.is_symlink() or target.exists():
             target.unlink()
@@ -47,28 +48,31 @@ def _convert_split(src: Path, dst: Path, copy_images: bool, log: Callable[[str],
             shutil.copy2(image, target)
         else:
             os.symlink(image.resolve(), target)
-        label_text, ignore_text = format_yolo(r.labels, width=r.width, height=r.height)
-        (dst / "labels" / f"{stem}.txt").write_text(label_text, encoding="utf-8")
-        ignore_file = dst / "ignore" / f"{stem}.txt"
-        if ignore_text:
-            ignore_file.write_text(ignore_text, encoding="utf-8")
-        elif ignore_file.exists():
-            ignore_file.unlink()
+        written.append(LabeledImage(target, r.height, r.width, r.labels))
+    if written:
+        fmt.write(written, names=NAMES)
     log(f"{src} -> {dst}: {scan.report.summary()}")
     return len(scan.records)
 
 
 def convert_visdrone(
-    src: str | Path, dst: str | Path, *, copy_images: bool = False, log: Callable[[str], None] = print
+    src: str | Path,
+    dst: str | Path,
+    *,
+    to: str = "yolo",
+    copy_images: bool = False,
+    log: Callable[[str], None] = print,
 ) -> Path:
-    """Convert a VisDrone-DET split folder, or a folder holding several, into YOLO layout under `dst`.
+    """Convert a VisDrone-DET split folder, or a folder holding several, into the layout of the registered
+    label format `to` under `dst` (ValueError naming the known formats for an unknown one).
 
-    Labels: `class cx cy w h` normalised (class = category - 1); ignore regions (category 0) go to
+    YOLO labels: `class cx cy w h` normalised (class = category - 1); ignore regions (category 0) go to
     `ignore/STEM.txt` as normalised `cx cy w h`; category 11 is dropped. Unusable files are skipped and
     reported through `log`. Returns the written `dst/data.yaml`."""
+    fmt = get_format(to)
     src, dst = Path(src).resolve(), Path(dst)
     if _is_split(src):
-        _convert_split(src, dst, copy_images, log)
+        _convert_split(src, dst, fmt, copy_images, log)
         splits = {"train": "images", "val": "images"}
     else:
         found = sorted(p for p in src.iterdir() if p.is_dir() and _is_split(p)) if src.is_dir() else []
@@ -76,7 +80,7 @@ def convert_visdrone(
             raise FileNotFoundError(f"{src}: no VisDrone split here (expected images/ and annotations/ folders)")
         splits = {}
         for folder in found:
-            _convert_split(folder, dst / folder.name, copy_images, log)
+            _convert_split(folder, dst / folder.name, fmt, copy_images, log)
             role = _split_role(folder.name)
             if role and role not in splits:
                 splits[role] = f"{folder.name}/images"

@@ -14,7 +14,8 @@ import cv2
 import numpy as np
 from PIL import Image, UnidentifiedImageError
 
-IMAGE_SUFFIXES = frozenset({".bmp", ".jpg", ".jpeg", ".png", ".tif", ".tiff", ".webp", ".mpo", ".pgm", ".ppm"})
+# The one list of image file suffixes (lower case), in the order a stem's image is looked for.
+IMAGE_SUFFIXES = (".jpg", ".jpeg", ".png", ".bmp", ".tif", ".tiff", ".webp", ".mpo", ".pgm", ".ppm")
 _EXIF_ORIENTATION = 0x0112
 _TRANSPOSED_ORIENTATIONS = {5, 6, 7, 8}
 

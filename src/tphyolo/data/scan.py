@@ -1,15 +1,14 @@
 """Scanning a split: list its images, find and parse their labels, verify both, cache the result.
 
-Label format per image folder (`.../images/`), detected from its siblings:
-`annotations/STEM.txt` -> VisDrone-DET; `labels/STEM.txt` (+ `ignore/STEM.txt`) -> YOLO;
-`annotations.json` or a single `annotations/*.json` -> COCO (image `file_name`s relative to `images/`).
-A split source that is a `.json` file is COCO too (images under the json's `images/` folder, or beside it).
-When both `annotations/` and `labels/` exist the VisDrone annotations win (they keep ignore regions).
+The label format is found by the registry `tphyolo.data.formats.FORMATS`: a split source that a whole-split
+format describes (a COCO `.json`, or an `images/` folder with a COCO file beside it) is read by that format;
+otherwise each image's labels are in the first format whose label folder exists beside its `images/` folder
+(`annotations/STEM.txt` -> VisDrone-DET; `labels/STEM.txt` (+ `ignore/STEM.txt`) -> YOLO).
 
 Unusable images or label files are skipped and reported, naming the file and the problem; images without a
-label file are kept as background. The scan result is cached in `<label folder>.cache.json` (COCO:
-`<json stem>.cache.json`), keyed by a hash of the names, sizes and mtimes of every image and label file;
-a stale or unreadable cache is rebuilt.
+label file are kept as background. The scan result is cached where the format of the first labelled image
+says (`<label folder>.cache.json`; COCO: `<json stem>.cache.json`), keyed by a hash of the names, sizes and
+mtimes of every image and label file; a stale or unreadable cache is rebuilt.
 """
 
 from __future__ import annotations
@@ -23,10 +22,8 @@ from pathlib import Path
 
 import numpy as np
 
-from tphyolo.data.formats.coco import CocoImage, load_coco
-from tphyolo.data.formats.visdrone import NUM_CLASSES as VISDRONE_CLASSES
-from tphyolo.data.formats.visdrone import parse_visdrone
-from tphyolo.data.formats.yolo import parse_yolo
+from tphyolo.data.formats import FORMATS
+from tphyolo.data.formats.base import LabelEntry, label_folder_cache
 from tphyolo.data.image_io import ImageError, is_image_name, verify_image
 from tphyolo.data.labels import ImageLabels, LabelError, sanitize
 from tphyolo.data.paths import is_read_only_folder
@@ -74,57 +71,20 @@ class SplitScan:
     names: tuple[str, ...]
 
 
-@dataclass(frozen=True)
-class _Item:
-    """An image to check and where its labels are: fmt in {'visdrone', 'yolo', 'coco', 'none'}."""
-
-    image: Path
-    fmt: str
-    label: Path | None = None
-    ignore: Path | None = None
-    coco: CocoImage | None = None
-
-
-def _sibling(image: Path, folder: str) -> Path | None:
-    parts = image.parts
-    if "images" not in parts[:-1]:
-        return None
-    i = len(parts) - 2 - parts[-2::-1].index("images")
-    return Path(*parts[:i], folder, *parts[i + 1 : -1], image.stem + ".txt")
+def _image_entry(image: Path) -> LabelEntry:
+    """The first format whose label folder exists for `image`; else a background entry whose `label` is where
+    the first per-image format would keep it (it keys the cache)."""
+    for fmt in FORMATS.values():
+        if (entry := fmt.image_entry(image)) is not None:
+            return entry
+    expected = (fmt.label_file(image) for fmt in FORMATS.values())
+    return LabelEntry(image, None, next((p for p in expected if p is not None), None))
 
 
-def _label_item(image: Path) -> _Item:
-    annotation = _sibling(image, "annotations")
-    if annotation is not None and annotation.parent.is_dir():
-        return _Item(image, "visdrone", annotation)
-    label = _sibling(image, "labels")
-    if label is not None and label.parent.is_dir():
-        return _Item(image, "yolo", label, _sibling(image, "ignore"))
-    return _Item(image, "none", annotation or label)
-
-
-def _coco_beside(folder: Path) -> Path | None:
-    """The COCO file of an image folder: `../annotations.json`, or the only .json in `../annotations/` when
-    that folder holds no VisDrone .txt files."""
-    single = folder.parent / "annotations.json"
-    if single.is_file():
-        return single
-    annotations = folder.parent / "annotations"
-    if annotations.is_dir() and not any(annotations.glob("*.txt")):
-        found = sorted(p for p in annotations.glob("*.json") if not p.name.endswith(".cache.json"))
-        if len(found) == 1:
-            return found[0]
-    return None
-
-
-def _expand_source(source: Path, problems: list[str]) -> list[_Item]:
-    if source.suffix.lower() == ".json" and source.is_file():
-        _, images = load_coco(source)
-        base = source.parent / "images" if (source.parent / "images").is_dir() else source.parent
-        return [_Item(base / name, "coco", source, coco=im) for name, im in sorted(images.items())]
-    if source.is_dir() and source.name == "images" and (coco := _coco_beside(source)) is not None:
-        _, images = load_coco(coco)
-        return [_Item(source / name, "coco", coco, coco=im) for name, im in sorted(images.items())]
+def _expand_source(source: Path, problems: list[str]) -> list[LabelEntry]:
+    for fmt in FORMATS.values():
+        if (entries := fmt.split_entries(source)) is not None:
+            return entries
     if source.is_dir():
         files = []
         for p in sorted(source.rglob("*")):
@@ -134,54 +94,47 @@ def _expand_source(source: Path, problems: list[str]) -> list[_Item]:
                 files.append(p)
             else:
                 problems.append(f"{p}: named like an image but not a file; skipped")
-        return [_label_item(p) for p in files]
+        return [_image_entry(p) for p in files]
     if source.suffix.lower() == ".txt" and source.is_file():
         items = []
         for line in source.read_text(encoding="utf-8").splitlines():
             line = line.strip()
             if line:
                 p = Path(line).expanduser()
-                items.append(_label_item(p if p.is_absolute() else (source.parent / p)))
+                items.append(_image_entry(p if p.is_absolute() else (source.parent / p)))
         return items
     if source.is_file() and is_image_name(source):
-        return [_label_item(source)]
+        return [_image_entry(source)]
     raise FileNotFoundError(f"split source {source}: not a folder, an image list (.txt), a COCO .json or an image")
 
 
-def _check(item: _Item, nc: int) -> tuple[Record | None, str | None, list[str], str]:
+def _check(entry: LabelEntry, nc: int) -> tuple[Record | None, str | None, list[str], str]:
     """(record or None, problem or None, notes, label state) for one image."""
     try:
-        info = verify_image(item.image)
+        info = verify_image(entry.image)
     except ImageError as error:
         return None, str(error), [], "corrupt"
-    notes = [f"{item.image}: {n}" for n in info.notes]
+    notes = [f"{entry.image}: {n}" for n in info.notes]
     try:
-        if item.fmt == "coco":
-            labels, state = item.coco.labels, "found"
-            if (item.coco.height, item.coco.width) != (info.height, info.width):
-                notes.append(
-                    f"{item.image}: json says {item.coco.width}x{item.coco.height}, image is {info.width}x{info.height}"
-                )
-        elif item.label is None or not item.label.is_file():
+        if entry.fmt is None or not entry.label.is_file():
             labels, state = ImageLabels(), "missing"
-        elif item.fmt == "visdrone":
-            labels, state = parse_visdrone(item.label, num_classes=nc or VISDRONE_CLASSES), "found"
         else:
-            labels = parse_yolo(item.label, item.ignore, width=info.width, height=info.height)
+            labels, read_notes = FORMATS[entry.fmt].read(entry, width=info.width, height=info.height, num_classes=nc)
+            notes += read_notes
             state = "found"
         if nc and len(labels.classes) and labels.classes.max() >= nc:
-            raise LabelError(f"{item.label}: class {int(labels.classes.max())} outside 0..{nc - 1}")
+            raise LabelError(f"{entry.label}: class {int(labels.classes.max())} outside 0..{nc - 1}")
     except (LabelError, UnicodeDecodeError, OSError) as error:
         return None, str(error), notes, "corrupt"
     labels, fixes = sanitize(labels, width=info.width, height=info.height)
-    notes += [f"{item.label}: {n}" for n in fixes]
+    notes += [f"{entry.label}: {n}" for n in fixes]
     if state == "found" and len(labels.classes) == 0:
         state = "empty"
-    label_file = str(item.label) if item.label is not None and state != "missing" else None
-    return Record(str(item.image), label_file, info.height, info.width, labels, state), None, notes, state
+    label_file = str(entry.label) if entry.label is not None and state != "missing" else None
+    return Record(str(entry.image), label_file, info.height, info.width, labels, state), None, notes, state
 
 
-def _files_hash(items: list[_Item]) -> str:
+def _files_hash(items: list[LabelEntry]) -> str:
     digest = hashlib.sha256(f"tphyolo-scan-v{CACHE_VERSION}".encode())
     seen = set()
     for item in items:
@@ -197,13 +150,10 @@ def _files_hash(items: list[_Item]) -> str:
     return digest.hexdigest()
 
 
-def _default_cache_path(items: list[_Item]) -> Path | None:
+def _default_cache_path(items: list[LabelEntry]) -> Path | None:
     for item in items:
-        if item.fmt == "coco":
-            return item.label.with_name(f"{item.label.stem}.cache.json")
         if item.label is not None:
-            folder = item.label.parent
-            return folder.parent / f"{folder.name}.cache.json"
+            return FORMATS[item.fmt].cache_file(item) if item.fmt is not None else label_folder_cache(item.label)
     return None
 
 
@@ -287,15 +237,16 @@ def scan_split(
 ) -> SplitScan:
     """Scan a split given by its sources (folders, .txt image lists, COCO .json files, single images).
 
-    `names` fixes the number of classes (labels with a class outside it are corrupt); empty means infer
-    (VisDrone format: its 10 classes; YOLO: max class + 1). `cache`: True = `<label folder>.cache.json`,
-    a Path = that file, False = no cache.
+    `names` fixes the number of classes (labels with a class outside it are corrupt); empty means infer: the
+    format's own names when the whole split is in one format that has them (VisDrone), else max class + 1.
+    `cache`: True = where the format keeps it (`<label folder>.cache.json`), a Path = that file, False = none.
     """
     sources = [Path(sources)] if isinstance(sources, (str, Path)) else [Path(s) for s in sources]
     problems: list[str] = []
     items = [item for s in sources for item in _expand_source(s, problems)]
-    formats = sorted({i.fmt for i in items if i.fmt != "none"})
-    nc = len(names) or (VISDRONE_CLASSES if formats == ["visdrone"] else 0)
+    formats = sorted({i.fmt for i in items if i.fmt is not None})
+    own_names = FORMATS[formats[0]].names if len(formats) == 1 else ()
+    nc = len(names) or len(own_names)
     key = _files_hash(items)
     cache_path = None if cache is False else (Path(cache) if cache is not True else _default_cache_path(items))
     loaded = _load_cache(cache_path, key, nc) if cache_path is not None and cache_path.is_file() else None
@@ -323,10 +274,8 @@ def scan_split(
             else:
                 report.notes.append(note)
     if not names:
-        if formats == ["visdrone"]:
-            from tphyolo.data.formats.visdrone import NAMES
-
-            names = NAMES
+        if own_names:
+            names = own_names
         else:
             top = max((int(r.labels.classes.max()) for r in records if len(r.labels.classes)), default=-1)
             names = tuple(f"class{i}" for i in range(top + 1))

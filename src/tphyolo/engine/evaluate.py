@@ -182,7 +182,7 @@ def save_batch_plots(results: Sequence[ImageResult], save_dir: Path, *, names: l
     """`val_batchK_labels.jpg` and `val_batchK_pred.jpg`: up to 16 images each, ground truth vs detections
     (detections scoring at least 0.25)."""
     from tphyolo.data.image_io import read_image
-    from tphyolo.engine.writers import draw_detections, image_grid
+    from tphyolo.engine.draw import draw_detections, image_grid
 
     for k in range(batches):
         group = results[16 * k : 16 * (k + 1)]

@@ -1,4 +1,5 @@
-"""Pictures of the training data: the label statistics (labels.jpg) and batches with their boxes."""
+"""Pictures of the training data: the label statistics (labels.jpg) and batches with their boxes, in the
+colours of `tphyolo.engine.draw`."""
 
 from __future__ import annotations
 
@@ -10,13 +11,10 @@ import cv2
 import numpy as np
 import torch
 
+from tphyolo.engine.draw import class_colour, draw_boxes
+from tphyolo.ops.boxes import cxcywh_to_xyxy
 
-def class_colour(index: int) -> tuple[int, int, int]:
-    """A stable, distinct BGR colour per class index."""
-    hue = (index * 0.61803398875) % 1.0
-    hsv = np.uint8([[[int(hue * 179), 220, 255]]])
-    b, g, r = cv2.cvtColor(hsv, cv2.COLOR_HSV2BGR)[0, 0]
-    return int(b), int(g), int(r)
+LABEL_MIN_AREA = 64  # pixels of a batch tile: smaller boxes are drawn without their class name
 
 
 def plot_labels(classes: np.ndarray, boxes: np.ndarray, names: Sequence[str], out_path: Path) -> Path:
@@ -66,18 +64,11 @@ def plot_batch(
     for i in range(bs):
         row, col = divmod(i, ncols)
         tile = np.ascontiguousarray(images[i].permute(1, 2, 0).numpy()[:, :, ::-1])  # RGB -> BGR
-        tile = cv2.resize(tile, (tw, th), interpolation=cv2.INTER_AREA) if scale < 1 else tile.copy()
-        for t in targets[targets[:, 0] == i]:
-            cls = int(t[1])
-            cx, cy, bw, bh = t[2] * tw, t[3] * th, t[4] * tw, t[5] * th
-            p1 = (int(cx - bw / 2), int(cy - bh / 2))
-            p2 = (int(cx + bw / 2), int(cy + bh / 2))
-            cv2.rectangle(tile, p1, p2, class_colour(cls), 1, cv2.LINE_AA)
-            label = names[cls] if cls < len(names) else str(cls)
-            if len(t) > 6:
-                label = f"{label} {t[6]:.2f}"
-            if bw * bh > 64:
-                cv2.putText(tile, label, (p1[0], max(p1[1] - 2, 8)), 0, 0.3, class_colour(cls), 1, cv2.LINE_AA)
+        tile = cv2.resize(tile, (tw, th), interpolation=cv2.INTER_AREA) if scale < 1 else tile
+        rows = targets[targets[:, 0] == i]
+        boxes = cxcywh_to_xyxy(rows[:, 2:6]) * (tw, th, tw, th)
+        scores = rows[:, 6] if targets.shape[1] > 6 else None
+        tile = draw_boxes(tile, boxes, rows[:, 1], names, scores=scores, label_min_area=LABEL_MIN_AREA)
         cv2.rectangle(tile, (0, 0), (tw - 1, th - 1), (255, 255, 255), 2)
         canvas[row * th : (row + 1) * th, col * tw : (col + 1) * tw] = tile
     cv2.imwrite(str(out_path), canvas)

@@ -18,37 +18,13 @@ from pathlib import Path
 import cv2
 import numpy as np
 
+from tphyolo.engine.draw import draw_detections
 from tphyolo.engine.predict import Detections
 from tphyolo.engine.sources import Frame
-
-_PALETTE = np.array(
-    [(56, 56, 255), (151, 157, 255), (31, 112, 255), (29, 178, 255), (49, 210, 207), (10, 249, 72), (23, 204, 146),
-     (134, 219, 61), (52, 147, 26), (187, 212, 0), (168, 153, 44), (255, 194, 0), (147, 69, 52), (255, 115, 100),
-     (236, 24, 0), (255, 56, 132), (133, 0, 82), (255, 56, 203), (200, 149, 255), (199, 55, 255)],
-    dtype=np.uint8,
-)  # BGR, one per class id modulo 20  # fmt: skip
 
 
 def output_name(frame: Frame) -> str:
     return f"{frame.path.stem}_{frame.index:06d}" if frame.is_video else frame.path.stem
-
-
-def draw_detections(image: np.ndarray, detections: Detections, names: list[str], *, scores: bool = True) -> np.ndarray:
-    """A copy of uint8 BGR `image` with each box and `name score` (or `name`) drawn, best scores on top."""
-    canvas = image.copy()
-    thickness = max(1, round(sum(image.shape[:2]) / 1000))
-    rows = zip(detections.boxes.tolist(), detections.scores.tolist(), detections.labels.tolist(), strict=True)
-    for (x1, y1, x2, y2), score, label in reversed(list(rows)):
-        color = tuple(int(c) for c in _PALETTE[label % len(_PALETTE)])
-        p1, p2 = (round(x1), round(y1)), (round(x2), round(y2))
-        cv2.rectangle(canvas, p1, p2, color, thickness, cv2.LINE_AA)
-        text = str(names[label]) if label < len(names) else str(label)
-        text = f"{text} {score:.2f}" if scores else text
-        (tw, th), _ = cv2.getTextSize(text, cv2.FONT_HERSHEY_SIMPLEX, thickness / 3, 1)
-        top = max(p1[1] - th - 3, 0)
-        cv2.rectangle(canvas, (p1[0], top), (p1[0] + tw, top + th + 3), color, -1, cv2.LINE_AA)
-        cv2.putText(canvas, text, (p1[0], top + th + 1), cv2.FONT_HERSHEY_SIMPLEX, thickness / 3, (255, 255, 255), 1)
-    return canvas
 
 
 def visdrone_lines(detections: Detections) -> list[str]:
@@ -166,22 +142,3 @@ def run_dir(project: str | Path, name: str, *, exist_ok: bool = False) -> Path:
         path, n = base.with_name(f"{name}{n}"), n + 1
     path.mkdir(parents=True, exist_ok=True)
     return path
-
-
-def image_grid(images: list[np.ndarray], *, cell: int = 480, columns: int = 4) -> np.ndarray:
-    """Tile uint8 BGR images into one grid image, row by row, each resized to fit a `cell` x `cell` square;
-    a row is as tall as its tallest image."""
-    small = []
-    for image in images:
-        h, w = image.shape[:2]
-        r = cell / max(h, w)
-        small.append(cv2.resize(image, (max(1, round(w * r)), max(1, round(h * r))), interpolation=cv2.INTER_AREA))
-    rows = [small[k : k + columns] for k in range(0, len(small), columns)]
-    heights = [max(im.shape[0] for im in row) for row in rows]
-    grid = np.full((sum(heights), min(columns, len(small)) * cell, 3), 255, dtype=np.uint8)
-    top = 0
-    for row, height in zip(rows, heights, strict=True):
-        for k, im in enumerate(row):
-            grid[top : top + im.shape[0], k * cell : k * cell + im.shape[1]] = im
-        top += height
-    return grid

@@ -25,11 +25,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from tphyolo.data.formats.visdrone import NAMES, NUM_CLASSES
+
 MAX_DETS = (1, 10, 100, 500)
-CLASSES = tuple(range(1, 11))  # evaluated categories; 0 marks ignored regions, 11 is "others"
-NAMES = (
-    "pedestrian", "people", "bicycle", "car", "van", "truck", "tricycle", "awning-tricycle", "bus", "motor",
-)  # fmt: skip
+CLASSES = tuple(range(1, NUM_CLASSES + 1))  # evaluated categories; 0 marks ignored regions, 11 is "others"
 METRICS = ("AP", "AP50", "AP75", "AR1", "AR10", "AR100", "AR500")
 
 

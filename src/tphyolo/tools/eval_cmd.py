@@ -13,10 +13,9 @@ from pathlib import Path
 
 import numpy as np
 
-HELP = "score saved detections against ground truth (VisDrone or COCO protocol)"
+from tphyolo.data.formats.visdrone import NUM_CLASSES as N_CLASSES  # categories 1..N_CLASSES are scored
 
-IMAGE_SUFFIXES = (".jpg", ".jpeg", ".png", ".bmp", ".tif", ".tiff", ".webp")
-N_CLASSES = 10  # VisDrone categories 1..10 are scored; 0 marks ignored regions, 11 "others"
+HELP = "score saved detections against ground truth (VisDrone or COCO protocol)"
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -49,6 +48,8 @@ def read_visdrone_rows(path: Path) -> np.ndarray:
 def image_size(images_dir: Path, stem: str) -> tuple[int, int]:
     """(height, width) of `images_dir/stem.*`, read from the file header."""
     from PIL import Image
+
+    from tphyolo.data.image_io import IMAGE_SUFFIXES
 
     for suffix in IMAGE_SUFFIXES:
         path = images_dir / f"{stem}{suffix}"

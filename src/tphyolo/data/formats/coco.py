@@ -2,17 +2,23 @@
 bbox = [left, top, width, height] pixels, iscrowd), `categories` (id, name).
 
 Category ids map to class ids in ascending id order; `iscrowd: 1` boxes become ignore regions.
+
+A split is a COCO file given as the split source (images under the json's `images/` folder, or beside it), or
+an `images/` folder with `../annotations.json` or a single `../annotations/*.json` (`file_name`s relative to
+`images/`).
 """
 
 from __future__ import annotations
 
 import json
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
+from tphyolo.data.formats.base import LabeledImage, LabelEntry, LabelFormat, images_folder
 from tphyolo.data.labels import ImageLabels, LabelError
 from tphyolo.ops.boxes import xywh_to_xyxy
 
@@ -85,3 +91,55 @@ def coco_dict(images: list[CocoImage], names: list[str]) -> dict:
             )
     categories = [{"id": i + 1, "name": n} for i, n in enumerate(names)]
     return {"images": out_images, "annotations": annotations, "categories": categories}
+
+
+def _coco_beside(folder: Path) -> Path | None:
+    """The COCO file of an image folder: `../annotations.json`, or the only .json in `../annotations/` when
+    that folder holds no VisDrone .txt files."""
+    single = folder.parent / "annotations.json"
+    if single.is_file():
+        return single
+    annotations = folder.parent / "annotations"
+    if annotations.is_dir() and not any(annotations.glob("*.txt")):
+        found = sorted(p for p in annotations.glob("*.json") if not p.name.endswith(".cache.json"))
+        if len(found) == 1:
+            return found[0]
+    return None
+
+
+class CocoFormat(LabelFormat):
+    """One json per split; its images are the split. Entries carry the `CocoImage` read from the json."""
+
+    name = "coco"
+
+    def split_entries(self, source: Path) -> list[LabelEntry] | None:
+        if source.suffix.lower() == ".json" and source.is_file():
+            path = source
+            base = source.parent / "images" if (source.parent / "images").is_dir() else source.parent
+        elif source.is_dir() and source.name == "images" and (beside := _coco_beside(source)) is not None:
+            path, base = beside, source
+        else:
+            return None
+        _, images = load_coco(path)
+        return [LabelEntry(base / name, self.name, path, data=im) for name, im in sorted(images.items())]
+
+    def read(self, entry: LabelEntry, *, width: int, height: int, num_classes: int) -> tuple[ImageLabels, list[str]]:
+        im: CocoImage = entry.data
+        notes = []
+        if (im.height, im.width) != (height, width):
+            notes.append(f"{entry.image}: json says {im.width}x{im.height}, image is {width}x{height}")
+        return im.labels, notes
+
+    def cache_file(self, entry: LabelEntry) -> Path:
+        return entry.label.with_name(f"{entry.label.stem}.cache.json")
+
+    def write(self, images: Sequence[LabeledImage], *, names: Sequence[str]) -> list[Path]:
+        """`annotations.json` beside the `images/` folder that holds every image (`file_name`s relative to it)."""
+        folders = {images_folder(im.image) for im in images}
+        if len(folders) != 1 or None in folders:
+            raise ValueError(f"COCO labels need every image under one images/ folder, got {sorted(map(str, folders))}")
+        (folder,) = folders
+        entries = [CocoImage(im.image.relative_to(folder).as_posix(), im.width, im.height, im.labels) for im in images]
+        path = folder.parent / "annotations.json"
+        path.write_text(json.dumps(coco_dict(entries, list(names))), encoding="utf-8")
+        return [path]

@@ -3,33 +3,29 @@
 One object per line: `left,top,width,height,score,category,truncation,occlusion` in pixels (trailing commas
 and blank lines tolerated). Category 1..10 are the classes (class id = category - 1), category 0 marks an
 ignored region (kept as an ignore region), category 11 "others" is neither (dropped).
+
+`NAMES` and `NUM_CLASSES` are the one definition of VisDrone-DET's classes (the challenge protocol in
+`tphyolo.metrics.visdrone` and `configs/data/visdrone.yaml` agree with them).
 """
 
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
 
+from tphyolo.data.formats.base import LabeledImage, LabelEntry, LabelFormat, sibling_file
 from tphyolo.data.labels import ImageLabels, LabelError
 from tphyolo.ops.boxes import xywh_to_xyxy
 
 IGNORED_CATEGORY = 0
 OTHERS_CATEGORY = 11
-NUM_CLASSES = 10
 NAMES = (
-    "pedestrian",
-    "people",
-    "bicycle",
-    "car",
-    "van",
-    "truck",
-    "tricycle",
-    "awning-tricycle",
-    "bus",
-    "motor",
-)
+    "pedestrian", "people", "bicycle", "car", "van", "truck", "tricycle", "awning-tricycle", "bus", "motor",
+)  # class id = category - 1  # fmt: skip
+NUM_CLASSES = len(NAMES)  # categories 1..NUM_CLASSES are classes
 
 
 def parse_visdrone(path: Path, *, num_classes: int = NUM_CLASSES) -> ImageLabels:
@@ -82,3 +78,28 @@ def _num(v: float) -> str:
     """Integers without a decimal point (as in the original files), other values with 2 decimals."""
     r = round(v)
     return str(int(r)) if abs(v - r) < 1e-3 else f"{v:.2f}"
+
+
+class VisDroneFormat(LabelFormat):
+    """`annotations/STEM.txt` beside `images/STEM.jpg`; class names are VisDrone-DET's unless the dataset
+    gives its own (then categories 1..nc)."""
+
+    name = "visdrone"
+    names = NAMES
+
+    def label_file(self, image: Path) -> Path | None:
+        return sibling_file(image, "annotations")
+
+    def read(self, entry: LabelEntry, *, width: int, height: int, num_classes: int) -> tuple[ImageLabels, list[str]]:
+        return parse_visdrone(entry.label, num_classes=num_classes or NUM_CLASSES), []
+
+    def write(self, images: Sequence[LabeledImage], *, names: Sequence[str]) -> list[Path]:
+        written = []
+        for im in images:
+            path = self.label_file(im.image)
+            if path is None:
+                raise ValueError(f"{im.image}: not under an images/ folder, so it has no annotations/ file")
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text(format_visdrone(im.labels), encoding="utf-8")
+            written.append(path)
+        return written

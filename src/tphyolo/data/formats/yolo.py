@@ -8,10 +8,12 @@ Ignore regions live in an optional side file `ignore/STEM.txt`, one normalised `
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
 
+from tphyolo.data.formats.base import LabeledImage, LabelEntry, LabelFormat, sibling_file
 from tphyolo.data.labels import ImageLabels, LabelError
 from tphyolo.ops.boxes import cxcywh_to_xyxy, xyxy_to_cxcywh
 
@@ -75,3 +77,38 @@ def format_yolo(labels: ImageLabels, *, width: int, height: int) -> tuple[str, s
     )
     ignore_text = "".join(f"{b[0]:.6f} {b[1]:.6f} {b[2]:.6f} {b[3]:.6f}\n" for b in ignore)
     return label_text, ignore_text
+
+
+class YoloFormat(LabelFormat):
+    """`labels/STEM.txt` (+ `ignore/STEM.txt`) beside `images/STEM.jpg`; classes numbered by the dataset."""
+
+    name = "yolo"
+
+    def label_file(self, image: Path) -> Path | None:
+        return sibling_file(image, "labels")
+
+    def ignore_file(self, image: Path) -> Path | None:
+        return sibling_file(image, "ignore")
+
+    def read(self, entry: LabelEntry, *, width: int, height: int, num_classes: int) -> tuple[ImageLabels, list[str]]:
+        return parse_yolo(entry.label, entry.ignore, width=width, height=height), []
+
+    def write(self, images: Sequence[LabeledImage], *, names: Sequence[str]) -> list[Path]:
+        """Label files for every image (in `labels/`, with an `ignore/` folder beside it); an ignore side file
+        only for images with ignore regions (a stale one is removed)."""
+        written = []
+        for im in images:
+            label, ignore = self.label_file(im.image), self.ignore_file(im.image)
+            if label is None:
+                raise ValueError(f"{im.image}: not under an images/ folder, so it has no labels/ file")
+            label_text, ignore_text = format_yolo(im.labels, width=im.width, height=im.height)
+            label.parent.mkdir(parents=True, exist_ok=True)
+            ignore.parent.mkdir(parents=True, exist_ok=True)
+            label.write_text(label_text, encoding="utf-8")
+            written.append(label)
+            if ignore_text:
+                ignore.write_text(ignore_text, encoding="utf-8")
+                written.append(ignore)
+            elif ignore.exists():
+                ignore.unlink()
+        return written
