@@ -21,7 +21,10 @@ import os
 import sys
 from collections.abc import Sequence
 
-from tphyolo import __version__
+from tphyolo._version import __version__
+from tphyolo.tools.errors import UsageError
+
+__all__ = ["COMMANDS", "UsageError", "build_parser", "main"]
 
 # Subcommand name -> module implementing it. Order is the order shown in `tphyolo -h`.
 COMMANDS: dict[str, str] = {
@@ -35,10 +38,6 @@ COMMANDS: dict[str, str] = {
     "bench": "tphyolo.tools.bench_cmd",
     "profile": "tphyolo.tools.profile_cmd",
 }
-
-
-class UsageError(ValueError):
-    """A bad value on the command line, found after parsing; reported in one line with exit code 2."""
 
 
 class _Parser(argparse.ArgumentParser):

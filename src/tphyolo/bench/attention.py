@@ -203,7 +203,7 @@ def _maybe_compile(module: nn.Module, mode: str) -> nn.Module:
 def _measure(settings, device, timed, backend, flops, dtype, log, case, config, base_mb) -> Row:
     """Times the baseline and our step interleaved under one SDPA backend; an error row if ours cannot run.
     `timed` is (baseline step, our step, our eval forward to probe the kernel with, or None)."""
-    from tphyolo.tools.sdpa_probe import kernel_that_ran
+    from tphyolo.sdpa_probe import kernel_that_ran
 
     base_fn, ours_fn, probe = timed
     name = f"attention/{case.block}"

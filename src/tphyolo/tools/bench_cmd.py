@@ -21,8 +21,8 @@ import torch
 
 from tphyolo.bench.report import Row, format_table, machine_info, write_json
 from tphyolo.bench.timing import matmul_flops_per_s
-from tphyolo.cli import UsageError
 from tphyolo.runtime import SDPA_BACKEND_NAMES, RuntimeConfig
+from tphyolo.tools.errors import UsageError
 
 HELP = "benchmark attention blocks, models, WBF, COCO evaluation and data loading against the originals"
 USES_RUNTIME = True

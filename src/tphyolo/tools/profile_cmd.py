@@ -47,8 +47,8 @@ def run(args: argparse.Namespace) -> int:
 
     from tphyolo.bench.model import infer_step, synthetic_targets, train_step
     from tphyolo.bench.profile import ModuleLabels, label_times, layer_strides, summarize
-    from tphyolo.cli import UsageError
     from tphyolo.models.build import build_model
+    from tphyolo.tools.errors import UsageError
 
     if args.steps < 1 or args.warmup_steps < 0:
         raise UsageError(f"--steps must be >= 1 and --warmup-steps >= 0, got {args.steps}, {args.warmup_steps}")
