@@ -24,7 +24,6 @@ from tphyolo.bench.timing import matmul_flops_per_s
 from tphyolo.runtime import SDPA_BACKEND_NAMES, RuntimeConfig
 from tphyolo.tools.errors import UsageError
 
-HELP = "benchmark attention blocks, models, WBF, COCO evaluation and data loading against the originals"
 USES_RUNTIME = True
 
 BENCHMARKS = ("attention", "model", "wbf", "eval", "data")

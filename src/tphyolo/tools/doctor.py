@@ -18,8 +18,6 @@ import torch
 from tphyolo._version import __version__
 from tphyolo.runtime import ALLOC_ENV_VARS, DEFAULT_ALLOC_CONF
 
-HELP = "check the environment: versions, GPUs, attention kernels, torch.compile, threads"
-
 MIN_TORCH = (2, 4)
 
 

@@ -24,7 +24,6 @@ import torch
 
 from tphyolo.runtime import RuntimeConfig, sdpa_context
 
-HELP = "profile a few train or inference steps: chrome trace, top operators, time per module type"
 USES_RUNTIME = True
 
 
