@@ -4,6 +4,7 @@
     tphyolo bench model --model tph-yolov5l --img 640 --batch 2 --variants eager,channels_last
     tphyolo bench wbf                          # 8 lists x 300 boxes x 10 classes against ensemble_boxes
     tphyolo bench eval --images 500            # COCO protocol, ours against pycocotools
+    tphyolo bench wbf eval --clock cpu         # process CPU time: steadier on a shared machine
     tphyolo bench data --workers 0,1,2
     tphyolo bench attention model --quick     # tiny sizes, seconds
 
@@ -23,7 +24,7 @@ from collections.abc import Callable
 import torch
 
 from tphyolo.bench.report import Row, format_table, machine_info, write_json
-from tphyolo.bench.timing import matmul_flops_per_s
+from tphyolo.bench.timing import CLOCKS, matmul_flops_per_s
 from tphyolo.runtime import SDPA_BACKEND_NAMES, RuntimeConfig
 from tphyolo.tools.errors import UsageError
 
@@ -68,6 +69,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     group = parser.add_argument_group("wbf / eval / data")
     group.add_argument("--workers", type=_ints, default=(0, 1, 2), help="loader worker counts (default 0,1,2)")
     group.add_argument("--images", type=int, default=None, help="images for bench eval (default 500)")
+    group.add_argument(
+        "--clock", choices=CLOCKS, default="wall",
+        help="how wbf and eval are timed: wall time, or the process's CPU time, which other load disturbs less",
+    )  # fmt: skip
     group.add_argument("--data", default="synthetic", help="dataset yaml or built-in name for bench data")
     group.add_argument("--data-batches", type=int, default=None, help="batches per bench data run (default 8)")
 
@@ -164,12 +169,14 @@ def run(args: argparse.Namespace) -> int:
         elif what == "wbf":
             from tphyolo.bench.wbf import bench_wbf
 
-            rows += bench_wbf(quick=args.quick, repeats=_pick(args.repeats, args.quick, 5, 1), log=print)
+            repeats = _pick(args.repeats, args.quick, 5, 1)
+            rows += bench_wbf(quick=args.quick, repeats=repeats, clock=args.clock, log=print)
         elif what == "eval":
             from tphyolo.bench.eval import bench_eval
 
             images = args.images or (20 if args.quick else 500)
-            rows += bench_eval(images=images, repeats=_pick(args.repeats, args.quick, 3, 1), log=print)
+            repeats = _pick(args.repeats, args.quick, 3, 1)
+            rows += bench_eval(images=images, repeats=repeats, clock=args.clock, log=print)
         elif what == "data":
             from tphyolo.bench.data import bench_data
 
