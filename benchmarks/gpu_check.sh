@@ -12,8 +12,9 @@
 #      GPU before timing)         -> pytest.txt
 #   3. bench attention: C3TR, C3STR, CLLA at l width, 1536 and 1996 inputs, batch 2, per SDPA backend
 #      (flash, efficient, cudnn, math) and dtype (fp32, fp16, bf16), eval and train -> attention.json
-#   4. bench model: tph-yolov5l at 1536, batch 2, eager and AMP bf16, train step and inference, ours against
-#      the original-attention model -> model.json; AMP bf16 + torch.compile, train step -> model_compile.json
+#   4. bench model: tph-yolov5l at 1536, batch 2, eager (fp32) and AMP (bf16 on these GPUs: --amp auto
+#      autocasts only the amp variants), train step and inference, ours against the original-attention model
+#      -> model.json; AMP bf16 + torch.compile, train step -> model_compile.json
 #   5. 50 training steps of tph-yolov5l on the built-in synthetic set (generated locally): images/s and peak
 #      memory -> train.json (+ the run's results csv)
 set -u -o pipefail
@@ -60,7 +61,7 @@ step bench-attention 90 "$PYTHON" -m tphyolo bench attention --device cuda --blo
   --sizes 1536,1996 --batch 2 --warmup 2 --repeats 5 --json "$OUT_DIR/attention.json"
 
 step bench-model 55 "$PYTHON" -m tphyolo bench model --device cuda --model tph-yolov5l --img 1536 --batch 2 \
-  --variants eager,amp --amp bf16 --warmup 2 --repeats 5 --json "$OUT_DIR/model.json"
+  --variants eager,amp --warmup 2 --repeats 5 --json "$OUT_DIR/model.json"
 
 step bench-model-compile 150 "$PYTHON" -m tphyolo bench model --device cuda --model tph-yolov5l --img 1536 \
   --batch 2 --variants amp+compile --amp bf16 --model-modes train --warmup 2 --repeats 5 \

@@ -64,3 +64,22 @@ def test_importing_tphyolo_changes_no_global_state():
     )
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300, check=False)
     assert result.returncode == 0, result.stderr[-2000:]
+
+
+@pytest.mark.parametrize("flag", ["--version", "-h"])
+def test_version_and_help_do_not_import_torch(flag):
+    # `python -m tphyolo FLAG` in a fresh interpreter, then the modules it loaded.
+    code = (
+        "import runpy, sys\n"
+        f"sys.argv = ['tphyolo', {flag!r}]\n"
+        "try:\n"
+        "    runpy.run_module('tphyolo', run_name='__main__')\n"
+        "except SystemExit as stop:\n"
+        "    assert stop.code == 0, stop.code\n"
+        "print('LOADED', sorted(m for m in sys.modules if m == 'torch' or m.startswith('torch.')))\n"
+    )
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=False)
+    assert result.returncode == 0, result.stderr
+    assert "LOADED []" in result.stdout
+    if flag == "-h":
+        assert all(name in result.stdout for name in COMMANDS)

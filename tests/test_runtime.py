@@ -120,7 +120,7 @@ def test_autocast_context_on_cpu():
 
 
 def test_sdpa_context_restricts_backends():
-    from tphyolo.tools.sdpa_probe import kernel_that_ran
+    from tphyolo.sdpa_probe import kernel_that_ran
 
     q = torch.randn(1, 2, 16, 8)
     call = lambda: F.scaled_dot_product_attention(q, q, q)  # noqa: E731

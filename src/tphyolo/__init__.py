@@ -4,7 +4,7 @@ Importing this package changes no global state: process-wide settings are applie
 `tphyolo.runtime.configure_process`, which the command-line entry points call.
 """
 
-__version__ = "0.1.0"
+from tphyolo._version import __version__ as __version__
 
 
 def __getattr__(name: str):

@@ -39,7 +39,7 @@ from typing import Any
 import torch
 from torch import nn
 
-from tphyolo import __version__
+from tphyolo._version import __version__
 from tphyolo.legacy import read_yolov5_checkpoint
 from tphyolo.models import build_model, convert_original_state_dict
 

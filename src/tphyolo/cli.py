@@ -1,16 +1,19 @@
 """The `tphyolo` command line.
 
-Each subcommand lives in its own module, listed in `COMMANDS`. A command module provides:
+Each subcommand lives in its own module, listed with its one-line help in `COMMANDS`. A command module
+provides:
 
-- `HELP`: a one-line description shown by `tphyolo -h`;
 - `add_arguments(parser)`: its flags;
 - `run(args) -> int`: the command itself, returning the exit code;
 - optionally `USES_RUNTIME = True`: the command gets the shared runtime flags (`--device`, `--amp`,
   `--compile`, ...) and `args.runtime`, a `RuntimeConfig` already applied by `configure_process`;
   `RUNTIME_INFERENCE = True` adds the inference-only `--half`.
 
-This module is the only caller of `configure_process`: process-wide settings are applied here, after the
-arguments are parsed and before the command touches CUDA.
+`run` also gets `args.argv`, the arguments `main` was given (for a command that relaunches itself).
+
+`main` imports only the module of the command it runs, so `tphyolo --version` and `tphyolo -h` answer without
+importing torch. This module is the only caller of `configure_process`: process-wide settings are applied
+here, after the arguments are parsed and before the command touches CUDA.
 """
 
 from __future__ import annotations
@@ -19,26 +22,54 @@ import argparse
 import importlib
 import os
 import sys
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
+from typing import NamedTuple
 
-from tphyolo import __version__
+from tphyolo._version import __version__
+from tphyolo.tools.errors import UsageError
 
-# Subcommand name -> module implementing it. Order is the order shown in `tphyolo -h`.
-COMMANDS: dict[str, str] = {
-    "train": "tphyolo.tools.train_cmd",
-    "val": "tphyolo.tools.val_cmd",
-    "doctor": "tphyolo.tools.doctor",
-    "predict": "tphyolo.tools.predict_cmd",
-    "eval": "tphyolo.tools.eval_cmd",
-    "data": "tphyolo.tools.data_cmd",
-    "convert": "tphyolo.tools.convert_cmd",
-    "bench": "tphyolo.tools.bench_cmd",
-    "profile": "tphyolo.tools.profile_cmd",
+__all__ = ["COMMANDS", "Command", "UsageError", "build_parser", "main"]
+
+
+class Command(NamedTuple):
+    module: str  # the module implementing the command
+    help: str  # one line, shown by `tphyolo -h` and atop `tphyolo COMMAND -h`
+
+
+# Subcommand name -> command. Order is the order shown in `tphyolo -h`.
+COMMANDS: dict[str, Command] = {
+    "train": Command(
+        "tphyolo.tools.train_cmd", "train a model (default: tph-yolov5n on the built-in synthetic drone set)"
+    ),
+    "val": Command(
+        "tphyolo.tools.val_cmd", "evaluate a checkpoint on a dataset split (mAP table, plots, json/txt outputs)"
+    ),
+    "doctor": Command(
+        "tphyolo.tools.doctor", "check the environment: versions, GPUs, attention kernels, torch.compile, threads"
+    ),
+    "predict": Command(
+        "tphyolo.tools.predict_cmd", "detect objects in images or videos (TTA, sliced inference, ensembles)"
+    ),
+    "eval": Command(
+        "tphyolo.tools.eval_cmd", "score saved detections against ground truth (VisDrone or COCO protocol)"
+    ),
+    "data": Command(
+        "tphyolo.tools.data_cmd",
+        "inspect datasets: 'data check --data X.yaml' scans and reports labels, classes, problems",
+    ),
+    "convert": Command(
+        "tphyolo.tools.convert_cmd",
+        "convert checkpoints (original TPH-YOLOv5/YOLOv5 .pt -> tphyolo) or VisDrone annotations (-> YOLO)",
+    ),
+    "bench": Command(
+        "tphyolo.tools.bench_cmd",
+        "benchmark attention blocks, models, WBF, COCO evaluation and data loading against the originals",
+    ),
+    "profile": Command(
+        "tphyolo.tools.profile_cmd",
+        "profile a few train or inference steps: chrome trace, top operators, time per module type",
+    ),
 }
-
-
-class UsageError(ValueError):
-    """A bad value on the command line, found after parsing; reported in one line with exit code 2."""
 
 
 class _Parser(argparse.ArgumentParser):
@@ -48,31 +79,45 @@ class _Parser(argparse.ArgumentParser):
         self.exit(2, f"{self.prog}: error: {message} (see '{self.prog} -h')\n")
 
 
-def build_parser() -> argparse.ArgumentParser:
-    """The full parser, with every subcommand's flags."""
-    from tphyolo.runtime import add_runtime_arguments
-
+def build_parser(commands: Iterable[str] | None = None) -> argparse.ArgumentParser:
+    """The parser of every subcommand; only those named in `commands` (default: all) get their flags, which
+    imports their modules."""
+    with_flags = set(COMMANDS if commands is None else commands)
     parser = _Parser(prog="tphyolo", description="TPH-YOLOv5 family for small objects in drone imagery.")
     parser.add_argument("--version", action="version", version=f"tphyolo {__version__}")
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
-    for name, module_name in COMMANDS.items():
-        module = importlib.import_module(module_name)
-        sub = subparsers.add_parser(name, help=module.HELP, description=module.HELP)
-        module.add_arguments(sub)
-        if getattr(module, "USES_RUNTIME", False):
-            add_runtime_arguments(sub, inference=getattr(module, "RUNTIME_INFERENCE", False))
-        sub.set_defaults(_module=module)
+    for name, command in COMMANDS.items():
+        sub = subparsers.add_parser(name, help=command.help, description=command.help)
+        if name in with_flags:
+            _add_command_arguments(sub, importlib.import_module(command.module))
     return parser
+
+
+def _add_command_arguments(sub: argparse.ArgumentParser, module) -> None:
+    module.add_arguments(sub)
+    if getattr(module, "USES_RUNTIME", False):
+        from tphyolo.runtime import add_runtime_arguments
+
+        add_runtime_arguments(sub, inference=getattr(module, "RUNTIME_INFERENCE", False))
+    sub.set_defaults(_module=module)
+
+
+def _command_name(argv: Sequence[str]) -> str | None:
+    """The subcommand `argv` names: its first word that is not an option (the top level takes no values)."""
+    return next((word for word in argv if not word.startswith("-")), None)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Parse `argv` (default: `sys.argv[1:]`), apply process settings, run the subcommand."""
-    parser = build_parser()
+    argv = list(sys.argv[1:] if argv is None else argv)
+    name = _command_name(argv)
+    parser = build_parser(commands=[name] if name in COMMANDS else [])
     args = parser.parse_args(argv)
     if args.command is None:
         parser.print_help()
         return 2
     module = args._module
+    args.argv = argv
     try:
         if getattr(module, "USES_RUNTIME", False):
             from tphyolo.runtime import configure_process, runtime_from_args

@@ -89,6 +89,11 @@ class RuntimeConfig:
         if self.half and device.type != "cuda":
             raise ValueError(f"half precision (fp16 weights) needs a CUDA device, got {device}")
 
+    @property
+    def memory_format(self) -> torch.memory_format:
+        """The layout of 4-D weights and inputs: NHWC (`torch.channels_last`) when `channels_last`."""
+        return torch.channels_last if self.channels_last else torch.contiguous_format
+
     def place_model(self, model: nn.Module, device: torch.device) -> nn.Module:
         """`model` on `device` in this runtime's weights dtype (fp16 when `half`) and memory format (NHWC when
         `channels_last`); the one place that decides them. Modifies and returns `model`."""
@@ -97,7 +102,7 @@ class RuntimeConfig:
         if self.half:
             model = model.half()
         if self.channels_last:
-            model = model.to(memory_format=torch.channels_last)
+            model = model.to(memory_format=self.memory_format)
         return model
 
     def compile_model(self, model: nn.Module) -> nn.Module:
@@ -114,7 +119,7 @@ class RuntimeConfig:
         `half` else fp32, NHWC when `channels_last`."""
         x = images.to(device, non_blocking=True)
         x = x.to(torch.float16 if self.half else torch.float32) / 255.0
-        return x.contiguous(memory_format=torch.channels_last) if self.channels_last else x
+        return x.contiguous(memory_format=self.memory_format)
 
 
 def parse_device(spec: str) -> list[str]:

@@ -59,3 +59,13 @@ def test_time_calls_interleaves_and_pairs():
     assert order == ["a", "b"] + ["a", "b"] * 3
     assert len(first.samples_ms) == len(second.samples_ms) == 3
     assert paired_speedup(first, first) == 1.0
+
+
+def test_cpu_clock_counts_work_not_waiting():
+    import time
+
+    wait = lambda: time.sleep(0.05)  # noqa: E731
+    assert time_call(wait, device=CPU, warmup=0, repeats=1).median_ms >= 50
+    assert time_call(wait, device=CPU, warmup=0, repeats=1, clock="cpu").median_ms < 25
+    with pytest.raises(ValueError, match="unknown clock"):
+        time_call(wait, device=CPU, clock="sundial")

@@ -9,7 +9,8 @@ Image sizes map to maps by stride (640 -> 20 x 20 P5 tokens, 1536 -> 48 x 48, 19
 first checked: in eval mode, fp32, both blocks must give the same output. Then each is timed in "eval"
 (forward under no_grad, eval mode) and "train" (forward + backward of the output sum, train mode, input
 requiring grad), per SDPA backend and autocast dtype. The twin does not use SDPA, so it is timed once per
-dtype; our block is timed per backend, and the kernel that actually ran is recorded.
+dtype; our block is timed per backend, and the kernel that actually ran is recorded. Both blocks and their
+inputs take the memory format and compile mode of `AttentionSettings.runtime` (`prepare_model`).
 """
 
 from __future__ import annotations
@@ -29,7 +30,7 @@ from tphyolo.models.attention import C3TR
 from tphyolo.models.build import SCALES
 from tphyolo.models.clla import CLLABlock
 from tphyolo.models.swin import C3STR
-from tphyolo.runtime import sdpa_backends
+from tphyolo.runtime import RuntimeConfig, sdpa_backends
 
 BLOCKS = ("c3tr", "c3str", "clla")
 MODES = ("eval", "train")
@@ -159,7 +160,7 @@ class AttentionSettings:
     backends: tuple[str | None, ...] = (None,)
     warmup: int = 1
     repeats: int = 3
-    compile_mode: str = "off"
+    runtime: RuntimeConfig = RuntimeConfig()  # memory format and compile of both blocks and their inputs
     matmul_flops: float | None = None  # the machine's fp32 matmul rate, for the achieved fraction
 
 
@@ -176,10 +177,9 @@ def bench_attention(
         if diff > tolerance:
             raise RuntimeError(f"{case.describe()}: original-computation twin differs by {diff:.2e} (> {tolerance})")
         log(f"{case.describe()}: same output as the original computation (max rel. diff {diff:.1e})")
-        run_ours, run_base = (
-            _maybe_compile(ours, settings.compile_mode),
-            _maybe_compile(baseline, settings.compile_mode),
-        )
+        runtime = settings.runtime
+        run_ours, run_base = (runtime.prepare_model(block, device) for block in (ours, baseline))
+        inputs = [x.contiguous(memory_format=runtime.memory_format) for x in inputs]
         for mode in settings.modes:
             for dtype_name in settings.dtypes:
                 dtype = DTYPES[dtype_name]
@@ -196,14 +196,10 @@ def bench_attention(
     return rows
 
 
-def _maybe_compile(module: nn.Module, mode: str) -> nn.Module:
-    return module if mode == "off" else torch.compile(module, mode=mode)
-
-
 def _measure(settings, device, timed, backend, flops, dtype, log, case, config, base_mb) -> Row:
     """Times the baseline and our step interleaved under one SDPA backend; an error row if ours cannot run.
     `timed` is (baseline step, our step, our eval forward to probe the kernel with, or None)."""
-    from tphyolo.tools.sdpa_probe import kernel_that_ran
+    from tphyolo.sdpa_probe import kernel_that_ran
 
     base_fn, ours_fn, probe = timed
     name = f"attention/{case.block}"

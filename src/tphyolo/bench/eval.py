@@ -55,7 +55,10 @@ def coco_inputs(images: int, *, per_image: int = 60, detections: int = 150, seed
     return {"images": gt_images, "annotations": annotations, "categories": categories}, results
 
 
-def bench_eval(*, images: int = 500, repeats: int = 3, log: Callable[[str], None] = print) -> list[Row]:
+def bench_eval(
+    *, images: int = 500, repeats: int = 3, clock: str = "wall", log: Callable[[str], None] = print
+) -> list[Row]:
+    """One Row: ours against pycocotools (ours alone when it is absent), timed by `clock` (timing.CLOCKS)."""
     from tphyolo.metrics.coco import evaluate_coco
 
     gt, detections = coco_inputs(images)
@@ -65,20 +68,20 @@ def bench_eval(*, images: int = 500, repeats: int = 3, log: Callable[[str], None
         import pycocotools  # noqa: F401
     except ImportError:
         log("bench eval: pycocotools is not installed; timing ours only")
-        ours_t = time_call(ours_fn, device=CPU, warmup=0, repeats=repeats)
-        absent = {"baseline": "absent"}
+        ours_t = time_call(ours_fn, device=CPU, warmup=0, repeats=repeats, clock=clock)
+        absent = {"baseline": "absent", "clock": clock}
         return [Row("eval/coco", config, ours_t.median_ms, ours_spread_ms=ours_t.spread_ms, extra=absent)]
     base_fn = lambda: evaluate_coco(gt, detections, backend="pycocotools")  # noqa: E731
     ours, reference = ours_fn(), base_fn()
     same = all(abs(ours.overall[k] - reference.overall[k]) < 1e-6 for k in reference.overall)
     if not same:
         log(f"bench eval: results differ: ours {ours.overall} vs pycocotools {reference.overall}")
-    base_t, ours_t = time_calls([base_fn, ours_fn], device=CPU, warmup=0, repeats=repeats)
-    log(f"eval {config}: pycocotools {base_t.median_ms:.0f} ms, ours {ours_t.median_ms:.0f} ms")
+    base_t, ours_t = time_calls([base_fn, ours_fn], device=CPU, warmup=0, repeats=repeats, clock=clock)
+    log(f"eval {config}: pycocotools {base_t.median_ms:.0f} ms, ours {ours_t.median_ms:.0f} ms ({clock} time)")
     return [
         Row(
             "eval/coco", config, ours_t.median_ms, base_t.median_ms,
             ours_spread_ms=ours_t.spread_ms, baseline_spread_ms=base_t.spread_ms,
-            extra={"baseline": "pycocotools", "same_ap": same, "AP": round(ours.overall["AP"], 3)},
+            extra={"baseline": "pycocotools", "same_ap": same, "AP": round(ours.overall["AP"], 3), "clock": clock},
         )
     ]  # fmt: skip

@@ -1,20 +1,24 @@
 """`bench model`: a whole model's train step and inference, ours against the same architecture with the
 original-computation attention blocks (`with_original_attention`), per runtime variant.
 
-Variants: "eager" (fp32, NCHW), "channels_last" (NHWC convolutions), "amp" (autocast to the runtime's AMP
-dtype; bf16 when the runtime says "auto" or "off"), "compile" (torch.compile with the runtime's mode, "default"
-when off) and "amp+compile". The baseline model gets the same variant as ours.
+A variant is a `RuntimeConfig`: the runtime flags as given, with what the variant's name adds
+(`variant_runtime`): "eager" (not compiled), "channels_last" (NHWC), "amp" (autocast), "compile"
+(torch.compile, the runtime's mode or "default") and "amp+compile". `--channels-last`, `--amp bf16|fp16` and
+`--sdpa-backend` apply to every variant; under `--amp auto` the amp variants autocast to the device's dtype and
+the others run fp32; under `--amp off` an amp variant is refused. Both models of a variant are prepared by
+that RuntimeConfig (`prepare_model`, `prepare_images`, `autocast`, `sdpa_context`), as val and predict are.
 
 Train step: forward in train mode, `YoloLoss` on synthetic targets (20 boxes per image, hyp "scratch-low"
 scaled to the model), backward, SGD step (momentum 0.937, Nesterov), with a GradScaler under fp16.
-Inference: eval-mode forward under no_grad. Reported per call, plus images per second.
+Inference: eval-mode forward under no_grad. Reported per call, plus images per second, with the autocast
+dtype, memory format and compile mode that ran.
 """
 
 from __future__ import annotations
 
 import copy
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import torch
 from torch import nn
@@ -22,8 +26,10 @@ from torch import nn
 from tphyolo.bench.baselines import strict_fp32, with_original_attention
 from tphyolo.bench.report import Row
 from tphyolo.bench.timing import paired_speedup, peak_memory_mb, time_calls
+from tphyolo.runtime import RuntimeConfig, autocast, sdpa_context
 
 VARIANTS = ("eager", "channels_last", "amp", "compile", "amp+compile")
+AMP_VARIANTS = ("amp", "amp+compile")
 MODES = ("train", "infer")
 BOXES_PER_IMAGE = 20
 
@@ -36,10 +42,46 @@ class ModelSettings:
     num_classes: int = 10
     variants: tuple[str, ...] = ("eager", "channels_last")
     modes: tuple[str, ...] = MODES
-    amp_dtype: torch.dtype = torch.bfloat16
-    compile_mode: str = "default"
     warmup: int = 1
     repeats: int = 3
+
+
+def variant_runtime(runtime: RuntimeConfig, variant: str, *, device: torch.device) -> RuntimeConfig:
+    """The RuntimeConfig `variant` runs on `device` (see the module docstring); raises ValueError for an
+    unknown variant and for an amp variant under amp "off"."""
+    if variant not in VARIANTS:
+        raise ValueError(f"unknown variant {variant!r}; known: {VARIANTS}")
+    amp = runtime.amp
+    if variant in AMP_VARIANTS:
+        if amp == "off":
+            raise ValueError(f"variant {variant!r} autocasts, but the runtime says --amp off")
+        if amp == "auto":
+            amp = "fp16" if device.type == "cuda" and not torch.cuda.is_bf16_supported() else "bf16"
+    elif amp == "auto":
+        amp = "off"
+    compiled = runtime.compile if runtime.compile != "off" else "default"
+    return replace(
+        runtime,
+        amp=amp,
+        channels_last=runtime.channels_last or variant == "channels_last",
+        compile=compiled if variant.endswith("compile") else "off",
+    )
+
+
+def variant_runtimes(
+    runtime: RuntimeConfig, variants: tuple[str, ...], *, device: torch.device, log: Callable[[str], None] = print
+) -> dict[str, RuntimeConfig]:
+    """variant name -> its RuntimeConfig, in order; a variant that runs the same as an earlier one under these
+    flags (channels_last under --channels-last, amp under --amp bf16) is skipped with a note."""
+    runs: dict[str, RuntimeConfig] = {}
+    for variant in variants:
+        run = variant_runtime(runtime, variant, device=device)
+        same = next((name for name, earlier in runs.items() if earlier == run), None)
+        if same is not None:
+            log(f"variant {variant} runs the same as {same} under these runtime flags; skipped")
+        else:
+            runs[variant] = run
+    return runs
 
 
 def synthetic_targets(batch: int, num_classes: int, *, seed: int = 0, per_image: int = BOXES_PER_IMAGE) -> torch.Tensor:
@@ -53,6 +95,12 @@ def synthetic_targets(batch: int, num_classes: int, *, seed: int = 0, per_image:
     return torch.cat([image[:, None], cls[:, None], centre, wh], dim=1)
 
 
+def synthetic_images(batch: int, image_size: int, *, seed: int = 0) -> torch.Tensor:
+    """(batch, 3, image_size, image_size) uint8 noise images, as a loader gives them."""
+    generator = torch.Generator().manual_seed(seed)
+    return torch.randint(0, 256, (batch, 3, image_size, image_size), generator=generator, dtype=torch.uint8)
+
+
 def _loss_for(model: nn.Module, image_size: int):
     from tphyolo.engine.hyp import load_hyp, scale_hyp
     from tphyolo.engine.loss import YoloLoss
@@ -62,31 +110,21 @@ def _loss_for(model: nn.Module, image_size: int):
     return YoloLoss.from_model(model, hyp)
 
 
-def prepare(model: nn.Module, variant: str, settings: ModelSettings) -> tuple[nn.Module, torch.dtype | None, bool]:
-    """A copy of `model` set up for `variant`: (module to call, autocast dtype or None, channels-last inputs)."""
-    if variant not in VARIANTS:
-        raise ValueError(f"unknown variant {variant!r}; known: {VARIANTS}")
-    module = copy.deepcopy(model)
-    channels_last = variant == "channels_last"
-    if channels_last:
-        module = module.to(memory_format=torch.channels_last)
-    amp = settings.amp_dtype if variant.startswith("amp") else None
-    if variant.endswith("compile"):
-        module = torch.compile(module, mode=settings.compile_mode)
-    return module, amp, channels_last
-
-
 def train_step(model: nn.Module, module: nn.Module, images: torch.Tensor, targets: torch.Tensor,
-               amp: torch.dtype | None, image_size: int) -> Callable[[], None]:  # fmt: skip
-    """One optimiser step of `module` (a prepared copy of `model`, which supplies the head for the loss)."""
-    loss_fn = _loss_for(model, image_size).to(images.device)
+               runtime: RuntimeConfig, image_size: int) -> Callable[[], None]:  # fmt: skip
+    """One optimiser step of `module` (`model` prepared by `runtime`; `model` supplies the head for the loss)
+    on prepared `images`, under the runtime's autocast, with a GradScaler when it needs one."""
+    if runtime.half:
+        raise ValueError("a train step needs fp32 weights; half is for inference")
+    device = images.device
+    loss_fn = _loss_for(model, image_size).to(device)
     optimizer = torch.optim.SGD(module.parameters(), lr=0.01, momentum=0.937, nesterov=True)
-    scaler = torch.amp.GradScaler(images.device.type, enabled=amp == torch.float16)
+    scaler = torch.amp.GradScaler(device.type, enabled=runtime.needs_grad_scaler(device))
 
     def step() -> None:
         module.train()
         optimizer.zero_grad(set_to_none=True)
-        with torch.autocast(images.device.type, dtype=amp, enabled=amp is not None):
+        with autocast(runtime, device):
             preds = module(images)
         loss, _ = loss_fn(preds, targets)
         scaler.scale(loss).backward()
@@ -96,10 +134,12 @@ def train_step(model: nn.Module, module: nn.Module, images: torch.Tensor, target
     return step
 
 
-def infer_step(module: nn.Module, images: torch.Tensor, amp: torch.dtype | None) -> Callable[[], None]:
+def infer_step(module: nn.Module, images: torch.Tensor, runtime: RuntimeConfig) -> Callable[[], None]:
+    """One eval-mode forward of `module` on prepared `images` under no_grad and the runtime's autocast."""
+
     def step() -> None:
         module.eval()
-        with torch.no_grad(), torch.autocast(images.device.type, dtype=amp, enabled=amp is not None):
+        with torch.no_grad(), autocast(runtime, images.device):
             module(images)
 
     return step
@@ -113,53 +153,78 @@ def check_same_outputs(ours: nn.Module, baseline: nn.Module, images: torch.Tenso
     return float((got - expected).abs().max() / expected.abs().max().clamp(min=1.0))
 
 
-def bench_model(settings: ModelSettings, *, device: torch.device, log: Callable[[str], None] = print) -> list[Row]:
-    """One Row per (mode, variant): ours against the original-attention twin."""
+def memory_format(module: nn.Module, images: torch.Tensor) -> str:
+    """The memory format that ran: "channels_last" when `images` and the convolution weights of `module` are
+    NHWC, "contiguous" when both are NCHW, else "mixed"."""
+    tensors = [images, *(p for p in module.parameters() if p.dim() == 4)]
+    if all(x.is_contiguous() for x in tensors):  # 1 x 1 kernels are both; a (B, 3, H, W) image is not
+        return "contiguous"
+    return "channels_last" if all(x.is_contiguous(memory_format=torch.channels_last) for x in tensors) else "mixed"
+
+
+def bench_model(
+    settings: ModelSettings,
+    *,
+    runtime: RuntimeConfig | None = None,
+    device: torch.device,
+    log: Callable[[str], None] = print,
+) -> list[Row]:
+    """One Row per (mode, variant): ours against the original-attention twin, both prepared by the variant's
+    RuntimeConfig (`variant_runtime` of `runtime`, default the default RuntimeConfig)."""
     from tphyolo.models.build import build_model
 
+    runtime = runtime or RuntimeConfig()
+    runs = variant_runtimes(runtime, settings.variants, device=device, log=log)
     torch.manual_seed(0)
     ours = build_model(settings.model, num_classes=settings.num_classes).to(device)
     baseline, replaced = with_original_attention(ours)
-    generator = torch.Generator().manual_seed(0)
-    shape = (settings.batch, 3, settings.image_size, settings.image_size)
-    images = torch.rand(shape, generator=generator).to(device)
+    images = synthetic_images(settings.batch, settings.image_size)
     targets = synthetic_targets(settings.batch, settings.num_classes).to(device)
-    diff = check_same_outputs(ours, baseline, images)
+    diff = check_same_outputs(ours, baseline, RuntimeConfig().prepare_images(images, device))  # fp32, NCHW
     tolerance = 1e-4 if device.type == "cpu" else 1e-3
     if diff > tolerance:
         raise RuntimeError(f"{settings.model}: original-attention twin differs by {diff:.2e} (> {tolerance})")
     log(f"{settings.model}: {replaced} attention blocks swapped for the original computation; "
         f"same outputs (max rel. diff {diff:.1e})")  # fmt: skip
     rows = []
-    for mode in settings.modes:
-        for variant in settings.variants:
-            steps = [_step(model, mode, variant, settings, images, targets) for model in (baseline, ours)]
-            base_t, ours_t = time_calls(steps, device=device, warmup=settings.warmup, repeats=settings.repeats)
-            base_mb, ours_mb = (peak_memory_mb(fn, device=device) for fn in steps)
-            del steps
-            per_s = 1e3 * settings.batch
-            row = Row(
-                f"model/{mode}",
-                f"{settings.model} img{settings.image_size} b{settings.batch} {variant}",
-                ours_t.median_ms, base_t.median_ms, ours_peak_mb=ours_mb, baseline_peak_mb=base_mb,
-                ours_spread_ms=ours_t.spread_ms, baseline_spread_ms=base_t.spread_ms,
-                extra={"ours_img_s": round(per_s / ours_t.median_ms, 2),
-                       "base_img_s": round(per_s / base_t.median_ms, 2),
-                       "paired_speedup": round(paired_speedup(base_t, ours_t), 3)},
-            )  # fmt: skip
-            log(f"{row.name} {row.config}: baseline {base_t.median_ms:.0f} ms, ours {ours_t.median_ms:.0f} ms, "
-                f"speedup {row.speedup:.2f}x (paired {row.extra['paired_speedup']:.2f}x), "
-                f"peak {base_mb:.0f} -> {ours_mb:.0f} MiB")  # fmt: skip
-            rows.append(row)
+    with sdpa_context(runtime):
+        for mode in settings.modes:
+            for variant, run in runs.items():
+                rows.append(_bench_variant(ours, baseline, mode, variant, run, settings, images, targets, device, log))
     return rows
 
 
-def _step(model: nn.Module, mode: str, variant: str, settings: ModelSettings, images, targets) -> Callable[[], None]:
-    """A train or inference step of a copy of `model` prepared for `variant`."""
-    module, amp, channels_last = prepare(model, variant, settings)
-    x = images.contiguous(memory_format=torch.channels_last) if channels_last else images
+def _bench_variant(ours, baseline, mode, variant, run, settings, images, targets, device, log) -> Row:
+    """Times one mode of one variant: both models prepared by `run`, their calls interleaved."""
+    steps = []
+    for model in (baseline, ours):
+        module, x = run.prepare_model(copy.deepcopy(model), device), run.prepare_images(images, device)
+        steps.append(_step(model, module, x, mode, run, settings, targets))
+    layout = memory_format(module, x)  # of ours, prepared last
+    base_t, ours_t = time_calls(steps, device=device, warmup=settings.warmup, repeats=settings.repeats)
+    base_mb, ours_mb = (peak_memory_mb(fn, device=device) for fn in steps)
+    per_s = 1e3 * settings.batch
+    row = Row(
+        f"model/{mode}",
+        f"{settings.model} img{settings.image_size} b{settings.batch} {variant}",
+        ours_t.median_ms, base_t.median_ms, ours_peak_mb=ours_mb, baseline_peak_mb=base_mb,
+        ours_spread_ms=ours_t.spread_ms, baseline_spread_ms=base_t.spread_ms,
+        extra={"ours_img_s": round(per_s / ours_t.median_ms, 2),
+               "base_img_s": round(per_s / base_t.median_ms, 2),
+               "paired_speedup": round(paired_speedup(base_t, ours_t), 3),
+               "amp": run.amp, "memory_format": layout, "compile": run.compile},
+    )  # fmt: skip
+    log(f"{row.name} {row.config}: baseline {base_t.median_ms:.0f} ms, ours {ours_t.median_ms:.0f} ms, "
+        f"speedup {row.speedup:.2f}x (paired {row.extra['paired_speedup']:.2f}x), "
+        f"peak {base_mb:.0f} -> {ours_mb:.0f} MiB")  # fmt: skip
+    return row
+
+
+def _step(model: nn.Module, module: nn.Module, x: torch.Tensor, mode: str, run: RuntimeConfig,
+          settings: ModelSettings, targets: torch.Tensor) -> Callable[[], None]:  # fmt: skip
+    """A train or inference step of `module`, `model` prepared by `run`, on prepared images `x`."""
     if mode == "train":
-        return train_step(model, module, x, targets, amp, settings.image_size)
+        return train_step(model, module, x, targets, run, settings.image_size)
     if mode == "infer":
-        return infer_step(module, x, amp)
+        return infer_step(module, x, run)
     raise ValueError(f"mode must be one of {MODES}, got {mode!r}")

@@ -1,9 +1,11 @@
 """Timing and peak memory of one callable.
 
-Time: `warmup` untimed calls, then `repeats` timed calls (wall clock, `time.perf_counter`; on CUDA the device
-is synchronised before and after each call). Reported as the median and the spread (interquartile range,
-p75 - p25; max - min under 4 repeats) in milliseconds. A baseline and ours are timed with their calls
-interleaved (`time_calls`), and `paired_speedup` takes the median of the per-pair ratios.
+Time: `warmup` untimed calls, then `repeats` timed calls, by one of `CLOCKS`: "wall" (`time.perf_counter`;
+on CUDA the device is synchronised before and after each call) or "cpu" (`time.process_time`, the CPU time of
+the process summed over its threads, which other load on a shared machine disturbs less; meant for
+single-threaded host work such as WBF and COCO evaluation). Reported as the median and the spread
+(interquartile range, p75 - p25; max - min under 4 repeats) in milliseconds. A baseline and ours are timed
+with their calls interleaved (`time_calls`), and `paired_speedup` takes the median of the per-pair ratios.
 
 Peak memory, in MiB, of the tensors a call allocates beyond what was live before it (one extra, untimed call):
 
@@ -27,6 +29,8 @@ import torch
 
 MIB = 2**20
 
+CLOCKS: dict[str, Callable[[], float]] = {"wall": time.perf_counter, "cpu": time.process_time}
+
 MEMORY_METHODS: dict[str, str] = {
     "cuda": "CUDA caching-allocator peak (max_memory_allocated) above the memory live before the call",
     "cpu": "torch.profiler CPU-allocator events (profile_memory=True): peak of live bytes allocated by the call",
@@ -35,7 +39,7 @@ MEMORY_METHODS: dict[str, str] = {
 
 @dataclass(frozen=True)
 class Timing:
-    """Wall-clock statistics of `repeats` calls, in milliseconds."""
+    """Statistics of the times of `repeats` calls, in milliseconds."""
 
     median_ms: float
     spread_ms: float  # interquartile range
@@ -49,18 +53,28 @@ def synchronize(device: torch.device) -> None:
         torch.cuda.synchronize(device)
 
 
-def time_call(fn: Callable[[], object], *, device: torch.device, warmup: int = 2, repeats: int = 5) -> Timing:
-    """Runs `fn` `warmup` times untimed, then `repeats` times timed."""
-    return time_calls([fn], device=device, warmup=warmup, repeats=repeats)[0]
+def time_call(
+    fn: Callable[[], object], *, device: torch.device, warmup: int = 2, repeats: int = 5, clock: str = "wall"
+) -> Timing:
+    """Runs `fn` `warmup` times untimed, then `repeats` times timed by `clock` (see CLOCKS)."""
+    return time_calls([fn], device=device, warmup=warmup, repeats=repeats, clock=clock)[0]
 
 
 def time_calls(
-    fns: Sequence[Callable[[], object]], *, device: torch.device, warmup: int = 2, repeats: int = 5
+    fns: Sequence[Callable[[], object]],
+    *,
+    device: torch.device,
+    warmup: int = 2,
+    repeats: int = 5,
+    clock: str = "wall",
 ) -> list[Timing]:
     """Times several callables with their calls interleaved (a, b, a, b, ...), so that a machine whose load
     changes during the measurement slows them alike; each gets `warmup` untimed calls first."""
     if repeats < 1:
         raise ValueError(f"repeats must be at least 1, got {repeats}")
+    if clock not in CLOCKS:
+        raise ValueError(f"unknown clock {clock!r}; known: {list(CLOCKS)}")
+    now = CLOCKS[clock]
     for fn in fns:
         for _ in range(warmup):
             fn()
@@ -68,10 +82,10 @@ def time_calls(
     samples: list[list[float]] = [[] for _ in fns]
     for _ in range(repeats):
         for fn, times in zip(fns, samples, strict=True):
-            start = time.perf_counter()
+            start = now()
             fn()
             synchronize(device)
-            times.append((time.perf_counter() - start) * 1e3)
+            times.append((now() - start) * 1e3)
     return [_statistics(times) for times in samples]
 
 

@@ -38,7 +38,10 @@ def wbf_inputs(models: int, boxes: int, classes: int, *, seed: int = 0) -> tuple
     return boxes_list, scores_list, labels_list
 
 
-def bench_wbf(*, quick: bool = False, repeats: int = 5, log: Callable[[str], None] = print) -> list[Row]:
+def bench_wbf(
+    *, quick: bool = False, repeats: int = 5, clock: str = "wall", log: Callable[[str], None] = print
+) -> list[Row]:
+    """One Row: ours against ensemble_boxes (ours alone when it is absent), timed by `clock` (timing.CLOCKS)."""
     from tphyolo.ops.wbf import weighted_boxes_fusion
 
     models, boxes, classes = (2, 30, 3) if quick else (8, 300, 10)
@@ -49,18 +52,19 @@ def bench_wbf(*, quick: bool = False, repeats: int = 5, log: Callable[[str], Non
         from ensemble_boxes import weighted_boxes_fusion as reference
     except ImportError:
         log("bench wbf: ensemble_boxes is not installed; timing ours only")
-        ours_t = time_call(ours_fn, device=CPU, warmup=1, repeats=repeats)
-        return [Row("wbf", config, ours_t.median_ms, ours_spread_ms=ours_t.spread_ms, extra={"baseline": "absent"})]
+        ours_t = time_call(ours_fn, device=CPU, warmup=1, repeats=repeats, clock=clock)
+        absent = {"baseline": "absent", "clock": clock}
+        return [Row("wbf", config, ours_t.median_ms, ours_spread_ms=ours_t.spread_ms, extra=absent)]
     base_fn = lambda: reference(*inputs, iou_thr=0.55, skip_box_thr=0.0)  # noqa: E731
     got, expected = ours_fn(), base_fn()
     same = len(got[0]) == len(expected[0]) and np.allclose(got[0], expected[0], atol=1e-4)
     if not same:
         log(f"bench wbf: results differ from ensemble_boxes ({len(got[0])} vs {len(expected[0])} boxes)")
-    base_t, ours_t = time_calls([base_fn, ours_fn], device=CPU, warmup=1, repeats=repeats)
+    base_t, ours_t = time_calls([base_fn, ours_fn], device=CPU, warmup=1, repeats=repeats, clock=clock)
     row = Row(
         "wbf", config, ours_t.median_ms, base_t.median_ms,
         ours_spread_ms=ours_t.spread_ms, baseline_spread_ms=base_t.spread_ms,
-        extra={"baseline": "ensemble_boxes", "same_boxes": same, "fused": len(got[0])},
+        extra={"baseline": "ensemble_boxes", "same_boxes": same, "fused": len(got[0]), "clock": clock},
     )  # fmt: skip
-    log(f"wbf {config}: ensemble_boxes {base_t.median_ms:.1f} ms, ours {ours_t.median_ms:.1f} ms")
+    log(f"wbf {config}: ensemble_boxes {base_t.median_ms:.1f} ms, ours {ours_t.median_ms:.1f} ms ({clock} time)")
     return [row]

@@ -4,12 +4,16 @@
     tphyolo bench model --model tph-yolov5l --img 640 --batch 2 --variants eager,channels_last
     tphyolo bench wbf                          # 8 lists x 300 boxes x 10 classes against ensemble_boxes
     tphyolo bench eval --images 500            # COCO protocol, ours against pycocotools
+    tphyolo bench wbf eval --clock cpu         # process CPU time: steadier on a shared machine
     tphyolo bench data --workers 0,1,2
     tphyolo bench attention model --quick     # tiny sizes, seconds
 
-The runtime flags (`--device --amp --compile --channels-last --sdpa-backend`) are those of training. On CUDA,
-`bench attention` sweeps every SDPA backend and fp32/fp16/bf16 unless `--sdpa-backend`/`--dtypes` narrow it.
-Numbers on a shared machine are noisy: compare the ratios within one run.
+The runtime flags (`--device --amp --compile --channels-last --sdpa-backend ...`) are those of training, and
+both sides of every comparison run under them, prepared by `RuntimeConfig`. `bench model` sweeps variants of
+them (`tphyolo.bench.model.variant_runtime`): `--channels-last` and `--amp bf16|fp16` apply to every variant,
+`--amp auto` autocasts the amp variants only, `--amp off` refuses them. On CUDA, `bench attention` sweeps every
+SDPA backend and fp32/fp16/bf16 unless `--sdpa-backend`/`--dtypes`/`--amp` narrow it (`--amp off`: fp32
+only). Numbers on a shared machine are noisy: compare the ratios within one run.
 """
 
 from __future__ import annotations
@@ -20,11 +24,10 @@ from collections.abc import Callable
 import torch
 
 from tphyolo.bench.report import Row, format_table, machine_info, write_json
-from tphyolo.bench.timing import matmul_flops_per_s
-from tphyolo.cli import UsageError
+from tphyolo.bench.timing import CLOCKS, matmul_flops_per_s
 from tphyolo.runtime import SDPA_BACKEND_NAMES, RuntimeConfig
+from tphyolo.tools.errors import UsageError
 
-HELP = "benchmark attention blocks, models, WBF, COCO evaluation and data loading against the originals"
 USES_RUNTIME = True
 
 BENCHMARKS = ("attention", "model", "wbf", "eval", "data")
@@ -66,12 +69,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     group = parser.add_argument_group("wbf / eval / data")
     group.add_argument("--workers", type=_ints, default=(0, 1, 2), help="loader worker counts (default 0,1,2)")
     group.add_argument("--images", type=int, default=None, help="images for bench eval (default 500)")
+    group.add_argument(
+        "--clock", choices=CLOCKS, default="wall",
+        help="how wbf and eval are timed: wall time, or the process's CPU time, which other load disturbs less",
+    )  # fmt: skip
     group.add_argument("--data", default="synthetic", help="dataset yaml or built-in name for bench data")
     group.add_argument("--data-batches", type=int, default=None, help="batches per bench data run (default 8)")
-
-
-def _amp_dtype(runtime: RuntimeConfig, device: torch.device) -> torch.dtype:
-    return runtime.amp_dtype(device) or torch.bfloat16
 
 
 def _attention(
@@ -87,10 +90,14 @@ def _attention(
         dtypes = args.dtypes
     elif runtime.amp in ("bf16", "fp16"):
         dtypes = (runtime.amp,)
+    elif runtime.amp == "off":
+        dtypes = ("fp32",)
     else:
         dtypes = tuple(DTYPES) if device.type == "cuda" else ("fp32",)
     if any(d not in DTYPES for d in dtypes):
         raise UsageError(f"unknown dtype in {dtypes}; known: {list(DTYPES)}")
+    if runtime.amp == "off" and set(dtypes) != {"fp32"}:
+        raise UsageError(f"--dtypes {','.join(dtypes)} autocasts; it cannot run under --amp off")
     default_backends = SDPA_BACKEND_NAMES if device.type == "cuda" else (None,)
     backends: tuple[str | None, ...] = runtime.sdpa_backends or default_backends
     if args.quick:
@@ -112,36 +119,37 @@ def _attention(
         backends=backends,
         warmup=_pick(args.warmup, args.quick, 1, 0),
         repeats=_pick(args.repeats, args.quick, 3, 1),
-        compile_mode=runtime.compile,
+        runtime=runtime,
         matmul_flops=rate,
     )
     return bench_attention(settings, device=device, log=log)
 
 
 def _model(args: argparse.Namespace, device: torch.device, log: Callable[[str], None]) -> list[Row]:
-    from tphyolo.bench.model import VARIANTS, ModelSettings, bench_model
+    from tphyolo.bench.model import AMP_VARIANTS, ModelSettings, bench_model, variant_runtime
 
     runtime: RuntimeConfig = args.runtime
     if args.variants is not None:
         variants = args.variants
     elif device.type == "cuda":
         variants = ("eager", "channels_last", "amp", "amp+compile")
+        if runtime.amp == "off":
+            log(f"--amp off: no {' or '.join(AMP_VARIANTS)} variant")
+            variants = tuple(v for v in variants if v not in AMP_VARIANTS)
     else:
         variants = ("eager", "channels_last")
-    if any(v not in VARIANTS for v in variants):
-        raise UsageError(f"unknown variant in {variants}; known: {VARIANTS}")
+    for variant in variants:  # an unknown variant, or an amp one under --amp off, fails before any timing
+        variant_runtime(runtime, variant, device=device)
     settings = ModelSettings(
         model="tph-yolov5n" if args.quick else args.model,
         image_size=128 if args.quick else args.img,
         batch=1 if args.quick else args.batch,
         variants=variants,
         modes=args.model_modes,
-        amp_dtype=_amp_dtype(runtime, device),
-        compile_mode=runtime.compile if runtime.compile != "off" else "default",
         warmup=_pick(args.warmup, args.quick, 1, 0),
         repeats=_pick(args.repeats, args.quick, 3, 1),
     )
-    return bench_model(settings, device=device, log=log)
+    return bench_model(settings, runtime=runtime, device=device, log=log)
 
 
 def _pick(explicit: int | None, quick: bool, normal: int, tiny: int) -> int:
@@ -161,12 +169,14 @@ def run(args: argparse.Namespace) -> int:
         elif what == "wbf":
             from tphyolo.bench.wbf import bench_wbf
 
-            rows += bench_wbf(quick=args.quick, repeats=_pick(args.repeats, args.quick, 5, 1), log=print)
+            repeats = _pick(args.repeats, args.quick, 5, 1)
+            rows += bench_wbf(quick=args.quick, repeats=repeats, clock=args.clock, log=print)
         elif what == "eval":
             from tphyolo.bench.eval import bench_eval
 
             images = args.images or (20 if args.quick else 500)
-            rows += bench_eval(images=images, repeats=_pick(args.repeats, args.quick, 3, 1), log=print)
+            repeats = _pick(args.repeats, args.quick, 3, 1)
+            rows += bench_eval(images=images, repeats=repeats, clock=args.clock, log=print)
         elif what == "data":
             from tphyolo.bench.data import bench_data
 

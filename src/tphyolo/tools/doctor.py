@@ -15,10 +15,8 @@ from dataclasses import asdict, dataclass
 
 import torch
 
-from tphyolo import __version__
+from tphyolo._version import __version__
 from tphyolo.runtime import ALLOC_ENV_VARS, DEFAULT_ALLOC_CONF
-
-HELP = "check the environment: versions, GPUs, attention kernels, torch.compile, threads"
 
 MIN_TORCH = (2, 4)
 
@@ -117,7 +115,7 @@ def _pinned_memory() -> dict:
 
 def collect_report(*, compile_check: bool = True) -> dict:
     """Everything doctor knows, as JSON-ready data (see `tphyolo doctor --json`)."""
-    from tphyolo.tools.sdpa_probe import probe_sdpa
+    from tphyolo.sdpa_probe import probe_sdpa
 
     cuda_available = torch.cuda.is_available()
     device = torch.device("cuda", 0) if cuda_available else torch.device("cpu")

@@ -7,7 +7,8 @@ Writes to --out: `trace.json` (chrome://tracing or https://ui.perfetto.dev), `op
 table, also printed), `modules.txt` (forward time per module type, per head part, and of the TPH-attention
 and P2 branches, from `record_function` ranges opened by forward hooks); with --memory on CUDA also
 `memory_snapshot.pickle` (https://pytorch.org/memory_viz) and `memory_timeline.html`; with --tensorboard a
-TensorBoard trace under `tensorboard/`. The runtime flags are those of training.
+TensorBoard trace under `tensorboard/`. The runtime flags are those of training, applied as everywhere by
+`RuntimeConfig` (`place_model`, `compile_model`, `prepare_images`, `autocast`, `sdpa_context`).
 """
 
 from __future__ import annotations
@@ -24,7 +25,6 @@ import torch
 
 from tphyolo.runtime import RuntimeConfig, sdpa_context
 
-HELP = "profile a few train or inference steps: chrome trace, top operators, time per module type"
 USES_RUNTIME = True
 
 
@@ -45,10 +45,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     from torch.profiler import ProfilerActivity, profile
 
-    from tphyolo.bench.model import infer_step, synthetic_targets, train_step
+    from tphyolo.bench.model import infer_step, synthetic_images, synthetic_targets, train_step
     from tphyolo.bench.profile import ModuleLabels, label_times, layer_strides, summarize
-    from tphyolo.cli import UsageError
     from tphyolo.models.build import build_model
+    from tphyolo.tools.errors import UsageError
 
     if args.steps < 1 or args.warmup_steps < 0:
         raise UsageError(f"--steps must be >= 1 and --warmup-steps >= 0, got {args.steps}, {args.warmup_steps}")
@@ -58,21 +58,16 @@ def run(args: argparse.Namespace) -> int:
     out: Path = args.out
     out.mkdir(parents=True, exist_ok=True)
 
-    model = build_model(args.model, num_classes=args.num_classes).to(device)
+    model = runtime.place_model(build_model(args.model, num_classes=args.num_classes), device)
     strides = layer_strides(model, args.img, device=device)
-    amp = runtime.amp_dtype(device)
-    module = model.to(memory_format=torch.channels_last) if runtime.channels_last else model
-    labelled = module if runtime.compile == "off" else None  # hooks would break compiled graphs
-    if runtime.compile != "off":
-        module = torch.compile(module, mode=runtime.compile)
-    images = torch.rand(args.batch, 3, args.img, args.img, generator=torch.Generator().manual_seed(0)).to(device)
-    if runtime.channels_last:
-        images = images.contiguous(memory_format=torch.channels_last)
+    labelled = model if runtime.compile == "off" else None  # hooks would break compiled graphs
+    module = runtime.compile_model(model)
+    images = runtime.prepare_images(synthetic_images(args.batch, args.img), device)
     targets = synthetic_targets(args.batch, args.num_classes).to(device)
     step = (
-        train_step(model, module, images, targets, amp, args.img)
+        train_step(model, module, images, targets, runtime, args.img)
         if args.mode == "train"
-        else infer_step(module, images, amp)
+        else infer_step(module, images, runtime)
     )
 
     with sdpa_context(runtime):
@@ -97,6 +92,7 @@ def run(args: argparse.Namespace) -> int:
     sort_by = "self_cuda_time_total" if cuda else "self_cpu_time_total"
     table = prof.key_averages().table(sort_by=sort_by, row_limit=args.top)
     (out / "ops.txt").write_text(table + "\n")
+    amp = runtime.amp_dtype(device)
     title = f"{args.model} {args.mode} img{args.img} b{args.batch} on {device}, {args.steps} steps, amp={amp}"
     print(f"== top {args.top} operators: {title} ==")
     print(table)
