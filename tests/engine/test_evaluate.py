@@ -12,8 +12,10 @@ from torch import nn
 from tphyolo.data.dataset_config import load_data_config
 from tphyolo.data.formats.visdrone import NAMES, parse_visdrone
 from tphyolo.data.loader import build_dataloader, build_dataset
-from tphyolo.engine.evaluate import PROTOCOLS, collect_results, evaluate, format_results
+from tphyolo.engine.evaluate import collect_results, evaluate, format_results
+from tphyolo.engine.inference import VALIDATION, InferenceConfig, inference_config
 from tphyolo.engine.tta import TTAConfig
+from tphyolo.metrics.registry import PROTOCOLS
 from tphyolo.models import build_model
 from tphyolo.runtime import RuntimeConfig
 
@@ -75,7 +77,13 @@ def test_ground_truth_as_detections_scores_perfectly(data_yaml, protocol):
     loader = _loader(data_yaml, imgsz=320, batch=2)
     oracle = Oracle(loader, nc=10)
     results = evaluate(
-        oracle, loader, names=VISDRONE_NAMES, device=torch.device("cpu"), runtime=CPU, protocol=protocol, iou_thres=0.99
+        oracle,
+        loader,
+        names=VISDRONE_NAMES,
+        device=torch.device("cpu"),
+        runtime=CPU,
+        protocol=protocol,
+        config=inference_config(VALIDATION, iou=0.99),
     )
     assert results.images == 4 and results.instances > 100
     perfect = 0.995 if protocol == "yolo" else 1.0  # YOLOv5's 101-point AP of a perfect detector is 0.995
@@ -94,7 +102,7 @@ def test_plots_and_saved_predictions(data_yaml, tmp_path):
         names=VISDRONE_NAMES,
         device=torch.device("cpu"),
         runtime=CPU,
-        iou_thres=0.99,
+        config=inference_config(VALIDATION, iou=0.99),
         save_dir=tmp_path,
         plots=True,
         save_json=True,
@@ -119,7 +127,7 @@ def test_detections_in_ignore_regions_count_only_for_the_yolo_protocol(data_yaml
             device=torch.device("cpu"),
             runtime=CPU,
             protocol=protocol,
-            iou_thres=0.99,
+            config=inference_config(VALIDATION, iou=0.99),
         )
         maps[protocol] = results.map50
     assert maps["coco"] == pytest.approx(1.0) and maps["visdrone"] == pytest.approx(1.0)
@@ -134,9 +142,7 @@ def test_detections_and_ground_truth_come_back_in_original_pixels(data_yaml):
         loader,
         device=torch.device("cpu"),
         runtime=CPU,
-        conf_thres=0.5,
-        iou_thres=1.0,
-        max_det=1000,
+        config=InferenceConfig(conf=0.5, iou=1.0, max_det=1000),
     )
     assert len(results) == 4 and set(speed) == {"preprocess", "inference", "nms"}
     for r in results:
@@ -179,8 +185,8 @@ def test_tta_runs_are_merged_into_original_pixels(data_yaml, merge):
     loader = _loader(data_yaml, imgsz=160, batch=4)
     tta = TTAConfig(scales=(1.0, 0.83), flips=("none", "lr"))
     results, _ = collect_results(
-        model, loader, device=torch.device("cpu"), runtime=CPU, conf_thres=0.001, iou_thres=0.6, max_det=300, tta=tta,
-        merge=merge, merge_iou=0.55,
+        model, loader, device=torch.device("cpu"), runtime=CPU,
+        config=inference_config(VALIDATION, conf=0.001, iou=0.6, max_det=300, tta=tta, merge=merge, merge_iou=0.55),
     )  # fmt: skip
     for r in results:
         d = r.detections
@@ -188,6 +194,11 @@ def test_tta_runs_are_merged_into_original_pixels(data_yaml, merge):
         assert (d[:, [0, 2]] >= 0).all() and (d[:, [0, 2]] <= 1920).all() and (d[:, [1, 3]] <= 1080).all()
     plain = evaluate(model, loader, names=VISDRONE_NAMES, device=torch.device("cpu"), runtime=CPU)
     identity = evaluate(
-        model, loader, names=VISDRONE_NAMES, device=torch.device("cpu"), runtime=CPU, tta=TTAConfig((1.0,), ("none",))
+        model,
+        loader,
+        names=VISDRONE_NAMES,
+        device=torch.device("cpu"),
+        runtime=CPU,
+        config=inference_config(VALIDATION, tta=TTAConfig((1.0,), ("none",))),
     )
     assert (plain.mp, plain.mr, plain.map50, plain.map) == (identity.mp, identity.mr, identity.map50, identity.map)
