@@ -14,8 +14,10 @@ from torch import nn
 from tphyolo.data.dataset_config import load_data_config
 from tphyolo.data.formats.visdrone import NAMES, parse_visdrone
 from tphyolo.data.loader import build_dataloader, build_dataset
-from tphyolo.engine.evaluate import PROTOCOLS, collect_results, evaluate, format_results
+from tphyolo.engine.evaluate import collect_results, evaluate, format_results
+from tphyolo.engine.inference import VALIDATION, InferenceConfig, inference_config
 from tphyolo.engine.tta import TTAConfig
+from tphyolo.metrics.registry import PROTOCOLS
 from tphyolo.models import build_model
 from tphyolo.runtime import RuntimeConfig
 
@@ -77,7 +79,13 @@ def test_ground_truth_as_detections_scores_perfectly(data_yaml, protocol):
     loader = _loader(data_yaml, imgsz=320, batch=2)
     oracle = Oracle(loader, nc=10)
     results = evaluate(
-        oracle, loader, names=VISDRONE_NAMES, device=torch.device("cpu"), runtime=CPU, protocol=protocol, iou_thres=0.99
+        oracle,
+        loader,
+        names=VISDRONE_NAMES,
+        device=torch.device("cpu"),
+        runtime=CPU,
+        protocol=protocol,
+        config=inference_config(VALIDATION, iou=0.99),
     )
     assert results.images == 4 and results.instances > 100
     perfect = 0.995 if protocol == "yolo" else 1.0  # YOLOv5's 101-point AP of a perfect detector is 0.995
@@ -96,7 +104,7 @@ def test_plots_and_saved_predictions(data_yaml, tmp_path):
         names=VISDRONE_NAMES,
         device=torch.device("cpu"),
         runtime=CPU,
-        iou_thres=0.99,
+        config=inference_config(VALIDATION, iou=0.99),
         save_dir=tmp_path,
         plots=True,
         save_json=True,
@@ -121,7 +129,7 @@ def test_detections_in_ignore_regions_count_only_for_the_yolo_protocol(data_yaml
             device=torch.device("cpu"),
             runtime=CPU,
             protocol=protocol,
-            iou_thres=0.99,
+            config=inference_config(VALIDATION, iou=0.99),
         )
         maps[protocol] = results.map50
     assert maps["coco"] == pytest.approx(1.0) and maps["visdrone"] == pytest.approx(1.0)
@@ -136,9 +144,7 @@ def test_detections_and_ground_truth_come_back_in_original_pixels(data_yaml):
         loader,
         device=torch.device("cpu"),
         runtime=CPU,
-        conf_thres=0.5,
-        iou_thres=1.0,
-        max_det=1000,
+        config=InferenceConfig(conf=0.5, iou=1.0, max_det=1000),
     )
     assert len(results) == 4 and set(speed) == {"preprocess", "inference", "nms"}
     for r in results:
@@ -177,7 +183,7 @@ def test_small_model_runs_end_to_end(data_yaml, protocol, tmp_path):
         device=torch.device("cpu"),
         runtime=CPU,
         protocol=protocol,
-        iou_thres=0.99,  # NMS must not merge neighbouring ground-truth boxes
+        config=inference_config(VALIDATION, iou=0.99),  # NMS must not merge neighbouring ground-truth boxes
         save_dir=tmp_path,
         save_json=True,
         save_txt=True,
@@ -261,8 +267,8 @@ def test_tta_runs_are_merged_into_original_pixels(painted_yaml, merge):
     loader = _loader(painted_yaml, imgsz=320, batch=4)
     tta = TTAConfig(scales=(1.0, 0.5), flips=("none", "lr", "ud"))
     results, _ = collect_results(
-        PaintedOracle(), loader, device=torch.device("cpu"), runtime=CPU, conf_thres=0.001, iou_thres=0.6,
-        max_det=300, tta=tta, merge=merge, merge_iou=0.55,
+        PaintedOracle(), loader, device=torch.device("cpu"), runtime=CPU,
+        config=inference_config(VALIDATION, conf=0.001, iou=0.6, max_det=300, tta=tta, merge=merge, merge_iou=0.55),
     )  # fmt: skip
     assert len(results) == len(PAINTED)
     for r in results:
@@ -274,6 +280,11 @@ def test_tta_runs_are_merged_into_original_pixels(painted_yaml, merge):
         torch.testing.assert_close(r.boxes[r.classes.argsort()], painted[:, 1:], atol=1e-3, rtol=0)
     plain = evaluate(PaintedOracle(), loader, names=PAINTED_NAMES, device=torch.device("cpu"), runtime=CPU)
     merged = evaluate(
-        PaintedOracle(), loader, names=PAINTED_NAMES, device=torch.device("cpu"), runtime=CPU, tta=tta, merge=merge
+        PaintedOracle(),
+        loader,
+        names=PAINTED_NAMES,
+        device=torch.device("cpu"),
+        runtime=CPU,
+        config=inference_config(VALIDATION, tta=tta, merge=merge),
     )
     assert plain.map50 == merged.map50 == pytest.approx(0.995) and plain.map == merged.map == pytest.approx(0.995)

@@ -9,11 +9,13 @@ import torch
 from tests.helpers import save_model_checkpoint
 
 from tphyolo.engine.draw import image_grid
-from tphyolo.engine.predict import Detections, Predictor, merge_detections
+from tphyolo.engine.inference import merge_detections
+from tphyolo.engine.predict import Predictor
 from tphyolo.engine.sources import count_frames, resolve_source
-from tphyolo.engine.writers import PredictionWriter, run_dir
+from tphyolo.engine.writers import OutputDir, PredictionWriter
 from tphyolo.models import build_model
 from tphyolo.ops import box_iou
+from tphyolo.ops.detections import Detections
 from tphyolo.runtime import RuntimeConfig
 
 NAMES = ["car", "van", "bus"]
@@ -103,7 +105,7 @@ def test_sources_folder_glob_list_and_errors(images, tmp_path):
 
 
 def test_outputs_parse_back_in_original_pixels(model, images, tmp_path):
-    predictor = Predictor(model, imgsz=128, conf=0.001, device="cpu", batch_size=2)
+    predictor = Predictor(model, imgsz=128, conf=0.001, device="cpu", batch=2)
     writer = PredictionWriter(
         tmp_path / "out", names=NAMES, save_txt=True, save_conf=True, save_visdrone=True, save_json=True
     )
@@ -144,7 +146,7 @@ def test_video_is_read_frame_by_frame_and_written_back(model, tmp_path):
         writer.write(rng.integers(0, 255, (64, 96, 3), dtype=np.uint8))
     writer.release()
     assert count_frames([video]) == 3
-    predictor = Predictor(model, imgsz=96, conf=0.001, device="cpu", batch_size=2)
+    predictor = Predictor(model, imgsz=96, conf=0.001, device="cpu", batch=2)
     out = PredictionWriter(tmp_path / "out", names=NAMES, save_visdrone=True)
     frames = 0
     for frame, detections in predictor.stream(video):
@@ -166,25 +168,26 @@ def test_video_is_read_frame_by_frame_and_written_back(model, tmp_path):
 
 
 def test_run_dir_increments(tmp_path):
-    assert run_dir(tmp_path, "exp") == tmp_path / "exp"
-    assert run_dir(tmp_path, "exp") == tmp_path / "exp2"
-    assert run_dir(tmp_path, "exp", exist_ok=True) == tmp_path / "exp"
+    assert OutputDir(None, "exp").create(tmp_path) == tmp_path / "exp"
+    assert OutputDir(str(tmp_path), "exp").create("unused") == tmp_path / "exp2"
+    assert OutputDir(str(tmp_path), "exp", exist_ok=True).create("unused") == tmp_path / "exp"
 
 
 def test_runtime_layout_and_compile_settings_are_applied(model):
     runtime = RuntimeConfig(device="cpu", channels_last=True, compile="reduce-overhead")
     predictor = Predictor(model, imgsz=64, runtime=runtime)
-    compiled = predictor.models[0]
+    compiled = predictor.backends[0].model
     assert isinstance(compiled, torch._dynamo.eval_frame.OptimizedModule)  # compiled lazily, on first use
     weight = compiled._orig_mod.model[0].conv.weight
     assert weight.is_contiguous(memory_format=torch.channels_last)
 
 
-def test_bad_inputs_are_reported(model):
-    with pytest.raises(ValueError, match="multiple of the largest stride"):
-        Predictor(model, imgsz=100, device="cpu")
+def test_bad_inputs_are_reported(model, caplog):
+    with caplog.at_level("WARNING", logger="tphyolo"):
+        assert Predictor(model, imgsz=100, device="cpu").config.imgsz == 128  # the one policy: round up, warn
+    assert "not a multiple of the largest stride 32; using 128" in caplog.text
     with pytest.raises(ValueError, match="half precision"):
-        Predictor(model, imgsz=64, device="cpu", half=True)
+        Predictor(model, imgsz=64, runtime=RuntimeConfig(device="cpu", half=True))
     with pytest.raises(ValueError, match="model weights"):
         Predictor([model, model], imgsz=64, device="cpu", model_weights=[1.0])
     with pytest.raises(ValueError, match="uint8"):

@@ -4,7 +4,8 @@ import numpy as np
 import pytest
 import torch
 
-from tphyolo.engine.predict import Predictor, merge_detections
+from tphyolo.engine.inference import merge_detections
+from tphyolo.engine.predict import Predictor
 from tphyolo.engine.slicing import SliceConfig, slice_windows
 from tphyolo.models import build_model
 
@@ -74,7 +75,7 @@ def test_slice_detections_are_shifted_by_their_window_and_merged(model, image):
 
 
 def test_slices_are_batched_with_the_same_result(model, image):
-    one = Predictor(model, imgsz=64, conf=0.001, device="cpu", slice=64, batch_size=1)(image)[0]
-    four = Predictor(model, imgsz=64, conf=0.001, device="cpu", slice=64, batch_size=4)(image)[0]
+    one = Predictor(model, imgsz=64, conf=0.001, device="cpu", slice=64, batch=1)(image)[0]
+    four = Predictor(model, imgsz=64, conf=0.001, device="cpu", slice=64, batch=4)(image)[0]
     torch.testing.assert_close(one.boxes, four.boxes, atol=1e-3, rtol=0)
     torch.testing.assert_close(one.scores, four.scores, atol=1e-5, rtol=0)

@@ -110,3 +110,15 @@ def test_visdrone_protocol_rejects_coco_json(tmp_path, capsys):
     (tmp_path / "gt.json").write_text("{}")
     assert main(["eval", "--gt", str(tmp_path / "gt.json"), "--pred", str(tmp_path)]) == 2
     assert "VisDrone annotation txt" in capsys.readouterr().err
+
+
+def test_yolo_protocol_on_visdrone_folders(tmp_path):
+    """YOLOv5's metrics from the same files: car hit (AP 0.995 at every IoU), pedestrian at IoU 0.82 (7 of 10)."""
+    root = _dataset(tmp_path)
+    out = tmp_path / "res.json"
+    argv = ["eval", "--gt", str(root / "annotations"), "--pred", str(root / "pred"), "--protocol", "yolo"]
+    assert main([*argv, "--json", str(out)]) == 0
+    data = json.loads(out.read_text())
+    assert data["per_class"]["car"]["AP"] == pytest.approx(99.5)
+    assert data["per_class"]["pedestrian"]["AP"] == pytest.approx(99.5 * 0.7)
+    assert data["AP50"] == pytest.approx(99.5) and data["AP"] == pytest.approx((99.5 + 99.5 * 0.7) / 2)

@@ -83,3 +83,14 @@ def test_visdrone_submission_files_are_scored_by_eval(weights, visdrone_mini, tm
     argv = ["eval", "--gt", str(data / "annotations"), "--pred", str(tmp_path / "sub" / "visdrone")]
     assert main(argv + ["--images", str(data / "images"), "--json", str(scores)]) == 0
     assert scores.is_file()
+
+
+@pytest.mark.parametrize(
+    ("flags", "message"),
+    [(["--half"], "--half needs a CUDA device, got cpu"), (["--half", "--amp", "fp16"], "cannot be combined")],
+)
+def test_half_is_refused_on_cpu_and_with_an_amp_dtype(weights, source, tmp_path, capsys, flags, message):
+    argv = ["predict", "--weights", str(weights), "--source", str(source), "--device", "cpu"]
+    assert main(argv + ["--project", str(tmp_path)] + flags) == 2
+    assert message in capsys.readouterr().err
+    assert not any(tmp_path.iterdir())  # refused before anything was written

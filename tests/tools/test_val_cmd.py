@@ -62,3 +62,22 @@ def test_half_on_cpu_is_refused(weights, data_yaml, capsys):
     argv = ["val", "--weights", str(weights), "--data", str(data_yaml), "--device", "cpu", "--half"]
     assert main(argv) == 2
     assert "--half needs a CUDA device" in capsys.readouterr().err
+
+
+def test_half_with_an_explicit_amp_dtype_is_refused(weights, data_yaml, capsys):
+    argv = ["val", "--weights", str(weights), "--data", str(data_yaml), "--device", "cpu", "--half", "--amp", "bf16"]
+    assert main(argv) == 2
+    assert "cannot be combined with amp 'bf16'" in capsys.readouterr().err
+
+
+def test_protocol_choices_come_from_the_registry(weights, data_yaml, capsys):
+    from tphyolo.metrics.registry import PROTOCOLS
+
+    for command in ("val", "eval"):
+        with pytest.raises(SystemExit):
+            main([command, "-h"])
+        assert f"--protocol {{{','.join(PROTOCOLS)}}}" in capsys.readouterr().out
+    with pytest.raises(SystemExit):
+        main(["val", "--weights", str(weights), "--data", str(data_yaml), "--protocol", "voc"])
+    err = capsys.readouterr().err
+    assert "invalid choice: 'voc'" in err and all(name in err for name in PROTOCOLS)

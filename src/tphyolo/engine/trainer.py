@@ -580,16 +580,11 @@ class Trainer:
     def validate(self) -> dict[str, float]:
         """Validate the EMA model on the val split; metrics keyed as in results.csv."""
         from tphyolo.engine.evaluate import evaluate
+        from tphyolo.engine.inference import InferenceConfig
 
+        config = InferenceConfig(conf=self.cfg.val_conf, iou=self.cfg.val_iou, max_det=self.cfg.max_det)
         results = evaluate(
-            self.ema.ema,
-            self.val_loader,
-            names=self.names,
-            conf_thres=self.cfg.val_conf,
-            iou_thres=self.cfg.val_iou,
-            max_det=self.cfg.max_det,
-            runtime=self.runtime,
-            device=self.device,
+            self.ema.ema, self.val_loader, names=self.names, config=config, runtime=self.runtime, device=self.device
         )
         return {
             "metrics/precision": float(results.mp),

@@ -13,14 +13,31 @@ image: the file's stem, or `STEM_FRAME` (frame number, 6 digits) for a video fra
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass
 from pathlib import Path
 
 import cv2
 import numpy as np
 
 from tphyolo.engine.draw import draw_detections
-from tphyolo.engine.predict import Detections
+from tphyolo.engine.run_dir import new_run_dir
 from tphyolo.engine.sources import Frame
+from tphyolo.flags import flag
+from tphyolo.ops.detections import Detections
+
+
+@dataclass(frozen=True)
+class OutputDir:
+    """Where a command writes its outputs: `project/name`, or the first free `name2`, `name3`, ... unless
+    `exist_ok`. Each field is also a command-line flag."""
+
+    project: str | None = flag(None, "--project", help="output root (default: runs/<command>)")
+    name: str = flag("exp", "--name", help="output folder under --project")
+    exist_ok: bool = flag(False, "--exist-ok", help="reuse an existing output folder")
+
+    def create(self, default_project: str | Path) -> Path:
+        """Create the folder (under `default_project` when `project` is None) and return it."""
+        return new_run_dir(self.project or default_project, self.name, exist_ok=self.exist_ok)
 
 
 def output_name(frame: Frame) -> str:
@@ -132,13 +149,3 @@ class PredictionWriter:
             path = self.save_dir / "predictions.json"
             path.write_text(json.dumps(self.records), encoding="utf-8")
             self.saved.append(path)
-
-
-def run_dir(project: str | Path, name: str, *, exist_ok: bool = False) -> Path:
-    """`project/name`, or the first free `project/name2`, `name3`, ... unless `exist_ok`; created."""
-    base = Path(project) / name
-    path, n = base, 2
-    while path.exists() and not exist_ok:
-        path, n = base.with_name(f"{name}{n}"), n + 1
-    path.mkdir(parents=True, exist_ok=True)
-    return path

@@ -1,4 +1,5 @@
-"""Detection metrics: YOLO-style AP (training), confusion matrix, COCO and VisDrone challenge protocols."""
+"""Detection metrics: YOLO-style AP (training), confusion matrix, COCO and VisDrone challenge protocols, and the
+protocol registry (`PROTOCOLS`) that `val` and `eval` score with."""
 
 from tphyolo.metrics.ap import (
     IOU_THRESHOLDS,
@@ -12,15 +13,21 @@ from tphyolo.metrics.ap import (
 )
 from tphyolo.metrics.coco import CocoResult, evaluate_coco
 from tphyolo.metrics.confusion import ConfusionMatrix
+from tphyolo.metrics.protocol import ImageResult, Protocol, ProtocolResult
+from tphyolo.metrics.registry import PROTOCOLS, get_protocol
 from tphyolo.metrics.visdrone import ImageAnnotations, VisDroneResult, evaluate_visdrone
 
 __all__ = [
     "IOU_THRESHOLDS",
+    "PROTOCOLS",
     "APResult",
     "CocoResult",
     "ConfusionMatrix",
     "DetectionStats",
     "ImageAnnotations",
+    "ImageResult",
+    "Protocol",
+    "ProtocolResult",
     "Summary",
     "VisDroneResult",
     "ap_per_class",
@@ -28,5 +35,6 @@ __all__ = [
     "evaluate_coco",
     "evaluate_visdrone",
     "fitness",
+    "get_protocol",
     "match_predictions",
 ]

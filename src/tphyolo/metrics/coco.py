@@ -3,6 +3,10 @@
 Ground truth is a COCO dataset dict (`images`, `annotations`, `categories`); regions to ignore are
 annotations with `iscrowd: 1` (a detection overlapping one is neither a hit nor a miss). Detections are COCO
 result records (`image_id`, `category_id`, `bbox` [left, top, width, height] pixels, `score`).
+
+`CocoProtocol` scores per-image results (`tphyolo.metrics.protocol.ImageResult`) through the one conversion
+to COCO records, `coco_dataset` and `coco_detections`: `tphyolo val --protocol coco` and `tphyolo eval
+--protocol coco` on VisDrone txt files both go through it.
 """
 
 from __future__ import annotations
@@ -13,6 +17,9 @@ from contextlib import redirect_stdout
 from dataclasses import dataclass
 
 import numpy as np
+import torch
+
+from tphyolo.metrics.protocol import ImageResult, ProtocolResult
 
 BACKENDS = ("faster", "pycocotools")
 VISDRONE_MAX_DETS = (1, 10, 100, 500)
@@ -105,3 +112,65 @@ def evaluate_coco(
         if not np.isnan(values[f"AR{max_dets[-1]}"]):  # the category has ground truth
             per_class[names.get(cat, str(cat))] = values
     return CocoResult(overall, per_class)
+
+
+def _xywh(image: ImageResult, which: str) -> list[list[float]]:
+    """[left, top, width, height] lists of an image's "boxes", "ignore" or "detections", computed in float64."""
+    return image.boxes_as("xywh", which, torch.float64).tolist()
+
+
+def coco_dataset(images: Sequence[ImageResult], names: Sequence[str]) -> dict:
+    """The COCO dataset of `images`' ground truth: image ids 1, 2, ... in order, category ids the class ids.
+
+    Objects become annotations (`iscrowd` 1 for crowd objects, of their own class); each ignore region
+    becomes one crowd annotation per class (it ignores every class). Objects of classes outside `names` are
+    left out."""
+    out_images, annotations = [], []
+
+    def add(image_id: int, category: int, bbox: list[float], crowd: int) -> None:
+        annotations.append(
+            {"id": len(annotations) + 1, "image_id": image_id, "category_id": category, "bbox": bbox,
+             "area": bbox[2] * bbox[3], "iscrowd": crowd}
+        )  # fmt: skip
+
+    nc = len(names)
+    for image_id, image in enumerate(images, start=1):
+        entry = {"id": image_id, "file_name": image.path}
+        if image.shape is not None:
+            entry |= {"height": image.shape[0], "width": image.shape[1]}
+        out_images.append(entry)
+        rows = zip(image.classes.tolist(), _xywh(image, "boxes"), image.crowd_mask().tolist(), strict=True)
+        for category, bbox, crowd in rows:
+            if 0 <= category < nc:
+                add(image_id, category, bbox, int(crowd))
+        for bbox in _xywh(image, "ignore"):
+            for category in range(nc):
+                add(image_id, category, bbox, 1)
+    categories = [{"id": c, "name": str(name)} for c, name in enumerate(names)]
+    return {"images": out_images, "annotations": annotations, "categories": categories}
+
+
+def coco_detections(images: Sequence[ImageResult], names: Sequence[str]) -> list[dict]:
+    """COCO result records of `images`' detections (ids as in `coco_dataset`), unrounded; detections of
+    classes outside `names` are left out."""
+    records = []
+    for image_id, image in enumerate(images, start=1):
+        scores, classes = image.detections[:, 4].double().tolist(), image.detections[:, 5].tolist()
+        for bbox, score, category in zip(_xywh(image, "detections"), scores, classes, strict=True):
+            if 0 <= category < len(names):
+                records.append({"image_id": image_id, "category_id": int(category), "bbox": bbox, "score": score})
+    return records
+
+
+class CocoProtocol:
+    """pycocotools' rules (see the module docstring) with maxDets 1, 10, 100 and the run's `max_det`."""
+
+    name = "coco"
+    needs_image_size = False
+
+    def score(self, images: Sequence[ImageResult], *, names: Sequence[str], max_det: int) -> ProtocolResult:
+        result = evaluate_coco(
+            coco_dataset(images, names), coco_detections(images, names), max_dets=sorted({1, 10, 100, max_det})
+        )
+        ap50, ap = result.overall["AP50"] / 100.0, result.overall["AP"] / 100.0
+        return ProtocolResult(self.name, ap50, ap, result.overall, result.per_class, result.table())

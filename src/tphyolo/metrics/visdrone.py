@@ -16,6 +16,10 @@ Behaviour reproduced from the toolkit (cited by its file names):
   ignore objects; AP is the all-point (VOC) area under the precision envelope with maxDets 500; AR@N is the
   final recall with maxDets N; a class's numbers enter the means once per image that has objects of that
   class, so classes are weighted by the number of images they appear in. Values are percentages.
+
+`VisDroneProtocol` scores per-image results (`tphyolo.metrics.protocol.ImageResult`): objects are category
+class + 1 (score 0 for crowd objects, 1 otherwise), ignore regions category 0, detections in their order.
+`image_result` reads the rows of an annotation file and a result file into one ImageResult, exactly.
 """
 
 from __future__ import annotations
@@ -24,8 +28,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
+import torch
 
 from tphyolo.data.formats.visdrone import NAMES, NUM_CLASSES
+from tphyolo.metrics.protocol import ImageResult, ProtocolResult
 
 MAX_DETS = (1, 10, 100, 500)
 CLASSES = tuple(range(1, NUM_CLASSES + 1))  # evaluated categories; 0 marks ignored regions, 11 is "others"
@@ -255,3 +261,53 @@ def evaluate_visdrone(images: Sequence[ImageAnnotations], *, names: Sequence[str
     present = [ci for ci in range(len(CLASSES)) if weight[ci]]
     per_class = {names[ci]: metrics(ap[ci], ar[ci], float) for ci in present}
     return VisDroneResult(overall, per_class, {names[ci]: int(weight[ci]) for ci in present})
+
+
+def image_result(path: str, gt: np.ndarray, det: np.ndarray, *, shape: tuple[int, int] | None = None) -> ImageResult:
+    """An ImageResult of VisDrone rows (left, top, width, height, score, category, ...): objects of categories
+    1..10 (class = category - 1; score 0 makes a crowd object), ignore regions of category 0; "others" (11)
+    is left out, as the protocol never scores it. Every detection row is kept, in file order, with class =
+    category - 1. Boxes stay in "xywh" as written."""
+    gt, det = torch.from_numpy(_rows(gt)), torch.from_numpy(_rows(det))
+    category = gt[:, 5].long()
+    objects = (category >= 1) & (category <= len(CLASSES))
+    return ImageResult(
+        path=path,
+        shape=shape,
+        detections=torch.cat([det[:, :5], det[:, 5:6] - 1], dim=1),
+        classes=category[objects] - 1,
+        boxes=gt[objects, :4],
+        ignore=gt[category == 0, :4],
+        crowd=gt[objects, 4] == 0,
+        box_format="xywh",
+    )
+
+
+def _annotations(image: ImageResult) -> ImageAnnotations:
+    """The toolkit's rows of one image: objects, then ignore regions; detections in their order."""
+    height, width = image.shape if image.shape is not None else (0, 0)
+    if len(image.ignore) and image.shape is None:
+        raise ValueError(f"{image.path}: the VisDrone protocol needs the image size where there are ignored regions")
+    boxes = torch.cat([image.boxes_as("xywh", "boxes"), image.boxes_as("xywh", "ignore")]).double()
+    score = torch.cat([(~image.crowd_mask()).double(), torch.ones(len(image.ignore), dtype=torch.float64)])
+    category = torch.cat([image.classes + 1, torch.zeros(len(image.ignore), dtype=torch.int64)])
+    gt = torch.cat([boxes, score[:, None], category[:, None].double()], dim=1)
+    d = image.detections
+    det = torch.cat([image.boxes_as("xywh", "detections").double(), d[:, 4:5].double(), d[:, 5:6].double() + 1], 1)
+    return ImageAnnotations(gt.numpy(), det.numpy(), height, width)
+
+
+class VisDroneProtocol:
+    """The VisDrone2019-DET toolkit's rules (see the module docstring) for up to 10 classes."""
+
+    name = "visdrone"
+    needs_image_size = True
+
+    def score(self, images: Sequence[ImageResult], *, names: Sequence[str], max_det: int) -> ProtocolResult:
+        """Toolkit numbers; `max_det` is not used: the toolkit keeps at most 500 detections per image."""
+        if len(names) > len(CLASSES):
+            raise ValueError(f"the VisDrone protocol evaluates {len(CLASSES)} classes; this dataset has {len(names)}")
+        padded = [str(n) for n in names] + [f"class{c}" for c in range(len(names), len(CLASSES))]
+        result = evaluate_visdrone([_annotations(image) for image in images], names=padded)
+        ap50, ap = result.overall["AP50"] / 100.0, result.overall["AP"] / 100.0
+        return ProtocolResult(self.name, ap50, ap, result.overall, result.per_class, result.table())

@@ -1,4 +1,4 @@
-"""Box operations: conversions, overlaps, non-maximum suppression, weighted boxes fusion."""
+"""Box operations: conversions, overlaps, non-maximum suppression, weighted boxes fusion; `Detections`."""
 
 from tphyolo.ops.boxes import (
     BOX_FORMATS,
@@ -12,11 +12,13 @@ from tphyolo.ops.boxes import (
     xyxy_to_cxcywh,
     xyxy_to_xywh,
 )
+from tphyolo.ops.detections import Detections
 from tphyolo.ops.nms import non_max_suppression
 from tphyolo.ops.wbf import weighted_boxes_fusion
 
 __all__ = [
     "BOX_FORMATS",
+    "Detections",
     "box_area",
     "box_convert",
     "box_iou",

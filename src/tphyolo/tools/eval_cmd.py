@@ -1,8 +1,10 @@
-"""`tphyolo eval`: score saved detections against ground truth with the VisDrone or COCO challenge protocol.
+"""`tphyolo eval`: score saved detections against ground truth with a protocol of the registry.
 
 VisDrone inputs are folders of txt files with one object per line, `left,top,width,height,score,category,
-truncation,occlusion` (pixels); a prediction file has the stem of its annotation file. COCO inputs are a
-dataset json and a results json.
+truncation,occlusion` (pixels); a prediction file has the stem of its annotation file. They are read into
+per-image results (`tphyolo.metrics.visdrone.image_result`) and scored by any protocol of
+`tphyolo.metrics.registry.PROTOCOLS`, as `tphyolo val` scores its detections. COCO inputs (a dataset json and a
+results json) are scored as they are by the COCO protocol.
 """
 
 from __future__ import annotations
@@ -13,15 +15,15 @@ from pathlib import Path
 
 import numpy as np
 
-from tphyolo.data.formats.visdrone import NUM_CLASSES as N_CLASSES  # categories 1..N_CLASSES are scored
-
-HELP = "score saved detections against ground truth (VisDrone or COCO protocol)"
+HELP = "score saved detections against ground truth (VisDrone, COCO or YOLO protocol)"
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
+    from tphyolo.metrics.registry import PROTOCOLS
+
     parser.add_argument("--gt", type=Path, required=True, help="folder of VisDrone annotation txt, or COCO json")
     parser.add_argument("--pred", type=Path, required=True, help="folder of VisDrone result txt, or COCO results json")
-    parser.add_argument("--protocol", choices=("visdrone", "coco"), default="visdrone")
+    parser.add_argument("--protocol", choices=list(PROTOCOLS), default="visdrone", help="scoring rules")
     parser.add_argument("--images", type=Path, help="image folder for sizes (default: images/ beside --gt)")
     parser.add_argument("--json", type=Path, help="write the numbers (percent) to this json file")
 
@@ -78,39 +80,6 @@ def load_visdrone_pairs(gt_dir: Path, pred_dir: Path) -> list[tuple[str, np.ndar
     return pairs
 
 
-def visdrone_to_coco(pairs: list[tuple[str, np.ndarray, np.ndarray]]) -> tuple[dict, list[dict]]:
-    """COCO dataset and results from VisDrone rows. Objects of categories 1..10 with score 1 are objects;
-    ignored regions (category 0) become crowd boxes of every category, score-0 objects crowd boxes of
-    their own; category 11 is left out."""
-    from tphyolo.metrics.visdrone import NAMES
-
-    images, annotations, results = [], [], []
-
-    def crowd_or_object(image_id, box, category, crowd):
-        annotations.append(
-            {"id": len(annotations) + 1, "image_id": image_id, "category_id": category, "bbox": box,
-             "area": box[2] * box[3], "iscrowd": crowd}
-        )  # fmt: skip
-
-    for image_id, (stem, gt, pred) in enumerate(pairs, start=1):
-        images.append({"id": image_id, "file_name": stem})
-        for row in gt:
-            box, category = [float(v) for v in row[:4]], int(row[5])
-            if category == 0:
-                for c in range(1, N_CLASSES + 1):
-                    crowd_or_object(image_id, box, c, 1)
-            elif 1 <= category <= N_CLASSES:
-                crowd_or_object(image_id, box, category, int(row[4] == 0))
-        for row in pred:
-            if 1 <= int(row[5]) <= N_CLASSES:
-                results.append(
-                    {"image_id": image_id, "category_id": int(row[5]), "bbox": [float(v) for v in row[:4]],
-                     "score": float(row[4])}
-                )  # fmt: skip
-    categories = [{"id": c, "name": NAMES[c - 1]} for c in range(1, N_CLASSES + 1)]
-    return {"images": images, "annotations": annotations, "categories": categories}, results
-
-
 def _read_json(path: Path, what: str):
     try:
         return json.loads(path.read_text())
@@ -118,41 +87,46 @@ def _read_json(path: Path, what: str):
         raise ValueError(f"{path}: not valid JSON ({what}): {error}") from None
 
 
-def _evaluate_visdrone(args: argparse.Namespace):
-    from tphyolo.metrics.visdrone import ImageAnnotations, evaluate_visdrone
+def _score_visdrone_files(args: argparse.Namespace):
+    from tphyolo.engine.inference import MAX_DET
+    from tphyolo.metrics.registry import get_protocol
+    from tphyolo.metrics.visdrone import NAMES, image_result
 
-    if args.gt.suffix == ".json":
-        raise ValueError(f"--protocol visdrone needs a folder of VisDrone annotation txt files, got {args.gt}")
+    protocol = get_protocol(args.protocol)
     images_dir = args.images or args.gt.parent / "images"
     images = []
     for stem, gt, pred in load_visdrone_pairs(args.gt, args.pred):
-        height = width = 0
-        if (gt[:, 5] == 0).any():  # the image size matters only for ignored regions
-            height, width = image_size(images_dir, stem)
-        images.append(ImageAnnotations(gt, pred, height, width))
-    return evaluate_visdrone(images)
+        shape = None
+        if protocol.needs_image_size and (gt[:, 5] == 0).any():  # the size matters only for ignored regions
+            shape = image_size(images_dir, stem)
+        images.append(image_result(stem, gt, pred, shape=shape))
+    return protocol.score(images, names=NAMES, max_det=MAX_DET)
 
 
-def _evaluate_coco(args: argparse.Namespace):
+def _score_coco_files(args: argparse.Namespace):
     from tphyolo.metrics.coco import evaluate_coco
 
-    if args.gt.suffix == ".json":
-        gt = _read_json(args.gt, "COCO dataset")
-        detections = _read_json(args.pred, "COCO results")
-        if not isinstance(gt, dict) or "annotations" not in gt or "images" not in gt:
-            raise ValueError(f"{args.gt}: a COCO dataset needs 'images' and 'annotations'")
-        if not isinstance(detections, list):
-            raise ValueError(f"{args.pred}: COCO results must be a list of detections")
-    else:
-        gt, detections = visdrone_to_coco(load_visdrone_pairs(args.gt, args.pred))
-    return evaluate_coco(gt, detections)
+    if args.protocol != "coco":
+        raise ValueError(f"--protocol {args.protocol} needs a folder of VisDrone annotation txt files, got {args.gt}")
+    gt = _read_json(args.gt, "COCO dataset")
+    detections = _read_json(args.pred, "COCO results")
+    if not isinstance(gt, dict) or "annotations" not in gt or "images" not in gt:
+        raise ValueError(f"{args.gt}: a COCO dataset needs 'images' and 'annotations'")
+    if not isinstance(detections, list):
+        raise ValueError(f"{args.pred}: COCO results must be a list of detections")
+    result = evaluate_coco(gt, detections)
+    return result.overall, result.per_class, result.table()
 
 
 def run(args: argparse.Namespace) -> int:
-    result = _evaluate_visdrone(args) if args.protocol == "visdrone" else _evaluate_coco(args)
-    print(result.table())
+    if args.gt.suffix == ".json":
+        overall, per_class, table = _score_coco_files(args)
+    else:
+        scored = _score_visdrone_files(args)
+        overall, per_class, table = scored.overall, scored.per_class, scored.table
+    print(table)
     if args.json is not None:
-        payload = dict(result.overall) | {"per_class": result.per_class}
+        payload = dict(overall) | {"per_class": per_class}
         args.json.parent.mkdir(parents=True, exist_ok=True)
         args.json.write_text(json.dumps(payload, indent=2))
     return 0
