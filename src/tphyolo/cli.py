@@ -32,6 +32,7 @@ COMMANDS: dict[str, str] = {
     "eval": "tphyolo.tools.eval_cmd",
     "data": "tphyolo.tools.data_cmd",
     "convert": "tphyolo.tools.convert_cmd",
+    "export": "tphyolo.tools.export_cmd",
     "bench": "tphyolo.tools.bench_cmd",
     "profile": "tphyolo.tools.profile_cmd",
 }

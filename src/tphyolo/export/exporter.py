@@ -45,8 +45,15 @@ SUFFIXES = {"onnx": ".onnx", "openvino": "_openvino_model", "torchscript": ".tor
 class ExportConfig:
     """What `tphyolo export` writes; each field is also its command-line flag."""
 
-    formats: tuple[str, ...] = flag(("onnx",), "--format", "--include", choices=EXPORT_FORMATS, help="formats")
-    imgsz: int = flag(640, "--img", "--imgsz", help="image size, pixels (a multiple of the stride)")
+    formats: tuple[str, ...] = flag(
+        ("onnx",),
+        "--format",
+        "--include",
+        choices=EXPORT_FORMATS,
+        metavar="FORMAT",
+        help=f"one or more of {', '.join(EXPORT_FORMATS)}",
+    )
+    imgsz: int = flag(640, "--img", "--imgsz", help="image size, pixels (rounded up to a multiple of the stride)")
     batch: int = flag(1, "--batch", help="batch size")
     dynamic: bool = flag(False, "--dynamic", help="batch, height and width free (multiples of the stride)")
     half: bool = flag(
@@ -54,7 +61,12 @@ class ExportConfig:
     )
     simplify: bool = flag(False, "--simplify", help="simplify the ONNX graph with onnxslim")
     opset: int = flag(DEFAULT_OPSET, "--opset", help="ONNX opset")
-    out: str | None = flag(None, "--out", help="output file (one format) or folder (several); default: beside W")
+    out: str | None = flag(
+        None,
+        "--out",
+        help="output file (one format) or folder (several); default: beside the weights W.pt, as "
+        "W.onnx, W_openvino_model/, W.torchscript, W.engine",
+    )
     device: str = flag("cpu", "--device", help="device to export on: cpu, cuda, cuda:N or N")
 
     def __post_init__(self) -> None:
@@ -219,11 +231,14 @@ def check_export(path: Path, fmt: str, refs: dict, device: torch.device) -> tupl
     return tuple((shape, relative_error(backend.run(images), ref)) for shape, (images, ref) in refs.items())
 
 
-def export_checkpoint(weights: str | Path, cfg: ExportConfig, *, log: Callable[[str], None] = LOGGER.info):
+def export_checkpoint(
+    weights: str | Path, cfg: ExportConfig, *, log: Callable[[str], None] = LOGGER.info
+) -> list[ExportResult]:
     """`export_model` for a checkpoint file (tphyolo or original format); files go beside it by default."""
     from tphyolo.checkpoint import load_checkpoint
 
     weights = Path(weights)
+    check_can_export(cfg, resolve_device(cfg.device))  # before the (slow) model build
     ckpt = load_checkpoint(weights)
     train_model = ckpt.state.get("train_args", {}).get("model")
     name = Path(train_model).stem if isinstance(train_model, str) and train_model else weights.stem
