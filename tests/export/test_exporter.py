@@ -109,3 +109,16 @@ def test_half_openvino_is_an_fp16_ir_close_to_pytorch(tiny_model, tmp_path):
     with torch.no_grad():
         expected = tiny_model.fuse()(x)
     assert 0 < relative_error(backend.run(x), expected) <= FP16_TOLERANCE  # fp16 weights: close, not equal
+
+
+@pytest.mark.slow
+def test_simplified_onnx_keeps_parity_and_metadata(tiny_model, tmp_path):
+    import onnx
+
+    cfg = ExportConfig(formats=("onnx",), imgsz=64, simplify=True)
+    (result,) = export_model(tiny_model, cfg, stem=tmp_path / "s", model_name="n")
+    assert result.ok, result.summary()
+    plain = export_model(tiny_model, ExportConfig(formats=("onnx",), imgsz=64), stem=tmp_path / "p", model_name="n")
+    nodes = [len(onnx.load(str(r.path)).graph.node) for r in (result, plain[0])]
+    assert nodes[0] < nodes[1]  # onnxslim folded something
+    assert load_backend(result.path).names == ["0", "1"]

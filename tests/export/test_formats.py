@@ -28,6 +28,10 @@ def test_family_matches_pytorch_in_every_format(name, tmp_path):
         # the export check ran the file at the export size and at another batch and width
         assert [shape for shape, _ in result.checks] == [(1, 3, 128, 128), (2, 3, 128, 160)]
         assert result.max_error <= FP32_TOLERANCE, result.summary()
+        backend = load_backend(result.path)
+        assert backend.dynamic
+        with pytest.raises(ValueError, match="multiples of the stride 32, got 100x128"):
+            backend.run(torch.zeros(1, 3, 100, 128))
 
 
 @pytest.mark.slow
