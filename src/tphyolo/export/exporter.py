@@ -22,7 +22,6 @@ from pathlib import Path
 
 import torch
 
-from tphyolo import __version__
 from tphyolo.data.letterbox import check_imgsz
 from tphyolo.export.extras import require
 from tphyolo.export.metadata import ExportMetadata
@@ -191,7 +190,6 @@ def export_model(
                 dtype="float16" if fp16_graph else "float32",
                 half=cfg.half,
                 source=source,
-                tphyolo_version=__version__,
             )
             log(f"{fmt}: exporting {what}{', fp16' if cfg.half else ''} ...")
             path = paths[fmt]
