@@ -51,7 +51,7 @@ COMMANDS: dict[str, Command] = {
         "tphyolo.tools.predict_cmd", "detect objects in images or videos (TTA, sliced inference, ensembles)"
     ),
     "eval": Command(
-        "tphyolo.tools.eval_cmd", "score saved detections against ground truth (VisDrone or COCO protocol)"
+        "tphyolo.tools.eval_cmd", "score saved detections against ground truth (VisDrone, COCO or YOLO protocol)"
     ),
     "data": Command(
         "tphyolo.tools.data_cmd",
@@ -60,6 +60,10 @@ COMMANDS: dict[str, Command] = {
     "convert": Command(
         "tphyolo.tools.convert_cmd",
         "convert checkpoints (original TPH-YOLOv5/YOLOv5 .pt -> tphyolo) or VisDrone annotations (-> YOLO)",
+    ),
+    "export": Command(
+        "tphyolo.tools.export_cmd",
+        "export a checkpoint to ONNX, OpenVINO, TorchScript or TensorRT, checked against PyTorch",
     ),
     "bench": Command(
         "tphyolo.tools.bench_cmd",

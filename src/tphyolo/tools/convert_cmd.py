@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import argparse
 
-HELP = "convert checkpoints (original TPH-YOLOv5/YOLOv5 .pt -> tphyolo) or VisDrone annotations (-> YOLO)"
-
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     kinds = parser.add_subparsers(dest="kind", metavar="KIND", required=True, parser_class=type(parser))

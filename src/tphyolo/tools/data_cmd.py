@@ -8,8 +8,6 @@ from tphyolo.data.dataset_config import SPLITS, load_data_config
 from tphyolo.data.report import format_report
 from tphyolo.data.scan import scan_split
 
-HELP = "inspect datasets: 'data check --data X.yaml' scans and reports labels, classes, problems"
-
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("action", choices=["check"], help="check: scan and print a report per split")

@@ -15,8 +15,6 @@ from pathlib import Path
 
 import numpy as np
 
-HELP = "score saved detections against ground truth (VisDrone, COCO or YOLO protocol)"
-
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     from tphyolo.metrics.registry import PROTOCOLS

@@ -6,7 +6,6 @@ import argparse
 
 from tphyolo.tools.inference_args import add_inference_flags, inference_device
 
-HELP = "detect objects in images or videos (TTA, sliced inference, ensembles)"
 USES_RUNTIME = True
 RUNTIME_INFERENCE = True
 

@@ -11,7 +11,6 @@ from pathlib import Path
 from tphyolo.engine.train_config import CACHE_CHOICES, TrainConfig
 from tphyolo.runtime import parse_device
 
-HELP = "train a model (default: tph-yolov5n on the built-in synthetic drone set)"
 USES_RUNTIME = True
 
 _DEFAULTS = {f.name: f.default for f in fields(TrainConfig)}

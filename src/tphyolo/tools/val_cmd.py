@@ -6,7 +6,6 @@ import argparse
 
 from tphyolo.tools.inference_args import add_inference_flags, inference_device
 
-HELP = "evaluate a checkpoint on a dataset split (mAP table, plots, json/txt outputs)"
 USES_RUNTIME = True
 RUNTIME_INFERENCE = True
 

@@ -1,0 +1,71 @@
+"""Backends that run exported models, chosen by file: `load_backend("best.onnx").run(images)`.
+
+| path | format | backend |
+| --- | --- | --- |
+| `*.onnx` | ONNX | `OnnxRuntimeBackend` (CPU, or CUDA with onnxruntime-gpu) |
+| `*_openvino_model/` or its `*.xml` | OpenVINO IR | `OpenVINOBackend` (CPU) |
+| `*.torchscript` | TorchScript | `TorchScriptBackend` (CPU or CUDA) |
+
+The interface (`Backend`) is described in `tphyolo.export.backends.base`.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import torch
+
+from tphyolo.export.backends.base import Backend, ExportedBackend
+from tphyolo.export.backends.onnxruntime import OnnxRuntimeBackend
+from tphyolo.export.backends.openvino import OpenVINOBackend
+from tphyolo.export.backends.torchscript import TorchScriptBackend
+from tphyolo.runtime import resolve_device
+
+BACKENDS: dict[str, type[ExportedBackend]] = {
+    "onnx": OnnxRuntimeBackend,
+    "openvino": OpenVINOBackend,
+    "torchscript": TorchScriptBackend,
+}
+SUFFIXES: dict[str, str] = {".onnx": "onnx", ".xml": "openvino", ".torchscript": "torchscript"}
+
+
+def exported_format(path: str | Path) -> str | None:
+    """The export format of `path` judged by its name (an OpenVINO folder by its .xml), or None when it is not
+    an exported model (e.g. a .pt checkpoint)."""
+    path = Path(path)
+    if path.is_dir():
+        return "openvino" if any(path.glob("*.xml")) else None
+    return SUFFIXES.get(path.suffix.lower())
+
+
+def load_backend(
+    path: str | Path, *, device: str | torch.device = "cpu", threads: int | None = None
+) -> ExportedBackend:
+    """The backend for an exported model file or folder, on `device` (a torch.device or a spelling such as
+    "cpu", "cuda", "0"), with `threads` CPU threads (default:
+    the cores this process may use). FileNotFoundError when it does not exist; ValueError (naming the file)
+    when it is not an exported model, is truncated or corrupt, lacks tphyolo metadata or cannot run on
+    `device`; MissingExtraError when its runtime is not installed."""
+    path = Path(path)
+    if not path.exists():
+        raise FileNotFoundError(f"exported model {path} does not exist")
+    fmt = exported_format(path)
+    if fmt is None:
+        if path.suffix.lower() == ".engine":
+            raise ValueError(f"{path}: TensorRT engines are written by `tphyolo export` but not run by tphyolo yet")
+        raise ValueError(f"{path}: not an exported model; expected {sorted(SUFFIXES)} or an *_openvino_model folder")
+    if not isinstance(device, torch.device):
+        device = resolve_device(device)
+    return BACKENDS[fmt](path, device=device, threads=threads)
+
+
+__all__ = [
+    "BACKENDS",
+    "Backend",
+    "ExportedBackend",
+    "OnnxRuntimeBackend",
+    "OpenVINOBackend",
+    "TorchScriptBackend",
+    "exported_format",
+    "load_backend",
+]

@@ -1,0 +1,110 @@
+"""The backend interface the predictor calls, and what every exported-model backend shares.
+
+A backend runs one detection model on a batch: `run(x)` takes images (B, 3, H, W), floats in [0, 1], and
+returns the decoded output (B, N, 5 + nc) float32 on `device` (boxes cx, cy, w, h in input pixels, then
+objectness and class scores). `device` and `dtype` say where and in what dtype inputs are best prepared
+(`run` converts them anyway); `stride`, `names`, `imgsz` and `dynamic` come from the exported file, so that
+predicting needs nothing else. The engine never asks which backend it holds.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Protocol, runtime_checkable
+
+import torch
+
+from tphyolo.export.metadata import ExportMetadata
+
+
+@runtime_checkable
+class Backend(Protocol):
+    """What the predictor needs from a model: see the module docstring."""
+
+    device: torch.device
+    dtype: torch.dtype
+    stride: int
+    names: list[str]
+
+    def run(self, x: torch.Tensor) -> torch.Tensor: ...
+
+
+class ExportedBackend:
+    """A model read from an exported file: metadata, input checks, dtype and device handling.
+
+    Subclasses implement `_forward(x)` for inputs already checked and converted to `dtype` on `device`.
+    A fixed-size export refuses other batch sizes and image sizes; a dynamic one refuses sides that are not
+    multiples of the stride.
+    """
+
+    def __init__(self, path: Path, metadata: ExportMetadata, device: torch.device) -> None:
+        self.path = path
+        self.metadata = metadata
+        self.device = device
+        self.dtype = torch.float16 if metadata.dtype == "float16" else torch.float32
+
+    @property
+    def names(self) -> list[str]:
+        return list(self.metadata.names)
+
+    @property
+    def stride(self) -> int:
+        return self.metadata.stride
+
+    @property
+    def imgsz(self) -> tuple[int, int]:
+        return self.metadata.imgsz
+
+    @property
+    def dynamic(self) -> bool:
+        return self.metadata.dynamic
+
+    @property
+    def batch(self) -> int:
+        return self.metadata.batch
+
+    def check_input(self, x: torch.Tensor) -> None:
+        """ValueError, naming the file, when this model cannot run on a batch shaped like `x`."""
+        if x.ndim != 4 or x.shape[1] != 3:
+            raise ValueError(f"{self.path}: input must be (B, 3, H, W) images, got shape {tuple(x.shape)}")
+        b, _, h, w = x.shape
+        if not self.dynamic and (b != self.batch or (h, w) != self.imgsz):
+            raise ValueError(
+                f"{self.path}: exported for a fixed input ({self.batch}, 3, {self.imgsz[0]}, {self.imgsz[1]}), "
+                f"got ({b}, 3, {h}, {w}); export with --dynamic to run other batch or image sizes "
+                "(TTA scales need it)"
+            )
+        if h % self.stride or w % self.stride:
+            raise ValueError(f"{self.path}: image sides must be multiples of the stride {self.stride}, got {h}x{w}")
+
+    def run(self, x: torch.Tensor) -> torch.Tensor:
+        """Images (B, 3, H, W) in [0, 1] -> (B, N, 5 + nc) float32 on `device`."""
+        self.check_input(x)
+        out = self._forward(x.to(self.device, self.dtype).contiguous())
+        return out.to(self.device, torch.float32)
+
+    def _forward(self, x: torch.Tensor) -> torch.Tensor:
+        raise NotImplementedError(f"{type(self).__name__} must implement _forward")
+
+    def __repr__(self) -> str:
+        size = "dynamic" if self.dynamic else f"{self.batch}x{self.imgsz[0]}x{self.imgsz[1]}"
+        return f"{type(self).__name__}({self.path}, {self.metadata.model}, {size}, {self.metadata.dtype})"
+
+
+def cpu_threads() -> int:
+    """The CPU cores this process may use."""
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+
+
+def check_format(metadata: ExportMetadata, expected: str, path: Path) -> None:
+    """ValueError when a file's metadata says it is another format than its name suggests."""
+    if metadata.format != expected:
+        raise ValueError(f"{path}: metadata says format {metadata.format!r}, expected {expected!r}")
+
+
+def error_reason(error: BaseException) -> str:
+    """The first sentence of the last non-empty line of a runtime's error message (where runtimes say what
+    went wrong; what follows is advice about other situations)."""
+    lines = [line.strip() for line in str(error).splitlines() if line.strip()]
+    return lines[-1].split(". ")[0] if lines else type(error).__name__

@@ -1,0 +1,65 @@
+"""OpenVINO backend for IR exports (`<name>_openvino_model/` folders, or their `.xml`), on the CPU.
+
+Compiled with the LATENCY hint, `threads` inference threads (default: the cores this process may use), and
+f32 inference precision for fp32 IRs (so that CPUs with bf16 units do not silently lower precision). A
+dynamic IR has a batch of 1 (see `tphyolo.export.openvino`): a batch is run image by image.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from tphyolo.export.backends.base import ExportedBackend, check_format, cpu_threads, error_reason
+from tphyolo.export.extras import require
+from tphyolo.export.openvino import read_rt_info
+
+
+def ir_file(path: Path) -> Path:
+    """The .xml of an IR given as the file or as its folder (which must hold exactly one .xml)."""
+    if path.is_file():
+        return path
+    found = sorted(path.glob("*.xml"))
+    if len(found) != 1:
+        raise ValueError(f"{path}: an OpenVINO model folder holds one .xml file, found {[p.name for p in found]}")
+    return found[0]
+
+
+class OpenVINOBackend(ExportedBackend):
+    """An OpenVINO IR compiled for the CPU."""
+
+    def __init__(self, path: Path, *, device: torch.device, threads: int | None = None) -> None:
+        ov = require("openvino", purpose="running OpenVINO models")
+        if device.type != "cpu":
+            raise ValueError(f"{path}: OpenVINO models run on the CPU here, not on {device}")
+        xml = ir_file(path)
+        core = ov.Core()
+        try:
+            model = core.read_model(str(xml))
+        except RuntimeError as error:
+            reason = error_reason(error)
+            raise ValueError(f"{path}: not a readable OpenVINO IR (truncated or corrupt?): {reason}") from error
+        metadata = read_rt_info(model, str(path))
+        check_format(metadata, "openvino", path)
+        config = {"PERFORMANCE_HINT": "LATENCY", "INFERENCE_NUM_THREADS": threads or cpu_threads()}
+        if not metadata.half:
+            config["INFERENCE_PRECISION_HINT"] = "f32"
+        try:
+            compiled = core.compile_model(model, "CPU", config)
+        except RuntimeError as error:
+            reason = error_reason(error)
+            raise ValueError(f"{path}: OpenVINO cannot compile this IR (corrupt weights?): {reason}") from error
+        super().__init__(path, metadata, device)
+        self.request = compiled.create_infer_request()
+        self.ir_batch = model.input(0).get_partial_shape()[0]
+
+    def _forward(self, x: torch.Tensor) -> torch.Tensor:
+        if self.ir_batch.is_static and self.ir_batch.get_length() != x.shape[0]:
+            return torch.cat([self._infer(image[None]) for image in x])
+        return self._infer(x)
+
+    def _infer(self, x: torch.Tensor) -> torch.Tensor:
+        out = self.request.infer({0: x.numpy()})[0]
+        return torch.from_numpy(np.array(out, copy=True))  # the request reuses its output buffer

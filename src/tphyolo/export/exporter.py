@@ -1,0 +1,245 @@
+"""`export_model`: a detection model to ONNX, OpenVINO, TorchScript or TensorRT, each export checked against
+PyTorch.
+
+What is exported: the fused model (`DetectionModel.fuse()`, Conv+BN folded, eval mode) whose output is the
+decoded (B, N, 5 + nc) tensor. Each file carries `ExportMetadata`. After writing a file, its backend runs it
+on fixed random images (and, with `dynamic`, on a second batch size and a non-square size) and the relative
+error against the fp32 PyTorch model is measured (`tphyolo.export.parity`); an `ExportResult` whose error is
+above the tolerance is not `ok`.
+
+Where files go (`output_paths`): beside the weights, `W.onnx`, `W_openvino_model/`, `W.torchscript`,
+`W.engine` for weights `W.pt`; `out` names the file (one format) or the folder (several formats).
+"""
+
+from __future__ import annotations
+
+import logging
+import tempfile
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+
+from tphyolo.data.letterbox import check_imgsz
+from tphyolo.export.extras import require
+from tphyolo.export.metadata import ExportMetadata
+from tphyolo.export.onnx import DEFAULT_OPSET, MIN_OPSET, export_onnx, trace_onnx
+from tphyolo.export.openvino import export_openvino
+from tphyolo.export.parity import relative_error, sample_images, tolerance_for
+from tphyolo.export.tensorrt import check_tensorrt, export_engine
+from tphyolo.export.torchscript import export_torchscript
+from tphyolo.flags import flag
+from tphyolo.models import DetectionModel
+from tphyolo.runtime import resolve_device
+
+LOGGER = logging.getLogger("tphyolo")
+EXPORT_FORMATS = ("onnx", "openvino", "torchscript", "engine")  # also the order in which they are written
+FP16_INPUT_FORMATS = ("onnx", "torchscript")  # --half makes the whole graph fp16: CUDA only
+SUFFIXES = {"onnx": ".onnx", "openvino": "_openvino_model", "torchscript": ".torchscript", "engine": ".engine"}
+
+
+@dataclass(frozen=True)
+class ExportConfig:
+    """What `tphyolo export` writes; each field is also its command-line flag."""
+
+    formats: tuple[str, ...] = flag(
+        ("onnx",),
+        "--format",
+        "--include",
+        choices=EXPORT_FORMATS,
+        metavar="FORMAT",
+        help=f"one or more of {', '.join(EXPORT_FORMATS)}",
+    )
+    imgsz: int = flag(640, "--img", "--imgsz", help="image size, pixels (rounded up to a multiple of the stride)")
+    batch: int = flag(1, "--batch", help="batch size")
+    dynamic: bool = flag(False, "--dynamic", help="batch, height and width free (multiples of the stride)")
+    half: bool = flag(
+        False, "--half", help="fp16 weights (ONNX, TorchScript, engine: with a CUDA --device; OpenVINO: fp16 IR)"
+    )
+    simplify: bool = flag(False, "--simplify", help="simplify the ONNX graph with onnxslim")
+    opset: int = flag(DEFAULT_OPSET, "--opset", help="ONNX opset")
+    out: str | None = flag(
+        None,
+        "--out",
+        help="output file (one format) or folder (several); default: beside the weights W.pt, as "
+        "W.onnx, W_openvino_model/, W.torchscript, W.engine",
+    )
+    device: str = flag("cpu", "--device", help="device to export on: cpu, cuda, cuda:N or N")
+
+    def __post_init__(self) -> None:
+        unknown = [f for f in self.formats if f not in EXPORT_FORMATS]
+        if unknown or not self.formats:
+            raise ValueError(f"unknown export format(s) {unknown or '(none)'}; known: {list(EXPORT_FORMATS)}")
+        if len(set(self.formats)) != len(self.formats):
+            raise ValueError(f"export format listed twice: {list(self.formats)}")
+        if self.batch < 1 or self.imgsz < 1:
+            raise ValueError(f"--batch and --img must be positive, got {self.batch} and {self.imgsz}")
+        if self.opset < MIN_OPSET:
+            raise ValueError(f"--opset {self.opset}: attention exports from opset {MIN_OPSET} on")
+
+
+@dataclass(frozen=True)
+class ExportResult:
+    """One written export: its path, how long writing took, and the checks run on it: (input shape,
+    relative error against PyTorch) pairs; none for formats tphyolo cannot run (TensorRT)."""
+
+    format: str
+    path: Path
+    seconds: float
+    checks: tuple[tuple[tuple[int, ...], float], ...]
+    tolerance: float
+
+    @property
+    def max_error(self) -> float | None:
+        return max((error for _, error in self.checks), default=None)
+
+    @property
+    def ok(self) -> bool:
+        return self.max_error is None or self.max_error <= self.tolerance
+
+    def summary(self) -> str:
+        head = f"{self.format}: {self.path} ({self.seconds:.1f} s)"
+        if not self.checks:
+            return f"{head}; not run after export (tphyolo has no {self.format} backend)"
+        errors = ", ".join(f"{error:.1e} at {'x'.join(map(str, shape))}" for shape, error in self.checks)
+        verdict = "ok" if self.ok else "ABOVE TOLERANCE"
+        return f"{head}; relative error vs PyTorch {errors} (tolerance {self.tolerance:.0e}): {verdict}"
+
+
+def output_paths(cfg: ExportConfig, stem: Path) -> dict[str, Path]:
+    """Where each format goes, for weights `stem` + suffix (see the module docstring)."""
+    if cfg.out is not None and len(cfg.formats) == 1:
+        return {cfg.formats[0]: Path(cfg.out)}
+    base = Path(cfg.out) / stem.name if cfg.out is not None else stem
+    return {fmt: base.parent / f"{base.name}{SUFFIXES[fmt]}" for fmt in cfg.formats}
+
+
+def check_can_export(cfg: ExportConfig, device: torch.device) -> None:
+    """Refuses, in one line, what cannot be done here, before anything is traced: fp16 graphs off CUDA,
+    TensorRT without CUDA and tensorrt, missing packages of the export extra."""
+    for fmt in cfg.formats:
+        if cfg.half and fmt in FP16_INPUT_FORMATS and device.type != "cuda":
+            raise ValueError(
+                f"--half {fmt} export needs a CUDA --device: fp16 {fmt} models run on CUDA only "
+                "(CPU runtimes compute in fp32); export fp32 for the CPU, or --half openvino for an fp16 IR"
+            )
+    if "engine" in cfg.formats:
+        check_tensorrt(device)
+    if "onnx" in cfg.formats:
+        require("onnx", purpose="ONNX export")
+        require("onnxruntime", purpose="checking the ONNX export")
+        if cfg.simplify:
+            require("onnxslim", purpose="--simplify")
+    if "openvino" in cfg.formats:
+        require("openvino", purpose="OpenVINO export")
+
+
+@torch.no_grad()
+def reference_outputs(model: DetectionModel, shapes: list[tuple[int, ...]], device: torch.device) -> dict:
+    """{shape: (images, output)} of the fp32 model on `device`, without TF32, both on the CPU."""
+    from tphyolo.bench.baselines import strict_fp32
+
+    refs = {}
+    with strict_fp32():
+        for shape in shapes:
+            images = sample_images(*shape[:1], *shape[2:])
+            refs[shape] = (images, model(images.to(device)).float().cpu())
+    return refs
+
+
+def export_model(
+    model: DetectionModel,
+    cfg: ExportConfig,
+    *,
+    stem: Path,
+    model_name: str,
+    source: str = "",
+    log: Callable[[str], None] = LOGGER.info,
+) -> list[ExportResult]:
+    """Writes `model` in each of `cfg.formats` (paths from `output_paths(cfg, stem)`), checks each against
+    PyTorch, and returns the results in the order written. ValueError / MissingExtraError (one line) for what
+    cannot be exported here; the caller decides what an export above tolerance means (`ExportResult.ok`)."""
+    device = resolve_device(cfg.device)
+    check_can_export(cfg, device)
+    stride = int(model.stride.max())
+    size = check_imgsz(cfg.imgsz, stride)
+    shapes = [(cfg.batch, 3, size, size)]
+    if cfg.dynamic:
+        shapes.append((cfg.batch + 1, 3, size, size + stride))
+    refs = reference_outputs(model.fuse().to(device), shapes, device)
+    fused = model.fuse().to(device)  # a fresh copy for tracing: no size-keyed caches from the reference runs
+    fp16 = model.fuse().to(device).half() if cfg.half and device.type == "cuda" else None
+    example = refs[shapes[0]][0].to(device)
+    paths = output_paths(cfg, stem)
+    what = f"{model_name} at {size}x{size}, batch {cfg.batch}{', dynamic' if cfg.dynamic else ''}"
+    results = []
+    with tempfile.TemporaryDirectory(prefix="tphyolo-export-") as tmp:
+        fp32_onnx = Path(tmp) / "fp32.onnx"  # what OpenVINO and TensorRT are built from, traced when needed
+        for fmt in (f for f in EXPORT_FORMATS if f in cfg.formats):
+            fp16_graph = cfg.half and fmt in FP16_INPUT_FORMATS
+            metadata = ExportMetadata(
+                format=fmt,
+                model=model_name,
+                names=tuple(model.names),
+                stride=stride,
+                imgsz=(size, size),
+                batch=cfg.batch,
+                dynamic=cfg.dynamic,
+                dtype="float16" if fp16_graph else "float32",
+                half=cfg.half,
+                source=source,
+            )
+            log(f"{fmt}: exporting {what}{', fp16' if cfg.half else ''} ...")
+            path = paths[fmt]
+            path.parent.mkdir(parents=True, exist_ok=True)
+            start = time.perf_counter()
+            if fmt in FP16_INPUT_FORMATS:
+                graph, x = (fp16, example.half()) if fp16_graph else (fused, example)
+                if fmt == "onnx":
+                    export_onnx(graph, x, path, metadata=metadata, dynamic=cfg.dynamic, opset=cfg.opset,
+                                simplify=cfg.simplify)  # fmt: skip
+                    if not fp16_graph:
+                        fp32_onnx = path
+                else:
+                    export_torchscript(graph, x, path, metadata=metadata)
+            else:
+                if not fp32_onnx.exists():
+                    trace_onnx(fused, example, fp32_onnx, dynamic=cfg.dynamic, opset=cfg.opset)
+                if fmt == "openvino":
+                    export_openvino(fp32_onnx, path, metadata=metadata, half=cfg.half)
+                else:
+                    export_engine(fp32_onnx, path, metadata=metadata, device=device, half=cfg.half)
+            seconds = time.perf_counter() - start
+            result = ExportResult(fmt, path, seconds, check_export(path, fmt, refs, device), tolerance_for(cfg.half))
+            log(result.summary())
+            results.append(result)
+    return results
+
+
+def check_export(path: Path, fmt: str, refs: dict, device: torch.device) -> tuple[tuple[tuple[int, ...], float], ...]:
+    """(shape, relative error) of the export at `path` against each PyTorch reference of `refs`; nothing for
+    formats without a tphyolo backend (TensorRT). OpenVINO runs on the CPU, the others on `device`."""
+    from tphyolo.export.backends import load_backend
+
+    if fmt == "engine":
+        return ()
+    backend = load_backend(path, device=torch.device("cpu") if fmt == "openvino" else device)
+    return tuple((shape, relative_error(backend.run(images), ref)) for shape, (images, ref) in refs.items())
+
+
+def export_checkpoint(
+    weights: str | Path, cfg: ExportConfig, *, log: Callable[[str], None] = LOGGER.info
+) -> list[ExportResult]:
+    """`export_model` for a checkpoint file (tphyolo or original format); files go beside it by default."""
+    from tphyolo.checkpoint import load_checkpoint
+
+    weights = Path(weights)
+    check_can_export(cfg, resolve_device(cfg.device))  # before the (slow) model build
+    ckpt = load_checkpoint(weights)
+    train_model = ckpt.state.get("train_args", {}).get("model")
+    name = Path(train_model).stem if isinstance(train_model, str) and train_model else weights.stem
+    return export_model(
+        ckpt.build_model(), cfg, stem=weights.with_suffix(""), model_name=name, source=weights.name, log=log
+    )

@@ -1,0 +1,30 @@
+"""`tphyolo export`: a checkpoint to ONNX, OpenVINO IR, TorchScript or a TensorRT engine, each file run once
+after writing and compared with PyTorch."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from tphyolo.export.exporter import ExportConfig, export_checkpoint
+from tphyolo.flags import add_flags, from_flags
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--weights", required=True, help="checkpoint to export (ours, TPH-YOLOv5 or YOLOv5 .pt)")
+    add_flags(parser, ExportConfig)
+
+
+def run(args: argparse.Namespace) -> int:
+    results = export_checkpoint(args.weights, from_flags(ExportConfig, args), log=print)
+    failed = [r for r in results if not r.ok]
+    for result in failed:
+        print(
+            f"tphyolo export: error: {result.path} differs from PyTorch by {result.max_error:.1e} relative, "
+            f"above the tolerance {result.tolerance:.0e}",
+            file=sys.stderr,
+        )
+    if failed:
+        return 1
+    print(f"exported {', '.join(str(r.path) for r in results)}")
+    return 0

@@ -1,0 +1,124 @@
+"""ExportConfig, where files go, and the one-line refusals: fp16 off CUDA, TensorRT without CUDA/tensorrt,
+missing packages of the export extra."""
+
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+from tphyolo.export import INSTALL_HINT, ExportConfig, MissingExtraError, export_model, load_backend
+from tphyolo.export.exporter import output_paths
+from tphyolo.export.extras import require
+from tphyolo.export.parity import FP16_TOLERANCE, relative_error, sample_images
+from tphyolo.models import build_model
+
+
+def test_default_paths_are_beside_the_weights():
+    cfg = ExportConfig(formats=("onnx", "openvino", "torchscript", "engine"))
+    assert output_paths(cfg, Path("runs/w/best")) == {
+        "onnx": Path("runs/w/best.onnx"),
+        "openvino": Path("runs/w/best_openvino_model"),
+        "torchscript": Path("runs/w/best.torchscript"),
+        "engine": Path("runs/w/best.engine"),
+    }
+
+
+def test_out_is_the_file_for_one_format_and_the_folder_for_several():
+    assert output_paths(ExportConfig(out="m.onnx"), Path("w/best")) == {"onnx": Path("m.onnx")}
+    cfg = ExportConfig(formats=("onnx", "torchscript"), out="deploy")
+    assert output_paths(cfg, Path("w/best")) == {
+        "onnx": Path("deploy/best.onnx"),
+        "torchscript": Path("deploy/best.torchscript"),
+    }
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        ({"formats": ("onnx", "onnx")}, "listed twice"),
+        ({"formats": ("tflite",)}, "unknown export format"),
+        ({"formats": ()}, "unknown export format"),
+        ({"opset": 13}, "opset 14"),
+        ({"batch": 0}, "must be positive"),
+    ],
+)
+def test_bad_config_is_refused(kwargs, message):
+    with pytest.raises(ValueError, match=message):
+        ExportConfig(**kwargs)
+
+
+@pytest.fixture(scope="module")
+def tiny_model():
+    torch.manual_seed(0)
+    return build_model("yolov5n", num_classes=2)
+
+
+@pytest.mark.parametrize("fmt", ["onnx", "torchscript"])
+def test_half_off_cuda_is_refused_before_tracing(tiny_model, tmp_path, fmt):
+    with pytest.raises(ValueError, match=f"--half {fmt} export needs a CUDA --device") as error:
+        export_model(tiny_model, ExportConfig(formats=(fmt,), half=True), stem=tmp_path / "w", model_name="n")
+    assert "\n" not in str(error.value)
+    assert not list(tmp_path.iterdir())
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="checks the refusal where CUDA is absent")
+def test_engine_without_cuda_says_what_is_missing(tiny_model, tmp_path):
+    with pytest.raises(ValueError, match="TensorRT export needs a CUDA device") as error:
+        export_model(tiny_model, ExportConfig(formats=("engine",)), stem=tmp_path / "w", model_name="n")
+    assert "\n" not in str(error.value)
+    try:
+        import tensorrt  # noqa: F401
+    except ImportError:
+        assert "and the tensorrt package" in str(error.value)
+
+
+def test_require_names_the_extra(monkeypatch):
+    monkeypatch.setitem(sys.modules, "onnxslim", None)  # makes `import onnxslim` fail
+    with pytest.raises(MissingExtraError, match="--simplify needs the onnxslim package") as error:
+        require("onnxslim", purpose="--simplify")
+    assert INSTALL_HINT in str(error.value) and isinstance(error.value, ImportError)
+
+
+@pytest.mark.parametrize(("module", "fmt"), [("onnx", "onnx"), ("onnxruntime", "onnx"), ("openvino", "openvino")])
+def test_missing_extra_refuses_export_before_tracing(tiny_model, tmp_path, monkeypatch, module, fmt):
+    monkeypatch.setitem(sys.modules, module, None)
+    with pytest.raises(MissingExtraError, match=f"needs the {module} package.*tphyolo\\[export\\]"):
+        export_model(tiny_model, ExportConfig(formats=(fmt,)), stem=tmp_path / "w", model_name="n")
+    assert not list(tmp_path.iterdir())
+
+
+@pytest.mark.parametrize(("module", "fmt"), [("onnxruntime", "onnx"), ("openvino", "openvino")])
+def test_missing_runtime_refuses_loading(fixed_exports, monkeypatch, module, fmt):
+    monkeypatch.setitem(sys.modules, module, None)
+    with pytest.raises(MissingExtraError, match=f"running .* models needs the {module} package"):
+        load_backend(fixed_exports[fmt])
+
+
+@pytest.mark.slow
+def test_half_openvino_is_an_fp16_ir_close_to_pytorch(tiny_model, tmp_path):
+    cfg = ExportConfig(formats=("openvino",), imgsz=64, half=True)
+    (result,) = export_model(tiny_model, cfg, stem=tmp_path / "h", model_name="n")
+    assert result.tolerance == FP16_TOLERANCE and result.ok, result.summary()
+    backend = load_backend(result.path)
+    assert backend.metadata.half and backend.dtype == torch.float32  # fp16 weights, fp32 input
+    full = export_model(tiny_model, ExportConfig(formats=("openvino",), imgsz=64), stem=tmp_path / "f", model_name="n")
+    bin_half, bin_full = (next(p.glob("*.bin")).stat().st_size for p in (result.path, full[0].path))
+    assert bin_half < 0.6 * bin_full
+    x = sample_images(1, 64, 64, seed=3)
+    with torch.no_grad():
+        expected = tiny_model.fuse()(x)
+    assert 0 < relative_error(backend.run(x), expected) <= FP16_TOLERANCE  # fp16 weights: close, not equal
+
+
+@pytest.mark.slow
+def test_simplified_onnx_keeps_parity_and_metadata(tiny_model, tmp_path):
+    import onnx
+
+    cfg = ExportConfig(formats=("onnx",), imgsz=64, simplify=True)
+    (result,) = export_model(tiny_model, cfg, stem=tmp_path / "s", model_name="n")
+    assert result.ok, result.summary()
+    plain = export_model(tiny_model, ExportConfig(formats=("onnx",), imgsz=64), stem=tmp_path / "p", model_name="n")
+    nodes = [len(onnx.load(str(r.path)).graph.node) for r in (result, plain[0])]
+    assert nodes[0] < nodes[1]  # onnxslim folded something
+    assert load_backend(result.path).names == ["0", "1"]
