@@ -7,6 +7,7 @@ from dataclasses import dataclass
 
 import pytest
 import torch
+import yaml
 from torch import nn
 
 from tphyolo.checkpoint import load_checkpoint, save_checkpoint
@@ -45,20 +46,19 @@ def test_freeze_layers_stops_gradients_of_the_first_layers_only(yolov5n):
     assert all(p.requires_grad for p in model.parameters())
 
 
-def test_model_is_fresh_for_the_data_or_the_resumed_one(tmp_path):
-    fresh = build_model_for_training("yolov5n", names=("car", "van"))
-    assert (fresh.nc, fresh.names) == (2, ["car", "van"])
-    unnamed = build_model_for_training("yolov5n", names=())
-    assert unnamed.nc == 80 and unnamed.names[:2] == ["0", "1"]
+def test_model_is_fresh_for_the_data_or_the_resumed_one(yolov5n, tmp_path):
+    assert (yolov5n.nc, yolov5n.names) == (2, ["a", "b"])  # the fixture: build_model_for_training for a, b
+    unnamed = build_model_for_training(yaml.safe_dump({**yolov5n.yaml, "nc": 3}), names=())  # data without names
+    assert unnamed.nc == 3 and unnamed.names == ["0", "1", "2"]
 
+    trained = copy.deepcopy(yolov5n)
     with torch.no_grad():
-        fresh.model[0].conv.weight.fill_(0.5)
-    path = save_checkpoint(
-        tmp_path / "last.pt", {"model": fresh.state_dict(), "model_yaml": fresh.yaml, "names": fresh.names, "nc": 2}
-    )
+        trained.model[0].conv.weight.fill_(0.5)
+    payload = {"model": trained.state_dict(), "model_yaml": trained.yaml, "names": ["car", "van"], "nc": 2}
+    path = save_checkpoint(tmp_path / "last.pt", payload)
     resumed = build_model_for_training("yolov5s", names=("x",), resume=load_checkpoint(path))
-    assert resumed.names == ["car", "van"] and resumed.yaml == fresh.yaml
-    assert all(torch.equal(v, fresh.state_dict()[k]) for k, v in resumed.state_dict().items())
+    assert resumed.names == ["car", "van"] and resumed.yaml == trained.yaml
+    assert all(torch.equal(v, trained.state_dict()[k]) for k, v in resumed.state_dict().items())
 
 
 def test_optimization_follows_the_config_and_skips_frozen_layers(yolov5n):
