@@ -20,7 +20,6 @@ def main(data: str, out_dir: str) -> None:
     trainer = Trainer(cfg, RuntimeConfig(device="cpu"))
     rank = trainer.dist.rank
     out = Path(out_dir)
-    trainer.setup()
     if rank == 0:
         torch.save({k: v.detach().clone() for k, v in trainer.model.state_dict().items()}, out / "initial.pt")
     trainer.fit()
@@ -28,8 +27,8 @@ def main(data: str, out_dir: str) -> None:
     info = {
         "world_size": trainer.dist.world_size,
         "ddp": type(trainer.train_model).__name__,
-        "steps": trainer.state.step,
-        "samples": len(trainer.train_loader.sampler),
+        "steps": trainer.progress.steps.step,
+        "samples": len(trainer.data.train_loader.sampler),
     }
     (out / f"rank{rank}.json").write_text(json.dumps(info))
 

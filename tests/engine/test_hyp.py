@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+import logging
 from pathlib import Path
 
 import pytest
 import yaml
 from tests.helpers import load_parity
 
-from tphyolo.engine.hyp import HYP_KEYS, builtin_hyps, load_hyp, scale_hyp, validate_hyp
+from tphyolo.data.augment import Hyp
+from tphyolo.engine.hyp import HYP_KEYS, builtin_hyps, load_hyp, scale_hyp, train_hyp, validate_hyp
 
 FIXTURES = ("tph-yolov5", "tph-yolov5-swin", "tph-yolov5pp", "yolov5n")
 
@@ -86,3 +88,31 @@ def test_not_a_mapping_and_unknown_name(tmp_path: Path) -> None:
         load_hyp(write(tmp_path, [1, 2]))
     with pytest.raises(FileNotFoundError, match="visdrone"):
         load_hyp("no-such-hyp")
+
+
+def test_label_smoothing_of_the_run_replaces_the_files_even_when_zero(tmp_path: Path) -> None:
+    path = write(tmp_path, {**load_hyp("scratch-low"), "label_smoothing": 0.1})
+    assert train_hyp(path)["label_smoothing"] == 0.1  # None: the file's value
+    assert train_hyp(path, label_smoothing=0.0)["label_smoothing"] == 0.0
+    assert train_hyp(path, label_smoothing=0.2)["label_smoothing"] == 0.2
+    assert "label_smoothing" not in train_hyp("scratch-low")
+    scaled = scale_hyp(train_hyp(path, label_smoothing=0.0), num_levels=3, num_classes=80, imgsz=640)
+    assert scaled["label_smoothing"] == 0.0
+
+
+def test_copy_paste_is_accepted_but_said_once_to_have_no_effect(caplog) -> None:
+    with caplog.at_level(logging.WARNING, logger="tphyolo.train"):
+        hyp = train_hyp("scratch-high")  # copy_paste: 0.1, as the original's file
+    assert hyp["copy_paste"] == 0.1
+    said = [r.getMessage() for r in caplog.records if "copy_paste" in r.getMessage()]
+    assert len(said) == 1 and "no effect on box labels" in said[0], said
+    caplog.clear()
+    with caplog.at_level(logging.WARNING, logger="tphyolo.train"):
+        train_hyp("scratch-low")  # copy_paste: 0.0
+    assert not caplog.records
+    # The augmentation never sees it: a file with and one without the key augment the same way.
+    without = {k: v for k, v in hyp.items() if k != "copy_paste"}
+    assert "copy_paste" not in HYP_KEYS and validate_hyp(without) == without
+    assert Hyp.from_dict(hyp) == Hyp.from_dict(without)
+    with pytest.raises(ValueError, match="copy_paste is a probability"):
+        validate_hyp({**hyp, "copy_paste": 2.0})

@@ -10,12 +10,15 @@ from pathlib import Path
 
 import pytest
 import torch
+import yaml
 from tests.helpers import save_model_checkpoint
 
 from tphyolo.checkpoint import CheckpointError, load_checkpoint
+from tphyolo.engine.hyp import load_hyp
 from tphyolo.engine.train_config import TrainConfig
 from tphyolo.engine.train_log import read_results
-from tphyolo.engine.trainer import Trainer, train, wrap_ddp
+from tphyolo.engine.train_model import wrap_ddp
+from tphyolo.engine.trainer import Trainer, train
 from tphyolo.runtime import RuntimeConfig
 
 CPU = RuntimeConfig(device="cpu")
@@ -48,6 +51,51 @@ def test_train_writes_run_outputs(tiny_synthetic, tmp_path):
     assert model(torch.rand(1, 3, 128, 128)).shape[-1] == 5 + 6
 
 
+class ScriptedTrainer(Trainer):
+    """A Trainer whose validation returns scripted metrics, so that the fitness of each epoch is known."""
+
+    SCRIPT = ({"metrics/mAP50": 0.5, "metrics/mAP50-95": 0.3}, {"metrics/mAP50": 0.4, "metrics/mAP50-95": 0.2})
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.validations = 0
+
+    def validate(self):
+        self.validations += 1
+        return dict(self.SCRIPT[self.validations - 1])
+
+
+@pytest.mark.slow
+def test_built_trainer_honours_its_settings_and_keeps_the_best_epoch(tiny_synthetic, tmp_path):
+    hyp_file = tmp_path / "hyp.yaml"
+    hyp_file.write_text(yaml.safe_dump({**load_hyp("synthetic"), "label_smoothing": 0.1}))
+    cfg = tiny_config(
+        tiny_synthetic, tmp_path, imgsz=100, hyp=str(hyp_file), label_smoothing=0.0, freeze=2, autoanchor=False
+    )
+    trainer = ScriptedTrainer(cfg, CPU)
+    assert trainer.data.imgsz == 128  # rounded up to the stride grid
+    assert trainer.loss_fn.cls_negative == 0.0  # --label-smoothing 0 wins over the file's 0.1
+    assert yaml.safe_load((trainer.run_dir / "hyp.yaml").read_text())["label_smoothing"] == 0.0
+    frozen = {n for n, p in trainer.model.named_parameters() if not p.requires_grad}
+    assert frozen and {int(n.split(".")[1]) for n in frozen} == {0, 1}
+    before = {n: p.detach().clone() for n, p in trainer.model.named_parameters()}
+
+    result = trainer.fit()
+    assert result.epochs_run == 2 and result.best_fitness == pytest.approx(0.1 * 0.5 + 0.9 * 0.3)
+    best, last = load_checkpoint(result.best), load_checkpoint(result.last)
+    assert (best.state["epoch"], last.state["epoch"]) == (0, 1)
+    assert best.state["best_fitness"] == last.state["best_fitness"] == pytest.approx(0.32)
+    after = dict(trainer.model.named_parameters())
+    assert all(torch.equal(before[n], after[n]) for n in frozen)
+    assert any(not torch.equal(before[n], after[n]) for n in before if n not in frozen)
+
+
+def test_half_weights_are_refused_for_training(tmp_path):
+    with pytest.raises(ValueError, match="inference only"):
+        Trainer(TrainConfig(project=str(tmp_path)), RuntimeConfig(device="cpu", half=True))
+    assert not list(tmp_path.iterdir()), "nothing may be created before the refusal"
+
+
 def test_bad_settings_are_rejected():
     with pytest.raises(ValueError, match="optimizer"):
         TrainConfig(optimizer="LBFGS")
@@ -76,15 +124,14 @@ def test_sigkill_then_resume_continues_the_same_run(tiny_synthetic, tmp_path):
     assert epoch < 3, "the run finished before it could be killed"
 
     trainer = Trainer.resume(last, CPU)
-    trainer.setup()
-    assert trainer.start_epoch == epoch + 1
-    assert trainer.state.step == saved.state["train_args"]["_progress"]["step"]
-    restored = trainer.optimizer.state_dict()
+    assert trainer.progress.start_epoch == epoch + 1
+    assert trainer.progress.steps.step == saved.state["train_args"]["_progress"]["step"]
+    restored = trainer.optim.optimizer.state_dict()
     assert saved.state["optimizer"]["state"], "the checkpoint holds no optimiser state"
     for key, value in saved.state["optimizer"]["state"].items():
         for name, tensor in value.items():  # AdamW: step, exp_avg, exp_avg_sq
             assert torch.equal(torch.as_tensor(restored["state"][key][name]), torch.as_tensor(tensor)), name
-    assert trainer.ema.updates == saved.state["ema_updates"]
+    assert trainer.optim.ema.updates == saved.state["ema_updates"]
 
     result = Trainer.resume(last, CPU).fit()
     assert result.run_dir == tmp_path / "run"

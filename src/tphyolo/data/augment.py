@@ -22,6 +22,8 @@ class Hyp:
 
     hsv_*: gains of the HSV jitter; degrees, translate (fraction), scale (+/- gain), shear (degrees),
     perspective: random affine/perspective; flipud, fliplr, mosaic, mixup: probabilities.
+    The original's `copy_paste` is not a field: it pastes segments, and on box labels it does nothing, so
+    `from_dict` ignores it as it ignores the non-augmentation keys (the hyp loader warns when it is set).
     """
 
     hsv_h: float = 0.015

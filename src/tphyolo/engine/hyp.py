@@ -2,16 +2,23 @@
 
 A hyp file is a flat yaml mapping of the YOLOv5 hyperparameter names (`HYP_KEYS`) to numbers. Built-in files
 live in `tphyolo/configs/hyps/hyp.<name>.yaml` and load by name (`load_hyp("visdrone")`).
+
+`copy_paste` is accepted and validated, for compatibility with the original's hyp files, but has no effect:
+YOLOv5 v6.0 pastes instance *segments* (polygons) and does nothing for box-only labels, which is all this
+package trains on. Pasting boxes instead would change what those files mean (scratch-high asks for 0.1), so a
+run whose hyp sets it above 0 says once that it is ignored (`train_hyp`).
 """
 
 from __future__ import annotations
 
+import logging
 import math
 from collections.abc import Mapping
 from pathlib import Path
 
 import yaml
 
+LOGGER = logging.getLogger("tphyolo.train")
 HYP_DIR = Path(__file__).resolve().parents[1] / "configs" / "hyps"
 
 # name -> what it sets. Every hyp file sets all of these.
@@ -43,12 +50,15 @@ HYP_KEYS: dict[str, str] = {
     "fliplr": "horizontal flip probability",
     "mosaic": "mosaic probability",
     "mixup": "mixup probability",
-    "copy_paste": "segment copy-paste probability",
 }
 # Keys a file may add.
 OPTIONAL_HYP_KEYS: dict[str, str] = {
     "label_smoothing": "class label smoothing epsilon",
     "anchors": "anchors per output level, to fit by autoanchor instead of the model's",
+}
+# Keys of the original's files that are accepted and validated but change nothing here (module docstring).
+NO_EFFECT_HYP_KEYS: dict[str, str] = {
+    "copy_paste": "segment copy-paste probability (segments only: no effect on box labels)",
 }
 PROBABILITY_KEYS = ("flipud", "fliplr", "mosaic", "mixup", "copy_paste", "label_smoothing")
 
@@ -91,9 +101,10 @@ def validate_hyp(hyp: object, *, source: str = "hyp") -> dict[str, float]:
     missing = [k for k in HYP_KEYS if k not in hyp]
     if missing:
         raise ValueError(f"{source}: missing hyperparameter(s) {missing}")
-    unknown = [k for k in hyp if k not in HYP_KEYS and k not in OPTIONAL_HYP_KEYS]
+    known = {**HYP_KEYS, **OPTIONAL_HYP_KEYS, **NO_EFFECT_HYP_KEYS}
+    unknown = [k for k in hyp if k not in known]
     if unknown:
-        known = sorted([*HYP_KEYS, *OPTIONAL_HYP_KEYS])
+        known = sorted(known)
         raise ValueError(f"{source}: unknown hyperparameter(s) {unknown}; known: {known}")
     for key, value in hyp.items():
         if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
@@ -111,6 +122,19 @@ def validate_hyp(hyp: object, *, source: str = "hyp") -> dict[str, float]:
     if anchors is not None and (anchors != int(anchors) or anchors < 1):
         raise ValueError(f"{source}: anchors is a count per level and must be a positive integer, got {anchors!r}")
     return dict(hyp)
+
+
+def train_hyp(path_or_name: str | Path, *, label_smoothing: float | None = None) -> dict[str, float]:
+    """The hyperparameters of a training run: the file's (`load_hyp`), with `label_smoothing` replacing the
+    file's value when it is not None (0 included). Logs a warning when the file sets a key of
+    NO_EFFECT_HYP_KEYS above 0, since the run ignores it."""
+    hyp = load_hyp(path_or_name)
+    if label_smoothing is not None:
+        hyp["label_smoothing"] = label_smoothing
+    for key, meaning in NO_EFFECT_HYP_KEYS.items():
+        if hyp.get(key, 0) > 0:
+            LOGGER.warning("hyp %s: %s=%s is ignored: %s", path_or_name, key, hyp[key], meaning)
+    return hyp
 
 
 def scale_hyp(

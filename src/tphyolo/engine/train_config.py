@@ -1,11 +1,17 @@
-"""TrainConfig: every setting of a training run, as plain data saved with its checkpoints (args.yaml)."""
+"""TrainConfig: every setting of a training run, as plain data saved with its checkpoints (args.yaml).
+
+Each field that is on the command line declares its flag here (`tphyolo.flags.flag`: names, default, choices,
+help); `tphyolo train` derives its parser from these fields. Adding a train setting is one field in this file.
+"""
 
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, fields
 from typing import Any
 
+from tphyolo.engine.inference import MAX_DET, VAL_CONF, VAL_IOU
 from tphyolo.engine.optim import OPTIMIZERS
+from tphyolo.flags import flag
 
 CACHE_CHOICES = (None, "ram", "disk")
 IGNORE_MODES = ("fill", "keep")
@@ -15,47 +21,53 @@ IGNORE_MODES = ("fill", "keep")
 class TrainConfig:
     """A training run. The defaults are the built-in quick job: a small TPH model on the synthetic set.
 
-    data: dataset yaml, image folder or built-in name; model: model yaml or built-in name; weights: a
-    checkpoint (ours, original TPH-YOLOv5 or YOLOv5 .pt) to transfer from; hyp: hyp yaml or built-in name.
     batch: images per process per step; gradients accumulate over batches until an optimiser step has seen
         about `nominal_batch` images (64, as the original; small datasets learn faster with nominal_batch=batch).
-    freeze: freeze the first `freeze` layers. patience: epochs without fitness gain before stopping (0 = never).
-    save_period: also keep epoch{N}.pt every N epochs (<= 0: never). grad_clip: max gradient norm (0 = off).
-    ignore_mode: "fill" paints ignored regions grey in training images, "keep" leaves them (the original).
+    label_smoothing: None takes the hyp file's value (0 when it has none); a number, 0 included, replaces it.
     warmup_min_steps: minimum warm-up length in optimiser batches (the original used 1000; later YOLOv5 100).
+    val_conf, val_iou, max_det: the validation after each epoch (the shared scoring defaults).
     """
 
-    data: str = "synthetic"
-    model: str = "tph-yolov5n"
-    weights: str | None = None
-    hyp: str = "synthetic"
-    imgsz: int = 320
-    batch: int = 8
-    nominal_batch: int = 8
-    epochs: int = 20
-    workers: int = 2
-    optimizer: str = "AdamW"
-    cos_lr: bool = False
-    label_smoothing: float = 0.0
-    cache: str | None = None
-    rect: bool = False
-    multi_scale: bool = False
-    sync_bn: bool = False
-    freeze: int = 0
-    patience: int = 100
-    save_period: int = -1
-    project: str = "runs/train"
-    name: str = "exp"
-    exist_ok: bool = False
-    seed: int = 0
-    grad_clip: float = 0.0
-    ignore_mode: str = "fill"
-    autoanchor: bool = True
+    data: str = flag("synthetic", "--data", help="dataset yaml, image folder, or 'synthetic' / 'visdrone'")
+    model: str = flag("tph-yolov5n", "--model", "--cfg", help="model yaml or built-in name")
+    weights: str | None = flag(None, "--weights", help="checkpoint to start from (ours, TPH-YOLOv5 or YOLOv5 .pt)")
+    hyp: str = flag("synthetic", "--hyp", help="hyp yaml or built-in name (visdrone, scratch-low, ...)")
+    imgsz: int = flag(320, "--img", "--imgsz", help="train size, pixels (rounded up to a stride multiple)")
+    batch: int = flag(8, "--batch", "--batch-size", help="images per process per batch")
+    nominal_batch: int = flag(
+        8, "--nbs", "--nominal-batch", help="accumulate gradients until a step has seen this many images (original: 64)"
+    )
+    epochs: int = flag(20, "--epochs", help="training epochs")
+    workers: int = flag(2, "--workers", help="data loader processes per training process")
+    optimizer: str = flag("AdamW", "--optimizer", help="optimiser", choices=OPTIMIZERS)
+    cos_lr: bool = flag(False, "--cos-lr", help="cosine learning-rate decay (default: linear)")
+    label_smoothing: float | None = flag(
+        None, "--label-smoothing", help="class label smoothing epsilon; replaces the hyp file's value, 0 included"
+    )
+    cache: str | None = flag(None, "--cache", help="cache images", choices=[c for c in CACHE_CHOICES if c])
+    rect: bool = flag(False, "--rect", help="rectangular training batches (no mosaic shuffle)")
+    multi_scale: bool = flag(False, "--multi-scale", help="vary the image size +/- 50%% per batch")
+    sync_bn: bool = flag(False, "--sync-bn", help="SyncBatchNorm across processes (DDP on GPUs only)")
+    freeze: int = flag(0, "--freeze", help="freeze the first N layers")
+    patience: int = flag(100, "--patience", help="epochs without fitness gain before stopping (0: never)")
+    save_period: int = flag(-1, "--save-period", help="also keep epochN.pt every N epochs (<= 0: never)")
+    project: str = flag("runs/train", "--project", help="folder of runs")
+    name: str = flag("exp", "--name", help="run name (numbered name2, name3, ... unless --exist-ok)")
+    exist_ok: bool = flag(False, "--exist-ok", help="reuse project/name instead of numbering a new one")
+    seed: int = flag(0, "--seed", help="random seed")
+    grad_clip: float = flag(0.0, "--grad-clip", help="max gradient norm (0: off)")
+    ignore_mode: str = flag(
+        "fill",
+        "--ignore-mode",
+        choices=IGNORE_MODES,
+        help="ignored regions in training images: 'fill' paints them grey, 'keep' leaves them (the original)",
+    )
+    autoanchor: bool = flag(True, "--noautoanchor", help="keep the model's anchors as they are")
     warmup_min_steps: int = 100
-    val_conf: float = 0.001
-    val_iou: float = 0.6
-    max_det: int = 500
-    plots: bool = True
+    val_conf: float = VAL_CONF
+    val_iou: float = VAL_IOU
+    max_det: int = MAX_DET
+    plots: bool = flag(True, "--no-plots", help="skip labels.jpg, train_batch*.jpg, results.png")
 
     def __post_init__(self) -> None:
         if self.optimizer not in OPTIMIZERS:
@@ -69,6 +81,8 @@ class TrainConfig:
                 raise ValueError(f"{name} must be at least 1, got {getattr(self, name)}")
         if self.workers < 0 or self.freeze < 0:
             raise ValueError("workers and freeze must not be negative")
+        if self.label_smoothing is not None and not 0 <= self.label_smoothing <= 1:
+            raise ValueError(f"label_smoothing must be in [0, 1] or None, got {self.label_smoothing!r}")
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)

@@ -1,0 +1,101 @@
+"""The data of a training run: its dataset config, the augmented training set and loaders.
+
+`load_train_data_config` reads (and for 'synthetic' generates) the dataset on rank 0 before the other ranks,
+so that they read its caches; `build_data` builds the sets and loaders at the size the model allows.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+import torch
+from torch import nn
+from torch.utils.data import DataLoader
+
+from tphyolo.data.augment import Hyp
+from tphyolo.data.dataset import DetectionDataset
+from tphyolo.data.dataset_config import DataConfig, load_data_config
+from tphyolo.data.loader import build_dataloader, build_dataset
+from tphyolo.engine.distributed import DistContext, barrier
+from tphyolo.engine.train_config import TrainConfig
+
+MIN_GRID = 32  # training sizes are multiples of at least this, as the original's
+
+
+@dataclass(frozen=True)
+class TrainData:
+    """What a run trains and validates on.
+
+    config: the resolved dataset; train_set / train_loader: augmented training samples (sharded across the
+    processes of a distributed run); val_loader: the val split in rect batches of 2 x batch, built on rank 0
+    only (None elsewhere); imgsz: the training size, a multiple of `stride`, the size grid of the run.
+    """
+
+    config: DataConfig
+    train_set: DetectionDataset
+    train_loader: DataLoader
+    val_loader: DataLoader | None
+    imgsz: int
+    stride: int
+
+
+def grid_stride(model: nn.Module) -> int:
+    """The size grid of a model's training images: its largest stride, at least MIN_GRID."""
+    return max(int(model.stride.max()), MIN_GRID)
+
+
+def load_train_data_config(source: str, dist: DistContext) -> DataConfig:
+    """`load_data_config(source)`, run on rank 0 before the other ranks (which then read its caches)."""
+    config = load_data_config(source) if dist.is_main else None
+    barrier(dist)
+    return config if config is not None else load_data_config(source)
+
+
+def build_data(
+    cfg: TrainConfig,
+    config: DataConfig,
+    *,
+    hyp: Mapping[str, float],
+    imgsz: int,
+    stride: int,
+    dist: DistContext,
+    device: torch.device,
+) -> TrainData:
+    """The training set and loader (augmented per `hyp`, at `imgsz` on the `stride` grid) and, on rank 0, the
+    validation loader. Raises ValueError when the train split has no usable image."""
+    train_set, _ = build_dataset(
+        config,
+        "train",
+        imgsz=imgsz,
+        augment=True,
+        hyp=Hyp.from_dict(dict(hyp)),
+        rect=cfg.rect,
+        batch_size=cfg.batch,
+        stride=stride,
+        ignore_mode=cfg.ignore_mode,
+        cache=cfg.cache,
+        seed=cfg.seed,
+    )
+    if len(train_set) == 0:
+        raise ValueError(f"data {cfg.data!r}: no usable training images (run `tphyolo data check`)")
+    train_loader = build_dataloader(
+        train_set,
+        batch_size=cfg.batch,
+        workers=cfg.workers,
+        shuffle=not cfg.rect,
+        seed=cfg.seed,
+        persistent_workers=cfg.workers > 0,
+        pin_memory=device.type == "cuda",
+        distributed=dist.distributed,
+        rank=dist.rank,
+        world_size=dist.world_size,
+    )
+    val_loader = None
+    if dist.is_main:
+        val_batch = cfg.batch * 2
+        val_set, _ = build_dataset(
+            config, "val", imgsz=imgsz, augment=False, rect=True, batch_size=val_batch, stride=stride
+        )
+        val_loader = build_dataloader(val_set, batch_size=val_batch, workers=min(cfg.workers, 2), shuffle=False)
+    return TrainData(config, train_set, train_loader, val_loader, imgsz, stride)
