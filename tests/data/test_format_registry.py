@@ -1,6 +1,7 @@
 """The label-format registry: every registered format writes the labels of a painted scene and the scan reads
 the same labels back; unknown names are refused with the known ones listed."""
 
+import re
 from pathlib import Path
 
 import cv2
@@ -9,7 +10,7 @@ import pytest
 
 from tphyolo.data.convert import convert_visdrone
 from tphyolo.data.formats import FORMATS, get_format
-from tphyolo.data.formats.base import LabeledImage, LabelFormat
+from tphyolo.data.formats.base import LabeledImage, LabelFormat, sibling_file
 from tphyolo.data.formats.visdrone import NAMES as VISDRONE_NAMES
 from tphyolo.data.labels import ImageLabels
 from tphyolo.data.scan import scan_split
@@ -44,7 +45,7 @@ def _assert_same_labels(scanned: dict[str, ImageLabels], written: list[LabeledIm
 
 
 def test_registry_names_its_formats_by_their_own_names():
-    assert set(FORMATS) == {"visdrone", "yolo", "coco"}
+    assert {"visdrone", "yolo", "coco"} <= set(FORMATS)
     for name, fmt in FORMATS.items():
         assert isinstance(fmt, LabelFormat) and fmt.name == name and get_format(name) is fmt
 
@@ -73,7 +74,7 @@ def test_convert_writes_every_registered_format(tmp_path, name):
 
 
 def test_unknown_format_is_refused_with_the_known_ones(tmp_path):
-    with pytest.raises(ValueError, match=r"unknown label format 'voc'; known: \['coco', 'visdrone', 'yolo'\]"):
+    with pytest.raises(ValueError, match=re.escape(f"unknown label format 'voc'; known: {sorted(FORMATS)}")):
         get_format("voc")
     with pytest.raises(ValueError, match="known: .*'yolo'"):
         convert_visdrone(tmp_path, tmp_path / "out", to="voc")
@@ -86,3 +87,38 @@ def test_a_split_without_label_folders_is_background_in_no_format(tmp_path):
     assert all(len(r.labels.classes) == 0 and r.label_file is None for r in scan.records)
     # the cache of a split without labels sits where the first per-image format would keep its labels
     assert scan.report.cache_path == str(tmp_path / "annotations.cache.json")
+
+
+class _CsvFormat(LabelFormat):
+    """A format made up for the test: `boxes/STEM.csv` beside `images/`, one `class,x1,y1,x2,y2` row per object."""
+
+    name = "csv"
+
+    def label_file(self, image: Path) -> Path | None:
+        return sibling_file(image, "boxes", ".csv")
+
+    def read(self, entry, *, width, height, num_classes):
+        rows = [[float(v) for v in line.split(",")] for line in entry.label.read_text().splitlines()]
+        rows = np.array(rows).reshape(-1, 5)
+        return ImageLabels(rows[:, 0], rows[:, 1:]), []
+
+    def write(self, images, *, names):
+        for im in images:
+            path = self.label_file(im.image)
+            path.parent.mkdir(parents=True, exist_ok=True)
+            rows = np.column_stack([im.labels.classes, im.labels.boxes])
+            path.write_text("".join(",".join(f"{v:.3f}" for v in row) + "\n" for row in rows))
+        return [self.label_file(im.image) for im in images]
+
+
+def test_a_new_format_is_one_class_and_one_registry_entry(tmp_path, monkeypatch):
+    monkeypatch.setitem(FORMATS, "csv", _CsvFormat())
+    written = _painted_split(tmp_path / "src")
+    FORMATS["visdrone"].write(written, names=VISDRONE_NAMES)
+    data_yaml = convert_visdrone(tmp_path / "src", tmp_path / "out", to="csv", log=lambda line: None)
+    scan = scan_split(data_yaml.parent / "images", names=VISDRONE_NAMES, cache=True)
+    assert scan.report.formats == ["csv"] and not scan.report.problems
+    assert scan.report.cache_path == str(tmp_path / "out" / "boxes.cache.json")
+    without_ignore = [LabeledImage(im.image, im.height, im.width, ImageLabels(im.labels.classes, im.labels.boxes))
+                      for im in written]  # fmt: skip
+    _assert_same_labels({Path(r.im_file).name: r.labels for r in scan.records}, without_ignore)
