@@ -45,21 +45,21 @@ class CLLA(nn.Module):
         self.v = nn.Linear(c, c)
 
     def forward(self, x1: torch.Tensor, x2: torch.Tensor) -> torch.Tensor:
-        return self.attend(x1, x2, self.k.weight, self.v.weight, self.v.bias)
+        return self.attend(x1, x2, (self.k.weight, self.k.bias), (self.v.weight, self.v.bias))
 
     def attend(
         self,
         source: torch.Tensor,
         x2: torch.Tensor,
-        key_weight: torch.Tensor,
-        value_weight: torch.Tensor,
-        value_bias: torch.Tensor,
+        key: tuple[torch.Tensor, torch.Tensor],
+        value: tuple[torch.Tensor, torch.Tensor],
     ) -> torch.Tensor:
-        """CLLA of x2 (B, C, H, W) over the cells of `source` (B, C_s, H1, W1) whose keys are
-        `key_weight` (C, C_s) @ cell (+ a bias, which cancels) and values `value_weight` (C, C_s) @ cell +
-        `value_bias` (C,) -> (B, C, H, W). With `source` = x1 and the k / v weights this is `forward`; a
-        caller may fold a linear map of x1 into the weights (exact when size // 2 - 1 = 0: no zero padding)."""
+        """CLLA of x2 (B, C, H, W) over the cells of `source` (B, C_s, H1, W1), with keys W_k @ cell + b_k and
+        values W_v @ cell + b_v for `key` = (W_k (C, C_s), b_k (C,)) and `value` likewise -> (B, C, H, W).
+        With `source` = x1 and the k / v parameters this is `forward`; a caller may fold a linear map of x1
+        into the weights (exact when size // 2 - 1 = 0, i.e. no zero padding of the projected map)."""
         n, c, h, w = x2.shape
+        (key_weight, key_bias), (value_weight, value_bias) = key, value
         if source.shape[0] != n or key_weight.shape != (c, source.shape[1]):
             raise ValueError(
                 f"CLLA: fine map {tuple(source.shape)} and key weight {tuple(key_weight.shape)} do not fit the "
@@ -67,10 +67,12 @@ class CLLA(nn.Module):
             )
         blocks = self._blocks(source, h, w)  # (B, C_s, H, r, W, r), a view
         r = self.size
-        query_weight = key_weight.t() @ self.q.weight / -r  # (C_s, C): u = -Wk^T q / r
-        query_bias = key_weight.t() @ self.q.bias / -r
-        u = F.conv2d(x2, query_weight[:, :, None, None], query_bias)  # (B, C_s, H, W)
-        logits = (blocks * u[:, :, :, None, :, None]).sum(1)  # (B, H, r, W, r) = -q . k_j / r + const per cell
+        # -q . k_j / r = u . cell_j + t: u = -W_k^T q / r (C_s channels) and t = -q . b_k / r, the same for all
+        # cells of a block (it cancels in the softmax; kept so that b_k gets its gradient, zero up to rounding)
+        to_key_space = torch.cat([key_weight, key_bias[:, None]], dim=1).t() / -r  # (C_s + 1, C)
+        query = F.conv2d(x2, (to_key_space @ self.q.weight)[:, :, None, None], to_key_space @ self.q.bias)
+        u, t = query[:, :-1], query[:, -1]  # (B, C_s, H, W), (B, H, W)
+        logits = (blocks * u[:, :, :, None, :, None]).sum(1) + t[:, :, None, :, None]  # (B, H, r, W, r)
         cells = logits.transpose(2, 3).reshape(n, h, w, r * r)  # (B, H, W, r*r)
         weights = torch.softmax(cells, dim=-1).view(n, h, w, r, r).transpose(2, 3)  # = softmax(2 * mean - s)
         mixed = (blocks * weights.unsqueeze(1)).sum(5).sum(3)  # (B, C_s, H, W) weighted sum of the cells
@@ -108,10 +110,11 @@ class CLLABlock(nn.Module):
         x2 = self.conv2(x2)
         if self.att.size // 2 - 1:  # x1 is zero-padded after conv1: conv1 does not fold
             return self.det(self.att(self.conv1(x1), x2))
-        projection = self.conv1.weight.flatten(1)  # (c, c1): conv1 folded into the key and value maps
+        projection, shift = self.conv1.weight.flatten(1), self.conv1.bias  # conv1 folds into k and v: (c, c1), (c,)
         att = self.att
-        value_bias = att.v.weight @ self.conv1.bias + att.v.bias
-        return self.det(att.attend(x1, x2, att.k.weight @ projection, att.v.weight @ projection, value_bias))
+        key = (att.k.weight @ projection, att.k.weight @ shift + att.k.bias)
+        value = (att.v.weight @ projection, att.v.weight @ shift + att.v.bias)
+        return self.det(att.attend(x1, x2, key, value))
 
 
 class CLLADetect(DetectionHead):
