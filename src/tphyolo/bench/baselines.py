@@ -225,11 +225,14 @@ class OriginalCLLA(CLLA):
 
 
 class OriginalCLLABlock(CLLABlock):
-    """`CLLABlock` (same keys) whose attention is the loop-gathered `OriginalCLLA`."""
+    """`CLLABlock` (same keys) computed as released: conv1 and conv2, the loop-gathered `OriginalCLLA`, det."""
 
     def __init__(self, c: int, c1: int, c2: int, c_out: int, *, size: int = 2) -> None:
         super().__init__(c, c1, c2, c_out, size=size)
         self.att = OriginalCLLA(size, c)
+
+    def forward(self, x1: torch.Tensor, x2: torch.Tensor) -> torch.Tensor:
+        return self.det(self.att(self.conv1(x1), self.conv2(x2)))
 
 
 def _c3_dims(block: C3) -> tuple[int, int, float]:

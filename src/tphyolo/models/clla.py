@@ -7,8 +7,14 @@ cell covers at twice the resolution; out-of-map cells are zeros). With q from x2
 s = q . k / size; the released layer writes them that way, which equals softmax(-s): the block cells *least*
 similar to the query get the most weight. The output is (x2 + sum of weighted v) / 2.
 
-All cells are computed at once (`F.unfold` gathers the blocks); parameter names follow the released layout
-(`det.conv1`, `det.conv2`, `det.att.q/k/v`, `det.det`, `m.{i}`).
+Computed without projecting the fine cells: the score of cell j is q . (Wk f_j + bk) / r, and q . bk / r is
+the same for every cell of a block, so it drops out of the softmax; what remains is u . f_j with
+u = -Wk^T q / r, one vector per coarse cell. Likewise the weights sum to one, so the weighted sum of
+v_j = Wv f_j + bv is Wv (sum of weighted f_j) + bv: the value map is applied once per coarse cell, not to
+every fine cell. The r x r blocks are strided views of x1 (`Tensor.unfold`), never copied, and the two
+per-cell contractions (scores, weighted sum) run over them in x1's memory order. `CLLABlock`
+folds its 1x1 input convolution of x1 into Wk and Wv the same way, so x1 is not projected at all.
+Parameter names follow the released layout (`det.conv1`, `det.conv2`, `det.att.q/k/v`, `det.det`, `m.{i}`).
 """
 
 from __future__ import annotations
@@ -39,26 +45,54 @@ class CLLA(nn.Module):
         self.v = nn.Linear(c, c)
 
     def forward(self, x1: torch.Tensor, x2: torch.Tensor) -> torch.Tensor:
+        return self.attend(x1, x2, (self.k.weight, self.k.bias), (self.v.weight, self.v.bias))
+
+    def attend(
+        self,
+        source: torch.Tensor,
+        x2: torch.Tensor,
+        key: tuple[torch.Tensor, torch.Tensor],
+        value: tuple[torch.Tensor, torch.Tensor],
+    ) -> torch.Tensor:
+        """CLLA of x2 (B, C, H, W) over the cells of `source` (B, C_s, H1, W1), with keys W_k @ cell + b_k and
+        values W_v @ cell + b_v for `key` = (W_k (C, C_s), b_k (C,)) and `value` likewise -> (B, C, H, W).
+        With `source` = x1 and the k / v parameters this is `forward`; a caller may fold a linear map of x1
+        into the weights (exact when size // 2 - 1 = 0, i.e. no zero padding of the projected map)."""
         n, c, h, w = x2.shape
-        if x1.shape[:2] != x2.shape[:2]:
-            raise ValueError(f"CLLA: maps differ in batch or channels: {tuple(x1.shape)} vs {tuple(x2.shape)}")
+        (key_weight, key_bias), (value_weight, value_bias) = key, value
+        if source.shape[0] != n or key_weight.shape != (c, source.shape[1]):
+            raise ValueError(
+                f"CLLA: fine map {tuple(source.shape)} and key weight {tuple(key_weight.shape)} do not fit the "
+                f"coarse map {tuple(x2.shape)}"
+            )
+        blocks = self._blocks(source, h, w)  # (B, C_s, H, r, W, r), a view
+        r = self.size
+        # -q . k_j / r = u . cell_j + t: u = -W_k^T q / r (C_s channels) and t = -q . b_k / r, the same for all
+        # cells of a block (it cancels in the softmax; kept so that b_k gets its gradient, zero up to rounding)
+        to_key_space = torch.cat([key_weight, key_bias[:, None]], dim=1).t() / -r  # (C_s + 1, C)
+        query = F.conv2d(x2, (to_key_space @ self.q.weight)[:, :, None, None], to_key_space @ self.q.bias)
+        u, t = query[:, :-1], query[:, -1]  # (B, C_s, H, W), (B, H, W)
+        logits = (blocks * u[:, :, :, None, :, None]).sum(1) + t[:, :, None, :, None]  # (B, H, r, W, r)
+        cells = logits.transpose(2, 3).reshape(n, h, w, r * r)  # (B, H, W, r*r)
+        weights = torch.softmax(cells, dim=-1).view(n, h, w, r, r).transpose(2, 3)  # = softmax(2 * mean - s)
+        mixed = (blocks * weights.unsqueeze(1)).sum(5).sum(3)  # (B, C_s, H, W) weighted sum of the cells
+        out = F.conv2d(mixed, value_weight[:, :, None, None], value_bias)  # (B, C, H, W) weighted sum of v
+        return (out + x2) / 2
+
+    def _blocks(self, x1: torch.Tensor, h: int, w: int) -> torch.Tensor:
+        """(B, C, H, r, W, r) view: the r x r cells of x1 (zero-padded by size // 2 - 1) of each coarse cell, in
+        x1's own memory order when the blocks do not overlap (size 2), which keeps the products below fast."""
         r = self.size
         pad = r // 2 - 1
-        x1 = F.pad(x1, (pad, pad, pad, pad))
+        if pad:
+            x1 = F.pad(x1, (pad, pad, pad, pad))
         need_h, need_w = 2 * (h - 1) + r, 2 * (w - 1) + r
         if x1.shape[2] < need_h or x1.shape[3] < need_w:
             raise ValueError(
                 f"CLLA: fine map {tuple(x1.shape[2:])} (padded by {pad}) too small for coarse map {(h, w)}; "
                 f"needs at least {(need_h, need_w)}"
             )
-        blocks = F.unfold(x1[:, :, :need_h, :need_w], kernel_size=r, stride=2)  # (B, C * r * r, H * W)
-        blocks = blocks.view(n, c, r * r, h, w).permute(0, 3, 4, 2, 1)  # (B, H, W, r*r, C)
-        q = self.q(x2.permute(0, 2, 3, 1)).unsqueeze(-1)  # (B, H, W, C, 1)
-        k, v = self.k(blocks), self.v(blocks)  # (B, H, W, r*r, C)
-        scores = (k @ q).squeeze(-1) / r  # (B, H, W, r*r)
-        weights = torch.softmax(-scores, dim=-1)  # = softmax(2 * mean - scores)
-        out = (weights.unsqueeze(-2) @ v).squeeze(-2)  # (B, H, W, C)
-        return (out.permute(0, 3, 1, 2) + x2) / 2  # (B, C, H, W)
+        return x1[:, :, :need_h, :need_w].unfold(2, r, 2).unfold(3, r, 2).permute(0, 1, 2, 4, 3, 5)
 
 
 class CLLABlock(nn.Module):
@@ -73,7 +107,14 @@ class CLLABlock(nn.Module):
         self.det = nn.Conv2d(c, c_out, 1)
 
     def forward(self, x1: torch.Tensor, x2: torch.Tensor) -> torch.Tensor:
-        return self.det(self.att(self.conv1(x1), self.conv2(x2)))
+        x2 = self.conv2(x2)
+        if self.att.size // 2 - 1:  # x1 is zero-padded after conv1: conv1 does not fold
+            return self.det(self.att(self.conv1(x1), x2))
+        projection, shift = self.conv1.weight.flatten(1), self.conv1.bias  # conv1 folds into k and v: (c, c1), (c,)
+        att = self.att
+        key = (att.k.weight @ projection, att.k.weight @ shift + att.k.bias)
+        value = (att.v.weight @ projection, att.v.weight @ shift + att.v.bias)
+        return self.det(att.attend(x1, x2, key, value))
 
 
 class CLLADetect(DetectionHead):

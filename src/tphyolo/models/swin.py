@@ -32,6 +32,8 @@ their own, because the compiler specialises sizes equal to 1.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Literal
 
 import torch
@@ -39,10 +41,36 @@ import torch.nn.functional as F
 from torch import nn
 
 from tphyolo.models.blocks import C3
+from tphyolo.models.swin_windows import (
+    MASKED,
+    SHIFT_MASKS,
+    WindowPlan,
+    build_shift_mask,
+    masked_windows,
+    merge_windows,
+    partition_windows,
+    relative_position_index,
+    shift_regions,
+    window_plan,
+)
+
+__all__ = [  # the window geometry is re-exported: it is part of this module's documented behaviour
+    "C3STR",
+    "MASKED",
+    "SHIFT_MASKS",
+    "DropPath",
+    "Mlp",
+    "SwinLayer",
+    "SwinStack",
+    "WindowAttention",
+    "build_shift_mask",
+    "merge_windows",
+    "partition_windows",
+    "relative_position_index",
+    "shift_regions",
+]
 
 ShiftMask = Literal["original", "standard"]
-SHIFT_MASKS: tuple[str, ...] = ("original", "standard")
-MASKED = -100.0  # additive attention logit between tokens of different regions
 HEAD_CHANNELS = 32  # C3STR gives its Swin layers one head per 32 channels
 DROP_PATH_HEADS = 10  # layers with more heads than this use stochastic depth 0.1, as released
 DROP_PATH_RATE = 0.1
@@ -81,62 +109,6 @@ class Mlp(nn.Module):
         return self.drop2(self.fc2(self.drop1(self.act(self.fc1(x)))))
 
 
-def relative_position_index(window: int) -> torch.Tensor:
-    """(M*M, M*M) long: row of the bias table for each (query, key) token pair of a window of side M, tokens
-    in row-major (y, x) order; the table's major axis is the x offset (released layout)."""
-    ys, xs = torch.meshgrid(torch.arange(window), torch.arange(window), indexing="ij")
-    ys, xs = ys.flatten(), xs.flatten()  # (M*M,)
-    dy = ys[:, None] - ys[None, :] + window - 1  # (M*M, M*M) in [0, 2M - 2]
-    dx = xs[:, None] - xs[None, :] + window - 1
-    return dx * (2 * window - 1) + dy
-
-
-def _bands(size: int, window: int, shift: int, device: torch.device) -> torch.Tensor:
-    """(size,) long: 0 for [0, size - window), 1 for [size - window, size - shift), 2 for the last `shift`."""
-    i = torch.arange(size, device=device)
-    return (i >= size - window).long() + (i >= size - shift).long()
-
-
-def shift_regions(hp: int, wp: int, window: int, shift: int, mode: str, device: torch.device) -> torch.Tensor:
-    """(Hp, Wp) long region ids of the rolled, padded map; tokens may attend only within their region.
-    `mode` "standard" is the Swin paper's 3 x 3 bands; "original" is the released map (module docstring)."""
-    rows = _bands(hp, window, shift, device)  # (Hp,)
-    cols = _bands(wp, window, shift, device)  # (Wp,)
-    regions = rows[:, None] + 3 * cols[None, :]  # (Hp, Wp)
-    if mode == "original":
-        x = torch.arange(wp, device=device)
-        collapsed = (x >= 1) & (x < wp - window)  # (Wp,) columns whose row bands were never written
-        regions = regions.masked_fill(collapsed[None, :], 0)
-    elif mode != "standard":
-        raise ValueError(f"shift_mask must be one of {SHIFT_MASKS}, got {mode!r}")
-    return regions
-
-
-def partition_windows(x: torch.Tensor, window: int) -> torch.Tensor:
-    """(B, Hp, Wp, C) -> (B, nW, M*M, C); windows row-major, tokens row-major within a window."""
-    n, hp, wp, c = x.shape
-    x = x.view(n, hp // window, window, wp // window, window, c)
-    return x.permute(0, 1, 3, 2, 4, 5).reshape(n, -1, window * window, c)
-
-
-def merge_windows(x: torch.Tensor, window: int, hp: int, wp: int) -> torch.Tensor:
-    """Inverse of `partition_windows`: (B, nW, M*M, C) -> (B, Hp, Wp, C)."""
-    n, _, _, c = x.shape
-    x = x.view(n, hp // window, wp // window, window, window, c)
-    return x.permute(0, 1, 3, 2, 4, 5).reshape(n, hp, wp, c)
-
-
-def build_shift_mask(
-    hp: int, wp: int, window: int, shift: int, mode: str, dtype: torch.dtype, device: torch.device
-) -> torch.Tensor:
-    """(nW, 1, M*M, M*M) additive mask: 0 within a region, MASKED across regions."""
-    regions = shift_regions(hp, wp, window, shift, mode, device)[None, :, :, None]  # (1, Hp, Wp, 1)
-    regions = partition_windows(regions, window)[0, :, :, 0]  # (nW, M*M)
-    different = regions[:, :, None] != regions[:, None, :]  # (nW, M*M, M*M)
-    mask = torch.zeros(different.shape, dtype=dtype, device=device).masked_fill_(different, MASKED)
-    return mask.unsqueeze(1)
-
-
 def attention_dtype(x: torch.Tensor) -> torch.dtype:
     """The dtype that Linear layers produce from `x`: the autocast dtype inside autocast, else x's."""
     if torch.is_autocast_enabled(x.device.type):
@@ -148,7 +120,9 @@ class WindowAttention(nn.Module):
     """Multi-head self-attention within windows, with a learned relative-position bias.
 
     forward: x (B, nW, N, C) tokens of nW windows of N = M*M tokens; `shift_mask` (nW, 1, N, N) additive or
-    None -> (B, nW, N, C). Parameter names match the released layer (qkv, proj, relative_position_bias_table).
+    None -> (B, nW, N, C). `attend` is the same computation on window-major rows without the output
+    projection (what `SwinLayer` runs outside torch.compile). Parameter names match the released layer
+    (qkv, proj, relative_position_bias_table).
     """
 
     def __init__(
@@ -200,6 +174,52 @@ class WindowAttention(nn.Module):
         out = out.view(n, nw, nh, t, c // nh).transpose(2, 3).reshape(n, nw, t, c)  # (B, nW, N, C)
         return self.proj_drop(self.proj(out))
 
+    def attend(self, rows: torch.Tensor, tokens: int, plain: int, biases: WindowBiases) -> torch.Tensor:
+        """Attention of window-major rows (nW' * N, C) (windows of `tokens` tokens, the first `plain` of them
+        with the bias `biases.plain`, the rest with `biases.masked`) -> (nW' * N, C), before `proj`.
+        q, k and v stay views of one qkv projection; each group of windows is one attention call."""
+        c = rows.shape[1]
+        nh = self.num_heads
+        qkv = self.qkv(rows).view(-1, tokens, 3, nh, c // nh).permute(2, 0, 3, 1, 4)  # (3, nW', nH, N, hs)
+        if _needs_explicit(biases.plain):
+            qkv = qkv.contiguous()  # one copy, then every product below is a batched matmul of views
+        drop = self.attn_drop if self.training else 0.0
+        groups = zip((plain, qkv.shape[1] - plain), (biases.plain, biases.masked), strict=True)
+        sizes, group_biases = zip(*((n, b) for n, b in groups if n), strict=True)  # the non-empty groups
+        groups = qkv.split(sizes, dim=1) if len(sizes) > 1 else (qkv,)  # no split (and no gradient cat) for one
+        outs = []
+        for group, bias in zip(groups, group_biases, strict=True):
+            q, k, v = group.unbind(0)  # (nW'', nH, N, hs) each
+            outs.append(_attention(q, k, v, bias, drop).transpose(1, 2))  # (nW'', N, nH, hs)
+        out = outs[0] if len(outs) == 1 else torch.cat(outs)
+        return out.reshape(-1, c)  # a view when the kernel wrote (nW', N, nH, hs) memory
+
+
+def _needs_explicit(bias: torch.Tensor) -> bool:
+    """Whether `_attention` computes explicitly: a bias that needs a gradient, on the CPU, where no fused
+    SDPA kernel takes one (SDPA would take its math path, with extra copies and checks)."""
+    return bias.requires_grad and bias.device.type == "cpu"
+
+
+def _attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, bias: torch.Tensor, drop: float) -> torch.Tensor:
+    """softmax(q k^T / sqrt(hs) + bias) v for q, k, v (n, nH, N, hs) and an additive bias broadcastable to
+    (n, nH, N, N); SDPA unless `_needs_explicit(bias)`."""
+    if not _needs_explicit(bias):
+        return F.scaled_dot_product_attention(q, k, v, attn_mask=bias, dropout_p=drop)
+    logits = torch.add(bias, q @ k.transpose(-2, -1), alpha=q.shape[-1] ** -0.5)  # (n, nH, N, N), one pass
+    weights = F.dropout(logits.softmax(dim=-1), drop) if drop else logits.softmax(dim=-1)
+    return weights @ v  # (n, nH, N, hs)
+
+
+@dataclass(frozen=True)
+class WindowBiases:
+    """The additive attention biases of one layer call: `plain` (1, nH, N, N), the relative-position bias of
+    windows without a shift mask; `masked` (nW_m * B, nH, N, N), bias plus shift mask of the masked windows
+    of a `WindowPlan`, repeated per image, or None when there are none."""
+
+    plain: torch.Tensor
+    masked: torch.Tensor | None
+
 
 class SwinLayer(nn.Module):
     """One (shifted-)window transformer layer on channel-last maps (B, H, W, C) -> (B, H, W, C):
@@ -237,6 +257,8 @@ class SwinLayer(nn.Module):
         self.norm2 = nn.LayerNorm(c)
         self.mlp = Mlp(c, int(c * mlp_ratio), drop)
         self._masks: dict[tuple[int, int, torch.dtype, torch.device], torch.Tensor] = {}
+        self._plans: dict[tuple[int, int, int, torch.device], WindowPlan] = {}
+        self._biases: dict[tuple, tuple[tuple[int, int], WindowBiases]] = {}
 
     def mask_for(self, hp: int, wp: int, dtype: torch.dtype, device: torch.device) -> torch.Tensor:
         """The (nW, 1, N, N) shift mask of a padded Hp x Wp map, built once per (size, dtype, device).
@@ -244,19 +266,66 @@ class SwinLayer(nn.Module):
         args = (hp, wp, self.window, self.shift, self.shift_mask, dtype, device)
         if torch.compiler.is_compiling():
             return build_shift_mask(*args)
-        key = (hp, wp, dtype, device)
-        mask = self._masks.get(key)
-        if mask is None:
-            if len(self._masks) >= MAX_CACHED_MASKS:
-                self._masks.pop(next(iter(self._masks)))  # drop the oldest size
-            mask = self._masks[key] = build_shift_mask(*args)
-        return mask
+        return _cached(self._masks, (hp, wp, dtype, device), lambda: build_shift_mask(*args))
+
+    def plan_for(self, batch: int, h: int, w: int, device: torch.device) -> WindowPlan:
+        """The `WindowPlan` of (batch, h, w) maps for this layer's windows and shift, built once per size."""
+
+        def build() -> WindowPlan:
+            m = self.window
+            hp, wp = -(-h // m) * m, -(-w // m) * m
+            masked = masked_windows(hp, wp, m, self.shift, self.shift_mask, device)
+            return window_plan(batch, h, w, m, self.shift, masked, device)
+
+        return _cached(self._plans, (batch, h, w, device), build)
+
+    def biases_for(self, plan: WindowPlan, batch: int, dtype: torch.dtype, device: torch.device) -> WindowBiases:
+        """The attention biases of a call on `plan`, in `dtype`. Gathered from the bias table on every call
+        while the table needs a gradient; otherwise built once and reused until the table changes (an
+        optimiser step, `load_state_dict` or an EMA update bumps its version)."""
+        table = self.attn.relative_position_bias_table
+        if torch.is_grad_enabled() and table.requires_grad:
+            return self._build_biases(plan, batch, dtype, device)
+        stamp = (table.data_ptr(), table._version)
+        key = (plan.hp, plan.wp, batch, dtype, device)
+        entry = self._biases.get(key)
+        if entry is None or entry[0] != stamp:
+            self._biases.pop(key, None)
+            entry = _cached(self._biases, key, lambda: (stamp, self._build_biases(plan, batch, dtype, device)))
+        return entry[1]
+
+    def _build_biases(self, plan: WindowPlan, batch: int, dtype: torch.dtype, device: torch.device) -> WindowBiases:
+        bias = self.attn.position_bias().to(dtype)  # (nH, N, N)
+        masked = None
+        if plan.plain < plan.num_windows:
+            mask = self.mask_for(plan.hp, plan.wp, dtype, device)[plan.windows[plan.plain :]]  # (nW_m, 1, N, N)
+            masked = (bias + mask).unsqueeze(1)  # (nW_m, 1, nH, N, N)
+            masked = masked.expand(-1, batch, -1, -1, -1).reshape(-1, *bias.shape)  # (nW_m * B, nH, N, N)
+        return WindowBiases(bias.unsqueeze(0).contiguous(), masked)
 
     def _apply(self, fn, recurse=True):  # noqa: ANN001 - nn.Module signature
-        self._masks = {}  # cached masks belong to the old device
+        self._masks, self._plans, self._biases = {}, {}, {}  # cached tensors belong to the old device/dtype
         return super()._apply(fn, recurse)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if torch.compiler.is_compiling():
+            return self._forward_traced(x)
+        n, h, w, c = x.shape
+        plan = self.plan_for(n, h, w, x.device)
+        y = self.norm1(x)
+        if (plan.hp, plan.wp) != (h, w):
+            y = F.pad(y, (0, 0, 0, plan.wp - w, 0, plan.hp - h))  # (B, Hp, Wp, C), zeros after the norm
+        rows = y.reshape(-1, c).index_select(0, plan.gather)  # (nW * B * N, C) rolled windows, window-major
+        biases = self.biases_for(plan, n, attention_dtype(y), x.device)
+        m2 = self.window * self.window
+        y = self.attn.attend(rows, m2, plan.plain * n, biases)  # (nW * B * N, C)
+        y = self.attn.proj(y.index_select(0, plan.scatter))  # (B * H * W, C) unrolled, padding dropped
+        x = x + self.drop_path(self.attn.proj_drop(y).view(n, h, w, c))
+        return x + self.drop_path(self.mlp(self.norm2(x)))  # (B, H, W, C)
+
+    def _forward_traced(self, x: torch.Tensor) -> torch.Tensor:
+        """`forward` as torch.compile traces it: pad, roll and partition as tensor ops, which the compiler
+        fuses; one attention call over all windows with the shift mask built in the graph."""
         n, h, w, c = x.shape
         m = self.window
         y = self.norm1(x)
@@ -273,6 +342,16 @@ class SwinLayer(nn.Module):
             y = torch.roll(y, shifts=(self.shift, self.shift), dims=(1, 2))
         x = x + self.drop_path(y[:, :h, :w])
         return x + self.drop_path(self.mlp(self.norm2(x)))  # (B, H, W, C)
+
+
+def _cached(cache: dict, key: object, build: Callable[[], object]):  # noqa: ANN202 - returns the cached value
+    """cache[key], built by `build()` when missing; the oldest entry is dropped beyond MAX_CACHED_MASKS."""
+    value = cache.get(key)
+    if value is None:
+        if len(cache) >= MAX_CACHED_MASKS:
+            cache.pop(next(iter(cache)))
+        value = cache[key] = build()
+    return value
 
 
 class SwinStack(nn.Module):
@@ -300,8 +379,23 @@ class SwinStack(nn.Module):
         )
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        y = self.tr(x.permute(0, 2, 3, 1))  # (B, H, W, C)
-        return y.permute(0, 3, 1, 2)  # (B, C, H, W), channels-last memory
+        y = self.tr(x.permute(0, 2, 3, 1).contiguous())  # (B, H, W, C), contiguous for the layers' views
+        if torch.compiler.is_compiling():
+            return y.permute(0, 3, 1, 2)
+        return _ChannelsFirst.apply(y)  # (B, C, H, W), channels-last memory
+
+
+class _ChannelsFirst(torch.autograd.Function):
+    """(B, H, W, C) -> its (B, C, H, W) view, whose gradient goes back as a contiguous (B, H, W, C) tensor:
+    one copy, where a plain permute would hand every layer a strided gradient for each matmul to copy."""
+
+    @staticmethod
+    def forward(ctx, x: torch.Tensor) -> torch.Tensor:  # noqa: ANN001 - autograd.Function signature
+        return x.permute(0, 3, 1, 2)
+
+    @staticmethod
+    def backward(ctx, grad: torch.Tensor) -> torch.Tensor:  # noqa: ANN001
+        return grad.permute(0, 2, 3, 1).contiguous()
 
 
 class C3STR(C3):
