@@ -25,6 +25,18 @@ def test_backend_runs_the_exported_size(fixed_exports, fmt):
 
 
 @pytest.mark.parametrize("fmt", FORMATS)
+def test_prepare_turns_uint8_images_into_the_input_of_run(fixed_exports, fmt):
+    backend = load_backend(fixed_exports[fmt])
+    images = torch.randint(0, 256, (1, 3, 64, 64), dtype=torch.uint8, generator=torch.Generator().manual_seed(4))
+    x = backend.prepare(images)
+    assert x.dtype == backend.dtype and x.device == backend.device
+    assert torch.equal(x, images.float() / 255.0)
+    with torch.no_grad():
+        expected = fixed_exports["model"].fuse()(x)
+    assert relative_error(backend.run(x), expected) <= 1e-4
+
+
+@pytest.mark.parametrize("fmt", FORMATS)
 @pytest.mark.parametrize("shape", [(1, 3, 128, 128), (2, 3, 64, 64), (1, 3, 64, 96)])
 def test_fixed_size_export_refuses_other_sizes(fixed_exports, fmt, shape):
     backend = load_backend(fixed_exports[fmt])

@@ -147,3 +147,20 @@ def test_plans_and_biases_are_dropped_on_device_or_dtype_moves() -> None:
         assert not layer._plans and not layer._biases
         out = layer(torch.randn(1, 12, 20, 64, dtype=torch.float64))
     assert out.dtype == torch.float64
+
+
+def test_caches_built_under_inference_mode_serve_training() -> None:
+    torch.manual_seed(0)
+    block = C3STR(64, 64, 2)
+    x = torch.randn(2, 64, 12, 20)
+    block.eval()
+    with torch.inference_mode():
+        block(x)
+    block.train()
+    block(x).sum().backward()  # index plans and masks from inference mode are saved for backward here
+    assert block.m.tr[1].attn.relative_position_bias_table.grad is not None
+    for p in block.m.parameters():
+        p.requires_grad_(False)  # frozen attention: the cached biases take part in a graph
+    block.cv1.conv.weight.grad = None
+    block(x).sum().backward()
+    assert block.cv1.conv.weight.grad is not None

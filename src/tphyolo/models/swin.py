@@ -21,19 +21,24 @@ Two conventions of the released TPH-YOLOv5 weights are kept:
   column-0 tokens of their own row band. `shift_mask="standard"` selects the paper's mask for new
   trainings (the `C3STRStandard` layer name in a model yaml); the two masks differ only in those windows.
 
-The relative-position index and the shift masks are derived data: non-persistent buffers or caches, never
-part of the state dict. The bias is gathered from its learned table on each call (it is a parameter);
-the shift mask is built once per (padded size, dtype, device) and cached.
+How a layer computes (eager): the first LayerNorm, zero padding only when a side is not a multiple of the
+window, then one indexed gather (`WindowPlan`, built once per map size) that rolls and partitions the map
+into window-major rows; attention (`WindowAttention.attend`); one gather back that unrolls, merges and drops
+the padding, so the output projection runs on real tokens only. The relative-position index, the shift
+masks and the plans are derived data: non-persistent buffers or caches, never part of the state dict. The
+additive biases (relative-position bias, plus the shift mask for the windows that need one) are gathered
+from the learned table on each call while it needs a gradient, and otherwise cached per (padded size, batch,
+dtype, device) and rebuilt when the table changes in place (optimiser steps, EMA updates, `load_state_dict`).
 
-Under torch.compile the mask is built inside the graph, and one dynamic-size graph serves all map sizes
-with at least two windows per side; maps with a side of one window (at most `window` cells) get graphs of
-their own, because the compiler specialises sizes equal to 1.
+Under torch.compile the layer runs the plain formulation (pad, roll, partition, one attention call, merge,
+roll back, crop), which the compiler fuses; the mask is built inside the graph, and one dynamic-size graph
+serves all map sizes with at least two windows per side; maps with a side of one window (at most `window`
+cells) get graphs of their own, because the compiler specialises sizes equal to 1.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Literal
 
 import torch
@@ -41,6 +46,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from tphyolo.models.blocks import C3
+from tphyolo.models.swin_attention import WindowAttention, WindowBiases, attention_dtype
 from tphyolo.models.swin_windows import (
     MASKED,
     SHIFT_MASKS,
@@ -74,7 +80,7 @@ ShiftMask = Literal["original", "standard"]
 HEAD_CHANNELS = 32  # C3STR gives its Swin layers one head per 32 channels
 DROP_PATH_HEADS = 10  # layers with more heads than this use stochastic depth 0.1, as released
 DROP_PATH_RATE = 0.1
-MAX_CACHED_MASKS = 8  # shift masks kept per layer (one per input size, dtype and device)
+MAX_CACHED = 8  # entries kept in each cache of a layer (masks, plans, biases): sizes x dtypes x devices
 
 
 class DropPath(nn.Module):
@@ -107,118 +113,6 @@ class Mlp(nn.Module):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return self.drop2(self.fc2(self.drop1(self.act(self.fc1(x)))))
-
-
-def attention_dtype(x: torch.Tensor) -> torch.dtype:
-    """The dtype that Linear layers produce from `x`: the autocast dtype inside autocast, else x's."""
-    if torch.is_autocast_enabled(x.device.type):
-        return torch.get_autocast_dtype(x.device.type)
-    return x.dtype
-
-
-class WindowAttention(nn.Module):
-    """Multi-head self-attention within windows, with a learned relative-position bias.
-
-    forward: x (B, nW, N, C) tokens of nW windows of N = M*M tokens; `shift_mask` (nW, 1, N, N) additive or
-    None -> (B, nW, N, C). `attend` is the same computation on window-major rows without the output
-    projection (what `SwinLayer` runs outside torch.compile). Parameter names match the released layer
-    (qkv, proj, relative_position_bias_table).
-    """
-
-    def __init__(
-        self,
-        c: int,
-        window: int,
-        num_heads: int,
-        *,
-        qkv_bias: bool = False,
-        attn_drop: float = 0.0,
-        proj_drop: float = 0.0,
-    ) -> None:
-        super().__init__()
-        if num_heads < 1 or c % num_heads:
-            raise ValueError(f"WindowAttention: {c} channels do not split into {num_heads} heads")
-        self.num_heads = num_heads
-        self.attn_drop = attn_drop
-        self.relative_position_bias_table = nn.Parameter(torch.zeros((2 * window - 1) ** 2, num_heads))
-        self.register_buffer("relative_position_index", relative_position_index(window), persistent=False)
-        self.qkv = nn.Linear(c, 3 * c, bias=qkv_bias)
-        self.proj = nn.Linear(c, c)
-        self.proj_drop = nn.Dropout(proj_drop)
-        nn.init.trunc_normal_(self.relative_position_bias_table, std=0.02)
-
-    def position_bias(self) -> torch.Tensor:
-        """(nH, N, N) relative-position bias, float32 (the table's dtype)."""
-        n_tok = self.relative_position_index.shape[0]
-        bias = self.relative_position_bias_table[self.relative_position_index.view(-1)]  # (N*N, nH)
-        return bias.view(n_tok, n_tok, self.num_heads).permute(2, 0, 1)
-
-    def forward(self, x: torch.Tensor, shift_mask: torch.Tensor | None = None) -> torch.Tensor:
-        n, nw, t, c = x.shape
-        nh = self.num_heads
-        qkv = self.qkv(x).view(n, nw, t, 3, nh, c // nh)  # (B, nW, N, 3, nH, hs)
-        q, k, v = qkv.permute(3, 0, 1, 4, 2, 5).unbind(0)  # (B, nW, nH, N, hs) each
-        bias = self.position_bias().to(q.dtype)  # (nH, N, N)
-        if shift_mask is None:  # one bias for all windows: windows fold into the batch
-            shape, attn_mask = (n * nw, nh, t, -1), bias.unsqueeze(0)  # (1, nH, N, N)
-        else:  # a bias per (window, head), shared over the batch
-            shift_mask = shift_mask.to(q.dtype)  # no-op when built in the attention dtype
-            shape, attn_mask = (n, nw * nh, t, -1), (bias + shift_mask).reshape(1, nw * nh, t, t)
-        out = F.scaled_dot_product_attention(
-            q.reshape(shape),
-            k.reshape(shape),
-            v.reshape(shape),
-            attn_mask=attn_mask,
-            dropout_p=self.attn_drop if self.training else 0.0,
-        )
-        out = out.view(n, nw, nh, t, c // nh).transpose(2, 3).reshape(n, nw, t, c)  # (B, nW, N, C)
-        return self.proj_drop(self.proj(out))
-
-    def attend(self, rows: torch.Tensor, tokens: int, plain: int, biases: WindowBiases) -> torch.Tensor:
-        """Attention of window-major rows (nW' * N, C) (windows of `tokens` tokens, the first `plain` of them
-        with the bias `biases.plain`, the rest with `biases.masked`) -> (nW' * N, C), before `proj`.
-        q, k and v stay views of one qkv projection; each group of windows is one attention call."""
-        c = rows.shape[1]
-        nh = self.num_heads
-        qkv = self.qkv(rows).view(-1, tokens, 3, nh, c // nh).permute(2, 0, 3, 1, 4)  # (3, nW', nH, N, hs)
-        if _needs_explicit(biases.plain):
-            qkv = qkv.contiguous()  # one copy, then every product below is a batched matmul of views
-        drop = self.attn_drop if self.training else 0.0
-        groups = zip((plain, qkv.shape[1] - plain), (biases.plain, biases.masked), strict=True)
-        sizes, group_biases = zip(*((n, b) for n, b in groups if n), strict=True)  # the non-empty groups
-        groups = qkv.split(sizes, dim=1) if len(sizes) > 1 else (qkv,)  # no split (and no gradient cat) for one
-        outs = []
-        for group, bias in zip(groups, group_biases, strict=True):
-            q, k, v = group.unbind(0)  # (nW'', nH, N, hs) each
-            outs.append(_attention(q, k, v, bias, drop).transpose(1, 2))  # (nW'', N, nH, hs)
-        out = outs[0] if len(outs) == 1 else torch.cat(outs)
-        return out.reshape(-1, c)  # a view when the kernel wrote (nW', N, nH, hs) memory
-
-
-def _needs_explicit(bias: torch.Tensor) -> bool:
-    """Whether `_attention` computes explicitly: a bias that needs a gradient, on the CPU, where no fused
-    SDPA kernel takes one (SDPA would take its math path, with extra copies and checks)."""
-    return bias.requires_grad and bias.device.type == "cpu"
-
-
-def _attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, bias: torch.Tensor, drop: float) -> torch.Tensor:
-    """softmax(q k^T / sqrt(hs) + bias) v for q, k, v (n, nH, N, hs) and an additive bias broadcastable to
-    (n, nH, N, N); SDPA unless `_needs_explicit(bias)`."""
-    if not _needs_explicit(bias):
-        return F.scaled_dot_product_attention(q, k, v, attn_mask=bias, dropout_p=drop)
-    logits = torch.add(bias, q @ k.transpose(-2, -1), alpha=q.shape[-1] ** -0.5)  # (n, nH, N, N), one pass
-    weights = F.dropout(logits.softmax(dim=-1), drop) if drop else logits.softmax(dim=-1)
-    return weights @ v  # (n, nH, N, hs)
-
-
-@dataclass(frozen=True)
-class WindowBiases:
-    """The additive attention biases of one layer call: `plain` (1, nH, N, N), the relative-position bias of
-    windows without a shift mask; `masked` (nW_m * B, nH, N, N), bias plus shift mask of the masked windows
-    of a `WindowPlan`, repeated per image, or None when there are none."""
-
-    plain: torch.Tensor
-    masked: torch.Tensor | None
 
 
 class SwinLayer(nn.Module):
@@ -286,13 +180,11 @@ class SwinLayer(nn.Module):
         table = self.attn.relative_position_bias_table
         if torch.is_grad_enabled() and table.requires_grad:
             return self._build_biases(plan, batch, dtype, device)
-        stamp = (table.data_ptr(), table._version)
+        stamp = (table.data_ptr(), table._version)  # in-place updates bump the version
         key = (plan.hp, plan.wp, batch, dtype, device)
-        entry = self._biases.get(key)
-        if entry is None or entry[0] != stamp:
-            self._biases.pop(key, None)
-            entry = _cached(self._biases, key, lambda: (stamp, self._build_biases(plan, batch, dtype, device)))
-        return entry[1]
+        if key in self._biases and self._biases[key][0] != stamp:
+            del self._biases[key]  # built from an older table
+        return _cached(self._biases, key, lambda: (stamp, self._build_biases(plan, batch, dtype, device)))[1]
 
     def _build_biases(self, plan: WindowPlan, batch: int, dtype: torch.dtype, device: torch.device) -> WindowBiases:
         bias = self.attn.position_bias().to(dtype)  # (nH, N, N)
@@ -345,12 +237,14 @@ class SwinLayer(nn.Module):
 
 
 def _cached(cache: dict, key: object, build: Callable[[], object]):  # noqa: ANN202 - returns the cached value
-    """cache[key], built by `build()` when missing; the oldest entry is dropped beyond MAX_CACHED_MASKS."""
+    """cache[key], built by `build()` when missing (the oldest entry is dropped beyond MAX_CACHED); built as
+    ordinary tensors without autograd history even under inference mode, so that training can use them."""
     value = cache.get(key)
     if value is None:
-        if len(cache) >= MAX_CACHED_MASKS:
+        if len(cache) >= MAX_CACHED:
             cache.pop(next(iter(cache)))
-        value = cache[key] = build()
+        with torch.inference_mode(False), torch.no_grad():
+            value = cache[key] = build()
     return value
 
 

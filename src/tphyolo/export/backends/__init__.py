@@ -6,7 +6,8 @@
 | `*_openvino_model/` or its `*.xml` | OpenVINO IR | `OpenVINOBackend` (CPU) |
 | `*.torchscript` | TorchScript | `TorchScriptBackend` (CPU or CUDA) |
 
-The interface (`Backend`) is described in `tphyolo.export.backends.base`.
+Each is an `ExportedBackend` (`tphyolo.export.backends.base`) and follows the inference core's `Backend`
+interface (`prepare`, `run`, `names`, `stride`, `device`, `dtype`).
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from pathlib import Path
 
 import torch
 
-from tphyolo.export.backends.base import Backend, ExportedBackend
+from tphyolo.export.backends.base import ExportedBackend
 from tphyolo.export.backends.onnxruntime import OnnxRuntimeBackend
 from tphyolo.export.backends.openvino import OpenVINOBackend
 from tphyolo.export.backends.torchscript import TorchScriptBackend
@@ -61,7 +62,6 @@ def load_backend(
 
 __all__ = [
     "BACKENDS",
-    "Backend",
     "ExportedBackend",
     "OnnxRuntimeBackend",
     "OpenVINOBackend",

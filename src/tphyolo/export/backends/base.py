@@ -1,33 +1,20 @@
-"""The backend interface the predictor calls, and what every exported-model backend shares.
+"""What every backend of an exported model shares: metadata, input checks, dtype and device handling.
 
-A backend runs one detection model on a batch: `run(x)` takes images (B, 3, H, W), floats in [0, 1], and
-returns the decoded output (B, N, 5 + nc) float32 on `device` (boxes cx, cy, w, h in input pixels, then
-objectness and class scores). `device` and `dtype` say where and in what dtype inputs are best prepared
-(`run` converts them anyway); `stride`, `names`, `imgsz` and `dynamic` come from the exported file, so that
-predicting needs nothing else. The engine never asks which backend it holds.
+The interface is the inference core's (`tphyolo.engine.backends.Backend`): `prepare(images)` turns (B, 3, H, W)
+uint8 RGB images into the input of `run`, floats in [0, 1] in `dtype` on `device`; `run(x)` returns the decoded
+output (B, N, 5 + nc) float32 on `device` (boxes cx, cy, w, h in input pixels, then objectness and class
+scores). `stride`, `names`, `imgsz`, `dynamic` and `batch` come from the exported file, so that predicting needs
+nothing else. The engine never asks which backend it holds.
 """
 
 from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Protocol, runtime_checkable
 
 import torch
 
 from tphyolo.export.metadata import ExportMetadata
-
-
-@runtime_checkable
-class Backend(Protocol):
-    """What the predictor needs from a model: see the module docstring."""
-
-    device: torch.device
-    dtype: torch.dtype
-    stride: int
-    names: list[str]
-
-    def run(self, x: torch.Tensor) -> torch.Tensor: ...
 
 
 class ExportedBackend:
@@ -78,8 +65,13 @@ class ExportedBackend:
         if h % self.stride or w % self.stride:
             raise ValueError(f"{self.path}: image sides must be multiples of the stride {self.stride}, got {h}x{w}")
 
+    def prepare(self, images: torch.Tensor) -> torch.Tensor:
+        """(B, 3, H, W) uint8 RGB images (0..255) -> the input `run` takes: [0, 1] in `dtype` on `device`."""
+        return images.to(self.device).to(self.dtype) / 255.0
+
     def run(self, x: torch.Tensor) -> torch.Tensor:
-        """Images (B, 3, H, W) in [0, 1] -> (B, N, 5 + nc) float32 on `device`."""
+        """Images (B, 3, H, W) in [0, 1] -> (B, N, 5 + nc) float32 on `device`; any float dtype and device is
+        accepted and converted."""
         self.check_input(x)
         out = self._forward(x.to(self.device, self.dtype).contiguous())
         return out.to(self.device, torch.float32)
