@@ -34,6 +34,7 @@ COMMANDS: dict[str, str] = {
     "convert": "tphyolo.tools.convert_cmd",
     "bench": "tphyolo.tools.bench_cmd",
     "profile": "tphyolo.tools.profile_cmd",
+    "classify": "tphyolo.tools.classify_cmd",
 }
 
 
