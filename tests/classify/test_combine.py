@@ -133,6 +133,17 @@ def test_a_classifier_forced_to_one_class_relabels_exactly_the_boxes_of_its_set(
     assert (new_scores[:-1] >= new_scores[1:]).all()
 
 
+def test_detections_below_min_score_are_left_alone():
+    image, _ = painted_image()
+    boxes, scores, labels = _detections()
+    net = FixedLogits([-20.0, 20.0])
+    classifier = CropClassifier(net, names=["van", "car"], class_ids=[4, 5], img=16, context=0.1, weight=0.7)
+    _, new_scores, new_labels = reclassify(image, boxes, scores, labels, classifier, min_score=0.55)
+    assert net.batches == [3]  # 0.9 (label 4), 0.8 and 0.6 (label 5); 0.4 (label 4) is below
+    assert new_labels.tolist() == [5, 0, 5, 5, 1, 4]
+    torch.testing.assert_close(new_scores, torch.tensor([0.8, 0.7, 0.9 * 0.7, 0.6, 0.5, 0.4]))
+
+
 def test_below_half_weight_a_one_hot_detection_keeps_its_label():
     image, _ = painted_image()
     boxes, scores, labels = _detections()

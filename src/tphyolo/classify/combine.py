@@ -69,13 +69,15 @@ def reclassify(
     *,
     class_scores: torch.Tensor | None = None,
     weight: float | None = None,
+    min_score: float = 0.0,
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """Re-label the detections of one image with `classifier`.
 
     image: the original uint8 BGR (H, W, 3) image; boxes (N, 4) xyxy in its pixels, scores (N,), labels (N,)
     in the classifier's detector class ids (`classifier.class_ids`); class_scores: optional (N, nc) per-class
     confidences obj * cls with scores == class_scores[i, labels[i]] (else formed from score and label);
-    weight: the classifier's share w (default `classifier.weight`).
+    weight: the classifier's share w (default `classifier.weight`); min_score: detections scoring below it are
+    left as they are, not cropped (validation keeps thousands of near-zero boxes that cannot change AP much).
 
     The detections whose label is one of the classifier's classes are cropped and classified together (in
     batches of `classifier.batch_size`); their class confidences are combined (`combine_class_scores`), the
@@ -85,7 +87,7 @@ def reclassify(
     """
     weight = classifier.weight if weight is None else weight
     ids = torch.as_tensor(classifier.class_ids, dtype=torch.long, device=labels.device)
-    chosen = torch.isin(labels.long(), ids).nonzero().flatten()  # (M,)
+    chosen = (torch.isin(labels.long(), ids) & (scores >= min_score)).nonzero().flatten()  # (M,)
     if len(chosen) == 0:
         return boxes, scores, labels
     if class_scores is None:
