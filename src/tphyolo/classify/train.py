@@ -2,8 +2,8 @@
 
 Training crops come from the train split (augmented, `dataset.py`), validation crops from the val split
 (exactly the crops inference would classify). Every epoch appends a row to results.csv and writes
-weights/last.pt; weights/best.pt is the epoch with the best mean per-class accuracy on val. At the end the
-best weights are evaluated again: confusion_matrix.png and the per-class accuracy table.
+weights/last.pt; weights/best.pt is the epoch with the best mean per-class accuracy on val (ties: the lower val
+loss). At the end the best weights are evaluated again: confusion_matrix.png and the per-class accuracy table.
 """
 
 from __future__ import annotations
@@ -130,16 +130,24 @@ def _counts(labels: np.ndarray, names: tuple[str, ...]) -> str:
     return ", ".join(f"{n} {c}" for n, c in zip(names, counts, strict=True))
 
 
-def fit_classifier(
-    cfg: ClassifyConfig, runtime: RuntimeConfig, *, log: Callable[[str], None] | None = None
-) -> ClassifyResult:
-    """Train a crop classifier as `cfg` says (module docstring); `log` gets progress lines (default: logging).
-    Returns where it wrote what."""
-    log = log or logging.getLogger(__name__).info
-    start = time.perf_counter()
+@dataclass(frozen=True)
+class CropData:
+    """What a run trains on: the classes (names, their ids among `dataset_names`), augmented training crops
+    and the validation crops."""
+
+    names: tuple[str, ...]
+    class_ids: tuple[int, ...]
+    dataset_names: tuple[str, ...]
+    train: PatchDataset
+    val: CropSet
+
+
+def build_crop_data(cfg: ClassifyConfig) -> CropData:
+    """Scan the train and val splits of `cfg.data`, choose the classes and cut their crops. Raises ValueError
+    when there are too few objects to train on."""
     data = load_data_config(cfg.data)
     train_split, val_split = scan_records(data, "train"), scan_records(data, "val")
-    dataset_names = data.names or train_split.names
+    dataset_names = tuple(data.names or train_split.names)
     names, class_ids = select_classes(dataset_names, cfg.classes, confusable_classes(data))
     augment = CropAugment()
     patches = extract_patches(
@@ -149,79 +157,86 @@ def fit_classifier(
         max_side=PATCH_SIDE_FACTOR * cfg.img,
         min_side=cfg.min_size,
     )
-    val_crops = extract_crops(val_split.records, class_ids, context=cfg.context, size=cfg.img, min_side=cfg.min_size)
-    train_set = PatchDataset(patches, size=cfg.img, context=cfg.context, augment=augment, seed=cfg.seed)
-    if len(train_set) < 2 or len(val_crops) == 0:
+    val = extract_crops(val_split.records, class_ids, context=cfg.context, size=cfg.img, min_side=cfg.min_size)
+    if len(patches) < 2 or len(val) == 0:
         raise ValueError(
-            f"{cfg.data}: {len(train_set)} training and {len(val_crops)} validation objects of {list(names)} at "
-            f"least {cfg.min_size:g} px: too few to train a classifier"
+            f"{cfg.data}: {len(patches)} training and {len(val)} validation objects of {list(names)} at least "
+            f"{cfg.min_size:g} px: too few to train a classifier"
         )
-    log(f"classes {list(names)} (dataset ids {list(class_ids)}), crops {cfg.img} px, context {cfg.context:g}")
-    log(f"train crops: {_counts(train_set.labels, names)}; val crops: {_counts(val_crops.labels, names)}")
+    train = PatchDataset(patches, size=cfg.img, context=cfg.context, augment=augment, seed=cfg.seed)
+    return CropData(names, class_ids, dataset_names, train, val)
+
+
+def fit_classifier(
+    cfg: ClassifyConfig, runtime: RuntimeConfig, *, log: Callable[[str], None] | None = None
+) -> ClassifyResult:
+    """Train a crop classifier as `cfg` says (module docstring); `log` gets progress lines (default: logging).
+    Returns where it wrote what."""
+    log = log or logging.getLogger(__name__).info
+    start = time.perf_counter()
+    data = build_crop_data(cfg)
+    log(f"classes {list(data.names)} (dataset ids {list(data.class_ids)}), crops {cfg.img} px, context {cfg.context:g}")
+    log(f"train crops: {_counts(data.train.labels, data.names)}; val crops: {_counts(data.val.labels, data.names)}")
 
     device = runtime.torch_device()
     torch.manual_seed(cfg.seed)
-    net = build_classifier(cfg.arch, num_classes=len(names))
+    net = build_classifier(cfg.arch, num_classes=len(data.names))
     if cfg.weights:
         left = load_start_weights(net, cfg.weights)
         log(f"started from {cfg.weights}; initialised anew: {left or 'nothing'}")
     net = runtime.place_model(net, device)
     model = runtime.compile_model(net)
-
     generator = torch.Generator().manual_seed(cfg.seed)
-    batch = min(cfg.batch, len(train_set))
-    train_loader = DataLoader(
-        train_set, batch_size=batch, shuffle=True, drop_last=True, num_workers=cfg.workers, generator=generator
-    )
-    val_loader = eval_loader(val_crops, batch=2 * cfg.batch, workers=cfg.workers)
+    train_loader = DataLoader(data.train, batch_size=min(cfg.batch, len(data.train)), shuffle=True, drop_last=True,
+                              num_workers=cfg.workers, generator=generator)  # fmt: skip
+    val_loader = eval_loader(data.val, batch=2 * cfg.batch, workers=cfg.workers)
     optimizer = build_optimizer(cfg, net)
     steps = cfg.epochs * len(train_loader)
-    scheduler = cosine_schedule(
-        optimizer, total_steps=steps, warmup_steps=min(steps, WARMUP_EPOCHS * len(train_loader))
-    )
+    warmup = min(steps, WARMUP_EPOCHS * len(train_loader))
+    scheduler = cosine_schedule(optimizer, total_steps=steps, warmup_steps=warmup)
     scaler = torch.amp.GradScaler(device.type, enabled=runtime.needs_grad_scaler(device))
 
     run_dir = new_run_dir(cfg.project, cfg.name, exist_ok=cfg.exist_ok)
-    (run_dir / "weights").mkdir(exist_ok=True)
-    best_path, last_path = run_dir / "weights" / "best.pt", run_dir / "weights" / "last.pt"
-    results = run_dir / "results.csv"
+    weights = run_dir / "weights"
+    weights.mkdir(exist_ok=True)
+    best_path, last_path, results = weights / "best.pt", weights / "last.pt", run_dir / "results.csv"
     results.unlink(missing_ok=True)
     train_args = {k: (list(v) if isinstance(v, tuple) else v) for k, v in dataclasses.asdict(cfg).items()}
-    best_fitness = -1.0
+    best_fitness: tuple[float, float] | None = None
     for epoch in range(cfg.epochs):
         epoch_start = time.perf_counter()
-        train_set.set_epoch(epoch)
+        data.train.set_epoch(epoch)
         lr = optimizer.param_groups[0]["lr"]
         train_loss = train_one_epoch(
             model, train_loader, optimizer, scheduler, scaler=scaler, device=device, runtime=runtime
         )
-        val_loss, accuracy = evaluate(model, val_loader, names=names, device=device, runtime=runtime)
-        metrics = {"accuracy": accuracy.accuracy, "mean_class_accuracy": accuracy.mean_class, "val_loss": val_loss}
+        val_loss, accuracy = evaluate(model, val_loader, names=data.names, device=device, runtime=runtime)
+        seconds = time.perf_counter() - epoch_start
         _append_row(results, {"epoch": epoch, "train/loss": train_loss, "val/loss": val_loss,
                               "val/accuracy": accuracy.accuracy, "val/mean_class_accuracy": accuracy.mean_class,
-                              "lr": lr, "seconds": time.perf_counter() - epoch_start})  # fmt: skip
+                              "lr": lr, "seconds": seconds})  # fmt: skip
         checkpoint = ClassifierCheckpoint(
             model={k: v.detach().cpu().clone() for k, v in net.state_dict().items()},
             arch=cfg.arch,
-            names=names,
-            class_ids=class_ids,
-            dataset_names=tuple(dataset_names),
+            names=data.names,
+            class_ids=data.class_ids,
+            dataset_names=data.dataset_names,
             img=cfg.img,
             context=cfg.context,
             epoch=epoch,
-            metrics=metrics,
+            metrics={"accuracy": accuracy.accuracy, "mean_class_accuracy": accuracy.mean_class, "val_loss": val_loss},
             train_args=train_args,
         )
         save_classifier(last_path, checkpoint)
-        if accuracy.mean_class > best_fitness:
-            best_fitness = accuracy.mean_class
+        fitness = (accuracy.mean_class, -val_loss)  # ties in accuracy go to the lower loss
+        if best_fitness is None or fitness > best_fitness:
+            best_fitness = fitness
             save_classifier(best_path, checkpoint)
         log(f"epoch {epoch + 1}/{cfg.epochs}: train loss {train_loss:.4f}, val loss {val_loss:.4f}, "
-            f"accuracy {accuracy.accuracy:.3f}, mean class {accuracy.mean_class:.3f} "
-            f"({time.perf_counter() - epoch_start:.1f} s)")  # fmt: skip
+            f"accuracy {accuracy.accuracy:.3f}, mean class {accuracy.mean_class:.3f} ({seconds:.1f} s)")  # fmt: skip
 
     net.load_state_dict(load_classifier(best_path).model)
-    _, accuracy = evaluate(net, val_loader, names=names, device=device, runtime=runtime)
+    _, accuracy = evaluate(net, val_loader, names=data.names, device=device, runtime=runtime)
     plot_confusion(accuracy, run_dir / "confusion_matrix.png")
     return ClassifyResult(run_dir, best_path, last_path, accuracy, time.perf_counter() - start)
 
