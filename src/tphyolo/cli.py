@@ -65,6 +65,10 @@ COMMANDS: dict[str, Command] = {
         "tphyolo.tools.export_cmd",
         "export a checkpoint to ONNX, OpenVINO, TorchScript or TensorRT, checked against PyTorch",
     ),
+    "classify": Command(
+        "tphyolo.tools.classify_cmd",
+        "train or validate a crop classifier for classes a detector confuses (tphyolo classify train|val)",
+    ),
     "bench": Command(
         "tphyolo.tools.bench_cmd",
         "benchmark attention blocks, models, WBF, COCO evaluation and data loading against the originals",

@@ -21,7 +21,7 @@ from pathlib import Path
 import yaml
 
 SPLITS = ("train", "val", "test")
-BUILTIN_DATA = ("visdrone", "synthetic")
+BUILTIN_DATA = ("visdrone", "synthetic", "synthetic-fine")
 
 
 @dataclass(frozen=True)
@@ -121,6 +121,10 @@ def load_data_config(
         from tphyolo.data.synthetic import ensure_synthetic
 
         return parse_data_yaml(ensure_synthetic(cache_dir=cache_dir))
+    if text == "synthetic-fine":
+        from tphyolo.data.synthetic_fine import ensure_synthetic_fine
+
+        return parse_data_yaml(ensure_synthetic_fine(cache_dir=cache_dir))
     if text in BUILTIN_DATA:
         return parse_data_yaml(builtin_data_yaml(text), datasets_dir=Path(datasets_dir or "datasets"))
     path = Path(source).expanduser()
