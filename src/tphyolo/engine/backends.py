@@ -92,7 +92,8 @@ class TorchBackend:
 def load_backends(
     weights: Weights | Sequence[Weights], *, runtime: RuntimeConfig, device: torch.device, fuse: bool = True
 ) -> list[Backend]:
-    """One backend per entry of `weights` (a model or checkpoint path, or a sequence of them: an ensemble).
+    """One backend per entry of `weights` (a model, a checkpoint path, an exported model — `.onnx`,
+    `*_openvino_model/` or its `.xml`, `.torchscript` — or a sequence of them: an ensemble; formats may mix).
 
     Raises ValueError when `runtime` cannot run on `device` (checked before anything is loaded) or when the
     models disagree on the number of classes.
@@ -102,8 +103,13 @@ def load_backends(
     if not entries:
         raise ValueError("no weights given")
     backends: list[Backend] = []
+    from tphyolo.export.backends import exported_format, load_backend
+
     for entry in entries:
-        backend = TorchBackend.load(entry, runtime=runtime, device=device, fuse=fuse)
+        if not isinstance(entry, nn.Module) and exported_format(entry) is not None:
+            backend = load_backend(entry, device=device)
+        else:
+            backend = TorchBackend.load(entry, runtime=runtime, device=device, fuse=fuse)
         if backends and len(backend.names) != len(backends[0].names):
             raise ValueError(f"{entry}: {len(backend.names)} classes, but the first model has {len(backends[0].names)}")
         backends.append(backend)

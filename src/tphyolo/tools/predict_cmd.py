@@ -12,7 +12,12 @@ RUNTIME_INFERENCE = True
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--source", required=True, help="image, folder, glob, .txt list of files, or video")
-    parser.add_argument("--weights", nargs="+", required=True, help="checkpoint file(s); several form an ensemble")
+    parser.add_argument(
+        "--weights",
+        nargs="+",
+        required=True,
+        help="checkpoint(s) or exported model(s) (.onnx, OpenVINO, .torchscript); several form an ensemble",
+    )
     parser.add_argument("--model-weights", nargs="+", type=float, default=None, help="WBF weight of each model")
     add_inference_flags(parser)
     parser.add_argument("--slice", type=int, default=None, metavar="SIZE", help="sliced inference, window pixels")

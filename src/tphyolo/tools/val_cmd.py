@@ -14,7 +14,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     from tphyolo.engine.inference import VAL_DEFAULTS
     from tphyolo.metrics.registry import PROTOCOLS
 
-    parser.add_argument("--weights", required=True, help="checkpoint file (tphyolo or original TPH-YOLOv5/YOLOv5)")
+    parser.add_argument(
+        "--weights",
+        required=True,
+        help="checkpoint (tphyolo or original TPH-YOLOv5/YOLOv5) or exported model (.onnx, OpenVINO, .torchscript)",
+    )
     parser.add_argument("--data", required=True, help="dataset yaml, folder, or built-in name (visdrone, synthetic)")
     parser.add_argument("--task", choices=("val", "test"), default="val", help="split to evaluate (default: val)")
     add_inference_flags(parser, defaults=VAL_DEFAULTS, exclude=("classes", "agnostic"))
@@ -30,7 +34,7 @@ def run(args: argparse.Namespace) -> int:
     from tphyolo.data.dataset_config import load_data_config
     from tphyolo.data.letterbox import check_imgsz
     from tphyolo.data.loader import build_dataloader, build_dataset
-    from tphyolo.engine.backends import TorchBackend
+    from tphyolo.engine.backends import load_backends
     from tphyolo.engine.evaluate import evaluate, format_results
     from tphyolo.engine.inference import InferenceConfig
     from tphyolo.engine.writers import OutputDir
@@ -38,7 +42,7 @@ def run(args: argparse.Namespace) -> int:
 
     config = from_flags(InferenceConfig, args)
     device = inference_device(args.runtime)
-    backend = TorchBackend.load(args.weights, runtime=args.runtime, device=device)
+    (backend,) = load_backends(args.weights, runtime=args.runtime, device=device)
     data = load_data_config(args.data)
     names = list(data.names) or backend.names
     if data.names and len(data.names) != len(backend.names):

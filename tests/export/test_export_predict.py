@@ -1,0 +1,72 @@
+"""Prediction on exported models: the same detections as the PyTorch model they came from, exported and
+PyTorch models mixed in one ensemble, and a fixed-size export refusing TTA's other sizes."""
+
+import numpy as np
+import pytest
+import torch
+
+from tphyolo.engine.predict import Predictor
+from tphyolo.export import ExportConfig, export_model
+from tphyolo.models import build_model
+from tphyolo.ops import box_iou
+
+NAMES = ["car", "van", "bus"]
+
+
+@pytest.fixture(scope="module")
+def model_and_onnx(tmp_path_factory):
+    pytest.importorskip("onnxruntime")
+    torch.manual_seed(0)
+    model = build_model("yolov5n", names=NAMES).eval()
+    folder = tmp_path_factory.mktemp("dynamic")
+    (result,) = export_model(model, ExportConfig(formats=("onnx",), imgsz=128, dynamic=True), stem=folder / "m",
+                             model_name="yolov5n", source="m.pt")  # fmt: skip
+    assert result.ok, result.summary()
+    return model, result.path
+
+
+@pytest.fixture(scope="module")
+def image():
+    rng = np.random.default_rng(0)
+    return rng.integers(0, 255, (150, 230, 3), dtype=np.uint8)
+
+
+def test_exported_model_predicts_what_the_pytorch_model_predicts(model_and_onnx, image):
+    model, onnx_path = model_and_onnx
+    common = {"imgsz": 128, "conf": 1e-4, "max_det": 100, "device": "cpu"}
+    ours = Predictor(model, **common)(image)[0]
+    exported = Predictor(str(onnx_path), **common)(image)[0]
+    assert len(ours) > 10  # random weights at conf 1e-4: many detections, so the comparison means something
+    assert abs(len(exported) - len(ours)) <= 0.05 * len(ours)
+    # The strongest detections are the same ones, in the same order. Further down, a random network's boxes
+    # overlap almost entirely with near-equal scores (1e-6 apart), so float differences of the runtime can swap
+    # NMS's choice between two of them: the rest are matched as sets, most of them exactly.
+    torch.testing.assert_close(exported.boxes[:10], ours.boxes[:10], atol=1e-2, rtol=0)
+    torch.testing.assert_close(exported.scores[:10], ours.scores[:10], atol=1e-4, rtol=0)
+    assert torch.equal(exported.labels[:10], ours.labels[:10])
+    assert matched_fraction(exported, ours) >= 0.8
+
+
+def matched_fraction(a, b) -> float:
+    """The share of detections of `b` that `a` has too: same class, IoU > 0.99, score within 1e-4."""
+    iou = box_iou(b.boxes, a.boxes)
+    same = (b.labels[:, None] == a.labels[None]) & ((b.scores[:, None] - a.scores[None]).abs() < 1e-4)
+    return ((iou > 0.99) & same).any(1).float().mean().item()
+
+
+def test_exported_and_pytorch_models_form_one_ensemble(model_and_onnx, image):
+    model, onnx_path = model_and_onnx
+    predictor = Predictor([model, str(onnx_path)], imgsz=128, conf=1e-4, max_det=100, merge="nms", device="cpu")
+    assert predictor.names == NAMES
+    alone = Predictor(model, imgsz=128, conf=1e-4, max_det=100, device="cpu")(image)[0]
+    both = predictor(image)[0]
+    # Two copies of one model merged by NMS: the strongest detection is the single model's strongest.
+    assert len(alone) > 10 and len(both) > 10
+    torch.testing.assert_close(both.boxes[0], alone.boxes[0], atol=1e-2, rtol=0)
+    torch.testing.assert_close(both.scores[0], alone.scores[0], atol=1e-4, rtol=0)
+
+
+def test_a_fixed_size_export_refuses_tta_scales_with_a_clear_message(fixed_exports, image):
+    predictor = Predictor(str(fixed_exports["onnx"]), imgsz=64, tta=True, device="cpu")
+    with pytest.raises(ValueError, match="--dynamic"):
+        predictor(image)
