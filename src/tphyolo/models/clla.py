@@ -92,7 +92,10 @@ class CLLA(nn.Module):
                 f"CLLA: fine map {tuple(x1.shape[2:])} (padded by {pad}) too small for coarse map {(h, w)}; "
                 f"needs at least {(need_h, need_w)}"
             )
-        return x1[:, :, :need_h, :need_w].unfold(2, r, 2).unfold(3, r, 2).permute(0, 1, 2, 4, 3, 5)
+        x1 = x1[:, :, :need_h, :need_w]
+        if r == 2:  # non-overlapping blocks: a plain view, which exporters can size at any input size
+            return x1.unflatten(3, (w, 2)).unflatten(2, (h, 2))
+        return x1.unfold(2, r, 2).unfold(3, r, 2).permute(0, 1, 2, 4, 3, 5)
 
 
 class CLLABlock(nn.Module):

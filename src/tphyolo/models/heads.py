@@ -30,6 +30,8 @@ from collections.abc import Sequence
 import torch
 from torch import nn
 
+from tphyolo.models.capture import capturing
+
 OBJECTS_PER_IMAGE_PRIOR = 8.0  # objectness prior: objects per 640 x 640 image
 CLASS_PRIOR = 0.6
 
@@ -88,10 +90,10 @@ class DetectionHead(nn.Module):
     def _grid(self, i: int, h: int, w: int, device: torch.device) -> tuple[torch.Tensor, torch.Tensor]:
         """Cell offsets (x, y) and anchor sizes in pixels for level i, each (1, na, H, W, 2) float32.
 
-        Cached per (level, size, device) in eager mode; under torch.compile they are recomputed
-        inside the graph (constant-folded), so the cache never causes a graph break.
+        Cached per (level, size, device) in eager mode; under graph capture (torch.compile, export tracing)
+        they are recomputed inside the graph, so the cache never causes a graph break or a constant size.
         """
-        if torch.compiler.is_compiling():
+        if capturing():
             return self._make_grid(i, h, w, device)
         key = (i, h, w, device)
         if key not in self._grids:

@@ -46,6 +46,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from tphyolo.models.blocks import C3
+from tphyolo.models.capture import capturing
 from tphyolo.models.swin_attention import WindowAttention, WindowBiases, attention_dtype
 from tphyolo.models.swin_windows import (
     MASKED,
@@ -156,9 +157,9 @@ class SwinLayer(nn.Module):
 
     def mask_for(self, hp: int, wp: int, dtype: torch.dtype, device: torch.device) -> torch.Tensor:
         """The (nW, 1, N, N) shift mask of a padded Hp x Wp map, built once per (size, dtype, device).
-        Under torch.compile it is built inside the graph instead (constant for fixed sizes)."""
+        Under graph capture (torch.compile, export tracing) it is built inside the graph instead."""
         args = (hp, wp, self.window, self.shift, self.shift_mask, dtype, device)
-        if torch.compiler.is_compiling():
+        if capturing():
             return build_shift_mask(*args)
         return _cached(self._masks, (hp, wp, dtype, device), lambda: build_shift_mask(*args))
 
@@ -200,7 +201,7 @@ class SwinLayer(nn.Module):
         return super()._apply(fn, recurse)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        if torch.compiler.is_compiling():
+        if capturing():
             return self._forward_traced(x)
         n, h, w, c = x.shape
         plan = self.plan_for(n, h, w, x.device)
@@ -274,7 +275,7 @@ class SwinStack(nn.Module):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         y = self.tr(x.permute(0, 2, 3, 1).contiguous())  # (B, H, W, C), contiguous for the layers' views
-        if torch.compiler.is_compiling():
+        if capturing():
             return y.permute(0, 3, 1, 2)
         return _ChannelsFirst.apply(y)  # (B, C, H, W), channels-last memory
 
