@@ -27,8 +27,8 @@ class ClassifyConfig:
     img: int = flag(64, "--img", "--imgsz", help="crop size, pixels")
     context: float = flag(0.1, "--context", help="context added on each side of a box, as a fraction of its size")
     min_size: float = flag(MIN_BOX_SIDE, "--min-size", help="skip boxes smaller than this on either side, pixels")
-    epochs: int = flag(30, "--epochs", help="training epochs")
-    batch: int = flag(64, "--batch", "--batch-size", help="crops per batch")
+    epochs: int = flag(6, "--epochs", help="training epochs")
+    batch: int = flag(32, "--batch", "--batch-size", help="crops per batch")
     weights: str | None = flag(
         None, "--weights", help="train: local starting weights (torchvision state dict or ours); val: the classifier"
     )
