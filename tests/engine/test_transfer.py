@@ -14,6 +14,7 @@ import torch
 
 from tphyolo.engine.transfer import transfer_weights, transferable_layers
 from tphyolo.models import build_model
+from tphyolo.models.build import load_model_config
 
 CONV_KEYS = ("conv.weight", "bn.weight", "bn.bias", "bn.running_mean", "bn.running_var", "bn.num_batches_tracked")
 SOURCE = {
@@ -59,7 +60,7 @@ def test_rows_decide_which_head_layers_transfer() -> None:
 
 
 def test_yolov5_backbone_maps_onto_tph_yolov5() -> None:
-    yolov5, tph = build_model("yolov5n").yaml, build_model("tph-yolov5n").yaml
+    yolov5, tph = load_model_config("yolov5n"), load_model_config("tph-yolov5n")
     # Backbone rows 0-9 by index; head rows 10-17 are the same in both yamls; row 18 is Conv [256, 3, 2] in
     # YOLOv5 (down to P4) and Conv [128, 1, 1] in TPH-YOLOv5 (towards the P2 level).
     assert transferable_layers(yolov5, tph) == set(range(18))

@@ -8,6 +8,7 @@ from tphyolo.checkpoint import load_checkpoint
 from tphyolo.cli import main
 
 
+@pytest.mark.slow
 def test_convert_original_checkpoint(parity_dir, tmp_path, capsys):
     src = parity_file(parity_dir, "official-tph-yolov5-visdrone.ckpt.pt")
     dst = tmp_path / "ours.pt"
