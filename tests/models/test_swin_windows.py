@@ -164,3 +164,19 @@ def test_caches_built_under_inference_mode_serve_training() -> None:
     block.cv1.conv.weight.grad = None
     block(x).sum().backward()
     assert block.cv1.conv.weight.grad is not None
+
+
+@pytest.mark.parametrize("shift_mask", ["original", "standard"])
+def test_chunked_inference_matches_the_traced_path(monkeypatch: pytest.MonkeyPatch, shift_mask: str) -> None:
+    """Without autograd the windows and the MLP rows run in cache-sized chunks; here one window and a few rows
+    per chunk, so that chunk edges fall inside both window groups and inside images."""
+    from tphyolo.models import swin, swin_attention
+
+    monkeypatch.setattr(swin_attention, "QKV_CHUNK_BYTES", 1)
+    monkeypatch.setattr(swin, "MLP_CHUNK_BYTES", 3 * 256 * 4)  # 3 rows of 256 hidden float32 activations
+    torch.manual_seed(0)
+    x = torch.randn(2, 13, 20, 64)
+    for shift in (0, S):
+        layer = random_layer(shift, shift_mask).eval()
+        with torch.no_grad():
+            torch.testing.assert_close(layer(x), layer._forward_traced(x), rtol=1e-5, atol=1e-5)
