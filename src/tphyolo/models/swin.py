@@ -54,6 +54,7 @@ from tphyolo.models.swin_windows import (
     build_shift_mask,
     masked_windows,
     merge_windows,
+    move_rows,
     partition_windows,
     relative_position_index,
     shift_regions,
@@ -80,7 +81,6 @@ ShiftMask = Literal["original", "standard"]
 HEAD_CHANNELS = 32  # C3STR gives its Swin layers one head per 32 channels
 DROP_PATH_HEADS = 10  # layers with more heads than this use stochastic depth 0.1, as released
 DROP_PATH_RATE = 0.1
-MLP_CHUNK_BYTES = 8 << 20  # hidden activations per MLP row chunk without autograd on the CPU (cache-sized)
 MAX_CACHED = 8  # entries kept in each cache of a layer (masks, plans, biases): sizes x dtypes x devices
 
 
@@ -208,38 +208,28 @@ class SwinLayer(nn.Module):
         y = self.norm1(x)
         if (plan.hp, plan.wp) != (h, w):
             y = F.pad(y, (0, 0, 0, plan.wp - w, 0, plan.hp - h))  # (B, Hp, Wp, C), zeros after the norm
+        rows = move_rows(y.reshape(-1, c), plan.gather, plan.gather_back, plan.padding[:0])  # (nW * B * N, C)
         biases = self.biases_for(plan, n, attention_dtype(y), x.device)
-        m2 = self.window * self.window
-        y = self.attn.attend(y.reshape(-1, c), plan.gather, m2, plan.plain * n, biases)  # (nW * B * N, C)
-        y = y.index_select(0, plan.scatter)  # (B * H * W, C) unrolled, padding dropped
-        if self._fusable(x):
-            return self._fused_residuals(x, y)
-        x = x + self.drop_path(self.attn.proj_drop(self.attn.proj(y)).view(n, h, w, c))
-        return x + self.drop_path(self.mlp(self.norm2(x)))  # (B, H, W, C)
+        y = self.attn.attend(rows, self.window * self.window, plan.plain * n, biases)  # (nW * B * N, C)
+        y = move_rows(y, plan.scatter, plan.scatter_back, plan.padding)  # (B * H * W, C), padding dropped
+        x = self._add_branch(x, self.attn.proj_drop(self.attn.proj(y)).view(n, h, w, c))
+        return self._add_branch(x, self._mlp(self.norm2(x)))  # (B, H, W, C)
 
-    def _fusable(self, x: torch.Tensor) -> bool:
-        """Whether `_fused_residuals` applies: no autograd graph, no autocast, no active dropout."""
-        if torch.is_grad_enabled() or torch.is_autocast_enabled(x.device.type):
-            return False
-        random = (self.drop_path, self.attn.proj_drop, self.mlp.drop1, self.mlp.drop2)
-        return not any(m.training and m.p > 0 for m in random)
+    def _mlp(self, x: torch.Tensor) -> torch.Tensor:
+        """`self.mlp(x)`; without autograd its GELU runs in place (on the CPU a fresh tensor above glibc's
+        32 MiB mmap threshold is page-faulted in on every call, and the hidden activations are 4C wide)."""
+        if torch.is_grad_enabled():
+            return self.mlp(x)
+        hidden = torch.ops.aten.gelu_(self.mlp.fc1(x), approximate=self.mlp.act.approximate)
+        return self.mlp.drop2(self.mlp.fc2(self.mlp.drop1(hidden)))
 
-    def _fused_residuals(self, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
-        """x + proj(y), then + MLP(LN2(.)), for x (B, H, W, C) and attention output rows y (B * H * W, C),
-        without autograd: each residual is added by the matrix product that ends its branch (beta = 1), and
-        on the CPU the MLP runs in row chunks whose hidden activations stay in cache, GELU in place (large
-        temporaries cost page faults there)."""
-        shape = x.shape
-        proj, fc1, fc2 = self.attn.proj, self.mlp.fc1, self.mlp.fc2
-        x = torch.addmm(x.reshape(-1, shape[-1]), y, proj.weight.t()).add_(proj.bias)  # (B * H * W, C)
-        out = torch.empty_like(x)
-        step = max(1, MLP_CHUNK_BYTES // (fc1.out_features * x.element_size()))
-        step = step if x.device.type == "cpu" else x.shape[0]
-        for start in range(0, x.shape[0], step):
-            rows = x[start : start + step]
-            hidden = torch.ops.aten.gelu_(fc1(self.norm2(rows)), approximate=self.mlp.act.approximate)
-            torch.addmm(rows, hidden, fc2.weight.t(), out=out[start : start + step]).add_(fc2.bias)
-        return out.view(shape)
+    def _add_branch(self, x: torch.Tensor, branch: torch.Tensor) -> torch.Tensor:
+        """x + drop_path(branch); without autograd, added into `branch` (a fresh tensor of x's shape) when
+        the sum keeps its dtype."""
+        branch = self.drop_path(branch)
+        if torch.is_grad_enabled() or torch.promote_types(x.dtype, branch.dtype) != branch.dtype:
+            return x + branch
+        return branch.add_(x)
 
     def _forward_traced(self, x: torch.Tensor) -> torch.Tensor:
         """`forward` as torch.compile traces it: pad, roll and partition as tensor ops, which the compiler

@@ -20,8 +20,6 @@ from torch import nn
 
 from tphyolo.models.swin_windows import relative_position_index
 
-QKV_CHUNK_BYTES = 8 << 20  # qkv activations per chunk of windows without autograd on the CPU (cache-sized)
-
 
 def attention_dtype(x: torch.Tensor) -> torch.dtype:
     """The dtype that Linear layers produce from `x`: the autocast dtype inside autocast, else x's."""
@@ -88,37 +86,10 @@ class WindowAttention(nn.Module):
         out = out.view(n, nw, nh, t, c // nh).transpose(2, 3).reshape(n, nw, t, c)  # (B, nW, N, C)
         return self.proj_drop(self.proj(out))
 
-    def attend(
-        self, source: torch.Tensor, gather: torch.Tensor, tokens: int, plain: int, biases: WindowBiases
-    ) -> torch.Tensor:
-        """Attention of the windows whose rows `gather` (nW' * N,) picks from `source` (P, C), window-major,
-        windows of N = `tokens` rows; the first `plain` windows take the bias `biases.plain`, the others
-        `biases.masked` -> (nW' * N, C) window-major, before `proj`.
-
-        With autograd: one gather and one qkv projection, q, k and v views of it, one attention call per
-        group of windows. Without: windows in chunks whose qkv (QKV_CHUNK_BYTES on the CPU) stays in cache."""
-        if torch.is_grad_enabled():
-            return self._attend_all(source.index_select(0, gather), tokens, plain, biases)
-        c = source.shape[1]
-        nh = self.num_heads
-        windows = gather.numel() // tokens
-        out = source.new_empty((gather.numel(), c), dtype=attention_dtype(source))
-        step = max(1, QKV_CHUNK_BYTES // (tokens * 3 * c * out.element_size()))
-        step = step if source.device.type == "cpu" else windows
-        drop = self.attn_drop if self.training else 0.0
-        for first, count, bias in ((0, plain, biases.plain), (plain, windows - plain, biases.masked)):
-            for start in range(first, first + count, step):
-                stop = min(start + step, first + count)
-                rows = slice(start * tokens, stop * tokens)
-                qkv = self.qkv(source.index_select(0, gather[rows])).view(-1, tokens, 3, nh, c // nh)
-                q, k, v = qkv.permute(2, 0, 3, 1, 4).unbind(0)  # (windows, nH, N, hs) each
-                mask = bias if bias.shape[0] == 1 else bias[start - first : stop - first]
-                attended = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=drop)
-                out[rows].view(-1, tokens, nh, c // nh).copy_(attended.transpose(1, 2))
-        return out
-
-    def _attend_all(self, rows: torch.Tensor, tokens: int, plain: int, biases: WindowBiases) -> torch.Tensor:
-        """`attend` with autograd, on the gathered rows (nW' * N, C)."""
+    def attend(self, rows: torch.Tensor, tokens: int, plain: int, biases: WindowBiases) -> torch.Tensor:
+        """Attention of window-major rows (nW' * N, C) (windows of N = `tokens` rows, the first `plain` of
+        them with the bias `biases.plain`, the rest with `biases.masked`) -> (nW' * N, C), before `proj`.
+        q, k and v stay views of one qkv projection; each group of windows is one attention call."""
         c = rows.shape[1]
         nh = self.num_heads
         qkv = self.qkv(rows).view(-1, tokens, 3, nh, c // nh).permute(2, 0, 3, 1, 4)  # (3, nW', nH, N, hs)
