@@ -40,3 +40,20 @@ def test_folded_block_matches_the_unfolded_order(size: int, fine: tuple[int, int
     for name, expected in ref_grads.items():
         torch.testing.assert_close(grads[name], expected, rtol=1e-4, atol=1e-4, msg=name)
     assert all(grads[name].abs().sum() > 0 for name in names if name != "att.k.bias")  # k's bias cancels
+
+
+def test_folded_maps_are_kept_without_gradients_until_a_parameter_changes() -> None:
+    torch.manual_seed(0)
+    block = CLLABlock(16, 8, 24, 15).eval()
+    x1, x2 = torch.randn(2, 8, 16, 20), torch.randn(2, 24, 8, 10)
+    with torch.inference_mode():
+        block(x1, x2)
+        first = block.folded()
+        assert block.folded() is first  # reused
+    for name in ("conv1.weight", "att.q.bias", "att.k.weight", "att.v.bias"):
+        with torch.no_grad():
+            block.get_parameter(name).mul_(1.5)  # as an optimiser step or an EMA update does
+            torch.testing.assert_close(block(x1, x2), unfolded(block, x1, x2), rtol=1e-5, atol=1e-5, msg=name)
+    block.train()
+    block(x1, x2).sum().backward()  # maps built under inference mode do not leak into a graph
+    assert block.att.q.weight.grad is not None and block.conv1.weight.grad is not None

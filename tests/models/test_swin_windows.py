@@ -8,7 +8,7 @@ import torch
 import torch.nn.functional as F
 
 from tphyolo.models.swin import C3STR, SwinLayer, SwinStack, build_shift_mask, partition_windows
-from tphyolo.models.swin_windows import masked_windows, window_plan
+from tphyolo.models.swin_windows import masked_windows, move_rows, window_plan
 
 M, S = 8, 4  # window, shift
 SIZES = [(8, 8), (16, 24), (13, 20), (7, 9), (17, 11), (24, 16)]
@@ -164,3 +164,32 @@ def test_caches_built_under_inference_mode_serve_training() -> None:
     block.cv1.conv.weight.grad = None
     block(x).sum().backward()
     assert block.cv1.conv.weight.grad is not None
+
+
+def test_inference_leaves_its_input_alone() -> None:
+    """Without autograd the residual sums are written into the branch outputs, never into the input."""
+    torch.manual_seed(0)
+    x = torch.randn(2, 13, 20, 64)
+    before = x.clone()
+    for shift in (0, S):
+        layer = random_layer(shift).eval()
+        with torch.no_grad():
+            out = layer(x)
+        assert torch.equal(x, before) and out.data_ptr() != x.data_ptr()
+
+
+@pytest.mark.parametrize(("h", "w"), [(13, 20), (16, 24)])
+def test_moved_rows_have_the_gradient_of_index_select(h: int, w: int) -> None:
+    hp, wp = -(-h // M) * M, -(-w // M) * M
+    plan = window_plan(2, h, w, M, S, masked_windows(hp, wp, M, S, "original", CPU), CPU)
+    for rows, index, back, unpicked in (
+        (2 * hp * wp, plan.gather, plan.gather_back, plan.padding[:0]),
+        (plan.gather.numel(), plan.scatter, plan.scatter_back, plan.padding),
+    ):
+        x = torch.randn(rows, 3, requires_grad=True)
+        upstream = torch.randn(index.numel(), 3)
+        (move_rows(x, index, back, unpicked) * upstream).sum().backward()
+        ours = x.grad.clone()
+        x.grad = None
+        (x.index_select(0, index) * upstream).sum().backward()
+        assert torch.equal(ours, x.grad)

@@ -11,9 +11,10 @@ Computed without projecting the fine cells: the score of cell j is q . (Wk f_j +
 the same for every cell of a block, so it drops out of the softmax; what remains is u . f_j with
 u = -Wk^T q / r, one vector per coarse cell. Likewise the weights sum to one, so the weighted sum of
 v_j = Wv f_j + bv is Wv (sum of weighted f_j) + bv: the value map is applied once per coarse cell, not to
-every fine cell. The r x r blocks are strided views of x1 (`Tensor.unfold`), never copied, and the two
-per-cell contractions (scores, weighted sum) run over them in x1's memory order. `CLLABlock`
-folds its 1x1 input convolution of x1 into Wk and Wv the same way, so x1 is not projected at all.
+every fine cell. The r x r blocks are strided views of x1 (`Tensor.unfold`; only sizes above 3 pad, and so
+copy, x1), and the two per-cell contractions (scores, weighted sum) run over them in x1's memory order.
+`CLLABlock` folds its 1x1 input convolution of x1 into Wk and Wv the same way, so x1 is not projected at
+all; without gradients the folded maps are kept until a parameter changes.
 Parameter names follow the released layout (`det.conv1`, `det.conv2`, `det.att.q/k/v`, `det.det`, `m.{i}`).
 """
 
@@ -26,6 +27,8 @@ import torch.nn.functional as F
 from torch import nn
 
 from tphyolo.models.heads import DetectionHead
+
+Pair = tuple[torch.Tensor, torch.Tensor]  # (weight, bias) of a linear map
 
 
 class CLLA(nn.Module):
@@ -45,32 +48,34 @@ class CLLA(nn.Module):
         self.v = nn.Linear(c, c)
 
     def forward(self, x1: torch.Tensor, x2: torch.Tensor) -> torch.Tensor:
-        return self.attend(x1, x2, (self.k.weight, self.k.bias), (self.v.weight, self.v.bias))
+        return self.attend(x1, x2, *self.fold((self.k.weight, self.k.bias), (self.v.weight, self.v.bias)))
 
-    def attend(
-        self,
-        source: torch.Tensor,
-        x2: torch.Tensor,
-        key: tuple[torch.Tensor, torch.Tensor],
-        value: tuple[torch.Tensor, torch.Tensor],
-    ) -> torch.Tensor:
-        """CLLA of x2 (B, C, H, W) over the cells of `source` (B, C_s, H1, W1), with keys W_k @ cell + b_k and
-        values W_v @ cell + b_v for `key` = (W_k (C, C_s), b_k (C,)) and `value` likewise -> (B, C, H, W).
-        With `source` = x1 and the k / v parameters this is `forward`; a caller may fold a linear map of x1
-        into the weights (exact when size // 2 - 1 = 0, i.e. no zero padding of the projected map)."""
+    def fold(self, key: Pair, value: Pair) -> tuple[Pair, Pair]:
+        """The (query, value) maps that `attend` takes, from the key map (W_k (C, C_s), b_k (C,)) and the
+        value map of the cells: query = (W (C_s + 1, C), b (C_s + 1,)) such that W x2 + b stacks
+        u = -W_k^T q / r and t = -q . b_k / r for q = self.q(x2), so that -q . k_j / r = u . cell_j + t.
+        (t is the same for all cells of a block and cancels in the softmax; it is kept so that b_k gets its
+        gradient, zero up to rounding.) Computed in float32 outside autocast."""
+        (key_weight, key_bias), q = key, self.q
+        with torch.autocast(key_weight.device.type, enabled=False):
+            to_key_space = torch.cat([key_weight, key_bias[:, None]], dim=1).t() / -self.size  # (C_s + 1, C)
+            return (to_key_space @ q.weight, to_key_space @ q.bias), value
+
+    def attend(self, source: torch.Tensor, x2: torch.Tensor, query: Pair, value: Pair) -> torch.Tensor:
+        """CLLA of x2 (B, C, H, W) over the cells of `source` (B, C_s, H1, W1), with the maps of `fold`:
+        `query` (C_s + 1, C) and `value` (W_v (C, C_s), b_v (C,)) -> (B, C, H, W). With `source` = x1 and
+        the layer's own maps this is `forward`; a caller may fold a linear map of x1 into the key and value
+        maps (exact when size // 2 - 1 = 0, i.e. no zero padding of the projected map)."""
         n, c, h, w = x2.shape
-        (key_weight, key_bias), (value_weight, value_bias) = key, value
-        if source.shape[0] != n or key_weight.shape != (c, source.shape[1]):
+        (query_weight, query_bias), (value_weight, value_bias) = query, value
+        if source.shape[0] != n or query_weight.shape != (source.shape[1] + 1, c):
             raise ValueError(
-                f"CLLA: fine map {tuple(source.shape)} and key weight {tuple(key_weight.shape)} do not fit the "
+                f"CLLA: fine map {tuple(source.shape)} and query map {tuple(query_weight.shape)} do not fit the "
                 f"coarse map {tuple(x2.shape)}"
             )
         blocks = self._blocks(source, h, w)  # (B, C_s, H, r, W, r), a view
         r = self.size
-        # -q . k_j / r = u . cell_j + t: u = -W_k^T q / r (C_s channels) and t = -q . b_k / r, the same for all
-        # cells of a block (it cancels in the softmax; kept so that b_k gets its gradient, zero up to rounding)
-        to_key_space = torch.cat([key_weight, key_bias[:, None]], dim=1).t() / -r  # (C_s + 1, C)
-        query = F.conv2d(x2, (to_key_space @ self.q.weight)[:, :, None, None], to_key_space @ self.q.bias)
+        query = F.conv2d(x2, query_weight[:, :, None, None], query_bias)  # (B, C_s + 1, H, W)
         u, t = query[:, :-1], query[:, -1]  # (B, C_s, H, W), (B, H, W)
         logits = (blocks * u[:, :, :, None, :, None]).sum(1) + t[:, :, None, :, None]  # (B, H, r, W, r)
         cells = logits.transpose(2, 3).reshape(n, h, w, r * r)  # (B, H, W, r*r)
@@ -108,16 +113,34 @@ class CLLABlock(nn.Module):
         self.conv2 = nn.Conv2d(c2, c, 1)
         self.att = CLLA(size, c)
         self.det = nn.Conv2d(c, c_out, 1)
+        self._folded: tuple[tuple, tuple[Pair, Pair]] | None = None
 
     def forward(self, x1: torch.Tensor, x2: torch.Tensor) -> torch.Tensor:
         x2 = self.conv2(x2)
         if self.att.size // 2 - 1:  # x1 is zero-padded after conv1: conv1 does not fold
             return self.det(self.att(self.conv1(x1), x2))
-        projection, shift = self.conv1.weight.flatten(1), self.conv1.bias  # conv1 folds into k and v: (c, c1), (c,)
+        return self.det(self.att.attend(x1, x2, *self.folded()))
+
+    def folded(self) -> tuple[Pair, Pair]:
+        """`CLLA.fold` of the attention's maps with conv1 folded into its key and value maps. Recomputed on
+        every call while a gradient is needed; otherwise kept until a parameter changes in place, moves
+        or is replaced."""
+        params = (self.conv1.weight, self.conv1.bias, *self.att.parameters())
+        if torch.is_grad_enabled() and any(p.requires_grad for p in params):
+            return self._fold()
+        stamp = tuple((p.data_ptr(), p._version) for p in params)
+        if self._folded is None or self._folded[0] != stamp:
+            with torch.inference_mode(False), torch.no_grad():
+                self._folded = (stamp, self._fold())
+        return self._folded[1]
+
+    def _fold(self) -> tuple[Pair, Pair]:
         att = self.att
-        key = (att.k.weight @ projection, att.k.weight @ shift + att.k.bias)
-        value = (att.v.weight @ projection, att.v.weight @ shift + att.v.bias)
-        return self.det(att.attend(x1, x2, key, value))
+        projection, shift = self.conv1.weight.flatten(1), self.conv1.bias  # (c, c1), (c,)
+        with torch.autocast(projection.device.type, enabled=False):
+            key = (att.k.weight @ projection, att.k.weight @ shift + att.k.bias)
+            value = (att.v.weight @ projection, att.v.weight @ shift + att.v.bias)
+        return att.fold(key, value)
 
 
 class CLLADetect(DetectionHead):

@@ -55,6 +55,7 @@ from tphyolo.models.swin_windows import (
     build_shift_mask,
     masked_windows,
     merge_windows,
+    move_rows,
     partition_windows,
     relative_position_index,
     shift_regions,
@@ -208,13 +209,28 @@ class SwinLayer(nn.Module):
         y = self.norm1(x)
         if (plan.hp, plan.wp) != (h, w):
             y = F.pad(y, (0, 0, 0, plan.wp - w, 0, plan.hp - h))  # (B, Hp, Wp, C), zeros after the norm
-        rows = y.reshape(-1, c).index_select(0, plan.gather)  # (nW * B * N, C) rolled windows, window-major
+        rows = move_rows(y.reshape(-1, c), plan.gather, plan.gather_back, plan.padding[:0])  # (nW * B * N, C)
         biases = self.biases_for(plan, n, attention_dtype(y), x.device)
-        m2 = self.window * self.window
-        y = self.attn.attend(rows, m2, plan.plain * n, biases)  # (nW * B * N, C)
-        y = self.attn.proj(y.index_select(0, plan.scatter))  # (B * H * W, C) unrolled, padding dropped
-        x = x + self.drop_path(self.attn.proj_drop(y).view(n, h, w, c))
-        return x + self.drop_path(self.mlp(self.norm2(x)))  # (B, H, W, C)
+        y = self.attn.attend(rows, self.window * self.window, plan.plain * n, biases)  # (nW * B * N, C)
+        y = move_rows(y, plan.scatter, plan.scatter_back, plan.padding)  # (B * H * W, C), padding dropped
+        x = self._add_branch(x, self.attn.proj_drop(self.attn.proj(y)).view(n, h, w, c))
+        return self._add_branch(x, self._mlp(self.norm2(x)))  # (B, H, W, C)
+
+    def _mlp(self, x: torch.Tensor) -> torch.Tensor:
+        """`self.mlp(x)`; without autograd its GELU runs in place (on the CPU a fresh tensor above glibc's
+        32 MiB mmap threshold is page-faulted in on every call, and the hidden activations are 4C wide)."""
+        if torch.is_grad_enabled():
+            return self.mlp(x)
+        hidden = torch.ops.aten.gelu_(self.mlp.fc1(x), approximate=self.mlp.act.approximate)
+        return self.mlp.drop2(self.mlp.fc2(self.mlp.drop1(hidden)))
+
+    def _add_branch(self, x: torch.Tensor, branch: torch.Tensor) -> torch.Tensor:
+        """x + drop_path(branch); without autograd, added into `branch` (a fresh tensor of x's shape) when
+        the sum keeps its dtype."""
+        branch = self.drop_path(branch)
+        if torch.is_grad_enabled() or torch.promote_types(x.dtype, branch.dtype) != branch.dtype:
+            return x + branch
+        return branch.add_(x)
 
     def _forward_traced(self, x: torch.Tensor) -> torch.Tensor:
         """`forward` as torch.compile traces it: pad, roll and partition as tensor ops, which the compiler

@@ -87,8 +87,8 @@ class WindowAttention(nn.Module):
         return self.proj_drop(self.proj(out))
 
     def attend(self, rows: torch.Tensor, tokens: int, plain: int, biases: WindowBiases) -> torch.Tensor:
-        """Attention of window-major rows (nW' * N, C) (windows of `tokens` tokens, the first `plain` of them
-        with the bias `biases.plain`, the rest with `biases.masked`) -> (nW' * N, C), before `proj`.
+        """Attention of window-major rows (nW' * N, C) (windows of N = `tokens` rows, the first `plain` of
+        them with the bias `biases.plain`, the rest with `biases.masked`) -> (nW' * N, C), before `proj`.
         q, k and v stay views of one qkv projection; each group of windows is one attention call."""
         c = rows.shape[1]
         nh = self.num_heads

@@ -92,6 +92,10 @@ class WindowPlan:
     `scatter` (B * H * W,): for each token of the unpadded maps, row-major, its row in the window-ordered
     tensor (so padded tokens are dropped on the way back). `windows` (nW,): the window numbers in plan
     order; the first `plain` of them have an all-zero shift mask, the rest (`windows[plain:]`) need it.
+    `gather_back` and `scatter_back` invert the two moves (for their gradients, see `move_rows`):
+    `gather_back` (B * Hp * Wp,) is the window-ordered row of each padded-map row, `scatter_back`
+    (nW * B * N,) the unpadded-map row of each window-ordered row (0 for `padding`, the rows that hold
+    padded tokens).
     """
 
     gather: torch.Tensor
@@ -100,6 +104,9 @@ class WindowPlan:
     plain: int
     hp: int
     wp: int
+    gather_back: torch.Tensor
+    scatter_back: torch.Tensor
+    padding: torch.Tensor
 
     @property
     def num_windows(self) -> int:
@@ -118,11 +125,39 @@ def window_plan(
     ty, tx = t.repeat_interleave(window), t.repeat(window)  # (N,) token offsets within a window
     ys = ((order // cols)[:, None] * window + ty + shift) % hp  # (nW, N) source rows of the rolled windows
     xs = ((order % cols)[:, None] * window + tx + shift) % wp
-    images = torch.arange(batch, device=device)[None, :, None] * (hp * wp)  # (1, B, 1)
-    gather = (images + (ys * wp + xs)[:, None, :]).flatten()  # (nW * B * N,) window-major
+    images = torch.arange(batch, device=device)[None, :, None]  # (1, B, 1)
+    gather = (images * (hp * wp) + (ys * wp + xs)[:, None, :]).flatten()  # (nW * B * N,) window-major
     rank = torch.empty_like(gather)
     rank[gather] = torch.arange(gather.numel(), device=device)  # padded-map row -> window-ordered row
     real = (torch.arange(h, device=device)[:, None] * wp + torch.arange(w, device=device)).flatten()  # (H*W,)
     scatter = rank.view(batch, hp * wp)[:, real].flatten()  # (B * H * W,)
+    inside = ((ys < h) & (xs < w))[:, None, :].expand(-1, batch, -1).flatten()  # (nW * B * N,) real tokens
+    origin = (images * (h * w) + (ys * w + xs)[:, None, :]).flatten().masked_fill(~inside, 0)
     plain = int(masked.numel() - masked.sum())
-    return WindowPlan(gather, scatter, order, plain, hp, wp)
+    return WindowPlan(gather, scatter, order, plain, hp, wp, rank, origin, (~inside).nonzero().flatten())
+
+
+class _MoveRows(torch.autograd.Function):
+    """x.index_select(0, index) for a one-to-one `index`, whose gradient is picked back by the inverse
+    index: an index_select, where autograd's own would scatter-add into zeros (serial on the CPU)."""
+
+    @staticmethod
+    def forward(ctx, x, index, back, unpicked):  # noqa: ANN001, ANN205 - autograd.Function signature
+        ctx.save_for_backward(back, unpicked)
+        return x.index_select(0, index)
+
+    @staticmethod
+    def backward(ctx, grad):  # noqa: ANN001, ANN205
+        back, unpicked = ctx.saved_tensors
+        grad_x = grad.index_select(0, back)
+        if unpicked.numel():
+            grad_x.index_fill_(0, unpicked, 0)
+        return grad_x, None, None, None
+
+
+def move_rows(x: torch.Tensor, index: torch.Tensor, back: torch.Tensor, unpicked: torch.Tensor) -> torch.Tensor:
+    """Rows `index` (M,) of x (R, C), each row of x picked at most once -> (M, C). `back` (R,): where each
+    row of x went (any valid row for the `unpicked` rows (K,), whose gradient is zero)."""
+    if not torch.is_grad_enabled():
+        return x.index_select(0, index)
+    return _MoveRows.apply(x, index, back, unpicked)
