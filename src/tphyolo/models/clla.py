@@ -26,6 +26,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from tphyolo.models.capture import capturing
 from tphyolo.models.heads import DetectionHead
 
 Pair = tuple[torch.Tensor, torch.Tensor]  # (weight, bias) of a linear map
@@ -124,9 +125,9 @@ class CLLABlock(nn.Module):
     def folded(self) -> tuple[Pair, Pair]:
         """`CLLA.fold` of the attention's maps with conv1 folded into its key and value maps. Recomputed on
         every call while a gradient is needed; otherwise kept until a parameter changes in place, moves
-        or is replaced."""
+        or is replaced. Under graph capture it is part of the graph."""
         params = (self.conv1.weight, self.conv1.bias, *self.att.parameters())
-        if torch.is_grad_enabled() and any(p.requires_grad for p in params):
+        if capturing() or (torch.is_grad_enabled() and any(p.requires_grad for p in params)):
             return self._fold()
         stamp = tuple((p.data_ptr(), p._version) for p in params)
         if self._folded is None or self._folded[0] != stamp:
