@@ -27,6 +27,7 @@ from tphyolo.engine.hyp import scale_hyp, train_hyp
 from tphyolo.engine.loss import YoloLoss
 from tphyolo.engine.rng import seed_everything
 from tphyolo.engine.run_dir import new_run_dir
+from tphyolo.engine.startup import StartupClock
 from tphyolo.engine.train_config import TrainConfig
 from tphyolo.engine.train_data import build_data, grid_stride, load_train_data_config
 from tphyolo.engine.train_loop import LOSS_NAMES, train_one_epoch
@@ -66,6 +67,7 @@ class Trainer:
     def __init__(self, cfg: TrainConfig, runtime: RuntimeConfig, *, resume_from: str | Path | None = None) -> None:
         if runtime.half:
             raise ValueError("half (fp16 weights) is for inference only; train with amp (bf16/fp16 autocast)")
+        self.startup = clock = StartupClock()  # imports: the process's start up to here
         self.cfg, self.runtime = cfg, runtime
         self.dist = dist = DistContext.from_env()
         self.device = device = runtime.torch_device(dist.local_rank)
@@ -74,19 +76,24 @@ class Trainer:
         run_dir = new_run_dir(cfg.project, cfg.name, exist_ok=cfg.exist_ok) if dist.is_main else None
         self.run_dir = Path(broadcast_object(dist, str(run_dir) if run_dir else None))
         (self.run_dir / "weights").mkdir(parents=True, exist_ok=True)
+        clock.mark("setup")
 
         data_config = load_train_data_config(cfg.data, dist)
+        clock.mark("data")
         resume = load_checkpoint(resume_from) if resume_from is not None else None
         model = build_model_for_training(cfg.model, names=data_config.names, resume=resume)
         hyp_raw = train_hyp(cfg.hyp, label_smoothing=cfg.label_smoothing)
         stride = grid_stride(model)
         imgsz = check_imgsz(cfg.imgsz, stride)
         self.hyp = scale_hyp(hyp_raw, num_levels=model.head.nl, num_classes=model.nc, imgsz=imgsz)
+        clock.mark("model")
         self.data = build_data(cfg, data_config, hyp=self.hyp, imgsz=imgsz, stride=stride, dist=dist, device=device)
+        clock.mark("data")
         self.model = prepare_model_for_training(
             model, cfg, train_set=self.data.train_set, imgsz=imgsz, anchor_t=self.hyp["anchor_t"],
             resumed=resume is not None, dist=dist, runtime=runtime, device=device,
         )  # fmt: skip
+        clock.mark("model")
         self.optim = build_optimization(
             cfg, self.model, self.hyp, batches_per_epoch=len(self.data.train_loader), world_size=dist.world_size,
             with_ema=dist.is_main, runtime=runtime, device=device,
@@ -97,7 +104,9 @@ class Trainer:
             if resume is not None
             else TrainProgress()
         )
+        clock.mark("optimiser")
         self.train_model = wrap_for_training(self.model, sync_bn=cfg.sync_bn, dist=dist, runtime=runtime, device=device)
+        clock.mark("compile")
         if dist.is_main:
             self._write_settings(hyp_raw)
 
@@ -185,6 +194,12 @@ class Trainer:
             final_metrics=metrics,
         )
 
+    def _report_startup(self, clock: StartupClock) -> None:
+        """Logs the time to the first step and writes it to startup.json (main process)."""
+        if self.dist.is_main:
+            LOGGER.info("%s", clock.summary())
+            clock.write(self.run_dir / "startup.json")
+
     def _run_epoch(self, epoch: int, rng: random.Random, log: Any) -> dict[str, float]:
         cfg, dist, data, optim = self.cfg, self.dist, self.data, self.optim
         if dist.distributed:
@@ -219,8 +234,11 @@ class Trainer:
                     plot_batch(batch.images, batch.targets, self.names, self.run_dir / f"train_batch{i}.jpg")
 
         start = time.perf_counter()
+        batches = data.train_loader
+        if "first step" not in self.startup.phases and epoch == self.progress.start_epoch:
+            batches = self.startup.first_step(batches, self._report_startup)
         mean_items = train_one_epoch(
-            self.train_model, self.loss_fn, data.train_loader, optim.optimizer,
+            self.train_model, self.loss_fn, batches, optim.optimizer,
             scaler=optim.scaler, ema=optim.ema, state=self.progress.steps, epoch=epoch,
             epoch_factor=optim.lr_factor(epoch), hyp=self.hyp, accumulate=optim.accumulate,
             warmup_steps=optim.warmup_steps, runtime=self.runtime, device=self.device, dist_ctx=dist,
