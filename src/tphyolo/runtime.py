@@ -160,9 +160,11 @@ def configure_process(cfg: RuntimeConfig) -> dict[str, str]:
     """Apply process-wide settings from `cfg`; call once, from an entry point, before CUDA is initialised.
 
     Sets PYTORCH_CUDA_ALLOC_CONF and PYTORCH_ALLOC_CONF to `cfg.alloc_conf` only if the user set neither (a
-    user's setting always wins), then the TF32 and cudnn.benchmark flags. Raises RuntimeError if CUDA is
-    already initialised, because the allocator reads its settings once, at initialisation.
-    Returns what it did, for logging: {"alloc_conf": ..., "alloc_conf_source": "user"|"tphyolo"|"none"}.
+    user's setting always wins), then the TF32 and cudnn.benchmark flags; when compiling, points PyTorch's
+    compile caches at tphyolo's (`tphyolo.compile_cache`). Raises RuntimeError if CUDA is already initialised,
+    because the allocator reads its settings once, at initialisation.
+    Returns what it did, for logging: {"alloc_conf": ..., "alloc_conf_source": "user"|"tphyolo"|"none"}, and
+    when compiling {"compile_cache": DIR, "compile_cache_source": "user"|"tphyolo"|"default"}.
     """
     if torch.cuda.is_initialized():
         raise RuntimeError(
@@ -180,6 +182,11 @@ def configure_process(cfg: RuntimeConfig) -> dict[str, str]:
     torch.set_float32_matmul_precision("high" if cfg.tf32 else "highest")
     torch.backends.cudnn.allow_tf32 = cfg.tf32
     torch.backends.cudnn.benchmark = cfg.cudnn_benchmark
+    if cfg.compile != "off":
+        from tphyolo.compile_cache import use_compile_cache
+
+        cache = use_compile_cache()
+        report.update(compile_cache=cache["dir"], compile_cache_source=cache["source"])
     return report
 
 

@@ -20,6 +20,7 @@ import yaml
 
 from tphyolo.data.formats.visdrone import format_visdrone
 from tphyolo.data.labels import ImageLabels
+from tphyolo.user_cache import user_cache_dir
 
 GENERATOR_VERSION = 1
 NAMES = ("car", "bus", "pedestrian", "truck", "motor", "van")
@@ -224,8 +225,8 @@ def generate_synthetic(root: Path, *, n_train: int = 80, n_val: int = 20, imgsz:
 
 
 def default_cache_dir() -> Path:
-    """`$XDG_CACHE_HOME/tphyolo` (default `~/.cache/tphyolo`)."""
-    return Path(os.environ.get("XDG_CACHE_HOME") or "~/.cache").expanduser() / "tphyolo"
+    """Where generated sets live: the user cache (`tphyolo.user_cache.user_cache_dir`)."""
+    return user_cache_dir()
 
 
 def ensure_synthetic(

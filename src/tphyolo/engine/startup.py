@@ -7,7 +7,7 @@ process group), data (dataset scan and cache, loaders), model (build, transfer, 
 schedule, EMA, resume state), compile (DDP and torch.compile wrapping; graphs compile lazily, in the first
 step), first batch (loader workers up, first batch read) and first step (forward, loss, backward and optimiser
 step of the first batch, including graph compilation under --compile). The record goes to the console and to
-`startup.json` in the run folder.
+`startup.json` in the run folder, with the compile caches' hits and misses under --compile.
 """
 
 from __future__ import annotations
@@ -42,6 +42,7 @@ class StartupClock:
         self._origin = now - (age or 0.0)
         self._last = self._origin
         self.phases: dict[str, float] = {}
+        self.notes: dict[str, object] = {}  # recorded beside the phases (e.g. compile-cache hits)
         if age is not None:
             self.mark("imports", at=now)
 
@@ -75,7 +76,8 @@ class StartupClock:
         return f"time to first step {self.total:.2f} s ({parts})"
 
     def to_dict(self) -> dict:
-        return {"total_s": round(self.total, 4), "phases_s": {k: round(v, 4) for k, v in self.phases.items()}}
+        phases = {k: round(v, 4) for k, v in self.phases.items()}
+        return {"total_s": round(self.total, 4), "phases_s": phases, **self.notes}
 
     def write(self, path: Path) -> None:
         path.write_text(json.dumps(self.to_dict(), indent=2) + "\n")

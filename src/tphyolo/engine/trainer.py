@@ -196,8 +196,13 @@ class Trainer:
 
     def _report_startup(self, clock: StartupClock) -> None:
         """Logs the time to the first step and writes it to startup.json (main process)."""
+        if self.runtime.compile != "off":
+            from tphyolo.compile_cache import cache_counters
+
+            clock.notes["compile_cache"] = cache_counters()
         if self.dist.is_main:
-            LOGGER.info("%s", clock.summary())
+            cache = clock.notes.get("compile_cache")
+            LOGGER.info("%s%s", clock.summary(), f"; compile cache {cache}" if cache else "")
             clock.write(self.run_dir / "startup.json")
 
     def _run_epoch(self, epoch: int, rng: random.Random, log: Any) -> dict[str, float]:

@@ -103,6 +103,14 @@ def _probe_compile(device: torch.device) -> dict:
     return result
 
 
+def _compile_cache() -> dict:
+    """Where `--compile` runs keep compiled graphs (`tphyolo.compile_cache`) and what is there now."""
+    from tphyolo.compile_cache import compile_cache_dir, describe_cache
+
+    folder, source = compile_cache_dir()
+    return {**describe_cache(folder), "source": source}
+
+
 def _pinned_memory() -> dict:
     if not torch.cuda.is_available():
         return {"supported": False, "reason": "no CUDA device (pinned memory only helps host-to-GPU copies)"}
@@ -165,6 +173,7 @@ def collect_report(*, compile_check: bool = True) -> dict:
             "tphyolo_default": DEFAULT_ALLOC_CONF,
         },
         "compile": _probe_compile(device) if compile_check else {"available": None, "skipped": True},
+        "compile_cache": _compile_cache(),
         "cpu": {
             "logical_cores": os.cpu_count(),
             "usable_cores": affinity,
@@ -285,6 +294,9 @@ def format_report(report: dict) -> str:
     else:
         state = "works" if comp["available"] else f"FAILS: {comp['error']}"
         lines.append(f"  compile       {comp['backend']}: {state} ({comp['seconds']} s for a tiny function)")
+    cache = report["compile_cache"]
+    held = f"{cache['files']} files, {cache['mb']} MB" if cache["exists"] else "empty (not created yet)"
+    lines.append(f"  compile cache {cache['dir']} ({cache['source']}): {held}; used by --compile runs")
     cpu = report["cpu"]
     lines.append(
         f"  cpu           {cpu['processor']}, {cpu['usable_cores']}/{cpu['logical_cores']} cores usable, "
