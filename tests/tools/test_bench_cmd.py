@@ -75,3 +75,18 @@ def test_bench_eval_quick(tmp_path):
     assert row["name"] == "eval/coco" and row["ours_ms"] > 0
     if row["baseline_ms"] is not None:  # pycocotools installed
         assert row["extra"]["same_ap"] is True
+
+
+@pytest.mark.slow
+def test_bench_startup_quick_times_a_cold_and_a_warm_start(tmp_path):
+    from tphyolo.data.synthetic import generate_synthetic
+
+    data_yaml = generate_synthetic(tmp_path / "syn", n_train=4, n_val=1, imgsz=256)
+    data = _run(tmp_path, "startup", "--data", str(data_yaml), "--batch", "2")
+    (row,) = data["rows"]
+    assert row["name"] == "startup" and "baseline: cold start" in row["config"]
+    for start in ("cold", "warm"):
+        phases = row["extra"][f"{start}_phases_s"]
+        assert {"setup", "data", "model", "first batch", "first step"} <= set(phases)
+    assert row["baseline_ms"] == pytest.approx(1000 * sum(row["extra"]["cold_phases_s"].values()), abs=5)
+    assert row["ours_ms"] == pytest.approx(1000 * sum(row["extra"]["warm_phases_s"].values()), abs=5)

@@ -36,3 +36,14 @@ def test_profile_infer_clla_head_channels_last_with_memory(tmp_path):
 def test_profile_rejects_bad_steps(tmp_path, capsys):
     assert main(["profile", "--steps", "0", "--device", "cpu", "--out", str(tmp_path)]) == 2
     assert "--steps" in capsys.readouterr().err
+
+
+@pytest.mark.slow
+def test_profile_compile_reports_graphs_breaks_and_recompilations(tmp_path, capsys):
+    out = tmp_path / "prof"
+    argv = ["profile", "--model", "yolov5n", "--img", "64", "--batch", "1", "--steps", "1", "--mode", "infer"]
+    assert main([*argv, "--device", "cpu", "--compile", "--out", str(out)]) == 0
+    report = json.loads((out / "compile.json").read_text())
+    assert report["graphs"] >= 1
+    assert report["graph_breaks"] == {} and report["recompilations"] == {}  # our models compile whole
+    assert "torch.compile: " in capsys.readouterr().out

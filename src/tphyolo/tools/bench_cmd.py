@@ -7,6 +7,7 @@
     tphyolo bench wbf eval --clock cpu         # process CPU time: steadier on a shared machine
     tphyolo bench data --workers 0,1,2
     tphyolo bench attention model --quick     # tiny sizes, seconds
+    tphyolo bench startup --model tph-yolov5n --img 320 --compile   # cold vs warm start, fresh processes
 
 The runtime flags (`--device --amp --compile --channels-last --sdpa-backend ...`) are those of training, and
 both sides of every comparison run under them, prepared by `RuntimeConfig`. `bench model` sweeps variants of
@@ -30,7 +31,7 @@ from tphyolo.tools.errors import UsageError
 
 USES_RUNTIME = True
 
-BENCHMARKS = ("attention", "model", "wbf", "eval", "data")
+BENCHMARKS = ("attention", "model", "wbf", "eval", "data", "startup")
 
 
 def _csv(text: str) -> tuple[str, ...]:
@@ -184,6 +185,14 @@ def run(args: argparse.Namespace) -> int:
             size = 128 if args.quick else args.img
             rows += bench_data(image_size=size, batch=args.batch, workers=args.workers, batches=batches,
                               data=args.data, log=print)  # fmt: skip
+        elif what == "startup":
+            from tphyolo.bench.startup import StartupSettings, bench_startup
+
+            runtime: RuntimeConfig = args.runtime
+            settings = StartupSettings(data=args.data, model="tph-yolov5n" if args.quick else args.model,
+                                       image_size=128 if args.quick else args.img, batch=args.batch,
+                                       device=runtime.device, compile=runtime.compile)  # fmt: skip
+            rows += bench_startup(settings, log=print)
     machine = machine_info(device, **measured)
     print()
     print(format_table(rows))

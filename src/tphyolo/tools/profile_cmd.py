@@ -7,14 +7,16 @@ Writes to --out: `trace.json` (chrome://tracing or https://ui.perfetto.dev), `op
 table, also printed), `modules.txt` (forward time per module type, per head part, and of the TPH-attention
 and P2 branches, from `record_function` ranges opened by forward hooks); with --memory on CUDA also
 `memory_snapshot.pickle` (https://pytorch.org/memory_viz) and `memory_timeline.html`; with --tensorboard a
-TensorBoard trace under `tensorboard/`. The runtime flags are those of training, applied as everywhere by
-`RuntimeConfig` (`place_model`, `compile_model`, `prepare_images`, `autocast`, `sdpa_context`).
+TensorBoard trace under `tensorboard/`; with --compile `compile.json` (also printed): the graphs compiled, the
+graph breaks and the recompilations, with their reasons. The runtime flags are those of training, applied as
+everywhere by `RuntimeConfig` (`place_model`, `compile_model`, `prepare_images`, `autocast`, `sdpa_context`).
 """
 
 from __future__ import annotations
 
 import argparse
 import contextlib
+import json
 import os
 import shutil
 import socket
@@ -45,6 +47,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     from torch.profiler import ProfilerActivity, profile
 
+    from tphyolo.bench.compile_report import compile_report, reset_compile_counters
     from tphyolo.bench.model import infer_step, synthetic_images, synthetic_targets, train_step
     from tphyolo.bench.profile import ModuleLabels, label_times, layer_strides, summarize
     from tphyolo.models.build import build_model
@@ -61,6 +64,8 @@ def run(args: argparse.Namespace) -> int:
     model = runtime.place_model(build_model(args.model, num_classes=args.num_classes), device)
     strides = layer_strides(model, args.img, device=device)
     labelled = model if runtime.compile == "off" else None  # hooks would break compiled graphs
+    if runtime.compile != "off":
+        reset_compile_counters()
     module = runtime.compile_model(model)
     images = runtime.prepare_images(synthetic_images(args.batch, args.img), device)
     targets = synthetic_targets(args.batch, args.num_classes).to(device)
@@ -109,6 +114,11 @@ def run(args: argparse.Namespace) -> int:
         text = "per-module times are not recorded under --compile (forward hooks would split the compiled graph)"
     (out / "modules.txt").write_text(text + "\n")
     print(text)
+
+    if runtime.compile != "off":
+        report = compile_report()
+        (out / "compile.json").write_text(json.dumps(report.to_dict(), indent=2) + "\n")
+        print(report.format())
 
     if args.memory and cuda:
         torch.cuda.memory._dump_snapshot(str(out / "memory_snapshot.pickle"))
