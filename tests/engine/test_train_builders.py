@@ -18,7 +18,7 @@ from tphyolo.engine.train_config import TrainConfig
 from tphyolo.engine.train_data import build_data, grid_stride, load_train_data_config
 from tphyolo.engine.train_loop import NonFiniteLossError, StepState, train_one_epoch
 from tphyolo.engine.train_model import build_model_for_training, freeze_layers
-from tphyolo.engine.train_optim import build_optimization
+from tphyolo.engine.train_optim import build_optimization, warmup_length
 from tphyolo.engine.train_state import TrainProgress, restore_training, resume_config, training_checkpoint
 from tphyolo.runtime import RuntimeConfig
 
@@ -196,3 +196,16 @@ def test_epoch_skips_non_finite_losses_and_stops_after_five_in_a_row():
     assert state.step == 4 and ema.updates == 3 and state.nonfinite_in_a_row == 0
     with pytest.raises(NonFiniteLossError, match="5 batches in a row"):
         run_toy_epoch(ToyModel(), [1.0] + [math.inf] * 5)
+
+
+@pytest.mark.parametrize(
+    ("warmup_epochs", "batches", "min_steps", "epochs", "expected"),
+    [
+        (3.0, 404, 100, 300, 1212),  # a real run: warmup_epochs of batches
+        (3.0, 10, 100, 20, 100),  # the quick job: the minimum, exactly half the run
+        (3.0, 10, 100, 3, 15),  # a 3-epoch demo: half of its 30 batches
+        (0.0, 1, 100, 1, 1),  # a one-batch run still warms up for its single batch
+    ],
+)
+def test_warmup_is_yolov5s_rule_but_never_more_than_half_the_run(warmup_epochs, batches, min_steps, epochs, expected):
+    assert warmup_length(warmup_epochs, batches, min_steps, epochs) == expected

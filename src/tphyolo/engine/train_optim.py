@@ -47,7 +47,7 @@ def build_optimization(
     """The optimisation of `model` (already on `device`, its frozen layers already frozen): parameter groups
     with weight decay scaled to the images per step, the linear or cosine (`cfg.cos_lr`) schedule from lr0 to
     lr0 * lrf, a GradScaler enabled when the runtime trains in fp16, an EMA when `with_ema` (rank 0), and a
-    warm-up of `hyp["warmup_epochs"]` epochs but at least `cfg.warmup_min_steps` batches."""
+    warm-up of `warmup_length` batches."""
     ema = ModelEMA(model) if with_ema else None
     accumulate = accumulation_steps(cfg.batch, world_size, nominal_batch=cfg.nominal_batch)
     weight_decay = scaled_weight_decay(hyp["weight_decay"], cfg.batch, world_size, nominal_batch=cfg.nominal_batch)
@@ -62,5 +62,12 @@ def build_optimization(
         scaler=torch.amp.GradScaler(device.type, enabled=runtime.needs_grad_scaler(device)),
         ema=ema,
         accumulate=accumulate,
-        warmup_steps=max(round(hyp["warmup_epochs"] * batches_per_epoch), cfg.warmup_min_steps),
+        warmup_steps=warmup_length(hyp["warmup_epochs"], batches_per_epoch, cfg.warmup_min_steps, cfg.epochs),
     )
+
+
+def warmup_length(warmup_epochs: float, batches_per_epoch: int, min_steps: int, epochs: int) -> int:
+    """Batches of warm-up: `warmup_epochs` epochs but at least `min_steps` batches (YOLOv5's rule), and never
+    more than half the run, so that a short run is not all warm-up (a 3-epoch run of 10 batches would otherwise
+    end before its learning rate ever reached lr0). Runs of at least twice the warm-up are unaffected."""
+    return min(max(round(warmup_epochs * batches_per_epoch), min_steps), max(1, epochs * batches_per_epoch // 2))
