@@ -88,12 +88,12 @@ def test_dockerfile_rules(dockerfile):
     assert any(word == "RUN" and "docker/install.sh" in arg for word, arg in steps)
     assert "start-dev.sh" in dict(steps)["ENTRYPOINT"]
     copied = " ".join(arg for word, arg in steps if word == "COPY")
-    for path in ("pyproject.toml", "src", "docker"):
+    for path in ("pyproject.toml", "src", "docker", "notebooks"):
         assert path in copied
 
 
 def test_dockerignore_sends_only_what_the_image_installs():
     lines = (ROOT / ".dockerignore").read_text().splitlines()
     assert lines[[i for i, line in enumerate(lines) if not line.startswith("#")][0]] == "*"
-    for kept in ("!src/", "!docker/", "!pyproject.toml"):
+    for kept in ("!src/", "!docker/", "!notebooks/", "!pyproject.toml"):
         assert kept in lines
