@@ -50,13 +50,19 @@ def run(args: argparse.Namespace) -> int:
     from tphyolo.flags import from_flags
 
     config = from_flags(InferenceConfig, args)
-    classifier = classifier_settings(args)
+    settings = classifier_settings(args)
     device = inference_device(args.runtime)
     (backend,) = load_backends(args.weights, runtime=args.runtime, device=device)
     data = load_data_config(args.data)
     names = list(data.names) or backend.names
     if data.names and len(data.names) != len(backend.names):
         raise ValueError(f"{args.weights}: {len(backend.names)} classes, but {args.data} has {len(data.names)}")
+    classifier = None
+    if settings["classifier"] is not None:  # checked against the detector before any data is read
+        from tphyolo.classify.classifier import as_classifier
+
+        classifier = as_classifier(settings["classifier"], detector_names=backend.names, device=device,
+                                   runtime=args.runtime, weight=settings["classifier_weight"])  # fmt: skip
     imgsz = check_imgsz(config.imgsz, backend.stride)
     dataset, _ = build_dataset(data, args.task, imgsz=imgsz, rect=True, batch_size=config.batch, stride=backend.stride)
     loader = build_dataloader(dataset, batch_size=config.batch, workers=args.workers, pin_memory=device.type == "cuda")
@@ -72,7 +78,7 @@ def run(args: argparse.Namespace) -> int:
         save_txt=args.save_txt,
         plots=args.plots,
         progress=True,
-        **classifier,
+        classifier=classifier,
     )
     print(format_results(results, verbose=args.verbose or args.task == "test"))
     if args.json is not None:
