@@ -130,3 +130,28 @@ def test_results_json_adds_the_numbers_of_another_protocol(scene_loader):
     assert data["protocol"] == "coco" and data["metrics"]["mAP50"] == results.map50
     assert data["metrics"]["coco/AP50"] == pytest.approx(100 * results.map50) and data["metrics"]["coco/AP50"] > 40
     assert data["per_class"]["car"]["coco/AP"] == results.protocol_per_class["car"]["AP"]
+
+
+def test_the_weight_sweep_scores_each_weight_and_keeps_the_smallest_best(tmp_path, monkeypatch):
+    from reclassify_scene import save_forced_classifier
+
+    from tphyolo.classify.checkpoint import load_classifier
+    from tphyolo.classify.sweep import save_weight, sweep_weight
+    from tphyolo.engine.backends import TorchBackend
+    from tphyolo.runtime import RuntimeConfig
+
+    def scene_backends(weights, *, runtime, device, fuse=True):
+        return [TorchBackend(SceneDetector(), runtime=runtime, device=device)]
+
+    monkeypatch.setattr("tphyolo.classify.sweep.load_backends", scene_backends)
+    oracle = CropClassifier(ColourOracle(), names=NAMES[2:], class_ids=[TRICYCLE, AWNING], img=16, context=0.1)
+    data = write_scene_data(tmp_path / "scene")
+    sweep = sweep_weight(oracle, "scene.pt", data, runtime=RuntimeConfig(device="cpu"), imgsz=256, batch=2)
+    # w = 0: the detector alone; w < 0.5: the mislabelled tricycle's score drops below the real awning-tricycle
+    # (awning-tricycle AP 1), but it stays an awning-tricycle; w > 0.5: every label right (w = 0.5 is a tie)
+    assert sweep.map50[0.0] < sweep.map50[0.3] < sweep.map50[0.6] == sweep.map50[0.8] == sweep.map50[1.0]
+    assert sweep.map50[1.0] > 0.99 and sweep.map[1.0] > 0.9
+    assert sweep.best in (0.5, 0.6) and sweep.map50[sweep.best] == sweep.map50[1.0] and "<- chosen" in sweep.table()
+    path = save_forced_classifier(tmp_path / "c.pt", k=0)
+    save_weight(path, sweep.best)
+    assert load_classifier(path).weight == sweep.best
