@@ -322,7 +322,7 @@ def results_json(results: EvalResults) -> dict:
             "R": c.recall,
             "AP50": c.map50,
             "AP50-95": c.map,
-        }  # fmt: skip
+        }
         for c in results.per_class
     }
     if results.protocol != "yolo":
