@@ -7,7 +7,8 @@ from painted_scene import painted_image
 from torch import nn
 
 from tphyolo.classify.classifier import CropClassifier, resolve_class_ids
-from tphyolo.classify.combine import combine_class_scores, one_hot_scores, reclassify
+from tphyolo.classify.combine import combine_class_scores, one_hot_scores
+from tphyolo.classify.relabel import reclassify
 
 
 def test_full_distribution_hand_worked():

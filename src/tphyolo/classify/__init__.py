@@ -7,10 +7,11 @@ original-resolution images, which re-labels a detector's boxes of classes it con
 
 from tphyolo.classify.checkpoint import ClassifierCheckpoint, load_classifier, save_classifier
 from tphyolo.classify.classifier import CropClassifier, resolve_class_ids
-from tphyolo.classify.combine import combine_class_scores, one_hot_scores, reclassify
+from tphyolo.classify.combine import combine_class_scores, one_hot_scores
 from tphyolo.classify.config import ClassifyConfig
 from tphyolo.classify.crops import context_regions, crop_objects, cut_crops, extract_crops, extract_patches
 from tphyolo.classify.model import CropClassifierNet, build_classifier
+from tphyolo.classify.relabel import reclassify, reclassify_rows
 
 __all__ = [
     "ClassifierCheckpoint",
@@ -27,6 +28,7 @@ __all__ = [
     "load_classifier",
     "one_hot_scores",
     "reclassify",
+    "reclassify_rows",
     "resolve_class_ids",
     "save_classifier",
 ]

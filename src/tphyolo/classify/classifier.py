@@ -3,6 +3,7 @@ was trained for."""
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -56,6 +57,8 @@ class CropClassifier:
         self.device = torch.device(device)
         self.net = self.runtime.place_model(net, self.device).eval()
         self.names, self.class_ids = tuple(names), tuple(int(i) for i in class_ids)
+        if not 0.0 <= weight <= 1.0:
+            raise ValueError(f"classifier weight must be in [0, 1], got {weight}")
         self.img, self.context, self.weight, self.batch_size = img, context, weight, batch_size
 
     @classmethod
@@ -67,20 +70,25 @@ class CropClassifier:
         device: str | torch.device = "cpu",
         runtime: RuntimeConfig | None = None,
         batch_size: int = DEFAULT_BATCH,
+        weight: float | None = None,
     ) -> CropClassifier:
         """From a checkpoint. With `detector_names`, the classes are mapped to that detector's ids by name
-        (ValueError when one is missing); otherwise the ids of the dataset it was trained on are kept."""
+        (ValueError naming the file when one is missing); otherwise the ids of the dataset it was trained on are
+        kept. `weight` replaces the checkpoint's default share."""
         checkpoint = load_classifier(path)
         class_ids = checkpoint.class_ids
         if detector_names is not None:
-            class_ids = resolve_class_ids(checkpoint.names, detector_names)
+            try:
+                class_ids = resolve_class_ids(checkpoint.names, detector_names)
+            except ValueError as error:
+                raise ValueError(f"{path}: {error}") from None
         return cls(
             checkpoint.build(),
             names=checkpoint.names,
             class_ids=class_ids,
             img=checkpoint.img,
             context=checkpoint.context,
-            weight=checkpoint.weight,
+            weight=checkpoint.weight if weight is None else weight,
             device=device,
             runtime=runtime,
             batch_size=batch_size,
@@ -102,3 +110,30 @@ class CropClassifier:
         """(N, K) probabilities for the (N, 4) xyxy `boxes` (original pixels) of the uint8 BGR `image`."""
         boxes = boxes.detach().cpu().numpy() if isinstance(boxes, torch.Tensor) else np.asarray(boxes)
         return self.probabilities(crop_objects(image, boxes, context=self.context, size=self.img))
+
+
+def as_classifier(
+    classifier: str | Path | CropClassifier,
+    *,
+    detector_names: Sequence[str],
+    device: str | torch.device = "cpu",
+    runtime: RuntimeConfig | None = None,
+    weight: float | None = None,
+) -> CropClassifier:
+    """A classifier for a detector with classes `detector_names`: a checkpoint path is loaded for it (on
+    `device` by `runtime`); a CropClassifier is checked to use that detector's class ids. `weight` replaces
+    its default share. Raises ValueError (naming the file) when its classes are not the detector's."""
+    if isinstance(classifier, (str, Path)):
+        return CropClassifier.load(classifier, detector_names=detector_names, device=device, runtime=runtime,
+                                   weight=weight)  # fmt: skip
+    if tuple(resolve_class_ids(classifier.names, detector_names)) != classifier.class_ids:
+        raise ValueError(
+            f"the classifier's classes {list(classifier.names)} have ids {list(classifier.class_ids)}, but "
+            f"the detector's classes are {list(detector_names)}"
+        )
+    if weight is not None and weight != classifier.weight:
+        if not 0.0 <= weight <= 1.0:
+            raise ValueError(f"classifier weight must be in [0, 1], got {weight}")
+        classifier = copy.copy(classifier)
+        classifier.weight = weight
+    return classifier

@@ -23,10 +23,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-import numpy as np
 import torch
-
-from tphyolo.classify.classifier import CropClassifier
 
 
 def combine_class_scores(
@@ -58,50 +55,3 @@ def one_hot_scores(scores: torch.Tensor, labels: torch.Tensor, num_classes: int)
     out = torch.zeros((len(scores), num_classes), dtype=torch.float32, device=scores.device)
     out[torch.arange(len(scores), device=scores.device), labels.long()] = scores.float()
     return out
-
-
-def reclassify(
-    image: np.ndarray,
-    boxes: torch.Tensor,
-    scores: torch.Tensor,
-    labels: torch.Tensor,
-    classifier: CropClassifier,
-    *,
-    class_scores: torch.Tensor | None = None,
-    weight: float | None = None,
-    min_score: float = 0.0,
-) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """Re-label the detections of one image with `classifier`.
-
-    image: the original uint8 BGR (H, W, 3) image; boxes (N, 4) xyxy in its pixels, scores (N,), labels (N,)
-    in the classifier's detector class ids (`classifier.class_ids`); class_scores: optional (N, nc) per-class
-    confidences obj * cls with scores == class_scores[i, labels[i]] (else formed from score and label);
-    weight: the classifier's share w (default `classifier.weight`); min_score: detections scoring below it are
-    left as they are, not cropped (validation keeps thousands of near-zero boxes that cannot change AP much).
-
-    The detections whose label is one of the classifier's classes are cropped and classified together (in
-    batches of `classifier.batch_size`); their class confidences are combined (`combine_class_scores`), the
-    label becomes the argmax and the score the confidence of that label. Other detections are unchanged.
-    Returns (boxes, scores, labels) -- boxes unchanged -- re-sorted by descending score (stable), on the
-    device and in the dtypes of the inputs.
-    """
-    weight = classifier.weight if weight is None else weight
-    ids = torch.as_tensor(classifier.class_ids, dtype=torch.long, device=labels.device)
-    chosen = (torch.isin(labels.long(), ids) & (scores >= min_score)).nonzero().flatten()  # (M,)
-    if len(chosen) == 0:
-        return boxes, scores, labels
-    if class_scores is None:
-        nc = max(int(labels.max()), int(ids.max())) + 1
-        a = one_hot_scores(scores[chosen], labels[chosen], nc)
-    else:
-        if class_scores.shape[0] != len(scores) or class_scores.shape[1] <= int(ids.max()):
-            raise ValueError(f"class_scores {tuple(class_scores.shape)} do not fit {len(scores)} detections")
-        a = class_scores[chosen].float()
-    q = classifier.classify(image, boxes[chosen])  # (M, K)
-    combined = combine_class_scores(a, q.to(a.device), classifier.class_ids, weight=weight)
-    new_scores, new_labels = combined.max(1)
-    scores, labels = scores.clone(), labels.clone()
-    scores[chosen] = new_scores.to(scores.dtype)
-    labels[chosen] = new_labels.to(labels.dtype)
-    order = torch.sort(scores, descending=True, stable=True).indices
-    return boxes[order], scores[order], labels[order]

@@ -17,7 +17,8 @@ DEFAULT_WEIGHT_DECAY = {"AdamW": 0.05, "SGD": 5e-4}
 class ClassifyConfig:
     """A training run: crops of the `classes` of `data` (default: its `confusable:` list, else all classes),
     `context` of the box size added on each side, warped to `img` pixels; `arch` trained from scratch (or from
-    local `weights`) for `epochs` with `optimizer` and cosine decay; results in project/name."""
+    local `weights`) for `epochs` with `optimizer` and cosine decay; results in project/name. With a `detector`,
+    its default weight is then chosen by a sweep on val (`sweep.py`) with that detector at `detector_img`."""
 
     data: str = flag("synthetic-fine", "--data", help="dataset yaml, image folder or built-in name")
     classes: tuple[str, ...] | None = flag(
@@ -40,6 +41,10 @@ class ClassifyConfig:
     name: str = flag("exp", "--name", help="run name (numbered name2, name3, ... unless --exist-ok)")
     exist_ok: bool = flag(False, "--exist-ok", help="reuse project/name instead of numbering a new one")
     seed: int = flag(0, "--seed", help="random seed")
+    detector: str | None = flag(
+        None, "--detector", help="train: detector to sweep the classifier's weight with on val (saved with it)"
+    )
+    detector_img: int = flag(640, "--detector-img", help="the detector's inference size for the sweep, pixels")
 
     def __post_init__(self) -> None:
         if self.img < 8 or self.epochs < 1 or self.batch < 2 or self.context < 0 or self.min_size < 1:

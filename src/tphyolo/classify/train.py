@@ -30,6 +30,7 @@ from tphyolo.classify.data import confusable_classes, scan_records, select_class
 from tphyolo.classify.dataset import CropAugment, CropSetDataset, PatchDataset
 from tphyolo.classify.model import build_classifier, load_start_weights
 from tphyolo.classify.report import Accuracy, plot_confusion
+from tphyolo.classify.sweep import WeightSweep, save_weight, sweep_weight
 from tphyolo.data.dataset_config import load_data_config
 from tphyolo.engine.run_dir import new_run_dir
 from tphyolo.runtime import RuntimeConfig, autocast
@@ -48,6 +49,7 @@ class ClassifyResult:
     last: Path
     accuracy: Accuracy
     seconds: float
+    sweep: WeightSweep | None = None
 
 
 def build_optimizer(cfg: ClassifyConfig, net: nn.Module) -> torch.optim.Optimizer:
@@ -238,7 +240,14 @@ def fit_classifier(
     net.load_state_dict(load_classifier(best_path).model)
     _, accuracy = evaluate(net, val_loader, names=data.names, device=device, runtime=runtime)
     plot_confusion(accuracy, run_dir / "confusion_matrix.png")
-    return ClassifyResult(run_dir, best_path, last_path, accuracy, time.perf_counter() - start)
+    sweep = None
+    if cfg.detector:
+        sweep = sweep_weight(best_path, cfg.detector, cfg.data, runtime=runtime, imgsz=cfg.detector_img,
+                             workers=cfg.workers)  # fmt: skip
+        log(f"classifier weight on val with {cfg.detector}:\n{sweep.table()}")
+        for path in (best_path, last_path):
+            save_weight(path, sweep.best)
+    return ClassifyResult(run_dir, best_path, last_path, accuracy, time.perf_counter() - start, sweep)
 
 
 def validate_classifier(

@@ -4,7 +4,8 @@ Detections and ground truth are compared in original-image pixels: the inference
 (`tphyolo.engine.inference.Detector`) maps detections back from the letterboxed batch with each image's ratio
 and padding, and the targets and ignore regions are mapped likewise. A protocol of the registry
 (`tphyolo.metrics.registry.PROTOCOLS`: "yolo", "coco", "visdrone") scores them; the YOLO numbers (P, R, the
-per-class table) are reported with every protocol.
+per-class table) are reported with every protocol. With a crop classifier, each batch's merged detections are
+re-labelled from the original images (`Detector.reclassify`) before they are scored.
 """
 
 from __future__ import annotations
@@ -19,6 +20,8 @@ import cv2
 import torch
 from torch import nn
 
+from tphyolo.classify.checkpoint import load_classifier
+from tphyolo.classify.classifier import CropClassifier, as_classifier
 from tphyolo.engine.backends import Backend, as_backend
 from tphyolo.engine.inference import VALIDATION, Detector, InferenceConfig, View
 from tphyolo.engine.writers import coco_image_id, coco_records, yolo_lines
@@ -52,7 +55,9 @@ class EvalResults:
     matching, for every protocol); map50, map: mean AP at IoU 0.5 and over 0.50:0.95 (fractions) by the
     run's protocol; per_class: YOLO metrics per class; extra: the protocol's headline numbers in percent
     (e.g. "AP", "AR500"); tables: the YOLO table, then the protocol's when it is not YOLO; speed: ms per
-    image for "preprocess", "inference", "nms".
+    image for "preprocess", "inference", "nms" (and "classify" with a crop classifier); protocol_per_class:
+    the protocol's per-class numbers in percent (as `extra`); classifier_classes: the crop classifier's
+    classes, empty without one.
     """
 
     protocol: str
@@ -67,6 +72,8 @@ class EvalResults:
     tables: tuple[str, ...] = ()
     extra: dict[str, float] = field(default_factory=dict)
     save_dir: Path | None = None
+    protocol_per_class: dict[str, dict[str, float]] = field(default_factory=dict)
+    classifier_classes: tuple[str, ...] = ()
 
     @property
     def fitness(self) -> float:
@@ -96,34 +103,50 @@ def collect_results(
     runtime: RuntimeConfig | None = None,
     device: torch.device | None = None,
     progress: bool = False,
+    classifier: str | Path | CropClassifier | None = None,
+    classifier_weight: float | None = None,
 ) -> tuple[list[ImageResult], dict[str, float]]:
     """Run `model` (a backend, or a module already prepared on `device`, run in eval mode) over `loader`;
     returns per-image results in original pixels and the time per image in ms for "preprocess", "inference"
-    (forward passes and NMS) and "nms" (mapping back and merging). `config.imgsz` and `config.batch` are the
-    loader's business and not used here."""
+    (forward passes and NMS) and "nms" (mapping back and merging), and "classify" with a crop `classifier`
+    (a checkpoint or a CropClassifier; `classifier_weight` replaces its share) that re-labels the detections
+    of its classes. `config.imgsz` and `config.batch` are the loader's business and not used here."""
     results, seconds = [], {"preprocess": 0.0, "inference": 0.0, "nms": 0.0}
+    if classifier is not None:
+        seconds["classify"] = 0.0
     if progress:
         from tqdm import tqdm
 
         loader = tqdm(loader, desc="val", unit="batch")
     with as_backend(model, runtime=runtime, device=device) as backend:
-        detector = Detector([backend], config)
+        if classifier is not None:
+            classifier = as_classifier(classifier, detector_names=backend.names, device=backend.device,
+                                       runtime=runtime, weight=classifier_weight)  # fmt: skip
+        detector = Detector([backend], config, classifier=classifier)
         for batch in loader:
             t0 = _sync(detector.device)
             x = detector.prepare(batch.images)  # (B, 3, H, W)
             t1 = _sync(detector.device)
             runs = detector.detect(x)  # [run][image]
             t2 = _sync(detector.device)
+            merged, views = [], []
             for i in range(len(batch.paths)):
                 height, width = batch.shapes0[i].tolist()
-                view = View(batch.ratios[i].tolist(), batch.pads[i].tolist(), width, height)
-                rows = detector.combine([[view.rows_to_original(run[i])] for run in runs], width=width, height=height)
-                classes, boxes, ignore = _ground_truth(batch, i, view)
-                results.append(ImageResult(str(batch.paths[i]), (height, width), rows, classes, boxes, ignore))
+                views.append(View(batch.ratios[i].tolist(), batch.pads[i].tolist(), width, height))
+                merged.append(detector.combine([[views[i].rows_to_original(run[i])] for run in runs],
+                                               width=width, height=height))  # fmt: skip
             t3 = _sync(detector.device)
+            merged = detector.reclassify(merged, [str(p) for p in batch.paths])
+            t4 = _sync(detector.device)
+            for i, (view, rows) in enumerate(zip(views, merged, strict=True)):
+                classes, boxes, ignore = _ground_truth(batch, i, view)
+                results.append(ImageResult(str(batch.paths[i]), (view.height, view.width), rows, classes, boxes,
+                                           ignore))  # fmt: skip
             seconds["preprocess"] += t1 - t0
             seconds["inference"] += t2 - t1
             seconds["nms"] += t3 - t2
+            if classifier is not None:
+                seconds["classify"] += t4 - t3
     n = max(len(results), 1)
     return results, {k: 1000.0 * v / n for k, v in seconds.items()}
 
@@ -209,6 +232,8 @@ def evaluate(
     save_txt: bool = False,
     plots: bool = False,
     progress: bool = False,
+    classifier: str | Path | CropClassifier | None = None,
+    classifier_weight: float | None = None,
 ) -> EvalResults:
     """Validate `model` on `loader`'s `Batch`es with `config` (thresholds, TTA, merging) and score the run
     by `protocol` (a name of `tphyolo.metrics.registry.PROTOCOLS`).
@@ -216,12 +241,19 @@ def evaluate(
     `model` is a backend, or a module already prepared by `runtime` on `device` (fp16 weights with
     `runtime.half`, which then runs without autocast), put in eval mode for the run and given back in its
     previous mode. With `save_dir`: `save_txt` (labels/), `save_json` (predictions.json) and `plots` (val
-    batch images, PR/F1/P/R curves, confusion matrix).
+    batch images, PR/F1/P/R curves, confusion matrix). classifier, classifier_weight: a crop classifier that
+    re-labels the detections of its classes first (`collect_results`).
     """
     scorer = get_protocol(protocol)
     if (save_json or save_txt or plots) and save_dir is None:
         raise ValueError("save_json, save_txt and plots need a save_dir")
-    results, speed = collect_results(model, loader, config=config, runtime=runtime, device=device, progress=progress)
+    classifier_classes: tuple[str, ...] = ()
+    if isinstance(classifier, CropClassifier):
+        classifier_classes = classifier.names
+    elif classifier is not None:
+        classifier_classes = load_classifier(classifier).names
+    results, speed = collect_results(model, loader, config=config, runtime=runtime, device=device, progress=progress,
+                                     classifier=classifier, classifier_weight=classifier_weight)  # fmt: skip
 
     from tphyolo.metrics import ConfusionMatrix
 
@@ -249,6 +281,8 @@ def evaluate(
         tables=(yolo.table,) if scored is yolo else (yolo.table, scored.table),
         extra=dict(scored.overall),
         save_dir=save_dir,
+        protocol_per_class=dict(scored.per_class),
+        classifier_classes=tuple(classifier_classes),
     )
 
 
@@ -259,8 +293,43 @@ def format_results(results: EvalResults, *, verbose: bool = False) -> str:
     for table in results.tables[1:]:
         lines += ["", f"{results.protocol} protocol (percent):", table]
     speed = results.speed
+    classify = f", {speed['classify']:.1f} ms crop classifier" if "classify" in speed else ""
     lines.append(
         f"Speed: {speed['preprocess']:.1f} ms pre-process, {speed['inference']:.1f} ms inference, "
-        f"{speed['nms']:.1f} ms NMS and mapping per image"
+        f"{speed['nms']:.1f} ms NMS and mapping{classify} per image"
     )
     return "\n".join(lines)
+
+
+def results_json(results: EvalResults) -> dict:
+    """The numbers of a run as plain data, for comparing runs by script:
+
+    {"protocol": name, "metrics": {"P", "R", "mAP50", "mAP50-95"} | the protocol's headline numbers,
+     "per_class": {class: {"images", "instances", "P", "R", "AP50", "AP50-95"} | the protocol's numbers},
+     "classifier_classes": [...] (only with a crop classifier)}
+
+    P, R, mAP50 and mAP50-95 are fractions, as the YOLO table prints them (mAP by the run's protocol, as
+    `val` reports it; per class by YOLO matching). With the "coco" or "visdrone" protocol, the numbers of its
+    table are added as "PROTOCOL/NAME" with NAME as that table prints it (AP, AP50, AP75, AR1, ...), in
+    percent as printed.
+    """
+    metrics = {"P": results.mp, "R": results.mr, "mAP50": results.map50, "mAP50-95": results.map}
+    per_class = {
+        c.name: {
+            "images": c.images,
+            "instances": c.instances,
+            "P": c.precision,
+            "R": c.recall,
+            "AP50": c.map50,
+            "AP50-95": c.map,
+        }
+        for c in results.per_class
+    }
+    if results.protocol != "yolo":
+        metrics |= {f"{results.protocol}/{k}": v for k, v in results.extra.items()}
+        for name, values in results.protocol_per_class.items():
+            per_class.setdefault(name, {}).update({f"{results.protocol}/{k}": v for k, v in values.items()})
+    out = {"protocol": results.protocol, "metrics": metrics, "per_class": per_class}
+    if results.classifier_classes:
+        out["classifier_classes"] = list(results.classifier_classes)
+    return out

@@ -10,7 +10,10 @@ path, `Detector`, configured by one frozen `InferenceConfig`:
 A run is one backend with one TTA pass (backend-major); each run is suppressed by NMS on its own. An image's
 runs (each the concatenation of its views, e.g. slicing windows) are merged by WBF (weights: the per-backend
 weights) or NMS; one run of one view is returned as it is, so plain inference, TTA with the identity pass
-only and slicing of an image that is one window give the same detections.
+only and slicing of an image that is one window give the same detections. With a crop classifier, the
+merged detections of a batch of images are then re-labelled from the original images (`reclassify`):
+
+    rows = detector.reclassify([rows_0, rows_1, ...], [image_0, image_1, ...])  # arrays or paths
 """
 
 from __future__ import annotations
@@ -22,6 +25,8 @@ import numpy as np
 import torch
 from torchvision.ops import batched_nms
 
+from tphyolo.classify.classifier import CropClassifier, resolve_class_ids
+from tphyolo.classify.relabel import Image, reclassify_rows
 from tphyolo.engine.backends import Backend
 from tphyolo.engine.tta import DEFAULT_FLIPS, FLIPS, PAPER_SCALES, PLAIN, TTAConfig, augment, unaugment
 from tphyolo.flags import flag
@@ -36,6 +41,7 @@ VAL_IOU = 0.6  # NMS IoU threshold when scoring
 VAL_BATCH = 32  # images per forward pass when scoring
 WBF_IOU = 0.55  # the IoU threshold of weighted boxes fusion unless given
 MERGE_METHODS = ("wbf", "nms")
+RECLASSIFY_MIN_SCORE = 0.01  # detections scoring less are not re-classified (validation keeps thousands of them)
 
 
 @dataclass(frozen=True)
@@ -176,11 +182,17 @@ class Detector:
     """Backends run with one InferenceConfig: the one path from network input to merged detections.
 
     backends: one, or several (an ensemble) sharing a device and an input dtype; weights: each backend's WBF
-    weight (default 1).
+    weight (default 1); classifier: a crop classifier for these backends' classes (`as_classifier`) that
+    `reclassify` applies to the merged detections.
     """
 
     def __init__(
-        self, backends: Sequence[Backend], config: InferenceConfig, *, weights: Sequence[float] | None = None
+        self,
+        backends: Sequence[Backend],
+        config: InferenceConfig,
+        *,
+        weights: Sequence[float] | None = None,
+        classifier: CropClassifier | None = None,
     ) -> None:
         if not backends:
             raise ValueError("a Detector needs at least one backend")
@@ -194,6 +206,9 @@ class Detector:
         self.device = backends[0].device
         passes = len(config.tta.passes())
         self.run_weights = [float(w) for w in (weights or [1.0] * len(backends)) for _ in range(passes)]
+        if classifier is not None and resolve_class_ids(classifier.names, self.names) != classifier.class_ids:
+            raise ValueError(f"classifier class ids {classifier.class_ids} do not match the detector's {self.names}")
+        self.classifier = classifier
 
     @property
     def num_runs(self) -> int:
@@ -244,3 +259,12 @@ class Detector:
             weights=self.run_weights,
             agnostic=cfg.agnostic,
         )
+
+    def reclassify(self, rows: Sequence[torch.Tensor], images: Sequence[Image]) -> list[torch.Tensor]:
+        """The final detections of a batch of images -- one (n, 6) list per image in original pixels, as
+        `combine` gives them -- re-labelled by the crop classifier (`tphyolo.classify.relabel.reclassify_rows`:
+        the detections of its classes scoring at least RECLASSIFY_MIN_SCORE, cropped from `images`, the
+        original uint8 BGR images or their paths, and classified together). Without a classifier, the rows."""
+        if self.classifier is None:
+            return list(rows)
+        return reclassify_rows(self.classifier, rows, images, min_score=RECLASSIFY_MIN_SCORE)

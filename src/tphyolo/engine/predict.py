@@ -8,17 +8,20 @@ How one image is processed: it is cut into windows (the whole image unless slici
 letterboxed to `imgsz` (long side; short side padded to a stride multiple) and run through the inference core
 (`tphyolo.engine.inference.Detector`): every model with every TTA pass, each run suppressed by NMS and mapped
 back to original pixels. The runs of one (model, pass) over all windows form one detection list; the lists of
-an image are merged by WBF (weights: the per-model weights) or by NMS.
+an image are merged by WBF (weights: the per-model weights) or by NMS. With a crop classifier, the merged
+detections of its classes are then re-labelled from crops of the original image (`Detector.reclassify`).
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
 from dataclasses import replace
+from pathlib import Path
 
 import numpy as np
 import torch
 
+from tphyolo.classify.classifier import CropClassifier, as_classifier
 from tphyolo.data.letterbox import check_imgsz, letterbox
 from tphyolo.engine.backends import Weights, load_backends
 from tphyolo.engine.inference import Detector, InferenceConfig, View, inference_config
@@ -38,7 +41,9 @@ class Predictor:
     or a TTAConfig as a shorthand for `augment` and the TTA passes. An `imgsz` that is not a multiple of the
     largest stride is rounded up, with a warning. slice: a window size in original pixels or a SliceConfig.
     runtime: how to run (device, fp16 weights with `half`, channels_last, compile, autocast); `device`
-    overrides its device. fuse: fold BatchNorm into convolutions first.
+    overrides its device. fuse: fold BatchNorm into convolutions first. classifier: a crop-classifier
+    checkpoint (or a CropClassifier) whose classes are among the models' names; it re-labels the detections of
+    its classes, with its share `classifier_weight` (default: the one saved with it).
 
     Calling it on a source (path, folder, glob, .txt list, video, or a sequence of paths) or on uint8 BGR
     (H, W, 3) arrays returns one `Detections` per image or video frame.
@@ -55,6 +60,8 @@ class Predictor:
         model_weights: Sequence[float] | None = None,
         fuse: bool = True,
         tta: bool | TTAConfig | None = None,
+        classifier: str | Path | CropClassifier | None = None,
+        classifier_weight: float | None = None,
         **settings,
     ) -> None:
         config = inference_config(config, tta=tta, **settings)
@@ -62,7 +69,10 @@ class Predictor:
         self.device = resolve_device(str(device)) if device is not None else self.runtime.torch_device()
         backends = load_backends(weights, runtime=self.runtime, device=self.device, fuse=fuse)
         self.config = replace(config, imgsz=check_imgsz(config.imgsz, max(b.stride for b in backends)))
-        self.detector = Detector(backends, self.config, weights=model_weights)
+        if classifier is not None:
+            classifier = as_classifier(classifier, detector_names=backends[0].names, device=self.device,
+                                       runtime=self.runtime, weight=classifier_weight)  # fmt: skip
+        self.detector = Detector(backends, self.config, weights=model_weights, classifier=classifier)
         self.slicing = SliceConfig(slice) if isinstance(slice, int) else slice
 
     @property
@@ -106,13 +116,12 @@ class Predictor:
             windows = slice_windows(h, w, self.slicing) if self.slicing else [(0, 0, w, h)]
             views += [(i, window) for window in windows]
         runs = self._run_views(images, views)  # [run][view] (n, 6) original pixels
-        out = []
+        merged = []
         for i, image in enumerate(images):
             mine = [v for v, (j, _) in enumerate(views) if j == i]
             h, w = image.shape[:2]
-            rows = self.detector.combine([[run[v] for v in mine] for run in runs], width=w, height=h)
-            out.append(Detections.from_rows(rows))
-        return out
+            merged.append(self.detector.combine([[run[v] for v in mine] for run in runs], width=w, height=h))
+        return [Detections.from_rows(rows) for rows in self.detector.reclassify(merged, images)]
 
     def _run_views(self, images: Sequence[np.ndarray], views: list) -> list[list[torch.Tensor]]:
         """Every run on every view, in batches of views of one shape; [run][view] rows in original pixels."""

@@ -1,5 +1,6 @@
 """What `tphyolo predict` and `tphyolo val` share on the command line: the inference flags (derived from
-`InferenceConfig`), the output-folder flags (`OutputDir`) and the device check in the flags' words."""
+`InferenceConfig`), the output-folder flags (`OutputDir`), the crop-classifier flags and the device check in
+the flags' words."""
 
 from __future__ import annotations
 
@@ -18,6 +19,32 @@ def add_inference_flags(
 
     add_flags(parser, InferenceConfig, defaults=defaults, exclude=exclude)
     add_flags(parser, OutputDir)
+
+
+def add_classifier_flags(parser: argparse.ArgumentParser) -> None:
+    """--classifier and --classifier-weight: the crop classifier that re-labels the detections of its classes."""
+    parser.add_argument(
+        "--classifier", default=None, metavar="PATH", help="crop classifier (tphyolo classify train) to re-label with"
+    )
+    parser.add_argument(
+        "--classifier-weight",
+        type=float,
+        default=None,
+        metavar="W",
+        help="the classifier's share in [0, 1] (default: the one saved with it)",
+    )
+
+
+def classifier_settings(args: argparse.Namespace) -> dict[str, Any]:
+    """The `classifier` and `classifier_weight` keywords of Predictor and evaluate, checked in the flags' words."""
+    from tphyolo.tools.errors import UsageError
+
+    if args.classifier_weight is not None:
+        if args.classifier is None:
+            raise UsageError("--classifier-weight needs --classifier")
+        if not 0.0 <= args.classifier_weight <= 1.0:
+            raise UsageError(f"--classifier-weight must be in [0, 1], got {args.classifier_weight}")
+    return {"classifier": args.classifier, "classifier_weight": args.classifier_weight}
 
 
 def inference_device(runtime):

@@ -4,7 +4,12 @@ from __future__ import annotations
 
 import argparse
 
-from tphyolo.tools.inference_args import add_inference_flags, inference_device
+from tphyolo.tools.inference_args import (
+    add_classifier_flags,
+    add_inference_flags,
+    classifier_settings,
+    inference_device,
+)
 
 USES_RUNTIME = True
 RUNTIME_INFERENCE = True
@@ -20,6 +25,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--model-weights", nargs="+", type=float, default=None, help="WBF weight of each model")
     add_inference_flags(parser)
+    add_classifier_flags(parser)
     parser.add_argument("--slice", type=int, default=None, metavar="SIZE", help="sliced inference, window pixels")
     parser.add_argument("--overlap", type=float, default=0.2, help="slice overlap fraction (default: 0.2)")
     parser.add_argument("--slice-full", action="store_true", help="add a full-image pass to sliced inference")
@@ -49,6 +55,7 @@ def run(args: argparse.Namespace) -> int:
         device=device,
         slice=SliceConfig(args.slice, args.overlap, args.slice_full) if args.slice else None,
         model_weights=args.model_weights,
+        **classifier_settings(args),
     )
     save_dir = from_flags(OutputDir, args).create("runs/predict")
     writer = PredictionWriter(
