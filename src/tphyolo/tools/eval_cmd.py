@@ -80,8 +80,8 @@ def load_visdrone_pairs(gt_dir: Path, pred_dir: Path) -> list[tuple[str, np.ndar
 
 def _read_json(path: Path, what: str):
     try:
-        return json.loads(path.read_text())
-    except json.JSONDecodeError as error:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except (json.JSONDecodeError, UnicodeDecodeError) as error:
         raise ValueError(f"{path}: not valid JSON ({what}): {error}") from None
 
 
@@ -102,7 +102,8 @@ def _score_visdrone_files(args: argparse.Namespace):
 
 
 def _score_coco_files(args: argparse.Namespace):
-    from tphyolo.metrics.coco import evaluate_coco
+    from tphyolo.data.formats.coco import check_coco_dataset
+    from tphyolo.metrics.coco import check_coco_results, evaluate_coco
 
     if args.protocol != "coco":
         raise ValueError(f"--protocol {args.protocol} needs a folder of VisDrone annotation txt files, got {args.gt}")
@@ -110,8 +111,8 @@ def _score_coco_files(args: argparse.Namespace):
     detections = _read_json(args.pred, "COCO results")
     if not isinstance(gt, dict) or "annotations" not in gt or "images" not in gt:
         raise ValueError(f"{args.gt}: a COCO dataset needs 'images' and 'annotations'")
-    if not isinstance(detections, list):
-        raise ValueError(f"{args.pred}: COCO results must be a list of detections")
+    check_coco_dataset(gt, args.gt, image_files=False)  # scoring needs ids, boxes and categories only
+    check_coco_results(detections, str(args.pred), gt=gt)
     result = evaluate_coco(gt, detections)
     return result.overall, result.per_class, result.table()
 
