@@ -27,21 +27,16 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def read_visdrone_rows(path: Path) -> np.ndarray:
-    """(n, 8) float rows of a VisDrone txt file (missing truncation/occlusion read as 0)."""
+    """(n, 8) float rows of a VisDrone txt file (missing truncation/occlusion read as 0). Raises ValueError
+    naming the file and line of an unusable line (`read_visdrone_line`: empty fields, NaN/inf, a category that
+    is not a whole number, ...)."""
+    from tphyolo.data.formats.visdrone import read_visdrone_line
+
     rows = []
-    for lineno, line in enumerate(path.read_text().splitlines(), start=1):
-        fields = [f for f in line.strip().split(",") if f.strip()]
-        if not fields:
-            continue
-        try:
-            values = [float(f) for f in fields]
-        except ValueError:
-            raise ValueError(f"{path}:{lineno}: not a number in {line.strip()!r}") from None
-        if not 6 <= len(values) <= 8:
-            raise ValueError(f"{path}:{lineno}: expected 6 to 8 comma-separated numbers, got {len(values)}")
-        if values[2] < 0 or values[3] < 0:
-            raise ValueError(f"{path}:{lineno}: negative width or height in {line.strip()!r}")
-        rows.append(values + [0.0] * (8 - len(values)))
+    for lineno, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
+        values = read_visdrone_line(line, f"{path}:{lineno}", max_values=8)
+        if values is not None:
+            rows.append(values + [0.0] * (8 - len(values)))
     return np.array(rows, dtype=np.float64).reshape(-1, 8)
 
 
