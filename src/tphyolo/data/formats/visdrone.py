@@ -10,14 +10,13 @@ ignored region (kept as an ignore region), category 11 "others" is neither (drop
 
 from __future__ import annotations
 
-import math
 from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
 
 from tphyolo.data.formats.base import LabeledImage, LabelEntry, LabelFormat, sibling_file
-from tphyolo.data.labels import ImageLabels, LabelError
+from tphyolo.data.labels import ImageLabels, LabelError, finite_numbers, read_label_text
 from tphyolo.ops.boxes import xywh_to_xyxy
 
 IGNORED_CATEGORY = 0
@@ -46,12 +45,7 @@ def read_visdrone_line(line: str, where: str, *, max_values: int | None = None) 
         raise LabelError(f"{where}: expected {expected} comma-separated values, got {len(fields)}: {line!r}")
     if "" in fields:
         raise LabelError(f"{where}: field {fields.index('') + 1} is empty in {line!r}")
-    try:
-        values = [float(f) for f in fields]
-    except ValueError:
-        raise LabelError(f"{where}: not a number in {line!r}") from None
-    if not all(math.isfinite(v) for v in values):
-        raise LabelError(f"{where}: non-finite value in {line!r}")
+    values = finite_numbers(fields, where, line)
     if values[2] < 0 or values[3] < 0:
         raise LabelError(f"{where}: negative box size {values[2]:g}x{values[3]:g}")
     for i in WHOLE_COLUMNS[: len(values) - 5]:
@@ -67,7 +61,7 @@ def parse_visdrone(path: Path, *, num_classes: int = NUM_CLASSES) -> ImageLabels
     "others" (dropped) and anything above is an error.
     """
     classes, boxes, ignore = [], [], []
-    text = Path(path).read_text(encoding="utf-8", errors="strict")
+    text = read_label_text(path)
     for n, line in enumerate(text.splitlines(), start=1):
         values = read_visdrone_line(line, f"{path}:{n}")
         if values is None:
