@@ -63,7 +63,7 @@ def _inject(monkeypatch, point: str) -> None:
 def test_a_run_stopped_at_any_write_point_resumes_into_one_record(point, tiny_synthetic, tmp_path, monkeypatch):
     cfg = TrainConfig(
         data=str(tiny_synthetic), imgsz=64, batch=8, epochs=3, workers=0, project=str(tmp_path), name="run",
-        plots=False, autoanchor=False, warmup_min_steps=0,
+        plots=False, autoanchor=False, warmup_min_steps=0, save_period=2,
     )  # fmt: skip
     with monkeypatch.context() as patch:
         _inject(patch, point)
@@ -80,6 +80,7 @@ def test_a_run_stopped_at_any_write_point_resumes_into_one_record(point, tiny_sy
     assert columns["metrics/mAP50"] == pytest.approx([FITNESS[0], FITNESS[1], FITNESS[2]])
     last, best = load_checkpoint(weights / "last.pt"), load_checkpoint(weights / "best.pt")
     assert last.state["epoch"] == 2 and best.state["epoch"] == 1
+    assert load_checkpoint(weights / "epoch2.pt").state["epoch"] == 1  # written after best.pt, every 2 epochs
     assert last.state["best_fitness"] == best.state["best_fitness"] == pytest.approx(FITNESS[1])
     assert not list(weights.glob(".*.tmp")), "temporary files of the interrupted save remain"
 

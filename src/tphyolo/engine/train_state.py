@@ -137,23 +137,33 @@ def training_checkpoint(
     }
 
 
-def reconcile_weights(weights_dir: Path, ckpt: Checkpoint, progress: TrainProgress) -> None:
+def epoch_checkpoints(epoch: int, *, improved: bool, save_period: int) -> list[str]:
+    """The files (in `weights/`) that `epoch` writes, in order: `last.pt`, which commits the epoch, then
+    `best.pt` when it improved the fitness and `epochN.pt` (N = epoch + 1) every `save_period` epochs."""
+    names = ["last.pt"]
+    if improved:
+        names.append("best.pt")
+    if save_period > 0 and (epoch + 1) % save_period == 0:
+        names.append(f"epoch{epoch + 1}.pt")
+    return names
+
+
+def reconcile_weights(weights_dir: Path, ckpt: Checkpoint, progress: TrainProgress, *, save_period: int) -> None:
     """Make the weights folder of a resumed run agree with its `last.pt` (`ckpt`, read into `progress`): remove
-    the temporary files of an interrupted save, and rewrite `best.pt` from `last.pt` when `last.pt`'s epoch was
-    the best one but `best.pt` does not hold it (the run stopped between writing the two)."""
+    the temporary files of an interrupted save, and write from `last.pt` each other file of its epoch
+    (`epoch_checkpoints`: best.pt, epochN.pt) that does not hold that epoch (the run stopped in between)."""
     for path in remove_stale_temp_files(weights_dir):
         LOGGER.warning("removed %s, left by an interrupted checkpoint save", path)
     epoch = progress.start_epoch - 1
-    if progress.best_epoch != epoch:
-        return  # best.pt was written by an earlier epoch, which completed
-    best = weights_dir / "best.pt"
-    try:
-        if load_checkpoint(best).state.get("epoch") == epoch:
-            return
-    except (FileNotFoundError, CheckpointError):
-        pass
-    LOGGER.warning("%s: epoch %d is the best one but best.pt does not hold it; written from %s", best, epoch, ckpt.path)
-    save_checkpoint(best, ckpt.payload())
+    for name in epoch_checkpoints(epoch, improved=progress.best_epoch == epoch, save_period=save_period)[1:]:
+        path = weights_dir / name
+        try:
+            if load_checkpoint(path).state.get("epoch") == epoch:
+                continue
+        except (FileNotFoundError, CheckpointError):
+            pass
+        LOGGER.warning("%s does not hold epoch %d, which %s committed: written from it", path, epoch, ckpt.path)
+        save_checkpoint(path, ckpt.payload())
 
 
 PATH_SETTINGS = ("data", "model", "hyp", "weights")  # settings that may name files

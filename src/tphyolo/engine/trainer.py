@@ -39,6 +39,7 @@ from tphyolo.engine.train_model import (
 from tphyolo.engine.train_optim import build_optimization
 from tphyolo.engine.train_state import (
     TrainProgress,
+    epoch_checkpoints,
     reconcile_weights,
     restore_training,
     resume_config,
@@ -124,7 +125,7 @@ class Trainer:
         self.train_model = wrap_for_training(self.model, sync_bn=cfg.sync_bn, dist=dist, runtime=runtime, device=device)
         if dist.is_main:
             if resume is not None:
-                reconcile_weights(self.weights_dir, resume, self.progress)
+                reconcile_weights(self.weights_dir, resume, self.progress, save_period=cfg.save_period)
             elif (self.weights_dir / "best.pt").exists():
                 LOGGER.warning("%s: removing best.pt of an earlier run in this folder", self.weights_dir)
                 (self.weights_dir / "best.pt").unlink()
@@ -300,15 +301,12 @@ class Trainer:
         }
 
     def _save(self, epoch: int, improved: bool) -> None:
-        """last.pt commits the epoch (its results.csv row is already written); best.pt follows it, and a resume
-        rewrites it from last.pt should the run stop in between (`reconcile_weights`)."""
+        """The epoch's checkpoints (`epoch_checkpoints`): last.pt commits the epoch (its results.csv row is
+        already written); should the run stop before the others are written, a resume writes them from it
+        (`reconcile_weights`)."""
         payload = training_checkpoint(self.model, self.optim, cfg=self.cfg, epoch=epoch, progress=self.progress)
-        last = save_checkpoint(self.weights_dir / "last.pt", payload)
-        if improved:
-            save_checkpoint(self.weights_dir / "best.pt", payload)
-        if self.cfg.save_period > 0 and (epoch + 1) % self.cfg.save_period == 0:
-            save_checkpoint(self.weights_dir / f"epoch{epoch + 1}.pt", payload)
-        LOGGER.debug("saved %s", last)
+        for name in epoch_checkpoints(epoch, improved=improved, save_period=self.cfg.save_period):
+            LOGGER.debug("saved %s", save_checkpoint(self.weights_dir / name, payload))
 
 
 def train(cfg: TrainConfig | None = None, runtime: RuntimeConfig | None = None, **overrides: Any) -> TrainResult:
