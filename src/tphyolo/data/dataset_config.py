@@ -20,6 +20,8 @@ from pathlib import Path
 
 import yaml
 
+from tphyolo.yaml_keys import load_yaml
+
 SPLITS = ("train", "val", "test")
 BUILTIN_DATA = ("visdrone", "synthetic", "synthetic-fine")
 
@@ -119,7 +121,7 @@ def parse_data_yaml(path: Path, *, datasets_dir: Path | None = None) -> DataConf
     (used for built-in configs). A missing `path:` means the yaml's folder."""
     path = Path(path)
     try:
-        data = yaml.safe_load(path.read_text(encoding="utf-8"))
+        data = load_yaml(path.read_text(encoding="utf-8"))
     except yaml.YAMLError as error:
         raise ValueError(f"{path}: not valid yaml ({error})") from None
     if not isinstance(data, dict):
