@@ -200,16 +200,6 @@ def save_checkpoint(path: str | Path, payload: Mapping[str, Any]) -> Path:
     return path
 
 
-def remove_stale_temp_files(folder: str | Path) -> list[Path]:
-    """Remove the temporary files an interrupted `save_checkpoint` left in `folder` (`.NAME.pt.*.tmp`); returns
-    them. Call it only when no save into `folder` is under way."""
-    stale = sorted(Path(folder).glob(".*.pt.*.tmp"))
-    for path in stale:
-        with contextlib.suppress(FileNotFoundError):
-            path.unlink()
-    return stale
-
-
 def _fsync_directory(directory: Path) -> None:
     """Makes a rename in `directory` durable (a no-op where folders cannot be opened, e.g. Windows)."""
     if os.name == "nt":
@@ -219,6 +209,16 @@ def _fsync_directory(directory: Path) -> None:
         os.fsync(fd)
     finally:
         os.close(fd)
+
+
+def remove_stale_temp_files(folder: str | Path) -> list[Path]:
+    """Remove the temporary files an interrupted `save_checkpoint` left in `folder` (`.NAME.pt.*.tmp`); returns
+    them. Call it only when no save into `folder` is under way."""
+    stale = sorted(Path(folder).glob(".*.pt.*.tmp"))
+    for path in stale:
+        with contextlib.suppress(FileNotFoundError):
+            path.unlink()
+    return stale
 
 
 def _verify_archive(path: Path) -> None:

@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import argparse
 
-from tphyolo.engine.slicing import DEFAULT_OVERLAP
-from tphyolo.tools.errors import UsageError
 from tphyolo.tools.inference_args import add_inference_flags, inference_device
 
 USES_RUNTIME = True
@@ -13,6 +11,8 @@ RUNTIME_INFERENCE = True
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
+    from tphyolo.engine.slicing import DEFAULT_OVERLAP
+
     parser.add_argument("--source", required=True, help="image, folder, glob, .txt list of files, or video")
     parser.add_argument(
         "--weights",
@@ -37,7 +37,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def slice_config(args: argparse.Namespace):
     """The SliceConfig of `--slice`, `--overlap`, `--slice-full`, or None without `--slice`. Raises UsageError
     for slice flags given without `--slice` and for `--save-conf` without `--save-txt` (flags with no effect)."""
-    from tphyolo.engine.slicing import SliceConfig
+    from tphyolo.engine.slicing import DEFAULT_OVERLAP, SliceConfig
+    from tphyolo.tools.errors import UsageError
 
     if args.save_conf and not args.save_txt:
         raise UsageError("--save-conf adds scores to the --save-txt files; add --save-txt or drop it")
