@@ -27,6 +27,7 @@ from __future__ import annotations
 import collections
 import contextlib
 import datetime
+import logging
 import os
 import pickle
 import tempfile
@@ -43,6 +44,7 @@ from tphyolo._version import __version__
 from tphyolo.legacy import read_yolov5_checkpoint
 from tphyolo.models import build_model, convert_original_state_dict
 
+LOGGER = logging.getLogger("tphyolo")
 FORMAT_VERSION = 1
 REQUIRED_KEYS = ("model", "model_yaml", "names", "nc")
 RESUME_KEYS = (
@@ -209,6 +211,16 @@ def _fsync_directory(directory: Path) -> None:
         os.close(fd)
 
 
+def remove_stale_temp_files(folder: str | Path) -> list[Path]:
+    """Remove the temporary files an interrupted `save_checkpoint` left in `folder` (`.NAME.pt.*.tmp`); returns
+    them. Call it only when no save into `folder` is under way."""
+    stale = sorted(Path(folder).glob(".*.pt.*.tmp"))
+    for path in stale:
+        with contextlib.suppress(FileNotFoundError):
+            path.unlink()
+    return stale
+
+
 def _verify_archive(path: Path) -> None:
     """Checks that `path` is a complete zip archive whose records match their CRC-32."""
     try:
@@ -233,7 +245,11 @@ def _from_payload(path: Path, payload: Any) -> Checkpoint:
             "loaded: the model yaml is needed too"
         )
     version = payload["format_version"]
-    if type(version) is not int or version > FORMAT_VERSION:
+    if type(version) is not int or version < 1:
+        raise CheckpointError(
+            f"{path}: malformed checkpoint: 'format_version' must be an integer >= 1, got {version!r:.40}"
+        )
+    if version > FORMAT_VERSION:
         raise CheckpointError(
             f"{path}: checkpoint format {version!r} is newer than this tphyolo ({__version__}) reads "
             f"(format {FORMAT_VERSION}); upgrade tphyolo"
@@ -287,16 +303,33 @@ def load_checkpoint(path: str | Path, *, map_location: str | torch.device = "cpu
     LegacyCheckpointError (both ValueError) naming the file for truncated, corrupt or foreign files.
     """
     path = Path(path)
+    if path.is_dir():
+        raise CheckpointError(f"{path}: a folder, not a checkpoint file; give its .pt file (e.g. weights/best.pt)")
     if not path.is_file():
         raise FileNotFoundError(f"checkpoint not found: {path}")
     _verify_archive(path)
     try:
         payload = torch.load(path, map_location=map_location, weights_only=True)
-    except pickle.UnpicklingError:  # globals beyond plain data: an original checkpoint, or a hostile file
-        return _from_original(path, map_location)
     except (RuntimeError, EOFError, OSError) as error:
         raise CheckpointError(f"{path}: unreadable checkpoint ({type(error).__name__}: {error})") from error
-    return _from_payload(path, payload)
+    except (pickle.UnpicklingError, TypeError, ValueError, AttributeError, IndexError, KeyError):
+        # Globals beyond plain data (an original checkpoint, or a hostile file), or records that torch's own
+        # rebuild functions choke on (a crafted file): the restricted unpickler reads it or names what is wrong.
+        return _from_original(path, map_location)
+    checkpoint = _from_payload(path, payload)
+    _warn_non_finite(checkpoint)
+    return checkpoint
+
+
+def _warn_non_finite(checkpoint: Checkpoint) -> None:
+    """Logs a warning naming the file and the first tensors of "the model" (`weights`) holding NaN or inf:
+    such a model loads and runs, but detects nothing useful."""
+    bad = [k for k, v in checkpoint.weights.items() if v.is_floating_point() and not torch.isfinite(v).all()]
+    if bad:
+        LOGGER.warning(
+            "%s: %d weight tensor(s) hold NaN or inf (%s%s); the model's outputs will be meaningless",
+            checkpoint.path, len(bad), ", ".join(bad[:3]), ", ..." if len(bad) > 3 else "",
+        )  # fmt: skip
 
 
 def convert_checkpoint(src: str | Path, dst: str | Path) -> Path:

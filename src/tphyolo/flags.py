@@ -129,3 +129,40 @@ def from_flags(cls: type, args: argparse.Namespace, **overrides: Any) -> Any:
             value = getattr(args, field.name)
             values[field.name] = tuple(value) if isinstance(value, list) else value
     return cls(**(values | overrides))
+
+
+def setting_name(config: Any, field_name: str) -> str:
+    """What a user calls the setting `field_name` of a config dataclass (class or instance): its first flag
+    (`--img`), or the field name when it has no flag."""
+    field = next((f for f in dataclasses.fields(config) if f.name == field_name), None)
+    if field is None:
+        raise KeyError(f"{type(config).__name__} has no field {field_name!r}")
+    spec = flag_spec(field)
+    return spec.names[0] if spec is not None else field_name
+
+
+def _fits(value: Any, annotation: Any) -> bool:
+    origin = typing.get_origin(annotation)
+    if origin in (typing.Union, types.UnionType):
+        return any(_fits(value, kind) for kind in typing.get_args(annotation))
+    if origin is tuple:
+        kind = typing.get_args(annotation)[0]
+        return isinstance(value, tuple) and all(_fits(item, kind) for item in value)
+    if annotation is type(None):
+        return value is None
+    if annotation is float:
+        return type(value) in (int, float)
+    if annotation in (int, str, bool):
+        return type(value) is annotation
+    return True  # a type this check does not know
+
+
+def check_field_types(config: Any) -> None:
+    """Raises ValueError, naming the setting as `setting_name` does, for the first field of dataclass instance
+    `config` whose value does not have its annotated type (an int for float is accepted; bool is not an int)."""
+    hints = typing.get_type_hints(type(config))
+    for field in dataclasses.fields(config):
+        value = getattr(config, field.name)
+        if not _fits(value, hints[field.name]):
+            kind = getattr(hints[field.name], "__name__", str(hints[field.name]))
+            raise ValueError(f"{setting_name(config, field.name)} must be {kind}, got {value!r:.60}")

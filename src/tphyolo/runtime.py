@@ -150,10 +150,9 @@ def resolve_device(spec: str, *, local_rank: int = 0) -> torch.device:
         raise ValueError(f"device {spec!r} asks for CUDA, but no CUDA device is available (try --device cpu)")
     if names == ["cuda"]:
         return torch.device("cuda", local_rank)
-    device = torch.device(names[min(local_rank, len(names) - 1)])
-    if device.index >= torch.cuda.device_count():
+    if max(torch.device(name).index for name in names) >= torch.cuda.device_count():
         raise ValueError(f"device {spec!r}: only {torch.cuda.device_count()} CUDA device(s) visible")
-    return device
+    return torch.device(names[min(local_rank, len(names) - 1)])
 
 
 def configure_process(cfg: RuntimeConfig) -> dict[str, str]:
@@ -230,13 +229,13 @@ def add_runtime_arguments(parser: argparse.ArgumentParser, *, inference: bool = 
     group.add_argument("--device", default="auto", help="auto, cpu, cuda, N or N,M,... (default: auto)")
     group.add_argument(
         "--amp",
-        default="auto",
+        default=None,
         nargs="?",
         const="auto",
         choices=AMP_CHOICES,
         help="autocast dtype; auto = bf16 on GPUs that support it, fp16 on older GPUs, off on CPU (default: auto)",
     )
-    group.add_argument("--no-amp", dest="amp", action="store_const", const="off", help="same as --amp off")
+    group.add_argument("--no-amp", action="store_true", help="same as --amp off")
     group.add_argument(
         "--compile",
         default="off",
@@ -267,10 +266,13 @@ def add_runtime_arguments(parser: argparse.ArgumentParser, *, inference: bool = 
 
 
 def runtime_from_args(args: argparse.Namespace) -> RuntimeConfig:
-    """A RuntimeConfig from the flags added by `add_runtime_arguments`."""
+    """A RuntimeConfig from the flags added by `add_runtime_arguments`. Raises ValueError for `--amp X` given
+    with `--no-amp`."""
+    if args.no_amp and args.amp not in (None, "off"):
+        raise ValueError(f"--amp {args.amp} and --no-amp contradict each other; give one")
     return RuntimeConfig(
         device=args.device,
-        amp=args.amp,
+        amp="off" if args.no_amp else args.amp or "auto",
         sdpa_backends=tuple(args.sdpa_backend or ()),
         compile=args.compile,
         channels_last=args.channels_last,

@@ -122,3 +122,26 @@ def test_yolo_protocol_on_visdrone_folders(tmp_path):
     assert data["per_class"]["car"]["AP"] == pytest.approx(99.5)
     assert data["per_class"]["pedestrian"]["AP"] == pytest.approx(99.5 * 0.7)
     assert data["AP50"] == pytest.approx(99.5) and data["AP"] == pytest.approx((99.5 + 99.5 * 0.7) / 2)
+
+
+@pytest.mark.parametrize(
+    ("pred", "message"),
+    [
+        ("10,10,,20,0.9,4,-1,-1\n", "a.txt:1: field 3 is empty"),
+        ("10,10,20,20,nan,4,-1,-1\n", "a.txt:1: non-finite value"),
+        ("10,10,inf,20,0.9,4,-1,-1\n", "a.txt:1: non-finite value"),
+        ("10,10,20,20,0.9,4\n10,10,20,20,0.9,1.7,-1,-1\n", "a.txt:2: field 6 (category, truncation, occlusion) 1.7"),
+        ("10,10,20,-20,0.9,4,-1,-1\n", "a.txt:1: negative box size 20x-20"),
+        ("10,10,20,20,0.9,4,-1,-1,7\n", "a.txt:1: expected 6 to 8 comma-separated values, got 9"),
+    ],
+)
+def test_a_malformed_visdrone_line_is_refused_not_shifted(tmp_path, capsys, pred, message):
+    root = _dataset(tmp_path, pred=pred)
+    assert main(["eval", "--gt", str(root / "annotations"), "--pred", str(root / "pred")]) == 2
+    err = capsys.readouterr().err
+    assert message in err and err.count("\n") == 1
+
+
+def test_trailing_commas_and_blank_lines_are_tolerated(tmp_path):
+    root = _dataset(tmp_path, pred=PRED.replace("\n", ",\n\n"))
+    assert main(["eval", "--gt", str(root / "annotations"), "--pred", str(root / "pred")]) == 0

@@ -94,3 +94,30 @@ def test_half_is_refused_on_cpu_and_with_an_amp_dtype(weights, source, tmp_path,
     assert main(argv + ["--project", str(tmp_path)] + flags) == 2
     assert message in capsys.readouterr().err
     assert not any(tmp_path.iterdir())  # refused before anything was written
+
+
+@pytest.mark.parametrize(
+    ("flags", "message"),
+    [
+        (["--img", "0"], "--img must be >= 1, got 0"),
+        (["--img", "-64"], "--img must be >= 1, got -64"),
+        (["--batch", "0"], "--batch must be >= 1, got 0"),
+        (["--max-det", "-1"], "--max-det must be >= 1, got -1"),
+        (["--merge-iou", "2"], "--merge-iou must be in [0, 1], got 2.0"),
+        (["--classes", "-1"], "--classes takes class ids >= 0"),
+        (["--classes", "0", "99"], "--classes 99: the model has 2 classes (ids 0..1)"),
+        (["--tta-scales", "1", "0.5"], "--tta-scales/--tta-flips choose the passes of --augment"),
+        (["--slice", "0"], "--slice 0 --overlap 0.2: slice size must be at least 32 pixels, got 0"),
+        (["--slice", "64", "--overlap", "1.5"], "slice overlap must be in [0, 1), got 1.5"),
+        (["--overlap", "0.5"], "--overlap set(s) sliced inference up; add --slice SIZE"),
+        (["--slice-full"], "--slice-full set(s) sliced inference up"),
+        (["--save-conf"], "--save-conf adds scores to the --save-txt files"),
+        (["--amp", "bf16", "--no-amp"], "--amp bf16 and --no-amp contradict each other"),
+    ],
+)
+def test_nonsense_numbers_and_flags_are_refused_in_one_line(weights, source, tmp_path, capsys, flags, message):
+    argv = ["predict", "--weights", str(weights), "--source", str(source), "--device", "cpu"]
+    assert main(argv + ["--project", str(tmp_path)] + flags) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("tphyolo predict: error: ") and message in err and err.count("\n") == 1
+    assert not any(tmp_path.iterdir())  # refused before anything was written

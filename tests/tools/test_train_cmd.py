@@ -94,6 +94,8 @@ def process_settings(monkeypatch):
 
 def test_several_gpus_relaunch_torchrun_with_the_given_argv_not_sys_argv(monkeypatch, process_settings):
     monkeypatch.delenv("LOCAL_RANK", raising=False)
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)  # two GPUs, as far as the check can tell
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 2)
     monkeypatch.setattr("sys.argv", ["tphyolo", "predict", "--source", "elsewhere.jpg"])
     launched = []
 
@@ -110,3 +112,24 @@ def test_several_gpus_relaunch_torchrun_with_the_given_argv_not_sys_argv(monkeyp
     assert from_flags(TrainConfig, args) == from_flags(TrainConfig, expected)
     assert from_flags(TrainConfig, args).label_smoothing == 0.0 and from_flags(TrainConfig, args).imgsz == 1536
     assert runtime_from_args(args) == runtime_from_args(expected) and args.device == "0,1"
+
+
+@pytest.mark.parametrize(
+    ("flags", "message"),
+    [
+        (["--label-smoothing", "2"], "--label-smoothing must be in [0, 1], got 2.0"),
+        (["--grad-clip", "-1"], "--grad-clip must be a finite number >= 0"),
+        (["--batch", "-1"], "--batch must be at least 1, got -1"),
+        (["--img", "0"], "--img must be at least 1, got 0"),
+        (["--amp", "bf16", "--no-amp"], "--amp bf16 and --no-amp contradict each other"),
+        (["--resume", "x/last.pt", "--epochs", "50", "--batch", "2"], "--batch, --epochs would be ignored"),
+        (["--device", "0,1"], "device '0,1' asks for CUDA, but no CUDA device is available"),
+    ],
+)
+def test_nonsense_settings_are_refused_in_one_line(tmp_path, capsys, monkeypatch, process_settings, flags, message):
+    monkeypatch.delenv("LOCAL_RANK", raising=False)
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    assert main(["train", "--project", str(tmp_path), *flags]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("tphyolo train: error: ") and message in err and err.count("\n") == 1
+    assert not any(tmp_path.iterdir())

@@ -9,6 +9,7 @@ import yaml
 
 from tphyolo.data.dataset_config import DataConfig
 from tphyolo.data.scan import Record, scan_split
+from tphyolo.yaml_keys import load_yaml
 
 CONFUSABLE_KEY = "confusable"
 
@@ -18,7 +19,7 @@ def confusable_classes(data: DataConfig) -> tuple[str, ...]:
     if data.source is None:
         return ()
     try:
-        raw = yaml.safe_load(data.source.read_text(encoding="utf-8")) or {}
+        raw = load_yaml(data.source.read_text(encoding="utf-8")) or {}
     except (OSError, yaml.YAMLError) as error:
         raise ValueError(f"{data.source}: cannot read '{CONFUSABLE_KEY}' ({error})") from None
     listed = raw.get(CONFUSABLE_KEY) if isinstance(raw, dict) else None

@@ -20,6 +20,8 @@ from pathlib import Path
 
 import yaml
 
+from tphyolo.yaml_keys import load_yaml
+
 SPLITS = ("train", "val", "test")
 BUILTIN_DATA = ("visdrone", "synthetic", "synthetic-fine")
 
@@ -56,22 +58,48 @@ def builtin_data_yaml(name: str) -> Path:
     return path
 
 
+def _class_count(nc: object, where: Path) -> int | None:
+    if nc is None:
+        return None
+    if type(nc) is not int or nc < 1:
+        raise ValueError(f"{where}: 'nc' must be a whole number of classes >= 1, got {nc!r:.60}")
+    return nc
+
+
+def _class_id(key: object, where: Path) -> int:
+    if type(key) is int or (isinstance(key, str) and key.strip().isdigit()):
+        return int(key)
+    raise ValueError(f"{where}: 'names' keys must be class ids 0, 1, ..., got {key!r:.60}")
+
+
 def _names(raw: object, nc: object, where: Path) -> tuple[str, ...]:
+    """The class names of a data yaml's `names` (a list, or a {id: name} mapping with ids 0..n-1) checked
+    against `nc` when given; every failure is a ValueError naming `where` and the entry."""
+    count = _class_count(nc, where)
     if raw is None:
-        if nc is None:
+        if count is None:
             raise ValueError(f"{where}: needs 'names' (a list or a {{id: name}} mapping)")
-        return tuple(f"class{i}" for i in range(int(nc)))
+        return tuple(f"class{i}" for i in range(count))
     if isinstance(raw, dict):
-        keys = sorted(int(k) for k in raw)
+        by_id = {_class_id(k, where): v for k, v in raw.items()}
+        if len(by_id) != len(raw):
+            raise ValueError(f"{where}: 'names' gives a class id twice: {sorted(map(str, raw))}")
+        keys = sorted(by_id)
         if keys != list(range(len(keys))):
             raise ValueError(f"{where}: 'names' ids must be 0..{len(keys) - 1}, got {keys}")
-        names = tuple(str(raw[k] if k in raw else raw[str(k)]) for k in keys)
+        values = [by_id[k] for k in keys]
     elif isinstance(raw, list):
-        names = tuple(str(n) for n in raw)
+        values = raw
     else:
         raise ValueError(f"{where}: 'names' must be a list or a mapping, got {type(raw).__name__}")
-    if nc is not None and int(nc) != len(names):
-        raise ValueError(f"{where}: nc={nc} but {len(names)} names")
+    if not values:
+        raise ValueError(f"{where}: 'names' is empty; list the class names")
+    for i, name in enumerate(values):
+        if not isinstance(name, str) or not name.strip():
+            raise ValueError(f"{where}: class {i} of 'names' must be a non-empty string (quote it), got {name!r:.60}")
+    names = tuple(values)
+    if count is not None and count != len(names):
+        raise ValueError(f"{where}: nc={count} but {len(names)} names")
     return names
 
 
@@ -93,7 +121,7 @@ def parse_data_yaml(path: Path, *, datasets_dir: Path | None = None) -> DataConf
     (used for built-in configs). A missing `path:` means the yaml's folder."""
     path = Path(path)
     try:
-        data = yaml.safe_load(path.read_text(encoding="utf-8"))
+        data = load_yaml(path.read_text(encoding="utf-8"))
     except yaml.YAMLError as error:
         raise ValueError(f"{path}: not valid yaml ({error})") from None
     if not isinstance(data, dict):

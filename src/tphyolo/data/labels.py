@@ -7,7 +7,9 @@ conversions are `tphyolo.ops.boxes`.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import numpy as np
 
@@ -38,6 +40,22 @@ class ImageLabels:
 
 class LabelError(ValueError):
     """A label file that cannot be used; the message names the file, the line and the problem."""
+
+
+def read_label_text(path: Path) -> str:
+    """The text of label file `path`: UTF-8, a leading byte-order mark (as some editors write) dropped."""
+    return Path(path).read_text(encoding="utf-8-sig")
+
+
+def finite_numbers(fields: list[str], where: str, line: str) -> list[float]:
+    """`fields` as floats; raises LabelError prefixed by `where` (file:line) for a non-number or NaN/inf."""
+    try:
+        values = [float(f) for f in fields]
+    except ValueError:
+        raise LabelError(f"{where}: not a number in {line.strip()!r}") from None
+    if not all(math.isfinite(v) for v in values):
+        raise LabelError(f"{where}: non-finite value in {line.strip()!r}")
+    return values
 
 
 def sanitize(labels: ImageLabels, *, width: int, height: int) -> tuple[ImageLabels, list[str]]:

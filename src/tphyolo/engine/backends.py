@@ -72,7 +72,7 @@ class TorchBackend:
         else:
             from tphyolo.checkpoint import load_checkpoint
 
-            if not Path(weights).is_file():
+            if not Path(weights).exists():
                 raise FileNotFoundError(f"weights file {weights} does not exist")
             checkpoint = load_checkpoint(weights)
             model, names = checkpoint.build_model(), list(checkpoint.names)

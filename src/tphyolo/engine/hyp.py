@@ -18,6 +18,8 @@ from pathlib import Path
 
 import yaml
 
+from tphyolo.yaml_keys import load_yaml
+
 LOGGER = logging.getLogger("tphyolo.train")
 HYP_DIR = Path(__file__).resolve().parents[1] / "configs" / "hyps"
 
@@ -85,7 +87,7 @@ def load_hyp(path_or_name: str | Path) -> dict[str, float]:
     """Read and validate a hyp yaml (a path or a built-in name). Returns a new dict of numbers."""
     path = hyp_path(path_or_name)
     try:
-        data = yaml.safe_load(path.read_text())
+        data = load_yaml(path.read_text(encoding="utf-8"))
     except yaml.YAMLError as exc:
         raise ValueError(f"{path}: not valid yaml: {exc}") from exc
     return validate_hyp(data, source=str(path))

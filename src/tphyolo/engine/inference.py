@@ -29,7 +29,7 @@ from tphyolo.classify.classifier import CropClassifier, resolve_class_ids
 from tphyolo.classify.relabel import Image, reclassify_rows
 from tphyolo.engine.backends import Backend
 from tphyolo.engine.tta import DEFAULT_FLIPS, FLIPS, PAPER_SCALES, PLAIN, TTAConfig, augment, unaugment
-from tphyolo.flags import flag
+from tphyolo.flags import check_field_types, flag, setting_name
 from tphyolo.ops import clip_boxes, non_max_suppression, unletterbox
 from tphyolo.ops.wbf import weighted_boxes_fusion
 
@@ -71,19 +71,39 @@ class InferenceConfig:
     )
 
     def __post_init__(self) -> None:
+        """Raises ValueError naming the flag (`setting_name`) of the first setting that is out of range or has no
+        effect (TTA passes without `augment`)."""
         for name in ("classes", "tta_scales", "tta_flips"):  # lists (from Python callers) become tuples
             value = getattr(self, name)
             if value is not None and not isinstance(value, tuple):
                 object.__setattr__(self, name, tuple(value))
-        if self.batch < 1 or self.max_det < 1 or self.imgsz < 1:
-            raise ValueError(f"imgsz, batch and max_det must be >= 1, got {self.imgsz}, {self.batch}, {self.max_det}")
+        check_field_types(self)
+        for name in ("imgsz", "batch", "max_det"):
+            if getattr(self, name) < 1:
+                raise ValueError(f"{setting_name(self, name)} must be >= 1, got {getattr(self, name)}")
         for name in ("conf", "iou", "merge_iou"):
             value = getattr(self, name)
             if value is not None and not 0.0 <= value <= 1.0:
-                raise ValueError(f"{name} must be in [0, 1], got {value}")
+                raise ValueError(f"{setting_name(self, name)} must be in [0, 1], got {value}")
         if self.merge not in MERGE_METHODS:
-            raise ValueError(f"unknown merge method {self.merge!r}; known: {list(MERGE_METHODS)}")
+            raise ValueError(
+                f"unknown {setting_name(self, 'merge')} method {self.merge!r}; known: {list(MERGE_METHODS)}"
+            )
+        if self.classes is not None and any(c < 0 for c in self.classes):
+            raise ValueError(f"{setting_name(self, 'classes')} takes class ids >= 0, got {list(self.classes)}")
         TTAConfig(self.tta_scales, self.tta_flips)  # validates them
+        if not self.augment and (self.tta_scales, self.tta_flips) != (PAPER_SCALES, DEFAULT_FLIPS):
+            names = f"{setting_name(self, 'tta_scales')}/{setting_name(self, 'tta_flips')}"
+            raise ValueError(f"{names} choose the passes of {setting_name(self, 'augment')}; add it or drop them")
+
+    def check_classes(self, num_classes: int) -> None:
+        """Raises ValueError when `classes` names an id the model does not have (ids 0..num_classes-1)."""
+        unknown = [c for c in self.classes or () if c >= num_classes]
+        if unknown:
+            raise ValueError(
+                f"{setting_name(self, 'classes')} {' '.join(map(str, unknown))}: the model has {num_classes} "
+                f"classes (ids 0..{num_classes - 1})"
+            )
 
     @property
     def tta(self) -> TTAConfig:
@@ -109,8 +129,10 @@ def inference_config(
     paper's passes, a TTAConfig for its passes, False for none."""
     if isinstance(tta, TTAConfig):
         fields |= {"augment": True, "tta_scales": tta.scales, "tta_flips": tta.flips}
-    elif tta is not None:
-        fields["augment"] = bool(tta)
+    elif tta:
+        fields["augment"] = True
+    elif tta is not None:  # no TTA: the passes go back to their defaults, which then have no effect
+        fields |= {"augment": False, "tta_scales": PAPER_SCALES, "tta_flips": DEFAULT_FLIPS}
     return replace(config or InferenceConfig(), **fields)
 
 
@@ -202,6 +224,7 @@ class Detector:
             raise ValueError(f"{len(weights)} model weights for {len(backends)} models")
         self.backends, self.config = list(backends), config
         self.names = list(backends[0].names)
+        config.check_classes(len(self.names))
         self.stride = max(b.stride for b in backends)
         self.device = backends[0].device
         passes = len(config.tta.passes())

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 from pathlib import Path
 
 
@@ -16,3 +17,15 @@ def new_run_dir(project: str | Path, name: str, *, exist_ok: bool = False) -> Pa
             n += 1
     path.mkdir(parents=True, exist_ok=True)
     return path
+
+
+def remove_if_empty(path: Path) -> bool:
+    """Remove folder `path` when it holds no file (only empty folders, if any); returns whether it did."""
+    path = Path(path)
+    if not path.is_dir() or any(p.is_file() or p.is_symlink() for p in path.rglob("*")):
+        return False
+    for folder in sorted((p for p in path.rglob("*") if p.is_dir()), key=lambda p: len(p.parts), reverse=True):
+        folder.rmdir()
+    with contextlib.suppress(OSError):
+        path.rmdir()
+    return not path.exists()

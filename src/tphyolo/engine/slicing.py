@@ -10,6 +10,8 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+DEFAULT_OVERLAP = 0.2
+
 
 @dataclass(frozen=True)
 class SliceConfig:
@@ -17,7 +19,7 @@ class SliceConfig:
     [0, 1); full: also run the whole image as one more window (helps large objects)."""
 
     size: int
-    overlap: float = 0.2
+    overlap: float = DEFAULT_OVERLAP
     full: bool = False
 
     def __post_init__(self) -> None:

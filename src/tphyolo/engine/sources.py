@@ -42,6 +42,17 @@ def _media_in(paths: Sequence[Path]) -> list[Path]:
     return sorted(p for p in paths if p.is_file() and (is_image_name(p) or is_video_name(p)))
 
 
+def _once_each(paths: Sequence[Path]) -> list[Path]:
+    """One path per file: of the paths reaching the same file through symlinked folders (a `**` glob follows a
+    link back up the tree many times over), the shortest."""
+    shortest: dict[str, Path] = {}
+    for path in paths:
+        key = str(path.resolve())
+        if key not in shortest or (len(path.parts), str(path)) < (len(shortest[key].parts), str(shortest[key])):
+            shortest[key] = path
+    return list(shortest.values())
+
+
 def _from_list(path: Path) -> list[Path]:
     files = []
     for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
@@ -70,7 +81,7 @@ def resolve_source(source: str | Path | Sequence[str | Path]) -> list[Path]:
         return [f for s in source for f in resolve_source(s)]
     text = str(source)
     if any(ch in text for ch in "*?["):
-        files = _media_in([Path(p) for p in glob.glob(text, recursive=True)])
+        files = _media_in(_once_each([Path(p) for p in glob.glob(text, recursive=True)]))
         if not files:
             raise FileNotFoundError(f"source {text!r}: the pattern matches no image or video file")
         return files

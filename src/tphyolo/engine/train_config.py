@@ -6,12 +6,13 @@ help); `tphyolo train` derives its parser from these fields. Adding a train sett
 
 from __future__ import annotations
 
+import math
 from dataclasses import asdict, dataclass, fields
 from typing import Any
 
 from tphyolo.engine.inference import MAX_DET, VAL_CONF, VAL_IOU
 from tphyolo.engine.optim import OPTIMIZERS
-from tphyolo.flags import flag
+from tphyolo.flags import check_field_types, flag, setting_name
 
 CACHE_CHOICES = (None, "ram", "disk")
 IGNORE_MODES = ("fill", "keep")
@@ -70,19 +71,27 @@ class TrainConfig:
     plots: bool = flag(True, "--no-plots", help="skip labels.jpg, train_batch*.jpg, results.png")
 
     def __post_init__(self) -> None:
+        """Raises ValueError naming the flag (`setting_name`) of the first setting that is out of range."""
+        check_field_types(self)
         if self.optimizer not in OPTIMIZERS:
-            raise ValueError(f"optimizer must be one of {OPTIMIZERS}, got {self.optimizer!r}")
+            raise ValueError(f"{self._flag('optimizer')} must be one of {OPTIMIZERS}, got {self.optimizer!r}")
         if self.cache not in CACHE_CHOICES:
-            raise ValueError(f"cache must be one of {CACHE_CHOICES}, got {self.cache!r}")
+            raise ValueError(f"{self._flag('cache')} must be one of {CACHE_CHOICES}, got {self.cache!r}")
         if self.ignore_mode not in IGNORE_MODES:
-            raise ValueError(f"ignore_mode must be one of {IGNORE_MODES}, got {self.ignore_mode!r}")
-        for name in ("imgsz", "batch", "epochs", "nominal_batch"):
-            if getattr(self, name) < 1:
-                raise ValueError(f"{name} must be at least 1, got {getattr(self, name)}")
-        if self.workers < 0 or self.freeze < 0:
-            raise ValueError("workers and freeze must not be negative")
-        if self.label_smoothing is not None and not 0 <= self.label_smoothing <= 1:
-            raise ValueError(f"label_smoothing must be in [0, 1] or None, got {self.label_smoothing!r}")
+            raise ValueError(f"{self._flag('ignore_mode')} must be one of {IGNORE_MODES}, got {self.ignore_mode!r}")
+        for name, minimum in (("imgsz", 1), ("batch", 1), ("epochs", 1), ("nominal_batch", 1), ("max_det", 1),
+                              ("workers", 0), ("freeze", 0), ("warmup_min_steps", 0)):  # fmt: skip
+            if getattr(self, name) < minimum:
+                raise ValueError(f"{self._flag(name)} must be at least {minimum}, got {getattr(self, name)}")
+        for name in ("label_smoothing", "val_conf", "val_iou"):
+            value = getattr(self, name)
+            if value is not None and not 0 <= value <= 1:
+                raise ValueError(f"{self._flag(name)} must be in [0, 1], got {value!r}")
+        if not 0 <= self.grad_clip < math.inf:
+            raise ValueError(f"{self._flag('grad_clip')} must be a finite number >= 0 (0: off), got {self.grad_clip}")
+
+    def _flag(self, name: str) -> str:
+        return setting_name(self, name)
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)

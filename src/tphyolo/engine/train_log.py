@@ -3,23 +3,28 @@
 from __future__ import annotations
 
 import csv
+import logging
+import os
 from collections.abc import Mapping
 from pathlib import Path
+
+LOGGER = logging.getLogger("tphyolo.train")
 
 
 class TrainLog:
     """Appends one row per epoch to `results.csv` (columns fixed by the first row) and mirrors it to TensorBoard.
 
-    Rows already in an existing results.csv are kept, so a resumed run continues the same file.
+    The row of an epoch is written before its checkpoint, and `last.pt` is what commits the epoch: rows of
+    epochs before `start_epoch` (those a resumed `last.pt` holds) are kept, so a resumed run continues the same
+    file; rows from `start_epoch` on (an epoch interrupted before its `last.pt` was written, or an older run in
+    a reused folder) and torn rows are dropped, so each epoch has one row.
     """
 
-    def __init__(self, run_dir: Path, *, tensorboard: bool = True) -> None:
+    def __init__(self, run_dir: Path, *, start_epoch: int = 0, tensorboard: bool = True) -> None:
         self.csv_path = run_dir / "results.csv"
         self.columns: list[str] | None = None
         if self.csv_path.exists():
-            with self.csv_path.open() as f:
-                header = f.readline().strip()
-            self.columns = [c.strip() for c in header.split(",")] if header else None
+            self.columns = _keep_rows_before(self.csv_path, start_epoch)
         self.writer = None
         if tensorboard:
             from torch.utils.tensorboard import SummaryWriter
@@ -42,6 +47,30 @@ class TrainLog:
     def close(self) -> None:
         if self.writer is not None:
             self.writer.close()
+
+
+def _keep_rows_before(csv_path: Path, start_epoch: int) -> list[str] | None:
+    """Rewrites `csv_path` (atomically) with only its complete rows of epochs before `start_epoch`; returns
+    its columns, or None when no row is kept (the file is removed then)."""
+    with csv_path.open(newline="") as f:
+        rows = list(csv.reader(f))
+    columns = [c.strip() for c in rows[0]] if rows else []
+    kept = [
+        row for row in rows[1:] if len(row) == len(columns) and row[0].strip().isdigit() and int(row[0]) < start_epoch
+    ]
+    dropped = len(rows) - 1 - len(kept) if rows else 0
+    if not kept:
+        if dropped and start_epoch == 0:
+            LOGGER.warning("%s: a new run starts the file again (%d old row(s) dropped)", csv_path, dropped)
+        csv_path.unlink()
+        return None
+    if dropped:
+        LOGGER.warning("%s: %d row(s) of epochs after the checkpoint dropped", csv_path, dropped)
+        tmp = csv_path.with_name(f".{csv_path.name}.tmp")
+        with tmp.open("w", newline="") as f:
+            csv.writer(f).writerows([columns, *kept])
+        os.replace(tmp, csv_path)
+    return columns
 
 
 def _fmt(value: object) -> str:

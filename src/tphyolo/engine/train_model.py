@@ -36,6 +36,13 @@ def build_model_for_training(model: str, *, names: Sequence[str], resume: Checkp
     return build_model(model, num_classes=len(names) or None, names=list(names) or None)
 
 
+def check_freeze(model: nn.Module, count: int) -> None:
+    """Raises ValueError when freezing the first `count` layers would leave nothing to train (the head too)."""
+    layers = len(model.model)
+    if count >= layers:
+        raise ValueError(f"--freeze {count}: the model has {layers} layers; freeze at most {layers - 1} (not the head)")
+
+
 def freeze_layers(model: nn.Module, count: int) -> None:
     """Train only layers `count` and later: parameters of `model.{i}.` with i < count stop requiring grad
     (the others are set to require it)."""

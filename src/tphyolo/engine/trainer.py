@@ -26,14 +26,27 @@ from tphyolo.engine.distributed import DistContext, barrier, broadcast_object, d
 from tphyolo.engine.hyp import scale_hyp, train_hyp
 from tphyolo.engine.loss import YoloLoss
 from tphyolo.engine.rng import seed_everything
-from tphyolo.engine.run_dir import new_run_dir
+from tphyolo.engine.run_dir import new_run_dir, remove_if_empty
 from tphyolo.engine.startup import StartupClock
 from tphyolo.engine.train_config import TrainConfig
 from tphyolo.engine.train_data import build_data, grid_stride, load_train_data_config
 from tphyolo.engine.train_loop import LOSS_NAMES, train_one_epoch
-from tphyolo.engine.train_model import build_model_for_training, prepare_model_for_training, wrap_for_training
+from tphyolo.engine.train_model import (
+    build_model_for_training,
+    check_freeze,
+    prepare_model_for_training,
+    wrap_for_training,
+)
 from tphyolo.engine.train_optim import build_optimization
-from tphyolo.engine.train_state import TrainProgress, restore_training, resume_config, training_checkpoint
+from tphyolo.engine.train_state import (
+    TrainProgress,
+    epoch_checkpoints,
+    reconcile_weights,
+    restore_training,
+    resume_config,
+    training_checkpoint,
+    with_resolved_paths,
+)
 from tphyolo.metrics import fitness
 from tphyolo.runtime import RuntimeConfig
 
@@ -68,20 +81,32 @@ class Trainer:
         if runtime.half:
             raise ValueError("half (fp16 weights) is for inference only; train with amp (bf16/fp16 autocast)")
         self.startup = clock = StartupClock()  # imports: the process's start up to here
+        if resume_from is None:
+            cfg = with_resolved_paths(cfg, Path.cwd())
         self.cfg, self.runtime = cfg, runtime
         self.dist = dist = DistContext.from_env()
         self.device = device = runtime.torch_device(dist.local_rank)
         init_process_group(dist, device)
         seed_everything(cfg.seed + dist.rank)
+        reused = cfg.exist_ok and (Path(cfg.project) / cfg.name).exists()
         run_dir = new_run_dir(cfg.project, cfg.name, exist_ok=cfg.exist_ok) if dist.is_main else None
         self.run_dir = Path(broadcast_object(dist, str(run_dir) if run_dir else None))
         (self.run_dir / "weights").mkdir(parents=True, exist_ok=True)
         clock.mark("setup")
+        try:
+            self._build(resume_from)
+        except BaseException:
+            if dist.is_main and not reused and remove_if_empty(self.run_dir):
+                LOGGER.debug("removed the empty run folder %s", self.run_dir)
+            raise
 
+    def _build(self, resume_from: str | Path | None) -> None:
+        cfg, runtime, dist, device, clock = self.cfg, self.runtime, self.dist, self.device, self.startup
         data_config = load_train_data_config(cfg.data, dist)
         clock.mark("data")
         resume = load_checkpoint(resume_from) if resume_from is not None else None
         model = build_model_for_training(cfg.model, names=data_config.names, resume=resume)
+        check_freeze(model, cfg.freeze)
         hyp_raw = train_hyp(cfg.hyp, label_smoothing=cfg.label_smoothing)
         stride = grid_stride(model)
         imgsz = check_imgsz(cfg.imgsz, stride)
@@ -108,6 +133,11 @@ class Trainer:
         self.train_model = wrap_for_training(self.model, sync_bn=cfg.sync_bn, dist=dist, runtime=runtime, device=device)
         clock.mark("compile")
         if dist.is_main:
+            if resume is not None:
+                reconcile_weights(self.weights_dir, resume, self.progress, save_period=cfg.save_period)
+            elif (self.weights_dir / "best.pt").exists():
+                LOGGER.warning("%s: removing best.pt of an earlier run in this folder", self.weights_dir)
+                (self.weights_dir / "best.pt").unlink()
             self._write_settings(hyp_raw)
 
     @classmethod
@@ -149,7 +179,7 @@ class Trainer:
         if dist.is_main:
             from tphyolo.engine.train_log import TrainLog
 
-            log = TrainLog(self.run_dir)
+            log = TrainLog(self.run_dir, start_epoch=progress.start_epoch)
             LOGGER.info(
                 "training %s on %s for %d epochs, %d px, batch %d x %d process(es), accumulate %d, results in %s",
                 cfg.model, cfg.data, cfg.epochs, self.data.imgsz, cfg.batch, dist.world_size, self.optim.accumulate,
@@ -166,7 +196,7 @@ class Trainer:
                     score = fitness(metrics.get("metrics/mAP50", 0.0), metrics.get("metrics/mAP50-95", 0.0))
                     improved = score > progress.best_fitness
                     if improved:
-                        progress.best_fitness = score
+                        progress.best_fitness, progress.best_epoch = score, epoch
                         epochs_without_gain = 0
                     else:
                         epochs_without_gain += 1
@@ -294,13 +324,12 @@ class Trainer:
         }
 
     def _save(self, epoch: int, improved: bool) -> None:
+        """The epoch's checkpoints (`epoch_checkpoints`): last.pt commits the epoch (its results.csv row is
+        already written); should the run stop before the others are written, a resume writes them from it
+        (`reconcile_weights`)."""
         payload = training_checkpoint(self.model, self.optim, cfg=self.cfg, epoch=epoch, progress=self.progress)
-        last = save_checkpoint(self.weights_dir / "last.pt", payload)
-        if improved:
-            save_checkpoint(self.weights_dir / "best.pt", payload)
-        if self.cfg.save_period > 0 and (epoch + 1) % self.cfg.save_period == 0:
-            save_checkpoint(self.weights_dir / f"epoch{epoch + 1}.pt", payload)
-        LOGGER.debug("saved %s", last)
+        for name in epoch_checkpoints(epoch, improved=improved, save_period=self.cfg.save_period):
+            LOGGER.debug("saved %s", save_checkpoint(self.weights_dir / name, payload))
 
 
 def train(cfg: TrainConfig | None = None, runtime: RuntimeConfig | None = None, **overrides: Any) -> TrainResult:

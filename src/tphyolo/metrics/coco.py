@@ -93,6 +93,38 @@ def _run(backend: str, gt: dict, detections: list[dict], max_dets: Sequence[int]
     return ev.eval["precision"], ev.eval["recall"], np.asarray(ev.params.iouThrs), list(ev.params.catIds)
 
 
+RESULT_KEYS = ("image_id", "category_id", "bbox", "score")
+
+
+def check_coco_results(detections: object, source: str, *, gt: dict) -> None:
+    """Raises ValueError naming `source` and the entry for the first malformed COCO result record: not a
+    mapping, a key of RESULT_KEYS missing, an `image_id` or `category_id` that `gt` does not have (ids match by
+    value and type: 1 is not "1"), a bbox that is not 4 finite numbers with width and height >= 0, a score
+    that is not a finite number."""
+    from tphyolo.data.formats.coco import coco_box_problem
+
+    if not isinstance(detections, list):
+        raise ValueError(f"{source}: COCO results must be a list of detections, got {type(detections).__name__}")
+    image_ids = {(type(im["id"]), im["id"]) for im in gt.get("images", [])}
+    category_ids = {(type(c["id"]), c["id"]) for c in gt.get("categories", [])}
+    for i, d in enumerate(detections):
+        where = f"{source}: detection {i}"
+        if not isinstance(d, dict):
+            raise ValueError(f"{where}: must be a mapping with {list(RESULT_KEYS)}, got {d!r:.60}")
+        missing = [k for k in RESULT_KEYS if k not in d]
+        if missing:
+            raise ValueError(f"{where}: lacks {missing}")
+        if (type(d["image_id"]), d["image_id"]) not in image_ids:
+            raise ValueError(f"{where}: image_id {d['image_id']!r:.40} is not an image of the dataset")
+        if (type(d["category_id"]), d["category_id"]) not in category_ids:
+            raise ValueError(f"{where}: category_id {d['category_id']!r:.40} is not a category of the dataset")
+        problem = coco_box_problem(d["bbox"])
+        if problem:
+            raise ValueError(f"{where}: {problem}")
+        if type(d["score"]) not in (int, float) or not np.isfinite(d["score"]):
+            raise ValueError(f"{where}: score must be a finite number, got {d['score']!r:.40}")
+
+
 def evaluate_coco(
     gt: dict, detections: list[dict], *, max_dets: Sequence[int] = VISDRONE_MAX_DETS, backend: str = "faster"
 ) -> CocoResult:

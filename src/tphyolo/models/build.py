@@ -16,6 +16,7 @@ from typing import Any
 import yaml
 
 from tphyolo.models.model import DetectionModel
+from tphyolo.yaml_keys import load_yaml
 
 SCALES: dict[str, tuple[float, float]] = {  # scale -> (depth_multiple, width_multiple)
     "n": (0.33, 0.25),
@@ -73,7 +74,7 @@ def build_model(
 
 def _parse_yaml(text: str, origin: str) -> dict[str, Any]:
     try:
-        loaded = yaml.safe_load(text)
+        loaded = load_yaml(text)
     except yaml.YAMLError as err:
         raise ValueError(f"{origin}: invalid yaml: {err}") from err
     if not isinstance(loaded, dict):

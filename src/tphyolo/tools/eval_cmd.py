@@ -27,21 +27,16 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def read_visdrone_rows(path: Path) -> np.ndarray:
-    """(n, 8) float rows of a VisDrone txt file (missing truncation/occlusion read as 0)."""
+    """(n, 8) float rows of a VisDrone txt file (missing truncation/occlusion read as 0). Raises ValueError
+    naming the file and line of an unusable line (`read_visdrone_line`: empty fields, NaN/inf, a category that
+    is not a whole number, ...)."""
+    from tphyolo.data.formats.visdrone import read_visdrone_line
+
     rows = []
-    for lineno, line in enumerate(path.read_text().splitlines(), start=1):
-        fields = [f for f in line.strip().split(",") if f.strip()]
-        if not fields:
-            continue
-        try:
-            values = [float(f) for f in fields]
-        except ValueError:
-            raise ValueError(f"{path}:{lineno}: not a number in {line.strip()!r}") from None
-        if not 6 <= len(values) <= 8:
-            raise ValueError(f"{path}:{lineno}: expected 6 to 8 comma-separated numbers, got {len(values)}")
-        if values[2] < 0 or values[3] < 0:
-            raise ValueError(f"{path}:{lineno}: negative width or height in {line.strip()!r}")
-        rows.append(values + [0.0] * (8 - len(values)))
+    for lineno, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
+        values = read_visdrone_line(line, f"{path}:{lineno}", max_values=8)
+        if values is not None:
+            rows.append(values + [0.0] * (8 - len(values)))
     return np.array(rows, dtype=np.float64).reshape(-1, 8)
 
 
@@ -80,8 +75,8 @@ def load_visdrone_pairs(gt_dir: Path, pred_dir: Path) -> list[tuple[str, np.ndar
 
 def _read_json(path: Path, what: str):
     try:
-        return json.loads(path.read_text())
-    except json.JSONDecodeError as error:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except (json.JSONDecodeError, UnicodeDecodeError) as error:
         raise ValueError(f"{path}: not valid JSON ({what}): {error}") from None
 
 
@@ -102,7 +97,8 @@ def _score_visdrone_files(args: argparse.Namespace):
 
 
 def _score_coco_files(args: argparse.Namespace):
-    from tphyolo.metrics.coco import evaluate_coco
+    from tphyolo.data.formats.coco import check_coco_dataset
+    from tphyolo.metrics.coco import check_coco_results, evaluate_coco
 
     if args.protocol != "coco":
         raise ValueError(f"--protocol {args.protocol} needs a folder of VisDrone annotation txt files, got {args.gt}")
@@ -110,8 +106,8 @@ def _score_coco_files(args: argparse.Namespace):
     detections = _read_json(args.pred, "COCO results")
     if not isinstance(gt, dict) or "annotations" not in gt or "images" not in gt:
         raise ValueError(f"{args.gt}: a COCO dataset needs 'images' and 'annotations'")
-    if not isinstance(detections, list):
-        raise ValueError(f"{args.pred}: COCO results must be a list of detections")
+    check_coco_dataset(gt, args.gt, image_files=False)  # scoring needs ids, boxes and categories only
+    check_coco_results(detections, str(args.pred), gt=gt)
     result = evaluate_coco(gt, detections)
     return result.overall, result.per_class, result.table()
 

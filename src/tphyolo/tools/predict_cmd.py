@@ -16,6 +16,8 @@ RUNTIME_INFERENCE = True
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
+    from tphyolo.engine.slicing import DEFAULT_OVERLAP
+
     parser.add_argument("--source", required=True, help="image, folder, glob, .txt list of files, or video")
     parser.add_argument(
         "--weights",
@@ -27,7 +29,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_inference_flags(parser)
     add_classifier_flags(parser)
     parser.add_argument("--slice", type=int, default=None, metavar="SIZE", help="sliced inference, window pixels")
-    parser.add_argument("--overlap", type=float, default=0.2, help="slice overlap fraction (default: 0.2)")
+    parser.add_argument(
+        "--overlap", type=float, default=DEFAULT_OVERLAP, help=f"slice overlap fraction (default: {DEFAULT_OVERLAP})"
+    )
     parser.add_argument("--slice-full", action="store_true", help="add a full-image pass to sliced inference")
     parser.add_argument("--no-save-img", action="store_true", help="do not write annotated images/videos")
     parser.add_argument("--save-txt", action="store_true", help="YOLO txt per image (labels/)")
@@ -36,12 +40,34 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--save-json", action="store_true", help="COCO results json (predictions.json)")
 
 
+def slice_config(args: argparse.Namespace):
+    """The SliceConfig of `--slice`, `--overlap`, `--slice-full`, or None without `--slice`. Raises UsageError
+    for slice flags given without `--slice` and for `--save-conf` without `--save-txt` (flags with no effect)."""
+    from tphyolo.engine.slicing import DEFAULT_OVERLAP, SliceConfig
+    from tphyolo.tools.errors import UsageError
+
+    if args.save_conf and not args.save_txt:
+        raise UsageError("--save-conf adds scores to the --save-txt files; add --save-txt or drop it")
+    if args.slice is None:
+        given = [
+            name
+            for name, on in (("--overlap", args.overlap != DEFAULT_OVERLAP), ("--slice-full", args.slice_full))
+            if on
+        ]
+        if given:
+            raise UsageError(f"{' and '.join(given)} set(s) sliced inference up; add --slice SIZE or drop it")
+        return None
+    try:
+        return SliceConfig(args.slice, args.overlap, args.slice_full)
+    except ValueError as error:
+        raise UsageError(f"--slice {args.slice} --overlap {args.overlap}: {error}") from error
+
+
 def run(args: argparse.Namespace) -> int:
     from tqdm import tqdm
 
     from tphyolo.engine.inference import InferenceConfig
     from tphyolo.engine.predict import Predictor
-    from tphyolo.engine.slicing import SliceConfig
     from tphyolo.engine.sources import count_frames, resolve_source
     from tphyolo.engine.writers import OutputDir, PredictionWriter
     from tphyolo.flags import from_flags
@@ -53,7 +79,7 @@ def run(args: argparse.Namespace) -> int:
         from_flags(InferenceConfig, args),
         runtime=args.runtime,
         device=device,
-        slice=SliceConfig(args.slice, args.overlap, args.slice_full) if args.slice else None,
+        slice=slice_config(args),
         model_weights=args.model_weights,
         **classifier_settings(args),
     )

@@ -11,11 +11,13 @@ import argparse
 import logging
 import os
 import sys
+from dataclasses import fields
 from pathlib import Path
 
 from tphyolo.engine.train_config import TrainConfig
-from tphyolo.flags import add_flags, from_flags
+from tphyolo.flags import add_flags, from_flags, setting_name
 from tphyolo.runtime import add_runtime_arguments, parse_device
+from tphyolo.tools.errors import UsageError
 
 USES_RUNTIME = True
 
@@ -70,6 +72,16 @@ def _spell(dest: str, value: object, actions: list[argparse.Action]) -> list[str
     raise ValueError(f"no flag of {[a.option_strings[0] for a in actions]} gives {dest}={value!r}")
 
 
+def settings_given(args: argparse.Namespace, *, keep: tuple[str, ...] = ()) -> list[str]:
+    """The flags of TrainConfig settings that `args` sets to other than their defaults (fields in `keep` aside)."""
+    given, default = from_flags(TrainConfig, args), TrainConfig()
+    return [
+        setting_name(TrainConfig, f.name)
+        for f in fields(TrainConfig)
+        if f.name not in keep and getattr(given, f.name) != getattr(default, f.name)
+    ]
+
+
 def latest_last_checkpoint(project: str | Path) -> Path:
     """The most recently written weights/last.pt under `project`."""
     candidates = sorted(Path(project).glob("*/weights/last.pt"), key=lambda p: p.stat().st_mtime)
@@ -84,9 +96,16 @@ def run(args: argparse.Namespace) -> int:
 
     devices = parse_device(args.device)
     if len(devices) > 1 and "LOCAL_RANK" not in os.environ:
+        args.runtime.torch_device()  # every GPU named must be visible before torchrun starts processes
         return distributed.launch_torchrun(["train", *flags_for(command_parser(), args)], nproc=len(devices))
     logging.basicConfig(level=logging.INFO, format="%(message)s", stream=sys.stdout)
     if args.resume is not None:
+        ignored = settings_given(args, keep=("project",))
+        if ignored:
+            raise UsageError(
+                f"--resume continues a run with its saved settings; {', '.join(ignored)} would be ignored: drop "
+                "them (or start a new run with --weights)"
+            )
         path = Path(args.resume) if args.resume else latest_last_checkpoint(args.project)
         trainer = Trainer.resume(path, args.runtime)
     else:

@@ -33,40 +33,95 @@ class CocoImage:
     labels: ImageLabels
 
 
+def _number(value: object) -> bool:
+    return type(value) in (int, float) and math.isfinite(value)
+
+
+def coco_box_problem(bbox: object) -> str | None:
+    """What is wrong with a COCO `bbox` (4 finite numbers left, top, width >= 0, height >= 0), or None."""
+    if not isinstance(bbox, list) or len(bbox) != 4 or not all(_number(v) for v in bbox):
+        return f"bbox must be 4 finite numbers [left, top, width, height], got {bbox!r:.80}"
+    if bbox[2] < 0 or bbox[3] < 0:
+        return f"negative box size {bbox[2]:g}x{bbox[3]:g}"
+    return None
+
+
+def _entries(data: dict, key: str, path: Path, *, required: bool = True) -> list[dict]:
+    if key not in data and not required:
+        return []
+    entries = data.get(key)
+    if not isinstance(entries, list):
+        raise LabelError(f"{path}: '{key}' must be a list, got {type(entries).__name__}")
+    for i, entry in enumerate(entries):
+        if not isinstance(entry, dict):
+            raise LabelError(f"{path}: {key}[{i}] must be a mapping, got {entry!r:.60}")
+    return entries
+
+
+def check_coco_dataset(data: object, path: Path, *, image_files: bool = True) -> None:
+    """Raises LabelError naming `path` and the entry for the first malformed part of COCO dataset `data`:
+    images (unique int or str `id`; with `image_files`, a unique relative `file_name` that stays inside the
+    images folder and whole-number `width` and `height` >= 1), categories (unique int `id`), annotations
+    (a known `image_id`, a `bbox` as `coco_box_problem` wants it, a known `category_id` unless `iscrowd`)."""
+    if not isinstance(data, dict):
+        raise LabelError(f"{path}: a COCO dataset is a mapping with 'images', 'annotations', 'categories'")
+    image_ids, file_names, category_ids = set(), {}, set()
+    for i, im in enumerate(_entries(data, "images", path)):
+        where = f"{path}: images[{i}]"
+        if type(im.get("id")) not in (int, str) or im["id"] in image_ids:
+            raise LabelError(f"{where}: 'id' must be a unique int or string, got {im.get('id')!r:.60}")
+        image_ids.add(im["id"])
+        if not image_files:
+            continue
+        name = im.get("file_name")
+        if not isinstance(name, str) or not name or Path(name).is_absolute() or ".." in Path(name).parts:
+            raise LabelError(f"{where}: 'file_name' must be a path inside the images folder, got {name!r:.80}")
+        if name in file_names:
+            raise LabelError(f"{where}: file_name {name!r} repeats images[{file_names[name]}]")
+        file_names[name] = i
+        for key in ("width", "height"):
+            if type(im.get(key)) is not int or im[key] < 1:
+                raise LabelError(f"{where} ({name}): '{key}' must be a whole number >= 1, got {im.get(key)!r:.40}")
+    for i, c in enumerate(_entries(data, "categories", path)):
+        if type(c.get("id")) is not int or c["id"] in category_ids:
+            raise LabelError(f"{path}: categories[{i}]: 'id' must be a unique int, got {c.get('id')!r:.40}")
+        category_ids.add(c["id"])
+    for i, a in enumerate(_entries(data, "annotations", path, required=False)):
+        where = f"{path}: annotation {a.get('id', f'[{i}]')}"
+        if a.get("image_id") not in image_ids:
+            raise LabelError(f"{where}: unknown image_id {a.get('image_id')!r:.40}")
+        problem = coco_box_problem(a.get("bbox"))
+        if problem:
+            raise LabelError(f"{where}: {problem}")
+        if not a.get("iscrowd", 0) and a.get("category_id") not in category_ids:
+            raise LabelError(f"{where}: unknown category_id {a.get('category_id')!r:.40}")
+
+
 def load_coco(path: Path) -> tuple[list[str], dict[str, CocoImage]]:
-    """Class names (by ascending category id) and the images keyed by `file_name` (as written in the json)."""
+    """Class names (by ascending category id) and the images keyed by `file_name` (as written in the json).
+    Raises LabelError naming the file (and the entry) when it is not a valid COCO detection file."""
     try:
         data = json.loads(Path(path).read_text(encoding="utf-8"))
-        categories = sorted(data["categories"], key=lambda c: c["id"])
-        images = data["images"]
-        annotations = data.get("annotations", [])
-    except (json.JSONDecodeError, KeyError, TypeError) as error:
+    except (json.JSONDecodeError, UnicodeDecodeError) as error:
         raise LabelError(f"{path}: not a COCO detection file ({error})") from None
+    check_coco_dataset(data, path)
+    categories = sorted(data["categories"], key=lambda c: c["id"])
+    images = data["images"]
     class_of = {c["id"]: i for i, c in enumerate(categories)}
     names = [str(c.get("name", c["id"])) for c in categories]
-    per_image: dict[int, tuple[list, list, list]] = {im["id"]: ([], [], []) for im in images}
-    for a in annotations:
-        where = f"{path}: annotation {a.get('id', '?')}"
-        if a.get("image_id") not in per_image:
-            raise LabelError(f"{where}: unknown image_id {a.get('image_id')!r}")
-        bbox = a.get("bbox")
-        if not isinstance(bbox, list) or len(bbox) != 4 or not all(math.isfinite(float(v)) for v in bbox):
-            raise LabelError(f"{where}: bad bbox {bbox!r}")
-        if bbox[2] < 0 or bbox[3] < 0:
-            raise LabelError(f"{where}: negative box size {bbox[2]:g}x{bbox[3]:g}")
+    per_image: dict[int | str, tuple[list, list, list]] = {im["id"]: ([], [], []) for im in images}
+    for a in data.get("annotations", []):
         classes, boxes, ignore = per_image[a["image_id"]]
         if a.get("iscrowd", 0):
-            ignore.append(bbox)
+            ignore.append(a["bbox"])
             continue
-        if a.get("category_id") not in class_of:
-            raise LabelError(f"{where}: unknown category_id {a.get('category_id')!r}")
         classes.append(class_of[a["category_id"]])
-        boxes.append(bbox)
+        boxes.append(a["bbox"])
     result = {}
     for im in images:
         classes, boxes, ignore = per_image[im["id"]]
         labels = ImageLabels(classes, xywh_to_xyxy(np.array(boxes)), xywh_to_xyxy(np.array(ignore)))
-        result[im["file_name"]] = CocoImage(im["file_name"], int(im["width"]), int(im["height"]), labels)
+        result[im["file_name"]] = CocoImage(im["file_name"], im["width"], im["height"], labels)
     return names, result
 
 

@@ -10,14 +10,13 @@ ignored region (kept as an ignore region), category 11 "others" is neither (drop
 
 from __future__ import annotations
 
-import math
 from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
 
 from tphyolo.data.formats.base import LabeledImage, LabelEntry, LabelFormat, sibling_file
-from tphyolo.data.labels import ImageLabels, LabelError
+from tphyolo.data.labels import ImageLabels, LabelError, finite_numbers, read_label_text
 from tphyolo.ops.boxes import xywh_to_xyxy
 
 IGNORED_CATEGORY = 0
@@ -28,6 +27,33 @@ NAMES = (
 NUM_CLASSES = len(NAMES)  # categories 1..NUM_CLASSES are classes
 
 
+WHOLE_COLUMNS = (5, 6, 7)  # category, truncation, occlusion
+
+
+def read_visdrone_line(line: str, where: str, *, max_values: int | None = None) -> list[float] | None:
+    """The values of one VisDrone line `left,top,width,height,score,category[,truncation,occlusion,...]`, or
+    None for a blank line; trailing commas are tolerated. Raises LabelError prefixed by `where` (file:line) for
+    an empty or non-numeric field, fewer than 6 (or more than `max_values`) values, a non-finite value, a
+    negative width or height, or a category, truncation or occlusion that is not a whole number."""
+    fields = [f.strip() for f in line.strip().split(",")]
+    while fields and fields[-1] == "":
+        fields.pop()
+    if not fields:
+        return None
+    if len(fields) < 6 or (max_values is not None and len(fields) > max_values):
+        expected = "at least 6" if max_values is None else f"6 to {max_values}"
+        raise LabelError(f"{where}: expected {expected} comma-separated values, got {len(fields)}: {line!r}")
+    if "" in fields:
+        raise LabelError(f"{where}: field {fields.index('') + 1} is empty in {line!r}")
+    values = finite_numbers(fields, where, line)
+    if values[2] < 0 or values[3] < 0:
+        raise LabelError(f"{where}: negative box size {values[2]:g}x{values[3]:g}")
+    for i in WHOLE_COLUMNS[: len(values) - 5]:
+        if values[i] != int(values[i]):
+            raise LabelError(f"{where}: field {i + 1} (category, truncation, occlusion) {values[i]:g} is not whole")
+    return values
+
+
 def parse_visdrone(path: Path, *, num_classes: int = NUM_CLASSES) -> ImageLabels:
     """Read one annotation file. Raises LabelError naming the file and line for an unusable line.
 
@@ -35,25 +61,13 @@ def parse_visdrone(path: Path, *, num_classes: int = NUM_CLASSES) -> ImageLabels
     "others" (dropped) and anything above is an error.
     """
     classes, boxes, ignore = [], [], []
-    text = Path(path).read_text(encoding="utf-8", errors="strict")
+    text = read_label_text(path)
     for n, line in enumerate(text.splitlines(), start=1):
-        fields = [f.strip() for f in line.strip().split(",")]
-        while fields and fields[-1] == "":
-            fields.pop()
-        if not fields:
+        values = read_visdrone_line(line, f"{path}:{n}")
+        if values is None:
             continue
-        if len(fields) < 6:
-            raise LabelError(f"{path}:{n}: expected at least 6 comma-separated values, got {len(fields)}: {line!r}")
-        try:
-            values = [float(f) for f in fields[:8]]
-        except ValueError:
-            raise LabelError(f"{path}:{n}: not a number in {line!r}") from None
-        if not all(math.isfinite(v) for v in values):
-            raise LabelError(f"{path}:{n}: non-finite value in {line!r}")
         left, top, width, height, _score, category = values[:6]
-        if width < 0 or height < 0:
-            raise LabelError(f"{path}:{n}: negative box size {width:g}x{height:g}")
-        if category != int(category) or not 0 <= category <= num_classes + 1:
+        if not 0 <= category <= num_classes + 1:
             raise LabelError(f"{path}:{n}: category {category:g} outside 0..{num_classes + 1}")
         category = int(category)
         if category == IGNORED_CATEGORY:

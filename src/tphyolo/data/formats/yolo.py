@@ -7,30 +7,22 @@ Ignore regions live in an optional side file `ignore/STEM.txt`, one normalised `
 
 from __future__ import annotations
 
-import math
 from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
 
 from tphyolo.data.formats.base import LabeledImage, LabelEntry, LabelFormat, sibling_file
-from tphyolo.data.labels import ImageLabels, LabelError
+from tphyolo.data.labels import ImageLabels, LabelError, finite_numbers, read_label_text
 from tphyolo.ops.boxes import cxcywh_to_xyxy, xyxy_to_cxcywh
 
 
 def _rows(path: Path) -> list[tuple[int, list[float]]]:
     rows = []
-    for n, line in enumerate(Path(path).read_text(encoding="utf-8").splitlines(), start=1):
+    for n, line in enumerate(read_label_text(path).splitlines(), start=1):
         fields = line.split()
-        if not fields:
-            continue
-        try:
-            values = [float(f) for f in fields]
-        except ValueError:
-            raise LabelError(f"{path}:{n}: not a number in {line.strip()!r}") from None
-        if not all(math.isfinite(v) for v in values):
-            raise LabelError(f"{path}:{n}: non-finite value in {line.strip()!r}")
-        rows.append((n, values))
+        if fields:
+            rows.append((n, finite_numbers(fields, f"{path}:{n}", line)))
     return rows
 
 
