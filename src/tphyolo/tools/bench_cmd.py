@@ -36,7 +36,6 @@ from tphyolo.tools.errors import UsageError
 USES_RUNTIME = True
 
 BENCHMARKS = ("attention", "model", "wbf", "eval", "data", "predict")
-DEFAULT_BATCH = 2  # of attention, model and data; predict's default is 1
 
 
 def _csv(text: str) -> tuple[str, ...]:
@@ -55,8 +54,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--json", metavar="PATH", help="also write the results as JSON to PATH")
     parser.add_argument("--quick", action="store_true", help="tiny sizes and one repeat: checks that it runs")
     parser.add_argument("--warmup", type=int, default=None, help="untimed calls before timing (default 1)")
-    parser.add_argument("--repeats", type=int, default=None, help="timed calls; the median is reported (default 3)")
-    parser.add_argument("--batch", type=int, default=None, help="batch size (default 2; 1 for predict)")
+    parser.add_argument(
+        "--repeats", type=int, default=None, help="timed calls; the median is reported (default 3; 5 for predict)"
+    )
+    parser.add_argument("--batch", type=int, default=2, help="batch size (default 2)")
     group = parser.add_argument_group("attention")
     group.add_argument("--blocks", type=_csv, default=("c3tr", "c3str", "clla"), help="c3tr,c3str,clla")
     group.add_argument("--scales", type=_csv, default=("s",), help="model scales n,s,m,l,x (default s)")
@@ -122,7 +123,7 @@ def _attention(
         cases = tuple(AttentionCase(block, "n", 256, 1) for block in args.blocks)
     else:
         cases = tuple(
-            AttentionCase(block, scale, size, args.batch or DEFAULT_BATCH)
+            AttentionCase(block, scale, size, args.batch)
             for block in args.blocks
             for scale in args.scales
             for size in args.sizes
@@ -161,7 +162,7 @@ def _model(args: argparse.Namespace, device: torch.device, log: Callable[[str], 
     settings = ModelSettings(
         model="tph-yolov5n" if args.quick else args.model,
         image_size=128 if args.quick else args.img,
-        batch=1 if args.quick else args.batch or DEFAULT_BATCH,
+        batch=1 if args.quick else args.batch,
         variants=variants,
         modes=args.model_modes,
         warmup=_pick(args.warmup, args.quick, 1, 0),
@@ -179,7 +180,7 @@ def _predict(args: argparse.Namespace, device: torch.device, log: Callable[[str]
         settings = BackendBenchSettings(
             model="tph-yolov5n" if args.quick else args.model,
             imgsz=64 if args.quick else args.img,
-            batch=args.batch or 1,
+            batch=1 if args.quick else args.batch,
             backends=args.backends,
             baselines=args.baselines,
             warmup=_pick(args.warmup, args.quick, 1, 0),
@@ -226,8 +227,8 @@ def run(args: argparse.Namespace) -> int:
 
             batches = args.data_batches or (2 if args.quick else 8)
             size = 128 if args.quick else args.img
-            rows += bench_data(image_size=size, batch=args.batch or DEFAULT_BATCH, workers=args.workers,
-                               batches=batches, data=args.data, log=print)  # fmt: skip
+            rows += bench_data(image_size=size, batch=args.batch, workers=args.workers, batches=batches,
+                              data=args.data, log=print)  # fmt: skip
         elif what == "predict":
             rows += _predict(args, device, print)
     machine = machine_info(device, **measured)
