@@ -10,6 +10,8 @@ from tphyolo.models import build_model
 
 CPU_FORMATS = ("onnx", "openvino", "torchscript")
 FIXED_SIZE = 64
+DYNAMIC_SIZE = 128
+DYNAMIC_NAMES = ["car", "van", "bus"]
 
 
 @pytest.fixture(scope="session")
@@ -21,5 +23,18 @@ def fixed_exports(tmp_path_factory) -> dict[str, Path]:
     folder = tmp_path_factory.mktemp("fixed")
     cfg = ExportConfig(formats=CPU_FORMATS, imgsz=FIXED_SIZE)
     results = export_model(model, cfg, stem=folder / "y5n", model_name="yolov5n", source="y5n.pt")
+    assert all(r.ok for r in results), [r.summary() for r in results]
+    return {"model": model, **{r.format: r.path for r in results}}
+
+
+@pytest.fixture(scope="session")
+def dynamic_exports(tmp_path_factory) -> dict[str, Path]:
+    """yolov5n with 3 classes (random weights, seed 0) exported with `--dynamic` (traced at 128 x 128) to every
+    CPU format: {format: path}, plus "model": the PyTorch model in eval mode."""
+    torch.manual_seed(0)
+    model = build_model("yolov5n", names=DYNAMIC_NAMES).eval()
+    folder = tmp_path_factory.mktemp("dynamic")
+    cfg = ExportConfig(formats=CPU_FORMATS, imgsz=DYNAMIC_SIZE, dynamic=True)
+    results = export_model(model, cfg, stem=folder / "m", model_name="yolov5n", source="m.pt")
     assert all(r.ok for r in results), [r.summary() for r in results]
     return {"model": model, **{r.format: r.path for r in results}}

@@ -129,3 +129,21 @@ def test_fp16_exports_need_cuda(fixed_exports, tmp_path):
     onnx.save(proto, str(tmp_path / "half.onnx"))
     with pytest.raises(ValueError, match="fp16 export runs on CUDA only"):
         load_backend(tmp_path / "half.onnx")
+
+
+@pytest.mark.parametrize("shape", [(2, 3, 128, 128), (3, 3, 96, 160)])
+def test_dynamic_openvino_ir_runs_a_whole_batch_in_one_request(dynamic_exports, shape):
+    """A --dynamic IR keeps its batch free (no image-by-image loop): one request per batch, each image's output
+    the same as PyTorch's and as its own run alone."""
+    import openvino as ov
+
+    xml = next(dynamic_exports["openvino"].glob("*.xml"))
+    assert ov.Core().read_model(str(xml)).input(0).get_partial_shape().to_string() == "[?,3,?,?]"
+    backend = load_backend(dynamic_exports["openvino"])
+    batch, _, height, width = shape
+    x = sample_images(batch, height, width, seed=3)
+    with torch.no_grad():
+        expected = dynamic_exports["model"].fuse()(x)
+    out = backend.run(x)
+    assert relative_error(out, expected) <= 1e-4
+    assert relative_error(backend.run(x[1:2]), out[1:2]) <= 1e-5

@@ -1,28 +1,51 @@
-"""bench_backends: rows in the bench schema, backends checked against the baseline before timing."""
+"""bench_backends and bench_tta: rows in the bench schema, labelled by their baseline, every backend checked
+against our PyTorch model before timing."""
 
 import pytest
 
-from tphyolo.export.benchmark import BackendBenchSettings, bench_backends
+from tphyolo.export.benchmark import BASELINES, BackendBenchSettings, bench_backends, bench_tta
 
 
 def test_settings_are_checked():
     with pytest.raises(ValueError, match="unknown backend"):
         BackendBenchSettings(backends=("tensorflow",))
-    with pytest.raises(ValueError, match="baseline must be one of"):
-        BackendBenchSettings(baseline="yolov8")
+    with pytest.raises(ValueError, match="baselines must be some of"):
+        BackendBenchSettings(baselines=("yolov8",))
+    with pytest.raises(ValueError, match="torch is the baseline ours itself"):
+        BackendBenchSettings(backends=("torch",), baselines=("ours",))
 
 
 @pytest.mark.slow
-def test_rows_for_each_backend_against_the_original_computation(tmp_path):
-    settings = BackendBenchSettings(
-        model="tph-yolov5n", imgsz=64, backends=("onnxruntime", "openvino"), baseline="original", warmup=0, repeats=2
-    )
+def test_rows_for_each_backend_against_each_baseline(tmp_path):
+    settings = BackendBenchSettings(model="tph-yolov5n", imgsz=64, backends=("torch", "onnxruntime", "openvino"),
+                                    baselines=("ours", "original"), warmup=0, repeats=2)  # fmt: skip
     lines = []
     rows = bench_backends(settings, workdir=tmp_path, log=lines.append)
-    assert [r.name for r in rows] == ["export/onnxruntime", "export/openvino"]
-    assert any("outputs equal to the original baseline" in line for line in lines)
+    # torch against "ours" would time the baseline against itself: left out
+    assert [(r.name, r.config.split(", vs ")[1]) for r in rows] == [
+        ("predict/onnxruntime", BASELINES["ours"]),
+        ("predict/openvino", BASELINES["ours"]),
+        ("predict/torch", BASELINES["original"]),
+        ("predict/onnxruntime", BASELINES["original"]),
+        ("predict/openvino", BASELINES["original"]),
+    ]
+    assert any("outputs equal to our PyTorch model's" in line for line in lines)
     for row in rows:
         data = row.to_json()
         assert data["baseline_ms"] > 0 and data["ours_ms"] > 0 and data["speedup"] > 0
-        assert 0 < data["extra"]["rel_error"] <= 1e-4 and data["extra"]["export_s"] > 0
-        assert "tph-yolov5n img64 b1" in data["config"]
+        assert 0 < data["extra"]["rel_error"] <= 1e-4
+        assert data["config"].startswith("tph-yolov5n img64 b1 fp32")
+        assert (data["extra"].get("export_s", 0) > 0) == (row.name != "predict/torch")
+
+
+@pytest.mark.slow
+def test_tta_rows_time_predict_end_to_end_with_the_same_detections(tmp_path):
+    settings = BackendBenchSettings(model="yolov5n", backends=("onnxruntime",), warmup=0, repeats=1, tta_imgsz=128)
+    lines = []
+    (row,) = bench_tta(settings, workdir=tmp_path, log=lines.append)
+    assert row.name == "predict/tta/onnxruntime"
+    assert row.config == f"yolov5n 128x72 img128 TTA 8 passes + WBF, vs {BASELINES['ours']}"
+    assert row.ours_ms > 0 and row.baseline_ms > 0
+    detections, expected = row.extra["detections"], row.extra["baseline_detections"]
+    assert expected > 10 and abs(detections - expected) <= 0.05 * expected
+    assert any(line.startswith("TTA (8 passes + WBF) detections") for line in lines)

@@ -1,28 +1,20 @@
-"""Prediction on exported models: the same detections as the PyTorch model they came from, exported and
-PyTorch models mixed in one ensemble, and a fixed-size export refusing TTA's other sizes."""
+"""Prediction on exported models: the same detections as the PyTorch model they came from (plain, with TTA's
+scales and flips, and sliced), exported and PyTorch models mixed in one ensemble, and a fixed-size export
+refusing TTA's other sizes."""
 
 import numpy as np
 import pytest
 import torch
 
 from tphyolo.engine.predict import Predictor
-from tphyolo.export import ExportConfig, export_model
-from tphyolo.models import build_model
 from tphyolo.ops import box_iou
 
-NAMES = ["car", "van", "bus"]
+NAMES = ["car", "van", "bus"]  # those of the dynamic_exports fixture
 
 
 @pytest.fixture(scope="module")
-def model_and_onnx(tmp_path_factory):
-    pytest.importorskip("onnxruntime")
-    torch.manual_seed(0)
-    model = build_model("yolov5n", names=NAMES).eval()
-    folder = tmp_path_factory.mktemp("dynamic")
-    (result,) = export_model(model, ExportConfig(formats=("onnx",), imgsz=128, dynamic=True), stem=folder / "m",
-                             model_name="yolov5n", source="m.pt")  # fmt: skip
-    assert result.ok, result.summary()
-    return model, result.path
+def model_and_onnx(dynamic_exports):
+    return dynamic_exports["model"], dynamic_exports["onnx"]
 
 
 @pytest.fixture(scope="module")
@@ -47,10 +39,29 @@ def test_exported_model_predicts_what_the_pytorch_model_predicts(model_and_onnx,
     assert matched_fraction(exported, ours) >= 0.8
 
 
-def matched_fraction(a, b) -> float:
-    """The share of detections of `b` that `a` has too: same class, IoU > 0.99, score within 1e-4."""
+@pytest.mark.parametrize("mode", ["tta", "sliced"])
+def test_tta_and_slicing_on_a_dynamic_export_find_what_the_pytorch_model_finds(dynamic_exports, image, mode):
+    """TTA runs the export at 4 sizes, flipped and not, merged by WBF; slicing runs 96-px windows of the image
+    4 at a time (batches of 4, and of other sizes at the image's edges). Both need the free sizes and batch.
+    At conf 1e-3 the random network's candidates are few enough that NMS and WBF pick the same boxes whatever
+    the runtime's float differences (at 1e-4, near-equal overlapping boxes make their choice arbitrary)."""
+    extra = {"tta": True} if mode == "tta" else {"slice": 96, "batch": 4}
+    common = {"imgsz": 128, "conf": 1e-3, "max_det": 100, "device": "cpu"}
+    ours = Predictor(dynamic_exports["model"], **common, **extra)(image)[0]
+    plain = Predictor(dynamic_exports["model"], **common)(image)[0]
+    assert len(ours) > 10 and not torch.equal(ours.boxes, plain.boxes)  # the option changed what was found
+    for fmt in ("onnx", "openvino", "torchscript"):
+        exported = Predictor(str(dynamic_exports[fmt]), **common, **extra)(image)[0]
+        assert len(exported) == len(ours), fmt
+        torch.testing.assert_close(exported.scores.max(), ours.scores.max(), atol=1e-6, rtol=0)
+        assert matched_fraction(exported, ours, score_tolerance=1e-6) >= 0.95, fmt
+
+
+def matched_fraction(a, b, *, score_tolerance: float = 1e-4) -> float:
+    """The share of detections of `b` that `a` has too: same class, IoU > 0.99, score within `score_tolerance`."""
     iou = box_iou(b.boxes, a.boxes)
-    same = (b.labels[:, None] == a.labels[None]) & ((b.scores[:, None] - a.scores[None]).abs() < 1e-4)
+    close = (b.scores[:, None] - a.scores[None]).abs() < score_tolerance
+    same = (b.labels[:, None] == a.labels[None]) & close
     return ((iou > 0.99) & same).any(1).float().mean().item()
 
 

@@ -51,10 +51,24 @@ def test_bench_data_quick(tmp_path):
     assert row["name"] == "data/loader" and row["extra"]["images_per_s"] > 0 and row["baseline_ms"] is None
 
 
+@pytest.mark.slow
+def test_bench_predict_quick(tmp_path):
+    data = _run(tmp_path, "predict", "--backends", "torch,onnxruntime", "--baselines", "ours,original")
+    ours, original = "ours, PyTorch eager fp32 fused", "ours with the original's attention, PyTorch eager fp32 fused"
+    assert [(r["name"], r["config"]) for r in data["rows"]] == [
+        ("predict/onnxruntime", f"tph-yolov5n img64 b1 fp32, vs {ours}"),
+        ("predict/torch", f"tph-yolov5n img64 b1 fp32, vs {original}"),
+        ("predict/onnxruntime", f"tph-yolov5n img64 b1 fp32, vs {original}"),
+    ]
+    assert all(r["ours_ms"] > 0 and r["baseline_ms"] > 0 and r["extra"]["rel_error"] <= 1e-4 for r in data["rows"])
+
+
 def test_bench_rejects_unknown_choices(capsys):
     assert main(["bench", "attention", "--quick", "--device", "cpu", "--blocks", "nope"]) == 2
     assert "unknown block" in capsys.readouterr().err
     assert main(["bench", "model", "--quick", "--device", "cpu", "--variants", "turbo"]) == 2
+    assert main(["bench", "predict", "--quick", "--device", "cpu", "--backends", "tensorflow"]) == 2
+    assert "unknown backend" in capsys.readouterr().err
     with pytest.raises(SystemExit):
         main(["bench", "everything"])
 

@@ -3,11 +3,8 @@
 
 The metadata lives in the IR's rt_info (`<rt_info><tphyolo>...` in the .xml), one JSON value per field.
 
-Batch with `dynamic`: the IR keeps height and width free but fixes the batch at 1, and the backend runs a
-batch image by image. With a free batch, OpenVINO's CPU plugin (2026.4) rewrites the head's
-`Mul(x, Expand(anchor_grid, (1, na, h, w, 2)))` into a Broadcast of the product to that shape, which fails
-for batch > 1 ("cannot be broadcasted (numpy mode)"); ONNX Runtime and PyTorch broadcast it correctly.
-Fixed-size IRs are folded to constants and run any exported batch.
+With `dynamic`, batch, height and width stay free, as in the ONNX file; a fixed-size IR runs its export batch
+and size only.
 
 `half` stores the weights in fp16 (OpenVINO decompresses them for the CPU); fp32 IRs keep fp32 weights.
 """
@@ -20,7 +17,6 @@ from tphyolo.export.extras import require
 from tphyolo.export.metadata import ExportMetadata
 
 RT_INFO_SECTION = "tphyolo"
-DYNAMIC_IR_BATCH = 1  # see the module docstring
 
 
 def export_openvino(onnx_path: Path, folder: Path, *, metadata: ExportMetadata, half: bool = False) -> Path:
@@ -28,8 +24,6 @@ def export_openvino(onnx_path: Path, folder: Path, *, metadata: ExportMetadata, 
     without its `_openvino_model` suffix; writes `metadata` into its rt_info. Returns the folder."""
     ov = require("openvino", purpose="OpenVINO export")
     model = ov.Core().read_model(str(onnx_path))  # unlike ov.convert_model: no telemetry, a tenth of the time
-    if metadata.dynamic:
-        model.reshape({model.input(0): ov.PartialShape([DYNAMIC_IR_BATCH, 3, -1, -1])})
     for key, value in metadata.to_strings().items():
         model.set_rt_info(value, [RT_INFO_SECTION, key])
     folder.mkdir(parents=True, exist_ok=True)

@@ -80,7 +80,7 @@ class DetectionHead(nn.Module):
         out = []
         for i, p in enumerate(raw):
             b, _, h, w, _ = p.shape
-            grid, anchor_grid = self._grid(i, h, w, p.device)  # (1, na, H, W, 2) each
+            grid, anchor_grid = self._grid(i, h, w, p.device)  # (1, 1, H, W, 2), (1, na, 1, 1, 2)
             y = p.float().sigmoid()
             xy = (y[..., 0:2] * 2 - 0.5 + grid) * self.stride[i].float()  # (B, na, H, W, 2) pixels
             wh = (y[..., 2:4] * 2) ** 2 * anchor_grid  # (B, na, H, W, 2) pixels
@@ -88,7 +88,8 @@ class DetectionHead(nn.Module):
         return torch.cat(out, dim=1)
 
     def _grid(self, i: int, h: int, w: int, device: torch.device) -> tuple[torch.Tensor, torch.Tensor]:
-        """Cell offsets (x, y) and anchor sizes in pixels for level i, each (1, na, H, W, 2) float32.
+        """Cell offsets (x, y), (1, 1, H, W, 2), and anchor sizes in pixels, (1, na, 1, 1, 2), for level i,
+        float32, to be broadcast against the level's (B, na, H, W, 2) predictions.
 
         Cached per (level, size, device) in eager mode; under graph capture (torch.compile, export tracing)
         they are recomputed inside the graph, so the cache never causes a graph break or a constant size.
@@ -101,15 +102,17 @@ class DetectionHead(nn.Module):
         return self._grids[key]
 
     def _make_grid(self, i: int, h: int, w: int, device: torch.device) -> tuple[torch.Tensor, torch.Tensor]:
+        # Shapes that broadcast, not an `expand` to the level's size: traced, such an expand becomes an Expand to
+        # a shape computed from the input, which a runtime must re-derive for every batch and size.
         f32 = torch.float32
         ys, xs = torch.meshgrid(
             torch.arange(h, device=device, dtype=f32),
             torch.arange(w, device=device, dtype=f32),
             indexing="ij",
         )
-        grid = torch.stack((xs, ys), dim=2).expand(1, self.na, h, w, 2)  # (1, na, H, W, 2)
+        grid = torch.stack((xs, ys), dim=2)[None, None]  # (1, 1, H, W, 2)
         anchor_grid = (self.anchors[i].float() * self.stride[i].float()).view(1, self.na, 1, 1, 2)
-        return grid, anchor_grid.expand(1, self.na, h, w, 2)
+        return grid, anchor_grid
 
     def _apply(self, fn, recurse=True):  # noqa: ANN001 - nn.Module signature
         self._grids = {}  # anchors or stride may change with device or dtype

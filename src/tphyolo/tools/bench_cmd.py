@@ -8,18 +8,23 @@
     tphyolo bench data --workers 0,1,2
     tphyolo bench attention model --quick     # tiny sizes, seconds
     tphyolo bench startup --model tph-yolov5n --img 320 --compile   # cold vs warm start, fresh processes
+    tphyolo bench predict --model tph-yolov5l --img 640 --batch 1 --backends torch,onnxruntime,openvino \
+        --baselines ours,original --tta        # exported runtimes against PyTorch eager, plus TTA end to end
 
 The runtime flags (`--device --amp --compile --channels-last --sdpa-backend ...`) are those of training, and
 both sides of every comparison run under them, prepared by `RuntimeConfig`. `bench model` sweeps variants of
 them (`tphyolo.bench.model.variant_runtime`): `--channels-last` and `--amp bf16|fp16` apply to every variant,
 `--amp auto` autocasts the amp variants only, `--amp off` refuses them. On CUDA, `bench attention` sweeps every
 SDPA backend and fp32/fp16/bf16 unless `--sdpa-backend`/`--dtypes`/`--amp` narrow it (`--amp off`: fp32
-only). Numbers on a shared machine are noisy: compare the ratios within one run.
+only). `bench predict` runs on the CPU (`tphyolo.export.benchmark`): it exports the model (random weights,
+seed 0) to a temporary folder, or to `--export-dir`, checks every backend's output against PyTorch's, then
+times them. Numbers on a shared machine are noisy: compare the ratios within one run.
 """
 
 from __future__ import annotations
 
 import argparse
+import tempfile
 from collections.abc import Callable
 
 import torch
@@ -31,7 +36,7 @@ from tphyolo.tools.errors import UsageError
 
 USES_RUNTIME = True
 
-BENCHMARKS = ("attention", "model", "wbf", "eval", "data", "startup")
+BENCHMARKS = ("attention", "model", "wbf", "eval", "data", "predict", "startup")
 
 
 def _csv(text: str) -> tuple[str, ...]:
@@ -50,8 +55,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--json", metavar="PATH", help="also write the results as JSON to PATH")
     parser.add_argument("--quick", action="store_true", help="tiny sizes and one repeat: checks that it runs")
     parser.add_argument("--warmup", type=int, default=None, help="untimed calls before timing (default 1)")
-    parser.add_argument("--repeats", type=int, default=None, help="timed calls; the median is reported (default 3)")
-    parser.add_argument("--batch", type=int, default=2, help="batch size for attention and model (default 2)")
+    parser.add_argument(
+        "--repeats", type=int, default=None, help="timed calls; the median is reported (default 3; 5 for predict)"
+    )
+    parser.add_argument("--batch", type=int, default=2, help="batch size (default 2)")
     group = parser.add_argument_group("attention")
     group.add_argument("--blocks", type=_csv, default=("c3tr", "c3str", "clla"), help="c3tr,c3str,clla")
     group.add_argument("--scales", type=_csv, default=("s",), help="model scales n,s,m,l,x (default s)")
@@ -67,6 +74,18 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "eager,channels_last,amp,amp+compile on CUDA)",
     )  # fmt: skip
     group.add_argument("--model-modes", type=_csv, default=("train", "infer"), help="train,infer (default both)")
+    group = parser.add_argument_group("predict (also --model, --img, --batch)")
+    group.add_argument(
+        "--backends", type=_csv, default=("onnxruntime", "openvino"),
+        help="torch,onnxruntime,openvino,torchscript (default onnxruntime,openvino)",
+    )  # fmt: skip
+    group.add_argument(
+        "--baselines", type=_csv, default=("ours",),
+        help="ours (our model, PyTorch eager fp32 fused), original (with the original's attention); default ours",
+    )  # fmt: skip
+    group.add_argument("--tta", action="store_true", help="also time predict with 8-pass TTA + WBF on one image")
+    group.add_argument("--tta-img", type=int, default=1536, help="TTA image width, pixels (default 1536)")
+    group.add_argument("--export-dir", metavar="DIR", help="where the exports go (default: a temporary folder)")
     group = parser.add_argument_group("wbf / eval / data")
     group.add_argument("--workers", type=_ints, default=(0, 1, 2), help="loader worker counts (default 0,1,2)")
     group.add_argument("--images", type=int, default=None, help="images for bench eval (default 500)")
@@ -153,6 +172,32 @@ def _model(args: argparse.Namespace, device: torch.device, log: Callable[[str], 
     return bench_model(settings, runtime=runtime, device=device, log=log)
 
 
+def _predict(args: argparse.Namespace, device: torch.device, log: Callable[[str], None]) -> list[Row]:
+    from tphyolo.export.benchmark import BackendBenchSettings, bench_backends, bench_tta
+
+    if device.type != "cpu":
+        raise UsageError(f"bench predict times CPU runtimes; run it with --device cpu, not {device}")
+    try:
+        settings = BackendBenchSettings(
+            model="tph-yolov5n" if args.quick else args.model,
+            imgsz=64 if args.quick else args.img,
+            batch=1 if args.quick else args.batch,
+            backends=args.backends,
+            baselines=args.baselines,
+            warmup=_pick(args.warmup, args.quick, 1, 0),
+            repeats=_pick(args.repeats, args.quick, 5, 1),
+            tta_imgsz=128 if args.quick else args.tta_img,
+        )
+    except ValueError as error:
+        raise UsageError(str(error)) from error
+    with tempfile.TemporaryDirectory(prefix="tphyolo-bench-") as tmp:
+        workdir = args.export_dir or tmp
+        rows = bench_backends(settings, workdir=workdir, log=log)
+        if args.tta:
+            rows += bench_tta(settings, workdir=workdir, log=log)
+    return rows
+
+
 def _pick(explicit: int | None, quick: bool, normal: int, tiny: int) -> int:
     return explicit if explicit is not None else (tiny if quick else normal)
 
@@ -193,6 +238,8 @@ def run(args: argparse.Namespace) -> int:
                                        image_size=128 if args.quick else args.img, batch=args.batch,
                                        device=runtime.device, compile=runtime.compile)  # fmt: skip
             rows += bench_startup(settings, log=print)
+        elif what == "predict":
+            rows += _predict(args, device, print)
     machine = machine_info(device, **measured)
     print()
     print(format_table(rows))

@@ -2,7 +2,7 @@
 
 Compiled with the LATENCY hint, `threads` inference threads (default: the cores this process may use), and
 f32 inference precision for fp32 IRs (so that CPUs with bf16 units do not silently lower precision). A
-dynamic IR has a batch of 1 (see `tphyolo.export.openvino`): a batch is run image by image.
+dynamic IR runs a whole batch in one request.
 """
 
 from __future__ import annotations
@@ -53,13 +53,7 @@ class OpenVINOBackend(ExportedBackend):
             raise ValueError(f"{path}: OpenVINO cannot compile this IR (corrupt weights?): {reason}") from error
         super().__init__(path, metadata, device)
         self.request = compiled.create_infer_request()
-        self.ir_batch = model.input(0).get_partial_shape()[0]
 
     def _forward(self, x: torch.Tensor) -> torch.Tensor:
-        if self.ir_batch.is_static and self.ir_batch.get_length() != x.shape[0]:
-            return torch.cat([self._infer(image[None]) for image in x])
-        return self._infer(x)
-
-    def _infer(self, x: torch.Tensor) -> torch.Tensor:
         out = self.request.infer({0: x.numpy()})[0]
         return torch.from_numpy(np.array(out, copy=True))  # the request reuses its output buffer
