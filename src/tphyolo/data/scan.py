@@ -142,11 +142,12 @@ def _files_hash(items: list[LabelEntry]) -> str:
             if p is None or p in seen:
                 continue
             seen.add(p)
+            name = os.fsencode(p)  # the name's bytes: any name the OS allows, not only UTF-8
             try:
                 st = os.stat(p)
-                digest.update(f"{p}\0{st.st_size}\0{st.st_mtime_ns}\n".encode())
+                digest.update(name + f"\0{st.st_size}\0{st.st_mtime_ns}\n".encode())
             except OSError:
-                digest.update(f"{p}\0absent\n".encode())
+                digest.update(name + b"\0absent\n")
     return digest.hexdigest()
 
 
