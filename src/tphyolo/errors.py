@@ -1,0 +1,37 @@
+"""One-line descriptions of the errors bad input and faults raise: the file named first, then the cause.
+
+    describe_error(OSError(28, "No space left on device", "runs/exp/weights/last.pt"))
+    -> "runs/exp/weights/last.pt: no space left on device"
+
+The command line prints these (see `tphyolo.cli.main`); commands that skip a file and go on print them too.
+"""
+
+from __future__ import annotations
+
+import errno
+
+# Causes as a user reads them, for the errors faults raise most (the rest use the OS's own words).
+_CAUSES = {
+    errno.ENOSPC: "no space left on device",
+    errno.EROFS: "read-only file system",
+    errno.EACCES: "permission denied",
+    errno.EPERM: "operation not permitted",
+    errno.ENOENT: "no such file or directory",
+    errno.EDQUOT: "disk quota exceeded",
+}
+
+
+def describe_error(error: BaseException) -> str:
+    """`error` as one line: `PATH: cause` for an OSError that names its file, else the message's first line
+    (messages of this package start with the file they are about)."""
+    if isinstance(error, OSError) and error.errno is not None:
+        cause = _CAUSES.get(error.errno) or (error.strerror or str(error)).lower()
+        if error.filename is not None:
+            target = f" -> {error.filename2}" if error.filename2 is not None else ""
+            return f"{error.filename}{target}: {cause}"
+        return cause
+    text = str(error).strip()
+    if not text:
+        return type(error).__name__
+    first, *rest = text.splitlines()
+    return first if not rest else f"{first} (+{len(rest)} more line(s))"
