@@ -33,5 +33,10 @@ def describe_error(error: BaseException) -> str:
     text = str(error).strip()
     if not text:
         return type(error).__name__
-    first, *rest = text.splitlines()
-    return first if not rest else f"{first} (+{len(rest)} more line(s))"
+    lines = text.splitlines()
+    if len(lines) > 1 and "Traceback (most recent call last)" in text:
+        # an error re-raised from a worker process (a DataLoader's) carries the worker's traceback: its last
+        # line is the original `module.Error: message`
+        kind, _, message = lines[-1].partition(": ")
+        return message if message and " " not in kind else lines[-1]
+    return lines[0] if len(lines) == 1 else f"{lines[0]} (+{len(lines) - 1} more line(s))"

@@ -12,6 +12,7 @@ with an `ImageError` instead of exhausting memory.
 from __future__ import annotations
 
 import io
+import re
 import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -67,8 +68,10 @@ def read_header(data: bytes, path: Path | str) -> ImageHeader:
                 width, height = im.size
                 orientation = im.getexif().get(_EXIF_ORIENTATION, 1) if im.format in ("JPEG", "MPO", "TIFF") else 1
                 fmt = im.format or "unknown"
-    except Image.DecompressionBombError:
-        raise ImageError(f"{path}: declares an image of over {MAX_IMAGE_PIXELS:,} pixels (the limit)") from None
+    except Image.DecompressionBombError as error:  # PIL's own, higher, limit: its message gives the size
+        declared = re.search(r"\((\d+) pixels\)", str(error))
+        size = f"{int(declared.group(1)):,} pixels" if declared else "more pixels"
+        raise ImageError(f"{path}: declares {size}, over the limit of {MAX_IMAGE_PIXELS:,}") from None
     except (UnidentifiedImageError, OSError, SyntaxError, ValueError) as error:
         raise ImageError(f"{path}: cannot read image ({error})") from None
     if width * height > MAX_IMAGE_PIXELS:

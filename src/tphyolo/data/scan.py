@@ -119,7 +119,7 @@ def _expand_source(source: Path, problems: list[str]) -> list[LabelEntry]:
         return [_image_entry(p) for p in files]
     if source.suffix.lower() == ".txt" and source.is_file():
         items = []
-        for line in source.read_text(encoding="utf-8").splitlines():
+        for line in map(os.fsdecode, source.read_bytes().splitlines()):  # file names as the OS has them
             line = line.strip()
             if line:
                 p = Path(line).expanduser()

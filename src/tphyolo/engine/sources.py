@@ -48,7 +48,7 @@ def _media_in(paths: Sequence[Path]) -> list[Path]:
 
 def _from_list(path: Path) -> list[Path]:
     files = []
-    for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
+    for n, line in enumerate(map(os.fsdecode, path.read_bytes().splitlines()), start=1):  # names as the OS has them
         line = line.strip()
         if not line or line.startswith("#"):
             continue

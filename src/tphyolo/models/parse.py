@@ -31,11 +31,11 @@ STRING_ARGS = frozenset({"nearest", "nearest-exact", "linear", "bilinear", "bicu
 CHANNEL_DIVISOR = 8
 MAX_LAYERS = 1000
 MAX_REPEATS = 100
-MAX_CHANNELS = 8192
+MAX_CHANNELS = 4096
 MAX_CLASSES = 10_000
 MAX_ANCHORS = 32
 MAX_SMALL_ARG = 256
-MAX_MULTIPLE = 10.0
+MAX_MULTIPLE = 4.0
 
 Source = int | tuple[int, ...]
 
