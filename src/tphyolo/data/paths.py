@@ -2,15 +2,8 @@
 
 from __future__ import annotations
 
-import os
 import stat
 from pathlib import Path
-
-
-def default_cache_dir() -> Path:
-    """`$XDG_CACHE_HOME/tphyolo` (default `~/.cache/tphyolo`): the synthetic sets, and scan caches of datasets
-    whose own folders are read-only."""
-    return Path(os.environ.get("XDG_CACHE_HOME") or "~/.cache").expanduser() / "tphyolo"
 
 
 def is_read_only_folder(folder: Path) -> bool:

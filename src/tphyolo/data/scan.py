@@ -11,7 +11,7 @@ label file are kept as background. Images are verified by decoding them as train
 says (`<label folder>.cache.json`; COCO: `<json stem>.cache.json`), keyed by a hash of the names, sizes and
 mtimes of every image and label file; a stale or unreadable cache is rebuilt. Where that folder cannot be
 written (a read-only mount, no permission; found by trying), the cache goes under the user cache folder
-(`~/.cache/tphyolo/scans/`, see `default_cache_dir`), and is read from there next time.
+(`~/.cache/tphyolo/scans/`, see `tphyolo.user_cache`), and is read from there next time.
 """
 
 from __future__ import annotations
@@ -30,8 +30,9 @@ from tphyolo.data.formats import FORMATS
 from tphyolo.data.formats.base import LabelEntry, label_folder_cache
 from tphyolo.data.image_io import ImageError, is_image_name, verify_image
 from tphyolo.data.labels import ImageLabels, LabelError, sanitize
-from tphyolo.data.paths import default_cache_dir, is_read_only_folder
+from tphyolo.data.paths import is_read_only_folder
 from tphyolo.flags import flag
+from tphyolo.user_cache import user_cache_dir
 
 CACHE_VERSION = 1
 LABEL_STATES = ("found", "missing", "empty", "corrupt")
@@ -224,7 +225,7 @@ def fallback_cache_path(path: Path) -> Path:
     """Where the scan cache that belongs at `path` goes when `path`'s folder cannot be written: a file under
     the user cache folder named by a hash of `path`."""
     key = hashlib.sha256(os.fsencode(Path(os.path.abspath(path)))).hexdigest()[:24]
-    return default_cache_dir() / "scans" / f"{key}.cache.json"
+    return user_cache_dir() / "scans" / f"{key}.cache.json"
 
 
 def _save_cache(path: Path, key: str, nc: int, records: list[Record], report: ScanReport) -> str | None:

@@ -21,7 +21,6 @@ import yaml
 from tphyolo.data.formats.visdrone import format_visdrone
 from tphyolo.data.image_io import write_image
 from tphyolo.data.labels import ImageLabels
-from tphyolo.data.paths import default_cache_dir
 
 GENERATOR_VERSION = 1
 NAMES = ("car", "bus", "pedestrian", "truck", "motor", "van")
@@ -222,6 +221,11 @@ def generate_synthetic(root: Path, *, n_train: int = 80, n_val: int = 20, imgsz:
     path = root / "data.yaml"
     path.write_text(yaml.safe_dump(data, sort_keys=False), encoding="utf-8")
     return path
+
+
+def default_cache_dir() -> Path:
+    """`$XDG_CACHE_HOME/tphyolo` (default `~/.cache/tphyolo`)."""
+    return Path(os.environ.get("XDG_CACHE_HOME") or "~/.cache").expanduser() / "tphyolo"
 
 
 def ensure_synthetic(

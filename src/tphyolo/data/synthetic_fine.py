@@ -26,8 +26,7 @@ import yaml
 from tphyolo.data.formats.visdrone import format_visdrone
 from tphyolo.data.image_io import write_image
 from tphyolo.data.labels import ImageLabels
-from tphyolo.data.paths import default_cache_dir
-from tphyolo.data.synthetic import _draw_object, _ground, _roads
+from tphyolo.data.synthetic import _draw_object, _ground, _roads, default_cache_dir
 
 GENERATOR_VERSION = 1
 SCENE_SIZE = 1280
