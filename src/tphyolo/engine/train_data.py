@@ -87,7 +87,8 @@ def build_data(
         scan_cache=cfg.scan_cache,
         seed=cfg.seed,
     )
-    _report_problems("train", train_scan)
+    if dist.is_main:
+        _report_problems("train", train_scan)
     if len(train_set) == 0:
         raise ValueError(f"data {cfg.data!r}: no usable training images (run `tphyolo data check`)")
     train_loader = build_dataloader(
