@@ -6,15 +6,19 @@ import yaml
 from tphyolo.data.dataset_config import parse_data_yaml
 from tphyolo.engine.hyp import load_hyp
 from tphyolo.models import build_model
-from tphyolo.yaml_keys import load_yaml
+from tphyolo.yaml_files import load_yaml_text
+
+
+def load_yaml(text):
+    return load_yaml_text(text, "t.yaml")
 
 
 def test_a_repeated_key_is_refused_at_any_depth():
-    with pytest.raises(yaml.YAMLError, match=r"key 'nc' is given twice \(lines 1 and 3\)"):
+    with pytest.raises(ValueError, match=r"t.yaml: .*key 'nc' is given twice \(lines 1 and 3\)"):
         load_yaml("nc: 10\nnames: [a]\nnc: 80\n")
-    with pytest.raises(yaml.YAMLError, match=r"key 0 is given twice \(lines 2 and 3\)"):
+    with pytest.raises(ValueError, match=r"key 0 is given twice \(lines 2 and 3\)"):
         load_yaml("names:\n  0: car\n  0: bus\n")
-    with pytest.raises(yaml.YAMLError, match="key 'a' is given twice"):
+    with pytest.raises(ValueError, match="key 'a' is given twice"):
         load_yaml("{a: 1, b: 2, a: 3}")
 
 

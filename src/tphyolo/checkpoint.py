@@ -35,7 +35,7 @@ import zipfile
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 import torch
 from torch import nn
@@ -184,20 +184,50 @@ def save_checkpoint(path: str | Path, payload: Mapping[str, Any]) -> Path:
     _check_plain(payload, str(path))
     if not path.parent.is_dir():
         raise FileNotFoundError(f"cannot save {path}: folder {path.parent} does not exist")
-    fd, tmp_name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        fd, tmp_name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    except OSError as error:
+        raise OSError(error.errno, error.strerror, str(path)) from error
     try:
         with os.fdopen(fd, "wb") as file:
-            torch.save(payload, file)
+            writer = _RecordingWriter(file)
+            try:
+                torch.save(payload, writer)
+            except RuntimeError:
+                if writer.error is None:
+                    raise
+                raise writer.error from None
             file.flush()
             os.fsync(file.fileno())
         os.chmod(tmp_name, 0o644)
         os.replace(tmp_name, path)
-    except BaseException:
+    except BaseException as error:
         with contextlib.suppress(FileNotFoundError):
             os.unlink(tmp_name)
+        if isinstance(error, OSError) and error.errno is not None:  # e.g. disk full: name the checkpoint
+            raise OSError(error.errno, error.strerror, str(path)) from error
         raise
     _fsync_directory(path.parent)
     return path
+
+
+class _RecordingWriter:
+    """A binary file for `torch.save` that keeps the OSError its writes raised: the serializer turns a failed
+    write (a full disk) into `RuntimeError: unexpected pos ...`, and `error` says what happened."""
+
+    def __init__(self, file: BinaryIO) -> None:
+        self._file = file
+        self.error: OSError | None = None
+
+    def write(self, data: bytes) -> int:
+        try:
+            return self._file.write(data)
+        except OSError as error:
+            self.error = self.error or error
+            raise
+
+    def flush(self) -> None:
+        self._file.flush()
 
 
 def _fsync_directory(directory: Path) -> None:

@@ -14,6 +14,11 @@ provides:
 `main` imports only the module of the command it runs, so `tphyolo --version` and `tphyolo -h` answer without
 importing torch. This module is the only caller of `configure_process`: process-wide settings are applied
 here, after the arguments are parsed and before the command touches CUDA.
+
+Error policy: a bad input or a fault (every OSError — no space left, read-only, permission denied, missing
+file —, an undecodable image or yaml, a value that fails validation) ends the command with one line on stderr,
+`tphyolo COMMAND: error: PATH: cause`, and exit code 2; Ctrl-C ends it with exit code 130. With
+`TPHYOLO_DEBUG=1` the error propagates with its traceback.
 """
 
 from __future__ import annotations
@@ -126,6 +131,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     module = args._module
     args.argv = argv
+    debug = bool(os.environ.get("TPHYOLO_DEBUG"))
+    _configure_output(debug=debug)
     try:
         if getattr(module, "USES_RUNTIME", False):
             from tphyolo.runtime import configure_process, runtime_from_args
@@ -133,11 +140,26 @@ def main(argv: Sequence[str] | None = None) -> int:
             args.runtime = runtime_from_args(args)
             configure_process(args.runtime)
         return int(module.run(args) or 0)
-    except (UsageError, FileNotFoundError, NotADirectoryError, ValueError) as error:
-        if os.environ.get("TPHYOLO_DEBUG"):
+    except (OSError, ValueError, MemoryError) as error:  # UsageError, ImageError, yaml and decode errors included
+        if debug:
             raise
-        print(f"tphyolo {args.command}: error: {error}", file=sys.stderr)
+        from tphyolo.errors import describe_error
+
+        print(f"tphyolo {args.command}: error: {describe_error(error)}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         print(f"tphyolo {args.command}: interrupted", file=sys.stderr)
         return 130
+
+
+def _configure_output(*, debug: bool) -> None:
+    """Messages name files whatever their names: a name that is not valid UTF-8 is printed with backslash
+    escapes instead of failing the print. OpenCV's own log lines (a decoder's complaint about a file that is
+    then reported in one line) show only with `debug`."""
+    for stream in (sys.stdout, sys.stderr):
+        if hasattr(stream, "reconfigure"):
+            stream.reconfigure(errors="backslashreplace")
+    if not debug:
+        import cv2
+
+        cv2.utils.logging.setLogLevel(cv2.utils.logging.LOG_LEVEL_SILENT)

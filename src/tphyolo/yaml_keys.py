@@ -1,7 +1,7 @@
 """Yaml mappings with unique keys: a key written twice in one mapping is an error, not "the last one wins".
 
-`load_yaml(text)` is `yaml.safe_load` with that check; `UniqueKeys` is the check itself, a mixin for any
-`yaml.SafeLoader` subclass (put it first among the bases). Keys merged in with `<<: *anchor` may be overridden
+`UniqueKeys` is the check, a mixin for any `yaml.SafeLoader` subclass (put it first among the bases); the
+package's one yaml loader (`tphyolo.yaml_files`) uses it. Keys merged in with `<<: *anchor` may be overridden
 by the mapping's own keys, as YAML intends; only the keys written in the mapping itself must differ.
 """
 
@@ -35,12 +35,3 @@ class UniqueKeys:
                     )
                 first_line[key] = line
         return super().construct_mapping(node, deep=deep)
-
-
-class UniqueKeyLoader(UniqueKeys, yaml.SafeLoader):
-    """`yaml.SafeLoader` that refuses a key given twice in one mapping."""
-
-
-def load_yaml(text: str) -> Any:
-    """`yaml.safe_load(text)`, refusing a mapping that gives a key twice (raises yaml.YAMLError)."""
-    return yaml.load(text, Loader=UniqueKeyLoader)  # noqa: S506 - a SafeLoader subclass

@@ -13,7 +13,7 @@ from tphyolo.data.dataset import DetectionDataset
 from tphyolo.data.formats.visdrone import NAMES
 from tphyolo.data.image_io import read_image
 from tphyolo.data.loader import build_dataloader
-from tphyolo.data.scan import scan_split
+from tphyolo.data.scan import fallback_cache_path, scan_split
 
 
 def _jpeg(path: Path, w: int = 120, h: int = 90, seed: int = 0) -> None:
@@ -109,7 +109,7 @@ def test_bad_corpus_is_reported_without_crash(tmp_path, label_folder):
     assert sum(len(b) for b in batches) == 9
 
 
-def test_scan_cache_is_reused_refreshed_and_never_trusted_when_bad(visdrone_copy):
+def test_scan_cache_is_reused_refreshed_and_never_trusted_when_bad(visdrone_copy, tmp_path, monkeypatch):
     first = scan_split(visdrone_copy / "images", names=NAMES)
     cache = visdrone_copy / "annotations.cache.json"
     assert first.report.cache_path == str(cache) and not first.report.from_cache and cache.is_file()
@@ -132,12 +132,23 @@ def test_scan_cache_is_reused_refreshed_and_never_trusted_when_bad(visdrone_copy
     cache.write_bytes(b"\x80\x04 not json")
     fourth = scan_split(visdrone_copy / "images", names=NAMES)
     assert not fourth.report.from_cache and len(fourth.records) == 40
-    # a read-only dataset folder gets no cache file, whoever runs the scan
+    # a read-only dataset folder gets no cache file, whoever runs the scan: the cache goes to the user cache
+    # folder and is read from there next time; with nowhere to write, the scan says so and goes on
     cache.unlink()
     visdrone_copy.chmod(0o555)
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "user-cache"))
     try:
         fifth = scan_split(visdrone_copy / "images", names=NAMES)
+        sixth = scan_split(visdrone_copy / "images", names=NAMES)
+        fallback_cache_path(cache).unlink()
+        fallback_cache_path(cache).parent.chmod(0o555)
+        seventh = scan_split(visdrone_copy / "images", names=NAMES)
     finally:
         visdrone_copy.chmod(0o755)
-    assert not cache.exists() and fifth.report.cache_path is None
-    assert any("read-only" in n for n in fifth.report.notes)
+        fallback_cache_path(cache).parent.chmod(0o755)
+    assert not cache.exists()
+    assert fifth.report.cache_path == str(fallback_cache_path(cache))
+    assert fallback_cache_path(cache).parent == tmp_path / "user-cache" / "tphyolo" / "scans"
+    assert sixth.report.from_cache and len(sixth.records) == 40
+    assert seventh.report.cache_path is None and len(seventh.records) == 40
+    assert any("scan cache not saved" in n and "read-only" in n for n in seventh.report.notes)

@@ -5,11 +5,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-import yaml
-
 from tphyolo.data.dataset_config import DataConfig
 from tphyolo.data.scan import Record, scan_split
-from tphyolo.yaml_keys import load_yaml
+from tphyolo.yaml_files import load_yaml_file
 
 CONFUSABLE_KEY = "confusable"
 
@@ -18,10 +16,7 @@ def confusable_classes(data: DataConfig) -> tuple[str, ...]:
     """The class names listed under `confusable:` in the dataset yaml (names or ids), or () when it has none."""
     if data.source is None:
         return ()
-    try:
-        raw = load_yaml(data.source.read_text(encoding="utf-8")) or {}
-    except (OSError, yaml.YAMLError) as error:
-        raise ValueError(f"{data.source}: cannot read '{CONFUSABLE_KEY}' ({error})") from None
+    raw = load_yaml_file(data.source) or {}
     listed = raw.get(CONFUSABLE_KEY) if isinstance(raw, dict) else None
     if listed is None:
         return ()

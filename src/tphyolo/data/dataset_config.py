@@ -18,9 +18,7 @@ from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
 
-import yaml
-
-from tphyolo.yaml_keys import load_yaml
+from tphyolo.yaml_files import load_yaml_file
 
 SPLITS = ("train", "val", "test")
 BUILTIN_DATA = ("visdrone", "synthetic", "synthetic-fine")
@@ -120,10 +118,7 @@ def parse_data_yaml(path: Path, *, datasets_dir: Path | None = None) -> DataConf
     """Read a dataset yaml. A relative `path:` resolves against the yaml's folder, or `datasets_dir` when given
     (used for built-in configs). A missing `path:` means the yaml's folder."""
     path = Path(path)
-    try:
-        data = load_yaml(path.read_text(encoding="utf-8"))
-    except yaml.YAMLError as error:
-        raise ValueError(f"{path}: not valid yaml ({error})") from None
+    data = load_yaml_file(path)
     if not isinstance(data, dict):
         raise ValueError(f"{path}: expected a mapping with 'train', 'val', 'names'")
     base = Path(datasets_dir) if datasets_dir is not None else path.parent

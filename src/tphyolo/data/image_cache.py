@@ -40,9 +40,10 @@ def available_memory_bytes() -> int:
 
 
 def disk_cache_path(im_file: str, imgsz: int) -> Path:
-    """`<images folder>_cache<imgsz>/<stem>.npy` beside the image folder."""
+    """`<images folder>_cache<imgsz>/<file name>.npy` beside the image folder (the whole name: `x.jpg` and
+    `x.png` side by side get one file each)."""
     p = Path(im_file)
-    return p.parent.with_name(f"{p.parent.name}_cache{imgsz}") / f"{p.stem}.npy"
+    return p.parent.with_name(f"{p.parent.name}_cache{imgsz}") / f"{p.name}.npy"
 
 
 def load_resized(im_file: str, imgsz: int, *, augment: bool) -> np.ndarray:
@@ -60,7 +61,7 @@ def _disk_entry(im_file: str, imgsz: int, augment: bool) -> Path:
     if not path.parent.exists() and is_read_only_folder(path.parent.parent):
         raise ValueError(f"disk image cache: {path.parent.parent} is read-only; use cache='ram' or no cache")
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f"{path.stem}.{os.getpid()}.tmp.npy")
+    tmp = path.with_name(f"{path.stem}.{os.getpid()}.tmp.npy")  # np.save keeps a name ending in .npy
     np.save(tmp, load_resized(im_file, imgsz, augment=augment), allow_pickle=False)
     os.replace(tmp, path)
     return path

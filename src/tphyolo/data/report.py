@@ -23,6 +23,19 @@ def split_statistics(scan: SplitScan) -> dict:
     }
 
 
+def format_problems(split: str, scan: SplitScan, *, shown: int = 5) -> str:
+    """The files a scan skipped, for commands that use the split: their count and the first `shown`, each
+    with its problem (empty when nothing was skipped). `tphyolo data check` lists them all."""
+    problems = scan.report.problems
+    if not problems:
+        return ""
+    lines = [f"[{split}] {len(problems)} file(s) skipped (run `tphyolo data check` for the full report):"]
+    lines += [f"  {p}" for p in problems[:shown]]
+    if len(problems) > shown:
+        lines.append(f"  ... and {len(problems) - shown} more")
+    return "\n".join(lines)
+
+
 def format_report(split: str, scan: SplitScan, *, max_problems: int = 20) -> str:
     """A multi-line report of one split (problems listed up to `max_problems`, then counted)."""
     r = scan.report

@@ -6,13 +6,17 @@ otherwise each image's labels are in the first format whose label folder exists 
 (`annotations/STEM.txt` -> VisDrone-DET; `labels/STEM.txt` (+ `ignore/STEM.txt`) -> YOLO).
 
 Unusable images or label files are skipped and reported, naming the file and the problem; images without a
-label file are kept as background. The scan result is cached where the format of the first labelled image
+label file are kept as background. Images are verified by decoding them as training does
+(`tphyolo.data.image_io.verify_image`). The scan result is cached where the format of the first labelled image
 says (`<label folder>.cache.json`; COCO: `<json stem>.cache.json`), keyed by a hash of the names, sizes and
-mtimes of every image and label file; a stale or unreadable cache is rebuilt.
+mtimes of every image and label file; a stale or unreadable cache is rebuilt. Where that folder cannot be
+written (a read-only mount, no permission; found by trying), the cache goes under the user cache folder
+(`~/.cache/tphyolo/scans/`, see `tphyolo.user_cache`), and is read from there next time.
 """
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
@@ -27,9 +31,28 @@ from tphyolo.data.formats.base import LabelEntry, label_folder_cache
 from tphyolo.data.image_io import ImageError, is_image_name, verify_image
 from tphyolo.data.labels import ImageLabels, LabelError, sanitize
 from tphyolo.data.paths import is_read_only_folder
+from tphyolo.flags import flag
+from tphyolo.user_cache import user_cache_dir
 
 CACHE_VERSION = 1
 LABEL_STATES = ("found", "missing", "empty", "corrupt")
+
+
+def scan_cache_flag() -> bool:
+    """The dataclass field (and command-line flag) that turns the scan cache off, for every command that scans."""
+    return flag(
+        True,
+        "--no-scan-cache",
+        "--no-cache",
+        help="neither read nor write the dataset's scan cache (<label folder>.cache.json)",
+    )
+
+
+@dataclass(frozen=True)
+class ScanOptions:
+    """How commands scan a dataset; each field is also a command-line flag."""
+
+    scan_cache: bool = scan_cache_flag()
 
 
 @dataclass
@@ -97,7 +120,7 @@ def _expand_source(source: Path, problems: list[str]) -> list[LabelEntry]:
         return [_image_entry(p) for p in files]
     if source.suffix.lower() == ".txt" and source.is_file():
         items = []
-        for line in source.read_text(encoding="utf-8").splitlines():
+        for line in map(os.fsdecode, source.read_bytes().splitlines()):  # file names as the OS has them
             line = line.strip()
             if line:
                 p = Path(line).expanduser()
@@ -142,11 +165,12 @@ def _files_hash(items: list[LabelEntry]) -> str:
             if p is None or p in seen:
                 continue
             seen.add(p)
+            name = os.fsencode(p)  # the name's bytes: any name the OS allows, not only UTF-8
             try:
                 st = os.stat(p)
-                digest.update(f"{p}\0{st.st_size}\0{st.st_mtime_ns}\n".encode())
+                digest.update(name + f"\0{st.st_size}\0{st.st_mtime_ns}\n".encode())
             except OSError:
-                digest.update(f"{p}\0absent\n".encode())
+                digest.update(name + b"\0absent\n")
     return digest.hexdigest()
 
 
@@ -197,14 +221,21 @@ def _load_cache(path: Path, key: str, nc: int) -> tuple[list[Record], ScanReport
     return records, report
 
 
+def fallback_cache_path(path: Path) -> Path:
+    """Where the scan cache that belongs at `path` goes when `path`'s folder cannot be written: a file under
+    the user cache folder named by a hash of `path`."""
+    key = hashlib.sha256(os.fsencode(Path(os.path.abspath(path)))).hexdigest()[:24]
+    return user_cache_dir() / "scans" / f"{key}.cache.json"
+
+
 def _save_cache(path: Path, key: str, nc: int, records: list[Record], report: ScanReport) -> str | None:
-    """Write the cache atomically; returns a note when the folder is not writable. A folder without any
-    write permission bit counts as read-only even for a user (root) who could write there anyway."""
+    """Write the cache atomically; returns None when written, else why not. A folder without any write
+    permission bit counts as read-only even for a user (root) who could write there anyway."""
     try:
         if is_read_only_folder(path.parent):
-            return f"scan cache not saved ({path.parent} is read-only)"
+            return f"{path.parent} is read-only"
     except OSError as error:
-        return f"scan cache not saved ({path.parent}: {error.strerror or error})"
+        return f"{path.parent}: {error.strerror or error}"
     payload = {
         "version": CACHE_VERSION,
         "hash": key,
@@ -223,8 +254,9 @@ def _save_cache(path: Path, key: str, nc: int, records: list[Record], report: Sc
         tmp.write_text(json.dumps(payload), encoding="utf-8")
         os.replace(tmp, path)
     except OSError as error:
-        tmp.unlink(missing_ok=True)
-        return f"scan cache not saved ({path}: {error.strerror or error})"
+        with contextlib.suppress(OSError):  # on a read-only mount, removing fails as writing did
+            tmp.unlink(missing_ok=True)
+        return f"{path}: {error.strerror or error}"
     return None
 
 
@@ -249,11 +281,16 @@ def scan_split(
     nc = len(names) or len(own_names)
     key = _files_hash(items)
     cache_path = None if cache is False else (Path(cache) if cache is not True else _default_cache_path(items))
-    loaded = _load_cache(cache_path, key, nc) if cache_path is not None and cache_path.is_file() else None
-    if loaded is not None:
-        records, report = loaded
-        report.cache_path, report.from_cache = str(cache_path), True
-    else:
+    places = [] if cache_path is None else [cache_path]
+    if cache is True and cache_path is not None:
+        places.append(fallback_cache_path(cache_path))
+    loaded = None
+    for place in places:
+        if place.is_file() and (loaded := _load_cache(place, key, nc)) is not None:
+            records, report = loaded
+            report.cache_path, report.from_cache = str(place), True
+            break
+    if loaded is None:
         report = ScanReport(images=len(items) + len(problems), formats=formats, problems=problems)
         report.counts["corrupt"] += len(problems)
         n_workers = workers or min(8, os.cpu_count() or 1)
@@ -267,12 +304,17 @@ def scan_split(
                 report.problems.append(problem)
             if record is not None:
                 records.append(record)
-        if cache_path is not None:
-            note = _save_cache(cache_path, key, nc, records, report)
-            if note is None:
-                report.cache_path = str(cache_path)
-            else:
-                report.notes.append(note)
+        failures = []
+        for place in places:
+            if place != cache_path:
+                with contextlib.suppress(OSError):
+                    place.parent.mkdir(parents=True, exist_ok=True)
+            if (failure := _save_cache(place, key, nc, records, report)) is None:
+                report.cache_path = str(place)
+                break
+            failures.append(failure)
+        if places and report.cache_path is None:
+            report.notes.append(f"scan cache not saved ({'; '.join(failures)})")
     if not names:
         if own_names:
             names = own_names

@@ -19,6 +19,7 @@ import numpy as np
 import yaml
 
 from tphyolo.data.formats.visdrone import format_visdrone
+from tphyolo.data.image_io import write_image
 from tphyolo.data.labels import ImageLabels
 from tphyolo.user_cache import user_cache_dir
 
@@ -188,8 +189,7 @@ def _write_image(images: Path, annotations: Path, split: str, i: int, imgsz: int
     rng = np.random.default_rng([seed, GENERATOR_VERSION, 0 if split == "train" else 1, i])
     image, labels, occlusion = render_scene(rng, imgsz)
     stem = f"{split}_{i:05d}"
-    if not cv2.imwrite(str(images / f"{stem}.jpg"), image, [cv2.IMWRITE_JPEG_QUALITY, 92]):
-        raise OSError(f"cannot write {images / f'{stem}.jpg'}")
+    write_image(images / f"{stem}.jpg", image, (cv2.IMWRITE_JPEG_QUALITY, 92))
     lines = format_visdrone(labels).splitlines()
     k = len(labels.ignore)
     lines[k:] = [line[: line.rfind(",")] + f",{occ}" for line, occ in zip(lines[k:], occlusion, strict=True)]

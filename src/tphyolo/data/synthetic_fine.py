@@ -24,6 +24,7 @@ import numpy as np
 import yaml
 
 from tphyolo.data.formats.visdrone import format_visdrone
+from tphyolo.data.image_io import write_image
 from tphyolo.data.labels import ImageLabels
 from tphyolo.data.synthetic import _draw_object, _ground, _roads, default_cache_dir
 
@@ -113,8 +114,7 @@ def _write_image(images: Path, annotations: Path, split: str, i: int, seed: int)
     rng = np.random.default_rng([seed, GENERATOR_VERSION, 0 if split == "train" else 1, i])
     image, labels = render_fine_scene(rng)
     stem = f"{split}_{i:05d}"
-    if not cv2.imwrite(str(images / f"{stem}.jpg"), image, [cv2.IMWRITE_JPEG_QUALITY, 95]):
-        raise OSError(f"cannot write {images / f'{stem}.jpg'}")
+    write_image(images / f"{stem}.jpg", image, (cv2.IMWRITE_JPEG_QUALITY, 95))
     (annotations / f"{stem}.txt").write_text(format_visdrone(labels), encoding="utf-8")
 
 

@@ -16,7 +16,6 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import cv2
 import torch
 from torch import nn
 
@@ -170,7 +169,7 @@ def save_predictions(results: Sequence[ImageResult], save_dir: Path, *, save_txt
 def save_batch_plots(results: Sequence[ImageResult], save_dir: Path, *, names: list[str], batches: int = 3) -> None:
     """`val_batchK_labels.jpg` and `val_batchK_pred.jpg`: up to 16 images each, ground truth vs detections
     (detections scoring at least 0.25)."""
-    from tphyolo.data.image_io import read_image
+    from tphyolo.data.image_io import read_image, write_image
     from tphyolo.engine.draw import draw_detections, image_grid
 
     for k in range(batches):
@@ -184,8 +183,8 @@ def save_batch_plots(results: Sequence[ImageResult], save_dir: Path, *, names: l
             labels.append(draw_detections(image, truth, names, scores=False))
             detections = Detections.from_rows(r.detections[r.detections[:, 4] >= 0.25])
             preds.append(draw_detections(image, detections, names))
-        cv2.imwrite(str(save_dir / f"val_batch{k}_labels.jpg"), image_grid(labels))
-        cv2.imwrite(str(save_dir / f"val_batch{k}_pred.jpg"), image_grid(preds))
+        write_image(save_dir / f"val_batch{k}_labels.jpg", image_grid(labels))
+        write_image(save_dir / f"val_batch{k}_pred.jpg", image_grid(preds))
 
 
 def save_metric_plots(summary, confusion, save_dir: Path, *, names: list[str]) -> None:

@@ -16,9 +16,7 @@ import math
 from collections.abc import Mapping
 from pathlib import Path
 
-import yaml
-
-from tphyolo.yaml_keys import load_yaml
+from tphyolo.yaml_files import load_yaml_file
 
 LOGGER = logging.getLogger("tphyolo.train")
 HYP_DIR = Path(__file__).resolve().parents[1] / "configs" / "hyps"
@@ -86,10 +84,7 @@ def hyp_path(path_or_name: str | Path) -> Path:
 def load_hyp(path_or_name: str | Path) -> dict[str, float]:
     """Read and validate a hyp yaml (a path or a built-in name). Returns a new dict of numbers."""
     path = hyp_path(path_or_name)
-    try:
-        data = load_yaml(path.read_text(encoding="utf-8"))
-    except yaml.YAMLError as exc:
-        raise ValueError(f"{path}: not valid yaml: {exc}") from exc
+    data = load_yaml_file(path)
     return validate_hyp(data, source=str(path))
 
 

@@ -14,7 +14,7 @@ detections of its classes are then re-labelled from crops of the original image 
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import replace
 from pathlib import Path
 
@@ -95,10 +95,13 @@ class Predictor:
             return self.predict_images(list(source))
         return [detections for _, detections in self.stream(source)]
 
-    def stream(self, source) -> Iterator[tuple[Frame, Detections]]:
-        """Each frame of `source` with its detections, `config.batch` frames at a time."""
+    def stream(
+        self, source, *, on_skip: Callable[[Path, Exception], None] | None = None
+    ) -> Iterator[tuple[Frame, Detections]]:
+        """Each frame of `source` with its detections, `config.batch` frames at a time. A file that does not
+        decode stops the stream, or with `on_skip` is passed to it (file, error) and skipped."""
         batch: list[Frame] = []
-        for frame in iter_frames(resolve_source(source)):
+        for frame in iter_frames(resolve_source(source), on_skip=on_skip):
             batch.append(frame)
             if len(batch) == self.config.batch:
                 yield from zip(batch, self.predict_images([f.image for f in batch]), strict=True)

@@ -1,20 +1,22 @@
 """Inference sources: an image file, a folder, a glob pattern, a .txt list of files, or a video file.
 
 `resolve_source(source)` lists the files a source names (images and videos, in a stable order);
-`iter_frames(files)` decodes them one frame at a time as uint8 BGR (H, W, 3) arrays.
+`iter_frames(files)` decodes them one frame at a time as uint8 BGR (H, W, 3) arrays, each with an output name
+unique among the files (`source_names`), and can skip the files that do not decode instead of stopping.
 """
 
 from __future__ import annotations
 
 import glob
-from collections.abc import Iterator, Sequence
+import os
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 import cv2
 import numpy as np
 
-from tphyolo.data.image_io import is_image_name, read_image
+from tphyolo.data.image_io import ImageError, is_image_name, read_image
 
 VIDEO_SUFFIXES = frozenset({".mp4", ".avi", ".mov", ".mkv", ".m4v", ".mpeg", ".mpg", ".wmv", ".webm", ".asf"})
 
@@ -22,12 +24,14 @@ VIDEO_SUFFIXES = frozenset({".mp4", ".avi", ".mov", ".mkv", ".m4v", ".mpeg", ".m
 @dataclass(frozen=True)
 class Frame:
     """One decoded image: `image` uint8 BGR (H, W, 3); `path` the file it came from; `index` the frame number
-    in a video (0 for an image); `fps` the video's frame rate (None for an image)."""
+    in a video (0 for an image); `fps` the video's frame rate (None for an image); `name` the file's output
+    name (see `source_names`; the file's stem when the frame was made without one)."""
 
     image: np.ndarray
     path: Path
     index: int = 0
     fps: float | None = None
+    name: str | None = None
 
     @property
     def is_video(self) -> bool:
@@ -55,7 +59,7 @@ def _once_each(paths: Sequence[Path]) -> list[Path]:
 
 def _from_list(path: Path) -> list[Path]:
     files = []
-    for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
+    for n, line in enumerate(map(os.fsdecode, path.read_bytes().splitlines()), start=1):  # names as the OS has them
         line = line.strip()
         if not line or line.startswith("#"):
             continue
@@ -103,12 +107,48 @@ def resolve_source(source: str | Path | Sequence[str | Path]) -> list[Path]:
     raise ValueError(f"source {path}: not an image, a video, a folder, a glob or a .txt list")
 
 
+def source_names(files: Sequence[Path]) -> list[str]:
+    """An output name per file, unique among `files` (a file listed twice keeps one name): its path relative to
+    the files' common folder, without the suffix (`a/x`, `b/x`), posix-style; files that would share a name
+    differ by their suffix only and get it appended (`x_jpg`, `x_png`). Files of one folder get their stems."""
+    absolute = [Path(os.path.abspath(f)) for f in files]
+    root = Path(os.path.commonpath([f.parent for f in absolute])) if absolute else Path()
+    relative = [f.relative_to(root) for f in absolute]
+    stems = [r.with_suffix("").as_posix() for r in relative]
+    owners: dict[str, set[Path]] = {}
+    for stem, f in zip(stems, absolute, strict=True):
+        owners.setdefault(stem, set()).add(f)
+    names = []
+    for stem, f in zip(stems, absolute, strict=True):
+        names.append(f"{stem}_{f.suffix[1:].lower()}" if len(owners[stem]) > 1 else stem)
+    return names
+
+
+def _video_capture(path: Path) -> cv2.VideoCapture:
+    """An opened capture of `path`. Raises ImageError when it does not open; OpenCV opens videos by name, so
+    a name that is not valid UTF-8 is refused before it reaches OpenCV."""
+    name = str(path)
+    try:
+        name.encode("utf-8")
+    except UnicodeEncodeError:
+        raise ImageError(f"{path}: cannot open a video whose file name is not valid UTF-8") from None
+    capture = cv2.VideoCapture(name)
+    if not capture.isOpened():
+        capture.release()
+        raise ImageError(f"{path}: cannot open video")
+    return capture
+
+
 def count_frames(files: Sequence[Path]) -> int:
-    """Frames `iter_frames(files)` will yield (a video's count as its container reports it)."""
+    """Frames `iter_frames(files)` will yield (a video's count as its container reports it; 0 for a video
+    that does not open)."""
     total = 0
     for f in files:
         if is_video_name(f):
-            capture = cv2.VideoCapture(str(f))
+            try:
+                capture = _video_capture(f)
+            except ImageError:
+                continue
             total += max(int(capture.get(cv2.CAP_PROP_FRAME_COUNT)), 0)
             capture.release()
         else:
@@ -116,15 +156,25 @@ def count_frames(files: Sequence[Path]) -> int:
     return total
 
 
-def iter_frames(files: Sequence[Path]) -> Iterator[Frame]:
-    """Decode `files` in order: an image gives one Frame, a video one Frame per decoded frame."""
-    for f in files:
-        if not is_video_name(f):
-            yield Frame(read_image(f), f)
+def iter_frames(files: Sequence[Path], *, on_skip: Callable[[Path, Exception], None] | None = None) -> Iterator[Frame]:
+    """Decode `files` in order: an image gives one Frame, a video one Frame per decoded frame.
+
+    A file that cannot be read or decoded (OSError, ImageError) stops the iteration, unless `on_skip` is
+    given: then it is called with the file and the error, and the next file follows."""
+    for f, name in zip(files, source_names(files), strict=True):
+        try:
+            if not is_video_name(f):
+                image = read_image(f)
+            else:
+                capture = _video_capture(f)
+        except (OSError, ImageError) as error:
+            if on_skip is None:
+                raise
+            on_skip(f, error)
             continue
-        capture = cv2.VideoCapture(str(f))
-        if not capture.isOpened():
-            raise ValueError(f"{f}: cannot open video")
+        if not is_video_name(f):
+            yield Frame(image, f, name=name)
+            continue
         fps = capture.get(cv2.CAP_PROP_FPS) or 30.0
         try:
             index = 0
@@ -132,9 +182,12 @@ def iter_frames(files: Sequence[Path]) -> Iterator[Frame]:
                 ok, image = capture.read()
                 if not ok:
                     break
-                yield Frame(image, f, index, fps)
+                yield Frame(image, f, index, fps, name)
                 index += 1
         finally:
             capture.release()
         if index == 0:
-            raise ValueError(f"{f}: the video has no decodable frame")
+            error = ImageError(f"{f}: the video has no decodable frame")
+            if on_skip is None:
+                raise error
+            on_skip(f, error)

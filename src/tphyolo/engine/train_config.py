@@ -10,6 +10,7 @@ import math
 from dataclasses import asdict, dataclass, fields
 from typing import Any
 
+from tphyolo.data.scan import scan_cache_flag
 from tphyolo.engine.inference import MAX_DET, VAL_CONF, VAL_IOU
 from tphyolo.engine.optim import OPTIMIZERS
 from tphyolo.flags import check_field_types, flag, setting_name
@@ -46,6 +47,7 @@ class TrainConfig:
         None, "--label-smoothing", help="class label smoothing epsilon; replaces the hyp file's value, 0 included"
     )
     cache: str | None = flag(None, "--cache", help="cache images", choices=[c for c in CACHE_CHOICES if c])
+    scan_cache: bool = scan_cache_flag()
     rect: bool = flag(False, "--rect", help="rectangular training batches (no mosaic shuffle)")
     multi_scale: bool = flag(False, "--multi-scale", help="vary the image size +/- 50%% per batch")
     sync_bn: bool = flag(False, "--sync-bn", help="SyncBatchNorm across processes (DDP on GPUs only)")

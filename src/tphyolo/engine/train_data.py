@@ -6,6 +6,7 @@ so that they read its caches; `build_data` builds the sets and loaders at the si
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Mapping
 from dataclasses import dataclass
 
@@ -17,9 +18,12 @@ from tphyolo.data.augment import Hyp
 from tphyolo.data.dataset import DetectionDataset
 from tphyolo.data.dataset_config import DataConfig, load_data_config
 from tphyolo.data.loader import build_dataloader, build_dataset
+from tphyolo.data.report import format_problems
+from tphyolo.data.scan import SplitScan
 from tphyolo.engine.distributed import DistContext, barrier
 from tphyolo.engine.train_config import TrainConfig
 
+LOGGER = logging.getLogger("tphyolo.train")
 MIN_GRID = 32  # training sizes are multiples of at least this, as the original's
 
 
@@ -52,6 +56,11 @@ def load_train_data_config(source: str, dist: DistContext) -> DataConfig:
     return config if config is not None else load_data_config(source)
 
 
+def _report_problems(split: str, scan: SplitScan) -> None:
+    if scan.report.problems:
+        LOGGER.warning(format_problems(split, scan))
+
+
 def build_data(
     cfg: TrainConfig,
     config: DataConfig,
@@ -64,7 +73,7 @@ def build_data(
 ) -> TrainData:
     """The training set and loader (augmented per `hyp`, at `imgsz` on the `stride` grid) and, on rank 0, the
     validation loader. Raises ValueError when the train split has no usable image."""
-    train_set, _ = build_dataset(
+    train_set, train_scan = build_dataset(
         config,
         "train",
         imgsz=imgsz,
@@ -75,8 +84,11 @@ def build_data(
         stride=stride,
         ignore_mode=cfg.ignore_mode,
         cache=cfg.cache,
+        scan_cache=cfg.scan_cache,
         seed=cfg.seed,
     )
+    if dist.is_main:
+        _report_problems("train", train_scan)
     if len(train_set) == 0:
         raise ValueError(f"data {cfg.data!r}: no usable training images (run `tphyolo data check`)")
     train_loader = build_dataloader(
@@ -94,8 +106,10 @@ def build_data(
     val_loader = None
     if dist.is_main:
         val_batch = cfg.batch * 2
-        val_set, _ = build_dataset(
-            config, "val", imgsz=imgsz, augment=False, rect=True, batch_size=val_batch, stride=stride
-        )
+        val_set, val_scan = build_dataset(
+            config, "val", imgsz=imgsz, augment=False, rect=True, batch_size=val_batch, stride=stride,
+            scan_cache=cfg.scan_cache,
+        )  # fmt: skip
+        _report_problems("val", val_scan)
         val_loader = build_dataloader(val_set, batch_size=val_batch, workers=min(cfg.workers, 2), shuffle=False)
     return TrainData(config, train_set, train_loader, val_loader, imgsz, stride)

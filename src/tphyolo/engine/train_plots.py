@@ -11,6 +11,7 @@ import cv2
 import numpy as np
 import torch
 
+from tphyolo.data.image_io import write_image
 from tphyolo.engine.draw import class_colour, draw_boxes
 from tphyolo.ops.boxes import cxcywh_to_xyxy
 
@@ -71,5 +72,5 @@ def plot_batch(
         tile = draw_boxes(tile, boxes, rows[:, 1], names, scores=scores, label_min_area=LABEL_MIN_AREA)
         cv2.rectangle(tile, (0, 0), (tw - 1, th - 1), (255, 255, 255), 2)
         canvas[row * th : (row + 1) * th, col * tw : (col + 1) * tw] = tile
-    cv2.imwrite(str(out_path), canvas)
+    write_image(out_path, canvas)
     return out_path

@@ -1,7 +1,9 @@
 """Prediction outputs: annotated images and videos, VisDrone submission txt, YOLO txt, COCO results json.
 
 All boxes are written in original-image pixels (YOLO txt: normalised by the image size). One output name per
-image: the file's stem, or `STEM_FRAME` (frame number, 6 digits) for a video frame.
+image, unique per source file (`tphyolo.engine.sources.source_names`: the path relative to the sources' common
+folder without its suffix, e.g. `a/x` and `b/x`; a plain stem for files of one folder), `NAME_FRAME` (frame
+number, 6 digits) for a video frame. Annotated images keep the source's suffix (`a/x.jpg`); videos are `NAME.mp4`.
 
 - VisDrone (`visdrone/NAME.txt`): `x,y,w,h,score,category,-1,-1` per line, left/top/width/height in pixels,
   category = class id + 1, lines by descending score (the VisDrone2019-DET submission format).
@@ -19,6 +21,7 @@ from pathlib import Path
 import cv2
 import numpy as np
 
+from tphyolo.data.image_io import write_image
 from tphyolo.engine.draw import draw_detections
 from tphyolo.engine.run_dir import new_run_dir
 from tphyolo.engine.sources import Frame
@@ -41,7 +44,8 @@ class OutputDir:
 
 
 def output_name(frame: Frame) -> str:
-    return f"{frame.path.stem}_{frame.index:06d}" if frame.is_video else frame.path.stem
+    name = frame.name if frame.name is not None else frame.path.stem
+    return f"{name}_{frame.index:06d}" if frame.is_video else name
 
 
 def visdrone_lines(detections: Detections) -> list[str]:
@@ -112,10 +116,9 @@ class PredictionWriter:
             if frame.is_video:
                 self._video_frame(frame, canvas)
             else:
-                path = self.save_dir / frame.path.name
-                if not cv2.imwrite(str(path), canvas):
-                    raise OSError(f"{path}: cannot write image")
-                self.saved.append(path)
+                path = self.save_dir / f"{name}{frame.path.suffix}"
+                path.parent.mkdir(parents=True, exist_ok=True)
+                self.saved.append(write_image(path, canvas))
         if self.save_visdrone:
             self._text(self.save_dir / "visdrone" / f"{name}.txt", visdrone_lines(detections))
         if self.save_txt:
@@ -130,10 +133,11 @@ class PredictionWriter:
         self.saved.append(path)
 
     def _video_frame(self, frame: Frame, canvas: np.ndarray) -> None:
-        path = self.save_dir / f"{frame.path.stem}.mp4"
+        path = self.save_dir / f"{frame.name if frame.name is not None else frame.path.stem}.mp4"
         writer = self.videos.get(path)
         if writer is None:
             height, width = canvas.shape[:2]
+            path.parent.mkdir(parents=True, exist_ok=True)
             writer = cv2.VideoWriter(str(path), cv2.VideoWriter_fourcc(*"mp4v"), frame.fps, (width, height))
             if not writer.isOpened():
                 raise OSError(f"{path}: cannot open a video writer")

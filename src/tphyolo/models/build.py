@@ -13,10 +13,8 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from tphyolo.models.model import DetectionModel
-from tphyolo.yaml_keys import load_yaml
+from tphyolo.yaml_files import load_yaml_file, load_yaml_text
 
 SCALES: dict[str, tuple[float, float]] = {  # scale -> (depth_multiple, width_multiple)
     "n": (0.33, 0.25),
@@ -53,7 +51,7 @@ def load_model_config(cfg: str | Path | Mapping[str, Any]) -> dict[str, Any]:
         path = Path(cfg)
         if not path.is_file():
             raise FileNotFoundError(f"model yaml {path} does not exist")
-        return _parse_yaml(path.read_text(), str(path))
+        return _as_mapping(load_yaml_file(path), str(path))
     if "\n" in text or ":" in text:
         return _parse_yaml(text, "model yaml text")
     raise ValueError(f"unknown model {text!r}: not a yaml file, yaml text or built-in ({builtin_model_names()})")
@@ -73,10 +71,10 @@ def build_model(
 
 
 def _parse_yaml(text: str, origin: str) -> dict[str, Any]:
-    try:
-        loaded = load_yaml(text)
-    except yaml.YAMLError as err:
-        raise ValueError(f"{origin}: invalid yaml: {err}") from err
+    return _as_mapping(load_yaml_text(text, origin), origin)
+
+
+def _as_mapping(loaded: Any, origin: str) -> dict[str, Any]:
     if not isinstance(loaded, dict):
         raise ValueError(f"{origin}: a model yaml must be a mapping, got {type(loaded).__name__}")
     return loaded

@@ -6,6 +6,12 @@ The yaml holds `nc`, `depth_multiple`, `width_multiple`, `anchors` (a list of pe
 layer (or the image for layer 0), other negative values counting back, or a list of those. Module names
 resolve through `tphyolo.models.registry`; string arguments resolve through `SYMBOLS` and `STRING_ARGS`.
 Nothing is evaluated.
+
+Sizes are bounded before any layer is built, so that a small yaml (or a checkpoint's embedded one) cannot make
+the build run for ever or exhaust memory: at most `MAX_LAYERS` rows, `MAX_REPEATS` repeats of a row (after
+`depth_multiple`), `MAX_CHANNELS` channels (after `width_multiple`), `MAX_CLASSES` classes, `MAX_ANCHORS`
+anchors per level, other integer arguments (kernels, strides, pools, heads) at most `MAX_SMALL_ARG`, and
+multiples in (0, `MAX_MULTIPLE`].
 """
 
 from __future__ import annotations
@@ -23,6 +29,13 @@ REQUIRED_KEYS = ("nc", "depth_multiple", "width_multiple", "anchors", "backbone"
 SYMBOLS = ("nc", "anchors", "None", "True", "False")
 STRING_ARGS = frozenset({"nearest", "nearest-exact", "linear", "bilinear", "bicubic", "trilinear", "area"})
 CHANNEL_DIVISOR = 8
+MAX_LAYERS = 1000
+MAX_REPEATS = 100
+MAX_CHANNELS = 4096
+MAX_CLASSES = 10_000
+MAX_ANCHORS = 32
+MAX_SMALL_ARG = 256
+MAX_MULTIPLE = 4.0
 
 Source = int | tuple[int, ...]
 
@@ -58,11 +71,21 @@ def parse_model(cfg: Mapping[str, Any], *, in_channels: int = 3) -> ParsedModel:
     nc, gd, gw, anchors = cfg["nc"], cfg["depth_multiple"], cfg["width_multiple"], cfg["anchors"]
     if not isinstance(nc, int) or nc < 1:
         raise ValueError(f"model yaml: nc must be a positive int, got {nc!r}")
+    if nc > MAX_CLASSES:
+        raise ValueError(f"model yaml: nc={nc} is above the limit of {MAX_CLASSES} classes")
+    for key, value in (("depth_multiple", gd), ("width_multiple", gw)):
+        if not isinstance(value, (int, float)) or isinstance(value, bool) or not 0 < value <= MAX_MULTIPLE:
+            raise ValueError(f"model yaml: {key} must be a number in (0, {MAX_MULTIPLE:g}], got {value!r}")
     na = _anchors_per_level(anchors)
     no = na * (nc + 5)
     symbols = {"nc": nc, "anchors": anchors, "None": None, "True": True, "False": False}
 
+    for part in ("backbone", "head"):
+        if not isinstance(cfg[part], (list, tuple)):
+            raise ValueError(f"model yaml: {part} must be a list of rows, got {type(cfg[part]).__name__}")
     rows = list(cfg["backbone"]) + list(cfg["head"])
+    if len(rows) > MAX_LAYERS:
+        raise ValueError(f"model yaml: {len(rows)} layers, above the limit of {MAX_LAYERS}")
     layers: list[nn.Module] = []
     sources: list[Source] = []
     channels: list[int] = []
@@ -81,6 +104,10 @@ def parse_model(cfg: Mapping[str, Any], *, in_channels: int = 3) -> ParsedModel:
         if not isinstance(number, int) or number < 1:
             raise ValueError(f"layer {i} ({name}): number must be a positive int, got {number!r}")
         n = max(round(number * gd), 1) if number > 1 else number
+        if n > MAX_REPEATS:
+            raise ValueError(f"layer {i} ({name}): {n} repeats, above the limit of {MAX_REPEATS}")
+        if entry.role != "detect":
+            _check_sizes(i, name, args)
 
         def channels_of(j: int) -> int:
             return in_channels if j == -1 else channels[j]
@@ -91,6 +118,8 @@ def parse_model(cfg: Mapping[str, Any], *, in_channels: int = 3) -> ParsedModel:
             if not args or not isinstance(args[0], int):
                 raise ValueError(f"layer {i} ({name}): first argument must be the output channels, got {args!r}")
             c_out = args[0] if args[0] == no else make_divisible(args[0] * gw)
+            if c_out > MAX_CHANNELS:
+                raise ValueError(f"layer {i} ({name}): {c_out} channels, above the limit of {MAX_CHANNELS}")
             args = [channels_of(source), c_out, *args[1:]]
             if entry.role == "csp":
                 args.insert(2, n)
@@ -104,6 +133,8 @@ def parse_model(cfg: Mapping[str, Any], *, in_channels: int = 3) -> ParsedModel:
             if len(args) < 2:
                 raise ValueError(f"layer {i} ({name}): arguments must start with [nc, anchors], got {args!r}")
             if isinstance(args[1], int):
+                if not 0 < args[1] <= MAX_ANCHORS:
+                    raise ValueError(f"layer {i} ({name}): anchors per level must be in 1..{MAX_ANCHORS}")
                 levels = entry.builder.num_levels(len(source))
                 args[1] = [[0.0] * (2 * args[1])] * levels
                 anchors_need_fitting = True
@@ -127,8 +158,28 @@ def parse_model(cfg: Mapping[str, Any], *, in_channels: int = 3) -> ParsedModel:
     return ParsedModel(layers, sources, frozenset(save), channels, anchors_need_fitting)
 
 
+def _check_sizes(i: int, name: str, args: list) -> None:
+    """The first argument (output channels) at most MAX_CHANNELS, every other integer at most MAX_SMALL_ARG."""
+
+    def integers(values: list) -> list[int]:
+        out = []
+        for v in values:
+            if isinstance(v, list):
+                out += integers(v)
+            elif isinstance(v, int) and not isinstance(v, bool):
+                out.append(v)
+        return out
+
+    head, rest = integers(args[:1]), integers(args[1:])
+    if any(abs(v) > MAX_CHANNELS for v in head) or any(abs(v) > MAX_SMALL_ARG for v in rest):
+        raise ValueError(
+            f"layer {i} ({name}): argument out of bounds in {args!r} (channels at most {MAX_CHANNELS}, "
+            f"other integers at most {MAX_SMALL_ARG})"
+        )
+
+
 def _anchors_per_level(anchors: Any) -> int:
-    if isinstance(anchors, int) and not isinstance(anchors, bool) and anchors > 0:
+    if isinstance(anchors, int) and not isinstance(anchors, bool) and 0 < anchors <= MAX_ANCHORS:
         return anchors
     if (
         isinstance(anchors, list)

@@ -6,7 +6,8 @@ import argparse
 
 from tphyolo.data.dataset_config import SPLITS, load_data_config
 from tphyolo.data.report import format_report
-from tphyolo.data.scan import scan_split
+from tphyolo.data.scan import ScanOptions, scan_split
+from tphyolo.flags import add_flags, from_flags
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -16,7 +17,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--datasets-dir", default=None, help="folder that built-in configs' relative paths start from (./datasets)"
     )
     parser.add_argument("--splits", default=",".join(SPLITS), help="comma-separated splits to scan")
-    parser.add_argument("--no-cache", action="store_true", help="neither read nor write the scan cache")
+    add_flags(parser, ScanOptions)
     parser.add_argument("--max-problems", type=int, default=20, help="problems listed per split")
 
 
@@ -34,7 +35,7 @@ def run(args: argparse.Namespace) -> int:
             print(f"[{split}] same images as [{seen[sources]}]")
             continue
         seen[sources] = split
-        scan = scan_split(sources, names=data.names, cache=not args.no_cache)
+        scan = scan_split(sources, names=data.names, cache=from_flags(ScanOptions, args).scan_cache)
         print(format_report(split, scan, max_problems=args.max_problems))
         corrupt += scan.report.counts["corrupt"]
     return 1 if corrupt else 0

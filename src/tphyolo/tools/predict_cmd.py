@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import argparse
+import sys
+from pathlib import Path
 
+from tphyolo.errors import describe_error
 from tphyolo.tools.inference_args import (
     add_classifier_flags,
     add_inference_flags,
@@ -94,11 +97,19 @@ def run(args: argparse.Namespace) -> int:
         save_json=args.save_json,
     )
     count = 0
-    try:
-        for frame, detections in tqdm(predictor.stream(files), total=count_frames(files), unit="img", desc="predict"):
+    skipped: list[Path] = []
+
+    def skip(path: Path, error: Exception) -> None:
+        skipped.append(path)
+        tqdm.write(f"tphyolo predict: skipped {describe_error(error)}", file=sys.stderr)
+
+    try:  # the outputs of the images done are written whatever stops the loop
+        stream = predictor.stream(files, on_skip=skip)
+        for frame, detections in tqdm(stream, total=count_frames(files), unit="img", desc="predict"):
             writer.write(frame, detections)
             count += len(detections)
     finally:
         writer.close()
-    print(f"{count} detections in {len(files)} file(s); results in {save_dir}")
+    done = len(files) - len(skipped)
+    print(f"{count} detections in {done} file(s), {len(skipped)} skipped; results in {save_dir}")
     return 0

@@ -4,8 +4,12 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 from pathlib import Path
 
+from tphyolo.data.report import format_problems
+from tphyolo.data.scan import ScanOptions
+from tphyolo.flags import add_flags, from_flags
 from tphyolo.tools.inference_args import (
     add_classifier_flags,
     add_inference_flags,
@@ -32,6 +36,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_classifier_flags(parser)
     parser.add_argument("--protocol", choices=list(PROTOCOLS), default="yolo", help="scoring rules (default: yolo)")
     parser.add_argument("--workers", type=int, default=2, help="data loading processes (default: 2)")
+    add_flags(parser, ScanOptions)
     parser.add_argument("--save-json", action="store_true", help="COCO results json (predictions.json)")
     parser.add_argument("--save-txt", action="store_true", help="YOLO txt with scores per image (labels/)")
     parser.add_argument("--plots", action="store_true", help="PR/F1/P/R curves, confusion matrix, batch images")
@@ -47,7 +52,6 @@ def run(args: argparse.Namespace) -> int:
     from tphyolo.engine.evaluate import evaluate, format_results, results_json
     from tphyolo.engine.inference import InferenceConfig
     from tphyolo.engine.writers import OutputDir
-    from tphyolo.flags import from_flags
 
     config = from_flags(InferenceConfig, args)
     settings = classifier_settings(args)
@@ -64,7 +68,12 @@ def run(args: argparse.Namespace) -> int:
         classifier = as_classifier(settings["classifier"], detector_names=backend.names, device=device,
                                    runtime=args.runtime, weight=settings["classifier_weight"])  # fmt: skip
     imgsz = check_imgsz(config.imgsz, backend.stride)
-    dataset, _ = build_dataset(data, args.task, imgsz=imgsz, rect=True, batch_size=config.batch, stride=backend.stride)
+    dataset, scan = build_dataset(
+        data, args.task, imgsz=imgsz, rect=True, batch_size=config.batch, stride=backend.stride,
+        scan_cache=from_flags(ScanOptions, args).scan_cache,
+    )  # fmt: skip
+    if scan.report.problems:
+        print(format_problems(args.task, scan), file=sys.stderr)
     loader = build_dataloader(dataset, batch_size=config.batch, workers=args.workers, pin_memory=device.type == "cuda")
     save_dir = from_flags(OutputDir, args).create("runs/val")
     results = evaluate(

@@ -1,0 +1,85 @@
+"""Reading yaml safely: the one loader for every yaml the package reads (data, hyp, model, classifier yamls).
+
+Only plain data is built (`yaml.SafeLoader`: no tags that run code), and two limits keep a small file from
+exhausting memory or time:
+
+- `MAX_YAML_BYTES`: a yaml file or text larger than this is refused before parsing;
+- a mapping may not give a key twice (`tphyolo.yaml_keys.UniqueKeys`): "the last one wins" hides mistakes;
+- `MAX_YAML_NODES`: the document, with every alias expanded, may hold at most this many nodes. Aliases let a
+  few hundred bytes describe billions of nodes ("billion laughs"); the count is made while parsing, without
+  expanding anything, and a document over the limit is refused at once. A recursive alias is refused too.
+
+Errors are ValueErrors naming the file (or the text's origin) and the problem.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from tphyolo.yaml_keys import UniqueKeys
+
+MAX_YAML_BYTES = 1 << 20  # 1 MiB
+MAX_YAML_NODES = 1_000_000
+
+
+class _BoundedLoader(UniqueKeys, yaml.SafeLoader):
+    """A SafeLoader that refuses a key given twice in one mapping (`UniqueKeys`), counts each node's size with
+    aliases expanded (memoised per node, so counting costs no more than parsing) and stops past
+    MAX_YAML_NODES."""
+
+    def __init__(self, stream: str) -> None:
+        super().__init__(stream)
+        self._sizes: dict[int, int] = {}
+
+    def compose_node(self, parent: yaml.Node | None, index: Any) -> yaml.Node:
+        if self.check_event(yaml.AliasEvent):
+            target = self.anchors.get(self.peek_event().anchor)
+            if target is not None and id(target) not in self._sizes:
+                raise yaml.YAMLError("a recursive alias (a node that contains itself)")
+            return super().compose_node(parent, index)  # an alias to a counted node: counted where it is used
+        node = super().compose_node(parent, index)
+        if isinstance(node, yaml.SequenceNode):
+            children = node.value
+        elif isinstance(node, yaml.MappingNode):
+            children = [item for pair in node.value for item in pair]
+        else:
+            children = []
+        size = 1
+        for child in children:
+            size += self._sizes[id(child)]
+        if size > MAX_YAML_NODES:
+            raise yaml.YAMLError(f"expands to over {MAX_YAML_NODES:,} nodes (aliases expanded); refused")
+        self._sizes[id(node)] = size
+        return node
+
+
+def load_yaml_text(text: str, origin: str) -> Any:
+    """Parse yaml `text` (from `origin`, named in errors) into plain data within the limits above."""
+    if len(text) > MAX_YAML_BYTES:
+        raise ValueError(f"{origin}: yaml of {len(text):,} characters, above the limit of {MAX_YAML_BYTES:,}")
+    loader = _BoundedLoader(text)
+    try:
+        return loader.get_single_data()
+    except yaml.YAMLError as error:
+        raise ValueError(f"{origin}: invalid yaml ({' '.join(str(error).split())})") from None
+    except RecursionError:
+        raise ValueError(f"{origin}: yaml nested too deeply") from None
+    finally:
+        loader.dispose()
+
+
+def load_yaml_file(path: str | Path) -> Any:
+    """Read and parse the yaml file `path` (UTF-8) within the limits above. Raises OSError when it cannot be
+    read, ValueError naming it when it is too large, not UTF-8 or not valid yaml."""
+    path = Path(path)
+    size = path.stat().st_size
+    if size > MAX_YAML_BYTES:
+        raise ValueError(f"{path}: yaml file of {size:,} bytes, above the limit of {MAX_YAML_BYTES:,}")
+    try:
+        text = path.read_bytes().decode("utf-8")
+    except UnicodeDecodeError as error:
+        raise ValueError(f"{path}: not UTF-8 text (byte {error.start})") from None
+    return load_yaml_text(text, str(path))
