@@ -152,3 +152,24 @@ def test_scan_cache_is_reused_refreshed_and_never_trusted_when_bad(visdrone_copy
     assert sixth.report.from_cache and len(sixth.records) == 40
     assert seventh.report.cache_path is None and len(seventh.records) == 40
     assert any("scan cache not saved" in n and "read-only" in n for n in seventh.report.notes)
+
+
+def test_symlinked_image_folders_are_followed_once_and_unused_labels_are_named(tmp_path):
+    root = tmp_path / "set"
+    images, labels = root / "images", root / "labels"
+    (images / "a").mkdir(parents=True)
+    (labels / "a").mkdir(parents=True)
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    _jpeg(images / "a" / "x.jpg")
+    _jpeg(outside / "y.jpg", seed=1)
+    (labels / "a" / "x.txt").write_text("0 0.5 0.5 0.2 0.2\n")
+    (labels / "a" / "gone.txt").write_text("0 0.5 0.5 0.2 0.2\n")  # its image was deleted
+    os.symlink(outside, images / "linked")  # a folder kept elsewhere
+    os.symlink(images, images / "a" / "up")  # a link back up the tree: a loop
+    scan = scan_split(images, cache=False)
+    files = sorted(Path(r.im_file).relative_to(images).as_posix() for r in scan.records)
+    assert files == ["a/x.jpg", "linked/y.jpg"]  # the linked folder once, the loop not at all
+    assert [n for n in scan.report.notes if "without an image" in n] == [
+        f"{labels / 'a' / 'gone.txt'}: label file without an image in the split; not used"
+    ]

@@ -69,7 +69,8 @@ class Record:
 
 @dataclass
 class ScanReport:
-    """What a scan found. `problems` name a skipped file and why; `notes` are fixes applied to kept files."""
+    """What a scan found. `problems` name a skipped file and why; `notes` are fixes applied to kept files and
+    files the split does not use (label files without an image)."""
 
     images: int = 0
     counts: dict[str, int] = field(default_factory=lambda: dict.fromkeys(LABEL_STATES, 0))
@@ -104,13 +105,42 @@ def _image_entry(image: Path) -> LabelEntry:
     return LabelEntry(image, None, next((p for p in expected if p is not None), None))
 
 
+def _walk(folder: Path) -> list[Path]:
+    """Every path under `folder` (files and folders), sorted, following symlinked folders but entering each
+    real folder once (a link back up the tree is not a loop, and a folder linked twice is walked once)."""
+    seen: set[tuple[int, int]] = set()
+    paths: list[Path] = []
+    for root, dirs, files in os.walk(folder, followlinks=True):
+        try:
+            info = os.stat(root)
+        except OSError:
+            dirs[:] = []
+            continue
+        if (info.st_dev, info.st_ino) in seen:
+            dirs[:] = []
+            continue
+        seen.add((info.st_dev, info.st_ino))
+        dirs.sort()
+        paths += [Path(root) / name for name in (*dirs, *files)]
+    return sorted(paths)
+
+
+def _orphan_labels(items: list[LabelEntry]) -> list[str]:
+    """Notes naming the per-image label files (.txt) in the split's label folders that no image of the split
+    uses: a label whose image was renamed, moved or deleted."""
+    used = {entry.label for entry in items if entry.label is not None and entry.label.suffix == ".txt"}
+    folders = {label.parent for label in used}
+    unused = sorted(p for folder in folders for p in folder.glob("*.txt") if p not in used and p.is_file())
+    return [f"{p}: label file without an image in the split; not used" for p in unused]
+
+
 def _expand_source(source: Path, problems: list[str]) -> list[LabelEntry]:
     for fmt in FORMATS.values():
         if (entries := fmt.split_entries(source)) is not None:
             return entries
     if source.is_dir():
         files = []
-        for p in sorted(source.rglob("*")):
+        for p in _walk(source):
             if not is_image_name(p):
                 continue
             if p.is_file():
@@ -293,6 +323,7 @@ def scan_split(
     if loaded is None:
         report = ScanReport(images=len(items) + len(problems), formats=formats, problems=problems)
         report.counts["corrupt"] += len(problems)
+        report.notes += _orphan_labels(items)
         n_workers = workers or min(8, os.cpu_count() or 1)
         with ThreadPoolExecutor(max_workers=n_workers) as pool:
             results = list(pool.map(lambda i: _check(i, nc), items))
