@@ -182,6 +182,15 @@ def save_checkpoint(path: str | Path, payload: Mapping[str, Any]) -> Path:
     }
     _validate(payload, str(path))
     _check_plain(payload, str(path))
+    return atomic_torch_save(payload, path)
+
+
+def atomic_torch_save(obj: Any, path: str | Path) -> Path:
+    """`torch.save(obj)` to `path` atomically: written to a temporary file in the same folder, flushed and
+    fsynced, renamed over `path`, the folder fsynced. `path` keeps its old content on any failure, and the
+    temporary file is removed; an OSError (e.g. a full disk, which the serializer would report as a bare
+    "unexpected pos") is raised naming `path`. Returns the path."""
+    path = Path(path)
     if not path.parent.is_dir():
         raise FileNotFoundError(f"cannot save {path}: folder {path.parent} does not exist")
     try:
@@ -192,7 +201,7 @@ def save_checkpoint(path: str | Path, payload: Mapping[str, Any]) -> Path:
         with os.fdopen(fd, "wb") as file:
             writer = _RecordingWriter(file)
             try:
-                torch.save(payload, writer)
+                torch.save(obj, writer)
             except RuntimeError:
                 if writer.error is None:
                     raise

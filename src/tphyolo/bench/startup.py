@@ -18,7 +18,7 @@ import sys
 import tempfile
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from tphyolo.bench.report import Row
@@ -79,7 +79,7 @@ def bench_startup(settings: StartupSettings, *, log: Callable[[str], None] = pri
         project = Path(tmp)
         env = {k: v for k, v in os.environ.items() if k != INDUCTOR_ENV} | {CACHE_ENV: str(project / "compile")}
         # a first untimed start scans the dataset (its cache then serves both timed starts) and warms the disk
-        prime = StartupSettings(**{**settings.__dict__, "compile": "off"})
+        prime = replace(settings, compile="off")
         time_to_first_step(_train_command(prime, project, "prime"), project / "prime" / "startup.json", env,
                            settings.timeout_s)  # fmt: skip
         records = {}

@@ -18,11 +18,8 @@ A file is `torch.save` of one dict of plain data:
 
 from __future__ import annotations
 
-import contextlib
 import datetime
-import os
 import pickle
-import tempfile
 import zipfile
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -31,6 +28,7 @@ from typing import Any
 import torch
 
 from tphyolo._version import __version__
+from tphyolo.checkpoint import atomic_torch_save
 from tphyolo.classify.model import CropClassifierNet, build_classifier
 
 FORMAT = "tphyolo-crop-classifier"
@@ -96,23 +94,8 @@ class ClassifierCheckpoint:
 
 
 def save_classifier(path: str | Path, checkpoint: ClassifierCheckpoint) -> Path:
-    """Write `checkpoint` to `path` atomically (a temporary file renamed over it); returns the path."""
-    path = Path(path)
-    if not path.parent.is_dir():
-        raise FileNotFoundError(f"cannot save {path}: folder {path.parent} does not exist")
-    fd, tmp_name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "wb") as file:
-            torch.save(checkpoint.payload(), file)
-            file.flush()
-            os.fsync(file.fileno())
-        os.chmod(tmp_name, 0o644)
-        os.replace(tmp_name, path)
-    except BaseException:
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(tmp_name)
-        raise
-    return path
+    """Write `checkpoint` to `path` atomically (`tphyolo.checkpoint.atomic_torch_save`); returns the path."""
+    return atomic_torch_save(checkpoint.payload(), path)
 
 
 def load_classifier(path: str | Path) -> ClassifierCheckpoint:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 import shutil
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -235,12 +236,21 @@ def ensure_synthetic(
     """The data yaml of the synthetic dataset under `cache_dir`, generating it the first time (atomically:
     a partly written copy is never used)."""
     name = f"synthetic-v{GENERATOR_VERSION}-s{seed}-{n_train}x{n_val}-{imgsz}"
-    final = Path(cache_dir or default_cache_dir()) / name
+    return generated_once(
+        Path(cache_dir or default_cache_dir()) / name,
+        lambda root: generate_synthetic(root, n_train=n_train, n_val=n_val, imgsz=imgsz, seed=seed),
+    )
+
+
+def generated_once(final: Path, generate: Callable[[Path], object]) -> Path:
+    """`final / "data.yaml"`, running `generate(folder)` the first time into a temporary folder beside `final`
+    that is then renamed to it: a partly written set is never used, and when several processes generate at
+    once the first rename wins and the others' copies are removed."""
     if (final / "data.yaml").is_file():
         return final / "data.yaml"
-    tmp = final.with_name(f"{name}.tmp{os.getpid()}")
+    tmp = final.with_name(f"{final.name}.tmp{os.getpid()}")
     shutil.rmtree(tmp, ignore_errors=True)
-    generate_synthetic(tmp, n_train=n_train, n_val=n_val, imgsz=imgsz, seed=seed)
+    generate(tmp)
     try:
         os.replace(tmp, final)
     except OSError:

@@ -15,7 +15,6 @@ chroma subsampling leaves them). The output depends only on the arguments (same 
 from __future__ import annotations
 
 import os
-import shutil
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -26,7 +25,7 @@ import yaml
 from tphyolo.data.formats.visdrone import format_visdrone
 from tphyolo.data.image_io import write_image
 from tphyolo.data.labels import ImageLabels
-from tphyolo.data.synthetic import _draw_object, _ground, _roads, default_cache_dir
+from tphyolo.data.synthetic import _draw_object, _ground, _roads, default_cache_dir, generated_once
 
 GENERATOR_VERSION = 1
 SCENE_SIZE = 1280
@@ -147,16 +146,7 @@ def ensure_synthetic_fine(cache_dir: Path | None = None, *, n_train: int = 80, n
     """The data yaml of the synthetic-fine dataset under `cache_dir` (default `~/.cache/tphyolo`), generated
     the first time (atomically: a partly written copy is never used)."""
     name = f"synthetic-fine-v{GENERATOR_VERSION}-s{seed}-{n_train}x{n_val}"
-    final = Path(cache_dir or default_cache_dir()) / name
-    if (final / "data.yaml").is_file():
-        return final / "data.yaml"
-    tmp = final.with_name(f"{name}.tmp{os.getpid()}")
-    shutil.rmtree(tmp, ignore_errors=True)
-    generate_synthetic_fine(tmp, n_train=n_train, n_val=n_val, seed=seed)
-    try:
-        os.replace(tmp, final)
-    except OSError:
-        shutil.rmtree(tmp, ignore_errors=True)  # another process finished first
-        if not (final / "data.yaml").is_file():
-            raise
-    return final / "data.yaml"
+    return generated_once(
+        Path(cache_dir or default_cache_dir()) / name,
+        lambda root: generate_synthetic_fine(root, n_train=n_train, n_val=n_val, seed=seed),
+    )
