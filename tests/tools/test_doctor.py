@@ -11,7 +11,7 @@ from tphyolo.tools import doctor
 
 @pytest.mark.slow
 def test_doctor_json_schema_and_exit_code(capsys):
-    assert main(["doctor", "--json"]) == 0
+    assert main(["doctor", "--json", "--compile-check"]) == 0
     report = json.loads(capsys.readouterr().out)
     for key in (
         "tphyolo", "python", "torch", "cuda", "devices", "sdpa", "precision", "allocator", "compile", "cpu",
@@ -51,5 +51,25 @@ def test_problems_have_fixes():
 
 def test_human_report_mentions_kernels(capsys):
     assert main(["doctor", "--no-compile-check"]) == 0
-    out = capsys.readouterr().out
+    captured = capsys.readouterr()
+    out = captured.out
     assert "sdpa small" in out and "ran:" in out and "not checked" in out
+    assert "probing attention kernels" in captured.err  # a slow probe says so before it starts
+
+
+def test_cpu_only_is_a_fact_not_a_problem():
+    report = doctor.collect_report(compile_check=False)
+    cpu_only = dict(report, cuda=dict(report["cuda"], available=False, device_count=0), devices=[])
+    assert not any("CUDA" in p.message for p in doctor.find_problems(cpu_only))
+    assert doctor.device_summary(dict(cpu_only, cuda=dict(cpu_only["cuda"], built_with=None))).startswith("CPU only")
+    gpu = dict(report, cuda=dict(report["cuda"], available=True, device_count=1), devices=[{"index": 0, "name": "X"}])
+    assert doctor.device_summary(gpu) == "1 CUDA GPU(s) (0: X)"
+
+
+def test_compile_probe_runs_by_default_only_with_a_gpu(monkeypatch):
+    calls = []
+    monkeypatch.setattr(doctor, "_probe_compile", lambda device: calls.append(device) or {"available": True})
+    report = doctor.collect_report()
+    assert report["compile"].get("skipped") is (not torch.cuda.is_available())
+    assert len(calls) == int(torch.cuda.is_available())
+    assert doctor.collect_report(compile_check=True)["compile"] == {"available": True}

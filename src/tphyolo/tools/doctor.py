@@ -1,4 +1,9 @@
-"""`tphyolo doctor`: what this environment can run, probed rather than guessed, with a fix for each problem."""
+"""`tphyolo doctor`: what this environment can run, probed rather than guessed, with a fix for each problem.
+
+A CPU-only machine is a fact of the report ("device: CPU only"), not a problem. The torch.compile probe takes
+tens of seconds on a CPU (a C++ build of a tiny function), so it runs by default only where a GPU is visible, and
+on request (`--compile-check`) elsewhere; each slow probe announces itself on stderr before it starts.
+"""
 
 from __future__ import annotations
 
@@ -12,11 +17,13 @@ import subprocess
 import sys
 import time
 from dataclasses import asdict, dataclass
-
-import torch
+from typing import TYPE_CHECKING
 
 from tphyolo._version import __version__
-from tphyolo.runtime import ALLOC_ENV_VARS, DEFAULT_ALLOC_CONF
+from tphyolo.runtime_flags import ALLOC_ENV_VARS, DEFAULT_ALLOC_CONF
+
+if TYPE_CHECKING:  # torch is imported when the command runs, not when `tphyolo doctor -h` parses
+    import torch
 
 MIN_TORCH = (2, 4)
 
@@ -51,6 +58,8 @@ def _driver_version() -> str | None:
 
 
 def _devices() -> list[dict]:
+    import torch
+
     arch_list = torch.cuda.get_arch_list() if torch.cuda.is_available() else []
     devices = []
     for index in range(torch.cuda.device_count()):
@@ -78,6 +87,8 @@ def _devices() -> list[dict]:
 
 def _probe_compile(device: torch.device) -> dict:
     """Compile and run a tiny function on `device` (inductor: C++ on CPU, Triton on CUDA)."""
+    import torch
+
     backend_name = "inductor (Triton)" if device.type == "cuda" else "inductor (C++)"
     start = time.perf_counter()
     # Inductor logs a warning about CUDA_HOME on CPU-only machines; the probe's result says all there is to say.
@@ -112,6 +123,8 @@ def _compile_cache() -> dict:
 
 
 def _pinned_memory() -> dict:
+    import torch
+
     if not torch.cuda.is_available():
         return {"supported": False, "reason": "no CUDA device (pinned memory only helps host-to-GPU copies)"}
     try:
@@ -121,12 +134,22 @@ def _pinned_memory() -> dict:
         return {"supported": False, "reason": str(error).splitlines()[0]}
 
 
-def collect_report(*, compile_check: bool = True) -> dict:
-    """Everything doctor knows, as JSON-ready data (see `tphyolo doctor --json`)."""
+def collect_report(*, compile_check: bool | None = None, progress=None) -> dict:
+    """Everything doctor knows, as JSON-ready data (see `tphyolo doctor --json`).
+
+    compile_check: compile a tiny function with torch.compile; None = only when a CUDA device is visible (on a
+    CPU the C++ build alone takes tens of seconds). progress: called with a line before each slow probe.
+    """
+    import torch
+
     from tphyolo.sdpa_probe import probe_sdpa
+
+    say = progress or (lambda line: None)
 
     cuda_available = torch.cuda.is_available()
     device = torch.device("cuda", 0) if cuda_available else torch.device("cpu")
+    if compile_check is None:
+        compile_check = cuda_available
     try:
         import torchvision
 
@@ -160,7 +183,7 @@ def collect_report(*, compile_check: bool = True) -> dict:
             },
             "probe_device": str(device),
             "probe_dtype": str(probe_dtype).replace("torch.", ""),
-            "probes": probe_sdpa(device, probe_dtype),
+            "probes": say(f"probing attention kernels on {device} ...") or probe_sdpa(device, probe_dtype),
         },
         "precision": {
             "float32_matmul_precision": torch.get_float32_matmul_precision(),
@@ -172,7 +195,10 @@ def collect_report(*, compile_check: bool = True) -> dict:
             "in_force": next((os.environ[n] for n in ALLOC_ENV_VARS if os.environ.get(n)), None),
             "tphyolo_default": DEFAULT_ALLOC_CONF,
         },
-        "compile": _probe_compile(device) if compile_check else {"available": None, "skipped": True},
+        "compile": say(f"compiling a tiny function with torch.compile on {device} (tens of seconds on a CPU) ...")
+        or _probe_compile(device)
+        if compile_check
+        else {"available": None, "skipped": True},
         "compile_cache": _compile_cache(),
         "cpu": {
             "logical_cores": os.cpu_count(),
@@ -195,12 +221,6 @@ def find_problems(report: dict) -> list[Problem]:
     if report["torch"]["torchvision"] is None:
         problems.append(Problem("torchvision is not installed", "pip install torchvision (matching your torch)"))
     cuda = report["cuda"]
-    if not cuda["available"]:
-        if cuda["built_with"] is None:
-            fix = "CPU-only torch build: install a CUDA build of torch to use a GPU (training runs on CPU)"
-        else:
-            fix = "no GPU visible: check nvidia-smi, the driver and CUDA_VISIBLE_DEVICES (training runs on CPU)"
-        problems.append(Problem("no CUDA device available", fix))
     for dev in report["devices"]:
         if not dev["arch_in_build"]:
             problems.append(
@@ -251,12 +271,24 @@ def find_problems(report: dict) -> list[Problem]:
     return problems
 
 
+def device_summary(report: dict) -> str:
+    """What the report's machine computes on, in words: the GPUs, or "CPU only" and why."""
+    cuda = report["cuda"]
+    if cuda["available"]:
+        names = ", ".join(f"{d['index']}: {d['name']}" for d in report["devices"])
+        return f"{cuda['device_count']} CUDA GPU(s) ({names})"
+    if cuda["built_with"] is None:
+        return "CPU only (this torch build has no CUDA; a CUDA build of torch is needed to use a GPU)"
+    return "CPU only (no GPU visible: nvidia-smi, the driver and CUDA_VISIBLE_DEVICES decide)"
+
+
 def format_report(report: dict) -> str:
     """The human-readable report."""
     lines = [f"tphyolo {report['tphyolo']}  ({report['platform']})"]
     lines.append(f"  python        {report['python']['version']}  {report['python']['executable']}")
     lines.append(f"  torch         {report['torch']['version']}   torchvision {report['torch']['torchvision']}")
     cuda = report["cuda"]
+    lines.append(f"  device        {device_summary(report)}")
     lines.append(
         f"  cuda          built with {cuda['built_with']}, available: {cuda['available']}, "
         f"driver: {cuda['driver']}, cuDNN: {cuda['cudnn']}"
@@ -290,7 +322,7 @@ def format_report(report: dict) -> str:
     )
     comp = report["compile"]
     if comp.get("skipped"):
-        lines.append("  compile       not checked (--no-compile-check)")
+        lines.append("  compile       not checked (tphyolo doctor --compile-check probes it: tens of seconds on a CPU)")
     else:
         state = "works" if comp["available"] else f"FAILS: {comp['error']}"
         lines.append(f"  compile       {comp['backend']}: {state} ({comp['seconds']} s for a tiny function)")
@@ -314,12 +346,23 @@ def format_report(report: dict) -> str:
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--json", action="store_true", help="print the report as JSON")
-    parser.add_argument(
-        "--no-compile-check", action="store_true", help="skip compiling a tiny function (saves ~10-30 s on CPU)"
+    group = parser.add_mutually_exclusive_group()
+    group.add_argument(
+        "--compile-check",
+        dest="compile_check",
+        action="store_true",
+        default=None,
+        help="compile a tiny function with torch.compile (default: only where a GPU is visible; ~30 s on a CPU)",
+    )
+    group.add_argument(
+        "--no-compile-check", dest="compile_check", action="store_false", help="skip the torch.compile probe"
     )
 
 
 def run(args: argparse.Namespace) -> int:
-    report = collect_report(compile_check=not args.no_compile_check)
+    def progress(line: str) -> None:
+        print(line, file=sys.stderr, flush=True)
+
+    report = collect_report(compile_check=args.compile_check, progress=progress)
     print(json.dumps(report, indent=2) if args.json else format_report(report))
     return 0
