@@ -17,7 +17,8 @@ here, after the arguments are parsed and before the command touches CUDA.
 
 Error policy: a bad input or a fault (every OSError — no space left, read-only, permission denied, missing
 file —, an undecodable image or yaml, a value that fails validation) ends the command with one line on stderr,
-`tphyolo COMMAND: error: PATH: cause`, and exit code 2; Ctrl-C ends it with exit code 130. With
+`tphyolo COMMAND: error: PATH: cause`, and exit code 2; Ctrl-C ends it with exit code 130; a reader that closes
+the pipe early (`tphyolo ... | head`) ends it quietly with exit code 141, as a shell pipeline expects. With
 `TPHYOLO_DEBUG=1` the error propagates with its traceback.
 """
 
@@ -109,7 +110,7 @@ def build_parser(commands: Iterable[str] | None = None) -> argparse.ArgumentPars
 def _add_command_arguments(sub: argparse.ArgumentParser, module) -> None:
     module.add_arguments(sub)
     if getattr(module, "USES_RUNTIME", False):
-        from tphyolo.runtime import add_runtime_arguments
+        from tphyolo.runtime_flags import add_runtime_arguments
 
         add_runtime_arguments(sub, inference=getattr(module, "RUNTIME_INFERENCE", False))
     sub.set_defaults(_module=module)
@@ -139,7 +140,13 @@ def main(argv: Sequence[str] | None = None) -> int:
 
             args.runtime = runtime_from_args(args)
             configure_process(args.runtime)
-        return int(module.run(args) or 0)
+        code = int(module.run(args) or 0)
+        sys.stdout.flush()  # a closed pipe shows here, not at interpreter exit
+        return code
+    except BrokenPipeError:
+        # Nobody reads what is left: send it to /dev/null so that the exit flush cannot fail again.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 141
     except (OSError, ValueError, MemoryError) as error:  # UsageError, ImageError, yaml and decode errors included
         if debug:
             raise

@@ -149,6 +149,11 @@ def test_data_yaml_paths_and_names(tmp_path):
     cfg_file.write_text(yaml.safe_dump({"train": "a", "val": "a", "names": ["x"], "nc": 3}))
     with pytest.raises(ValueError, match="nc=3 but 1 names"):
         parse_data_yaml(cfg_file)
+    with pytest.raises(
+        FileNotFoundError, match=r"'visdrone' is not downloaded: looked for .*VisDrone2019-DET-train.*get it"
+    ):
+        load_data_config("visdrone", datasets_dir=tmp_path)
+    (tmp_path / "VisDrone" / "VisDrone2019-DET-val" / "images").mkdir(parents=True)
     visdrone = load_data_config("visdrone", datasets_dir=tmp_path)
     assert visdrone.names == NAMES
     assert visdrone.train == (tmp_path.resolve() / "VisDrone" / "VisDrone2019-DET-train" / "images",)

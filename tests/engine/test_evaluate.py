@@ -1,6 +1,7 @@
 """The validation loop against detectors that know the answer (the ground truth itself, or the rectangles
 painted into synthetic images): boxes mapped back to original pixels, TTA merged, every protocol end to end."""
 
+import dataclasses
 import json
 import shutil
 from pathlib import Path
@@ -14,9 +15,9 @@ from torch import nn
 from tphyolo.data.dataset_config import load_data_config
 from tphyolo.data.formats.visdrone import NAMES, parse_visdrone
 from tphyolo.data.loader import build_dataloader, build_dataset
-from tphyolo.engine.evaluate import collect_results, evaluate, format_results
-from tphyolo.engine.inference import VALIDATION, InferenceConfig, inference_config
-from tphyolo.engine.tta import TTAConfig
+from tphyolo.engine.evaluate import PER_CLASS_ROWS_BELOW, collect_results, evaluate, format_results
+from tphyolo.engine.inference_config import VALIDATION, InferenceConfig, inference_config
+from tphyolo.engine.tta_config import TTAConfig
 from tphyolo.metrics.registry import PROTOCOLS
 from tphyolo.models import build_model
 from tphyolo.runtime import RuntimeConfig
@@ -204,6 +205,13 @@ def test_small_model_runs_end_to_end(data_yaml, protocol, tmp_path):
     table = format_results(results, verbose=True)
     all_row = table.splitlines()[1].split()
     assert all_row[:3] == ["all", "4", str(results.instances)] and all_row[-2:] == ["0.995", "0.995"]
+    # per-class rows by default with 2..49 classes, the "all" row alone when asked or with 50+
+    class_rows = len(results.tables[0].splitlines()) - 2
+    assert class_rows == len(results.per_class) > 1  # the classes present in these 4 images
+    assert format_results(results) == table
+    assert len(format_results(results, verbose=False).splitlines()) == len(table.splitlines()) - class_rows
+    many = dataclasses.replace(results, per_class=results.per_class * PER_CLASS_ROWS_BELOW)
+    assert format_results(many) == format_results(results, verbose=False)
 
 
 PAINTED_NAMES = ["red", "green", "blue"]

@@ -149,7 +149,10 @@ def load_data_config(
 
         return parse_data_yaml(ensure_synthetic_fine(cache_dir=cache_dir))
     if text in BUILTIN_DATA:
-        return parse_data_yaml(builtin_data_yaml(text), datasets_dir=Path(datasets_dir or "datasets"))
+        yaml_path = builtin_data_yaml(text)
+        data = parse_data_yaml(yaml_path, datasets_dir=Path(datasets_dir or "datasets"))
+        _check_downloaded(data, text, yaml_path)
+        return data
     path = Path(source).expanduser()
     if path.is_dir():
         folder = path.resolve()
@@ -157,6 +160,20 @@ def load_data_config(
     if path.is_file():
         return parse_data_yaml(path, datasets_dir=datasets_dir)
     raise FileNotFoundError(f"data {text!r}: no such file or folder, and not a built-in name ({list(BUILTIN_DATA)})")
+
+
+def _check_downloaded(data: DataConfig, name: str, yaml_path: Path) -> None:
+    """Raises FileNotFoundError when no split of the built-in dataset `name` is on disk, saying where it was
+    looked for, how the folder is chosen, and where to get it (the config's `download` entry)."""
+    sources = [source for split in SPLITS for source in data.split(split)]
+    if any(source.exists() for source in sources):
+        return
+    download = load_yaml_file(yaml_path).get("download")
+    get = f"; get it from {download} and unzip it into {data.root}" if download else ""
+    raise FileNotFoundError(
+        f"dataset {name!r} is not downloaded: looked for {', '.join(map(str, sources))} (its folder {data.root} "
+        f"is relative to the datasets folder, ./datasets unless --datasets-dir says otherwise){get}"
+    )
 
 
 resolve_data = load_data_config

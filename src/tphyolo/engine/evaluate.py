@@ -22,7 +22,8 @@ from torch import nn
 from tphyolo.classify.checkpoint import load_classifier
 from tphyolo.classify.classifier import CropClassifier, as_classifier
 from tphyolo.engine.backends import Backend, as_backend
-from tphyolo.engine.inference import VALIDATION, Detector, InferenceConfig, View
+from tphyolo.engine.inference import Detector, View
+from tphyolo.engine.inference_config import VALIDATION, InferenceConfig
 from tphyolo.engine.writers import coco_image_id, coco_records, yolo_lines
 from tphyolo.metrics.ap import fitness
 from tphyolo.metrics.protocol import ImageResult
@@ -285,9 +286,15 @@ def evaluate(
     )
 
 
-def format_results(results: EvalResults, *, verbose: bool = False) -> str:
-    """The YOLO table (all classes when `verbose`, else the 'all' row), the protocol's table, and the speed."""
+PER_CLASS_ROWS_BELOW = 50  # with fewer classes than this, tables list every class by default
+
+
+def format_results(results: EvalResults, *, verbose: bool | None = None) -> str:
+    """The YOLO table, the protocol's table, and the speed. The YOLO table has a row per class when `verbose`,
+    or by default (None) when 2 to PER_CLASS_ROWS_BELOW - 1 classes have rows; else the 'all' row alone."""
     yolo = results.tables[0].splitlines() if results.tables else []
+    if verbose is None:
+        verbose = 1 < len(results.per_class) < PER_CLASS_ROWS_BELOW
     lines = yolo if verbose else yolo[:2]
     for table in results.tables[1:]:
         lines += ["", f"{results.protocol} protocol (percent):", table]

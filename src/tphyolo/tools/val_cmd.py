@@ -7,8 +7,7 @@ import json
 import sys
 from pathlib import Path
 
-from tphyolo.data.report import format_problems
-from tphyolo.data.scan import ScanOptions
+from tphyolo.data.scan_options import ScanOptions
 from tphyolo.flags import add_flags, from_flags
 from tphyolo.tools.inference_args import (
     add_classifier_flags,
@@ -22,7 +21,7 @@ RUNTIME_INFERENCE = True
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    from tphyolo.engine.inference import VAL_DEFAULTS
+    from tphyolo.engine.inference_config import VAL_DEFAULTS
     from tphyolo.metrics.registry import PROTOCOLS
 
     parser.add_argument(
@@ -41,17 +40,22 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--save-txt", action="store_true", help="YOLO txt with scores per image (labels/)")
     parser.add_argument("--plots", action="store_true", help="PR/F1/P/R curves, confusion matrix, batch images")
     parser.add_argument("--json", type=Path, default=None, metavar="PATH", help="write the numbers to this json file")
-    parser.add_argument("--verbose", action="store_true", help="per-class rows in the table (always for test)")
+    parser.add_argument(
+        "--verbose",
+        action="store_true",
+        help="per-class rows in the table (default: with 2 to 49 classes, or for test)",
+    )
 
 
 def run(args: argparse.Namespace) -> int:
     from tphyolo.data.dataset_config import load_data_config
     from tphyolo.data.letterbox import check_imgsz
     from tphyolo.data.loader import build_dataloader, build_dataset
+    from tphyolo.data.report import format_problems
     from tphyolo.engine.backends import load_backends
     from tphyolo.engine.evaluate import evaluate, format_results, results_json
-    from tphyolo.engine.inference import InferenceConfig
-    from tphyolo.engine.writers import OutputDir
+    from tphyolo.engine.inference_config import InferenceConfig
+    from tphyolo.engine.run_dir import OutputDir
 
     config = from_flags(InferenceConfig, args)
     settings = classifier_settings(args)
@@ -89,7 +93,7 @@ def run(args: argparse.Namespace) -> int:
         progress=True,
         classifier=classifier,
     )
-    print(format_results(results, verbose=args.verbose or args.task == "test"))
+    print(format_results(results, verbose=True if args.verbose or args.task == "test" else None))
     if args.json is not None:
         args.json.parent.mkdir(parents=True, exist_ok=True)
         args.json.write_text(json.dumps(results_json(results), indent=2))
