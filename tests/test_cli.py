@@ -83,3 +83,38 @@ def test_version_and_help_do_not_import_torch(flag):
     assert "LOADED []" in result.stdout
     if flag == "-h":
         assert all(name in result.stdout for name in COMMANDS)
+
+
+def test_every_command_parses_its_flags_without_torch():
+    # `tphyolo COMMAND -h` and argument errors build only that command's parser: for every command, in one
+    # fresh interpreter, neither help nor a bad flag may import torch (or anything of it).
+    code = (
+        "import sys\n"
+        "from tphyolo.cli import COMMANDS, main\n"
+        "for name in COMMANDS:\n"
+        "    for argv in ([name, '-h'], [name, '--no-such-flag']):\n"
+        "        try:\n"
+        "            main(argv)\n"
+        "        except SystemExit as stop:\n"
+        "            assert stop.code == (0 if argv[1] == '-h' else 2), (argv, stop.code)\n"
+        "        else:\n"
+        "            raise AssertionError(f'{argv} did not exit')\n"
+        "print('LOADED', sorted(m for m in sys.modules if m == 'torch' or m.startswith('torch.')))\n"
+    )
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=False)
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert "LOADED []" in result.stdout
+    assert "usage: tphyolo train" in result.stdout and "--no-such-flag" in result.stderr
+
+
+def test_a_closed_pipe_ends_quietly():
+    # `tphyolo doctor | head -1`: the reader goes away after the first line; no traceback, exit code 141.
+    process = subprocess.Popen(
+        [sys.executable, "-m", "tphyolo", "doctor", "--no-compile-check"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+    process.stdout.close()
+    _, err = process.communicate(timeout=300)
+    assert process.returncode == 141, err.decode()
+    assert b"Traceback" not in err and b"BrokenPipe" not in err

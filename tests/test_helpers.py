@@ -17,7 +17,8 @@ from tests.helpers import (
     require_shared,
     torch_flags,
 )
-from tphyolo.runtime import ALLOC_ENV_VARS, RuntimeConfig, configure_process
+from tphyolo.runtime import RuntimeConfig, configure_process
+from tphyolo.runtime_flags import ALLOC_ENV_VARS
 
 UNSET = "TPHYOLO_TEST_UNSET_VARIABLE"
 

@@ -7,7 +7,8 @@ import torch
 import torch.nn.functional as F
 
 from tphyolo import runtime
-from tphyolo.runtime import ALLOC_ENV_VARS, RuntimeConfig, configure_process
+from tphyolo.runtime import RuntimeConfig, configure_process
+from tphyolo.runtime_flags import ALLOC_ENV_VARS
 
 
 @pytest.fixture

@@ -11,7 +11,8 @@ import torch
 import torch.nn.functional as F
 from torch.utils._python_dispatch import TorchDispatchMode
 
-from tphyolo.runtime import SDPA_BACKEND_NAMES, sdpa_backends
+from tphyolo.runtime import sdpa_backends
+from tphyolo.runtime_flags import SDPA_BACKEND_NAMES
 
 # aten operator -> kernel name reported to users.
 KERNEL_OPS: dict[str, str] = {

@@ -9,7 +9,7 @@ from tphyolo.classify.classifier import CropClassifier
 from tphyolo.data.dataset_config import load_data_config
 from tphyolo.data.loader import build_dataloader, build_dataset
 from tphyolo.engine.evaluate import evaluate, format_results, results_json
-from tphyolo.engine.inference import VALIDATION, inference_config
+from tphyolo.engine.inference_config import VALIDATION, inference_config
 from tphyolo.engine.predict import Predictor
 from tphyolo.engine.slicing import SliceConfig
 

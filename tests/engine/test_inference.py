@@ -8,18 +8,17 @@ import torch
 
 from tphyolo.data.loader import Batch
 from tphyolo.engine.evaluate import evaluate
-from tphyolo.engine.inference import (
+from tphyolo.engine.inference import Detector, View
+from tphyolo.engine.inference_config import (
     MAX_DET,
     PREDICT_CONF,
     VAL_DEFAULTS,
     VALIDATION,
     WBF_IOU,
-    Detector,
     InferenceConfig,
-    View,
     inference_config,
 )
-from tphyolo.engine.tta import PAPER_SCALES, PLAIN, TTAConfig
+from tphyolo.engine.tta_config import PAPER_SCALES, PLAIN, TTAConfig
 from tphyolo.flags import add_flags, from_flags
 
 

@@ -11,8 +11,9 @@ from tests.helpers import save_model_checkpoint
 from tphyolo.engine.draw import image_grid
 from tphyolo.engine.inference import merge_detections
 from tphyolo.engine.predict import Predictor
+from tphyolo.engine.run_dir import OutputDir
 from tphyolo.engine.sources import count_frames, resolve_source
-from tphyolo.engine.writers import OutputDir, PredictionWriter
+from tphyolo.engine.writers import PredictionWriter
 from tphyolo.models import build_model
 from tphyolo.ops import box_iou
 from tphyolo.ops.detections import Detections

@@ -5,7 +5,8 @@ import pytest
 import torch
 
 from tphyolo.engine.predict import Predictor
-from tphyolo.engine.tta import PLAIN, TTAConfig, augment, unaugment
+from tphyolo.engine.tta import augment, unaugment
+from tphyolo.engine.tta_config import PLAIN, TTAConfig
 from tphyolo.models import build_model
 
 

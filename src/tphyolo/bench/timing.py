@@ -24,8 +24,10 @@ import statistics
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
-import torch
+if TYPE_CHECKING:  # torch is imported where it is used: `tphyolo bench -h` reads CLOCKS without it
+    import torch
 
 MIB = 2**20
 
@@ -50,6 +52,8 @@ class Timing:
 
 def synchronize(device: torch.device) -> None:
     if device.type == "cuda":
+        import torch
+
         torch.cuda.synchronize(device)
 
 
@@ -106,6 +110,8 @@ def _statistics(samples: list[float]) -> Timing:
 def peak_memory_mb(fn: Callable[[], object], *, device: torch.device) -> float:
     """Peak MiB allocated by one call of `fn` beyond what was live before it (see the module docstring)."""
     if device.type == "cuda":
+        import torch
+
         synchronize(device)
         before = torch.cuda.memory_allocated(device)
         torch.cuda.reset_peak_memory_stats(device)
@@ -138,9 +144,11 @@ def _cpu_peak_bytes(fn: Callable[[], object]) -> int:
     return peak
 
 
-def matmul_flops_per_s(*, device: torch.device, dtype: torch.dtype = torch.float32, size: int = 2048) -> float:
-    """The machine's measured dense matmul rate (FLOP/s) for `size x size` operands: 2 * size^3 per product,
-    median of a few timed products after a warm-up."""
+def matmul_flops_per_s(*, device: torch.device, dtype: torch.dtype | None = None, size: int = 2048) -> float:
+    """The machine's measured dense matmul rate (FLOP/s) for `size x size` operands of `dtype` (default fp32):
+    2 * size^3 per product, median of a few timed products after a warm-up."""
+    import torch
+
     a = torch.randn(size, size, device=device, dtype=dtype)
     b = torch.randn(size, size, device=device, dtype=dtype)
     timing = time_call(lambda: a @ b, device=device, warmup=2, repeats=7)

@@ -3,32 +3,43 @@ original-resolution images, which re-labels a detector's boxes of classes it con
 
     classifier = CropClassifier.load("runs/classify/exp/weights/best.pt", detector_names=predictor.names)
     boxes, scores, labels = reclassify(image, det.boxes, det.scores, det.labels, classifier)
+
+Importing this package imports none of its modules; each name is imported from its module on first use.
 """
 
-from tphyolo.classify.checkpoint import ClassifierCheckpoint, load_classifier, save_classifier
-from tphyolo.classify.classifier import CropClassifier, resolve_class_ids
-from tphyolo.classify.combine import combine_class_scores, one_hot_scores
-from tphyolo.classify.config import ClassifyConfig
-from tphyolo.classify.crops import context_regions, crop_objects, cut_crops, extract_crops, extract_patches
-from tphyolo.classify.model import CropClassifierNet, build_classifier
-from tphyolo.classify.relabel import reclassify, reclassify_rows
+from tphyolo.lazy_exports import lazy_exports
 
-__all__ = [
-    "ClassifierCheckpoint",
-    "ClassifyConfig",
-    "CropClassifier",
-    "CropClassifierNet",
-    "build_classifier",
-    "combine_class_scores",
-    "context_regions",
-    "crop_objects",
-    "cut_crops",
-    "extract_crops",
-    "extract_patches",
-    "load_classifier",
-    "one_hot_scores",
-    "reclassify",
-    "reclassify_rows",
-    "resolve_class_ids",
-    "save_classifier",
-]
+__getattr__, __dir__, __all__ = lazy_exports(
+    __name__,
+    {
+        "tphyolo.classify.checkpoint": (
+            "ClassifierCheckpoint",
+            "load_classifier",
+            "save_classifier",
+        ),
+        "tphyolo.classify.classifier": (
+            "CropClassifier",
+            "resolve_class_ids",
+        ),
+        "tphyolo.classify.combine": (
+            "combine_class_scores",
+            "one_hot_scores",
+        ),
+        "tphyolo.classify.config": ("ClassifyConfig",),
+        "tphyolo.classify.crops": (
+            "context_regions",
+            "crop_objects",
+            "cut_crops",
+            "extract_crops",
+            "extract_patches",
+        ),
+        "tphyolo.classify.model": (
+            "CropClassifierNet",
+            "build_classifier",
+        ),
+        "tphyolo.classify.relabel": (
+            "reclassify",
+            "reclassify_rows",
+        ),
+    },
+)

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from tphyolo.classify.crops import MIN_BOX_SIDE
-from tphyolo.classify.model import DEFAULT_ARCH
 from tphyolo.flags import flag
 
+DEFAULT_ARCH = "resnet18"  # the torchvision architecture trained unless --arch says otherwise
+MIN_BOX_SIDE = 4  # pixels: smaller objects carry too little to classify and are skipped
 OPTIMIZERS = ("AdamW", "SGD")
 DEFAULT_LR = {"AdamW": 1e-3, "SGD": 1e-2}
 DEFAULT_WEIGHT_DECAY = {"AdamW": 0.05, "SGD": 5e-4}

@@ -22,10 +22,10 @@ from dataclasses import dataclass
 import cv2
 import numpy as np
 
+from tphyolo.classify.config import MIN_BOX_SIDE
 from tphyolo.data.image_io import read_image
 from tphyolo.data.scan import Record
 
-MIN_BOX_SIDE = 4  # pixels: smaller objects carry too little to classify and are skipped
 PIXEL_TOLERANCE = 1e-3  # pixels: region edges this close to a whole pixel count as on it
 
 

@@ -12,7 +12,8 @@ from pathlib import Path
 import torch
 from torch import nn
 
-DEFAULT_ARCH = "resnet18"
+from tphyolo.classify.config import DEFAULT_ARCH
+
 IMAGENET_MEAN = (0.485, 0.456, 0.406)  # RGB; the statistics torchvision's weights were trained with
 IMAGENET_STD = (0.229, 0.224, 0.225)
 

@@ -21,7 +21,7 @@ from tphyolo.data.letterbox import check_imgsz
 from tphyolo.data.loader import build_dataloader, build_dataset
 from tphyolo.engine.backends import load_backends
 from tphyolo.engine.evaluate import collect_results
-from tphyolo.engine.inference import RECLASSIFY_MIN_SCORE, VALIDATION, inference_config
+from tphyolo.engine.inference_config import RECLASSIFY_MIN_SCORE, VALIDATION, inference_config
 from tphyolo.metrics.yolo import summarize
 from tphyolo.runtime import RuntimeConfig
 

@@ -24,8 +24,8 @@ from torch.utils.data import DataLoader
 
 from tphyolo.classify.checkpoint import ClassifierCheckpoint, load_classifier, save_classifier
 from tphyolo.classify.classifier import resolve_class_ids
-from tphyolo.classify.config import ClassifyConfig
-from tphyolo.classify.crops import MIN_BOX_SIDE, CropSet, extract_crops, extract_patches
+from tphyolo.classify.config import MIN_BOX_SIDE, ClassifyConfig
+from tphyolo.classify.crops import CropSet, extract_crops, extract_patches
 from tphyolo.classify.data import confusable_classes, scan_records, select_classes
 from tphyolo.classify.dataset import CropAugment, CropSetDataset, PatchDataset
 from tphyolo.classify.model import build_classifier, load_start_weights

@@ -31,28 +31,10 @@ from tphyolo.data.formats.base import LabelEntry, label_folder_cache
 from tphyolo.data.image_io import ImageError, is_image_name, verify_image
 from tphyolo.data.labels import ImageLabels, LabelError, sanitize
 from tphyolo.data.paths import is_read_only_folder
-from tphyolo.flags import flag
 from tphyolo.user_cache import user_cache_dir
 
 CACHE_VERSION = 1
 LABEL_STATES = ("found", "missing", "empty", "corrupt")
-
-
-def scan_cache_flag() -> bool:
-    """The dataclass field (and command-line flag) that turns the scan cache off, for every command that scans."""
-    return flag(
-        True,
-        "--no-scan-cache",
-        "--no-cache",
-        help="neither read nor write the dataset's scan cache (<label folder>.cache.json)",
-    )
-
-
-@dataclass(frozen=True)
-class ScanOptions:
-    """How commands scan a dataset; each field is also a command-line flag."""
-
-    scan_cache: bool = scan_cache_flag()
 
 
 @dataclass

@@ -25,8 +25,9 @@ import numpy as np
 import torch
 from torch import nn
 
+from tphyolo.engine.train_config import OPTIMIZERS
+
 NOMINAL_BATCH = 64
-OPTIMIZERS = ("SGD", "Adam", "AdamW")
 
 
 def accumulation_steps(batch_size: int, world_size: int = 1, *, nominal_batch: int = NOMINAL_BATCH) -> int:

@@ -24,10 +24,11 @@ import torch
 from tphyolo.classify.classifier import CropClassifier, as_classifier
 from tphyolo.data.letterbox import check_imgsz, letterbox
 from tphyolo.engine.backends import Weights, load_backends
-from tphyolo.engine.inference import Detector, InferenceConfig, View, inference_config
+from tphyolo.engine.inference import Detector, View
+from tphyolo.engine.inference_config import InferenceConfig, inference_config
 from tphyolo.engine.slicing import SliceConfig, slice_windows
 from tphyolo.engine.sources import Frame, iter_frames, resolve_source
-from tphyolo.engine.tta import TTAConfig
+from tphyolo.engine.tta_config import TTAConfig
 from tphyolo.ops.detections import Detections
 from tphyolo.runtime import RuntimeConfig, resolve_device
 

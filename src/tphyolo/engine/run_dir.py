@@ -1,9 +1,12 @@
-"""Run folders: runs/<task>/<name>, numbered name2, name3, ... unless exist_ok."""
+"""Run folders: runs/<task>/<name>, numbered name2, name3, ... unless exist_ok; `OutputDir`, their flags."""
 
 from __future__ import annotations
 
 import contextlib
+from dataclasses import dataclass
 from pathlib import Path
+
+from tphyolo.flags import flag
 
 
 def new_run_dir(project: str | Path, name: str, *, exist_ok: bool = False) -> Path:
@@ -29,3 +32,17 @@ def remove_if_empty(path: Path) -> bool:
     with contextlib.suppress(OSError):
         path.rmdir()
     return not path.exists()
+
+
+@dataclass(frozen=True)
+class OutputDir:
+    """Where a command writes its outputs: `project/name`, or the first free `name2`, `name3`, ... unless
+    `exist_ok`. Each field is also a command-line flag."""
+
+    project: str | None = flag(None, "--project", help="output root (default: runs/<command>)")
+    name: str = flag("exp", "--name", help="output folder under --project")
+    exist_ok: bool = flag(False, "--exist-ok", help="reuse an existing output folder")
+
+    def create(self, default_project: str | Path) -> Path:
+        """Create the folder (under `default_project` when `project` is None) and return it."""
+        return new_run_dir(self.project or default_project, self.name, exist_ok=self.exist_ok)

@@ -10,11 +10,11 @@ import math
 from dataclasses import asdict, dataclass, fields
 from typing import Any
 
-from tphyolo.data.scan import scan_cache_flag
-from tphyolo.engine.inference import MAX_DET, VAL_CONF, VAL_IOU
-from tphyolo.engine.optim import OPTIMIZERS
+from tphyolo.data.scan_options import scan_cache_flag
+from tphyolo.engine.inference_config import MAX_DET, VAL_CONF, VAL_IOU
 from tphyolo.flags import check_field_types, flag, setting_name
 
+OPTIMIZERS = ("SGD", "Adam", "AdamW")  # the optimisers `engine.optim.build_optimizer` builds
 CACHE_CHOICES = (None, "ram", "disk")
 IGNORE_MODES = ("fill", "keep")
 

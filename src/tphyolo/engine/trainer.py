@@ -305,7 +305,7 @@ class Trainer:
     def validate(self) -> dict[str, float]:
         """Validate the EMA model on the val split (rank 0); metrics keyed as in results.csv."""
         from tphyolo.engine.evaluate import evaluate
-        from tphyolo.engine.inference import InferenceConfig
+        from tphyolo.engine.inference_config import InferenceConfig
 
         config = InferenceConfig(conf=self.cfg.val_conf, iou=self.cfg.val_iou, max_det=self.cfg.max_det)
         results = evaluate(

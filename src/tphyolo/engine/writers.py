@@ -15,7 +15,6 @@ number, 6 digits) for a video frame. Annotated images keep the source's suffix (
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
 from pathlib import Path
 
 import cv2
@@ -23,24 +22,8 @@ import numpy as np
 
 from tphyolo.data.image_io import write_image
 from tphyolo.engine.draw import draw_detections
-from tphyolo.engine.run_dir import new_run_dir
 from tphyolo.engine.sources import Frame
-from tphyolo.flags import flag
 from tphyolo.ops.detections import Detections
-
-
-@dataclass(frozen=True)
-class OutputDir:
-    """Where a command writes its outputs: `project/name`, or the first free `name2`, `name3`, ... unless
-    `exist_ok`. Each field is also a command-line flag."""
-
-    project: str | None = flag(None, "--project", help="output root (default: runs/<command>)")
-    name: str = flag("exp", "--name", help="output folder under --project")
-    exist_ok: bool = flag(False, "--exist-ok", help="reuse an existing output folder")
-
-    def create(self, default_project: str | Path) -> Path:
-        """Create the folder (under `default_project` when `project` is None) and return it."""
-        return new_run_dir(self.project or default_project, self.name, exist_ok=self.exist_ok)
 
 
 def output_name(frame: Frame) -> str:

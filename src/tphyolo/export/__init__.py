@@ -8,23 +8,30 @@ files through small backends.
 
 Exporters and runtimes come with the optional extra `pip install "tphyolo[export]"`; importing this package
 does not import them.
+
+Importing this package imports none of its modules; each name is imported from its module on first use.
 """
 
-from tphyolo.export.backends import ExportedBackend, exported_format, load_backend
-from tphyolo.export.exporter import EXPORT_FORMATS, ExportConfig, ExportResult, export_checkpoint, export_model
-from tphyolo.export.extras import INSTALL_HINT, MissingExtraError
-from tphyolo.export.metadata import ExportMetadata
+from tphyolo.lazy_exports import lazy_exports
 
-__all__ = [
-    "EXPORT_FORMATS",
-    "INSTALL_HINT",
-    "ExportConfig",
-    "ExportMetadata",
-    "ExportResult",
-    "ExportedBackend",
-    "MissingExtraError",
-    "export_checkpoint",
-    "export_model",
-    "exported_format",
-    "load_backend",
-]
+__getattr__, __dir__, __all__ = lazy_exports(
+    __name__,
+    {
+        "tphyolo.export.backends": (
+            "ExportedBackend",
+            "exported_format",
+            "load_backend",
+        ),
+        "tphyolo.export.config": ("EXPORT_FORMATS", "ExportConfig"),
+        "tphyolo.export.exporter": (
+            "ExportResult",
+            "export_checkpoint",
+            "export_model",
+        ),
+        "tphyolo.export.extras": (
+            "INSTALL_HINT",
+            "MissingExtraError",
+        ),
+        "tphyolo.export.metadata": ("ExportMetadata",),
+    },
+)

@@ -34,7 +34,8 @@ import torch
 from tphyolo.bench.report import Row
 from tphyolo.bench.timing import Timing, paired_speedup, time_calls
 from tphyolo.export.backends import load_backend
-from tphyolo.export.exporter import ExportConfig, ExportResult, export_model
+from tphyolo.export.config import ExportConfig
+from tphyolo.export.exporter import ExportResult, export_model
 from tphyolo.export.parity import FP32_TOLERANCE, relative_error, sample_images
 
 BACKEND_FORMATS = {"onnxruntime": "onnx", "openvino": "openvino", "torchscript": "torchscript"}

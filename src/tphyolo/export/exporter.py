@@ -23,61 +23,18 @@ from pathlib import Path
 import torch
 
 from tphyolo.data.letterbox import check_imgsz
+from tphyolo.export.config import EXPORT_FORMATS, FP16_INPUT_FORMATS, SUFFIXES, ExportConfig
 from tphyolo.export.extras import require
 from tphyolo.export.metadata import ExportMetadata
-from tphyolo.export.onnx import DEFAULT_OPSET, MIN_OPSET, export_onnx, trace_onnx
+from tphyolo.export.onnx import export_onnx, trace_onnx
 from tphyolo.export.openvino import export_openvino
 from tphyolo.export.parity import relative_error, sample_images, tolerance_for
 from tphyolo.export.tensorrt import check_tensorrt, export_engine
 from tphyolo.export.torchscript import export_torchscript
-from tphyolo.flags import flag
 from tphyolo.models import DetectionModel
 from tphyolo.runtime import resolve_device
 
 LOGGER = logging.getLogger("tphyolo")
-EXPORT_FORMATS = ("onnx", "openvino", "torchscript", "engine")  # also the order in which they are written
-FP16_INPUT_FORMATS = ("onnx", "torchscript")  # --half makes the whole graph fp16: CUDA only
-SUFFIXES = {"onnx": ".onnx", "openvino": "_openvino_model", "torchscript": ".torchscript", "engine": ".engine"}
-
-
-@dataclass(frozen=True)
-class ExportConfig:
-    """What `tphyolo export` writes; each field is also its command-line flag."""
-
-    formats: tuple[str, ...] = flag(
-        ("onnx",),
-        "--format",
-        "--include",
-        choices=EXPORT_FORMATS,
-        metavar="FORMAT",
-        help=f"one or more of {', '.join(EXPORT_FORMATS)}",
-    )
-    imgsz: int = flag(640, "--img", "--imgsz", help="image size, pixels (rounded up to a multiple of the stride)")
-    batch: int = flag(1, "--batch", help="batch size")
-    dynamic: bool = flag(False, "--dynamic", help="batch, height and width free (multiples of the stride)")
-    half: bool = flag(
-        False, "--half", help="fp16 weights (ONNX, TorchScript, engine: with a CUDA --device; OpenVINO: fp16 IR)"
-    )
-    simplify: bool = flag(False, "--simplify", help="simplify the ONNX graph with onnxslim")
-    opset: int = flag(DEFAULT_OPSET, "--opset", help="ONNX opset")
-    out: str | None = flag(
-        None,
-        "--out",
-        help="output file (one format) or folder (several); default: beside the weights W.pt, as "
-        "W.onnx, W_openvino_model/, W.torchscript, W.engine",
-    )
-    device: str = flag("cpu", "--device", help="device to export on: cpu, cuda, cuda:N or N")
-
-    def __post_init__(self) -> None:
-        unknown = [f for f in self.formats if f not in EXPORT_FORMATS]
-        if unknown or not self.formats:
-            raise ValueError(f"unknown export format(s) {unknown or '(none)'}; known: {list(EXPORT_FORMATS)}")
-        if len(set(self.formats)) != len(self.formats):
-            raise ValueError(f"export format listed twice: {list(self.formats)}")
-        if self.batch < 1 or self.imgsz < 1:
-            raise ValueError(f"--batch and --img must be positive, got {self.batch} and {self.imgsz}")
-        if self.opset < MIN_OPSET:
-            raise ValueError(f"--opset {self.opset}: attention exports from opset {MIN_OPSET} on")
 
 
 @dataclass(frozen=True)

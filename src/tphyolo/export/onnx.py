@@ -20,12 +20,11 @@ from pathlib import Path
 import torch
 from torch import nn
 
+from tphyolo.export.config import DEFAULT_OPSET, MIN_OPSET
 from tphyolo.export.extras import require
 from tphyolo.export.metadata import ExportMetadata
 from tphyolo.export.tracing import quiet_jit
 
-DEFAULT_OPSET = 17  # LayerNormalization is a single op from 17; every runtime here reads it
-MIN_OPSET = 14  # scaled_dot_product_attention needs 14
 INPUT_NAME = "images"
 OUTPUT_NAME = "output"
 

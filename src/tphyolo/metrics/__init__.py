@@ -1,40 +1,43 @@
 """Detection metrics: YOLO-style AP (training), confusion matrix, COCO and VisDrone challenge protocols, and the
-protocol registry (`PROTOCOLS`) that `val` and `eval` score with."""
+protocol registry (`PROTOCOLS`) that `val` and `eval` score with.
 
-from tphyolo.metrics.ap import (
-    IOU_THRESHOLDS,
-    APResult,
-    DetectionStats,
-    Summary,
-    ap_per_class,
-    compute_ap,
-    fitness,
-    match_predictions,
+Importing this package imports none of its modules (the command line reads the protocol names without numpy
+or torch); each name is imported from its module on first use.
+"""
+
+from tphyolo.lazy_exports import lazy_exports
+
+__getattr__, __dir__, __all__ = lazy_exports(
+    __name__,
+    {
+        "tphyolo.metrics.ap": (
+            "IOU_THRESHOLDS",
+            "APResult",
+            "DetectionStats",
+            "Summary",
+            "ap_per_class",
+            "compute_ap",
+            "fitness",
+            "match_predictions",
+        ),
+        "tphyolo.metrics.coco": (
+            "CocoResult",
+            "evaluate_coco",
+        ),
+        "tphyolo.metrics.confusion": ("ConfusionMatrix",),
+        "tphyolo.metrics.protocol": (
+            "ImageResult",
+            "Protocol",
+            "ProtocolResult",
+        ),
+        "tphyolo.metrics.registry": (
+            "PROTOCOLS",
+            "get_protocol",
+        ),
+        "tphyolo.metrics.visdrone": (
+            "ImageAnnotations",
+            "VisDroneResult",
+            "evaluate_visdrone",
+        ),
+    },
 )
-from tphyolo.metrics.coco import CocoResult, evaluate_coco
-from tphyolo.metrics.confusion import ConfusionMatrix
-from tphyolo.metrics.protocol import ImageResult, Protocol, ProtocolResult
-from tphyolo.metrics.registry import PROTOCOLS, get_protocol
-from tphyolo.metrics.visdrone import ImageAnnotations, VisDroneResult, evaluate_visdrone
-
-__all__ = [
-    "IOU_THRESHOLDS",
-    "PROTOCOLS",
-    "APResult",
-    "CocoResult",
-    "ConfusionMatrix",
-    "DetectionStats",
-    "ImageAnnotations",
-    "ImageResult",
-    "Protocol",
-    "ProtocolResult",
-    "Summary",
-    "VisDroneResult",
-    "ap_per_class",
-    "compute_ap",
-    "evaluate_coco",
-    "evaluate_visdrone",
-    "fitness",
-    "get_protocol",
-    "match_predictions",
-]

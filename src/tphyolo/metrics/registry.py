@@ -1,21 +1,50 @@
 """Scoring protocols by name: `tphyolo val --protocol` and `tphyolo eval --protocol` take their choices from here.
 
 A new protocol is a class with `name`, `needs_image_size` and `score` (the `tphyolo.metrics.protocol.Protocol`
-interface) in its own module, and one line in `PROTOCOLS`.
+interface) in its own module, and one line in `PROTOCOL_CLASSES`. A protocol's module is imported when the
+protocol is first used, so reading the names (a command-line parser) imports neither numpy nor torch.
 """
 
 from __future__ import annotations
 
-from tphyolo.metrics.coco import CocoProtocol
-from tphyolo.metrics.protocol import Protocol
-from tphyolo.metrics.visdrone import VisDroneProtocol
-from tphyolo.metrics.yolo import YoloProtocol
+import importlib
+from collections.abc import Iterator, Mapping
+from functools import cache
+from typing import TYPE_CHECKING
 
-PROTOCOLS: dict[str, Protocol] = {
-    "yolo": YoloProtocol(),
-    "coco": CocoProtocol(),
-    "visdrone": VisDroneProtocol(),
+if TYPE_CHECKING:
+    from tphyolo.metrics.protocol import Protocol
+
+# name -> "module:Class" of the protocol; the order is the order of `--protocol` choices
+PROTOCOL_CLASSES: dict[str, str] = {
+    "yolo": "tphyolo.metrics.yolo:YoloProtocol",
+    "coco": "tphyolo.metrics.coco:CocoProtocol",
+    "visdrone": "tphyolo.metrics.visdrone:VisDroneProtocol",
 }
+
+
+@cache
+def _instance(name: str) -> Protocol:
+    module, cls = PROTOCOL_CLASSES[name].split(":")
+    return getattr(importlib.import_module(module), cls)()
+
+
+class _Registry(Mapping[str, "Protocol"]):
+    """The protocols by name, each built once, when first looked up."""
+
+    def __getitem__(self, name: str) -> Protocol:
+        if name not in PROTOCOL_CLASSES:
+            raise KeyError(name)
+        return _instance(name)
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(PROTOCOL_CLASSES)
+
+    def __len__(self) -> int:
+        return len(PROTOCOL_CLASSES)
+
+
+PROTOCOLS: Mapping[str, Protocol] = _Registry()
 
 
 def get_protocol(name: str) -> Protocol:

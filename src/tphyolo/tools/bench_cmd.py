@@ -26,13 +26,17 @@ from __future__ import annotations
 import argparse
 import tempfile
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
-import torch
-
-from tphyolo.bench.report import Row, format_table, machine_info, write_json
-from tphyolo.bench.timing import CLOCKS, matmul_flops_per_s
-from tphyolo.runtime import SDPA_BACKEND_NAMES, RuntimeConfig
+from tphyolo.bench.timing import CLOCKS
+from tphyolo.runtime_flags import SDPA_BACKEND_NAMES
 from tphyolo.tools.errors import UsageError
+
+if TYPE_CHECKING:  # the benchmarks import torch when they run, not when `tphyolo bench -h` parses
+    import torch
+
+    from tphyolo.bench.report import Row
+    from tphyolo.runtime import RuntimeConfig
 
 USES_RUNTIME = True
 
@@ -101,6 +105,7 @@ def _attention(
     args: argparse.Namespace, device: torch.device, log: Callable[[str], None], measured: dict[str, float]
 ) -> list[Row]:
     from tphyolo.bench.attention import BLOCKS, DTYPES, AttentionCase, AttentionSettings, bench_attention
+    from tphyolo.bench.timing import matmul_flops_per_s
 
     runtime: RuntimeConfig = args.runtime
     unknown = [b for b in args.blocks if b not in BLOCKS] + [m for m in args.modes if m not in ("eval", "train")]
@@ -203,6 +208,8 @@ def _pick(explicit: int | None, quick: bool, normal: int, tiny: int) -> int:
 
 
 def run(args: argparse.Namespace) -> int:
+    from tphyolo.bench.report import format_table, machine_info, write_json
+
     device = args.runtime.torch_device()
     rows: list[Row] = []
     measured: dict[str, float] = {}

@@ -5,8 +5,7 @@ from __future__ import annotations
 import argparse
 
 from tphyolo.data.dataset_config import SPLITS, load_data_config
-from tphyolo.data.report import format_report
-from tphyolo.data.scan import ScanOptions, scan_split
+from tphyolo.data.scan_options import ScanOptions
 from tphyolo.flags import add_flags, from_flags
 
 
@@ -23,6 +22,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Exit code 0 when every scanned file is usable, 1 when some were skipped as corrupt."""
+    from tphyolo.data.report import format_report
+    from tphyolo.data.scan import scan_split
+
     data = load_data_config(args.data, datasets_dir=args.datasets_dir)
     print(f"data: {data.source or data.root} ({data.nc or 'unknown number of'} classes)")
     corrupt = 0

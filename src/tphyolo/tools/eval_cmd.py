@@ -81,7 +81,7 @@ def _read_json(path: Path, what: str):
 
 
 def _score_visdrone_files(args: argparse.Namespace):
-    from tphyolo.engine.inference import MAX_DET
+    from tphyolo.engine.inference_config import MAX_DET
     from tphyolo.metrics.registry import get_protocol
     from tphyolo.metrics.visdrone import NAMES, image_result
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from tphyolo.export.exporter import ExportConfig, export_checkpoint
+from tphyolo.export.config import ExportConfig
 from tphyolo.flags import add_flags, from_flags
 
 
@@ -16,6 +16,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from tphyolo.export.exporter import export_checkpoint
+
     results = export_checkpoint(args.weights, from_flags(ExportConfig, args), log=print)
     failed = [r for r in results if not r.ok]
     for result in failed:

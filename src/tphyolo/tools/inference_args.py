@@ -13,8 +13,8 @@ def add_inference_flags(
     parser: argparse.ArgumentParser, *, defaults: Mapping[str, Any] | None = None, exclude: Iterable[str] = ()
 ) -> None:
     """The InferenceConfig flags (with this command's `defaults`, without `exclude`) and the OutputDir flags."""
-    from tphyolo.engine.inference import InferenceConfig
-    from tphyolo.engine.writers import OutputDir
+    from tphyolo.engine.inference_config import InferenceConfig
+    from tphyolo.engine.run_dir import OutputDir
     from tphyolo.flags import add_flags
 
     add_flags(parser, InferenceConfig, defaults=defaults, exclude=exclude)

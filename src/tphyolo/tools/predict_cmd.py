@@ -69,10 +69,11 @@ def slice_config(args: argparse.Namespace):
 def run(args: argparse.Namespace) -> int:
     from tqdm import tqdm
 
-    from tphyolo.engine.inference import InferenceConfig
+    from tphyolo.engine.inference_config import InferenceConfig
     from tphyolo.engine.predict import Predictor
+    from tphyolo.engine.run_dir import OutputDir
     from tphyolo.engine.sources import count_frames, resolve_source
-    from tphyolo.engine.writers import OutputDir, PredictionWriter
+    from tphyolo.engine.writers import PredictionWriter
     from tphyolo.flags import from_flags
 
     device = inference_device(args.runtime)

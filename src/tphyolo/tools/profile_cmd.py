@@ -22,10 +22,10 @@ import shutil
 import socket
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-import torch
-
-from tphyolo.runtime import RuntimeConfig, sdpa_context
+if TYPE_CHECKING:  # torch is imported when the command runs, not when `tphyolo profile -h` parses
+    from tphyolo.runtime import RuntimeConfig
 
 USES_RUNTIME = True
 
@@ -45,12 +45,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    import torch
     from torch.profiler import ProfilerActivity, profile
 
     from tphyolo.bench.compile_report import compile_report, reset_compile_counters
     from tphyolo.bench.model import infer_step, synthetic_images, synthetic_targets, train_step
     from tphyolo.bench.profile import ModuleLabels, label_times, layer_strides, summarize
     from tphyolo.models.build import build_model
+    from tphyolo.runtime import sdpa_context
     from tphyolo.tools.errors import UsageError
 
     if args.steps < 1 or args.warmup_steps < 0:

@@ -16,7 +16,7 @@ from pathlib import Path
 
 from tphyolo.engine.train_config import TrainConfig
 from tphyolo.flags import add_flags, from_flags, setting_name
-from tphyolo.runtime import add_runtime_arguments, parse_device
+from tphyolo.runtime_flags import add_runtime_arguments, parse_device
 from tphyolo.tools.errors import UsageError
 
 USES_RUNTIME = True
