@@ -9,12 +9,13 @@ rebuilds the report without the model. It is plain json:
      "speed": {stage: ms per image}   # as the run measured it; {} when nothing was run
      "images": [{"path": image file (absolute, or relative to the run folder), "shape": [height, width] | null,
                  "box_format": "xyxy" | "xywh",         # how every box of the entry is written, in pixels
+                 "dtypes": {"boxes" | "ignore" | "detections": "float32" | "float64" | ...},  # as the run held them
                  "classes": [int], "boxes": [[4 numbers]], "crowd": [bool],   # the objects
                  "ignore": [[4 numbers]],                                      # regions to ignore
                  "detections": [[4 numbers, score, class]]}, ...]}
 
-Numbers are written as the tensors hold them (float32 values are exact in json), so that scores computed
-from the file equal those of the run.
+Numbers are written as the tensors hold them and read back in their dtype (float32 and float64 values are
+exact in json), so that scores computed from the file equal those of the run.
 """
 
 from __future__ import annotations
@@ -32,6 +33,8 @@ from tphyolo.metrics.registry import PROTOCOLS
 RECORDS_NAME = "evaluation.json"
 FORMAT = "tphyolo-evaluation"
 VERSION = 1
+FLOAT_FIELDS = ("boxes", "ignore", "detections")
+DTYPES = {"float16": torch.float16, "bfloat16": torch.bfloat16, "float32": torch.float32, "float64": torch.float64}
 
 
 @dataclass(frozen=True)
@@ -51,6 +54,7 @@ def _image_entry(image: ImageResult) -> dict:
         "path": image.path,
         "shape": list(image.shape) if image.shape is not None else None,
         "box_format": image.box_format,
+        "dtypes": {k: str(getattr(image, k).dtype).removeprefix("torch.") for k in FLOAT_FIELDS},
         "classes": image.classes.tolist(),
         "boxes": image.boxes.tolist(),
         "crowd": image.crowd_mask().tolist(),
@@ -107,18 +111,22 @@ def _image(entry: object, where: str) -> ImageResult:
     shape = entry.get("shape")
     if shape is not None and not (isinstance(shape, list) and len(shape) == 2 and all(type(v) is int for v in shape)):
         raise ValueError(f"{where}: shape must be [height, width] or null, got {shape!r:.40}")
+    dtypes = entry.get("dtypes", {})
+    if not isinstance(dtypes, Mapping) or any(v not in DTYPES for v in dtypes.values()):
+        raise ValueError(f"{where}: dtypes must map {list(FLOAT_FIELDS)} to one of {list(DTYPES)}")
+    dtype = {k: DTYPES[dtypes.get(k, "float32")] for k in FLOAT_FIELDS}
     classes = _tensor(entry["classes"], None, torch.int64, f"{where}.classes")
-    boxes = _tensor(entry["boxes"], 4, torch.float32, f"{where}.boxes")
+    boxes = _tensor(entry["boxes"], 4, dtype["boxes"], f"{where}.boxes")
     crowd = _tensor(entry.get("crowd", [False] * len(classes)), None, torch.bool, f"{where}.crowd")
     if not len(boxes) == len(classes) == len(crowd):
         raise ValueError(f"{where}: {len(classes)} classes, {len(boxes)} boxes and {len(crowd)} crowd flags")
     return ImageResult(
         path=str(entry["path"]),
         shape=tuple(shape) if shape is not None else None,
-        detections=_tensor(entry["detections"], 6, torch.float32, f"{where}.detections"),
+        detections=_tensor(entry["detections"], 6, dtype["detections"], f"{where}.detections"),
         classes=classes,
         boxes=boxes,
-        ignore=_tensor(entry["ignore"], 4, torch.float32, f"{where}.ignore"),
+        ignore=_tensor(entry["ignore"], 4, dtype["ignore"], f"{where}.ignore"),
         crowd=crowd,
         box_format=box_format,
     )
