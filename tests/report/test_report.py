@@ -20,6 +20,7 @@ def _eval_report(samples: Path, pred: str, protocol: str, run: Path) -> dict:
     return json.loads((run / "report.json").read_text())
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("protocol", ["yolo", "coco", "visdrone"])
 def test_oracle_scores_one_in_every_populated_bucket(visdrone_samples, tmp_path, protocol):
     sizes = _eval_report(visdrone_samples, "oracle", protocol, tmp_path)["sizes"]
@@ -126,3 +127,14 @@ def test_bad_records_are_named_in_one_line(simulated_report, tmp_path, capsys, e
 def test_report_without_records_says_how_to_make_them(tmp_path, capsys):
     assert main(["report", str(tmp_path)]) == 2
     assert "tphyolo val --report" in capsys.readouterr().err
+
+
+def test_images_that_cannot_be_read_are_listed_not_drawn(visdrone_samples, tmp_path):
+    argv = ["eval", "--gt", str(visdrone_samples / "annotations"), "--pred", str(visdrone_samples / "misses")]
+    argv += ["--protocol", "yolo", "--images", str(tmp_path / "none"), "--report", str(tmp_path / "run")]
+    assert main(argv) == 0
+    page = (tmp_path / "run" / "report.html").read_text()
+    assert "Images that could not be read, not drawn: 0000001_02999_d_0000005" in page
+    assert not list((tmp_path / "run" / "report_files").glob("*.jpg"))
+    numbers = json.loads((tmp_path / "run" / "report.json").read_text())
+    assert numbers["sizes"]["overall"]["all"]["found"] > 1000  # scored all the same

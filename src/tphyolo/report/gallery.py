@@ -16,6 +16,7 @@ import numpy as np
 from tphyolo.data.image_io import read_image
 from tphyolo.report.data import GALLERY_SCORE, ReportData
 from tphyolo.report.matching import ImageMatch
+from tphyolo.report.sizes import box_side
 
 # name -> (BGR colour, line width factor)
 LEGEND: dict[str, tuple[tuple[int, int, int], int]] = {
@@ -91,54 +92,67 @@ def _worst_images(data: ReportData, key: str) -> list[int]:
     return [i for i in order if counts[i] > 0][:GALLERY_IMAGES]
 
 
+def _crop_choices(data: ReportData, c: int) -> tuple[list, list]:
+    """Class `c`'s worst misses (largest first) and false positives (highest score first), CROPS_PER_CLASS of
+    each, as (label, image index, box xyxy)."""
+    misses, fps = [], []  # (rank key, image index, box)
+    for i, m in enumerate(data.matches):
+        missed = np.flatnonzero(m.misses(GALLERY_SCORE) & (m.gt_classes == c))
+        side = box_side(m.gt_boxes)
+        misses += [(-side[g], i, m.gt_boxes[g]) for g in missed]
+        wrong = np.flatnonzero(m.false_positives(GALLERY_SCORE) & (m.det_rows[:, 5] == c))
+        fps += [(-m.det_rows[d, 4], i, m.det_rows[d, :4]) for d in wrong]
+
+    def worst(items: list) -> list:
+        return sorted(items, key=lambda t: (t[0], t[1]))[:CROPS_PER_CLASS]
+
+    return (
+        [(f"{-rank:.0f} px", i, box) for rank, i, box in worst(misses)],
+        [(f"score {-rank:.2f}", i, box) for rank, i, box in worst(fps)],
+    )
+
+
 def write_galleries(data: ReportData, files_dir: Path, run_dir: Path) -> dict[str, list]:
-    """Write the gallery pictures into `files_dir`. Returns {"misses": [Tile], "false_positives": [Tile],
-    "crops": [(class name, [Tile] misses, [Tile] false positives)], "unreadable": [paths]}: images that could not
-    be read are listed, not drawn."""
+    """Write the gallery pictures into `files_dir`, reading each image once. Returns {"misses": [Tile],
+    "false_positives": [Tile], "crops": [(class name, [Tile] misses, [Tile] false positives)], "unreadable":
+    [paths]}: images that could not be read are listed, not drawn."""
     files_dir.mkdir(parents=True, exist_ok=True)
-    cache: dict[int, np.ndarray | None] = {}
-    unreadable: list[str] = []
-
-    def image(i: int) -> np.ndarray | None:
-        if i not in cache:
-            cache[i] = _image(data.matches[i].path, run_dir)
-            if cache[i] is None:
-                unreadable.append(data.matches[i].path)
-        return cache[i]
-
-    out: dict[str, list] = {"misses": [], "false_positives": [], "crops": [], "unreadable": unreadable}
-    for key, field in (("misses", "misses"), ("false_positives", "false_positives")):
-        for i in _worst_images(data, field):
-            picture = image(i)
-            if picture is None:
-                continue
-            e = data.errors[i]
-            name = f"{key}_{len(out[key])}.jpg"
-            cv2.imwrite(str(files_dir / name), draw_errors(picture, data.matches[i]), [cv2.IMWRITE_JPEG_QUALITY, 80])
+    jobs: dict[int, list] = {}  # image index -> [(file name, draw(image) -> picture)]
+    planned: dict[str, list] = {"misses": [], "false_positives": [], "crops": []}
+    for key in ("misses", "false_positives"):
+        for k, i in enumerate(_worst_images(data, key)):
+            e, name = data.errors[i], f"{key}_{k}.jpg"
             caption = (
                 f"{Path(e.path).name}: {e.objects} objects, {e.misses} missed, {e.false_positives} false positives"
             )
-            out[key].append(Tile(name, caption))
+            jobs.setdefault(i, []).append((name, lambda image, m=data.matches[i]: draw_errors(image, m)))
+            planned[key].append(Tile(name, caption))
     for c, class_name in enumerate(data.names):
-        misses, fps = [], []  # (rank key, image index, box)
-        for i, m in enumerate(data.matches):
-            missed = m.misses(GALLERY_SCORE) & (m.gt_classes == c)
-            side = np.sqrt(np.prod(np.clip(m.gt_boxes[:, 2:] - m.gt_boxes[:, :2], 0, None), axis=1))
-            misses += [(-side[g], i, m.gt_boxes[g]) for g in np.flatnonzero(missed)]  # largest misses first
-            wrong = m.false_positives(GALLERY_SCORE) & (m.det_rows[:, 5] == c)
-            fps += [(-m.det_rows[d, 4], i, m.det_rows[d, :4]) for d in np.flatnonzero(wrong)]  # best scores first
-        tiles = []
-        for kind, items, legend in (("miss", misses, "miss"), ("fp", fps, "false positive")):
-            written = []
-            for rank, i, box in sorted(items, key=lambda t: (t[0], t[1]))[:CROPS_PER_CLASS]:
-                picture = image(i)
-                if picture is None:
-                    continue
-                name = f"crop_{c}_{kind}_{len(written)}.jpg"
-                cv2.imwrite(str(files_dir / name), _crop(picture, box, LEGEND[legend][0]))
-                label = f"{-rank:.0f} px" if kind == "miss" else f"score {-rank:.2f}"
-                written.append(Tile(name, f"{Path(data.matches[i].path).name}, {label}"))
-            tiles.append(written)
+        tiles: tuple[list[Tile], list[Tile]] = ([], [])
+        kinds = (("miss", "miss"), ("fp", "false positive"))
+        for (kind, legend), chosen, out in zip(kinds, _crop_choices(data, c), tiles, strict=True):
+            for k, (label, i, box) in enumerate(chosen):
+                name = f"crop_{c}_{kind}_{k}.jpg"
+                jobs.setdefault(i, []).append((name, lambda image, b=box, col=LEGEND[legend][0]: _crop(image, b, col)))
+                out.append(Tile(name, f"{Path(data.matches[i].path).name}, {label}"))
         if tiles[0] or tiles[1]:
-            out["crops"].append((str(class_name), tiles[0], tiles[1]))
-    return out
+            planned["crops"].append((str(class_name), *tiles))
+    written, unreadable = set(), []
+    for i in sorted(jobs):
+        image = _image(data.matches[i].path, run_dir)
+        if image is None:
+            unreadable.append(data.matches[i].path)
+            continue
+        for name, draw in jobs[i]:
+            cv2.imwrite(str(files_dir / name), draw(image), [cv2.IMWRITE_JPEG_QUALITY, 85])
+            written.add(name)
+
+    def kept(tiles: list[Tile]) -> list[Tile]:
+        return [t for t in tiles if t.file in written]
+
+    return {
+        "misses": kept(planned["misses"]),
+        "false_positives": kept(planned["false_positives"]),
+        "crops": [(name, kept(m), kept(f)) for name, m, f in planned["crops"] if kept(m) or kept(f)],
+        "unreadable": unreadable,
+    }

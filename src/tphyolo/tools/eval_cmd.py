@@ -103,7 +103,7 @@ def _score_visdrone_files(args: argparse.Namespace):
         shape, path = None, stem
         if args.report is not None and (found := image_file(images_dir, stem)) is not None:
             shape, path = image_size(images_dir, stem), str(found.resolve())  # the report draws the image
-        elif (protocol.needs_image_size or args.report is not None) and (gt[:, 5] == 0).any():
+        elif protocol.needs_image_size and (gt[:, 5] == 0).any():
             shape = image_size(images_dir, stem)  # the size matters only for ignored regions
         images.append(image_result(path, gt, pred, shape=shape))
     if args.report is not None:

@@ -110,15 +110,16 @@ def run(args: argparse.Namespace) -> int:
 def _write_report(args: argparse.Namespace, results, *, names, config, save_dir: Path) -> dict:
     """Save the run's evaluation records and write its report into `save_dir`; returns the report's numbers
     (what `--json` writes with `--report`: the plain numbers plus sizes, images and dataset)."""
-    from dataclasses import asdict
+    from dataclasses import asdict, replace
 
     from tphyolo.report.data import build_report
     from tphyolo.report.records import Records, plain_settings, save_records
     from tphyolo.report.writer import write_report
 
     settings = {"weights": args.weights, "data": args.data, "task": args.task} | asdict(config)
+    images = tuple(replace(r, path=str(Path(r.path).resolve())) for r in results.image_results)  # from any folder
     records = Records(protocol=args.protocol, max_det=config.max_det, names=tuple(map(str, names)),
-                      settings=plain_settings(settings), images=results.image_results, speed=results.speed)  # fmt: skip
+                      settings=plain_settings(settings), images=images, speed=results.speed)  # fmt: skip
     save_records(save_dir, records)
     data = build_report(records)
     print(f"report in {write_report(data, save_dir)}")
