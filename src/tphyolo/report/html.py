@@ -26,6 +26,7 @@ figure { display: inline-block; margin: 4px; vertical-align: top; }
 figcaption { font-size: 0.75em; max-width: 480px; }
 img { max-width: 100%; }
 .crops img { width: 96px; height: 96px; }
+.gallery figure { width: 48%; } .gallery figcaption { max-width: none; }
 .legend span { display: inline-block; margin-right: 1.2em; font-size: 0.85em; }
 .legend i { display: inline-block; width: 1.2em; height: 0.8em; margin-right: 0.3em; border: 2px solid; }
 .note { font-size: 0.85em; color: #555; }
@@ -108,8 +109,8 @@ def _galleries(files: str, galleries: dict) -> str:
         for name, (colour, _) in LEGEND.items()
     )
     parts = [f'<p class="legend">{legend}</p>', f'<p class="note">Detections scoring at least {GALLERY_SCORE}.</p>']
-    parts += ["<h3>Images with the most missed objects</h3>", _tiles(files, galleries["misses"])]
-    parts += ["<h3>Images with the most false positives</h3>", _tiles(files, galleries["false_positives"])]
+    for title, key in (("the most missed objects", "misses"), ("the most false positives", "false_positives")):
+        parts += [f"<h3>Images with {title}</h3>", f'<div class="gallery">{_tiles(files, galleries[key])}</div>']
     parts.append("<h3>Worst misses (largest first) and false positives (highest score first), by class</h3>")
     for name, misses, fps in galleries["crops"]:
         parts.append(f"<h4>{escape(name)}</h4>")

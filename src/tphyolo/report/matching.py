@@ -56,8 +56,9 @@ class ImageMatch:
 
     def misses(self, min_score: float) -> np.ndarray:
         """(m,) bool: counted objects no detection scoring at least `min_score` took."""
+        scores = np.zeros(len(self.gt_detection))  # of the detection that took each object, 0 for none
         found = self.gt_detection >= 0
-        scores = np.where(found, self.det_rows[np.maximum(self.gt_detection, 0), 4] if len(self.det_rows) else 0, 0)
+        scores[found] = self.det_rows[self.gt_detection[found], 4]
         return self.gt_counted & (~found | (scores < min_score))
 
     def false_positives(self, min_score: float) -> np.ndarray:
