@@ -138,3 +138,11 @@ def test_images_that_cannot_be_read_are_listed_not_drawn(visdrone_samples, tmp_p
     assert not list((tmp_path / "run" / "report_files").glob("*.jpg"))
     numbers = json.loads((tmp_path / "run" / "report.json").read_text())
     assert numbers["sizes"]["overall"]["all"]["found"] > 1000  # scored all the same
+
+
+def test_eval_report_needs_visdrone_txt_folders(tmp_path, capsys):
+    (tmp_path / "gt.json").write_text("{}")
+    argv = ["eval", "--gt", str(tmp_path / "gt.json"), "--pred", str(tmp_path / "dt.json"), "--protocol", "coco"]
+    assert main([*argv, "--report", str(tmp_path / "run")]) == 2
+    assert "--report needs folders of VisDrone txt files" in capsys.readouterr().err
+    assert not (tmp_path / "run").exists()
