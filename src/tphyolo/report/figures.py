@@ -1,5 +1,6 @@
-"""The report's plots as PNG files: AP50 and recall by size, PR curves, confusion matrix, score histograms of
-true and false positives, and the dataset's objects per image and object sizes.
+"""The report's plots as PNG files: AP50 and recall by size (overall, and AP50 per class), PR curves,
+confusion matrix, score histograms of true and false positives, and the dataset's objects per image and object
+sizes.
 
 Figures are drawn on matplotlib's Agg canvas directly; the process-wide backend is left alone.
 """
@@ -40,6 +41,24 @@ def _size_plot(data: ReportData, path: Path) -> None:
     ax.set(xticks=x, xticklabels=[f"{label} px" for label in BUCKET_LABELS], ylim=(0, 1.12),
            xlabel="object side sqrt(w*h), original pixels", ylabel="fraction")  # fmt: skip
     ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1))
+    fig.savefig(path, dpi=DPI)
+
+
+def _size_heatmap(data: ReportData, path: Path) -> None:
+    """AP50 per class (rows) and size bucket (columns), blank where the class has no object of that size."""
+    classes = list(data.sizes.per_class)
+    fig = _figure((7, 0.9 + 0.35 * max(1, len(classes))))
+    ax = fig.add_subplot()
+    values = np.array(
+        [[np.nan if (a := row[b].ap50) is None else a for b in BUCKET_LABELS] for row in data.sizes.per_class.values()]
+    ).reshape(len(classes), len(BUCKET_LABELS))
+    image = ax.imshow(values, cmap="viridis", vmin=0, vmax=1, aspect="auto")
+    for (i, j), v in np.ndenumerate(values):
+        if not np.isnan(v):
+            ax.text(j, i, f"{v:.2f}", ha="center", va="center", fontsize=7, color="white" if v < 0.6 else "black")
+    ax.set_xticks(range(len(BUCKET_LABELS)), [f"{label} px" for label in BUCKET_LABELS])
+    ax.set_yticks(range(len(classes)), classes)
+    fig.colorbar(image, ax=ax, label="AP50")
     fig.savefig(path, dpi=DPI)
 
 
@@ -89,12 +108,14 @@ def write_figures(data: ReportData, files_dir: Path) -> dict[str, str]:
     files_dir.mkdir(parents=True, exist_ok=True)
     names = {
         "sizes": "ap_by_size.png",
+        "size_classes": "ap_by_size_per_class.png",
         "pr": "pr_curve.png",
         "confusion": "confusion_matrix.png",
         "scores": "score_histogram.png",
         "dataset": "dataset.png",
     }
     _size_plot(data, files_dir / names["sizes"])
+    _size_heatmap(data, files_dir / names["size_classes"])
     _pr_plot(data, files_dir / names["pr"])
     plot_confusion_matrix(data.confusion.normalized(), data.names, files_dir / names["confusion"])
     _score_histogram(data, files_dir / names["scores"])

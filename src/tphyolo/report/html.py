@@ -85,7 +85,7 @@ def _size_cell(cell: SizeScore) -> str:
     return "–" if not cell.objects else f"{cell.ap50:.3f} / {cell.recall:.3f} ({cell.objects})"
 
 
-def _sizes(data: ReportData, files: str, figure: str) -> str:
+def _sizes(data: ReportData, files: str, figure: str, per_class_figure: str) -> str:
     labels = [*BUCKET_LABELS, ALL]
     head = ["class", *(f"{label} px" if label != ALL else ALL for label in labels)]
     rows = [["all classes", *(_size_cell(data.sizes.overall[k]) for k in labels)]]
@@ -96,7 +96,9 @@ def _sizes(data: ReportData, files: str, figure: str) -> str:
         "false positives fall in the bucket of their own size; ignore regions and crowd objects are treated as "
         f"the {escape(data.results.protocol)} protocol treats them. Matching at IoU 0.5, all-point AP.</p>"
     )
-    return _figure(files, figure, "AP50 and recall by object size") + note + _table(head, rows)
+    plots = _figure(files, figure, "AP50 and recall by object size, all classes")
+    plots += _figure(files, per_class_figure, "AP50 by object size, per class")
+    return plots + note + _table(head, rows)
 
 
 def _tiles(files: str, tiles: Sequence[Tile]) -> str:
@@ -151,7 +153,7 @@ def render_html(data: ReportData, figures: dict[str, str], galleries: dict, file
     sections = [
         ("Summary", _summary(data)),
         ("Per class", _per_class(data)),
-        ("AP and recall by object size", _sizes(data, files, figures["sizes"])),
+        ("AP and recall by object size", _sizes(data, files, figures["sizes"], figures["size_classes"])),
         ("Curves and confusion", _figure(files, figures["pr"], "precision-recall at IoU 0.5 (YOLO matching)")
          + _figure(files, figures["scores"], "scores of true and false positives (report matching)")
          + _figure(files, figures["confusion"], "confusion matrix, columns normalised, background last")),
