@@ -146,3 +146,15 @@ def test_eval_report_needs_visdrone_txt_folders(tmp_path, capsys):
     assert main([*argv, "--report", str(tmp_path / "run")]) == 2
     assert "--report needs folders of VisDrone txt files" in capsys.readouterr().err
     assert not (tmp_path / "run").exists()
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("protocol", ["yolo", "visdrone"])
+def test_eval_prints_and_writes_the_same_numbers_with_a_report(visdrone_samples, tmp_path, capsys, protocol):
+    argv = ["eval", "--gt", str(visdrone_samples / "annotations"), "--pred", str(visdrone_samples / "simulated")]
+    argv += ["--protocol", protocol]
+    assert main([*argv, "--json", str(tmp_path / "plain.json")]) == 0
+    plain = capsys.readouterr().out
+    assert main([*argv, "--json", str(tmp_path / "with.json"), "--report", str(tmp_path / "run")]) == 0
+    assert capsys.readouterr().out.endswith(plain)  # after the line naming the report
+    assert (tmp_path / "with.json").read_text() == (tmp_path / "plain.json").read_text()

@@ -91,7 +91,9 @@ def _read_json(path: Path, what: str):
         raise ValueError(f"{path}: not valid JSON ({what}): {error}") from None
 
 
-def _score_visdrone_files(args: argparse.Namespace):
+def _score_visdrone_files(args: argparse.Namespace) -> tuple[dict, dict, str]:
+    """The protocol's overall numbers, per-class numbers and table for VisDrone txt folders (with `--report`,
+    read from the report's one scoring)."""
     from tphyolo.engine.inference import MAX_DET
     from tphyolo.metrics.registry import get_protocol
     from tphyolo.metrics.visdrone import NAMES, image_result
@@ -107,11 +109,15 @@ def _score_visdrone_files(args: argparse.Namespace):
             shape = image_size(images_dir, stem)  # the size matters only for ignored regions
         images.append(image_result(path, gt, pred, shape=shape))
     if args.report is not None:
-        _write_report(args, images, names=NAMES, max_det=MAX_DET)
-    return protocol.score(images, names=NAMES, max_det=MAX_DET)
+        scored = _write_report(args, images, names=NAMES, max_det=MAX_DET)
+        return scored.extra, scored.protocol_per_class, scored.tables[-1]
+    scored = protocol.score(images, names=NAMES, max_det=MAX_DET)
+    return scored.overall, scored.per_class, scored.table
 
 
-def _write_report(args: argparse.Namespace, images, *, names, max_det: int) -> None:
+def _write_report(args: argparse.Namespace, images, *, names, max_det: int):
+    """Save the records of `images` and write the report into `args.report`; returns the report's scores (an
+    EvalResults: the protocol's numbers in `extra` and `protocol_per_class`, its table last in `tables`)."""
     from tphyolo.report.data import build_report
     from tphyolo.report.records import Records, save_records
     from tphyolo.report.writer import write_report
@@ -120,7 +126,9 @@ def _write_report(args: argparse.Namespace, images, *, names, max_det: int) -> N
     records = Records(protocol=args.protocol, max_det=max_det, names=tuple(names), settings=settings,
                       images=tuple(images))  # fmt: skip
     save_records(args.report, records)
-    print(f"report in {write_report(build_report(records), args.report)}")
+    data = build_report(records)
+    print(f"report in {write_report(data, args.report)}")
+    return data.results
 
 
 def _score_coco_files(args: argparse.Namespace):
@@ -145,8 +153,7 @@ def run(args: argparse.Namespace) -> int:
     if args.gt.suffix == ".json":
         overall, per_class, table = _score_coco_files(args)
     else:
-        scored = _score_visdrone_files(args)
-        overall, per_class, table = scored.overall, scored.per_class, scored.table
+        overall, per_class, table = _score_visdrone_files(args)
     print(table)
     if args.json is not None:
         payload = dict(overall) | {"per_class": per_class}
