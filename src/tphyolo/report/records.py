@@ -5,8 +5,8 @@ rebuilds the report without the model. It is plain json:
 
     {"format": "tphyolo-evaluation", "version": 1,
      "protocol": "yolo" | "coco" | "visdrone", "max_det": int, "names": [class names],
-     "settings": {name: value, ...}   # what the run was given (weights, data, thresholds, ...), shown as is
-     "speed": {stage: ms per image}   # as the run measured it; {} when nothing was run
+     "settings": {name: value, ...},  # what the run was given (weights, data, thresholds, ...), shown as is
+     "speed": {stage: ms per image},  # as the run measured it; {} when nothing was run
      "images": [{"path": image file (absolute, or relative to the run folder), "shape": [height, width] | null,
                  "box_format": "xyxy" | "xywh",         # how every box of the entry is written, in pixels
                  "dtypes": {"boxes" | "ignore" | "detections": "float32" | "float64" | ...},  # as the run held them
