@@ -32,15 +32,21 @@ def fixtures_required() -> bool:
     return os.environ.get(REQUIRE_FIXTURES_ENV, "") not in ("", "0")
 
 
-def require_shared(path: Path, what: str) -> Path:
-    """`path` if it exists. Otherwise the calling test is skipped, or fails with the same reason when
+def require_path(path: Path, reason: str) -> Path:
+    """`path` if it exists. Otherwise the calling test is skipped with `reason`, or fails with it when
     TPHYOLO_REQUIRE_FIXTURES is set: CI must not pass by skipping the tests that guard the numbers."""
     if path.exists():
         return path
-    reason = f"{what} not found at {path}; set TPHYOLO_SHARED to the folder that holds fixtures/ and data/"
     if fixtures_required():
         pytest.fail(f"{reason} ({REQUIRE_FIXTURES_ENV} is set)", pytrace=False)
     pytest.skip(reason)
+
+
+def require_shared(path: Path, what: str) -> Path:
+    """`path` of the shared folder if it exists; otherwise skipped, or failed in CI (`require_path`)."""
+    return require_path(
+        path, f"{what} not found at {path}; set TPHYOLO_SHARED to the folder that holds fixtures/ and data/"
+    )
 
 
 def parity_file(parity_dir: Path, name: str) -> Path:

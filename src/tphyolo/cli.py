@@ -50,6 +50,9 @@ COMMANDS: dict[str, Command] = {
     "val": Command(
         "tphyolo.tools.val_cmd", "evaluate a checkpoint on a dataset split (mAP table, plots, json/txt outputs)"
     ),
+    "report": Command(
+        "tphyolo.tools.report_cmd", "rebuild the html evaluation report of a run folder (after val/eval --report)"
+    ),
     "doctor": Command(
         "tphyolo.tools.doctor", "check the environment: versions, GPUs, attention kernels, torch.compile, threads"
     ),

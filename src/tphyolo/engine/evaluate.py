@@ -13,7 +13,7 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import torch
@@ -25,7 +25,8 @@ from tphyolo.engine.backends import Backend, as_backend
 from tphyolo.engine.inference import Detector, View
 from tphyolo.engine.inference_config import VALIDATION, InferenceConfig
 from tphyolo.engine.writers import coco_image_id, coco_records, yolo_lines
-from tphyolo.metrics.ap import fitness
+from tphyolo.metrics.ap import Summary, fitness
+from tphyolo.metrics.confusion import ConfusionMatrix
 from tphyolo.metrics.protocol import ImageResult
 from tphyolo.metrics.registry import get_protocol
 from tphyolo.metrics.yolo import summarize, summary_result
@@ -57,7 +58,7 @@ class EvalResults:
     (e.g. "AP", "AR500"); tables: the YOLO table, then the protocol's when it is not YOLO; speed: ms per
     image for "preprocess", "inference", "nms" (and "classify" with a crop classifier); protocol_per_class:
     the protocol's per-class numbers in percent (as `extra`); classifier_classes: the crop classifier's
-    classes, empty without one.
+    classes, empty without one; image_results: each image's detections and ground truth, when asked for.
     """
 
     protocol: str
@@ -74,6 +75,7 @@ class EvalResults:
     save_dir: Path | None = None
     protocol_per_class: dict[str, dict[str, float]] = field(default_factory=dict)
     classifier_classes: tuple[str, ...] = ()
+    image_results: tuple[ImageResult, ...] = ()
 
     @property
     def fitness(self) -> float:
@@ -234,6 +236,7 @@ def evaluate(
     progress: bool = False,
     classifier: str | Path | CropClassifier | None = None,
     classifier_weight: float | None = None,
+    keep_images: bool = False,
 ) -> EvalResults:
     """Validate `model` on `loader`'s `Batch`es with `config` (thresholds, TTA, merging) and score the run
     by `protocol` (a name of `tphyolo.metrics.registry.PROTOCOLS`).
@@ -242,9 +245,10 @@ def evaluate(
     `runtime.half`, which then runs without autocast), put in eval mode for the run and given back in its
     previous mode. With `save_dir`: `save_txt` (labels/), `save_json` (predictions.json) and `plots` (val
     batch images, PR/F1/P/R curves, confusion matrix). classifier, classifier_weight: a crop classifier that
-    re-labels the detections of its classes first (`collect_results`).
+    re-labels the detections of its classes first (`collect_results`). keep_images: the per-image results
+    are kept in `image_results` (for `tphyolo.report`).
     """
-    scorer = get_protocol(protocol)
+    get_protocol(protocol)  # an unknown name fails before the run
     if (save_json or save_txt or plots) and save_dir is None:
         raise ValueError("save_json, save_txt and plots need a save_dir")
     classifier_classes: tuple[str, ...] = ()
@@ -255,12 +259,9 @@ def evaluate(
     results, speed = collect_results(model, loader, config=config, runtime=runtime, device=device, progress=progress,
                                      classifier=classifier, classifier_weight=classifier_weight)  # fmt: skip
 
-    from tphyolo.metrics import ConfusionMatrix
-
     confusion = ConfusionMatrix(len(names)) if plots else None
-    summary = summarize(results, nc=len(names), confusion=confusion)
-    yolo = summary_result(summary, names)
-    scored = yolo if protocol == "yolo" else scorer.score(results, names=names, max_det=config.max_det)
+    scored, summary = score_images(results, names=names, protocol=protocol, max_det=config.max_det, speed=speed,
+                                   confusion=confusion, classifier_classes=classifier_classes)  # fmt: skip
     if save_dir is not None:
         save_dir = Path(save_dir)
         save_dir.mkdir(parents=True, exist_ok=True)
@@ -268,22 +269,42 @@ def evaluate(
         if plots:
             save_batch_plots(results, save_dir, names=list(names))
             save_metric_plots(summary, confusion, save_dir, names=list(names))
-    return EvalResults(
+    return replace(scored, save_dir=save_dir, image_results=tuple(results) if keep_images else ())
+
+
+def score_images(
+    images: Sequence[ImageResult],
+    *,
+    names: Sequence[str],
+    protocol: str = "yolo",
+    max_det: int = VALIDATION.max_det,
+    speed: dict[str, float] | None = None,
+    confusion: ConfusionMatrix | None = None,
+    classifier_classes: Sequence[str] = (),
+) -> tuple[EvalResults, Summary]:
+    """Score per-image results by `protocol` (YOLO numbers always, the protocol's beside them); fills
+    `confusion` when given. Returns the EvalResults (`speed` as given, default empty) and the YOLO Summary
+    (per-class curves) they were read from."""
+    scorer = get_protocol(protocol)
+    summary = summarize(images, nc=len(names), confusion=confusion)
+    yolo = summary_result(summary, names)
+    scored = yolo if protocol == "yolo" else scorer.score(images, names=names, max_det=max_det)
+    results = EvalResults(
         protocol=protocol,
         mp=summary.mp,
         mr=summary.mr,
         map50=scored.map50,
         map=scored.map,
-        per_class=_per_class(summary, results, names),
-        images=len(results),
+        per_class=_per_class(summary, images, names),
+        images=len(images),
         instances=int(summary.labels_per_class.sum()),
-        speed=speed,
+        speed=dict(speed or {}),
         tables=(yolo.table,) if scored is yolo else (yolo.table, scored.table),
         extra=dict(scored.overall),
-        save_dir=save_dir,
         protocol_per_class=dict(scored.per_class),
         classifier_classes=tuple(classifier_classes),
     )
+    return results, summary
 
 
 PER_CLASS_ROWS_BELOW = 50  # with fewer classes than this, tables list every class by default

@@ -164,7 +164,7 @@ def match_image(gt: np.ndarray, det: np.ndarray, thresholds: np.ndarray) -> tupl
     return det[:, 4], flags
 
 
-def _voc_ap(recall: np.ndarray, precision: np.ndarray) -> float:
+def all_point_ap(recall: np.ndarray, precision: np.ndarray) -> float:
     """All-point AP: area under the precision envelope, summed where recall changes (VOCap.m)."""
     mrec = np.concatenate(([0.0], recall, [1.0]))
     mpre = np.concatenate(([0.0], precision, [0.0]))
@@ -248,7 +248,7 @@ def evaluate_visdrone(images: Sequence[ImageAnnotations], *, names: Sequence[str
             if k == n_md - 1:
                 fp = np.cumsum(f[:, order] == 0, axis=1)
                 precision = tp / np.maximum(1, tp + fp)
-                ap[ci] = [_voc_ap(recall[t], precision[t]) * 100 for t in range(n_thr)]
+                ap[ci] = [all_point_ap(recall[t], precision[t]) * 100 for t in range(n_thr)]
 
     def weighted(values: np.ndarray) -> float:  # (classes,) -> mean with each class once per image it is in
         return float((values * weight).sum() / weight.sum()) if weight.sum() else float("nan")

@@ -24,6 +24,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--protocol", choices=list(PROTOCOLS), default="visdrone", help="scoring rules")
     parser.add_argument("--images", type=Path, help="image folder for sizes (default: images/ beside --gt)")
     parser.add_argument("--json", type=Path, help="write the numbers (percent) to this json file")
+    parser.add_argument(
+        "--report",
+        type=Path,
+        metavar="DIR",
+        help="write evaluation.json and the html report (report.html) into DIR (VisDrone txt inputs); "
+        "'tphyolo report DIR' rebuilds it",
+    )
 
 
 def read_visdrone_rows(path: Path) -> np.ndarray:
@@ -40,19 +47,23 @@ def read_visdrone_rows(path: Path) -> np.ndarray:
     return np.array(rows, dtype=np.float64).reshape(-1, 8)
 
 
+def image_file(images_dir: Path, stem: str) -> Path | None:
+    """`images_dir/stem.*` with an image suffix, or None."""
+    from tphyolo.data.image_io import IMAGE_SUFFIXES
+
+    return next((p for s in IMAGE_SUFFIXES if (p := images_dir / f"{stem}{s}").exists()), None)
+
+
 def image_size(images_dir: Path, stem: str) -> tuple[int, int]:
     """(height, width) of `images_dir/stem.*`, read from the file header."""
     from PIL import Image
 
-    from tphyolo.data.image_io import IMAGE_SUFFIXES
-
-    for suffix in IMAGE_SUFFIXES:
-        path = images_dir / f"{stem}{suffix}"
-        if path.exists():
-            with Image.open(path) as im:  # lazy: decodes the header only
-                width, height = im.size
-            return height, width
-    raise FileNotFoundError(f"no image {stem}.* in {images_dir} (needed for its ignored regions)")
+    path = image_file(images_dir, stem)
+    if path is None:
+        raise FileNotFoundError(f"no image {stem}.* in {images_dir} (needed for its ignored regions)")
+    with Image.open(path) as im:  # lazy: decodes the header only
+        width, height = im.size
+    return height, width
 
 
 def load_visdrone_pairs(gt_dir: Path, pred_dir: Path) -> list[tuple[str, np.ndarray, np.ndarray]]:
@@ -80,7 +91,9 @@ def _read_json(path: Path, what: str):
         raise ValueError(f"{path}: not valid JSON ({what}): {error}") from None
 
 
-def _score_visdrone_files(args: argparse.Namespace):
+def _score_visdrone_files(args: argparse.Namespace) -> tuple[dict, dict, str]:
+    """The protocol's overall numbers, per-class numbers and table for VisDrone txt folders (with `--report`,
+    read from the report's one scoring)."""
     from tphyolo.engine.inference_config import MAX_DET
     from tphyolo.metrics.registry import get_protocol
     from tphyolo.metrics.visdrone import NAMES, image_result
@@ -89,11 +102,33 @@ def _score_visdrone_files(args: argparse.Namespace):
     images_dir = args.images or args.gt.parent / "images"
     images = []
     for stem, gt, pred in load_visdrone_pairs(args.gt, args.pred):
-        shape = None
-        if protocol.needs_image_size and (gt[:, 5] == 0).any():  # the size matters only for ignored regions
-            shape = image_size(images_dir, stem)
-        images.append(image_result(stem, gt, pred, shape=shape))
-    return protocol.score(images, names=NAMES, max_det=MAX_DET)
+        shape, path = None, stem
+        if args.report is not None and (found := image_file(images_dir, stem)) is not None:
+            shape, path = image_size(images_dir, stem), str(found.resolve())  # the report draws the image
+        elif protocol.needs_image_size and (gt[:, 5] == 0).any():
+            shape = image_size(images_dir, stem)  # the size matters only for ignored regions
+        images.append(image_result(path, gt, pred, shape=shape))
+    if args.report is not None:
+        scored = _write_report(args, images, names=NAMES, max_det=MAX_DET)
+        return scored.extra, scored.protocol_per_class, scored.tables[-1]
+    scored = protocol.score(images, names=NAMES, max_det=MAX_DET)
+    return scored.overall, scored.per_class, scored.table
+
+
+def _write_report(args: argparse.Namespace, images, *, names, max_det: int):
+    """Save the records of `images` and write the report into `args.report`; returns the report's scores (an
+    EvalResults: the protocol's numbers in `extra` and `protocol_per_class`, its table last in `tables`)."""
+    from tphyolo.report.data import build_report
+    from tphyolo.report.records import Records, save_records
+    from tphyolo.report.writer import write_report
+
+    settings = {"gt": str(args.gt), "pred": str(args.pred), "images": str(args.images or args.gt.parent / "images")}
+    records = Records(protocol=args.protocol, max_det=max_det, names=tuple(names), settings=settings,
+                      images=tuple(images))  # fmt: skip
+    save_records(args.report, records)
+    data = build_report(records)
+    print(f"report in {write_report(data, args.report)}")
+    return data.results
 
 
 def _score_coco_files(args: argparse.Namespace):
@@ -102,6 +137,8 @@ def _score_coco_files(args: argparse.Namespace):
 
     if args.protocol != "coco":
         raise ValueError(f"--protocol {args.protocol} needs a folder of VisDrone annotation txt files, got {args.gt}")
+    if args.report is not None:
+        raise ValueError(f"--report needs folders of VisDrone txt files, got {args.gt}")
     gt = _read_json(args.gt, "COCO dataset")
     detections = _read_json(args.pred, "COCO results")
     if not isinstance(gt, dict) or "annotations" not in gt or "images" not in gt:
@@ -116,8 +153,7 @@ def run(args: argparse.Namespace) -> int:
     if args.gt.suffix == ".json":
         overall, per_class, table = _score_coco_files(args)
     else:
-        scored = _score_visdrone_files(args)
-        overall, per_class, table = scored.overall, scored.per_class, scored.table
+        overall, per_class, table = _score_visdrone_files(args)
     print(table)
     if args.json is not None:
         payload = dict(overall) | {"per_class": per_class}

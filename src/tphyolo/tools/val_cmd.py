@@ -39,6 +39,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--save-json", action="store_true", help="COCO results json (predictions.json)")
     parser.add_argument("--save-txt", action="store_true", help="YOLO txt with scores per image (labels/)")
     parser.add_argument("--plots", action="store_true", help="PR/F1/P/R curves, confusion matrix, batch images")
+    parser.add_argument(
+        "--report",
+        action="store_true",
+        help="html evaluation report (report.html: AP by object size, error galleries) and evaluation.json, from "
+        "which 'tphyolo report RUN_DIR' rebuilds it",
+    )
     parser.add_argument("--json", type=Path, default=None, metavar="PATH", help="write the numbers to this json file")
     parser.add_argument(
         "--verbose",
@@ -92,10 +98,33 @@ def run(args: argparse.Namespace) -> int:
         plots=args.plots,
         progress=True,
         classifier=classifier,
+        keep_images=args.report,
     )
     print(format_results(results, verbose=True if args.verbose or args.task == "test" else None))
+    numbers = results_json(results)
+    if args.report:
+        numbers = _write_report(args, results, names=names, config=config, save_dir=save_dir)
     if args.json is not None:
         args.json.parent.mkdir(parents=True, exist_ok=True)
-        args.json.write_text(json.dumps(results_json(results), indent=2))
+        args.json.write_text(json.dumps(numbers, indent=2))
     print(f"results in {save_dir}")
     return 0
+
+
+def _write_report(args: argparse.Namespace, results, *, names, config, save_dir: Path) -> dict:
+    """Save the run's evaluation records and write its report into `save_dir`; returns the report's numbers
+    (what `--json` writes with `--report`: the plain numbers plus sizes, images and dataset)."""
+    from dataclasses import asdict, replace
+
+    from tphyolo.report.data import build_report
+    from tphyolo.report.records import Records, plain_settings, save_records
+    from tphyolo.report.writer import write_report
+
+    settings = {"weights": args.weights, "data": args.data, "task": args.task} | asdict(config)
+    images = tuple(replace(r, path=str(Path(r.path).resolve())) for r in results.image_results)  # from any folder
+    records = Records(protocol=args.protocol, max_det=config.max_det, names=tuple(map(str, names)),
+                      settings=plain_settings(settings), images=images, speed=results.speed)  # fmt: skip
+    save_records(save_dir, records)
+    data = build_report(records)
+    print(f"report in {write_report(data, save_dir)}")
+    return data.as_json()
