@@ -1,12 +1,13 @@
 """RuntimeConfig validation, configure_process (allocator env precedence, CUDA refusal, flags), scoped helpers."""
 
 import argparse
+import os
 
 import pytest
 import torch
 import torch.nn.functional as F
 
-from tphyolo import runtime
+from tphyolo import runtime, runtime_flags
 from tphyolo.runtime import RuntimeConfig, configure_process
 from tphyolo.runtime_flags import ALLOC_ENV_VARS
 
@@ -42,10 +43,10 @@ def test_bad_values_are_rejected(kwargs, message):
 
 
 def test_parse_device_spellings():
-    assert runtime.parse_device("cpu") == ["cpu"]
-    assert runtime.parse_device("0") == ["cuda:0"]
-    assert runtime.parse_device("0,1,3") == ["cuda:0", "cuda:1", "cuda:3"]
-    assert runtime.parse_device("cuda:2") == ["cuda:2"]
+    assert runtime_flags.parse_device("cpu") == ["cpu"]
+    assert runtime_flags.parse_device("0") == ["cuda:0"]
+    assert runtime_flags.parse_device("0,1,3") == ["cuda:0", "cuda:1", "cuda:3"]
+    assert runtime_flags.parse_device("cuda:2") == ["cuda:2"]
 
 
 def test_resolve_device_on_this_machine():
@@ -80,6 +81,15 @@ def test_configure_process_never_overrides_the_user(no_allocator_env, monkeypatc
     assert report == {"alloc_conf": "max_split_size_mb:128", "alloc_conf_source": "user"}
     other = [n for n in ALLOC_ENV_VARS if n != user_var][0]
     assert runtime.os.environ.get(other) is None
+
+
+def test_configure_process_quiets_the_profiler_library_unless_the_user_set_it(no_allocator_env, monkeypatch):
+    monkeypatch.delenv("KINETO_LOG_LEVEL", raising=False)
+    configure_process(RuntimeConfig(device="cpu"))
+    assert os.environ["KINETO_LOG_LEVEL"] == "6"
+    monkeypatch.setenv("KINETO_LOG_LEVEL", "2")
+    configure_process(RuntimeConfig(device="cpu"))
+    assert os.environ["KINETO_LOG_LEVEL"] == "2"
 
 
 def test_configure_process_empty_alloc_conf_sets_nothing(no_allocator_env):
@@ -135,7 +145,7 @@ def test_sdpa_context_restricts_backends():
 
 def test_runtime_flags_round_trip():
     parser = argparse.ArgumentParser()
-    runtime.add_runtime_arguments(parser)
+    runtime_flags.add_runtime_arguments(parser)
     args = parser.parse_args(
         ["--device", "cpu", "--amp", "bf16", "--compile", "--channels-last", "--sdpa-backend", "math", "--no-tf32"]
     )

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import logging
 import os
 import sys
 from collections.abc import Iterable, Sequence
@@ -164,11 +165,14 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 def _configure_output(*, debug: bool) -> None:
     """Messages name files whatever their names: a name that is not valid UTF-8 is printed with backslash
-    escapes instead of failing the print. OpenCV's own log lines (a decoder's complaint about a file that is
-    then reported in one line) show only with `debug`."""
+    escapes instead of failing the print. tphyolo's log lines (progress of long steps) go to stdout, other
+    libraries' only from WARNING up. OpenCV's own log lines (a decoder's complaint about a file that is then
+    reported in one line) show only with `debug`."""
     for stream in (sys.stdout, sys.stderr):
         if hasattr(stream, "reconfigure"):
             stream.reconfigure(errors="backslashreplace")
+    logging.basicConfig(level=logging.WARNING, format="%(message)s", stream=sys.stdout)
+    logging.getLogger("tphyolo").setLevel(logging.INFO)
     if not debug:
         import cv2
 

@@ -26,6 +26,8 @@ from tphyolo.runtime_flags import (
     parse_device,
 )
 
+QUIET_KINETO_LOG_LEVEL = "6"  # above kineto's ERROR level: torch.profiler's C++ library prints nothing
+
 
 @dataclass(frozen=True)
 class RuntimeConfig:
@@ -147,7 +149,9 @@ def configure_process(cfg: RuntimeConfig) -> dict[str, str]:
     """Apply process-wide settings from `cfg`; call once, from an entry point, before CUDA is initialised.
 
     Sets PYTORCH_CUDA_ALLOC_CONF and PYTORCH_ALLOC_CONF to `cfg.alloc_conf` only if the user set neither (a
-    user's setting always wins), then the TF32 and cudnn.benchmark flags; when compiling, points PyTorch's
+    user's setting always wins), KINETO_LOG_LEVEL to silence the profiler library's own lines (profiler
+    start/stop, "gpuGetDeviceCount failed" on machines without a GPU) unless the user set it, then the TF32 and
+    cudnn.benchmark flags; when compiling, points PyTorch's
     compile caches at tphyolo's (`tphyolo.compile_cache`). Raises RuntimeError if CUDA is already initialised,
     because the allocator reads its settings once, at initialisation.
     Returns what it did, for logging: {"alloc_conf": ..., "alloc_conf_source": "user"|"tphyolo"|"none"}, and
@@ -166,6 +170,7 @@ def configure_process(cfg: RuntimeConfig) -> dict[str, str]:
         report = {"alloc_conf": cfg.alloc_conf, "alloc_conf_source": "tphyolo"}
     else:
         report = {"alloc_conf": "", "alloc_conf_source": "none"}
+    os.environ.setdefault("KINETO_LOG_LEVEL", QUIET_KINETO_LOG_LEVEL)
     torch.set_float32_matmul_precision("high" if cfg.tf32 else "highest")
     torch.backends.cudnn.allow_tf32 = cfg.tf32
     torch.backends.cudnn.benchmark = cfg.cudnn_benchmark

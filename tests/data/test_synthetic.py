@@ -68,3 +68,21 @@ def test_classes_are_separable_by_colour(tmp_path):
     centroids = np.stack([x_train[y_train == c].mean(0) for c in range(len(NAMES))])
     predicted = np.linalg.norm(x_val[:, None] - centroids[None], axis=2).argmin(1)
     assert (predicted == y_val).mean() > 0.9
+
+
+def test_generation_happens_once_and_says_so(tmp_path, caplog):
+    from tphyolo.data.synthetic import generated_once
+
+    def generate(root):
+        root.mkdir()
+        (root / "data.yaml").write_text("nc: 1\n")
+        calls.append(root)
+
+    calls = []
+    with caplog.at_level("INFO", logger="tphyolo"):
+        first = generated_once(tmp_path / "set", generate)
+        second = generated_once(tmp_path / "set", generate)
+    assert first == second == tmp_path / "set" / "data.yaml" and len(calls) == 1
+    messages = [r.getMessage() for r in caplog.records]
+    assert any(m.startswith("generating the built-in dataset") for m in messages)
+    assert sum(m.startswith("generated set in") for m in messages) == 1

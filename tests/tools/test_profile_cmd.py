@@ -21,6 +21,7 @@ def test_profile_train_writes_trace_and_tables(tmp_path, capsys):
         assert group in modules
     printed = capsys.readouterr().out
     assert "top 5 operators" in printed and "branch TPH attention" in printed
+    assert printed.index("warming up: 0 tph-yolov5n train steps") < printed.index("profiling: 1 tph-yolov5n")
 
 
 @pytest.mark.slow

@@ -61,6 +61,7 @@ def bench_eval(
     """One Row: ours against pycocotools (ours alone when it is absent), timed by `clock` (timing.CLOCKS)."""
     from tphyolo.metrics.coco import evaluate_coco
 
+    log(f"bench eval: making {images} synthetic images of ground truth and detections ...")
     gt, detections = coco_inputs(images)
     config = f"{images} images x 60 gt x 150 detections, 10 classes, maxDets 1/10/100/500"
     ours_fn = lambda: evaluate_coco(gt, detections, backend="faster")  # noqa: E731
@@ -72,10 +73,12 @@ def bench_eval(
         absent = {"baseline": "absent", "clock": clock}
         return [Row("eval/coco", config, ours_t.median_ms, ours_spread_ms=ours_t.spread_ms, extra=absent)]
     base_fn = lambda: evaluate_coco(gt, detections, backend="pycocotools")  # noqa: E731
+    log("bench eval: scoring once with each to compare the numbers ...")
     ours, reference = ours_fn(), base_fn()
     same = all(abs(ours.overall[k] - reference.overall[k]) < 1e-6 for k in reference.overall)
     if not same:
         log(f"bench eval: results differ: ours {ours.overall} vs pycocotools {reference.overall}")
+    log(f"bench eval: timing {repeats} interleaved repeats of each ...")
     base_t, ours_t = time_calls([base_fn, ours_fn], device=CPU, warmup=0, repeats=repeats, clock=clock)
     log(f"eval {config}: pycocotools {base_t.median_ms:.0f} ms, ours {ours_t.median_ms:.0f} ms ({clock} time)")
     return [

@@ -9,8 +9,10 @@ The output depends only on the arguments (same seed, same bytes).
 
 from __future__ import annotations
 
+import logging
 import os
 import shutil
+import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -24,6 +26,7 @@ from tphyolo.data.image_io import write_image
 from tphyolo.data.labels import ImageLabels
 from tphyolo.user_cache import user_cache_dir
 
+LOGGER = logging.getLogger("tphyolo.data")
 GENERATOR_VERSION = 1
 NAMES = ("car", "bus", "pedestrian", "truck", "motor", "van")
 # (long side range, short / long ratio range) in pixels at imgsz 640, per class
@@ -248,9 +251,12 @@ def generated_once(final: Path, generate: Callable[[Path], object]) -> Path:
     once the first rename wins and the others' copies are removed."""
     if (final / "data.yaml").is_file():
         return final / "data.yaml"
+    LOGGER.info("generating the built-in dataset %s (once: a few seconds) ...", final)
+    start = time.perf_counter()
     tmp = final.with_name(f"{final.name}.tmp{os.getpid()}")
     shutil.rmtree(tmp, ignore_errors=True)
     generate(tmp)
+    LOGGER.info("generated %s in %.1f s", final.name, time.perf_counter() - start)
     try:
         os.replace(tmp, final)
     except OSError:

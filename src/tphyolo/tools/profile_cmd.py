@@ -77,7 +77,10 @@ def run(args: argparse.Namespace) -> int:
         else infer_step(module, images, runtime)
     )
 
+    what = f"{args.model} {args.mode} steps at {args.img} px, batch {args.batch}, on {device}"
     with sdpa_context(runtime):
+        compiling = " (the first compiles the model: minutes)" if runtime.compile != "off" else ""
+        print(f"warming up: {args.warmup_steps} {what}{compiling} ...", flush=True)
         for _ in range(args.warmup_steps):
             step()
         if cuda:
@@ -88,6 +91,7 @@ def run(args: argparse.Namespace) -> int:
         with profile(activities=activities, record_shapes=args.memory, profile_memory=args.memory,
                      with_stack=args.memory and cuda) as prof:  # fmt: skip
             labels = ModuleLabels(labelled) if labelled is not None else None
+            print(f"profiling: {args.steps} {what} ...", flush=True)
             with labels if labels is not None else contextlib.nullcontext():
                 for _ in range(args.steps):
                     step()
@@ -95,6 +99,7 @@ def run(args: argparse.Namespace) -> int:
             if cuda:
                 torch.cuda.synchronize(device)
 
+    print(f"writing the trace and tables to {out} ...", flush=True)
     prof.export_chrome_trace(str(out / "trace.json"))
     sort_by = "self_cuda_time_total" if cuda else "self_cpu_time_total"
     table = prof.key_averages().table(sort_by=sort_by, row_limit=args.top)
