@@ -7,7 +7,6 @@ import json
 import sys
 from pathlib import Path
 
-from tphyolo.data.report import format_problems
 from tphyolo.data.scan import ScanOptions
 from tphyolo.flags import add_flags, from_flags
 from tphyolo.tools.inference_args import (
@@ -45,49 +44,32 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from tphyolo.data.dataset_config import load_data_config
-    from tphyolo.data.letterbox import check_imgsz
-    from tphyolo.data.loader import build_dataloader, build_dataset
-    from tphyolo.engine.backends import load_backends
-    from tphyolo.engine.evaluate import evaluate, format_results, results_json
+    from tphyolo.engine.evaluate import format_results, results_json
     from tphyolo.engine.inference import InferenceConfig
+    from tphyolo.engine.validate import val
     from tphyolo.engine.writers import OutputDir
 
     config = from_flags(InferenceConfig, args)
     settings = classifier_settings(args)
     device = inference_device(args.runtime)
-    (backend,) = load_backends(args.weights, runtime=args.runtime, device=device)
-    data = load_data_config(args.data)
-    names = list(data.names) or backend.names
-    if data.names and len(data.names) != len(backend.names):
-        raise ValueError(f"{args.weights}: {len(backend.names)} classes, but {args.data} has {len(data.names)}")
-    classifier = None
-    if settings["classifier"] is not None:  # checked against the detector before any data is read
-        from tphyolo.classify.classifier import as_classifier
-
-        classifier = as_classifier(settings["classifier"], detector_names=backend.names, device=device,
-                                   runtime=args.runtime, weight=settings["classifier_weight"])  # fmt: skip
-    imgsz = check_imgsz(config.imgsz, backend.stride)
-    dataset, scan = build_dataset(
-        data, args.task, imgsz=imgsz, rect=True, batch_size=config.batch, stride=backend.stride,
-        scan_cache=from_flags(ScanOptions, args).scan_cache,
-    )  # fmt: skip
-    if scan.report.problems:
-        print(format_problems(args.task, scan), file=sys.stderr)
-    loader = build_dataloader(dataset, batch_size=config.batch, workers=args.workers, pin_memory=device.type == "cuda")
     save_dir = from_flags(OutputDir, args).create("runs/val")
-    results = evaluate(
-        backend,
-        loader,
-        names=names,
+    results = val(
+        args.weights,
+        args.data,
         config=config,
+        task=args.task,
         protocol=args.protocol,
+        runtime=args.runtime,
+        device=device,
+        workers=args.workers,
+        scan_cache=from_flags(ScanOptions, args).scan_cache,
         save_dir=save_dir,
         save_json=args.save_json,
         save_txt=args.save_txt,
         plots=args.plots,
         progress=True,
-        classifier=classifier,
+        on_problems=lambda report: print(report, file=sys.stderr),
+        **settings,
     )
     print(format_results(results, verbose=args.verbose or args.task == "test"))
     if args.json is not None:
