@@ -8,8 +8,12 @@ number, 6 digits) for a video frame. Annotated images keep the source's suffix (
 - VisDrone (`visdrone/NAME.txt`): `x,y,w,h,score,category,-1,-1` per line, left/top/width/height in pixels,
   category = class id + 1, lines by descending score (the VisDrone2019-DET submission format).
 - YOLO (`labels/NAME.txt`): `class cx cy w h [score]`, normalised to [0, 1].
-- COCO (`predictions.json`): a list of `{"image_id": NAME, "category_id": class id, "bbox": [x, y, w, h],
-  "score": s}`; `image_id` is an int when NAME is all digits.
+- COCO (`predictions.json`): a list of `{"image_id": id, "category_id": class id, "bbox": [x, y, w, h],
+  "score": s}`; integer image ids by `tphyolo.metrics.coco.coco_image_ids` over the output names in the order
+  written (the names' numbers when all are distinct numbers, else 1, 2, ...), the rule by which `tphyolo eval
+  --save-gt` numbers the ground truth of a VisDrone folder: predictions of an image folder sorted by name
+  score against it directly.
+- Crops (`crops/CLASS/NAME_K.jpg`): each detection's box cut from the image, K its rank in the image.
 """
 
 from __future__ import annotations
@@ -22,10 +26,12 @@ import cv2
 import numpy as np
 
 from tphyolo.data.image_io import write_image
-from tphyolo.engine.draw import draw_detections
+from tphyolo.engine.draw import DEFAULT_STYLE, DrawStyle, draw_detections
+from tphyolo.engine.results import save_crops
 from tphyolo.engine.run_dir import new_run_dir
 from tphyolo.engine.sources import Frame
 from tphyolo.flags import flag
+from tphyolo.metrics.coco import coco_image_ids
 from tphyolo.ops.detections import Detections
 
 
@@ -80,10 +86,6 @@ def coco_records(detections: Detections, image_id: int | str) -> list[dict]:
     return records
 
 
-def coco_image_id(name: str) -> int | str:
-    return int(name) if name.isdigit() else name
-
-
 class PredictionWriter:
     """Writes the outputs chosen by the flags into `save_dir`; call `close()` at the end (writes the json,
     finishes videos). Returns nothing; `saved` lists the files and folders written."""
@@ -98,12 +100,15 @@ class PredictionWriter:
         save_conf: bool = False,
         save_visdrone: bool = False,
         save_json: bool = False,
+        save_crop: bool = False,
+        style: DrawStyle = DEFAULT_STYLE,
     ) -> None:
         self.save_dir = Path(save_dir)
         self.names = names
         self.save_img, self.save_txt, self.save_conf = save_img, save_txt, save_conf
-        self.save_visdrone, self.save_json = save_visdrone, save_json
-        self.records: list[dict] = []
+        self.save_visdrone, self.save_json, self.save_crop = save_visdrone, save_json, save_crop
+        self.style = style
+        self.json_images: list[tuple[str, Detections]] = []
         self.videos: dict[Path, cv2.VideoWriter] = {}
         self.saved: list[Path] = []
         self.save_dir.mkdir(parents=True, exist_ok=True)
@@ -112,7 +117,7 @@ class PredictionWriter:
         name = output_name(frame)
         height, width = frame.image.shape[:2]
         if self.save_img:
-            canvas = draw_detections(frame.image, detections, self.names)
+            canvas = draw_detections(frame.image, detections, self.names, style=self.style)
             if frame.is_video:
                 self._video_frame(frame, canvas)
             else:
@@ -125,7 +130,9 @@ class PredictionWriter:
             lines = yolo_lines(detections, width=width, height=height, with_score=self.save_conf)
             self._text(self.save_dir / "labels" / f"{name}.txt", lines)
         if self.save_json:
-            self.records += coco_records(detections, coco_image_id(name))
+            self.json_images.append((name, detections))
+        if self.save_crop:
+            self.saved += save_crops(frame.image, detections, self.names, self.save_dir / "crops", name)
 
     def _text(self, path: Path, lines: list[str]) -> None:
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -150,6 +157,10 @@ class PredictionWriter:
             writer.release()
         self.videos.clear()
         if self.save_json:
+            image_ids = coco_image_ids([name for name, _ in self.json_images])
+            records = []
+            for image_id, (_, detections) in zip(image_ids, self.json_images, strict=True):
+                records += coco_records(detections, image_id)
             path = self.save_dir / "predictions.json"
-            path.write_text(json.dumps(self.records), encoding="utf-8")
+            path.write_text(json.dumps(records), encoding="utf-8")
             self.saved.append(path)
