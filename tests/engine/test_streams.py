@@ -92,3 +92,22 @@ def test_a_stream_that_does_not_open_is_one_error_naming_it():
     skipped = []
     assert list(iter_frames([Stream("97")], on_skip=lambda f, e: skipped.append((f, str(e))))) == []
     assert skipped == [(Stream("97"), "97: cannot open stream")]
+
+
+@pytest.mark.slow
+def test_the_predict_command_reads_a_video_url(video_url, tmp_path, capsys):
+    from tests.helpers import save_model_checkpoint
+
+    from tphyolo.cli import main
+
+    torch.manual_seed(0)
+    weights = save_model_checkpoint(tmp_path / "tiny.pt", build_model("yolov5n", names=["a", "b"]), ["a", "b"])
+    argv = ["predict", "--weights", str(weights), "--source", video_url, "--img", "64", "--device", "cpu"]
+    argv += ["--vid-stride", "3", "--save-visdrone", "--project", str(tmp_path), "--name", "s"]
+    assert main(argv) == 0
+    name = Stream(video_url).name
+    written = sorted(p.name for p in (tmp_path / "s" / "visdrone").iterdir())
+    assert written == [f"{name}_000000.txt", f"{name}_000003.txt", f"{name}_000006.txt"]
+    capture = cv2.VideoCapture(str(tmp_path / "s" / f"{name}.mp4"))
+    assert int(capture.get(cv2.CAP_PROP_FRAME_COUNT)) == 3
+    capture.release()

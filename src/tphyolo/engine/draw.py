@@ -4,13 +4,12 @@ videos, validation and training batches, and the class colours of the label stat
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 import cv2
 import numpy as np
 
-from tphyolo.flags import flag
+from tphyolo.engine.draw_style import DEFAULT_STYLE, DrawStyle
 
 if TYPE_CHECKING:
     from tphyolo.ops.detections import Detections
@@ -21,23 +20,6 @@ PALETTE = np.array(
      (236, 24, 0), (255, 56, 132), (133, 0, 82), (255, 56, 203), (200, 149, 255), (199, 55, 255)],
     dtype=np.uint8,
 )  # BGR, one per class id modulo 20  # fmt: skip
-
-
-@dataclass(frozen=True)
-class DrawStyle:
-    """How detections are drawn: boxes only (`hide_labels`), labels without scores (`hide_conf`), and the
-    box line width in pixels (None: from the image size). Each field is also a command-line flag."""
-
-    hide_labels: bool = flag(False, "--hide-labels", help="draw boxes without class names or scores")
-    hide_conf: bool = flag(False, "--hide-conf", help="draw class names without scores")
-    line_width: int | None = flag(None, "--line-width", metavar="PX", help="box line width (default: from image size)")
-
-    def __post_init__(self) -> None:
-        if self.line_width is not None and self.line_width < 1:
-            raise ValueError(f"--line-width must be at least 1 pixel, got {self.line_width}")
-
-
-DEFAULT_STYLE = DrawStyle()
 
 
 def class_colour(index: int) -> tuple[int, int, int]:

@@ -19,7 +19,8 @@ import cv2
 import numpy as np
 
 from tphyolo.data.image_io import write_image
-from tphyolo.engine.draw import DrawStyle, draw_detections
+from tphyolo.engine.draw import draw_detections
+from tphyolo.engine.draw_style import DrawStyle
 from tphyolo.ops.detections import Detections
 
 

@@ -107,7 +107,7 @@ def _from_list(path: Path) -> list[Path]:
     return files
 
 
-def resolve_source(source: str | Path | Sequence[str | Path]) -> list[Path | Stream]:
+def resolve_source(source: str | Path | Stream | Sequence[str | Path | Stream]) -> list[Path | Stream]:
     """The image and video files named by `source` (or by each entry of a sequence), in order.
 
     A folder gives its images and videos (not recursive, sorted by name); a pattern with `*`, `?` or `[`
@@ -117,6 +117,8 @@ def resolve_source(source: str | Path | Sequence[str | Path]) -> list[Path | Str
     """
     if isinstance(source, (list, tuple)):
         return [f for s in source for f in resolve_source(s)]
+    if isinstance(source, Stream):
+        return [source]
     text = str(source)
     if is_stream(text):
         return [Stream(text)]

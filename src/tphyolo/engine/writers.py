@@ -26,7 +26,8 @@ import cv2
 import numpy as np
 
 from tphyolo.data.image_io import write_image
-from tphyolo.engine.draw import DEFAULT_STYLE, DrawStyle, draw_detections
+from tphyolo.engine.draw import draw_detections
+from tphyolo.engine.draw_style import DEFAULT_STYLE, DrawStyle
 from tphyolo.engine.results import save_crops
 from tphyolo.engine.run_dir import new_run_dir
 from tphyolo.engine.sources import Frame

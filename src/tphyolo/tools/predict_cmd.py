@@ -20,7 +20,7 @@ RUNTIME_INFERENCE = True
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    from tphyolo.engine.draw import DrawStyle
+    from tphyolo.engine.draw_style import DrawStyle
     from tphyolo.engine.slicing import DEFAULT_OVERLAP
 
     parser.add_argument(
@@ -84,7 +84,7 @@ def slice_config(args: argparse.Namespace):
 def run(args: argparse.Namespace) -> int:
     from tqdm import tqdm
 
-    from tphyolo.engine.draw import DrawStyle
+    from tphyolo.engine.draw_style import DrawStyle
     from tphyolo.engine.inference import InferenceConfig
     from tphyolo.engine.predict import Predictor
     from tphyolo.engine.sources import count_frames, resolve_source
