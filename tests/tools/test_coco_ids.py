@@ -117,3 +117,14 @@ def test_coco_tools_read_the_two_files_as_they_are(visdrone, coco_gt, tmp_path, 
     evaluation.accumulate()
     precision = np.asarray(evaluation.eval["precision"])[:, :, :, 0, -1]  # (IoU, recall, class) at maxDets 500
     assert precision[precision > -1].size > 0 and precision[precision > -1].mean() == pytest.approx(1.0)  # AP
+
+
+def test_save_gt_and_pred_misuse_are_one_line_errors(visdrone, coco_gt, tmp_path, capsys):
+    assert main(["eval", "--gt", str(coco_gt), "--save-gt", str(tmp_path / "again.json")]) == 2
+    assert "is one" in capsys.readouterr().err and not (tmp_path / "again.json").exists()
+    assert main(["eval", "--gt", str(visdrone / "annotations")]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "\n" not in err and "--pred is required" in err
+    assert main(["eval", "--gt", str(tmp_path / "none"), "--save-gt", str(tmp_path / "gt.json")]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "\n" not in err and "none is not a folder" in err

@@ -39,7 +39,7 @@ def val(
     on_problems: Callable[[str], None] | None = None,
     classifier: str | Path | CropClassifier | None = None,
     classifier_weight: float | None = None,
-    save_dir: str | Path | None = None,
+    save_dir: str | Path | Callable[[], Path] | None = None,
     save_json: bool = False,
     save_txt: bool = False,
     plots: bool = False,
@@ -52,7 +52,9 @@ def val(
     given as keywords (`imgsz=1536`, `tta=True`). runtime/device: how and where to run. datasets_dir: where
     built-in configs' relative paths start. progress: a progress bar. on_problems: called with the report of
     unusable files in the split (default: a logged warning). classifier: a crop classifier that re-labels the
-    detections of its classes. With `save_dir`: `save_json`, `save_txt`, `plots` as `evaluate` writes them.
+    detections of its classes. With `save_dir` (a folder, or a function that creates one, called once the data
+    are loaded so that a run failing before leaves no folder): `save_json`, `save_txt`, `plots` as `evaluate`
+    writes them.
     Raises ValueError when the model's and the dataset's class counts differ."""
     runtime = runtime or RuntimeConfig()
     torch_device = resolve_device(str(device)) if device is not None else runtime.torch_device()
@@ -73,6 +75,8 @@ def val(
     if scan.report.problems:
         (on_problems or _log.warning)(format_problems(task, scan))
     loader = build_dataloader(dataset, batch_size=config.batch, workers=workers, pin_memory=torch_device.type == "cuda")
+    if callable(save_dir):
+        save_dir = save_dir()
     return evaluate(
         backend,
         loader,

@@ -52,7 +52,7 @@ def run(args: argparse.Namespace) -> int:
     config = from_flags(InferenceConfig, args)
     settings = classifier_settings(args)
     device = inference_device(args.runtime)
-    save_dir = from_flags(OutputDir, args).create("runs/val")
+    output = from_flags(OutputDir, args)
     results = val(
         args.weights,
         args.data,
@@ -63,7 +63,7 @@ def run(args: argparse.Namespace) -> int:
         device=device,
         workers=args.workers,
         scan_cache=from_flags(ScanOptions, args).scan_cache,
-        save_dir=save_dir,
+        save_dir=lambda: output.create("runs/val"),
         save_json=args.save_json,
         save_txt=args.save_txt,
         plots=args.plots,
@@ -75,5 +75,5 @@ def run(args: argparse.Namespace) -> int:
     if args.json is not None:
         args.json.parent.mkdir(parents=True, exist_ok=True)
         args.json.write_text(json.dumps(results_json(results), indent=2))
-    print(f"results in {save_dir}")
+    print(f"results in {results.save_dir}")
     return 0
