@@ -45,6 +45,12 @@ def video_url(video):
     thread.join()
 
 
+@pytest.fixture(scope="module")
+def predictor():
+    torch.manual_seed(0)
+    return Predictor(build_model("yolov5n", num_classes=2).eval(), imgsz=64, conf=0.001, device="cpu", batch=2)
+
+
 def _grey_levels(frames) -> list[int]:
     return [round(float(f.image.mean()) / 30) for f in frames]
 
@@ -68,9 +74,7 @@ def test_a_video_url_is_a_stream_read_through_opencv(video_url):
     assert stream.name.endswith("clip.avi") and "/" not in stream.name
 
 
-def test_predictor_streams_a_url_and_keeps_its_frames(video_url):
-    torch.manual_seed(0)
-    predictor = Predictor(build_model("yolov5n", num_classes=2).eval(), imgsz=64, conf=0.001, device="cpu", batch=2)
+def test_predictor_streams_a_url_and_keeps_its_frames(predictor, video_url):
     results = predictor(video_url, vid_stride=3)
     assert [r.frame for r in results] == [0, 3, 6] and all(r.path == video_url for r in results)
     assert all(r.image is not None and r.shape == (64, 96) for r in results)  # a stream cannot be read again
@@ -111,3 +115,9 @@ def test_the_predict_command_reads_a_video_url(video_url, tmp_path, capsys):
     capture = cv2.VideoCapture(str(tmp_path / "s" / f"{name}.mp4"))
     assert int(capture.get(cv2.CAP_PROP_FRAME_COUNT)) == 3
     capture.release()
+
+
+def test_results_of_a_video_file_read_their_frame_again(predictor, video):
+    results = predictor(video, vid_stride=3)
+    assert [r.frame for r in results] == [0, 3, 6] and all(r.image is None and r.path == video for r in results)
+    assert [round(float(r.load_image().mean()) / 30) for r in results] == [0, 3, 6]
