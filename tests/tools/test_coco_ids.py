@@ -12,7 +12,7 @@ from tests.helpers import save_model_checkpoint
 from tphyolo.cli import main
 from tphyolo.data.formats.visdrone import NAMES
 from tphyolo.engine.sources import iter_frames, resolve_source
-from tphyolo.engine.writers import PredictionWriter
+from tphyolo.engine.writers import PredictionWriter, coco_gt_image_ids
 from tphyolo.metrics.coco import coco_image_ids
 from tphyolo.models import build_model
 from tphyolo.ops.detections import Detections
@@ -128,3 +128,35 @@ def test_save_gt_and_pred_misuse_are_one_line_errors(visdrone, coco_gt, tmp_path
     assert main(["eval", "--gt", str(tmp_path / "none"), "--save-gt", str(tmp_path / "gt.json")]) == 2
     err = capsys.readouterr().err.strip()
     assert "\n" not in err and "none is not a folder" in err
+
+
+def test_coco_gt_numbers_a_subset_of_images_by_their_ground_truth_ids(visdrone, coco_gt, tmp_path):
+    gt = json.loads(coco_gt.read_text())
+    writer = PredictionWriter(tmp_path / "out", names=list(NAMES), save_img=False, save_json=True,
+                              image_ids=coco_gt_image_ids(coco_gt))  # fmt: skip
+    last = sorted((visdrone / "images").glob("*.jpg"))[-1]
+    (frame,) = iter_frames(resolve_source(last))
+    box = Detections(torch.tensor([[1.0, 2.0, 11.0, 22.0]]), torch.tensor([0.5]), torch.tensor([3]))
+    writer.write(frame, box)
+    writer.close()
+    (record,) = json.loads((tmp_path / "out" / "predictions.json").read_text())
+    assert record["image_id"] == gt["images"][-1]["id"] == 3 and record["category_id"] == 3  # not 1: its own id
+    stranger = tmp_path / "stranger.jpg"
+    shutil.copy(last, stranger)
+    with pytest.raises(ValueError, match="no image named 'stranger'"):
+        writer.write(next(iter_frames([stranger])), box)
+
+
+def test_coco_gt_misuse_is_refused_before_predicting(visdrone, coco_gt, tmp_path, capsys):
+    argv = ["predict", "--weights", str(tmp_path / "never-loaded.pt"), "--device", "cpu", "--coco-gt", str(coco_gt)]
+    assert main(argv + ["--source", str(visdrone / "images")]) == 2
+    assert "add --save-json" in capsys.readouterr().err
+    (tmp_path / "other").mkdir()
+    shutil.copy(next((visdrone / "images").glob("*.jpg")), tmp_path / "other" / "renamed.jpg")
+    assert main(argv + ["--source", str(tmp_path / "other"), "--save-json"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "\n" not in err and "no image named 'renamed'" in err
+    (tmp_path / "bad.json").write_text('{"images": [{"id": "1", "file_name": "a.jpg"}]}')
+    argv[-1] = str(tmp_path / "bad.json")
+    assert main(argv + ["--source", str(visdrone / "images"), "--save-json"]) == 2
+    assert "image 0 needs an integer 'id'" in capsys.readouterr().err

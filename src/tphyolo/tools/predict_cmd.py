@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from pathlib import Path
 
 from tphyolo.errors import describe_error
 from tphyolo.flags import add_flags
@@ -47,6 +48,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--save-conf", action="store_true", help="scores in --save-txt files")
     parser.add_argument("--save-visdrone", action="store_true", help="VisDrone submission txt per image (visdrone/)")
     parser.add_argument("--save-json", action="store_true", help="COCO results json (predictions.json)")
+    parser.add_argument(
+        "--coco-gt",
+        type=Path,
+        metavar="PATH",
+        help="COCO dataset json whose image ids --save-json uses (matched by file name without suffix)",
+    )
     parser.add_argument("--save-crop", action="store_true", help="each detection's image region (crops/CLASS/)")
     add_flags(parser, DrawStyle)
     parser.add_argument(
@@ -62,6 +69,8 @@ def slice_config(args: argparse.Namespace):
 
     if args.save_conf and not args.save_txt:
         raise UsageError("--save-conf adds scores to the --save-txt files; add --save-txt or drop it")
+    if args.coco_gt is not None and not args.save_json:
+        raise UsageError("--coco-gt numbers the images of --save-json; add --save-json or drop it")
     if args.vid_stride < 1:
         raise UsageError(f"--vid-stride must be at least 1, got {args.vid_stride}")
     if args.no_save_img and (args.hide_labels or args.hide_conf or args.line_width is not None):
@@ -87,14 +96,20 @@ def run(args: argparse.Namespace) -> int:
     from tphyolo.engine.draw_style import DrawStyle
     from tphyolo.engine.inference import InferenceConfig
     from tphyolo.engine.predict import Predictor
-    from tphyolo.engine.sources import count_frames, resolve_source
-    from tphyolo.engine.writers import OutputDir, PredictionWriter
+    from tphyolo.engine.sources import count_frames, resolve_source, source_names
+    from tphyolo.engine.writers import OutputDir, PredictionWriter, coco_gt_image_ids
     from tphyolo.flags import from_flags
 
     device = inference_device(args.runtime)
     slicing = slice_config(args)
     style = from_flags(DrawStyle, args)
     files = resolve_source(args.source)
+    image_ids = None
+    if args.coco_gt is not None:
+        image_ids = coco_gt_image_ids(args.coco_gt)
+        missing = [name for name in source_names(files) if name not in image_ids]
+        if missing:
+            raise ValueError(f"{args.coco_gt}: no image named {missing[0]!r} ({len(missing)} source file(s) missing)")
     predictor = Predictor(
         args.weights,
         from_flags(InferenceConfig, args),
@@ -115,6 +130,7 @@ def run(args: argparse.Namespace) -> int:
         save_json=args.save_json,
         save_crop=args.save_crop,
         style=style,
+        image_ids=image_ids,
     )
     count = 0
     skipped: list = []
