@@ -57,7 +57,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--save-crop", action="store_true", help="each detection's image region (crops/CLASS/)")
     add_flags(parser, DrawStyle)
     parser.add_argument(
-        "--vid-stride", type=int, default=1, metavar="N", help="read every N-th frame of videos and streams (default 1)"
+        "--vid-stride",
+        type=int,
+        default=1,
+        metavar="N",
+        help="read every N-th frame of videos and streams (default: 1)",
     )
 
 
