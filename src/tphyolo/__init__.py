@@ -8,12 +8,20 @@ from tphyolo._version import __version__ as __version__
 
 
 def __getattr__(name: str):
-    """`tphyolo.Predictor`, `tphyolo.Trainer` and `tphyolo.train` are imported on first use, so that
-    `import tphyolo` stays light."""
+    """`tphyolo.Predictor`, `tphyolo.Results`, `tphyolo.val`, `tphyolo.Trainer` and `tphyolo.train` are
+    imported on first use, so that `import tphyolo` stays light."""
     if name == "Predictor":
         from tphyolo.engine.predict import Predictor
 
         return Predictor
+    if name == "Results":
+        from tphyolo.engine.results import Results
+
+        return Results
+    if name == "val":
+        from tphyolo.engine.validate import val
+
+        return val
     if name in ("Trainer", "train", "TrainConfig"):
         from tphyolo.engine import train_config, trainer
 

@@ -19,8 +19,10 @@ def _scene_backends(weights, *, runtime, device, fuse=True):
 @pytest.fixture
 def scene_detector(monkeypatch):
     """`--weights` of predict and val load the scene detector, whatever the file."""
-    monkeypatch.setattr("tphyolo.engine.backends.load_backends", _scene_backends)
+    # the modules that bind load_backends at import come first, so that they import with the real one
+    monkeypatch.setattr("tphyolo.engine.validate.load_backends", _scene_backends)  # val loads through tphyolo.val
     monkeypatch.setattr("tphyolo.engine.predict.load_backends", _scene_backends)
+    monkeypatch.setattr("tphyolo.engine.backends.load_backends", _scene_backends)
 
 
 @pytest.fixture(scope="module")

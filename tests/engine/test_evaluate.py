@@ -3,7 +3,6 @@ painted into synthetic images): boxes mapped back to original pixels, TTA merged
 
 import dataclasses
 import json
-import shutil
 from pathlib import Path
 
 import cv2
@@ -24,20 +23,6 @@ from tphyolo.runtime import RuntimeConfig
 
 VISDRONE_NAMES = list(NAMES)
 CPU = RuntimeConfig(device="cpu", amp="off")
-
-
-@pytest.fixture(scope="module")
-def data_yaml(visdrone_mini, tmp_path_factory):
-    """Four VisDrone images with their annotations, copied so that the scan cache is written here."""
-    root = tmp_path_factory.mktemp("visdrone")
-    for folder in ("images", "annotations"):
-        (root / folder).mkdir()
-    for image in sorted((visdrone_mini / "images").glob("*.jpg"))[:4]:
-        shutil.copy(image, root / "images" / image.name)
-        shutil.copy(visdrone_mini / "annotations" / f"{image.stem}.txt", root / "annotations" / f"{image.stem}.txt")
-    path = root / "data.yaml"
-    path.write_text(f"path: {root}\ntrain: images\nval: images\nnames: {VISDRONE_NAMES}\n")
-    return path
 
 
 def _loader(data_yaml, imgsz: int, batch: int):

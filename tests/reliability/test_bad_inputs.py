@@ -103,7 +103,7 @@ def test_predict_skips_what_does_not_decode_and_names_outputs_per_source(dataset
     images = sorted(p.relative_to(out).as_posix() for p in out.rglob("x*.*") if "labels" not in p.parts)
     assert images == ["a/x_jpg.jpg", "a/x_png.png", "b/x.jpg"]
     records = json.loads((out / "predictions.json").read_text())
-    assert {r["image_id"] for r in records} <= {"a/x_jpg", "a/x_png", "b/x"}
+    assert {r["image_id"] for r in records} <= {1, 2, 3}  # a/x_jpg, a/x_png, b/x in source order
 
 
 @pytest.mark.slow
@@ -127,7 +127,7 @@ def test_a_fault_in_the_middle_keeps_the_predictions_done(dataset, weights, tmp_
     line = one_error_line(capsys.readouterr().err, "predict")
     assert line.endswith("/p/labels: no space left on device")
     records = json.loads((tmp_path / "p" / "predictions.json").read_text())
-    assert {r["image_id"] for r in records} <= {Path(p).stem for p in calls[:2]} and records
+    assert {r["image_id"] for r in records} <= {1, 2} and records  # the two images written before the fault
 
 
 def test_yaml_bombs_and_huge_models_are_refused_at_once(dataset, tmp_path, capsys):

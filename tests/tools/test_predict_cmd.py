@@ -44,7 +44,7 @@ def test_predict_writes_every_output(weights, source, tmp_path, capsys):
         visdrone = np.loadtxt(out / "visdrone" / f"{stem}.txt", delimiter=",", ndmin=2)
         assert visdrone.shape[1] == 8 and set(visdrone[:, 5]) <= {1.0, 2.0}
         assert (visdrone[:, 0] >= 0).all() and (visdrone[:, 0] + visdrone[:, 2] <= 96 + 1e-2).all()
-    assert {r["image_id"] for r in json.loads((out / "predictions.json").read_text())} == {"one", "two"}
+    assert {r["image_id"] for r in json.loads((out / "predictions.json").read_text())} == {1, 2}  # one, two
     assert main(argv + ["--no-save-img"]) == 0  # the same name again: a new folder, no images
     assert sorted(p.name for p in (tmp_path / "run2").iterdir()) == []
 

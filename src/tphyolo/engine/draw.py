@@ -9,8 +9,10 @@ from typing import TYPE_CHECKING
 import cv2
 import numpy as np
 
+from tphyolo.engine.draw_style import DEFAULT_STYLE, DrawStyle
+
 if TYPE_CHECKING:
-    from tphyolo.engine.predict import Detections
+    from tphyolo.ops.detections import Detections
 
 PALETTE = np.array(
     [(56, 56, 255), (151, 157, 255), (31, 112, 255), (29, 178, 255), (49, 210, 207), (10, 249, 72), (23, 204, 146),
@@ -34,12 +36,16 @@ def draw_boxes(
     *,
     scores: np.ndarray | Sequence | None = None,
     label_min_area: float = 0.0,
+    labels: bool = True,
+    line_width: int | None = None,
 ) -> np.ndarray:
     """A copy of uint8 BGR `image` with `boxes` (n, 4) xyxy pixels drawn in their class's colour, each labelled
     `name score` (`name` when `scores` is None; the class id when `names` has no entry for it) unless its area is
-    below `label_min_area` pixels. Rows are drawn last to first, so the first rows (the best scores) end on top."""
+    below `label_min_area` pixels or `labels` is False. Lines are `line_width` pixels wide (default: (height +
+    width) / 1000, rounded, at least 1). Rows are drawn last to first, so the first rows (the best scores)
+    end on top."""
     canvas = image.copy()
-    thickness = max(1, round(sum(image.shape[:2]) / 1000))
+    thickness = line_width if line_width is not None else max(1, round(sum(image.shape[:2]) / 1000))
     font_scale = thickness / 3
     boxes = np.asarray(boxes, dtype=np.float64).reshape(-1, 4).tolist()
     classes = np.asarray(classes).reshape(-1).astype(int).tolist()
@@ -50,7 +56,7 @@ def draw_boxes(
         colour = class_colour(label)
         p1, p2 = (round(x1), round(y1)), (round(x2), round(y2))
         cv2.rectangle(canvas, p1, p2, colour, thickness, cv2.LINE_AA)
-        if (x2 - x1) * (y2 - y1) < label_min_area:
+        if not labels or (x2 - x1) * (y2 - y1) < label_min_area:
             continue
         text = str(names[label]) if label < len(names) else str(label)
         text = text if scores is None else f"{text} {scores[i]:.2f}"
@@ -61,15 +67,24 @@ def draw_boxes(
     return canvas
 
 
-def draw_detections(image: np.ndarray, detections: Detections, names: list[str], *, scores: bool = True) -> np.ndarray:
-    """A copy of uint8 BGR `image` with each detection's box and `name score` (or `name`) drawn, best on top
-    (detections come sorted by descending score)."""
+def draw_detections(
+    image: np.ndarray,
+    detections: Detections,
+    names: Sequence[str],
+    *,
+    scores: bool = True,
+    style: DrawStyle = DEFAULT_STYLE,
+) -> np.ndarray:
+    """A copy of uint8 BGR `image` with each detection's box and `name score` (or `name`) drawn as `style` says,
+    best on top (detections come sorted by descending score)."""
     return draw_boxes(
         image,
         detections.boxes.tolist(),
         detections.labels.tolist(),
         names,
-        scores=detections.scores.tolist() if scores else None,
+        scores=detections.scores.tolist() if scores and not style.hide_conf else None,
+        labels=not style.hide_labels,
+        line_width=style.line_width,
     )
 
 

@@ -24,8 +24,9 @@ from tphyolo.classify.classifier import CropClassifier, as_classifier
 from tphyolo.engine.backends import Backend, as_backend
 from tphyolo.engine.inference import Detector, View
 from tphyolo.engine.inference_config import VALIDATION, InferenceConfig
-from tphyolo.engine.writers import coco_image_id, coco_records, yolo_lines
+from tphyolo.engine.writers import coco_records, yolo_lines
 from tphyolo.metrics.ap import Summary, fitness
+from tphyolo.metrics.coco import coco_image_ids
 from tphyolo.metrics.confusion import ConfusionMatrix
 from tphyolo.metrics.protocol import ImageResult
 from tphyolo.metrics.registry import get_protocol
@@ -58,7 +59,8 @@ class EvalResults:
     (e.g. "AP", "AR500"); tables: the YOLO table, then the protocol's when it is not YOLO; speed: ms per
     image for "preprocess", "inference", "nms" (and "classify" with a crop classifier); protocol_per_class:
     the protocol's per-class numbers in percent (as `extra`); classifier_classes: the crop classifier's
-    classes, empty without one; image_results: each image's detections and ground truth, when asked for.
+    classes, empty without one; image_results: each image's detections and ground truth, when asked for;
+    names: the class names scored (index = class id).
     """
 
     protocol: str
@@ -76,6 +78,7 @@ class EvalResults:
     protocol_per_class: dict[str, dict[str, float]] = field(default_factory=dict)
     classifier_classes: tuple[str, ...] = ()
     image_results: tuple[ImageResult, ...] = ()
+    names: tuple[str, ...] = ()
 
     @property
     def fitness(self) -> float:
@@ -154,17 +157,18 @@ def collect_results(
 
 
 def save_predictions(results: Sequence[ImageResult], save_dir: Path, *, save_txt: bool, save_json: bool) -> None:
-    """YOLO txt files (`labels/STEM.txt`, with scores) and/or `predictions.json` (COCO results)."""
+    """YOLO txt files (`labels/STEM.txt`, with scores) and/or `predictions.json` (COCO results; image ids by
+    `tphyolo.metrics.coco.coco_image_ids`, as the COCO protocol numbers the ground truth)."""
     records = []
-    for r in results:
+    stems = [Path(r.path).stem for r in results]
+    for r, stem, image_id in zip(results, stems, coco_image_ids(stems), strict=True):
         detections = Detections.from_rows(r.detections)
-        stem = Path(r.path).stem
         if save_txt:
             (save_dir / "labels").mkdir(parents=True, exist_ok=True)
             lines = yolo_lines(detections, width=r.shape[1], height=r.shape[0], with_score=True)
             (save_dir / "labels" / f"{stem}.txt").write_text("".join(f"{line}\n" for line in lines))
         if save_json:
-            records += coco_records(detections, coco_image_id(stem))
+            records += coco_records(detections, image_id)
     if save_json:
         (save_dir / "predictions.json").write_text(json.dumps(records))
 
@@ -303,6 +307,7 @@ def score_images(
         extra=dict(scored.overall),
         protocol_per_class=dict(scored.per_class),
         classifier_classes=tuple(classifier_classes),
+        names=tuple(map(str, names)),
     )
     return results, summary
 

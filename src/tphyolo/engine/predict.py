@@ -1,8 +1,9 @@
 """Batched inference from a model or checkpoints, with test-time augmentation, sliced inference and ensembles.
 
     predictor = Predictor("best.pt", imgsz=1536, conf=0.25, tta=True, slice=1024)
-    for detections in predictor("images/"):
-        detections.boxes  # (N, 4) xyxy in original-image pixels
+    for result in predictor("images/"):
+        result.boxes  # (N, 4) xyxy in original-image pixels
+        result.save(f"out/{result.path.name}")  # see tphyolo.engine.results.Results
 
 How one image is processed: it is cut into windows (the whole image unless slicing), each window is
 letterboxed to `imgsz` (long side; short side padded to a stride multiple) and run through the inference core
@@ -26,8 +27,10 @@ from tphyolo.data.letterbox import check_imgsz, letterbox
 from tphyolo.engine.backends import Weights, load_backends
 from tphyolo.engine.inference import Detector, View
 from tphyolo.engine.inference_config import InferenceConfig, inference_config
+from tphyolo.engine.inputs import in_memory_images
+from tphyolo.engine.results import Results
 from tphyolo.engine.slicing import SliceConfig, slice_windows
-from tphyolo.engine.sources import Frame, iter_frames, resolve_source
+from tphyolo.engine.sources import Frame, Stream, iter_frames, resolve_source
 from tphyolo.engine.tta_config import TTAConfig
 from tphyolo.ops.detections import Detections
 from tphyolo.runtime import RuntimeConfig, resolve_device
@@ -46,8 +49,11 @@ class Predictor:
     checkpoint (or a CropClassifier) whose classes are among the models' names; it re-labels the detections of
     its classes, with its share `classifier_weight` (default: the one saved with it).
 
-    Calling it on a source (path, folder, glob, .txt list, video, or a sequence of paths) or on uint8 BGR
-    (H, W, 3) arrays returns one `Detections` per image or video frame.
+    Calling it on a source returns one `Results` (a `Detections` with class names, source, original shape and
+    the helpers plot/save/crop/to_dict) per image or video frame. A source is a path, folder, glob, .txt list,
+    video, webcam index or video URL (`tphyolo.engine.sources`), or a sequence of paths; or in-memory images
+    (`tphyolo.engine.inputs`): uint8 numpy arrays (BGR, or RGB with `rgb=True`), PIL images, torch tensors
+    (RGB), or a list of them.
     """
 
     def __init__(
@@ -88,30 +94,44 @@ class Predictor:
     def backends(self) -> list:
         return self.detector.backends
 
-    def __call__(self, source) -> list[Detections]:
-        """Detections of every image of `source` (see the class docstring), in order."""
-        if isinstance(source, np.ndarray):
-            return self.predict_images([source])
-        if isinstance(source, (list, tuple)) and source and isinstance(source[0], np.ndarray):
-            return self.predict_images(list(source))
-        return [detections for _, detections in self.stream(source)]
+    def __call__(self, source, *, rgb: bool = False, vid_stride: int = 1) -> list[Results]:
+        """Results of every image of `source` (see the class docstring), in order; `rgb`: numpy arrays are RGB;
+        `vid_stride`: every how many frames of a video one is read. The images of files are not kept in the
+        results (`Results.load_image` reads them again); in-memory images and stream frames are."""
+        images = in_memory_images(source, rgb=rgb)
+        if images is not None:
+            return self.predict_images(images)
+        return [
+            result if isinstance(result.path, str) else replace(result, image=None)
+            for _, result in self.stream(source, vid_stride=vid_stride)
+        ]
 
     def stream(
-        self, source, *, on_skip: Callable[[Path, Exception], None] | None = None
-    ) -> Iterator[tuple[Frame, Detections]]:
-        """Each frame of `source` with its detections, `config.batch` frames at a time. A file that does not
-        decode stops the stream, or with `on_skip` is passed to it (file, error) and skipped."""
+        self,
+        source,
+        *,
+        on_skip: Callable[[Path | Stream, Exception], None] | None = None,
+        vid_stride: int = 1,
+    ) -> Iterator[tuple[Frame, Results]]:
+        """Each frame of a file or stream `source` with its results (image kept), `config.batch` frames at a
+        time; every `vid_stride`-th frame of a video. A file that does not decode stops the stream, or with
+        `on_skip` is passed to it (file, error) and skipped."""
         batch: list[Frame] = []
-        for frame in iter_frames(resolve_source(source), on_skip=on_skip):
+        for frame in iter_frames(resolve_source(source), on_skip=on_skip, vid_stride=vid_stride):
             batch.append(frame)
             if len(batch) == self.config.batch:
-                yield from zip(batch, self.predict_images([f.image for f in batch]), strict=True)
+                yield from self._frames_results(batch)
                 batch = []
         if batch:
-            yield from zip(batch, self.predict_images([f.image for f in batch]), strict=True)
+            yield from self._frames_results(batch)
 
-    def predict_images(self, images: Sequence[np.ndarray]) -> list[Detections]:
-        """Detections of uint8 BGR (H, W, 3) images, in original pixels."""
+    def _frames_results(self, frames: list[Frame]) -> Iterator[tuple[Frame, Results]]:
+        results = self.predict_images([f.image for f in frames])
+        for frame, result in zip(frames, results, strict=True):
+            yield frame, replace(result, path=frame.path, frame=frame.index)
+
+    def predict_images(self, images: Sequence[np.ndarray]) -> list[Results]:
+        """Results of uint8 BGR (H, W, 3) images, in original pixels, each with its image."""
         views = []  # (image index, window)
         for i, image in enumerate(images):
             if image.ndim != 3 or image.shape[2] != 3 or image.dtype != np.uint8:
@@ -125,7 +145,11 @@ class Predictor:
             mine = [v for v, (j, _) in enumerate(views) if j == i]
             h, w = image.shape[:2]
             merged.append(self.detector.combine([[run[v] for v in mine] for run in runs], width=w, height=h))
-        return [Detections.from_rows(rows) for rows in self.detector.reclassify(merged, images)]
+        names = tuple(self.names)
+        return [
+            _with_source(Detections.from_rows(rows), names=names, image=image)
+            for rows, image in zip(self.detector.reclassify(merged, images), images, strict=True)
+        ]
 
     def _run_views(self, images: Sequence[np.ndarray], views: list) -> list[list[torch.Tensor]]:
         """Every run on every view, in batches of views of one shape; [run][view] rows in original pixels."""
@@ -146,3 +170,8 @@ class Predictor:
                     for v, rows in zip(chunk, per_view, strict=True):
                         runs[r][v] = boxed[v][1].rows_to_original(rows)
         return runs
+
+
+def _with_source(detections: Detections, *, names: tuple[str, ...], image: np.ndarray) -> Results:
+    h, w = image.shape[:2]
+    return Results(detections.boxes, detections.scores, detections.labels, names=names, shape=(h, w), image=image)

@@ -1,6 +1,7 @@
-"""Inference sources: an image file, a folder, a glob pattern, a .txt list of files, or a video file.
+"""Inference sources: an image file, a folder, a glob pattern, a .txt list of files, a video file, or a live
+stream (a webcam index such as `0`, or an rtsp/rtmp/http(s) video URL, opened by OpenCV).
 
-`resolve_source(source)` lists the files a source names (images and videos, in a stable order);
+`resolve_source(source)` lists the files (and streams) a source names (images and videos, in a stable order);
 `iter_frames(files)` decodes them one frame at a time as uint8 BGR (H, W, 3) arrays, each with an output name
 unique among the files (`source_names`), and can skip the files that do not decode instead of stopping.
 """
@@ -9,6 +10,7 @@ from __future__ import annotations
 
 import glob
 import os
+import re
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -19,16 +21,48 @@ import numpy as np
 from tphyolo.data.image_io import ImageError, is_image_name, read_image
 
 VIDEO_SUFFIXES = frozenset({".mp4", ".avi", ".mov", ".mkv", ".m4v", ".mpeg", ".mpg", ".wmv", ".webm", ".asf"})
+STREAM_SCHEMES = ("rtsp://", "rtmp://", "http://", "https://")
+
+
+@dataclass(frozen=True)
+class Stream:
+    """A live or network video opened by OpenCV: `source` is a webcam index (`"0"`) or an rtsp/rtmp/http(s)
+    URL. Its frames are numbered from 0 as they arrive; its length is unknown."""
+
+    source: str
+
+    @property
+    def target(self) -> int | str:
+        """What `cv2.VideoCapture` opens: the webcam index as an int, or the URL."""
+        return int(self.source) if self.source.isdigit() else self.source
+
+    @property
+    def name(self) -> str:
+        """Output name: `webcam0`, or the URL's host and path with every run of other characters than letters,
+        digits, `-` and `.` made one `_` (`rtsp://cam:554/live` -> `cam_554_live`)."""
+        if self.source.isdigit():
+            return f"webcam{self.source}"
+        rest = self.source.split("://", 1)[1]
+        return re.sub(r"[^A-Za-z0-9.-]+", "_", rest).strip("_") or "stream"
+
+
+def is_stream(source: str | Path) -> bool:
+    """Whether `source` names a stream: a URL of STREAM_SCHEMES, or digits that name no file or folder here."""
+    text = str(source)
+    if text.lower().startswith(STREAM_SCHEMES):
+        return True
+    return text.isdigit() and not Path(text).exists()
 
 
 @dataclass(frozen=True)
 class Frame:
-    """One decoded image: `image` uint8 BGR (H, W, 3); `path` the file it came from; `index` the frame number
-    in a video (0 for an image); `fps` the video's frame rate (None for an image); `name` the file's output
+    """One decoded image: `image` uint8 BGR (H, W, 3); `path` the file it came from (a stream's source text
+    for a stream); `index` the frame number in a video or stream (0 for an image); `fps` the rate of the frames
+    yielded (the video's frame rate divided by the frame stride; None for an image); `name` the file's output
     name (see `source_names`; the file's stem when the frame was made without one)."""
 
     image: np.ndarray
-    path: Path
+    path: Path | str
     index: int = 0
     fps: float | None = None
     name: str | None = None
@@ -73,17 +107,21 @@ def _from_list(path: Path) -> list[Path]:
     return files
 
 
-def resolve_source(source: str | Path | Sequence[str | Path]) -> list[Path]:
+def resolve_source(source: str | Path | Stream | Sequence[str | Path | Stream]) -> list[Path | Stream]:
     """The image and video files named by `source` (or by each entry of a sequence), in order.
 
     A folder gives its images and videos (not recursive, sorted by name); a pattern with `*`, `?` or `[`
     is a glob (recursive with `**`); a `.txt` file lists one path per line (relative to the list's folder,
-    `#` comments allowed). Raises FileNotFoundError or ValueError naming the source when it yields nothing
-    usable.
+    `#` comments allowed); a webcam index or a video URL gives a Stream (`is_stream`). Raises
+    FileNotFoundError or ValueError naming the source when it yields nothing usable.
     """
     if isinstance(source, (list, tuple)):
         return [f for s in source for f in resolve_source(s)]
+    if isinstance(source, Stream):
+        return [source]
     text = str(source)
+    if is_stream(text):
+        return [Stream(text)]
     if any(ch in text for ch in "*?["):
         files = _media_in(_once_each([Path(p) for p in glob.glob(text, recursive=True)]))
         if not files:
@@ -107,10 +145,17 @@ def resolve_source(source: str | Path | Sequence[str | Path]) -> list[Path]:
     raise ValueError(f"source {path}: not an image, a video, a folder, a glob or a .txt list")
 
 
-def source_names(files: Sequence[Path]) -> list[str]:
+def source_names(files: Sequence[Path | Stream]) -> list[str]:
     """An output name per file, unique among `files` (a file listed twice keeps one name): its path relative to
     the files' common folder, without the suffix (`a/x`, `b/x`), posix-style; files that would share a name
-    differ by their suffix only and get it appended (`x_jpg`, `x_png`). Files of one folder get their stems."""
+    differ by their suffix only and get it appended (`x_jpg`, `x_png`). Files of one folder get their stems.
+    A stream is named by `Stream.name`."""
+    paths = [f for f in files if not isinstance(f, Stream)]
+    by_path = dict(zip(paths, _file_names(paths), strict=True))
+    return [f.name if isinstance(f, Stream) else by_path[f] for f in files]
+
+
+def _file_names(files: Sequence[Path]) -> list[str]:
     absolute = [Path(os.path.abspath(f)) for f in files]
     root = Path(os.path.commonpath([f.parent for f in absolute])) if absolute else Path()
     relative = [f.relative_to(root) for f in absolute]
@@ -124,70 +169,100 @@ def source_names(files: Sequence[Path]) -> list[str]:
     return names
 
 
-def _video_capture(path: Path) -> cv2.VideoCapture:
-    """An opened capture of `path`. Raises ImageError when it does not open; OpenCV opens videos by name, so
-    a name that is not valid UTF-8 is refused before it reaches OpenCV."""
-    name = str(path)
-    try:
-        name.encode("utf-8")
-    except UnicodeEncodeError:
-        raise ImageError(f"{path}: cannot open a video whose file name is not valid UTF-8") from None
-    capture = cv2.VideoCapture(name)
+def video_capture(video: Path | Stream) -> cv2.VideoCapture:
+    """An opened capture of a video file or a stream. Raises ImageError when it does not open; OpenCV opens
+    videos by name, so a name that is not valid UTF-8 is refused before it reaches OpenCV."""
+    if isinstance(video, Stream):
+        label, target = video.source, video.target
+    else:
+        label = target = str(video)
+        try:
+            target.encode("utf-8")
+        except UnicodeEncodeError:
+            raise ImageError(f"{video}: cannot open a video whose file name is not valid UTF-8") from None
+    capture = cv2.VideoCapture(target)
     if not capture.isOpened():
         capture.release()
-        raise ImageError(f"{path}: cannot open video")
+        raise ImageError(f"{label}: cannot open {'stream' if isinstance(video, Stream) else 'video'}")
     return capture
 
 
-def count_frames(files: Sequence[Path]) -> int:
-    """Frames `iter_frames(files)` will yield (a video's count as its container reports it; 0 for a video
-    that does not open)."""
+def _is_video(source: Path | Stream) -> bool:
+    return isinstance(source, Stream) or is_video_name(source)
+
+
+def count_frames(files: Sequence[Path | Stream], *, vid_stride: int = 1) -> int | None:
+    """Frames `iter_frames(files, vid_stride=...)` will yield (a video's count as its container reports it;
+    0 for a video that does not open), or None when a stream's length is unknown."""
     total = 0
     for f in files:
+        if isinstance(f, Stream):
+            return None
         if is_video_name(f):
             try:
-                capture = _video_capture(f)
+                capture = video_capture(f)
             except ImageError:
                 continue
-            total += max(int(capture.get(cv2.CAP_PROP_FRAME_COUNT)), 0)
+            total += -(-max(int(capture.get(cv2.CAP_PROP_FRAME_COUNT)), 0) // vid_stride)
             capture.release()
         else:
             total += 1
     return total
 
 
-def iter_frames(files: Sequence[Path], *, on_skip: Callable[[Path, Exception], None] | None = None) -> Iterator[Frame]:
-    """Decode `files` in order: an image gives one Frame, a video one Frame per decoded frame.
+def _video_frames(capture: cv2.VideoCapture, source: Path | Stream, name: str, vid_stride: int) -> Iterator[Frame]:
+    """Frames 0, vid_stride, 2 * vid_stride, ... of an opened capture (released at the end); the frames in
+    between are grabbed without decoding."""
+    fps = (capture.get(cv2.CAP_PROP_FPS) or 30.0) / vid_stride
+    path = source.source if isinstance(source, Stream) else source
+    try:
+        index = 0
+        while True:
+            ok, image = capture.read()
+            if not ok:
+                break
+            yield Frame(image, path, index, fps, name)
+            if not all(capture.grab() for _ in range(vid_stride - 1)):
+                break
+            index += vid_stride
+    finally:
+        capture.release()
+
+
+def iter_frames(
+    files: Sequence[Path | Stream],
+    *,
+    on_skip: Callable[[Path | Stream, Exception], None] | None = None,
+    vid_stride: int = 1,
+) -> Iterator[Frame]:
+    """Decode `files` in order: an image gives one Frame, a video or stream one Frame per `vid_stride` frames
+    (the first, then every `vid_stride`-th).
 
     A file that cannot be read or decoded (OSError, ImageError) stops the iteration, unless `on_skip` is
     given: then it is called with the file and the error, and the next file follows."""
+    if vid_stride < 1:
+        raise ValueError(f"vid_stride must be at least 1, got {vid_stride}")
     for f, name in zip(files, source_names(files), strict=True):
         try:
-            if not is_video_name(f):
+            if not _is_video(f):
                 image = read_image(f)
             else:
-                capture = _video_capture(f)
+                capture = video_capture(f)
         except (OSError, ImageError) as error:
             if on_skip is None:
                 raise
             on_skip(f, error)
             continue
-        if not is_video_name(f):
+        if not _is_video(f):
             yield Frame(image, f, name=name)
             continue
-        fps = capture.get(cv2.CAP_PROP_FPS) or 30.0
-        try:
-            index = 0
-            while True:
-                ok, image = capture.read()
-                if not ok:
-                    break
-                yield Frame(image, f, index, fps, name)
-                index += 1
-        finally:
-            capture.release()
-        if index == 0:
-            error = ImageError(f"{f}: the video has no decodable frame")
+        count = 0
+        for frame in _video_frames(capture, f, name, vid_stride):
+            count += 1
+            yield frame
+        if count == 0:
+            label = f.source if isinstance(f, Stream) else f
+            error = ImageError(f"{label}: the {'stream' if isinstance(f, Stream) else 'video'} has no decodable frame")
             if on_skip is None:
                 raise error
             on_skip(f, error)

@@ -8,21 +8,29 @@ number, 6 digits) for a video frame. Annotated images keep the source's suffix (
 - VisDrone (`visdrone/NAME.txt`): `x,y,w,h,score,category,-1,-1` per line, left/top/width/height in pixels,
   category = class id + 1, lines by descending score (the VisDrone2019-DET submission format).
 - YOLO (`labels/NAME.txt`): `class cx cy w h [score]`, normalised to [0, 1].
-- COCO (`predictions.json`): a list of `{"image_id": NAME, "category_id": class id, "bbox": [x, y, w, h],
-  "score": s}`; `image_id` is an int when NAME is all digits.
+- COCO (`predictions.json`): a list of `{"image_id": id, "category_id": class id, "bbox": [x, y, w, h],
+  "score": s}`; integer image ids by `tphyolo.metrics.coco.coco_image_ids` over the output names in the order
+  written (the names' numbers when all are distinct numbers, else 1, 2, ...), the rule by which `tphyolo eval
+  --save-gt` numbers the ground truth of a VisDrone folder: predictions of an image folder sorted by name
+  score against it directly. With `image_ids` (`--coco-gt`: a COCO dataset's ids by file name), those ids.
+- Crops (`crops/CLASS/NAME_K.jpg`): each detection's box cut from the image, K its rank in the image.
 """
 
 from __future__ import annotations
 
 import json
-from pathlib import Path
+from collections.abc import Mapping
+from pathlib import Path, PurePosixPath
 
 import cv2
 import numpy as np
 
 from tphyolo.data.image_io import write_image
 from tphyolo.engine.draw import draw_detections
+from tphyolo.engine.draw_style import DEFAULT_STYLE, DrawStyle
+from tphyolo.engine.results import save_crops
 from tphyolo.engine.sources import Frame
+from tphyolo.metrics.coco import coco_image_ids
 from tphyolo.ops.detections import Detections
 
 
@@ -63,13 +71,33 @@ def coco_records(detections: Detections, image_id: int | str) -> list[dict]:
     return records
 
 
-def coco_image_id(name: str) -> int | str:
-    return int(name) if name.isdigit() else name
+def coco_gt_image_ids(path: Path) -> dict[str, int]:
+    """The image ids of the COCO dataset json `path` by file name without its suffix, posix-style (`x`,
+    `sub/x`): the output names of the images they match. Raises ValueError naming the file when it is not a
+    COCO dataset with integer image ids, or when two of its images share a name."""
+    try:
+        data = json.loads(Path(path).read_text(encoding="utf-8"))
+    except (json.JSONDecodeError, UnicodeDecodeError) as error:
+        raise ValueError(f"{path}: not valid JSON (COCO dataset): {error}") from None
+    images = data.get("images") if isinstance(data, dict) else None
+    if not isinstance(images, list):
+        raise ValueError(f"{path}: a COCO dataset needs an 'images' list")
+    ids: dict[str, int] = {}
+    for i, image in enumerate(images):
+        named = isinstance(image, dict) and isinstance(image.get("file_name"), str)
+        if not named or type(image.get("id")) is not int:
+            raise ValueError(f"{path}: image {i} needs an integer 'id' and a 'file_name'")
+        name = PurePosixPath(image["file_name"].replace("\\", "/")).with_suffix("").as_posix()
+        if name in ids:
+            raise ValueError(f"{path}: images {ids[name]} and {image['id']} are both named {name!r}")
+        ids[name] = image["id"]
+    return ids
 
 
 class PredictionWriter:
     """Writes the outputs chosen by the flags into `save_dir`; call `close()` at the end (writes the json,
-    finishes videos). Returns nothing; `saved` lists the files and folders written."""
+    finishes videos). Returns nothing; `saved` lists the files and folders written. `image_ids`: the COCO image
+    id of each output name (`coco_gt_image_ids`); `write` raises ValueError for an image it does not name."""
 
     def __init__(
         self,
@@ -81,21 +109,27 @@ class PredictionWriter:
         save_conf: bool = False,
         save_visdrone: bool = False,
         save_json: bool = False,
+        save_crop: bool = False,
+        style: DrawStyle = DEFAULT_STYLE,
+        image_ids: Mapping[str, int] | None = None,
     ) -> None:
         self.save_dir = Path(save_dir)
         self.names = names
         self.save_img, self.save_txt, self.save_conf = save_img, save_txt, save_conf
-        self.save_visdrone, self.save_json = save_visdrone, save_json
-        self.records: list[dict] = []
+        self.save_visdrone, self.save_json, self.save_crop = save_visdrone, save_json, save_crop
+        self.style, self.image_ids = style, image_ids
+        self.json_images: list[tuple[str, Detections]] = []
         self.videos: dict[Path, cv2.VideoWriter] = {}
         self.saved: list[Path] = []
         self.save_dir.mkdir(parents=True, exist_ok=True)
 
     def write(self, frame: Frame, detections: Detections) -> None:
         name = output_name(frame)
+        if self.save_json and self.image_ids is not None and name not in self.image_ids:
+            raise ValueError(f"{frame.path}: the COCO ground truth has no image named {name!r}")
         height, width = frame.image.shape[:2]
         if self.save_img:
-            canvas = draw_detections(frame.image, detections, self.names)
+            canvas = draw_detections(frame.image, detections, self.names, style=self.style)
             if frame.is_video:
                 self._video_frame(frame, canvas)
             else:
@@ -108,7 +142,9 @@ class PredictionWriter:
             lines = yolo_lines(detections, width=width, height=height, with_score=self.save_conf)
             self._text(self.save_dir / "labels" / f"{name}.txt", lines)
         if self.save_json:
-            self.records += coco_records(detections, coco_image_id(name))
+            self.json_images.append((name, detections))
+        if self.save_crop:
+            self.saved += save_crops(frame.image, detections, self.names, self.save_dir / "crops", name)
 
     def _text(self, path: Path, lines: list[str]) -> None:
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -133,6 +169,11 @@ class PredictionWriter:
             writer.release()
         self.videos.clear()
         if self.save_json:
+            names = [name for name, _ in self.json_images]
+            image_ids = [self.image_ids[n] for n in names] if self.image_ids is not None else coco_image_ids(names)
+            records = []
+            for image_id, (_, detections) in zip(image_ids, self.json_images, strict=True):
+                records += coco_records(detections, image_id)
             path = self.save_dir / "predictions.json"
-            path.write_text(json.dumps(self.records), encoding="utf-8")
+            path.write_text(json.dumps(records), encoding="utf-8")
             self.saved.append(path)

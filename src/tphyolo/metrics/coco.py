@@ -15,6 +15,7 @@ import io
 from collections.abc import Sequence
 from contextlib import redirect_stdout
 from dataclasses import dataclass
+from pathlib import PurePath
 
 import numpy as np
 import torch
@@ -151,8 +152,24 @@ def _xywh(image: ImageResult, which: str) -> list[list[float]]:
     return image.boxes_as("xywh", which, torch.float64).tolist()
 
 
+def coco_image_ids(names: Sequence[str]) -> list[int]:
+    """The COCO image ids of images named `names` (file stems), in order: the names' numbers when every name is
+    all digits and no two numbers are equal (COCO's own naming: 000000000139 -> 139), otherwise 1, 2, ... in
+    order. Ground truth (`coco_dataset`, `tphyolo eval --save-gt`) and predictions (`predictions.json` of
+    `tphyolo predict` and `tphyolo val`) are numbered by this one rule, so images listed in the same order
+    (a folder's files sorted by name) get the same ids."""
+    if names and all(n.isascii() and n.isdigit() for n in names) and len({int(n) for n in names}) == len(names):
+        return [int(n) for n in names]
+    return list(range(1, len(names) + 1))
+
+
+def _image_ids(images: Sequence[ImageResult]) -> list[int]:
+    return coco_image_ids([PurePath(image.path).stem for image in images])
+
+
 def coco_dataset(images: Sequence[ImageResult], names: Sequence[str]) -> dict:
-    """The COCO dataset of `images`' ground truth: image ids 1, 2, ... in order, category ids the class ids.
+    """The COCO dataset of `images`' ground truth: image ids by `coco_image_ids` of the images' stems (1, 2,
+    ... in order unless every stem is a distinct number), category ids the class ids.
 
     Objects become annotations (`iscrowd` 1 for crowd objects, of their own class); each ignore region
     becomes one crowd annotation per class (it ignores every class). Objects of classes outside `names` are
@@ -166,7 +183,7 @@ def coco_dataset(images: Sequence[ImageResult], names: Sequence[str]) -> dict:
         )  # fmt: skip
 
     nc = len(names)
-    for image_id, image in enumerate(images, start=1):
+    for image_id, image in zip(_image_ids(images), images, strict=True):
         entry = {"id": image_id, "file_name": image.path}
         if image.shape is not None:
             entry |= {"height": image.shape[0], "width": image.shape[1]}
@@ -186,7 +203,7 @@ def coco_detections(images: Sequence[ImageResult], names: Sequence[str]) -> list
     """COCO result records of `images`' detections (ids as in `coco_dataset`), unrounded; detections of
     classes outside `names` are left out."""
     records = []
-    for image_id, image in enumerate(images, start=1):
+    for image_id, image in zip(_image_ids(images), images, strict=True):
         scores, classes = image.detections[:, 4].double().tolist(), image.detections[:, 5].tolist()
         for bbox, score, category in zip(_xywh(image, "detections"), scores, classes, strict=True):
             if 0 <= category < len(names):

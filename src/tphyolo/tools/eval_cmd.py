@@ -5,6 +5,12 @@ truncation,occlusion` (pixels); a prediction file has the stem of its annotation
 per-image results (`tphyolo.metrics.visdrone.image_result`) and scored by any protocol of
 `tphyolo.metrics.registry.PROTOCOLS`, as `tphyolo val` scores its detections. COCO inputs (a dataset json and a
 results json) are scored as they are by the COCO protocol.
+
+`--save-gt PATH` writes the COCO dataset json the COCO protocol builds from a VisDrone annotation folder
+(`tphyolo.metrics.coco.coco_dataset`: image ids by `coco_image_ids` of the sorted annotation stems, category
+id = VisDrone category - 1, ignored regions as crowd boxes of every class), so that the `predictions.json` of
+`tphyolo predict --save-json` on the matching image folder can be scored by any COCO tool; without `--pred`
+it only writes the file.
 """
 
 from __future__ import annotations
@@ -20,7 +26,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     from tphyolo.metrics.registry import PROTOCOLS
 
     parser.add_argument("--gt", type=Path, required=True, help="folder of VisDrone annotation txt, or COCO json")
-    parser.add_argument("--pred", type=Path, required=True, help="folder of VisDrone result txt, or COCO results json")
+    parser.add_argument(
+        "--pred", type=Path, help="folder of VisDrone result txt, or COCO results json (optional with --save-gt)"
+    )
     parser.add_argument("--protocol", choices=list(PROTOCOLS), default="visdrone", help="scoring rules")
     parser.add_argument("--images", type=Path, help="image folder for sizes (default: images/ beside --gt)")
     parser.add_argument("--json", type=Path, help="write the numbers (percent) to this json file")
@@ -30,6 +38,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         metavar="DIR",
         help="write evaluation.json and the html report (report.html) into DIR (VisDrone txt inputs); "
         "'tphyolo report DIR' rebuilds it",
+    )
+    parser.add_argument(
+        "--save-gt", type=Path, metavar="PATH", help="write the COCO dataset json of a VisDrone --gt folder to PATH"
     )
 
 
@@ -48,10 +59,10 @@ def read_visdrone_rows(path: Path) -> np.ndarray:
 
 
 def image_file(images_dir: Path, stem: str) -> Path | None:
-    """`images_dir/stem.*` with an image suffix, or None."""
+    """The image `images_dir/stem.*` of a known image suffix, or None."""
     from tphyolo.data.image_io import IMAGE_SUFFIXES
 
-    return next((p for s in IMAGE_SUFFIXES if (p := images_dir / f"{stem}{s}").exists()), None)
+    return next((p for suffix in IMAGE_SUFFIXES if (p := images_dir / f"{stem}{suffix}").exists()), None)
 
 
 def image_size(images_dir: Path, stem: str) -> tuple[int, int]:
@@ -66,15 +77,22 @@ def image_size(images_dir: Path, stem: str) -> tuple[int, int]:
     return height, width
 
 
-def load_visdrone_pairs(gt_dir: Path, pred_dir: Path) -> list[tuple[str, np.ndarray, np.ndarray]]:
-    """(stem, gt rows, prediction rows) for every annotation file, sorted by name."""
+def annotation_files(gt_dir: Path) -> list[Path]:
+    """The VisDrone annotation txt files of `gt_dir`, sorted by name; raises naming the folder when it is not
+    one or holds none."""
     if not gt_dir.is_dir():
         raise NotADirectoryError(f"--gt {gt_dir} is not a folder of VisDrone annotation txt files")
-    if not pred_dir.is_dir():
-        raise NotADirectoryError(f"--pred {pred_dir} is not a folder of VisDrone result txt files")
     gt_files = sorted(gt_dir.glob("*.txt"))
     if not gt_files:
         raise FileNotFoundError(f"no annotation txt files in {gt_dir}")
+    return gt_files
+
+
+def load_visdrone_pairs(gt_dir: Path, pred_dir: Path) -> list[tuple[str, np.ndarray, np.ndarray]]:
+    """(stem, gt rows, prediction rows) for every annotation file, sorted by name."""
+    gt_files = annotation_files(gt_dir)
+    if not pred_dir.is_dir():
+        raise NotADirectoryError(f"--pred {pred_dir} is not a folder of VisDrone result txt files")
     pairs = []
     for gt_path in gt_files:
         pred_path = pred_dir / gt_path.name
@@ -149,7 +167,37 @@ def _score_coco_files(args: argparse.Namespace):
     return result.overall, result.per_class, result.table()
 
 
+def save_coco_gt(gt_dir: Path, images_dir: Path, out: Path) -> dict:
+    """Write the COCO dataset of the VisDrone annotation folder `gt_dir` (see the module docstring) to `out`
+    and return it; images found in `images_dir` give their file names and sizes, others are named by their
+    annotation stem."""
+    from tphyolo.metrics.coco import coco_dataset
+    from tphyolo.metrics.visdrone import NAMES, image_result
+
+    images = []
+    for gt_path in annotation_files(gt_dir):
+        image = image_file(images_dir, gt_path.stem)
+        shape = None if image is None else image_size(images_dir, gt_path.stem)
+        name = gt_path.stem if image is None else image.name
+        images.append(image_result(name, read_visdrone_rows(gt_path), np.zeros((0, 8)), shape=shape))
+    dataset = coco_dataset(images, NAMES)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(dataset), encoding="utf-8")
+    return dataset
+
+
 def run(args: argparse.Namespace) -> int:
+    from tphyolo.tools.errors import UsageError
+
+    if args.save_gt is not None:
+        if args.gt.suffix == ".json":
+            raise UsageError(f"--save-gt writes the COCO json of a VisDrone annotation folder; --gt {args.gt} is one")
+        dataset = save_coco_gt(args.gt, args.images or args.gt.parent / "images", args.save_gt)
+        print(f"COCO ground truth of {len(dataset['images'])} image(s) in {args.save_gt}")
+        if args.pred is None:
+            return 0
+    if args.pred is None:
+        raise UsageError("--pred is required (unless --save-gt only writes the ground truth)")
     if args.gt.suffix == ".json":
         overall, per_class, table = _score_coco_files(args)
     else:

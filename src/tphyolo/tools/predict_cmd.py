@@ -1,4 +1,5 @@
-"""`tphyolo predict`: detect objects in images, folders, globs, .txt lists and videos; write the results."""
+"""`tphyolo predict`: detect objects in images, folders, globs, .txt lists, videos and streams (a webcam index,
+an rtsp/rtmp/http(s) video URL); write the results."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ import sys
 from pathlib import Path
 
 from tphyolo.errors import describe_error
+from tphyolo.flags import add_flags
 from tphyolo.tools.inference_args import (
     add_classifier_flags,
     add_inference_flags,
@@ -19,9 +21,14 @@ RUNTIME_INFERENCE = True
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
+    from tphyolo.engine.draw_style import DrawStyle
     from tphyolo.engine.slicing import DEFAULT_OVERLAP
 
-    parser.add_argument("--source", required=True, help="image, folder, glob, .txt list of files, or video")
+    parser.add_argument(
+        "--source",
+        required=True,
+        help="image, folder, glob, .txt list of files, video, webcam index (0) or rtsp/rtmp/http(s) video URL",
+    )
     parser.add_argument(
         "--weights",
         nargs="+",
@@ -41,6 +48,21 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--save-conf", action="store_true", help="scores in --save-txt files")
     parser.add_argument("--save-visdrone", action="store_true", help="VisDrone submission txt per image (visdrone/)")
     parser.add_argument("--save-json", action="store_true", help="COCO results json (predictions.json)")
+    parser.add_argument(
+        "--coco-gt",
+        type=Path,
+        metavar="PATH",
+        help="COCO dataset json whose image ids --save-json uses (matched by file name without suffix)",
+    )
+    parser.add_argument("--save-crop", action="store_true", help="each detection's image region (crops/CLASS/)")
+    add_flags(parser, DrawStyle)
+    parser.add_argument(
+        "--vid-stride",
+        type=int,
+        default=1,
+        metavar="N",
+        help="read every N-th frame of videos and streams (default: 1)",
+    )
 
 
 def slice_config(args: argparse.Namespace):
@@ -51,6 +73,12 @@ def slice_config(args: argparse.Namespace):
 
     if args.save_conf and not args.save_txt:
         raise UsageError("--save-conf adds scores to the --save-txt files; add --save-txt or drop it")
+    if args.coco_gt is not None and not args.save_json:
+        raise UsageError("--coco-gt numbers the images of --save-json; add --save-json or drop it")
+    if args.vid_stride < 1:
+        raise UsageError(f"--vid-stride must be at least 1, got {args.vid_stride}")
+    if args.no_save_img and (args.hide_labels or args.hide_conf or args.line_width is not None):
+        raise UsageError("--hide-labels, --hide-conf and --line-width style the annotated images; drop --no-save-img")
     if args.slice is None:
         given = [
             name
@@ -69,21 +97,30 @@ def slice_config(args: argparse.Namespace):
 def run(args: argparse.Namespace) -> int:
     from tqdm import tqdm
 
+    from tphyolo.engine.draw_style import DrawStyle
     from tphyolo.engine.inference_config import InferenceConfig
     from tphyolo.engine.predict import Predictor
     from tphyolo.engine.run_dir import OutputDir
-    from tphyolo.engine.sources import count_frames, resolve_source
-    from tphyolo.engine.writers import PredictionWriter
+    from tphyolo.engine.sources import count_frames, resolve_source, source_names
+    from tphyolo.engine.writers import PredictionWriter, coco_gt_image_ids
     from tphyolo.flags import from_flags
 
     device = inference_device(args.runtime)
+    slicing = slice_config(args)
+    style = from_flags(DrawStyle, args)
     files = resolve_source(args.source)
+    image_ids = None
+    if args.coco_gt is not None:
+        image_ids = coco_gt_image_ids(args.coco_gt)
+        missing = [name for name in source_names(files) if name not in image_ids]
+        if missing:
+            raise ValueError(f"{args.coco_gt}: no image named {missing[0]!r} ({len(missing)} source file(s) missing)")
     predictor = Predictor(
         args.weights,
         from_flags(InferenceConfig, args),
         runtime=args.runtime,
         device=device,
-        slice=slice_config(args),
+        slice=slicing,
         model_weights=args.model_weights,
         **classifier_settings(args),
     )
@@ -96,17 +133,21 @@ def run(args: argparse.Namespace) -> int:
         save_conf=args.save_conf,
         save_visdrone=args.save_visdrone,
         save_json=args.save_json,
+        save_crop=args.save_crop,
+        style=style,
+        image_ids=image_ids,
     )
     count = 0
-    skipped: list[Path] = []
+    skipped: list = []
 
-    def skip(path: Path, error: Exception) -> None:
+    def skip(path, error: Exception) -> None:
         skipped.append(path)
         tqdm.write(f"tphyolo predict: skipped {describe_error(error)}", file=sys.stderr)
 
     try:  # the outputs of the images done are written whatever stops the loop
-        stream = predictor.stream(files, on_skip=skip)
-        for frame, detections in tqdm(stream, total=count_frames(files), unit="img", desc="predict"):
+        stream = predictor.stream(files, on_skip=skip, vid_stride=args.vid_stride)
+        total = count_frames(files, vid_stride=args.vid_stride)
+        for frame, detections in tqdm(stream, total=total, unit="img", desc="predict"):
             writer.write(frame, detections)
             count += len(detections)
     finally:

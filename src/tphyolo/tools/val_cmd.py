@@ -54,65 +54,47 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from tphyolo.data.dataset_config import load_data_config
-    from tphyolo.data.letterbox import check_imgsz
-    from tphyolo.data.loader import build_dataloader, build_dataset
-    from tphyolo.data.report import format_problems
-    from tphyolo.engine.backends import load_backends
-    from tphyolo.engine.evaluate import evaluate, format_results, results_json
+    from tphyolo.engine.evaluate import format_results, results_json
     from tphyolo.engine.inference_config import InferenceConfig
     from tphyolo.engine.run_dir import OutputDir
+    from tphyolo.engine.validate import val
 
     config = from_flags(InferenceConfig, args)
     settings = classifier_settings(args)
     device = inference_device(args.runtime)
-    (backend,) = load_backends(args.weights, runtime=args.runtime, device=device)
-    data = load_data_config(args.data)
-    names = list(data.names) or backend.names
-    if data.names and len(data.names) != len(backend.names):
-        raise ValueError(f"{args.weights}: {len(backend.names)} classes, but {args.data} has {len(data.names)}")
-    classifier = None
-    if settings["classifier"] is not None:  # checked against the detector before any data is read
-        from tphyolo.classify.classifier import as_classifier
-
-        classifier = as_classifier(settings["classifier"], detector_names=backend.names, device=device,
-                                   runtime=args.runtime, weight=settings["classifier_weight"])  # fmt: skip
-    imgsz = check_imgsz(config.imgsz, backend.stride)
-    dataset, scan = build_dataset(
-        data, args.task, imgsz=imgsz, rect=True, batch_size=config.batch, stride=backend.stride,
-        scan_cache=from_flags(ScanOptions, args).scan_cache,
-    )  # fmt: skip
-    if scan.report.problems:
-        print(format_problems(args.task, scan), file=sys.stderr)
-    loader = build_dataloader(dataset, batch_size=config.batch, workers=args.workers, pin_memory=device.type == "cuda")
-    save_dir = from_flags(OutputDir, args).create("runs/val")
-    results = evaluate(
-        backend,
-        loader,
-        names=names,
+    output = from_flags(OutputDir, args)
+    results = val(
+        args.weights,
+        args.data,
         config=config,
+        task=args.task,
         protocol=args.protocol,
-        save_dir=save_dir,
+        runtime=args.runtime,
+        device=device,
+        workers=args.workers,
+        scan_cache=from_flags(ScanOptions, args).scan_cache,
+        save_dir=lambda: output.create("runs/val"),
         save_json=args.save_json,
         save_txt=args.save_txt,
         plots=args.plots,
         progress=True,
-        classifier=classifier,
+        on_problems=lambda report: print(report, file=sys.stderr),
         keep_images=args.report,
+        **settings,
     )
     print(format_results(results, verbose=True if args.verbose or args.task == "test" else None))
     numbers = results_json(results)
     if args.report:
-        numbers = _write_report(args, results, names=names, config=config, save_dir=save_dir)
+        numbers = _write_report(args, results, config=config)
     if args.json is not None:
         args.json.parent.mkdir(parents=True, exist_ok=True)
         args.json.write_text(json.dumps(numbers, indent=2))
-    print(f"results in {save_dir}")
+    print(f"results in {results.save_dir}")
     return 0
 
 
-def _write_report(args: argparse.Namespace, results, *, names, config, save_dir: Path) -> dict:
-    """Save the run's evaluation records and write its report into `save_dir`; returns the report's numbers
+def _write_report(args: argparse.Namespace, results, *, config) -> dict:
+    """Save the run's evaluation records and write its report into the run folder; returns the report's numbers
     (what `--json` writes with `--report`: the plain numbers plus sizes, images and dataset)."""
     from dataclasses import asdict, replace
 
@@ -122,9 +104,9 @@ def _write_report(args: argparse.Namespace, results, *, names, config, save_dir:
 
     settings = {"weights": args.weights, "data": args.data, "task": args.task} | asdict(config)
     images = tuple(replace(r, path=str(Path(r.path).resolve())) for r in results.image_results)  # from any folder
-    records = Records(protocol=args.protocol, max_det=config.max_det, names=tuple(map(str, names)),
+    records = Records(protocol=args.protocol, max_det=config.max_det, names=results.names,
                       settings=plain_settings(settings), images=images, speed=results.speed)  # fmt: skip
-    save_records(save_dir, records)
+    save_records(results.save_dir, records)
     data = build_report(records)
-    print(f"report in {write_report(data, save_dir)}")
+    print(f"report in {write_report(data, results.save_dir)}")
     return data.as_json()
