@@ -1,5 +1,7 @@
 """`bench model`: a whole model's train step and inference, ours against the same architecture with the
-original-computation attention blocks (`with_original_attention`), per runtime variant.
+original-computation attention blocks (`with_original_attention`) and, in the train step, the
+original-computation loss (`OriginalLoss`), per runtime variant. For a model without attention blocks (yolov5n)
+the train row measures the loss alone.
 
 A variant is a `RuntimeConfig`: the runtime flags as given, with what the variant's name adds
 (`variant_runtime`): "eager" (not compiled), "channels_last" (NHWC), "amp" (autocast), "compile"
@@ -8,8 +10,8 @@ A variant is a `RuntimeConfig`: the runtime flags as given, with what the varian
 the others run fp32; under `--amp off` an amp variant is refused. Both models of a variant are prepared by
 that RuntimeConfig (`prepare_model`, `prepare_images`, `autocast`, `sdpa_context`), as val and predict are.
 
-Train step: forward in train mode, `YoloLoss` on synthetic targets (20 boxes per image, hyp "scratch-low"
-scaled to the model), backward, SGD step (momentum 0.937, Nesterov), with a GradScaler under fp16.
+Train step: forward in train mode, the loss (`YoloLoss` for ours) on synthetic targets (20 boxes per image,
+hyp "scratch-low" scaled to the model), backward, SGD step (momentum 0.937, Nesterov), with a GradScaler under fp16.
 Inference: eval-mode forward under no_grad. Reported per call, plus images per second, with the autocast
 dtype, memory format and compile mode that ran.
 """
@@ -23,6 +25,7 @@ from dataclasses import dataclass, replace
 import torch
 from torch import nn
 
+from tphyolo.bench.baseline_loss import OriginalLoss
 from tphyolo.bench.baselines import strict_fp32, with_original_attention
 from tphyolo.bench.report import Row
 from tphyolo.bench.timing import paired_speedup, peak_memory_mb, time_calls
@@ -101,23 +104,27 @@ def synthetic_images(batch: int, image_size: int, *, seed: int = 0) -> torch.Ten
     return torch.randint(0, 256, (batch, 3, image_size, image_size), generator=generator, dtype=torch.uint8)
 
 
-def _loss_for(model: nn.Module, image_size: int):
+def _loss_for(model: nn.Module, image_size: int, *, original: bool = False) -> nn.Module:
+    """`YoloLoss` of `model`'s head with hyp "scratch-low"; `original`: its `OriginalLoss` twin."""
     from tphyolo.engine.hyp import load_hyp, scale_hyp
     from tphyolo.engine.loss import YoloLoss
 
     head = model.head
     hyp = scale_hyp(load_hyp("scratch-low"), num_levels=head.nl, num_classes=head.nc, imgsz=image_size)
-    return YoloLoss.from_model(model, hyp)
+    loss = YoloLoss.from_model(model, hyp)
+    return OriginalLoss(loss) if original else loss
 
 
 def train_step(model: nn.Module, module: nn.Module, images: torch.Tensor, targets: torch.Tensor,
-               runtime: RuntimeConfig, image_size: int) -> Callable[[], None]:  # fmt: skip
+               runtime: RuntimeConfig, image_size: int, *,
+               original_loss: bool = False) -> Callable[[], None]:  # fmt: skip
     """One optimiser step of `module` (`model` prepared by `runtime`; `model` supplies the head for the loss)
-    on prepared `images`, under the runtime's autocast, with a GradScaler when it needs one."""
+    on prepared `images`, under the runtime's autocast, with a GradScaler when it needs one; the loss is
+    `YoloLoss`, or its original-computation twin with `original_loss`."""
     if runtime.half:
         raise ValueError("a train step needs fp32 weights; half is for inference")
     device = images.device
-    loss_fn = _loss_for(model, image_size).to(device)
+    loss_fn = _loss_for(model, image_size, original=original_loss).to(device)
     optimizer = torch.optim.SGD(module.parameters(), lr=0.01, momentum=0.937, nesterov=True)
     scaler = torch.amp.GradScaler(device.type, enabled=runtime.needs_grad_scaler(device))
 
@@ -199,7 +206,7 @@ def _bench_variant(ours, baseline, mode, variant, run, settings, images, targets
     steps = []
     for model in (baseline, ours):
         module, x = run.prepare_model(copy.deepcopy(model), device), run.prepare_images(images, device)
-        steps.append(_step(model, module, x, mode, run, settings, targets))
+        steps.append(_step(model, module, x, mode, run, settings, targets, original=model is baseline))
     layout = memory_format(module, x)  # of ours, prepared last
     base_t, ours_t = time_calls(steps, device=device, warmup=settings.warmup, repeats=settings.repeats)
     base_mb, ours_mb = (peak_memory_mb(fn, device=device) for fn in steps)
@@ -221,10 +228,11 @@ def _bench_variant(ours, baseline, mode, variant, run, settings, images, targets
 
 
 def _step(model: nn.Module, module: nn.Module, x: torch.Tensor, mode: str, run: RuntimeConfig,
-          settings: ModelSettings, targets: torch.Tensor) -> Callable[[], None]:  # fmt: skip
-    """A train or inference step of `module`, `model` prepared by `run`, on prepared images `x`."""
+          settings: ModelSettings, targets: torch.Tensor, *, original: bool) -> Callable[[], None]:  # fmt: skip
+    """A train or inference step of `module`, `model` prepared by `run`, on prepared images `x`; `original`:
+    the train step uses the original-computation loss."""
     if mode == "train":
-        return train_step(model, module, x, targets, run, settings.image_size)
+        return train_step(model, module, x, targets, run, settings.image_size, original_loss=original)
     if mode == "infer":
         return infer_step(module, x, run)
     raise ValueError(f"mode must be one of {MODES}, got {mode!r}")

@@ -165,39 +165,42 @@ class YoloLoss(nn.Module):
             return self._loss([p.float() for p in preds], targets.float())
 
     def _loss(self, preds: list[Tensor], targets: Tensor) -> tuple[Tensor, Tensor]:
-        zero = torch.zeros(1, device=targets.device)
-        lbox, lobj, lcls = zero, zero, zero
-        new_balance = []
+        # All levels at once: one candidate set of (nl, m) fixed-size rows with a validity mask (no
+        # data-dependent shapes, no host sync), one box and one class computation over the rows of every level;
+        # only the gather of the predicted rows and the objectness terms run per level.
+        cand = self._candidates([p.shape for p in preds], targets)  # fields (nl, m, ...)
+        nl, m = cand.valid.shape
+        count = cand.valid.sum(1).clamp(min=1)  # (nl,)
+        picked = torch.cat(
+            [p[i, a, r, c] for p, i, a, r, c in zip(preds, cand.image, cand.anchor, cand.row, cand.col, strict=True)]
+        )  # (nl * m, 5 + nc)
+        valid, level_anchor = cand.valid.reshape(-1), self._level_anchor_index(cand.anchor)
+
+        xy = picked[:, :2].sigmoid() * 2 - 0.5
+        wh = (picked[:, 2:4].sigmoid() * 2) ** 2 * self.anchors.view(-1, 2)[level_anchor]
+        iou = complete_iou(torch.cat((xy, wh), 1), cand.box.reshape(-1, 4))  # (nl * m,)
+        lbox = (torch.where(valid, 1.0 - iou, 0.0).view(nl, m).sum(1) / count).sum().view(1)
+
+        # Objectness target: the IoU of the matched prediction; the best one wins where cells repeat.
+        score = (1.0 - OBJ_IOU_RATIO) + OBJ_IOU_RATIO * iou.detach().clamp(min=0)
+        score = torch.where(valid, score, 0.0).view(nl, m)
+
+        lcls = torch.zeros(1, device=targets.device)
+        if self.num_classes > 1:
+            classes = torch.arange(self.num_classes, device=targets.device)
+            one_hot = (cand.cls.reshape(-1, 1) == classes).float()  # (nl * m, nc); F.one_hot would sync to check
+            cls_target = self.cls_negative + (self.cls_positive - self.cls_negative) * one_hot
+            terms = bce_terms(picked[:, 5:], cls_target, pos_weight=self.cls_pos_weight, focal_gamma=self.focal_gamma)
+            per_level = torch.where(valid[:, None], terms, 0.0).view(nl, -1).sum(1)
+            lcls = (per_level / (count * self.num_classes)).sum().view(1)
+
+        lobj, new_balance = torch.zeros(1, device=targets.device), []
         for level, pred in enumerate(preds):
-            # Fixed-size candidate set with a validity mask: no data-dependent shapes, no host sync.
-            cand = self.candidates(level, pred.shape, targets)
-            count = cand.valid.sum().clamp(min=1)
-            picked = pred[cand.image, cand.anchor, cand.row, cand.col]  # (m, 5 + nc)
-
-            xy = picked[:, :2].sigmoid() * 2 - 0.5
-            wh = (picked[:, 2:4].sigmoid() * 2) ** 2 * self.anchors[level][cand.anchor]
-            iou = complete_iou(torch.cat((xy, wh), 1), cand.box)  # (m,)
-            lbox = lbox + torch.where(cand.valid, 1.0 - iou, 0.0).sum() / count
-
-            # Objectness target: the IoU of the matched prediction; the best one wins where cells repeat.
-            score = (1.0 - OBJ_IOU_RATIO) + OBJ_IOU_RATIO * iou.detach().clamp(min=0)
-            score = torch.where(cand.valid, score, 0.0)
             n, na, h, w = pred.shape[:4]
-            flat = ((cand.image * na + cand.anchor) * h + cand.row) * w + cand.col
-            obj_target = pred.new_zeros(n * na * h * w).scatter_reduce(0, flat, score, "amax")
-            obj_target = obj_target.view(n, na, h, w)
-
-            if self.num_classes > 1:
-                classes = torch.arange(self.num_classes, device=cand.cls.device)
-                one_hot = (cand.cls[:, None] == classes).float()  # (m, nc); F.one_hot would sync to check range
-                cls_target = self.cls_negative + (self.cls_positive - self.cls_negative) * one_hot
-                terms = bce_terms(
-                    picked[:, 5:], cls_target, pos_weight=self.cls_pos_weight, focal_gamma=self.focal_gamma
-                )
-                lcls = lcls + torch.where(cand.valid[:, None], terms, 0.0).sum() / (count * self.num_classes)
-
+            flat = ((cand.image[level] * na + cand.anchor[level]) * h + cand.row[level]) * w + cand.col[level]
+            obj_target = pred.new_zeros(n * na * h * w).scatter_reduce(0, flat, score[level], "amax")
             obj_terms = bce_terms(
-                pred[..., 4], obj_target, pos_weight=self.obj_pos_weight, focal_gamma=self.focal_gamma
+                pred[..., 4], obj_target.view(n, na, h, w), pos_weight=self.obj_pos_weight, focal_gamma=self.focal_gamma
             )
             level_obj = obj_terms.mean()
             lobj = lobj + level_obj * self.balance[level]
@@ -212,6 +215,11 @@ class YoloLoss(nn.Module):
         batch_size = preds[0].shape[0]
         return (lbox + lobj + lcls) * batch_size, torch.cat((lbox, lobj, lcls)).detach()
 
+    def _level_anchor_index(self, anchor: Tensor) -> Tensor:
+        """(nl * m,) row of `self.anchors.view(-1, 2)` for the anchor indices (nl, m) of each level."""
+        levels = torch.arange(anchor.shape[0], device=anchor.device)[:, None]
+        return (levels * self.num_anchors + anchor).reshape(-1)
+
     def assign(self, level: int, shape: torch.Size, targets: Tensor) -> Assignment:
         """Which predictions of `level` (output shape (B, na, H, W, 5 + nc)) learn which targets.
 
@@ -224,37 +232,42 @@ class YoloLoss(nn.Module):
     def candidates(self, level: int, shape: torch.Size, targets: Tensor) -> Assignment:
         """Every (cell offset, anchor, target) pair of `level`, 5 * na * n of them in that order; `valid` marks
         those `assign` keeps. Boxes of invalid pairs are replaced by a harmless unit box."""
-        grid_h, grid_w = shape[2], shape[3]
-        anchors = self.anchors[level]  # (na, 2)
-        na, nt = anchors.shape[0], targets.shape[0]
-        gxy = torch.stack((targets[:, 2] * grid_w, targets[:, 3] * grid_h), 1)  # (n, 2) grid units
-        gwh = torch.stack((targets[:, 4] * grid_w, targets[:, 5] * grid_h), 1)  # (n, 2)
+        shapes = [torch.Size((0, 0, 1, 1))] * self.num_levels
+        shapes[level] = shape
+        return Assignment(*(field[level] for field in self._candidates(shapes, targets)))
 
-        ratio = gwh[None] / anchors[:, None]  # (na, n, 2)
-        fits = torch.maximum(ratio, 1 / ratio).amax(2) < self.anchor_t  # (na, n)
-        near_low = ((gxy % 1) < NEIGHBOUR_BIAS) & (gxy > 1)  # (n, 2): left / upper neighbour is nearer
-        inverse = torch.stack((grid_w - gxy[:, 0], grid_h - gxy[:, 1]), 1)
+    def _candidates(self, shapes: Sequence[torch.Size], targets: Tensor) -> Assignment:
+        """`candidates` of every level at once, for prediction shapes (B, na, H, W, 5 + nc) per level: each
+        field gains a leading level axis (nl, 5 * na * n, ...)."""
+        nl, na, nt = self.num_levels, self.num_anchors, targets.shape[0]
+        grid = torch.tensor([[s[3], s[2]] for s in shapes], dtype=targets.dtype, device=targets.device)  # (nl, 2)
+        gxy = targets[None, :, 2:4] * grid[:, None]  # (nl, n, 2) grid units, (x, y)
+        gwh = targets[None, :, 4:6] * grid[:, None]  # (nl, n, 2)
+
+        ratio = gwh[:, None] / self.anchors[:, :, None]  # (nl, na, n, 2)
+        fits = torch.maximum(ratio, 1 / ratio).amax(3) < self.anchor_t  # (nl, na, n)
+        near_low = ((gxy % 1) < NEIGHBOUR_BIAS) & (gxy > 1)  # (nl, n, 2): left / upper neighbour is nearer
+        inverse = grid[:, None] - gxy
         near_high = ((inverse % 1) < NEIGHBOUR_BIAS) & (inverse > 1)  # right / lower neighbour
-        near = torch.stack((torch.ones_like(near_low[:, 0]), *near_low.unbind(1), *near_high.unbind(1)))  # (5, n)
-        valid = near[:, None, :] & fits[None]  # (5, na, n)
+        near = torch.cat((torch.ones_like(near_low[..., :1]), near_low, near_high), 2).transpose(1, 2)  # (nl, 5, n)
+        valid = near[:, :, None, :] & fits[:, None]  # (nl, 5, na, n)
 
-        cell = (gxy[None] - self.neighbour_offsets[:, None]).long()  # (5, n, 2); floor where valid (>= 0)
-        col = cell[..., 0].clamp(0, grid_w - 1)
-        row = cell[..., 1].clamp(0, grid_h - 1)
-        box = torch.cat((gxy[None] - torch.stack((col, row), -1), gwh[None].expand(5, -1, -1)), -1)  # (5, n, 4)
-        box = torch.where(valid[..., None], box[:, None], self.unit_box)  # (5, na, n, 4)
+        cell = (gxy[:, None] - self.neighbour_offsets[None, :, None]).long()  # (nl, 5, n, 2); floor where valid
+        cell = torch.minimum(cell.clamp(min=0), grid.long()[:, None, None] - 1)  # (col, row) inside the grid
+        box = torch.cat((gxy[:, None] - cell, gwh[:, None].expand(-1, 5, -1, -1)), -1)  # (nl, 5, n, 4)
+        box = torch.where(valid[..., None], box[:, :, None], self.unit_box)  # (nl, 5, na, n, 4)
 
-        def spread(x: Tensor) -> Tensor:  # (5 or 1, 1 or na, n) -> (5 * na * n,)
-            return x.expand(5, na, nt).reshape(-1)
+        def spread(x: Tensor) -> Tensor:  # (nl or 1, 5 or 1, na or 1, n) -> (nl, 5 * na * n)
+            return x.expand(nl, 5, na, nt).reshape(nl, -1)
 
         return Assignment(
-            image=spread(targets[:, 0].long()[None, None]),
-            anchor=spread(torch.arange(na, device=targets.device)[None, :, None]),
-            row=spread(row[:, None]),
-            col=spread(col[:, None]),
-            box=box.reshape(-1, 4),
-            cls=spread(targets[:, 1].long()[None, None]),
-            valid=valid.reshape(-1),
+            image=spread(targets[:, 0].long()[None, None, None]),
+            anchor=spread(torch.arange(na, device=targets.device)[None, None, :, None]),
+            row=spread(cell[:, :, None, :, 1]),
+            col=spread(cell[:, :, None, :, 0]),
+            box=box.reshape(nl, -1, 4),
+            cls=spread(targets[:, 1].long()[None, None, None]),
+            valid=valid.reshape(nl, -1),
         )
 
 
