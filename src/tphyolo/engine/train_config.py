@@ -23,8 +23,11 @@ IGNORE_MODES = ("fill", "keep")
 class TrainConfig:
     """A training run. The defaults are the built-in quick job: a small TPH model on the synthetic set.
 
+    hyp, optimizer, nominal_batch: None takes the dataset's recipe (`engine.recipes`: synthetic sets hyp
+        synthetic, AdamW, 8; VisDrone hyp visdrone, SGD, 64; other data scratch-low, SGD, 64); the trainer
+        resolves them once, and what it saves (args.yaml, checkpoints) holds the resolved values.
     batch: images per process per step; gradients accumulate over batches until an optimiser step has seen
-        about `nominal_batch` images (64, as the original; small datasets learn faster with nominal_batch=batch).
+        about `nominal_batch` images.
     label_smoothing: None takes the hyp file's value (0 when it has none); a number, 0 included, replaces it.
     warmup_min_steps: minimum warm-up length in optimiser batches (the original used 1000; later YOLOv5 100).
     val_conf, val_iou, max_det: the validation after each epoch (the shared scoring defaults).
@@ -33,15 +36,22 @@ class TrainConfig:
     data: str = flag("synthetic", "--data", help="dataset yaml, image folder, or 'synthetic' / 'visdrone'")
     model: str = flag("tph-yolov5n", "--model", "--cfg", help="model yaml or built-in name")
     weights: str | None = flag(None, "--weights", help="checkpoint to start from (ours, TPH-YOLOv5 or YOLOv5 .pt)")
-    hyp: str = flag("synthetic", "--hyp", help="hyp yaml or built-in name (visdrone, scratch-low, ...)")
+    hyp: str | None = flag(
+        None, "--hyp", help="hyp yaml or built-in name (visdrone, scratch-low, ...); default: the dataset's recipe"
+    )
     imgsz: int = flag(320, "--img", "--imgsz", help="train size, pixels (rounded up to a stride multiple)")
     batch: int = flag(8, "--batch", "--batch-size", help="images per process per batch")
-    nominal_batch: int = flag(
-        8, "--nbs", "--nominal-batch", help="accumulate gradients until a step has seen this many images (original: 64)"
+    nominal_batch: int | None = flag(
+        None,
+        "--nbs",
+        "--nominal-batch",
+        help="accumulate gradients until a step has seen this many images; default: the dataset's recipe",
     )
     epochs: int = flag(20, "--epochs", help="training epochs")
     workers: int = flag(2, "--workers", help="data loader processes per training process")
-    optimizer: str = flag("AdamW", "--optimizer", help="optimiser", choices=OPTIMIZERS)
+    optimizer: str | None = flag(
+        None, "--optimizer", help="optimiser; default: the dataset's recipe", choices=OPTIMIZERS
+    )
     cos_lr: bool = flag(False, "--cos-lr", help="cosine learning-rate decay (default: linear)")
     label_smoothing: float | None = flag(
         None, "--label-smoothing", help="class label smoothing epsilon; replaces the hyp file's value, 0 included"
@@ -75,7 +85,7 @@ class TrainConfig:
     def __post_init__(self) -> None:
         """Raises ValueError naming the flag (`setting_name`) of the first setting that is out of range."""
         check_field_types(self)
-        if self.optimizer not in OPTIMIZERS:
+        if self.optimizer is not None and self.optimizer not in OPTIMIZERS:
             raise ValueError(f"{self._flag('optimizer')} must be one of {OPTIMIZERS}, got {self.optimizer!r}")
         if self.cache not in CACHE_CHOICES:
             raise ValueError(f"{self._flag('cache')} must be one of {CACHE_CHOICES}, got {self.cache!r}")
@@ -83,7 +93,7 @@ class TrainConfig:
             raise ValueError(f"{self._flag('ignore_mode')} must be one of {IGNORE_MODES}, got {self.ignore_mode!r}")
         for name, minimum in (("imgsz", 1), ("batch", 1), ("epochs", 1), ("nominal_batch", 1), ("max_det", 1),
                               ("workers", 0), ("freeze", 0), ("warmup_min_steps", 0)):  # fmt: skip
-            if getattr(self, name) < minimum:
+            if getattr(self, name) is not None and getattr(self, name) < minimum:
                 raise ValueError(f"{self._flag(name)} must be at least {minimum}, got {getattr(self, name)}")
         for name in ("label_smoothing", "val_conf", "val_iou"):
             value = getattr(self, name)

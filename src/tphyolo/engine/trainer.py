@@ -25,6 +25,7 @@ from tphyolo.data.letterbox import check_imgsz
 from tphyolo.engine.distributed import DistContext, barrier, broadcast_object, destroy_process_group, init_process_group
 from tphyolo.engine.hyp import scale_hyp, train_hyp
 from tphyolo.engine.loss import YoloLoss
+from tphyolo.engine.recipes import RECIPE_SETTINGS, resolve_recipe
 from tphyolo.engine.rng import seed_everything
 from tphyolo.engine.run_dir import new_run_dir, remove_if_empty
 from tphyolo.engine.startup import StartupClock
@@ -103,6 +104,7 @@ class Trainer:
     def _build(self, resume_from: str | Path | None) -> None:
         cfg, runtime, dist, device, clock = self.cfg, self.runtime, self.dist, self.device, self.startup
         data_config = load_train_data_config(cfg.data, dist)
+        self.cfg = cfg = self._resolve_recipe(cfg, data_config)
         clock.mark("data")
         resume = load_checkpoint(resume_from) if resume_from is not None else None
         model = build_model_for_training(cfg.model, names=data_config.names, resume=resume)
@@ -139,6 +141,15 @@ class Trainer:
                 LOGGER.warning("%s: removing best.pt of an earlier run in this folder", self.weights_dir)
                 (self.weights_dir / "best.pt").unlink()
             self._write_settings(hyp_raw)
+
+    def _resolve_recipe(self, cfg: TrainConfig, data_config: Any) -> TrainConfig:
+        """`cfg` with the dataset's recipe filling the settings left to it; the main process logs which."""
+        resolved, recipe = resolve_recipe(cfg, data_config)
+        if self.dist.is_main and recipe.given != RECIPE_SETTINGS:
+            LOGGER.info("%s", recipe.describe(resolved))
+        elif self.dist.is_main:
+            LOGGER.info("recipe: none (hyp %s, %s, nbs %d) -- all given", cfg.hyp, cfg.optimizer, cfg.nominal_batch)
+        return resolved
 
     @classmethod
     def resume(cls, path: str | Path, runtime: RuntimeConfig) -> Trainer:
