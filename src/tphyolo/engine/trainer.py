@@ -60,7 +60,7 @@ class TrainResult:
 
     run_dir: Path
     last: Path
-    best: Path | None
+    best: Path
     epochs_run: int
     best_fitness: float
     final_metrics: dict[str, float] = field(default_factory=dict)
@@ -74,17 +74,25 @@ class Trainer:
     is saved); `train_model` (what the loop calls: `model` in DDP and/or compiled); `hyp` (scaled to the model);
     `loss_fn`; `optim` (Optimization: optimiser, scheduler, scaler, EMA, accumulation, warm-up); `progress`
     (TrainProgress: start epoch, best fitness, step counters).
+    verbose: False hides the progress bars (log records go where the process's logging sends them).
     Resuming: `Trainer.resume(path, runtime)` restores model, EMA, optimiser, scaler, scheduler, epoch, step
     counters and RNG state from a `last.pt`, and continues the same run folder.
     """
 
-    def __init__(self, cfg: TrainConfig, runtime: RuntimeConfig, *, resume_from: str | Path | None = None) -> None:
+    def __init__(
+        self,
+        cfg: TrainConfig,
+        runtime: RuntimeConfig,
+        *,
+        resume_from: str | Path | None = None,
+        verbose: bool = True,
+    ) -> None:
         if runtime.half:
             raise ValueError("half (fp16 weights) is for inference only; train with amp (bf16/fp16 autocast)")
         self.startup = clock = StartupClock()  # imports: the process's start up to here
         if resume_from is None:
             cfg = with_resolved_paths(cfg, Path.cwd())
-        self.cfg, self.runtime = cfg, runtime
+        self.cfg, self.runtime, self.verbose = cfg, runtime, verbose
         self.dist = dist = DistContext.from_env()
         self.device = device = runtime.torch_device(dist.local_rank)
         init_process_group(dist, device)
@@ -152,10 +160,10 @@ class Trainer:
         return resolved
 
     @classmethod
-    def resume(cls, path: str | Path, runtime: RuntimeConfig) -> Trainer:
+    def resume(cls, path: str | Path, runtime: RuntimeConfig, *, verbose: bool = True) -> Trainer:
         """A trainer that continues the run whose checkpoint is `path` (its train_args come from the file)."""
         path = Path(path)
-        return cls(resume_config(path, load_checkpoint(path)), runtime, resume_from=path)
+        return cls(resume_config(path, load_checkpoint(path)), runtime, resume_from=path, verbose=verbose)
 
     @property
     def weights_dir(self) -> Path:
@@ -205,7 +213,8 @@ class Trainer:
                 metrics = self._run_epoch(epoch, rng, log)
                 if dist.is_main:
                     score = fitness(metrics.get("metrics/mAP50", 0.0), metrics.get("metrics/mAP50-95", 0.0))
-                    improved = score > progress.best_fitness
+                    first = progress.best_epoch < 0 and progress.best_fitness <= 0  # best.pt is always written
+                    improved = score > progress.best_fitness or first
                     if improved:
                         progress.best_fitness, progress.best_epoch = score, epoch
                         epochs_without_gain = 0
@@ -229,7 +238,7 @@ class Trainer:
         return TrainResult(
             run_dir=self.run_dir,
             last=self.weights_dir / "last.pt",
-            best=best if best.exists() else None,
+            best=best,
             epochs_run=epoch + 1 - progress.start_epoch,
             best_fitness=progress.best_fitness,
             final_metrics=metrics,
@@ -260,7 +269,10 @@ class Trainer:
         if dist.is_main:
             from tqdm import tqdm
 
-            bar = tqdm(total=len(data.train_loader), desc=f"epoch {epoch + 1}/{cfg.epochs}", leave=False)
+            bar = tqdm(
+                total=len(data.train_loader), desc=f"epoch {epoch + 1}/{cfg.epochs}", leave=False,
+                disable=not self.verbose,
+            )  # fmt: skip
 
             def progress(i: int, mean_items: torch.Tensor, batch: Any) -> None:
                 memory = torch.cuda.memory_reserved(self.device) / 2**30 if self.device.type == "cuda" else 0.0
@@ -343,10 +355,17 @@ class Trainer:
             LOGGER.debug("saved %s", save_checkpoint(self.weights_dir / name, payload))
 
 
-def train(cfg: TrainConfig | None = None, runtime: RuntimeConfig | None = None, **overrides: Any) -> TrainResult:
+def train(
+    cfg: TrainConfig | None = None, runtime: RuntimeConfig | None = None, *, verbose: bool = True, **overrides: Any
+) -> TrainResult:
     """Train a model: `tphyolo.train(data="my.yaml", model="tph-yolov5s", epochs=65)`.
 
-    Keyword overrides are TrainConfig fields; the result says where the weights and logs are.
+    Keyword overrides are TrainConfig fields; the result says where the weights and logs are. It reports
+    progress as `tphyolo train` does (the recipe, one line per epoch, progress bars); `verbose=False` keeps
+    it to warnings (`engine.console.progress_output`).
     """
+    from tphyolo.engine.console import progress_output
+
     cfg = replace(cfg or TrainConfig(), **overrides)
-    return Trainer(cfg, runtime or RuntimeConfig()).fit()
+    with progress_output(verbose):
+        return Trainer(cfg, runtime or RuntimeConfig(), verbose=verbose).fit()
