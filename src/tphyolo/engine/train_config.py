@@ -34,6 +34,9 @@ class TrainConfig:
     """
 
     data: str = flag("synthetic", "--data", help="dataset yaml, image folder, or 'synthetic' / 'visdrone'")
+    datasets_dir: str | None = flag(
+        None, "--datasets-dir", help="folder that built-in data configs' relative paths start from (./datasets)"
+    )
     model: str = flag("tph-yolov5n", "--model", "--cfg", help="model yaml or built-in name")
     weights: str | None = flag(None, "--weights", help="checkpoint to start from (ours, TPH-YOLOv5 or YOLOv5 .pt)")
     hyp: str | None = flag(
@@ -61,7 +64,12 @@ class TrainConfig:
     rect: bool = flag(False, "--rect", help="rectangular training batches (no mosaic shuffle)")
     multi_scale: bool = flag(False, "--multi-scale", help="vary the image size +/- 50%% per batch")
     sync_bn: bool = flag(False, "--sync-bn", help="SyncBatchNorm across processes (DDP on GPUs only)")
-    freeze: int = flag(0, "--freeze", help="freeze the first N layers")
+    freeze: tuple[int, ...] = flag(
+        (0,), "--freeze", help="freeze the first N layers (one number) or the layers listed (several numbers)"
+    )
+    single_cls: bool = flag(False, "--single-cls", help="train every class as one class, 'item'")
+    val: bool = flag(True, "--noval", help="validate the final weights only, not after every epoch")
+    save: bool = flag(True, "--nosave", help="write the checkpoints at the end of the run only (no resume)")
     patience: int = flag(100, "--patience", help="epochs without fitness gain before stopping (0: never)")
     save_period: int = flag(-1, "--save-period", help="also keep epochN.pt every N epochs (<= 0: never)")
     project: str = flag("runs/train", "--project", help="folder of runs")
@@ -83,8 +91,13 @@ class TrainConfig:
     plots: bool = flag(True, "--no-plots", help="skip labels.jpg, train_batch*.jpg, results.png")
 
     def __post_init__(self) -> None:
-        """Raises ValueError naming the flag (`setting_name`) of the first setting that is out of range."""
+        """Raises ValueError naming the flag (`setting_name`) of the first setting that is out of range.
+        A single number for `freeze` (saved by older versions, or given from Python) becomes a 1-tuple."""
+        if type(self.freeze) is int:
+            object.__setattr__(self, "freeze", (self.freeze,))
         check_field_types(self)
+        if not self.freeze or min(self.freeze) < 0:
+            raise ValueError(f"{self._flag('freeze')} must be at least 0, got {' '.join(map(str, self.freeze))}")
         if self.optimizer is not None and self.optimizer not in OPTIMIZERS:
             raise ValueError(f"{self._flag('optimizer')} must be one of {OPTIMIZERS}, got {self.optimizer!r}")
         if self.cache not in CACHE_CHOICES:
@@ -92,7 +105,7 @@ class TrainConfig:
         if self.ignore_mode not in IGNORE_MODES:
             raise ValueError(f"{self._flag('ignore_mode')} must be one of {IGNORE_MODES}, got {self.ignore_mode!r}")
         for name, minimum in (("imgsz", 1), ("batch", 1), ("epochs", 1), ("nominal_batch", 1), ("max_det", 1),
-                              ("workers", 0), ("freeze", 0), ("warmup_min_steps", 0)):  # fmt: skip
+                              ("workers", 0), ("warmup_min_steps", 0)):  # fmt: skip
             if getattr(self, name) is not None and getattr(self, name) < minimum:
                 raise ValueError(f"{self._flag(name)} must be at least {minimum}, got {getattr(self, name)}")
         for name in ("label_smoothing", "val_conf", "val_iou"):

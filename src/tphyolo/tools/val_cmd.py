@@ -31,6 +31,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="checkpoint (tphyolo or original TPH-YOLOv5/YOLOv5) or exported model (.onnx, OpenVINO, .torchscript)",
     )
     parser.add_argument("--data", required=True, help="dataset yaml, folder, or built-in name (visdrone, synthetic)")
+    parser.add_argument(
+        "--datasets-dir", default=None, help="folder that built-in configs' relative paths start from (./datasets)"
+    )
     parser.add_argument("--task", choices=("val", "test"), default="val", help="split to evaluate (default: val)")
     add_inference_flags(parser, defaults=VAL_DEFAULTS, exclude=("classes", "agnostic"))
     add_classifier_flags(parser)
@@ -57,7 +60,7 @@ def run(args: argparse.Namespace) -> int:
     settings = classifier_settings(args)
     device = inference_device(args.runtime)
     (backend,) = load_backends(args.weights, runtime=args.runtime, device=device)
-    data = load_data_config(args.data)
+    data = load_data_config(args.data, datasets_dir=args.datasets_dir)
     names = list(data.names) or backend.names
     if data.names and len(data.names) != len(backend.names):
         raise ValueError(f"{args.weights}: {len(backend.names)} classes, but {args.data} has {len(data.names)}")
