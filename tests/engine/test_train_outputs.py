@@ -51,23 +51,37 @@ def _cfg(data, tmp_path, **values) -> TrainConfig:
 
 
 @pytest.mark.slow
-def test_a_finished_run_logs_val_losses_strips_its_weights_and_validates_best(tiny_synthetic, tmp_path, caplog):
+def test_a_finished_run_logs_val_losses_strips_its_weights_and_validates_best(
+    tiny_synthetic, tmp_path, caplog, monkeypatch
+):
+    from tphyolo.engine import evaluate as evaluate_module
+
+    formats = evaluate_module.format_results
+    tables = []
+
+    def format_results(results, *, verbose=False):
+        tables.append(verbose)
+        return formats(results, verbose=verbose)
+
+    monkeypatch.setattr(evaluate_module, "format_results", format_results)
     with caplog.at_level(logging.INFO, logger="tphyolo"):
         result = Trainer(_cfg(tiny_synthetic, tmp_path, save_period=1), CPU).fit()
     columns = read_results(result.run_dir / "results.csv")
     for name in ("val/box_loss", "val/obj_loss", "val/cls_loss"):
         assert len(columns[name]) == 1 and 0 < columns[name][0] < 100
     full = result.run_dir / "weights" / "epoch1.pt"  # kept as written: resumable
-    assert "optimizer" in load_checkpoint(full).state
+    unstripped = load_checkpoint(full)
+    assert "optimizer" in unstripped.state
     for path in (result.last, result.best):
         ckpt = load_checkpoint(path)
         assert ckpt.ema is None and not {"optimizer", "scheduler", "scaler", "rng_state"} & set(ckpt.state)
         assert ckpt.state["epoch"] == 0 and path.stat().st_size < 0.6 * full.stat().st_size
-        assert all(torch.equal(v, load_checkpoint(full).ema[k]) for k, v in ckpt.model.items())
+        assert all(torch.equal(v, unstripped.ema[k]) for k, v in ckpt.model.items())
     text = caplog.text
     assert f"validating {result.best}" in text
-    rows = [line.split()[0] for line in text.splitlines() if line.split()[:1] in (["car"], ["pedestrian"], ["all"])]
-    assert "all" in rows and len(rows) >= 2  # the per-class table
+    after = text[text.index(f"validating {result.best}") :]
+    assert "Class" in after and any(line.split()[:2] == ["all", "4"] for line in after.splitlines())
+    assert tables == [True]  # the table with a row per class (an untrained model detects nothing: 'all' only)
     assert set(result.final_metrics) >= {"metrics/mAP50", "metrics/mAP50-95"}
 
 
@@ -77,10 +91,10 @@ def test_an_interrupted_run_plots_its_results_and_resume_says_where_it_continues
 ):
     saves = Trainer._save
 
-    def save_then_stop(self, epoch, improved):
+    def save_then_stop(self, epoch, improved, *, final):
         if epoch == 1:
             raise KeyboardInterrupt
-        saves(self, epoch, improved)
+        saves(self, epoch, improved, final=final)
 
     monkeypatch.setattr(Trainer, "_save", save_then_stop)
     trainer = Trainer(_cfg(tiny_synthetic, tmp_path, epochs=2, plots=True), CPU)
