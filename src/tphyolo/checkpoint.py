@@ -338,10 +338,14 @@ def load_checkpoint(path: str | Path, *, map_location: str | torch.device = "cpu
     tphyolo files are read with `torch.load(weights_only=True)`. A file that needs other globals is handed to
     the restricted legacy unpickler, which accepts original checkpoints and refuses anything else by name
     (`tphyolo.legacy.ForbiddenGlobalError`). Converted checkpoints carry no optimizer state and
-    `metadata['origin']` says where they came from. Raises FileNotFoundError, or CheckpointError /
-    LegacyCheckpointError (both ValueError) naming the file for truncated, corrupt or foreign files.
+    `metadata['origin']` says where they came from. A bare YOLOv5 release name with no such local file
+    (`yolov5s.pt`) is the release file, downloaded once (`tphyolo.release_weights`). Raises FileNotFoundError,
+    or CheckpointError / LegacyCheckpointError (both ValueError) naming the file for truncated, corrupt or
+    foreign files.
     """
-    path = Path(path)
+    from tphyolo.release_weights import is_release_name, release_weights
+
+    path = release_weights(str(path)) if is_release_name(path) else Path(path)
     if path.is_dir():
         raise CheckpointError(f"{path}: a folder, not a checkpoint file; give its .pt file (e.g. weights/best.pt)")
     if not path.is_file():

@@ -80,14 +80,14 @@ def test_optimization_follows_the_config_and_skips_frozen_layers(yolov5n):
     assert [g["lr"] for g in groups] == [hyp["lr0"]] * 3
 
     short = build_optimization(
-        TrainConfig(warmup_min_steps=50), model, hyp, batches_per_epoch=5, world_size=1, with_ema=True,
-        runtime=CPU, device=DEVICE,
+        TrainConfig(warmup_min_steps=50, optimizer="AdamW", nominal_batch=8), model, hyp, batches_per_epoch=5,
+        world_size=1, with_ema=True, runtime=CPU, device=DEVICE,
     )  # fmt: skip
     assert short.warmup_steps == 50 and short.ema is not None and short.ema.updates == 0
 
 
 def test_training_state_round_trips_through_a_checkpoint(yolov5n, tmp_path):
-    cfg = TrainConfig(epochs=5, optimizer="SGD")
+    cfg = TrainConfig(epochs=5, optimizer="SGD", nominal_batch=64)
     hyp = load_hyp("scratch-low")
 
     def parts():
@@ -119,7 +119,7 @@ def test_training_state_round_trips_through_a_checkpoint(yolov5n, tmp_path):
     for key, value in optim.optimizer.state_dict()["state"].items():
         assert torch.equal(restored.optimizer.state_dict()["state"][key]["momentum_buffer"], value["momentum_buffer"])
     assert resume_config(path, ckpt) == TrainConfig(
-        epochs=5, optimizer="SGD", project=str(tmp_path), name="run", exist_ok=True
+        epochs=5, optimizer="SGD", nominal_batch=64, project=str(tmp_path), name="run", exist_ok=True
     )
     with pytest.raises(ValueError, match="already finished its 2 epochs"):
         restore_training(ckpt, parts()[1], epochs=2, restore_rng=False)

@@ -24,8 +24,8 @@ CPU = RuntimeConfig(device="cpu")
 def _optimization():
     model = torch.nn.Sequential(torch.nn.Conv2d(3, 4, 3), torch.nn.BatchNorm2d(4), torch.nn.Conv2d(4, 2, 1))
     return build_optimization(
-        TrainConfig(), model, load_hyp("synthetic"), batches_per_epoch=2, world_size=1, with_ema=True,
-        runtime=CPU, device=torch.device("cpu"),
+        TrainConfig(optimizer="AdamW", nominal_batch=8), model, load_hyp("synthetic"), batches_per_epoch=2,
+        world_size=1, with_ema=True, runtime=CPU, device=torch.device("cpu"),
     )  # fmt: skip
 
 
@@ -101,7 +101,7 @@ def test_resume_finds_relative_paths_from_another_working_folder(tmp_path, monke
     (origin / "runs" / "train" / "exp3" / "weights").mkdir(parents=True)
     (origin / "data").mkdir()
     (origin / "data" / "my.yaml").write_text("train: images\n")
-    args = {**TrainConfig(data="data/my.yaml", project="runs/train", name="exp").to_dict()}
+    args = {**TrainConfig(data="data/my.yaml", hyp="synthetic", project="runs/train", name="exp").to_dict()}
     ckpt = _checkpoint(tmp_path, train_args=args)
     elsewhere = tmp_path / "elsewhere"
     elsewhere.mkdir()

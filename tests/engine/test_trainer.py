@@ -45,7 +45,10 @@ def test_train_writes_run_outputs(tiny_synthetic, tmp_path):
     assert columns["epoch"] == [0.0, 1.0]
     assert {"train/box_loss", "metrics/mAP50", "metrics/mAP50-95", "lr/pg0"} <= set(columns)
     ckpt = load_checkpoint(result.last)
-    assert ckpt.state["epoch"] == 1 and ckpt.ema is not None
+    resumable = load_checkpoint(run / "weights" / "epoch2.pt")  # as written during the run
+    assert resumable.state["epoch"] == 1 and resumable.ema is not None and "optimizer" in resumable.state
+    assert ckpt.state["epoch"] == 1 and ckpt.ema is None and "optimizer" not in ckpt.state  # stripped at the end
+    assert all(torch.equal(v, resumable.ema[k]) for k, v in ckpt.model.items())
     assert ckpt.names == ["car", "bus", "pedestrian", "truck", "motor", "van"]
     model = ckpt.build_model()
     assert model(torch.rand(1, 3, 128, 128)).shape[-1] == 5 + 6

@@ -6,6 +6,7 @@ train: VisDrone2019-DET-train/images   # a folder, a .txt list of images, a COCO
 val: [val_a/images, val_b.txt]
 test: VisDrone2019-DET-test-dev/images  # optional
 names: {0: pedestrian, 1: people}      # or a list; `nc` optional, checked when given
+recipe: visdrone                       # optional: the training recipe it is made for (see engine/recipes.py)
 ```
 
 Split entries are resolved against `path`; lines of a .txt list are resolved against the list's folder.
@@ -14,7 +15,7 @@ The label format of each split is detected when it is scanned (see `scan.py`).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from importlib import resources
 from pathlib import Path
 
@@ -29,6 +30,7 @@ class DataConfig:
     """A resolved dataset description. Split sources are absolute paths; `names[i]` is class i's name.
 
     `names` is empty when unknown (a bare image folder): the scan then infers the classes from the labels.
+    `recipe` is the training recipe the yaml names (`recipe:`), None when it names none.
     """
 
     root: Path
@@ -37,6 +39,7 @@ class DataConfig:
     test: tuple[Path, ...] = ()
     names: tuple[str, ...] = ()
     source: Path | None = None
+    recipe: str | None = None
 
     @property
     def nc(self) -> int:
@@ -128,7 +131,10 @@ def parse_data_yaml(path: Path, *, datasets_dir: Path | None = None) -> DataConf
     if not splits["train"] and not splits["val"]:
         raise ValueError(f"{path}: needs at least one of 'train' or 'val'")
     names = _names(data.get("names"), data.get("nc"), path)
-    return DataConfig(root=root, names=names, source=path.resolve(), **splits)
+    recipe = data.get("recipe")
+    if recipe is not None and (not isinstance(recipe, str) or not recipe.strip()):
+        raise ValueError(f"{path}: 'recipe' must be a recipe name, got {recipe!r:.60}")
+    return DataConfig(root=root, names=names, source=path.resolve(), recipe=recipe, **splits)
 
 
 def load_data_config(
@@ -143,11 +149,11 @@ def load_data_config(
     if text == "synthetic":
         from tphyolo.data.synthetic import ensure_synthetic
 
-        return parse_data_yaml(ensure_synthetic(cache_dir=cache_dir))
+        return _synthetic_recipe(parse_data_yaml(ensure_synthetic(cache_dir=cache_dir)))
     if text == "synthetic-fine":
         from tphyolo.data.synthetic_fine import ensure_synthetic_fine
 
-        return parse_data_yaml(ensure_synthetic_fine(cache_dir=cache_dir))
+        return _synthetic_recipe(parse_data_yaml(ensure_synthetic_fine(cache_dir=cache_dir)))
     if text in BUILTIN_DATA:
         yaml_path = builtin_data_yaml(text)
         data = parse_data_yaml(yaml_path, datasets_dir=Path(datasets_dir or "datasets"))
@@ -174,6 +180,11 @@ def _check_downloaded(data: DataConfig, name: str, yaml_path: Path) -> None:
         f"dataset {name!r} is not downloaded: looked for {', '.join(map(str, sources))} (its folder {data.root} "
         f"is relative to the datasets folder, ./datasets unless --datasets-dir says otherwise){get}"
     )
+
+
+def _synthetic_recipe(config: DataConfig) -> DataConfig:
+    """A built-in generated set, whose yaml may predate its `recipe:` line, trains with the synthetic recipe."""
+    return config if config.recipe else replace(config, recipe="synthetic")
 
 
 resolve_data = load_data_config

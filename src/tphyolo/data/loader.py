@@ -186,14 +186,19 @@ def build_dataset(
     cache: str | None = None,
     scan_cache: bool = True,
     seed: int = 0,
+    single_class: bool = False,
 ) -> tuple[DetectionDataset, SplitScan]:
-    """Scan `split` of `data` and wrap it in a DetectionDataset (validation: rect with half-stride padding)."""
+    """Scan `split` of `data` and wrap it in a DetectionDataset (validation: rect with half-stride padding).
+    `single_class`: every object is class 0 (the scan still checks the ids against `data.names`)."""
     sources = data.split(split)
     if not sources:
         raise ValueError(f"data {data.source or data.root}: no '{split}' split")
     scan = scan_split(sources, names=data.names, cache=scan_cache)
+    records = scan.records
+    if single_class:
+        records = [replace(r, labels=replace(r.labels, classes=np.zeros_like(r.labels.classes))) for r in records]
     dataset = DetectionDataset(
-        scan.records,
+        records,
         imgsz=imgsz,
         augment=augment,
         hyp=hyp,

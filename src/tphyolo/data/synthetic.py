@@ -221,6 +221,7 @@ def generate_synthetic(root: Path, *, n_train: int = 80, n_val: int = 20, imgsz:
         "val": "val/images",
         "nc": len(NAMES),
         "names": dict(enumerate(NAMES)),
+        "recipe": "synthetic",
         "synthetic": {"generator_version": GENERATOR_VERSION, "seed": seed, "imgsz": imgsz},
     }
     path = root / "data.yaml"

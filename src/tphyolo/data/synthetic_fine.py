@@ -134,6 +134,7 @@ def generate_synthetic_fine(root: Path, *, n_train: int = 80, n_val: int = 20, s
         "val": "val/images",
         "nc": len(NAMES),
         "names": dict(enumerate(NAMES)),
+        "recipe": "synthetic",
         "confusable": list(CONFUSABLE),
         "synthetic_fine": {"generator_version": GENERATOR_VERSION, "seed": seed, "scene_size": SCENE_SIZE},
     }

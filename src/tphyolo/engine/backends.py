@@ -71,8 +71,9 @@ class TorchBackend:
             model, names = weights, list(getattr(weights, "names", []))
         else:
             from tphyolo.checkpoint import load_checkpoint
+            from tphyolo.release_weights import is_release_name
 
-            if not Path(weights).exists():
+            if not Path(weights).exists() and not is_release_name(weights):
                 raise FileNotFoundError(f"weights file {weights} does not exist")
             checkpoint = load_checkpoint(weights)
             model, names = checkpoint.build_model(), list(checkpoint.names)

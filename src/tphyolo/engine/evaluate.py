@@ -122,7 +122,7 @@ def collect_results(
     if progress:
         from tqdm import tqdm
 
-        loader = tqdm(loader, desc="val", unit="batch")
+        loader = tqdm(loader, desc="val", unit="batch", leave=False)  # the results table follows
     with as_backend(model, runtime=runtime, device=device) as backend:
         if classifier is not None:
             classifier = as_classifier(classifier, detector_names=backend.names, device=backend.device,

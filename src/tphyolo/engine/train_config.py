@@ -23,25 +23,38 @@ IGNORE_MODES = ("fill", "keep")
 class TrainConfig:
     """A training run. The defaults are the built-in quick job: a small TPH model on the synthetic set.
 
+    hyp, optimizer, nominal_batch: None takes the dataset's recipe (`engine.recipes`: synthetic sets hyp
+        synthetic, AdamW, 8; VisDrone hyp visdrone, SGD, 64; other data scratch-low, SGD, 64); the trainer
+        resolves them once, and what it saves (args.yaml, checkpoints) holds the resolved values.
     batch: images per process per step; gradients accumulate over batches until an optimiser step has seen
-        about `nominal_batch` images (64, as the original; small datasets learn faster with nominal_batch=batch).
+        about `nominal_batch` images.
     label_smoothing: None takes the hyp file's value (0 when it has none); a number, 0 included, replaces it.
     warmup_min_steps: minimum warm-up length in optimiser batches (the original used 1000; later YOLOv5 100).
     val_conf, val_iou, max_det: the validation after each epoch (the shared scoring defaults).
     """
 
     data: str = flag("synthetic", "--data", help="dataset yaml, image folder, or 'synthetic' / 'visdrone'")
+    datasets_dir: str | None = flag(
+        None, "--datasets-dir", help="folder that built-in data configs' relative paths start from (./datasets)"
+    )
     model: str = flag("tph-yolov5n", "--model", "--cfg", help="model yaml or built-in name")
     weights: str | None = flag(None, "--weights", help="checkpoint to start from (ours, TPH-YOLOv5 or YOLOv5 .pt)")
-    hyp: str = flag("synthetic", "--hyp", help="hyp yaml or built-in name (visdrone, scratch-low, ...)")
+    hyp: str | None = flag(
+        None, "--hyp", help="hyp yaml or built-in name (visdrone, scratch-low, ...); default: the dataset's recipe"
+    )
     imgsz: int = flag(320, "--img", "--imgsz", help="train size, pixels (rounded up to a stride multiple)")
     batch: int = flag(8, "--batch", "--batch-size", help="images per process per batch")
-    nominal_batch: int = flag(
-        8, "--nbs", "--nominal-batch", help="accumulate gradients until a step has seen this many images (original: 64)"
+    nominal_batch: int | None = flag(
+        None,
+        "--nbs",
+        "--nominal-batch",
+        help="accumulate gradients until a step has seen this many images; default: the dataset's recipe",
     )
     epochs: int = flag(20, "--epochs", help="training epochs")
     workers: int = flag(2, "--workers", help="data loader processes per training process")
-    optimizer: str = flag("AdamW", "--optimizer", help="optimiser", choices=OPTIMIZERS)
+    optimizer: str | None = flag(
+        None, "--optimizer", help="optimiser; default: the dataset's recipe", choices=OPTIMIZERS
+    )
     cos_lr: bool = flag(False, "--cos-lr", help="cosine learning-rate decay (default: linear)")
     label_smoothing: float | None = flag(
         None, "--label-smoothing", help="class label smoothing epsilon; replaces the hyp file's value, 0 included"
@@ -51,7 +64,12 @@ class TrainConfig:
     rect: bool = flag(False, "--rect", help="rectangular training batches (no mosaic shuffle)")
     multi_scale: bool = flag(False, "--multi-scale", help="vary the image size +/- 50%% per batch")
     sync_bn: bool = flag(False, "--sync-bn", help="SyncBatchNorm across processes (DDP on GPUs only)")
-    freeze: int = flag(0, "--freeze", help="freeze the first N layers")
+    freeze: tuple[int, ...] = flag(
+        (0,), "--freeze", help="freeze the first N layers (one number) or the layers listed (several numbers)"
+    )
+    single_cls: bool = flag(False, "--single-cls", help="train every class as one class, 'item'")
+    val: bool = flag(True, "--noval", help="validate the final weights only, not after every epoch")
+    save: bool = flag(True, "--nosave", help="write the checkpoints at the end of the run only (no resume)")
     patience: int = flag(100, "--patience", help="epochs without fitness gain before stopping (0: never)")
     save_period: int = flag(-1, "--save-period", help="also keep epochN.pt every N epochs (<= 0: never)")
     project: str = flag("runs/train", "--project", help="folder of runs")
@@ -73,17 +91,22 @@ class TrainConfig:
     plots: bool = flag(True, "--no-plots", help="skip labels.jpg, train_batch*.jpg, results.png")
 
     def __post_init__(self) -> None:
-        """Raises ValueError naming the flag (`setting_name`) of the first setting that is out of range."""
+        """Raises ValueError naming the flag (`setting_name`) of the first setting that is out of range.
+        A single number for `freeze` (saved by older versions, or given from Python) becomes a 1-tuple."""
+        if type(self.freeze) is int:
+            object.__setattr__(self, "freeze", (self.freeze,))
         check_field_types(self)
-        if self.optimizer not in OPTIMIZERS:
+        if not self.freeze or min(self.freeze) < 0:
+            raise ValueError(f"{self._flag('freeze')} must be at least 0, got {' '.join(map(str, self.freeze))}")
+        if self.optimizer is not None and self.optimizer not in OPTIMIZERS:
             raise ValueError(f"{self._flag('optimizer')} must be one of {OPTIMIZERS}, got {self.optimizer!r}")
         if self.cache not in CACHE_CHOICES:
             raise ValueError(f"{self._flag('cache')} must be one of {CACHE_CHOICES}, got {self.cache!r}")
         if self.ignore_mode not in IGNORE_MODES:
             raise ValueError(f"{self._flag('ignore_mode')} must be one of {IGNORE_MODES}, got {self.ignore_mode!r}")
         for name, minimum in (("imgsz", 1), ("batch", 1), ("epochs", 1), ("nominal_batch", 1), ("max_det", 1),
-                              ("workers", 0), ("freeze", 0), ("warmup_min_steps", 0)):  # fmt: skip
-            if getattr(self, name) < minimum:
+                              ("workers", 0), ("warmup_min_steps", 0)):  # fmt: skip
+            if getattr(self, name) is not None and getattr(self, name) < minimum:
                 raise ValueError(f"{self._flag(name)} must be at least {minimum}, got {getattr(self, name)}")
         for name in ("label_smoothing", "val_conf", "val_iou"):
             value = getattr(self, name)

@@ -8,7 +8,8 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+from pathlib import Path
 
 import torch
 from torch import nn
@@ -19,7 +20,7 @@ from tphyolo.data.dataset import DetectionDataset
 from tphyolo.data.dataset_config import DataConfig, load_data_config
 from tphyolo.data.loader import build_dataloader, build_dataset
 from tphyolo.data.report import format_problems
-from tphyolo.data.scan import SplitScan
+from tphyolo.data.scan import SplitScan, scan_split
 from tphyolo.engine.distributed import DistContext, barrier
 from tphyolo.engine.train_config import TrainConfig
 
@@ -49,11 +50,40 @@ def grid_stride(model: nn.Module) -> int:
     return max(int(model.stride.max()), MIN_GRID)
 
 
-def load_train_data_config(source: str, dist: DistContext) -> DataConfig:
-    """`load_data_config(source)`, run on rank 0 before the other ranks (which then read its caches)."""
-    config = load_data_config(source) if dist.is_main else None
+def load_train_data_config(
+    source: str, dist: DistContext, *, datasets_dir: str | None = None, scan_cache: bool = True
+) -> DataConfig:
+    """`load_data_config(source)` with class names (`with_split_names`), run on rank 0 before the other ranks
+    (which then read its caches)."""
+
+    def load() -> DataConfig:
+        config = load_data_config(source, datasets_dir=Path(datasets_dir) if datasets_dir else None)
+        return with_split_names(config, scan_cache=scan_cache)
+
+    config = load() if dist.is_main else None
     barrier(dist)
-    return config if config is not None else load_data_config(source)
+    return config if config is not None else load()
+
+
+def with_split_names(config: DataConfig, *, scan_cache: bool) -> DataConfig:
+    """`config`, its class names filled from the scan of its train split when it names none (a bare folder):
+    a format's own names (VisDrone's ten), else class0, class1, ... up to the largest class id."""
+    if config.names or not config.train:
+        return config
+    return replace(config, names=scan_split(config.train, names=(), cache=scan_cache).names)
+
+
+def warn_if_val_is_train(train_set: DetectionDataset, val_set: DetectionDataset) -> None:
+    """Logs a warning when validation images are also training images: the metrics then measure how well the
+    model remembers, not how well it detects (a bare folder given as data is both splits)."""
+    train = {r.im_file for r in train_set.records}
+    shared = sum(r.im_file in train for r in val_set.records)
+    if shared:
+        LOGGER.warning(
+            "%d of the %d validation images are also training images: the metrics will flatter the model; "
+            "give the data as a yaml with separate train and val splits",
+            shared, len(val_set.records),
+        )  # fmt: skip
 
 
 def _report_problems(split: str, scan: SplitScan) -> None:
@@ -86,6 +116,7 @@ def build_data(
         cache=cfg.cache,
         scan_cache=cfg.scan_cache,
         seed=cfg.seed,
+        single_class=cfg.single_cls,
     )
     if dist.is_main:
         _report_problems("train", train_scan)
@@ -108,8 +139,9 @@ def build_data(
         val_batch = cfg.batch * 2
         val_set, val_scan = build_dataset(
             config, "val", imgsz=imgsz, augment=False, rect=True, batch_size=val_batch, stride=stride,
-            scan_cache=cfg.scan_cache,
+            scan_cache=cfg.scan_cache, single_class=cfg.single_cls,
         )  # fmt: skip
         _report_problems("val", val_scan)
+        warn_if_val_is_train(train_set, val_set)
         val_loader = build_dataloader(val_set, batch_size=val_batch, workers=min(cfg.workers, 2), shuffle=False)
     return TrainData(config, train_set, train_loader, val_loader, imgsz, stride)

@@ -36,19 +36,34 @@ def build_model_for_training(model: str, *, names: Sequence[str], resume: Checkp
     return build_model(model, num_classes=len(names) or None, names=list(names) or None)
 
 
-def check_freeze(model: nn.Module, count: int) -> None:
-    """Raises ValueError when freezing the first `count` layers would leave nothing to train (the head too)."""
-    layers = len(model.model)
-    if count >= layers:
+def frozen_layer_indices(freeze: int | Sequence[int]) -> frozenset[int]:
+    """The layers `--freeze` names, by YOLOv5's rule: one number N is layers 0..N-1, several are those layers."""
+    if isinstance(freeze, int):
+        return frozenset(range(freeze))
+    return frozenset(range(freeze[0])) if len(freeze) == 1 else frozenset(freeze)
+
+
+def check_freeze(model: nn.Module, freeze: int | Sequence[int]) -> None:
+    """Raises ValueError when `freeze` names a layer the model lacks or the head (nothing would train)."""
+    layers, chosen = len(model.model), frozen_layer_indices(freeze)
+    if not chosen or max(chosen) < layers - 1:
+        return
+    if isinstance(freeze, int) or len(freeze) == 1:
+        count = freeze if isinstance(freeze, int) else freeze[0]
         raise ValueError(f"--freeze {count}: the model has {layers} layers; freeze at most {layers - 1} (not the head)")
+    raise ValueError(
+        f"--freeze {' '.join(map(str, freeze))}: layer {max(chosen)} is not one to freeze; the model has layers "
+        f"0..{layers - 1} and {layers - 1} is the head"
+    )
 
 
-def freeze_layers(model: nn.Module, count: int) -> None:
-    """Train only layers `count` and later: parameters of `model.{i}.` with i < count stop requiring grad
-    (the others are set to require it)."""
+def freeze_layers(model: nn.Module, freeze: int | Sequence[int]) -> None:
+    """Train all but the layers `freeze` names (`frozen_layer_indices`): parameters of `model.{i}.` for those i
+    stop requiring grad (the others are set to require it)."""
+    chosen = frozen_layer_indices(freeze)
     for name, param in model.named_parameters():
         layer = int(name.split(".")[1]) if name.startswith("model.") else -1
-        param.requires_grad_(not (0 <= layer < count))
+        param.requires_grad_(layer not in chosen)
 
 
 def transfer_pretrained(model: nn.Module, weights: str) -> tuple[int, int]:

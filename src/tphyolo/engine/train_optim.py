@@ -47,7 +47,9 @@ def build_optimization(
     """The optimisation of `model` (already on `device`, its frozen layers already frozen): parameter groups
     with weight decay scaled to the images per step, the linear or cosine (`cfg.cos_lr`) schedule from lr0 to
     lr0 * lrf, a GradScaler enabled when the runtime trains in fp16, an EMA when `with_ema` (rank 0), and a
-    warm-up of `warmup_length` batches."""
+    warm-up of `warmup_length` batches. `cfg` has its recipe resolved (`engine.recipes.resolve_recipe`)."""
+    if cfg.optimizer is None or cfg.nominal_batch is None:
+        raise ValueError("the optimiser and nominal batch are unset: resolve the run's recipe first (resolve_recipe)")
     ema = ModelEMA(model) if with_ema else None
     accumulate = accumulation_steps(cfg.batch, world_size, nominal_batch=cfg.nominal_batch)
     weight_decay = scaled_weight_decay(hyp["weight_decay"], cfg.batch, world_size, nominal_batch=cfg.nominal_batch)

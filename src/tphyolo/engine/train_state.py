@@ -166,7 +166,31 @@ def reconcile_weights(weights_dir: Path, ckpt: Checkpoint, progress: TrainProgre
         save_checkpoint(path, ckpt.payload())
 
 
-PATH_SETTINGS = ("data", "model", "hyp", "weights")  # settings that may name files
+RELEASE_DROPPED = ("optimizer", "scheduler", "scaler", "rng_state")  # what a finished run's files no longer need
+
+
+def release_payload(payload: dict[str, Any], *, copy: bool = False) -> dict[str, Any]:
+    """A checkpoint payload without what only a resume needs (`RELEASE_DROPPED`), its EMA weights (what
+    inference loads) as its model weights; epoch, fitness and settings stay. `copy`: tensors are cloned, so
+    that the result does not follow later training steps."""
+    out = {k: v for k, v in payload.items() if k not in RELEASE_DROPPED and k != "ema"}
+    weights = payload.get("ema") or payload["model"]
+    out["model"] = {k: v.clone() for k, v in weights.items()} if copy else weights
+    return out
+
+
+def strip_for_release(path: Path) -> tuple[int, int]:
+    """Rewrite the checkpoint `path` of a finished run as `release_payload`. Returns the file's size in bytes
+    before and after. A file already stripped is left as it is."""
+    before = path.stat().st_size
+    ckpt = load_checkpoint(path)
+    if ckpt.ema is None and not any(key in ckpt.state for key in RELEASE_DROPPED):
+        return before, before
+    save_checkpoint(path, release_payload(ckpt.payload()))
+    return before, path.stat().st_size
+
+
+PATH_SETTINGS = ("data", "datasets_dir", "model", "hyp", "weights")  # settings that may name files
 
 
 def with_resolved_paths(cfg: TrainConfig, base: Path) -> TrainConfig:

@@ -10,6 +10,7 @@ The parts are built by `train_data`, `train_model`, `train_optim` and `train_sta
 from __future__ import annotations
 
 import logging
+import math
 import random
 import time
 from dataclasses import asdict, dataclass, field, replace
@@ -25,6 +26,7 @@ from tphyolo.data.letterbox import check_imgsz
 from tphyolo.engine.distributed import DistContext, barrier, broadcast_object, destroy_process_group, init_process_group
 from tphyolo.engine.hyp import scale_hyp, train_hyp
 from tphyolo.engine.loss import YoloLoss
+from tphyolo.engine.recipes import RECIPE_SETTINGS, resolve_recipe
 from tphyolo.engine.rng import seed_everything
 from tphyolo.engine.run_dir import new_run_dir, remove_if_empty
 from tphyolo.engine.startup import StartupClock
@@ -42,8 +44,10 @@ from tphyolo.engine.train_state import (
     TrainProgress,
     epoch_checkpoints,
     reconcile_weights,
+    release_payload,
     restore_training,
     resume_config,
+    strip_for_release,
     training_checkpoint,
     with_resolved_paths,
 )
@@ -51,6 +55,9 @@ from tphyolo.metrics import fitness
 from tphyolo.runtime import RuntimeConfig
 
 LOGGER = logging.getLogger("tphyolo.train")
+SINGLE_CLASS_NAMES = ("item",)  # --single-cls
+METRIC_COLUMNS = ("metrics/precision", "metrics/recall", "metrics/mAP50", "metrics/mAP50-95")
+VALIDATION_COLUMNS = (*METRIC_COLUMNS, *(f"val/{name}_loss" for name in LOSS_NAMES))  # nan under --noval
 
 
 @dataclass
@@ -59,7 +66,7 @@ class TrainResult:
 
     run_dir: Path
     last: Path
-    best: Path | None
+    best: Path
     epochs_run: int
     best_fitness: float
     final_metrics: dict[str, float] = field(default_factory=dict)
@@ -73,17 +80,26 @@ class Trainer:
     is saved); `train_model` (what the loop calls: `model` in DDP and/or compiled); `hyp` (scaled to the model);
     `loss_fn`; `optim` (Optimization: optimiser, scheduler, scaler, EMA, accumulation, warm-up); `progress`
     (TrainProgress: start epoch, best fitness, step counters).
+    verbose: False hides the progress bars (log records go where the process's logging sends them).
     Resuming: `Trainer.resume(path, runtime)` restores model, EMA, optimiser, scaler, scheduler, epoch, step
     counters and RNG state from a `last.pt`, and continues the same run folder.
     """
 
-    def __init__(self, cfg: TrainConfig, runtime: RuntimeConfig, *, resume_from: str | Path | None = None) -> None:
+    def __init__(
+        self,
+        cfg: TrainConfig,
+        runtime: RuntimeConfig,
+        *,
+        resume_from: str | Path | None = None,
+        verbose: bool = True,
+    ) -> None:
         if runtime.half:
             raise ValueError("half (fp16 weights) is for inference only; train with amp (bf16/fp16 autocast)")
         self.startup = clock = StartupClock()  # imports: the process's start up to here
         if resume_from is None:
             cfg = with_resolved_paths(cfg, Path.cwd())
-        self.cfg, self.runtime = cfg, runtime
+        self.cfg, self.runtime, self.verbose = cfg, runtime, verbose
+        self._best_payload: dict[str, Any] | None = None  # --nosave: best.pt's contents until the end
         self.dist = dist = DistContext.from_env()
         self.device = device = runtime.torch_device(dist.local_rank)
         init_process_group(dist, device)
@@ -102,10 +118,12 @@ class Trainer:
 
     def _build(self, resume_from: str | Path | None) -> None:
         cfg, runtime, dist, device, clock = self.cfg, self.runtime, self.dist, self.device, self.startup
-        data_config = load_train_data_config(cfg.data, dist)
+        data_config = load_train_data_config(cfg.data, dist, datasets_dir=cfg.datasets_dir, scan_cache=cfg.scan_cache)
+        self.cfg = cfg = self._resolve_recipe(cfg, data_config)
         clock.mark("data")
         resume = load_checkpoint(resume_from) if resume_from is not None else None
-        model = build_model_for_training(cfg.model, names=data_config.names, resume=resume)
+        names = SINGLE_CLASS_NAMES if cfg.single_cls else data_config.names
+        model = build_model_for_training(cfg.model, names=names, resume=resume)
         check_freeze(model, cfg.freeze)
         hyp_raw = train_hyp(cfg.hyp, label_smoothing=cfg.label_smoothing)
         stride = grid_stride(model)
@@ -134,17 +152,27 @@ class Trainer:
         clock.mark("compile")
         if dist.is_main:
             if resume is not None:
+                LOGGER.info("resuming %s from epoch %d of %d", resume.path, self.progress.start_epoch + 1, cfg.epochs)
                 reconcile_weights(self.weights_dir, resume, self.progress, save_period=cfg.save_period)
             elif (self.weights_dir / "best.pt").exists():
                 LOGGER.warning("%s: removing best.pt of an earlier run in this folder", self.weights_dir)
                 (self.weights_dir / "best.pt").unlink()
             self._write_settings(hyp_raw)
 
+    def _resolve_recipe(self, cfg: TrainConfig, data_config: Any) -> TrainConfig:
+        """`cfg` with the dataset's recipe filling the settings left to it; the main process logs which."""
+        resolved, recipe = resolve_recipe(cfg, data_config)
+        if self.dist.is_main and recipe.given != RECIPE_SETTINGS:
+            LOGGER.info("%s", recipe.describe(resolved))
+        elif self.dist.is_main:
+            LOGGER.info("recipe: none (hyp %s, %s, nbs %d) -- all given", cfg.hyp, cfg.optimizer, cfg.nominal_batch)
+        return resolved
+
     @classmethod
-    def resume(cls, path: str | Path, runtime: RuntimeConfig) -> Trainer:
+    def resume(cls, path: str | Path, runtime: RuntimeConfig, *, verbose: bool = True) -> Trainer:
         """A trainer that continues the run whose checkpoint is `path` (its train_args come from the file)."""
         path = Path(path)
-        return cls(resume_config(path, load_checkpoint(path)), runtime, resume_from=path)
+        return cls(resume_config(path, load_checkpoint(path)), runtime, resume_from=path, verbose=verbose)
 
     @property
     def weights_dir(self) -> Path:
@@ -194,13 +222,15 @@ class Trainer:
                 metrics = self._run_epoch(epoch, rng, log)
                 if dist.is_main:
                     score = fitness(metrics.get("metrics/mAP50", 0.0), metrics.get("metrics/mAP50-95", 0.0))
-                    improved = score > progress.best_fitness
+                    first = progress.best_epoch < 0 and progress.best_fitness <= 0  # best.pt is always written
+                    improved = not cfg.val or score > progress.best_fitness or first  # --noval: the latest
                     if improved:
-                        progress.best_fitness, progress.best_epoch = score, epoch
+                        progress.best_fitness, progress.best_epoch = (score if cfg.val else 0.0), epoch
                         epochs_without_gain = 0
                     else:
                         epochs_without_gain += 1
-                    self._save(epoch, improved)
+                    final = epoch == cfg.epochs - 1 or (cfg.patience > 0 and epochs_without_gain >= cfg.patience)
+                    self._save(epoch, improved, final=final)
                 stop = cfg.patience > 0 and epochs_without_gain >= cfg.patience
                 if broadcast_object(dist, stop):
                     if dist.is_main:
@@ -210,19 +240,34 @@ class Trainer:
             if log is not None:
                 log.close()
             destroy_process_group(dist)
-        best = self.weights_dir / "best.pt"
-        if dist.is_main and cfg.plots and (self.run_dir / "results.csv").exists():
-            from tphyolo.engine.train_log import plot_results
+            if dist.is_main and cfg.plots and (self.run_dir / "results.csv").exists():
+                from tphyolo.engine.train_log import plot_results
 
-            plot_results(self.run_dir / "results.csv")
+                plot_results(self.run_dir / "results.csv")  # an interrupted run's curves too
+        best = self.weights_dir / "best.pt"
+        if dist.is_main:
+            for path in (self.weights_dir / "last.pt", best):
+                before, after = strip_for_release(path)
+                LOGGER.info("%s: optimiser state stripped, %.1f MB -> %.1f MB", path, before / 1e6, after / 1e6)
+            metrics = self._final_validation(best)
         return TrainResult(
             run_dir=self.run_dir,
             last=self.weights_dir / "last.pt",
-            best=best if best.exists() else None,
+            best=best,
             epochs_run=epoch + 1 - progress.start_epoch,
             best_fitness=progress.best_fitness,
             final_metrics=metrics,
         )
+
+    def _final_validation(self, best: Path) -> dict[str, float]:
+        """Validate the weights of `best` on the val split and log the table with a row per class."""
+        from tphyolo.engine.evaluate import format_results
+
+        model = self.runtime.place_model(load_checkpoint(best).build_model(), self.device)
+        LOGGER.info("validating %s", best)
+        results = self._evaluate(model)
+        LOGGER.info("%s", format_results(results, verbose=True))
+        return self._metrics(results)
 
     def _report_startup(self, clock: StartupClock) -> None:
         """Logs the time to the first step and writes it to startup.json (main process)."""
@@ -249,7 +294,10 @@ class Trainer:
         if dist.is_main:
             from tqdm import tqdm
 
-            bar = tqdm(total=len(data.train_loader), desc=f"epoch {epoch + 1}/{cfg.epochs}", leave=False)
+            bar = tqdm(
+                total=len(data.train_loader), desc=f"epoch {epoch + 1}/{cfg.epochs}", leave=False,
+                disable=not self.verbose,
+            )  # fmt: skip
 
             def progress(i: int, mean_items: torch.Tensor, batch: Any) -> None:
                 memory = torch.cuda.memory_reserved(self.device) / 2**30 if self.device.type == "cuda" else 0.0
@@ -287,7 +335,7 @@ class Trainer:
         if not dist.is_main:
             barrier(dist)
             return {}
-        metrics = self.validate()
+        metrics = self.validate() if cfg.val else dict.fromkeys(VALIDATION_COLUMNS, math.nan)
         values = {f"train/{name}_loss": float(v) for name, v in zip(LOSS_NAMES, mean_items.tolist(), strict=True)}
         values.update(metrics)
         values.update({f"lr/pg{i}": lr for i, lr in enumerate(lrs)})
@@ -303,39 +351,58 @@ class Trainer:
         return metrics
 
     def validate(self) -> dict[str, float]:
-        """Validate the EMA model on the val split (rank 0); metrics keyed as in results.csv."""
+        """Validate the EMA model on the val split (rank 0): metrics and the validation losses (`ValLoss`),
+        keyed as in results.csv."""
+        from tphyolo.engine.val_loss import ValLoss
+
+        tracker = ValLoss(self.optim.ema.ema, self.loss_fn)
+        metrics = self._metrics(self._evaluate(self.optim.ema.ema, tracker.batches(self.data.val_loader)))
+        losses = tracker.mean().tolist()
+        return {**metrics, **{f"val/{name}_loss": v for name, v in zip(LOSS_NAMES, losses, strict=True)}}
+
+    def _evaluate(self, model: torch.nn.Module, batches: Any = None) -> Any:
         from tphyolo.engine.evaluate import evaluate
         from tphyolo.engine.inference_config import InferenceConfig
 
         config = InferenceConfig(conf=self.cfg.val_conf, iou=self.cfg.val_iou, max_det=self.cfg.max_det)
-        results = evaluate(
-            self.optim.ema.ema,
-            self.data.val_loader,
-            names=self.names,
-            config=config,
-            runtime=self.runtime,
-            device=self.device,
-        )
-        return {
-            "metrics/precision": float(results.mp),
-            "metrics/recall": float(results.mr),
-            "metrics/mAP50": float(results.map50),
-            "metrics/mAP50-95": float(results.map),
-        }
+        batches = self.data.val_loader if batches is None else batches
+        return evaluate(model, batches, names=self.names, config=config, runtime=self.runtime, device=self.device,
+                        progress=self.verbose and self.dist.is_main)  # fmt: skip
 
-    def _save(self, epoch: int, improved: bool) -> None:
+    @staticmethod
+    def _metrics(results: Any) -> dict[str, float]:
+        values = (results.mp, results.mr, results.map50, results.map)
+        return {name: float(v) for name, v in zip(METRIC_COLUMNS, values, strict=True)}
+
+    def _save(self, epoch: int, improved: bool, *, final: bool) -> None:
         """The epoch's checkpoints (`epoch_checkpoints`): last.pt commits the epoch (its results.csv row is
         already written); should the run stop before the others are written, a resume writes them from it
-        (`reconcile_weights`)."""
+        (`reconcile_weights`). With --nosave only the `final` epoch writes: last.pt, and best.pt from the best
+        epoch's weights, kept in memory until then."""
         payload = training_checkpoint(self.model, self.optim, cfg=self.cfg, epoch=epoch, progress=self.progress)
+        if not self.cfg.save:
+            if improved:
+                self._best_payload = release_payload(payload, copy=True)
+            if final:
+                for path, saved in ((self.weights_dir / "last.pt", payload), (self.weights_dir / "best.pt",
+                                                                             self._best_payload)):  # fmt: skip
+                    LOGGER.debug("saved %s", save_checkpoint(path, saved))
+            return
         for name in epoch_checkpoints(epoch, improved=improved, save_period=self.cfg.save_period):
             LOGGER.debug("saved %s", save_checkpoint(self.weights_dir / name, payload))
 
 
-def train(cfg: TrainConfig | None = None, runtime: RuntimeConfig | None = None, **overrides: Any) -> TrainResult:
+def train(
+    cfg: TrainConfig | None = None, runtime: RuntimeConfig | None = None, *, verbose: bool = True, **overrides: Any
+) -> TrainResult:
     """Train a model: `tphyolo.train(data="my.yaml", model="tph-yolov5s", epochs=65)`.
 
-    Keyword overrides are TrainConfig fields; the result says where the weights and logs are.
+    Keyword overrides are TrainConfig fields; the result says where the weights and logs are. It reports
+    progress as `tphyolo train` does (the recipe, one line per epoch, progress bars); `verbose=False` keeps
+    it to warnings (`engine.console.progress_output`).
     """
+    from tphyolo.engine.console import progress_output
+
     cfg = replace(cfg or TrainConfig(), **overrides)
-    return Trainer(cfg, runtime or RuntimeConfig()).fit()
+    with progress_output(verbose):
+        return Trainer(cfg, runtime or RuntimeConfig(), verbose=verbose).fit()

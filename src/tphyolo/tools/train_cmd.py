@@ -112,5 +112,5 @@ def run(args: argparse.Namespace) -> int:
         trainer = Trainer(from_flags(TrainConfig, args), args.runtime)
     result = trainer.fit()
     if trainer.dist.is_main:
-        print(f"results in {result.run_dir}; weights: {result.last}" + (f", {result.best}" if result.best else ""))
+        print(f"results in {result.run_dir}; weights: {result.last}, {result.best}")
     return 0

@@ -30,6 +30,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="checkpoint (tphyolo or original TPH-YOLOv5/YOLOv5) or exported model (.onnx, OpenVINO, .torchscript)",
     )
     parser.add_argument("--data", required=True, help="dataset yaml, folder, or built-in name (visdrone, synthetic)")
+    parser.add_argument(
+        "--datasets-dir", default=None, help="folder that built-in configs' relative paths start from (./datasets)"
+    )
     parser.add_argument("--task", choices=("val", "test"), default="val", help="split to evaluate (default: val)")
     add_inference_flags(parser, defaults=VAL_DEFAULTS, exclude=("classes", "agnostic"))
     add_classifier_flags(parser)
@@ -71,6 +74,7 @@ def run(args: argparse.Namespace) -> int:
         protocol=args.protocol,
         runtime=args.runtime,
         device=device,
+        datasets_dir=args.datasets_dir,
         workers=args.workers,
         scan_cache=from_flags(ScanOptions, args).scan_cache,
         save_dir=lambda: output.create("runs/val"),
