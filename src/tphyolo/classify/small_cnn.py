@@ -2,7 +2,7 @@
 the classifier must cost little next to the detector.
 
 Four stride-2 3x3 convolution stages (16, 32, 64, 128 channels; batch norm, ReLU) with a second 3x3
-convolution in the last two, global average pooling and a linear layer. On a 64-px crop that is about 6 M
+convolution in the last two, global average pooling and a linear layer. On a 64-px crop that is about 9 M
 multiply-adds, against about 150 M for resnet18 -- it keeps full resolution in its first layer, so 1-px detail
 of the crop still reaches it.
 """
