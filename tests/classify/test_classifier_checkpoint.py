@@ -36,10 +36,11 @@ def _checkpoint(net) -> ClassifierCheckpoint:
     )
 
 
-def test_round_trip_keeps_weights_settings_and_outputs(tmp_path):
+@pytest.mark.parametrize("arch", ["resnet18", "crop-cnn"])
+def test_round_trip_keeps_weights_settings_and_outputs(tmp_path, arch):
     torch.manual_seed(0)
-    net = build_classifier("resnet18", num_classes=2).eval()
-    original = _checkpoint(net)
+    net = build_classifier(arch, num_classes=2).eval()
+    original = dataclasses.replace(_checkpoint(net), arch=arch)
     path = save_classifier(tmp_path / "c.pt", original)
     torch.load(path, weights_only=True)  # plain data only
     loaded = load_classifier(path)

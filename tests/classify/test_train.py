@@ -54,7 +54,7 @@ def test_train_one_epoch_then_val(tiny_fine, tmp_path, capsys):
     assert len(rows) == 1 and {"train/loss", "val/accuracy", "val/mean_class_accuracy"} <= rows[0].keys()
     best = load_classifier(run / "weights" / "best.pt")
     assert best.names == CONFUSABLE and best.class_ids == tuple(NAMES.index(n) for n in CONFUSABLE)
-    assert (best.img, best.context, best.arch, best.dataset_names) == (32, 0.1, "resnet18", NAMES)
+    assert (best.img, best.context, best.arch, best.dataset_names) == (32, 0.1, "crop-cnn", NAMES)
     assert load_classifier(run / "weights" / "last.pt").epoch == 0
     for name in CONFUSABLE:
         assert name in out

@@ -6,7 +6,7 @@ A file is `torch.save` of one dict of plain data:
 | --- | --- |
 | `format`, `format_version` | `"tphyolo-crop-classifier"`, `FORMAT_VERSION` |
 | `model` | state dict of `CropClassifierNet` |
-| `arch` | torchvision architecture name |
+| `arch` | architecture name (`crop-cnn` or a torchvision one) |
 | `names` | the classifier's classes (output k = names[k]) |
 | `class_ids` | their ids in the detector's dataset (`dataset_names[class_ids[k]] == names[k]`) |
 | `dataset_names` | all class names of the dataset the classifier was trained on |

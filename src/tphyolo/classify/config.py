@@ -6,7 +6,7 @@ from dataclasses import dataclass
 
 from tphyolo.flags import flag
 
-DEFAULT_ARCH = "resnet18"  # the torchvision architecture trained unless --arch says otherwise
+DEFAULT_ARCH = "crop-cnn"  # the architecture trained unless --arch says otherwise (`small_cnn.py`)
 MIN_BOX_SIDE = 4  # pixels: smaller objects carry too little to classify and are skipped
 OPTIMIZERS = ("AdamW", "SGD")
 DEFAULT_LR = {"AdamW": 1e-3, "SGD": 1e-2}
@@ -24,7 +24,7 @@ class ClassifyConfig:
     classes: tuple[str, ...] | None = flag(
         None, "--classes", help="class names to classify (default: the dataset's 'confusable' list, else all)"
     )
-    arch: str = flag(DEFAULT_ARCH, "--arch", help="torchvision classification architecture")
+    arch: str = flag(DEFAULT_ARCH, "--arch", help="crop-cnn or a torchvision classification architecture")
     img: int = flag(64, "--img", "--imgsz", help="crop size, pixels")
     context: float = flag(0.1, "--context", help="context added on each side of a box, as a fraction of its size")
     min_size: float = flag(MIN_BOX_SIDE, "--min-size", help="skip boxes smaller than this on either side, pixels")

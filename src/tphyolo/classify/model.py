@@ -1,5 +1,5 @@
-"""The crop classifier network: a torchvision classification architecture, chosen by name, behind a fixed
-input normalisation.
+"""The crop classifier network: a torchvision classification architecture or the small `crop-cnn`
+(`small_cnn.py`), chosen by name, behind a fixed input normalisation.
 
 Nothing is downloaded: architectures are built with `weights=None` (random initialisation); starting weights
 come only from a local file given to `load_start_weights`.
@@ -13,16 +13,17 @@ import torch
 from torch import nn
 
 from tphyolo.classify.config import DEFAULT_ARCH
+from tphyolo.classify.small_cnn import SMALL_CNN, small_cnn
 
 IMAGENET_MEAN = (0.485, 0.456, 0.406)  # RGB; the statistics torchvision's weights were trained with
 IMAGENET_STD = (0.229, 0.224, 0.225)
 
 
 def architectures() -> list[str]:
-    """Names of the torchvision classification architectures `build_classifier` accepts."""
+    """Names of the architectures `build_classifier` accepts: `crop-cnn` and torchvision's classification ones."""
     from torchvision import models
 
-    return sorted(models.list_models(module=models))
+    return sorted([SMALL_CNN, *models.list_models(module=models)])
 
 
 class CropClassifierNet(nn.Module):
@@ -39,14 +40,17 @@ class CropClassifierNet(nn.Module):
 
 
 def build_classifier(arch: str = DEFAULT_ARCH, *, num_classes: int) -> CropClassifierNet:
-    """A randomly initialised `arch` (a torchvision classification model name) with `num_classes` outputs."""
+    """A randomly initialised `arch` (`crop-cnn` or a torchvision classification model name) with
+    `num_classes` outputs."""
     from torchvision import models
 
     known = architectures()
     if arch not in known:
-        raise ValueError(f"unknown classifier architecture {arch!r}; known (torchvision): {', '.join(known)}")
+        raise ValueError(f"unknown classifier architecture {arch!r}; known: {', '.join(known)}")
     if num_classes < 2:
         raise ValueError(f"a classifier needs at least 2 classes, got {num_classes}")
+    if arch == SMALL_CNN:
+        return CropClassifierNet(small_cnn(num_classes))
     return CropClassifierNet(models.get_model(arch, weights=None, num_classes=num_classes))
 
 
