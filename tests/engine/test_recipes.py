@@ -39,6 +39,7 @@ def test_an_old_synthetic_cache_without_a_recipe_line_still_gets_the_quick_job(t
 
 
 def test_visdrone_gets_its_hyp_with_sgd_and_nominal_batch_64(tmp_path):
+    (tmp_path / "VisDrone" / "VisDrone2019-DET-val" / "images").mkdir(parents=True)  # a downloaded split
     builtin = load_data_config("visdrone", datasets_dir=tmp_path)
     cfg, recipe = resolve_recipe(TrainConfig(data="visdrone"), builtin)
     assert _settings(cfg) == ("visdrone", "SGD", 64) and recipe.reason == "named by the dataset's yaml"

@@ -33,6 +33,7 @@ def test_separate_splits_give_no_warning(tiny_synthetic, tmp_path, caplog):
 
 
 def test_datasets_dir_anchors_the_builtin_configs_for_train_and_val(tmp_path):
+    (tmp_path / "VisDrone" / "VisDrone2019-DET-train" / "images").mkdir(parents=True)  # a downloaded split
     config = load_train_data_config("visdrone", DistContext(), datasets_dir=str(tmp_path))
     assert config.root == tmp_path / "VisDrone" and config.names == VISDRONE_NAMES
     parser = argparse.ArgumentParser()
