@@ -141,3 +141,10 @@ def test_the_scan_sees_every_kind_of_import():
 )
 def test_rules(importer, imported, broken):
     assert (rule_broken(importer, imported) is not None) == broken
+
+
+def test_test_modules_have_unique_names():
+    # Test folders are not packages: two test files of one name cannot both be collected in one run.
+    root = Path(__file__).parent
+    names = [path.name for path in root.rglob("test_*.py")]
+    assert sorted({name for name in names if names.count(name) > 1}) == []
