@@ -118,3 +118,15 @@ def test_a_closed_pipe_ends_quietly():
     _, err = process.communicate(timeout=300)
     assert process.returncode == 141, err.decode()
     assert b"Traceback" not in err and b"BrokenPipe" not in err
+
+
+def test_a_command_leaves_logging_as_it_found_it(capsys):
+    # The CLI shows tphyolo's log lines for the duration of a command only: in-process callers (tests, notebooks)
+    # keep their logging configuration.
+    import logging
+
+    root, package = logging.getLogger(), logging.getLogger("tphyolo")
+    before = (list(root.handlers), root.level, list(package.handlers), package.level, package.propagate)
+    main(["eval", "--gt", "/nonexistent", "--pred", "/nonexistent"])
+    assert "error" in capsys.readouterr().err
+    assert (list(root.handlers), root.level, list(package.handlers), package.level, package.propagate) == before

@@ -26,13 +26,13 @@ from __future__ import annotations
 
 import argparse
 import importlib
-import logging
 import os
 import sys
 from collections.abc import Iterable, Sequence
 from typing import NamedTuple
 
 from tphyolo._version import __version__
+from tphyolo.engine.console import progress_output
 from tphyolo.tools.errors import UsageError
 
 __all__ = ["COMMANDS", "Command", "UsageError", "build_parser", "main"]
@@ -144,7 +144,8 @@ def main(argv: Sequence[str] | None = None) -> int:
 
             args.runtime = runtime_from_args(args)
             configure_process(args.runtime)
-        code = int(module.run(args) or 0)
+        with progress_output(True):  # tphyolo's log lines (progress of long steps) to stdout, for this command
+            code = int(module.run(args) or 0)
         sys.stdout.flush()  # a closed pipe shows here, not at interpreter exit
         return code
     except BrokenPipeError:
@@ -165,14 +166,11 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 def _configure_output(*, debug: bool) -> None:
     """Messages name files whatever their names: a name that is not valid UTF-8 is printed with backslash
-    escapes instead of failing the print. tphyolo's log lines (progress of long steps) go to stdout, other
-    libraries' only from WARNING up. OpenCV's own log lines (a decoder's complaint about a file that is then
+    escapes instead of failing the print. OpenCV's own log lines (a decoder's complaint about a file that is then
     reported in one line) show only with `debug`."""
     for stream in (sys.stdout, sys.stderr):
         if hasattr(stream, "reconfigure"):
             stream.reconfigure(errors="backslashreplace")
-    logging.basicConfig(level=logging.WARNING, format="%(message)s", stream=sys.stdout)
-    logging.getLogger("tphyolo").setLevel(logging.INFO)
     if not debug:
         import cv2
 

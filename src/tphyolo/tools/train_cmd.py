@@ -8,9 +8,7 @@ it parsed, spelled back as flags.
 from __future__ import annotations
 
 import argparse
-import logging
 import os
-import sys
 from dataclasses import fields
 from pathlib import Path
 
@@ -98,7 +96,6 @@ def run(args: argparse.Namespace) -> int:
     if len(devices) > 1 and "LOCAL_RANK" not in os.environ:
         args.runtime.torch_device()  # every GPU named must be visible before torchrun starts processes
         return distributed.launch_torchrun(["train", *flags_for(command_parser(), args)], nproc=len(devices))
-    logging.basicConfig(level=logging.INFO, format="%(message)s", stream=sys.stdout)
     if args.resume is not None:
         ignored = settings_given(args, keep=("project",))
         if ignored:
