@@ -11,7 +11,7 @@ from tphyolo.report.data import ReportData, build_report
 from tphyolo.report.figures import write_figures
 from tphyolo.report.gallery import write_galleries
 from tphyolo.report.html import render_html
-from tphyolo.report.records import load_records
+from tphyolo.report.records import Records, load_records, save_records
 
 REPORT_NAME = "report.html"
 FILES_NAME = "report_files"
@@ -31,6 +31,14 @@ def write_report(data: ReportData, run_dir: Path, *, title: str = "tphyolo evalu
     path = run_dir / REPORT_NAME
     path.write_text(render_html(data, figures, galleries, FILES_NAME, title=title), encoding="utf-8")
     return path
+
+
+def report_run(records: Records, run_dir: Path) -> tuple[ReportData, Path]:
+    """Save `records` as the run's `evaluation.json` and write its report beside it (what `val --report` and
+    `eval --report` do); returns the report's data and the path of `report.html`."""
+    save_records(run_dir, records)
+    data = build_report(records)
+    return data, write_report(data, run_dir)
 
 
 def rebuild_report(run_dir: Path) -> Path:

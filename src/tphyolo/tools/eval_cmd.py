@@ -136,16 +136,14 @@ def _score_visdrone_files(args: argparse.Namespace) -> tuple[dict, dict, str]:
 def _write_report(args: argparse.Namespace, images, *, names, max_det: int):
     """Save the records of `images` and write the report into `args.report`; returns the report's scores (an
     EvalResults: the protocol's numbers in `extra` and `protocol_per_class`, its table last in `tables`)."""
-    from tphyolo.report.data import build_report
-    from tphyolo.report.records import Records, save_records
-    from tphyolo.report.writer import write_report
+    from tphyolo.report.records import Records
+    from tphyolo.report.writer import report_run
 
     settings = {"gt": str(args.gt), "pred": str(args.pred), "images": str(args.images or args.gt.parent / "images")}
     records = Records(protocol=args.protocol, max_det=max_det, names=tuple(names), settings=settings,
                       images=tuple(images))  # fmt: skip
-    save_records(args.report, records)
-    data = build_report(records)
-    print(f"report in {write_report(data, args.report)}")
+    data, path = report_run(records, args.report)
+    print(f"report in {path}")
     return data.results
 
 

@@ -102,15 +102,13 @@ def _write_report(args: argparse.Namespace, results, *, config) -> dict:
     (what `--json` writes with `--report`: the plain numbers plus sizes, images and dataset)."""
     from dataclasses import asdict, replace
 
-    from tphyolo.report.data import build_report
-    from tphyolo.report.records import Records, plain_settings, save_records
-    from tphyolo.report.writer import write_report
+    from tphyolo.report.records import Records, plain_settings
+    from tphyolo.report.writer import report_run
 
     settings = {"weights": args.weights, "data": args.data, "task": args.task} | asdict(config)
     images = tuple(replace(r, path=str(Path(r.path).resolve())) for r in results.image_results)  # from any folder
     records = Records(protocol=args.protocol, max_det=config.max_det, names=results.names,
                       settings=plain_settings(settings), images=images, speed=results.speed)  # fmt: skip
-    save_records(results.save_dir, records)
-    data = build_report(records)
-    print(f"report in {write_report(data, results.save_dir)}")
+    data, path = report_run(records, results.save_dir)
+    print(f"report in {path}")
     return data.as_json()
