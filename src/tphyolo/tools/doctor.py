@@ -159,6 +159,12 @@ def collect_report(*, compile_check: bool | None = None, progress=None) -> dict:
     cudnn_version = torch.backends.cudnn.version() if torch.backends.cudnn.is_available() else None
     probe_dtype = torch.bfloat16 if cuda_available and torch.cuda.is_bf16_supported() else torch.float32
     affinity = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    say(f"probing attention kernels on {device} ...")
+    sdpa_probes = probe_sdpa(device, probe_dtype)
+    compile_probe = {"available": None, "skipped": True}
+    if compile_check:
+        say(f"compiling a tiny function with torch.compile on {device} (tens of seconds on a CPU) ...")
+        compile_probe = _probe_compile(device)
 
     report = {
         "tphyolo": __version__,
@@ -183,7 +189,7 @@ def collect_report(*, compile_check: bool | None = None, progress=None) -> dict:
             },
             "probe_device": str(device),
             "probe_dtype": str(probe_dtype).replace("torch.", ""),
-            "probes": say(f"probing attention kernels on {device} ...") or probe_sdpa(device, probe_dtype),
+            "probes": sdpa_probes,
         },
         "precision": {
             "float32_matmul_precision": torch.get_float32_matmul_precision(),
@@ -195,10 +201,7 @@ def collect_report(*, compile_check: bool | None = None, progress=None) -> dict:
             "in_force": next((os.environ[n] for n in ALLOC_ENV_VARS if os.environ.get(n)), None),
             "tphyolo_default": DEFAULT_ALLOC_CONF,
         },
-        "compile": say(f"compiling a tiny function with torch.compile on {device} (tens of seconds on a CPU) ...")
-        or _probe_compile(device)
-        if compile_check
-        else {"available": None, "skipped": True},
+        "compile": compile_probe,
         "compile_cache": _compile_cache(),
         "cpu": {
             "logical_cores": os.cpu_count(),
