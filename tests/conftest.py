@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from tests.helpers import process_state_restored, require_shared
+from tphyolo import cpu_memory
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 SHARED_DIR = Path(os.environ.get("TPHYOLO_SHARED", REPO_ROOT.parent / "shared"))
@@ -24,6 +25,21 @@ def _restore_process_state() -> Iterator[None]:
     them, also when it called `configure_process` or set a variable that was unset before."""
     with process_state_restored():
         yield
+
+
+@pytest.fixture(autouse=True)
+def mallopt_calls(monkeypatch) -> list[tuple[int, int]]:
+    """glibc's mallopt replaced by a recorder (the calls made, in order): `configure_process`, which CLI tests
+    run in this process, would otherwise raise the session's malloc thresholds for good (nothing lowers them back
+    to glibc's own, dynamic ones). `tests/test_cpu_memory.py` checks the real effect in child processes."""
+    calls: list[tuple[int, int]] = []
+
+    def record(param: int, value: int) -> int:
+        calls.append((param, value))
+        return 1
+
+    monkeypatch.setattr(cpu_memory, "glibc_mallopt", lambda: record)
+    return calls
 
 
 @pytest.fixture(scope="session")

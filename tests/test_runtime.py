@@ -69,7 +69,7 @@ def test_amp_dtype_resolution():
 
 def test_configure_process_sets_allocator_env_when_unset(no_allocator_env, monkeypatch):
     report = configure_process(RuntimeConfig(alloc_conf="expandable_segments:True"))
-    assert report == {"alloc_conf": "expandable_segments:True", "alloc_conf_source": "tphyolo"}
+    assert (report["alloc_conf"], report["alloc_conf_source"]) == ("expandable_segments:True", "tphyolo")
     for name in ALLOC_ENV_VARS:
         assert runtime.os.environ[name] == "expandable_segments:True"
 
@@ -78,7 +78,7 @@ def test_configure_process_sets_allocator_env_when_unset(no_allocator_env, monke
 def test_configure_process_never_overrides_the_user(no_allocator_env, monkeypatch, user_var):
     monkeypatch.setenv(user_var, "max_split_size_mb:128")
     report = configure_process(RuntimeConfig(alloc_conf="expandable_segments:True"))
-    assert report == {"alloc_conf": "max_split_size_mb:128", "alloc_conf_source": "user"}
+    assert (report["alloc_conf"], report["alloc_conf_source"]) == ("max_split_size_mb:128", "user")
     other = [n for n in ALLOC_ENV_VARS if n != user_var][0]
     assert runtime.os.environ.get(other) is None
 
@@ -153,3 +153,4 @@ def test_runtime_flags_round_trip():
     assert cfg == RuntimeConfig(
         device="cpu", amp="bf16", compile="default", channels_last=True, sdpa_backends=("math",), tf32=False
     )
+    assert runtime.runtime_from_args(parser.parse_args(["--no-keep-cpu-memory"])).keep_cpu_memory is False

@@ -1,7 +1,8 @@
-"""Runtime settings: device, precision, attention kernels, compilation, memory layout, allocator.
+"""Runtime settings: device, precision, attention kernels, compilation, memory layout, allocators.
 
 `RuntimeConfig` is plain data. Nothing here changes global state on import. `configure_process(cfg)` is the
-one function that applies process-wide settings (allocator environment, TF32, cudnn.benchmark); only the
+one function that applies process-wide settings (CUDA allocator environment, CPU malloc thresholds, TF32,
+cudnn.benchmark); only the
 command-line entry points call it, before the first CUDA call. Everything else is scoped: `autocast(cfg, device)`
 and `sdpa_context(cfg)` are context managers.
 """
@@ -17,6 +18,7 @@ from dataclasses import dataclass, field
 import torch
 from torch import nn
 
+from tphyolo.cpu_memory import keep_freed_blocks
 from tphyolo.runtime_flags import (
     ALLOC_ENV_VARS,
     AMP_CHOICES,
@@ -45,6 +47,8 @@ class RuntimeConfig:
     tf32: allow TensorFloat-32 in fp32 matmuls and convolutions on Ampere and newer GPUs.
     cudnn_benchmark: let cuDNN pick the fastest convolution algorithm per input shape.
     alloc_conf: CUDA caching-allocator settings, applied only when the user's environment sets none.
+    keep_cpu_memory: keep large freed CPU blocks in the process for reuse (glibc malloc thresholds, see
+        `tphyolo.cpu_memory`) instead of page-faulting them in again on every pass.
     """
 
     device: str = "auto"
@@ -56,6 +60,7 @@ class RuntimeConfig:
     tf32: bool = True
     cudnn_benchmark: bool = True
     alloc_conf: str = DEFAULT_ALLOC_CONF
+    keep_cpu_memory: bool = True
 
     def __post_init__(self) -> None:
         if self.amp not in AMP_CHOICES:
@@ -150,11 +155,13 @@ def configure_process(cfg: RuntimeConfig) -> dict[str, str]:
 
     Sets PYTORCH_CUDA_ALLOC_CONF and PYTORCH_ALLOC_CONF to `cfg.alloc_conf` only if the user set neither (a
     user's setting always wins), KINETO_LOG_LEVEL to silence the profiler library's own lines (profiler
-    start/stop, "gpuGetDeviceCount failed" on machines without a GPU) unless the user set it, then the TF32 and
+    start/stop, "gpuGetDeviceCount failed" on machines without a GPU) unless the user set it, keeps large freed
+    CPU blocks for reuse when `cfg.keep_cpu_memory` (`tphyolo.cpu_memory.keep_freed_blocks`), then the TF32 and
     cudnn.benchmark flags; when compiling, points PyTorch's
     compile caches at tphyolo's (`tphyolo.compile_cache`). Raises RuntimeError if CUDA is already initialised,
     because the allocator reads its settings once, at initialisation.
-    Returns what it did, for logging: {"alloc_conf": ..., "alloc_conf_source": "user"|"tphyolo"|"none"}, and
+    Returns what it did, for logging: {"alloc_conf": ..., "alloc_conf_source": "user"|"tphyolo"|"none",
+    "cpu_memory": "tphyolo"|"user"|"unavailable"|"off"}, and
     when compiling {"compile_cache": DIR, "compile_cache_source": "user"|"tphyolo"|"default"}.
     """
     if torch.cuda.is_initialized():
@@ -171,6 +178,7 @@ def configure_process(cfg: RuntimeConfig) -> dict[str, str]:
     else:
         report = {"alloc_conf": "", "alloc_conf_source": "none"}
     os.environ.setdefault("KINETO_LOG_LEVEL", QUIET_KINETO_LOG_LEVEL)
+    report["cpu_memory"] = keep_freed_blocks() if cfg.keep_cpu_memory else "off"
     torch.set_float32_matmul_precision("high" if cfg.tf32 else "highest")
     torch.backends.cudnn.allow_tf32 = cfg.tf32
     torch.backends.cudnn.benchmark = cfg.cudnn_benchmark
@@ -230,4 +238,5 @@ def runtime_from_args(args: argparse.Namespace) -> RuntimeConfig:
         tf32=not args.no_tf32,
         cudnn_benchmark=not args.no_cudnn_benchmark,
         alloc_conf=args.alloc_conf,
+        keep_cpu_memory=not args.no_keep_cpu_memory,
     )

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import argparse
 
+from tphyolo.cpu_memory import KEEP_BYTES
+
 AMP_CHOICES = ("auto", "bf16", "fp16", "off")
 COMPILE_CHOICES = ("off", "default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs")
 SDPA_BACKEND_NAMES = ("flash", "efficient", "cudnn", "math")
@@ -70,4 +72,10 @@ def add_runtime_arguments(parser: argparse.ArgumentParser, *, inference: bool = 
         "--alloc-conf",
         default=DEFAULT_ALLOC_CONF,
         help=f"CUDA allocator settings used when PYTORCH_CUDA_ALLOC_CONF is unset (default: {DEFAULT_ALLOC_CONF})",
+    )
+    group.add_argument(
+        "--no-keep-cpu-memory",
+        action="store_true",
+        help=f"leave glibc's malloc thresholds as they are (default: freed CPU blocks up to {KEEP_BYTES >> 20} MiB "
+        "stay with the process for reuse, which saves page faults on every pass)",
     )
