@@ -57,6 +57,17 @@ def test_human_report_mentions_kernels(capsys):
     assert "probing attention kernels" in captured.err  # a slow probe says so before it starts
 
 
+def test_the_cpu_malloc_line_says_who_sets_it(monkeypatch, capsys):
+    monkeypatch.delenv("LD_PRELOAD", raising=False)
+    monkeypatch.delenv("MALLOC_TRIM_THRESHOLD_", raising=False)
+    report = doctor.collect_report(compile_check=False)
+    assert report["allocator"]["cpu_malloc"]["user_choice"] is None
+    assert "keep freed blocks up to 1024 MiB" in doctor.format_report(report)
+    monkeypatch.setenv("MALLOC_TRIM_THRESHOLD_", "0")
+    report = doctor.collect_report(compile_check=False)
+    assert "left to your setting MALLOC_TRIM_THRESHOLD_=0" in doctor.format_report(report)
+
+
 def test_cpu_only_is_a_fact_not_a_problem():
     report = doctor.collect_report(compile_check=False)
     cpu_only = dict(report, cuda=dict(report["cuda"], available=False, device_count=0), devices=[])

@@ -19,6 +19,7 @@ import time
 from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING
 
+from tphyolo import cpu_memory
 from tphyolo._version import __version__
 from tphyolo.runtime_flags import ALLOC_ENV_VARS, DEFAULT_ALLOC_CONF
 
@@ -200,6 +201,11 @@ def collect_report(*, compile_check: bool | None = None, progress=None) -> dict:
             "env": {name: os.environ.get(name) for name in ALLOC_ENV_VARS},
             "in_force": next((os.environ[n] for n in ALLOC_ENV_VARS if os.environ.get(n)), None),
             "tphyolo_default": DEFAULT_ALLOC_CONF,
+            "cpu_malloc": {
+                "glibc": cpu_memory.glibc_mallopt() is not None,
+                "user_choice": cpu_memory.user_malloc_choice(),
+                "keep_bytes": cpu_memory.KEEP_BYTES,
+            },
         },
         "compile": compile_probe,
         "compile_cache": _compile_cache(),
@@ -323,6 +329,16 @@ def format_report(report: dict) -> str:
         f"  allocator     in force: {alloc['in_force'] or '(torch default)'}; "
         f"tphyolo applies {alloc['tphyolo_default']} when unset"
     )
+    malloc = alloc["cpu_malloc"]
+    if malloc["user_choice"]:
+        lines.append(f"  cpu malloc    left to your setting {malloc['user_choice']}")
+    elif malloc["glibc"]:
+        lines.append(
+            f"  cpu malloc    glibc; commands that run models keep freed blocks up to {malloc['keep_bytes'] >> 20} MiB "
+            "for reuse (--no-keep-cpu-memory: off)"
+        )
+    else:
+        lines.append("  cpu malloc    not glibc: left as it is")
     comp = report["compile"]
     if comp.get("skipped"):
         lines.append("  compile       not checked (tphyolo doctor --compile-check probes it: tens of seconds on a CPU)")
