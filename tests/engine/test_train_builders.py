@@ -141,6 +141,18 @@ def test_data_is_sharded_and_validated_on_rank_0_only(tiny_synthetic):
     assert second.val_loader is None and len(second.train_loader.sampler) == 4
 
 
+def test_both_loaders_fork_their_workers_once(tiny_synthetic):
+    """Workers forked again at every validation would share the heap that training has grown (kept for reuse,
+    `tphyolo.cpu_memory`), and every page the trainer then writes would be copied: both loaders keep theirs."""
+    cfg = TrainConfig(data=str(tiny_synthetic), batch=2, workers=2)
+    config = load_train_data_config(cfg.data, DistContext())
+    model = build_model_for_training("tph-yolov5n", names=config.names)
+    hyp = scale_hyp(load_hyp("synthetic"), num_levels=model.head.nl, num_classes=model.nc, imgsz=128)
+    data = build_data(cfg, config, hyp=hyp, imgsz=128, stride=grid_stride(model), dist=DistContext(), device=DEVICE)
+    assert data.train_loader.persistent_workers and data.val_loader.persistent_workers
+    assert data.val_loader.num_workers == 2
+
+
 @dataclass
 class ToyBatch:
     images: torch.Tensor  # (B, 3, H, W) uint8

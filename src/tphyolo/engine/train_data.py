@@ -143,5 +143,10 @@ def build_data(
         )  # fmt: skip
         _report_problems("val", val_scan)
         warn_if_val_is_train(train_set, val_set)
-        val_loader = build_dataloader(val_set, batch_size=val_batch, workers=min(cfg.workers, 2), shuffle=False)
+        val_workers = min(cfg.workers, 2)
+        # Persistent: workers forked once. Forked again at every validation, they would share the heap that
+        # training has grown by then, and each page the trainer writes afterwards would be copied (a fault).
+        val_loader = build_dataloader(
+            val_set, batch_size=val_batch, workers=val_workers, shuffle=False, persistent_workers=val_workers > 0
+        )
     return TrainData(config, train_set, train_loader, val_loader, imgsz, stride)
