@@ -6,7 +6,8 @@ their ratio, then the median of the paired ratios, with page faults per pass and
     python benchmarks/cpu_memory.py --model tph-yolov5n --img 1536 --batch 2 --mode infer --rounds 4
 
 `--mode infer` is an eval-mode forward under no_grad; `--mode train` a train-mode forward, the loss (`YoloLoss`,
-hyp scratch-low) on synthetic targets, backward and an SGD step, as `tphyolo bench model` times them. The
+hyp scratch-low) on synthetic targets, backward and an SGD step: the steps `tphyolo bench model` times
+(`tphyolo.bench.model.infer_step`, `train_step`). The
 process must be started anew for each setting: glibc's default thresholds cannot be restored once changed.
 """
 
@@ -19,8 +20,7 @@ import statistics
 import subprocess
 import sys
 
-USER_SETTINGS = ("LD_PRELOAD", "GLIBC_TUNABLES", "MALLOC_MMAP_THRESHOLD_", "MALLOC_TRIM_THRESHOLD_",
-                 "MALLOC_TOP_PAD_", "MALLOC_MMAP_MAX_")  # fmt: skip
+from tphyolo.cpu_memory import USER_SETTINGS_ENV, keep_freed_blocks
 
 
 def child(args: argparse.Namespace) -> None:
@@ -28,33 +28,22 @@ def child(args: argparse.Namespace) -> None:
     import resource
     import time
 
-    from tphyolo.cpu_memory import keep_freed_blocks
-
     if args.child == "kept" and keep_freed_blocks() != "tphyolo":
         raise SystemExit("glibc's malloc thresholds could not be raised here")
     import torch
 
-    from tphyolo.bench.model import _loss_for, synthetic_images, synthetic_targets
+    from tphyolo.bench.model import infer_step, synthetic_images, synthetic_targets, train_step
     from tphyolo.models.build import build_model
+    from tphyolo.runtime import RuntimeConfig
 
     torch.manual_seed(0)
     model = build_model(args.model, num_classes=10)
     images = synthetic_images(args.batch, args.img).float() / 255
+    runtime = RuntimeConfig(device="cpu", amp="off")
     if args.mode == "infer":
-        model.eval()
-
-        def run() -> None:
-            with torch.no_grad():
-                model(images)
+        run = infer_step(model, images, runtime)
     else:
-        loss_fn, targets = _loss_for(model, args.img), synthetic_targets(args.batch, 10)
-        optimizer = torch.optim.SGD(model.parameters(), lr=0.0, momentum=0.937, nesterov=True)
-        model.train()
-
-        def run() -> None:
-            optimizer.zero_grad(set_to_none=True)
-            loss_fn(model(images), targets)[0].backward()
-            optimizer.step()
+        run = train_step(model, model, images, synthetic_targets(args.batch, 10), runtime, args.img)
 
     run(), run()
     times = []
@@ -84,7 +73,7 @@ def main() -> None:
     args = parser.parse_args()
     if args.child:
         return child(args)
-    env = {k: v for k, v in os.environ.items() if k not in USER_SETTINGS}
+    env = {k: v for k, v in os.environ.items() if k not in USER_SETTINGS_ENV}
     base = [sys.executable, __file__, *sys.argv[1:]]
     print(f"{args.model} img{args.img} b{args.batch} {args.mode}: baseline = the same in a process with glibc's "
           "default malloc thresholds")  # fmt: skip

@@ -28,8 +28,7 @@ print(min(faults[-4:]))
 
 
 def _faults_per_pass(mode: str) -> int:
-    user_settings = (*cpu_memory.USER_MALLOC_ENV, "LD_PRELOAD", "GLIBC_TUNABLES")
-    env = {k: v for k, v in os.environ.items() if k not in user_settings}
+    env = {k: v for k, v in os.environ.items() if k not in cpu_memory.USER_SETTINGS_ENV}
     done = subprocess.run(
         [sys.executable, "-c", FAULTS_PER_PASS, mode], env=env, capture_output=True, text=True, timeout=120
     )
@@ -59,7 +58,7 @@ def test_the_users_allocator_choice_is_left_alone(mallopt_calls):
 
 
 def test_configure_process_raises_both_thresholds_unless_told_not_to(mallopt_calls, monkeypatch):
-    for name in (*cpu_memory.USER_MALLOC_ENV, "LD_PRELOAD", "GLIBC_TUNABLES"):
+    for name in cpu_memory.USER_SETTINGS_ENV:
         monkeypatch.delenv(name, raising=False)
     assert configure_process(RuntimeConfig(device="cpu", keep_cpu_memory=False))["cpu_memory"] == "off"
     assert mallopt_calls == []

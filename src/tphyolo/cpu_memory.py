@@ -24,6 +24,7 @@ from collections.abc import Callable, Mapping
 KEEP_BYTES = 1 << 30  # blocks up to 1 GiB come from the heap and stay there when freed
 USER_MALLOC_ENV = ("MALLOC_MMAP_THRESHOLD_", "MALLOC_TRIM_THRESHOLD_", "MALLOC_TOP_PAD_", "MALLOC_MMAP_MAX_")
 PRELOADED_ALLOCATORS = ("jemalloc", "tcmalloc", "mimalloc")
+USER_SETTINGS_ENV = ("LD_PRELOAD", "GLIBC_TUNABLES", *USER_MALLOC_ENV)  # every variable `user_malloc_choice` reads
 M_TRIM_THRESHOLD, M_MMAP_THRESHOLD = -1, -3  # mallopt() parameters, from glibc's malloc.h
 
 

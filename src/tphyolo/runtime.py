@@ -2,9 +2,8 @@
 
 `RuntimeConfig` is plain data. Nothing here changes global state on import. `configure_process(cfg)` is the
 one function that applies process-wide settings (CUDA allocator environment, CPU malloc thresholds, TF32,
-cudnn.benchmark); only the
-command-line entry points call it, before the first CUDA call. Everything else is scoped: `autocast(cfg, device)`
-and `sdpa_context(cfg)` are context managers.
+cudnn.benchmark); only the command-line entry points call it, before the first CUDA call. Everything else is
+scoped: `autocast(cfg, device)` and `sdpa_context(cfg)` are context managers.
 """
 
 from __future__ import annotations
@@ -157,12 +156,12 @@ def configure_process(cfg: RuntimeConfig) -> dict[str, str]:
     user's setting always wins), KINETO_LOG_LEVEL to silence the profiler library's own lines (profiler
     start/stop, "gpuGetDeviceCount failed" on machines without a GPU) unless the user set it, keeps large freed
     CPU blocks for reuse when `cfg.keep_cpu_memory` (`tphyolo.cpu_memory.keep_freed_blocks`), then the TF32 and
-    cudnn.benchmark flags; when compiling, points PyTorch's
-    compile caches at tphyolo's (`tphyolo.compile_cache`). Raises RuntimeError if CUDA is already initialised,
-    because the allocator reads its settings once, at initialisation.
+    cudnn.benchmark flags; when compiling, points PyTorch's compile caches at tphyolo's
+    (`tphyolo.compile_cache`). Raises RuntimeError if CUDA is already initialised, because the allocator reads
+    its settings once, at initialisation.
     Returns what it did, for logging: {"alloc_conf": ..., "alloc_conf_source": "user"|"tphyolo"|"none",
-    "cpu_memory": "tphyolo"|"user"|"unavailable"|"off"}, and
-    when compiling {"compile_cache": DIR, "compile_cache_source": "user"|"tphyolo"|"default"}.
+    "cpu_memory": "tphyolo"|"user"|"unavailable"|"off"}, and when compiling {"compile_cache": DIR,
+    "compile_cache_source": "user"|"tphyolo"|"default"}.
     """
     if torch.cuda.is_initialized():
         raise RuntimeError(
