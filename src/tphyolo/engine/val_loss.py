@@ -32,11 +32,7 @@ class ValLoss:
 
     def _capture(self, head: nn.Module, args: tuple[Any, ...], output: Any) -> None:
         with torch.no_grad():
-            raw = []
-            for p in head.predict_levels(args[0]):
-                b, _, h, w = p.shape
-                raw.append(p.view(b, head.na, head.no, h, w).permute(0, 1, 3, 4, 2))  # (B, na, H, W, no)
-            self._raw = raw
+            self._raw = head.raw_maps(args[0])  # (B, na, H, W, no) per level
 
     def batches(self, loader: Iterable) -> Iterator[Any]:
         """`loader`'s batches, each scored once the evaluation has run the model on it."""

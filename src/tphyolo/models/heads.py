@@ -66,11 +66,16 @@ class DetectionHead(nn.Module):
         raise NotImplementedError(f"{type(self).__name__} must implement output_convs")
 
     def forward(self, xs: list[torch.Tensor]) -> list[torch.Tensor] | torch.Tensor:
+        raw = self.raw_maps(xs)
+        return raw if self.training else self.decode(raw)
+
+    def raw_maps(self, xs: list[torch.Tensor]) -> list[torch.Tensor]:
+        """Input maps -> nl raw maps (B, na, H_l, W_l, no), what the loss reads and `decode` decodes."""
         raw = []
         for p in self.predict_levels(xs):
             b, _, h, w = p.shape
             raw.append(p.view(b, self.na, self.no, h, w).permute(0, 1, 3, 4, 2).contiguous())  # (B, na, H, W, no)
-        return raw if self.training else self.decode(raw)
+        return raw
 
     def decode(self, raw: list[torch.Tensor]) -> torch.Tensor:
         """Raw maps (B, na, H_l, W_l, no) -> (B, N, no) float32: xywh pixels, sigmoid objectness and classes.
