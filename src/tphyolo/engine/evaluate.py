@@ -24,9 +24,8 @@ from tphyolo.classify.classifier import CropClassifier, as_classifier
 from tphyolo.engine.backends import Backend, as_backend
 from tphyolo.engine.inference import Detector, View
 from tphyolo.engine.inference_config import VALIDATION, InferenceConfig
-from tphyolo.engine.writers import coco_records, yolo_lines
+from tphyolo.engine.writers import coco_predictions, yolo_lines
 from tphyolo.metrics.ap import Summary, fitness
-from tphyolo.metrics.coco import coco_image_ids
 from tphyolo.metrics.confusion import ConfusionMatrix
 from tphyolo.metrics.protocol import ImageResult
 from tphyolo.metrics.registry import get_protocol
@@ -159,18 +158,14 @@ def collect_results(
 def save_predictions(results: Sequence[ImageResult], save_dir: Path, *, save_txt: bool, save_json: bool) -> None:
     """YOLO txt files (`labels/STEM.txt`, with scores) and/or `predictions.json` (COCO results; image ids by
     `tphyolo.metrics.coco.coco_image_ids`, as the COCO protocol numbers the ground truth)."""
-    records = []
-    stems = [Path(r.path).stem for r in results]
-    for r, stem, image_id in zip(results, stems, coco_image_ids(stems), strict=True):
-        detections = Detections.from_rows(r.detections)
+    named = [(Path(r.path).stem, Detections.from_rows(r.detections)) for r in results]
+    for r, (stem, detections) in zip(results, named, strict=True):
         if save_txt:
             (save_dir / "labels").mkdir(parents=True, exist_ok=True)
             lines = yolo_lines(detections, width=r.shape[1], height=r.shape[0], with_score=True)
             (save_dir / "labels" / f"{stem}.txt").write_text("".join(f"{line}\n" for line in lines))
-        if save_json:
-            records += coco_records(detections, image_id)
     if save_json:
-        (save_dir / "predictions.json").write_text(json.dumps(records))
+        (save_dir / "predictions.json").write_text(json.dumps(coco_predictions(named)))
 
 
 def save_batch_plots(results: Sequence[ImageResult], save_dir: Path, *, names: list[str], batches: int = 3) -> None:

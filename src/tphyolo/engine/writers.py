@@ -19,7 +19,7 @@ number, 6 digits) for a video frame. Annotated images keep the source's suffix (
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path, PurePosixPath
 
 import cv2
@@ -68,6 +68,17 @@ def coco_records(detections: Detections, image_id: int | str) -> list[dict]:
     for (x1, y1, x2, y2), score, label in rows:
         bbox = [round(x1, 3), round(y1, 3), round(x2 - x1, 3), round(y2 - y1, 3)]
         records.append({"image_id": image_id, "category_id": label, "bbox": bbox, "score": round(score, 5)})
+    return records
+
+
+def coco_predictions(named: Sequence[tuple[str, Detections]], image_ids: Mapping[str, int] | None = None) -> list[dict]:
+    """The predictions.json records of images given as (output name, detections), in order: image ids from
+    `image_ids` by name when given, else by `coco_image_ids` over the names (see the module docstring)."""
+    names = [name for name, _ in named]
+    ids = [image_ids[n] for n in names] if image_ids is not None else coco_image_ids(names)
+    records = []
+    for image_id, (_, detections) in zip(ids, named, strict=True):
+        records += coco_records(detections, image_id)
     return records
 
 
@@ -169,11 +180,6 @@ class PredictionWriter:
             writer.release()
         self.videos.clear()
         if self.save_json:
-            names = [name for name, _ in self.json_images]
-            image_ids = [self.image_ids[n] for n in names] if self.image_ids is not None else coco_image_ids(names)
-            records = []
-            for image_id, (_, detections) in zip(image_ids, self.json_images, strict=True):
-                records += coco_records(detections, image_id)
             path = self.save_dir / "predictions.json"
-            path.write_text(json.dumps(records), encoding="utf-8")
+            path.write_text(json.dumps(coco_predictions(self.json_images, self.image_ids)), encoding="utf-8")
             self.saved.append(path)
