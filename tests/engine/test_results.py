@@ -1,5 +1,6 @@
 """What the predictor returns: Results with names, source and shape; plot/save/crop/to_dict; every input kind."""
 
+import dataclasses
 import json
 
 import cv2
@@ -131,6 +132,13 @@ def test_to_dict_and_to_json_hold_the_detections_in_original_pixels():
     np.testing.assert_allclose([d["box"] for d in record["detections"]], scene.boxes.numpy())
     np.testing.assert_allclose([d["score"] for d in record["detections"]], [0.9, 0.5, 0.3], rtol=1e-6)
     assert json.loads(scene.to_json(indent=2)) == json.loads(json.dumps(record))
+
+
+def test_classes_without_a_name_are_written_by_id_in_records_and_crop_folders(tmp_path):
+    scene = dataclasses.replace(_scene(), names=("car", "van"))  # the model has a class the names lack
+    assert [d["name"] for d in scene.to_dict()["detections"]] == ["van", "2", "car"]
+    written = scene.save_crops(tmp_path, stem="scene")
+    assert [p.parent.name for p in written] == ["van", "2", "car"]
 
 
 def test_results_are_exported_lazily():

@@ -4,15 +4,12 @@ videos, validation and training batches, and the class colours of the label stat
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
 
 import cv2
 import numpy as np
 
 from tphyolo.engine.draw_style import DEFAULT_STYLE, DrawStyle
-
-if TYPE_CHECKING:
-    from tphyolo.ops.detections import Detections
+from tphyolo.ops.detections import Detections, class_name
 
 PALETTE = np.array(
     [(56, 56, 255), (151, 157, 255), (31, 112, 255), (29, 178, 255), (49, 210, 207), (10, 249, 72), (23, 204, 146),
@@ -58,7 +55,7 @@ def draw_boxes(
         cv2.rectangle(canvas, p1, p2, colour, thickness, cv2.LINE_AA)
         if not labels or (x2 - x1) * (y2 - y1) < label_min_area:
             continue
-        text = str(names[label]) if label < len(names) else str(label)
+        text = class_name(names, label)
         text = text if scores is None else f"{text} {scores[i]:.2f}"
         (tw, th), _ = cv2.getTextSize(text, cv2.FONT_HERSHEY_SIMPLEX, font_scale, 1)
         top = max(p1[1] - th - 3, 0)

@@ -21,7 +21,7 @@ import numpy as np
 from tphyolo.data.image_io import write_image
 from tphyolo.engine.draw import draw_detections
 from tphyolo.engine.draw_style import DrawStyle
-from tphyolo.ops.detections import Detections
+from tphyolo.ops.detections import Detections, class_name
 
 
 def crop_boxes(image: np.ndarray, detections: Detections, *, pad: int = 0) -> list[np.ndarray]:
@@ -50,7 +50,7 @@ def save_crops(
     for k, (crop, label) in enumerate(zip(crop_boxes(image, detections), detections.labels.tolist(), strict=True)):
         if not crop.size:
             continue
-        name = str(names[label]) if label < len(names) else str(label)
+        name = class_name(names, label)
         path = Path(folder) / (re.sub(r"[^\w.-]+", "_", name) or str(label)) / f"{stem}_{k}.jpg"
         path.parent.mkdir(parents=True, exist_ok=True)
         written.append(write_image(path, crop))
@@ -122,7 +122,7 @@ class Results(Detections):
         detections = []
         rows = zip(self.boxes.tolist(), self.scores.tolist(), self.labels.tolist(), strict=True)
         for box, score, label in rows:
-            name = str(self.names[label]) if label < len(self.names) else str(label)
+            name = class_name(self.names, label)
             detections.append({"box": box, "score": score, "class": label, "name": name})
         path = None if self.path is None else str(self.path)
         return {"path": path, "shape": list(self.shape), "frame": self.frame, "detections": detections}

@@ -2,9 +2,16 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import torch
+
+
+def class_name(names: Sequence[str], label: int) -> str:
+    """The name of class `label`, or the id itself as text where `names` has no entry for it (a model with
+    more classes than the names it was given)."""
+    return str(names[label]) if 0 <= label < len(names) else str(label)
 
 
 @dataclass(frozen=True)
