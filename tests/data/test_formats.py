@@ -176,4 +176,4 @@ def test_visdrone_classes_and_image_suffixes_have_one_definition(tmp_path):
     # `tphyolo eval` looks for images with the suffixes every other reader accepts, in a fixed order
     assert isinstance(IMAGE_SUFFIXES, tuple) and all(is_image_name(Path(f"a{s.upper()}")) for s in IMAGE_SUFFIXES)
     cv2.imwrite(str(tmp_path / "frame.ppm"), np.zeros((30, 40, 3), np.uint8))
-    assert eval_cmd.image_size(tmp_path, "frame") == (30, 40)
+    assert eval_cmd.image_size(eval_cmd.required_image(tmp_path, "frame")) == (30, 40)

@@ -65,16 +65,21 @@ def image_file(images_dir: Path, stem: str) -> Path | None:
     return next((p for suffix in IMAGE_SUFFIXES if (p := images_dir / f"{stem}{suffix}").exists()), None)
 
 
-def image_size(images_dir: Path, stem: str) -> tuple[int, int]:
-    """(height, width) of `images_dir/stem.*`, read from the file header."""
+def image_size(path: Path) -> tuple[int, int]:
+    """(height, width) of the image `path`, read from the file header."""
     from PIL import Image
 
-    path = image_file(images_dir, stem)
-    if path is None:
-        raise FileNotFoundError(f"no image {stem}.* in {images_dir} (needed for its ignored regions)")
     with Image.open(path) as im:  # lazy: decodes the header only
         width, height = im.size
     return height, width
+
+
+def required_image(images_dir: Path, stem: str) -> Path:
+    """`image_file(images_dir, stem)`, or FileNotFoundError naming what is missing and why it is needed."""
+    path = image_file(images_dir, stem)
+    if path is None:
+        raise FileNotFoundError(f"no image {stem}.* in {images_dir} (needed for its ignored regions)")
+    return path
 
 
 def annotation_files(gt_dir: Path) -> list[Path]:
@@ -122,9 +127,9 @@ def _score_visdrone_files(args: argparse.Namespace) -> tuple[dict, dict, str]:
     for stem, gt, pred in load_visdrone_pairs(args.gt, args.pred):
         shape, path = None, stem
         if args.report is not None and (found := image_file(images_dir, stem)) is not None:
-            shape, path = image_size(images_dir, stem), str(found.resolve())  # the report draws the image
+            shape, path = image_size(found), str(found.resolve())  # the report draws the image
         elif protocol.needs_image_size and (gt[:, 5] == 0).any():
-            shape = image_size(images_dir, stem)  # the size matters only for ignored regions
+            shape = image_size(required_image(images_dir, stem))  # the size matters only for ignored regions
         images.append(image_result(path, gt, pred, shape=shape))
     if args.report is not None:
         scored = _write_report(args, images, names=NAMES, max_det=MAX_DET)
@@ -175,7 +180,7 @@ def save_coco_gt(gt_dir: Path, images_dir: Path, out: Path) -> dict:
     images = []
     for gt_path in annotation_files(gt_dir):
         image = image_file(images_dir, gt_path.stem)
-        shape = None if image is None else image_size(images_dir, gt_path.stem)
+        shape = None if image is None else image_size(image)
         name = gt_path.stem if image is None else image.name
         images.append(image_result(name, read_visdrone_rows(gt_path), np.zeros((0, 8)), shape=shape))
     dataset = coco_dataset(images, NAMES)
