@@ -56,6 +56,13 @@ def write_scene_data(root: Path, *, images: int = 2) -> Path:
     return path
 
 
+def by_box(detections) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """(boxes, scores, labels) sorted by box coordinates, so that runs with re-sorted scores compare row by row."""
+    keys = [tuple(b) for b in detections.boxes.tolist()]
+    order = sorted(range(len(keys)), key=keys.__getitem__)
+    return detections.boxes[order], detections.scores[order], detections.labels[order]
+
+
 class SceneDetector(nn.Module):
     """(B, 3, H, W) RGB in [0, 1] -> (B, 4, 5 + nc) decoded output, a detector that knows the scene: each
     object found by its colour wherever it is in the input (letterboxed, rescaled, flipped or cut into

@@ -3,7 +3,7 @@ detections of the classifier's classes, and leaves the others and every box as t
 
 import pytest
 import torch
-from reclassify_scene import NAMES, Forced, scene
+from reclassify_scene import NAMES, Forced, by_box, scene
 
 from tphyolo.classify.classifier import CropClassifier
 from tphyolo.engine.inference_config import RECLASSIFY_MIN_SCORE
@@ -37,21 +37,14 @@ def _forced_classifier() -> CropClassifier:
     return CropClassifier(Forced(0), names=NAMES[2:], class_ids=[TRICYCLE, AWNING], img=16, context=0.1, weight=WEIGHT)
 
 
-def _by_box(detections):
-    """(boxes, scores, labels) sorted by box coordinates, so that runs with re-sorted scores compare row by row."""
-    keys = [tuple(b) for b in detections.boxes.tolist()]
-    order = sorted(range(len(keys)), key=keys.__getitem__)
-    return detections.boxes[order], detections.scores[order], detections.labels[order]
-
-
 def test_an_onnx_detector_with_a_classifier_relabels_exactly_the_boxes_of_its_set(onnx_path):
     image = scene()
     alone = Predictor(onnx_path, **COMMON)(image)[0]
     classifier = _forced_classifier()
     relabelled = Predictor(onnx_path, classifier=classifier, **COMMON)(image)[0]
     assert alone.scores.min() >= RECLASSIFY_MIN_SCORE and len(alone) < COMMON["max_det"]
-    boxes0, scores0, labels0 = _by_box(alone)
-    boxes1, scores1, labels1 = _by_box(relabelled)
+    boxes0, scores0, labels0 = by_box(alone)
+    boxes1, scores1, labels1 = by_box(relabelled)
     outside, moved, kept = labels0 < TRICYCLE, labels0 == AWNING, labels0 == TRICYCLE
     assert outside.sum() >= 5 and moved.sum() >= 5 and kept.sum() >= 5  # random weights, confident: all kinds occur
     assert sum(classifier.net.batches) == int((~outside).sum())  # every detection of its classes cropped once

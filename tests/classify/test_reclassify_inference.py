@@ -3,7 +3,7 @@ with plain inference, TTA and slicing, and leave everything else as the detector
 
 import pytest
 import torch
-from reclassify_scene import NAMES, OBJECTS, ColourOracle, Forced, SceneDetector, scene, write_scene_data
+from reclassify_scene import NAMES, OBJECTS, ColourOracle, Forced, SceneDetector, by_box, scene, write_scene_data
 
 from tphyolo.classify.classifier import CropClassifier
 from tphyolo.data.dataset_config import load_data_config
@@ -15,13 +15,6 @@ from tphyolo.engine.slicing import SliceConfig
 
 TRICYCLE, AWNING = NAMES.index("tricycle"), NAMES.index("awning-tricycle")
 WEIGHT = 0.7
-
-
-def _by_box(detections):
-    """(boxes, scores, labels) sorted by box coordinates, so that runs with re-sorted scores compare row by row."""
-    keys = [tuple(b) for b in detections.boxes.tolist()]
-    order = sorted(range(len(keys)), key=keys.__getitem__)
-    return detections.boxes[order], detections.scores[order], detections.labels[order]
 
 
 SETTINGS = {
@@ -44,8 +37,8 @@ def test_a_classifier_forced_to_one_class_relabels_exactly_the_boxes_of_its_set(
     assert net.batches and sum(net.batches) == in_set and net.batches[0] == min(in_set, 64)  # the batch's crops at once
     changed = 0
     for before, after in zip(base, relabelled, strict=True):
-        boxes0, scores0, labels0 = _by_box(before)
-        boxes1, scores1, labels1 = _by_box(after)
+        boxes0, scores0, labels0 = by_box(before)
+        boxes1, scores1, labels1 = by_box(after)
         torch.testing.assert_close(boxes1, boxes0)  # the same boxes
         outside = labels0 < TRICYCLE
         assert labels1[outside].tolist() == labels0[outside].tolist()
