@@ -62,6 +62,13 @@ def test_given_settings_win_and_the_line_names_them(tmp_path):
     )
 
 
+def test_a_run_with_every_setting_given_says_it_uses_no_recipe(tmp_path):
+    given = TrainConfig(hyp="scratch-low", optimizer="AdamW", nominal_batch=32)
+    cfg, recipe = resolve_recipe(given, _data(tmp_path, names=list(VISDRONE_NAMES)))
+    assert _settings(cfg) == ("scratch-low", "AdamW", 32)
+    assert recipe.describe(cfg) == "recipe: none (hyp scratch-low, AdamW, nbs 32) -- all given"
+
+
 def test_an_unknown_recipe_name_is_refused_naming_the_file(tmp_path):
     with pytest.raises(ValueError, match=r"data.yaml: unknown recipe 'fast'; known: \['default', 'synthetic'"):
         resolve_recipe(TrainConfig(), _data(tmp_path, names=["a"], recipe="fast"))

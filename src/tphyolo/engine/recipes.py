@@ -51,8 +51,10 @@ class ResolvedRecipe:
 
     def describe(self, cfg: TrainConfig) -> str:
         """One line for the run's log: `recipe: visdrone (hyp visdrone, SGD, nbs 64) -- from the dataset's
-        yaml; --optimizer given`."""
+        yaml; --optimizer given`, or `recipe: none (...) -- all given` when the user gave every setting."""
         values = f"hyp {cfg.hyp}, {cfg.optimizer}, nbs {cfg.nominal_batch}"
+        if self.given == RECIPE_SETTINGS:
+            return f"recipe: none ({values}) -- all given"
         given = f"; {', '.join(setting_name(cfg, f) for f in self.given)} given" if self.given else ""
         return f"recipe: {self.name} ({values}) -- {self.reason}{given}"
 

@@ -26,7 +26,7 @@ from tphyolo.data.letterbox import check_imgsz
 from tphyolo.engine.distributed import DistContext, barrier, broadcast_object, destroy_process_group, init_process_group
 from tphyolo.engine.hyp import scale_hyp, train_hyp
 from tphyolo.engine.loss import YoloLoss
-from tphyolo.engine.recipes import RECIPE_SETTINGS, resolve_recipe
+from tphyolo.engine.recipes import resolve_recipe
 from tphyolo.engine.rng import seed_everything
 from tphyolo.engine.run_dir import new_run_dir, remove_if_empty
 from tphyolo.engine.startup import StartupClock
@@ -162,10 +162,8 @@ class Trainer:
     def _resolve_recipe(self, cfg: TrainConfig, data_config: Any) -> TrainConfig:
         """`cfg` with the dataset's recipe filling the settings left to it; the main process logs which."""
         resolved, recipe = resolve_recipe(cfg, data_config)
-        if self.dist.is_main and recipe.given != RECIPE_SETTINGS:
+        if self.dist.is_main:
             LOGGER.info("%s", recipe.describe(resolved))
-        elif self.dist.is_main:
-            LOGGER.info("recipe: none (hyp %s, %s, nbs %d) -- all given", cfg.hyp, cfg.optimizer, cfg.nominal_batch)
         return resolved
 
     @classmethod
