@@ -60,6 +60,25 @@ def test_half_precision_decodes_in_float32() -> None:
     assert ((out - ref).norm() / ref.norm()).item() < 2e-2
 
 
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_eager_and_functional_decoding_give_the_same_bits(dtype) -> None:
+    """The in-place decoding (eager, no autograd) and the plain-operation one (graph capture, autograd) agree
+    exactly, also for maps of a lower precision; with autograd the decoded boxes carry gradients."""
+    head = head_with_strides().eval().to(dtype)
+    maps = [torch.randn(2, 8, 4, 6, dtype=dtype), torch.randn(2, 16, 2, 3, dtype=dtype)]
+    with torch.no_grad():
+        raw = head.raw_maps(maps)
+        eager = head.decode(raw)
+    functional = head._decode_functional(raw)
+    assert eager.dtype == functional.dtype == torch.float32 and eager.shape == (2, 2 * (24 + 6), 8)
+    assert torch.equal(eager, functional)
+    assert eager[..., 4:].min() > 0 and eager[..., 2:4].min() > 0  # sigmoid scores, positive sizes: not zeros
+    leaf = [m.detach().requires_grad_(True) for m in maps]
+    decoded = head(leaf)  # gradient needed: the functional form
+    decoded[..., :4].sum().backward()
+    assert torch.equal(decoded.detach(), eager) and leaf[0].grad.abs().sum() > 0
+
+
 def test_bias_priors_with_class_frequency() -> None:
     head = head_with_strides()
     for conv in head.output_convs():

@@ -80,8 +80,31 @@ class DetectionHead(nn.Module):
     def decode(self, raw: list[torch.Tensor]) -> torch.Tensor:
         """Raw maps (B, na, H_l, W_l, no) -> (B, N, no) float32: xywh pixels, sigmoid objectness and classes.
 
-        Decoding runs in float32 whatever the input dtype (bf16 cannot hold pixel coordinates exactly).
+        Decoding runs in float32 whatever the input dtype (bf16 cannot hold pixel coordinates exactly). Two
+        formulations give the same bits: run eagerly without autograd, each level's sigmoid is written into its
+        rows of one output tensor and the box columns are transformed there in place; under graph capture or
+        when a gradient is needed, plain tensor operations and concatenations (what exporters and torch.compile
+        take). The first writes the (B, N, no) result once, where the second writes it three times (sigmoid,
+        each level's join, the join of the levels): 1.2-2x faster on the CPU, more where large fresh tensors
+        are page-faulted in (glibc's default malloc thresholds).
         """
+        if capturing() or (torch.is_grad_enabled() and any(p.requires_grad for p in raw)):
+            return self._decode_functional(raw)
+        b, no = raw[0].shape[0], self.no
+        out = torch.empty(b, sum(p[0].numel() // no for p in raw), no, dtype=torch.float32, device=raw[0].device)
+        start = 0
+        for i, p in enumerate(raw):
+            _, na, h, w, _ = p.shape
+            grid, anchor_grid = self._grid(i, h, w, p.device)  # (1, 1, H, W, 2), (1, na, 1, 1, 2)
+            y = out[:, start : start + na * h * w].view(b, na, h, w, no)  # this level's rows
+            start += na * h * w
+            torch.sigmoid(p.float(), out=y)
+            y[..., 0:2].mul_(2).sub_(0.5).add_(grid).mul_(self.stride[i].float())  # xy pixels
+            y[..., 2:4].mul_(2).pow_(2).mul_(anchor_grid)  # wh pixels
+        return out
+
+    def _decode_functional(self, raw: list[torch.Tensor]) -> torch.Tensor:
+        """`decode` as plain tensor operations, without writing into views."""
         out = []
         for i, p in enumerate(raw):
             b, _, h, w, _ = p.shape
