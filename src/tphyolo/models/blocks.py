@@ -28,7 +28,7 @@ class Conv(nn.Module):
     """Conv2d (no bias) -> BatchNorm2d (eps 1e-3, momentum 0.03) -> SiLU.
 
     `act`: True for SiLU, False for none, or an activation module. `bn=False` builds the fused form: a biased
-    convolution and `bn` an `nn.Identity` (what `fused()` returns).
+    convolution and `bn` None (what `fused()` returns).
     """
 
     def __init__(
@@ -45,7 +45,7 @@ class Conv(nn.Module):
     ) -> None:
         super().__init__()
         self.conv = nn.Conv2d(c_in, c_out, k, s, same_padding(k, p), groups=g, bias=not bn)
-        self.bn: nn.Module = nn.BatchNorm2d(c_out, eps=BN_EPS, momentum=BN_MOMENTUM) if bn else nn.Identity()
+        self.bn = nn.BatchNorm2d(c_out, eps=BN_EPS, momentum=BN_MOMENTUM) if bn else None
         if act is True:
             self.act: nn.Module = nn.SiLU()
         elif isinstance(act, nn.Module):
@@ -54,12 +54,13 @@ class Conv(nn.Module):
             self.act = nn.Identity()
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self.act(self.bn(self.conv(x)))  # (B, C_out, H / s, W / s)
+        y = self.conv(x)  # (B, C_out, H / s, W / s)
+        return self.act(y if self.bn is None else self.bn(y))
 
     @torch.no_grad()
     def fused(self) -> Conv:
         """A new Conv with the BatchNorm (running statistics) folded into its convolution; equal in eval."""
-        if not isinstance(self.bn, nn.BatchNorm2d):
+        if self.bn is None:
             raise ValueError("Conv.fused(): this Conv has no BatchNorm to fold (already fused)")
         conv, bn = self.conv, self.bn
         out = Conv(

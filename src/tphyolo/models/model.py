@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import itertools
 import math
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -84,7 +85,7 @@ class DetectionModel(nn.Module):
     def features(self, x: torch.Tensor) -> list[torch.Tensor]:
         """Runs every layer but the head; returns the head's input maps in its `from` order."""
         outputs: list[torch.Tensor | None] = []
-        for i, layer in enumerate(self.model[:-1]):
+        for i, layer in enumerate(itertools.islice(self.model, len(self.model) - 1)):  # no ModuleList slice
             x = layer(self._gather(i, x, outputs))
             outputs.append(x if i in self.save else None)
         head_inputs = self._gather(len(self.model) - 1, x, outputs)
