@@ -154,3 +154,5 @@ def test_runtime_flags_round_trip():
         device="cpu", amp="bf16", compile="default", channels_last=True, sdpa_backends=("math",), tf32=False
     )
     assert runtime.runtime_from_args(parser.parse_args(["--no-keep-cpu-memory"])).keep_cpu_memory is False
+    assert runtime.runtime_from_args(parser.parse_args([])).channels_last is None  # automatic
+    assert runtime.runtime_from_args(parser.parse_args(["--no-channels-last"])).channels_last is False

@@ -30,8 +30,27 @@ def test_place_model_and_prepare_images_apply_channels_last():
     x = runtime.prepare_images(images, CPU)
     assert x.dtype == torch.float32 and x.is_contiguous(memory_format=torch.channels_last)
     assert x.max().item() == 1.0
-    plain = RuntimeConfig().prepare_images(images, CPU)
+    plain = RuntimeConfig(channels_last=False).prepare_images(images, CPU)
     assert plain.is_contiguous() and torch.equal(plain, x)
+
+
+def test_the_automatic_layout_is_nhwc_for_inference_on_the_cpu_only():
+    auto, cuda = RuntimeConfig(), torch.device("cuda")
+    assert auto.channels_last is None
+    assert auto.memory_format(CPU) == torch.channels_last
+    assert auto.memory_format(CPU, training=True) == torch.contiguous_format
+    assert auto.memory_format(cuda) == auto.memory_format(cuda, training=True) == torch.contiguous_format
+    for given, layout in ((True, torch.channels_last), (False, torch.contiguous_format)):  # a given layout wins
+        for device, training in ((CPU, False), (CPU, True), (cuda, False)):
+            assert RuntimeConfig(channels_last=given).memory_format(device, training=training) == layout
+    images = torch.zeros((2, 3, 8, 8), dtype=torch.uint8)
+    inference = auto.prepare_images(images, CPU)
+    training = auto.prepare_images(images, CPU, training=True)
+    assert inference.is_contiguous(memory_format=torch.channels_last) and not inference.is_contiguous()
+    assert training.is_contiguous()
+    model = auto.place_model(nn.Conv2d(3, 4, 3), CPU)
+    assert model.weight.is_contiguous(memory_format=torch.channels_last) and not model.weight.is_contiguous()
+    assert auto.place_model(model, CPU, training=True).weight.is_contiguous()  # placed for training: back to NCHW
 
 
 def test_compile_model_only_when_asked():

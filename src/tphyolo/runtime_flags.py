@@ -54,7 +54,12 @@ def add_runtime_arguments(parser: argparse.ArgumentParser, *, inference: bool = 
         choices=COMPILE_CHOICES,
         help="torch.compile mode; bare --compile means 'default' (default: off)",
     )
-    group.add_argument("--channels-last", action="store_true", help="NHWC memory format for convolutions")
+    group.add_argument(
+        "--channels-last",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="NHWC memory format for convolutions (default: on for inference on the CPU, off for training and on GPUs)",
+    )
     if inference:
         group.add_argument("--half", action="store_true", help="fp16 weights and inputs, no autocast (CUDA only)")
     group.add_argument(

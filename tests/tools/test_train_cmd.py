@@ -56,6 +56,7 @@ def test_historical_spellings_still_parse():
         ["--data", "my data.yaml", "--weights=-w.pt", "--optimizer", "SGD", "--cache", "disk", "--rect"],
         ["--resume"],
         ["--resume", "runs/train/exp/weights/last.pt", "--device", "0,1", "--no-amp", "--compile"],
+        ["--no-channels-last", "--device", "cpu"],
         [
             "--amp",
             "bf16",

@@ -10,14 +10,15 @@ first checked: in eval mode, fp32, both blocks must give the same output. Then e
 (forward under no_grad, eval mode) and "train" (forward + backward of the output sum, train mode, input
 requiring grad), per SDPA backend and autocast dtype. The twin does not use SDPA, so it is timed once per
 dtype; our block is timed per backend, and the kernel that actually ran is recorded. Both blocks and their
-inputs take the memory format and compile mode of `AttentionSettings.runtime` (`prepare_model`).
+inputs take the compile mode of `AttentionSettings.runtime` (`prepare_model`) and run NCHW unless its
+`channels_last` is True (the automatic layout of inference does not apply: both modes time the same layout).
 """
 
 from __future__ import annotations
 
 import contextlib
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import torch
 from torch import nn
@@ -177,9 +178,9 @@ def bench_attention(
         if diff > tolerance:
             raise RuntimeError(f"{case.describe()}: original-computation twin differs by {diff:.2e} (> {tolerance})")
         log(f"{case.describe()}: same output as the original computation (max rel. diff {diff:.1e})")
-        runtime = settings.runtime
+        runtime = replace(settings.runtime, channels_last=bool(settings.runtime.channels_last))
         run_ours, run_base = (runtime.prepare_model(block, device) for block in (ours, baseline))
-        inputs = [x.contiguous(memory_format=runtime.memory_format) for x in inputs]
+        inputs = [x.contiguous(memory_format=runtime.memory_format(device)) for x in inputs]
         for mode in settings.modes:
             for dtype_name in settings.dtypes:
                 dtype = DTYPES[dtype_name]

@@ -4,8 +4,9 @@ original-computation loss (`OriginalLoss`), per runtime variant. For a model wit
 the train row measures the loss alone.
 
 A variant is a `RuntimeConfig`: the runtime flags as given, with what the variant's name adds
-(`variant_runtime`): "eager" (not compiled), "channels_last" (NHWC), "amp" (autocast), "compile"
-(torch.compile, the runtime's mode or "default") and "amp+compile". `--channels-last`, `--amp bf16|fp16` and
+(`variant_runtime`): "eager" (not compiled, NCHW), "channels_last" (NHWC), "amp" (autocast), "compile"
+(torch.compile, the runtime's mode or "default") and "amp+compile"; the automatic layout of inference (NHWC on
+the CPU) does not apply, so that eager and channels_last compare the two. `--channels-last`, `--amp bf16|fp16` and
 `--sdpa-backend` apply to every variant; under `--amp auto` the amp variants autocast to the device's dtype and
 the others run fp32; under `--amp off` an amp variant is refused. Both models of a variant are prepared by
 that RuntimeConfig (`prepare_model`, `prepare_images`, `autocast`, `sdpa_context`), as val and predict are.
@@ -66,7 +67,7 @@ def variant_runtime(runtime: RuntimeConfig, variant: str, *, device: torch.devic
     return replace(
         runtime,
         amp=amp,
-        channels_last=runtime.channels_last or variant == "channels_last",
+        channels_last=bool(runtime.channels_last) or variant == "channels_last",
         compile=compiled if variant.endswith("compile") else "off",
     )
 

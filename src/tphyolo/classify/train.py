@@ -81,7 +81,7 @@ def train_one_epoch(
     model.train()
     total, count = 0.0, 0
     for crops, labels in loader:
-        x = runtime.prepare_images(crops, device)  # (B, 3, S, S) float in [0, 1]
+        x = runtime.prepare_images(crops, device, training=True)  # (B, 3, S, S) float in [0, 1]
         labels = labels.to(device)
         with autocast(runtime, device):
             loss = nn.functional.cross_entropy(model(x).float(), labels)
@@ -186,7 +186,7 @@ def fit_classifier(
     if cfg.weights:
         left = load_start_weights(net, cfg.weights)
         log(f"started from {cfg.weights}; initialised anew: {left or 'nothing'}")
-    net = runtime.place_model(net, device)
+    net = runtime.place_model(net, device, training=True)
     model = runtime.compile_model(net)
     generator = torch.Generator().manual_seed(cfg.seed)
     train_loader = DataLoader(data.train, batch_size=min(cfg.batch, len(data.train)), shuffle=True, drop_last=True,

@@ -80,7 +80,7 @@ def train_one_epoch(
             if size is not None:
                 batch = batch.resized(size)
         batch = batch.to(device, non_blocking=True)
-        images = runtime.prepare_images(batch.images, device)  # (B, 3, H, W) in [0, 1]
+        images = runtime.prepare_images(batch.images, device, training=True)  # (B, 3, H, W) in [0, 1]
         with autocast(runtime, device), sdpa_context(runtime):
             preds = model(images)
         loss, items = loss_fn([p.float() for p in preds], batch.targets)

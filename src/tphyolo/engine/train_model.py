@@ -124,7 +124,7 @@ def prepare_model_for_training(
         if cfg.autoanchor:
             fit_anchors_to_data(model, train_set, imgsz=imgsz, anchor_t=anchor_t, seed=cfg.seed, dist=dist)
     freeze_layers(model, cfg.freeze)
-    return runtime.place_model(model, device)
+    return runtime.place_model(model, device, training=True)
 
 
 def wrap_ddp(model: nn.Module, *, device: torch.device, sync_bn: bool) -> nn.Module:

@@ -63,13 +63,14 @@ def run(args: argparse.Namespace) -> int:
     out: Path = args.out
     out.mkdir(parents=True, exist_ok=True)
 
-    model = runtime.place_model(build_model(args.model, num_classes=args.num_classes), device)
+    training = args.mode == "train"
+    model = runtime.place_model(build_model(args.model, num_classes=args.num_classes), device, training=training)
     strides = layer_strides(model, args.img, device=device)
     labelled = model if runtime.compile == "off" else None  # hooks would break compiled graphs
     if runtime.compile != "off":
         reset_compile_counters()
     module = runtime.compile_model(model)
-    images = runtime.prepare_images(synthetic_images(args.batch, args.img), device)
+    images = runtime.prepare_images(synthetic_images(args.batch, args.img), device, training=training)
     targets = synthetic_targets(args.batch, args.num_classes).to(device)
     step = (
         train_step(model, module, images, targets, runtime, args.img)

@@ -59,6 +59,8 @@ def flags_for(parser: argparse.ArgumentParser, args: argparse.Namespace) -> list
 def _spell(dest: str, value: object, actions: list[argparse.Action]) -> list[str]:
     for action in actions:
         name = action.option_strings[0]
+        if isinstance(action, argparse.BooleanOptionalAction) and isinstance(value, bool):
+            return [name if value else next(o for o in action.option_strings if o.startswith("--no-"))]
         if action.nargs in (0, "?") and action.const == value:
             return [name]  # a switch, or a bare optional-value flag (--resume, --compile)
         if isinstance(action, argparse._AppendAction):
