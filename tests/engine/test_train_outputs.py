@@ -22,16 +22,25 @@ from tphyolo.runtime import RuntimeConfig
 CPU = RuntimeConfig(device="cpu")
 
 
-def test_val_loss_is_the_training_loss_of_the_eval_mode_model(tiny_synthetic):
+@pytest.mark.parametrize("name", ["yolov5n", "tph-yolov5ppn"])
+def test_val_loss_is_the_training_loss_of_the_eval_mode_model(tiny_synthetic, name):
     data = load_data_config(tiny_synthetic)
     dataset, _ = build_dataset(data, "val", imgsz=128, augment=False, rect=True, batch_size=4, stride=32)
     loader = build_dataloader(dataset, batch_size=4, workers=0, shuffle=False)
     torch.manual_seed(0)
-    model = build_model_for_training("yolov5n", names=data.names)
-    hyp = scale_hyp(load_hyp("scratch-low"), num_levels=3, num_classes=model.nc, imgsz=128)
+    model = build_model_for_training(name, names=data.names)
+    hyp = scale_hyp(load_hyp("scratch-low"), num_levels=model.head.nl, num_classes=model.nc, imgsz=128)
     loss_fn = YoloLoss.from_model(model, hyp)
     tracker = ValLoss(model, loss_fn)
+    head_runs = []
+    hook = model.head.register_forward_hook(lambda *_: head_runs.append(1))
+    level_runs = [0] * model.head.nl  # every output convolution runs once per batch: the loss reuses the maps
+    counters = [conv.register_forward_hook(lambda *_, i=i: level_runs.__setitem__(i, level_runs[i] + 1))
+                for i, conv in enumerate(model.head.output_convs())]  # fmt: skip
     evaluate(model, tracker.batches(loader), names=data.names, runtime=CPU, device=torch.device("cpu"))
+    for handle in (hook, *counters):
+        handle.remove()
+    assert level_runs == [len(head_runs)] * model.head.nl and len(head_runs) == 1
 
     model.eval()
     model.head.train()  # the oracle: eval-mode features, raw maps from the head

@@ -1,14 +1,15 @@
 """The training loss on the validation split, measured during the validation pass itself (no second pass).
 
 YOLOv5 logs val/box_loss, val/obj_loss and val/cls_loss: the gap between them and the training losses is
-what shows over-fitting. A forward hook on the model's detection head takes the head's input maps of each
-validation batch, re-runs the head's level predictions on them (the raw maps the loss reads; cheap next to the
-backbone) and scores them against the batch's targets.
+what shows over-fitting. Forward hooks on the detection head's output convolutions (`output_convs`, whose
+outputs are the head's level predictions by its contract) keep what the evaluation's own forward computed; each
+validation batch's maps are reshaped to the raw maps the loss reads (`DetectionHead.raw_map`) and scored against
+the batch's targets. Nothing of the head runs twice (TPH-YOLOv5++'s first level is a cross-layer attention block).
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
 import torch
@@ -28,28 +29,32 @@ class ValLoss:
         self.head, self.loss_fn = _find_head(model), loss_fn
         self.total: torch.Tensor | None = None
         self.count = 0
-        self._raw: list[torch.Tensor] | None = None
+        self._maps: dict[int, torch.Tensor] = {}  # level -> its output convolution's last output
 
-    def _capture(self, head: nn.Module, args: tuple[Any, ...], output: Any) -> None:
-        with torch.no_grad():
-            self._raw = head.raw_maps(args[0])  # (B, na, H, W, no) per level
+    def _keeper(self, level: int) -> Callable[[nn.Module, tuple[Any, ...], torch.Tensor], None]:
+        def keep(conv: nn.Module, args: tuple[Any, ...], output: torch.Tensor) -> None:
+            self._maps[level] = output.detach()
+
+        return keep
 
     def batches(self, loader: Iterable) -> Iterator[Any]:
         """`loader`'s batches, each scored once the evaluation has run the model on it."""
-        handle = self.head.register_forward_hook(self._capture)
+        convs = self.head.output_convs()
+        handles = [conv.register_forward_hook(self._keeper(level)) for level, conv in enumerate(convs)]
         try:
             for batch in loader:
-                self._raw = None
+                self._maps = {}
                 yield batch
-                if self._raw is not None:
-                    targets = batch.targets.to(self._raw[0].device)
+                if len(self._maps) == len(convs):
+                    raw = [self.head.raw_map(self._maps[level]) for level in range(len(convs))]  # (B, na, H, W, no)
                     with torch.no_grad():
-                        _, items = self.loss_fn(self._raw, targets)
+                        _, items = self.loss_fn(raw, batch.targets.to(raw[0].device))
                     items = items.detach().float().cpu()
                     self.total = items if self.total is None else self.total + items
                     self.count += 1
         finally:
-            handle.remove()
+            for handle in handles:
+                handle.remove()
 
     def mean(self) -> torch.Tensor:
         """(3,) the mean box, obj and cls loss over the scored batches."""

@@ -71,11 +71,12 @@ class DetectionHead(nn.Module):
 
     def raw_maps(self, xs: list[torch.Tensor]) -> list[torch.Tensor]:
         """Input maps -> nl raw maps (B, na, H_l, W_l, no), what the loss reads and `decode` decodes."""
-        raw = []
-        for p in self.predict_levels(xs):
-            b, _, h, w = p.shape
-            raw.append(p.view(b, self.na, self.no, h, w).permute(0, 1, 3, 4, 2).contiguous())  # (B, na, H, W, no)
-        return raw
+        return [self.raw_map(p) for p in self.predict_levels(xs)]
+
+    def raw_map(self, p: torch.Tensor) -> torch.Tensor:
+        """One level's output-convolution map (B, na * no, H, W) -> its raw map (B, na, H, W, no), contiguous."""
+        b, _, h, w = p.shape
+        return p.view(b, self.na, self.no, h, w).permute(0, 1, 3, 4, 2).contiguous()
 
     def decode(self, raw: list[torch.Tensor]) -> torch.Tensor:
         """Raw maps (B, na, H_l, W_l, no) -> (B, N, no) float32: xywh pixels, sigmoid objectness and classes.
