@@ -15,6 +15,7 @@ from __future__ import annotations
 import argparse
 import statistics
 import time
+from collections.abc import Callable
 
 import torch
 
@@ -23,7 +24,7 @@ from tphyolo.models.build import build_model
 from tphyolo.runtime import RuntimeConfig, configure_process
 
 
-def step_in(layout: bool, args: argparse.Namespace):  # noqa: ANN201 - a step callable
+def step_in(layout: bool, args: argparse.Namespace) -> Callable[[], None]:
     """The timed step of `args` with channels_last = `layout`, on a model of its own (same seed, same weights)."""
     torch.manual_seed(0)
     runtime = RuntimeConfig(device="cpu", amp="off", channels_last=layout)
