@@ -14,6 +14,7 @@ batch, a dynamic export's one image each (shapes differ).
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -22,7 +23,24 @@ from tphyolo.data.image_io import read_image
 from tphyolo.data.letterbox import letterbox
 from tphyolo.data.scan import scan_split
 
-DEFAULT_CALIBRATION_IMAGES = 300  # NNCF's default subset; more changes little for the ranges of a CNN
+
+@dataclass(frozen=True)
+class Calibration:
+    """The batches a quantizer calibrates on, and what they are, in words (for the file's metadata)."""
+
+    batches: list[np.ndarray]
+    description: str
+
+    @property
+    def images(self) -> int:
+        return sum(len(batch) for batch in self.batches)
+
+
+def data_name(data: DataConfig) -> str:
+    """How metadata names a dataset: its yaml's stem, or its folder's name when the stem says nothing."""
+    if data.source is not None and data.source.stem not in ("data", "dataset"):
+        return data.source.stem
+    return data.root.name
 
 
 def spread_indices(total: int, count: int) -> list[int]:
@@ -38,13 +56,13 @@ def calibration_batches(
     data: DataConfig,
     *,
     split: str = "train",
-    count: int = DEFAULT_CALIBRATION_IMAGES,
+    count: int,
     imgsz: int,
     stride: int,
     dynamic: bool,
     batch: int = 1,
     progress: Callable | None = None,
-) -> list[np.ndarray]:
+) -> Calibration:
     """The calibration batches of `data`'s `split` (see the module docstring): uint8 RGB (B, 3, H, W).
     `progress` wraps the iteration over the chosen images (e.g. `tqdm` with a description), None for none.
     ValueError naming the data when the split has no usable image."""
@@ -62,8 +80,9 @@ def calibration_batches(
     for record in progress(chosen) if progress is not None else chosen:
         boxed, _ = letterbox(read_image(record.im_file), imgsz, stride=stride, auto=dynamic)
         images.append(np.ascontiguousarray(boxed[:, :, ::-1].transpose(2, 0, 1)))  # BGR -> RGB, (3, H, W)
+    described = f"{data_name(data)} {split}: {len(chosen)} of {len(records)} images, letterboxed to {imgsz} px"
     if dynamic:
-        return [image[None] for image in images]
+        return Calibration([image[None] for image in images], described)
     whole = len(images) // batch * batch  # whole batches only; fewer images than one batch are repeated
     images = images[:whole] if whole else (images * batch)[:batch]
-    return [np.stack(images[i : i + batch]) for i in range(0, len(images), batch)]
+    return Calibration([np.stack(images[i : i + batch]) for i in range(0, len(images), batch)], described)

@@ -1,26 +1,42 @@
-"""INT8 OpenVINO IR by NNCF post-training quantization: a float model (ONNX file or IR) and calibration batches
-in, a quantized `openvino.Model` out (written by `tphyolo.export.openvino.save_ir`).
+"""INT8 OpenVINO IR (`--format openvino --int8`) by NNCF post-training quantization of the float model.
 
 What NNCF does here: it runs the float model on the calibration batches, records the range of every activation
 that feeds a convolution or matrix product, and inserts FakeQuantize operations (int8 weights, symmetric per
-output channel; uint8/int8 activations per tensor) that the CPU plugin executes as integer kernels; a fast bias
-correction then moves each layer's mean output back to the float model's. Operations whose node names match
-`keep_float` (regular expressions searched in the names, which are the ONNX node names of the export, e.g.
-`/model.24/m.0/Conv`) keep float inputs and weights; `transformer` selects NNCF's transformer model type
-(attention's MatMuls quantized with SmoothQuant, softmax, LayerNorm and elementwise operations left in float).
+output channel; activations per tensor, asymmetric: the `mixed` preset, as SiLU outputs are not symmetric)
+that the CPU plugin executes as integer kernels; a fast bias correction then moves each layer's mean output
+back to the float model's. Nodes named in `keep_float` (ONNX node names of the trace, which OpenVINO keeps as
+its operations' names) keep float inputs and weights; `transformer` selects NNCF's transformer model type
+(SmoothQuant on attention's matrix products; softmax, LayerNorm and elementwise operations left in float).
+The writer takes both from the family's policy (`tphyolo.export.int8_policy`).
+
+The IR is written as `W_int8_openvino_model/` with the metadata of the float IR plus the `int8_*` fields.
 """
 
 from __future__ import annotations
 
 import logging
+import os
+import re
+import tempfile
 from collections.abc import Sequence
+from dataclasses import replace
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 
-from tphyolo.export.extras import require
+from tphyolo.export.int8_policy import float_nodes, int8_policy
+from tphyolo.export.openvino_ir import export_openvino, save_ir
+from tphyolo.imports import require
+from tphyolo.infer.backends.metadata import ExportMetadata
 
-INT8_INSTALL = 'pip install "tphyolo[export]"'  # nncf is in the export extra
+if TYPE_CHECKING:
+    import torch
+
+    from tphyolo.export.config import ExportConfig
+    from tphyolo.export.formats import ExportJob
+
+PURPOSE = "--int8 OpenVINO export"
 
 
 def quantize_openvino(
@@ -32,29 +48,30 @@ def quantize_openvino(
     overflow_fix: str = "first_layer_only",
 ):  # noqa: ANN201 - an openvino.Model; openvino is imported at call time
     """The INT8 `openvino.Model` of the float model at `model_path` (.onnx or .xml), calibrated on the batches
-    of `calibration`: uint8 RGB images (B, 3, H, W), letterboxed as the model sees them (NNCF reads them
-    more than once).
-    `keep_float`: node-name patterns kept in float (each must match some node: a pattern that matches nothing
-    is a stale policy, ValueError). `overflow_fix`: NNCF's fix of the int8 saturation of CPUs without VNNI
-    ("enable", "first_layer_only", "disable"). MissingExtraError when nncf or openvino is missing."""
-    ov = require("openvino", purpose="INT8 OpenVINO export", install=INT8_INSTALL)
-    nncf = require("nncf", purpose="INT8 OpenVINO export", install=INT8_INSTALL)
-    advanced = require("nncf.quantization.advanced_parameters", purpose="INT8 OpenVINO export", install=INT8_INSTALL)
+    of `calibration`: uint8 RGB images (B, 3, H, W), letterboxed as the model sees them (NNCF reads them more
+    than once). `keep_float`: node names kept in float (ValueError for a name the model lacks: a stale
+    policy). `overflow_fix`: NNCF's fix of the int8 saturation of CPUs without VNNI ("enable",
+    "first_layer_only", "disable"). MissingExtraError when nncf or openvino is missing."""
+    ov = require("openvino", purpose=PURPOSE)
+    nncf = require("nncf", purpose=PURPOSE)
+    advanced = require("nncf.quantization.advanced_parameters", purpose=PURPOSE)
     model = ov.Core().read_model(str(model_path))
     input_name = model.inputs[0].get_any_name()
     names = {op.get_friendly_name() for op in model.get_ops()}
-    stale = [p for p in keep_float if not any(_search(p, name) for name in names)]
-    if stale:
-        raise ValueError(f"{model_path}: keep-float pattern(s) {stale} match no operation of the model")
-    dataset = nncf.Dataset(calibration, lambda images: {input_name: model_input(images)})
-    with _quiet_nncf():
+    missing = [name for name in keep_float if name not in names]
+    if missing:
+        raise ValueError(f"{model_path}: no operation named {missing} to keep in float")
+    # A Conv node becomes a Convolution named "<name>/WithoutBiases" and an Add named "<name>".
+    patterns = [f"^{re.escape(name)}(/WithoutBiases)?$" for name in keep_float]
+    dataset = nncf.Dataset(list(calibration), lambda images: {input_name: model_input(images)})
+    with _nncf_warnings_only():
         return nncf.quantize(
             model,
             dataset,
             subset_size=len(calibration),
             model_type=nncf.ModelType.TRANSFORMER if transformer else None,
             preset=nncf.QuantizationPreset.MIXED,
-            ignored_scope=nncf.IgnoredScope(patterns=list(keep_float), validate=False) if keep_float else None,
+            ignored_scope=nncf.IgnoredScope(patterns=patterns) if patterns else None,
             advanced_parameters=advanced.AdvancedQuantizationParameters(
                 overflow_fix=advanced.OverflowFix(overflow_fix)
             ),
@@ -66,14 +83,8 @@ def model_input(images: np.ndarray) -> np.ndarray:
     return images.astype(np.float32) / np.float32(255)
 
 
-def _search(pattern: str, name: str) -> bool:
-    import re
-
-    return re.search(pattern, name) is not None
-
-
-class _quiet_nncf:  # noqa: N801 - used as a context manager
-    """NNCF logs its own progress bars and notes at INFO; within, only its warnings and errors are shown."""
+class _nncf_warnings_only:  # noqa: N801 - a context manager
+    """NNCF logs notes at INFO; within, only its warnings and errors are shown (its progress bars stay)."""
 
     def __enter__(self) -> None:
         self.logger = logging.getLogger("nncf")
@@ -82,3 +93,44 @@ class _quiet_nncf:  # noqa: N801 - used as a context manager
 
     def __exit__(self, *exc: object) -> None:
         self.logger.setLevel(self.level)
+
+
+def method(transformer: bool) -> str:
+    return f"NNCF post-training quantization, mixed preset{', transformer model type' if transformer else ''}"
+
+
+def check(cfg: ExportConfig, device: torch.device) -> None:
+    """MissingExtraError (one line, naming the extra) when openvino or nncf is not installed."""
+    require("openvino", purpose=PURPOSE)
+    require("nncf", purpose=PURPOSE)
+
+
+def write(job: ExportJob) -> None:
+    """The INT8 IR folder of `job`, quantized from the fp32 ONNX trace on `job.calibration()`."""
+    policy = int8_policy(job.model)
+    trace = job.fp32_onnx()
+    calibration = job.calibration()
+    keep = float_nodes(trace, job.model, policy.float_parts)
+    model = quantize_openvino(trace, calibration.batches, keep_float=keep, transformer=policy.transformer)
+    metadata = replace(job.metadata, int8=True, int8_method=method(policy.transformer),
+                       int8_float_parts=policy.float_parts, int8_calibration=calibration.description)  # fmt: skip
+    save_ir(model, job.path, metadata=metadata)
+
+
+def write_float(job: ExportJob, folder: Path) -> Path:
+    """The float IR that `job`'s INT8 IR is checked against, in `folder`."""
+    return export_openvino(job.fp32_onnx(), folder, metadata=job.metadata)
+
+
+def rewrite_metadata(folder: Path, metadata: ExportMetadata) -> None:
+    """Replaces the metadata of the IR in `folder` (the accuracy check's numbers added). The IR is written
+    beside it and its files moved over the old ones: OpenVINO maps the weights file into memory, and
+    overwriting it in place would pull the pages from under a model still loaded from it."""
+    from tphyolo.infer.backends.openvino import ir_file
+
+    ov = require("openvino", purpose=PURPOSE)
+    model = ov.Core().read_model(str(ir_file(folder)))
+    with tempfile.TemporaryDirectory(prefix=".int8-", dir=folder.parent) as tmp:
+        written = save_ir(model, Path(tmp) / folder.name, metadata=metadata)
+        for file in written.iterdir():
+            os.replace(file, folder / file.name)
