@@ -47,10 +47,13 @@ def quantize_onnx(
     *,
     keep_float: Sequence[str] = (),
     reduce_range: bool = True,
+    calibrate_method: str = "MinMax",
 ) -> Path:
     """Writes the INT8 QDQ model of the float ONNX file `float_path` to `out_path`, calibrated on the batches
     of `calibration` (uint8 RGB images (B, 3, H, W), letterboxed as the model sees them). `keep_float`: node
-    names left in float (ValueError for a name the graph lacks). Metadata of the float file is not carried
+    names left in float (ValueError for a name the graph lacks). `calibrate_method`: how ranges are chosen
+    from the calibration activations, a name of ONNX Runtime's `CalibrationMethod` (MinMax, Entropy,
+    Percentile). Metadata of the float file is not carried
     over; the caller writes it. Returns `out_path`."""
     onnx = require("onnx", purpose=PURPOSE)
     quantization = require("onnxruntime.quantization", purpose=PURPOSE)
@@ -72,7 +75,7 @@ def quantize_onnx(
             activation_type=quantization.QuantType.QUInt8,
             weight_type=quantization.QuantType.QInt8,
             nodes_to_exclude=list(keep_float),
-            calibrate_method=quantization.CalibrationMethod.MinMax,
+            calibrate_method=quantization.CalibrationMethod[calibrate_method],
         )
     return out_path
 
