@@ -66,7 +66,7 @@ class Batch:
         n, c, h, w = self.images.shape
         if isinstance(size, int):
             r = size / max(h, w)
-            size = (round(h * r), round(w * r))
+            size = (max(1, round(h * r)), max(1, round(w * r)))
         new_h, new_w = size
         if (new_h, new_w) == (h, w):
             return self
