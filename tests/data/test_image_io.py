@@ -87,11 +87,11 @@ def test_a_file_of_several_frames_is_its_first_frame_with_a_note(tmp_path):
     path.write_bytes(animated_gif(frames=3))
     image, info = load_image(path)
     assert image.shape == (40, 48, 3) and abs(int(image.mean()) - 30) <= 1  # frame 0 is grey 30
-    assert info.notes == ("3 frames (GIF); the first frame is used",) and info.partial is None
-    assert verify_image(path).notes == info.notes
+    assert info.frame_note == "3 frames (GIF); the first frame is used" and info.partial is None
+    assert info.warnings == (info.frame_note,) and verify_image(path) == info
     one = tmp_path / "one.gif"
     one.write_bytes(animated_gif(frames=1))
-    assert load_image(one)[1].notes == ()
+    assert load_image(one)[1].warnings == ()
 
 
 def test_the_header_reader_gives_the_displayed_size_within_the_pixel_limit(tmp_path):

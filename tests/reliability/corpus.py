@@ -54,8 +54,8 @@ def truncated_jpeg(seed: int, size: tuple[int, int] = (64, 64)) -> bytes:
 
 
 def animated_gif(frames: int = 3, size: tuple[int, int] = (40, 48)) -> bytes:
-    """A GIF of `frames` frames (h, w = `size`), frame k filled with grey 60 * k + 30."""
-    images = [Image.fromarray(np.full((*size, 3), 60 * k + 30, np.uint8)) for k in range(frames)]
+    """A GIF of `frames` (at most 6) frames (h, w = `size`), frame k filled with grey 40 * k + 30."""
+    images = [Image.fromarray(np.full((*size, 3), 40 * k + 30, np.uint8)) for k in range(frames)]
     buffer = io.BytesIO()
     images[0].save(buffer, "GIF", save_all=True, append_images=images[1:], duration=100, loop=0)
     return buffer.getvalue()

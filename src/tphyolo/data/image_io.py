@@ -29,14 +29,11 @@ import cv2
 import numpy as np
 from PIL import Image, UnidentifiedImageError
 
+from tphyolo.data.image_limits import MAX_IMAGE_PIXELS, MIN_IMAGE_SIDE
 from tphyolo.data.paths import NO_SUCH_FILE, regular_file_problem
 
 # The one list of image file suffixes (lower case), in the order a stem's image is looked for.
 IMAGE_SUFFIXES = (".jpg", ".jpeg", ".png", ".bmp", ".tif", ".tiff", ".webp", ".mpo", ".pgm", ".ppm", ".gif")
-# The largest image any command decodes, in pixels (width x height as the header declares it): 2**27, e.g.
-# 16384 x 8192 (a 384 MiB BGR array). Larger images are skipped or refused, naming the file.
-MAX_IMAGE_PIXELS = 2**27
-MIN_IMAGE_SIDE = 10
 _EXIF_ORIENTATION = 0x0112
 _TRANSPOSING_ORIENTATIONS = (5, 6, 7, 8)  # EXIF orientations that swap width and height
 _JPEG_SCAN = b"\xff\xda"  # start of scan
@@ -49,16 +46,22 @@ class ImageError(ValueError):
 
 @dataclass(frozen=True)
 class ImageInfo:
-    """Size of the displayed image (after EXIF orientation) and what reading it found.
+    """Size of the displayed image (after EXIF orientation) and what reading it found; no text names the file.
 
-    `notes`: facts about how it was read (EXIF orientation applied; a file of several frames, of which the
-    first is used). `partial`: why the pixels are not all the file's (a JPEG cut short, its missing part
-    filled grey by the decoder), None when the image is whole. Neither names the file."""
+    `notes`: how it was read (EXIF orientation applied). `partial`: why the pixels are not all the file's (a
+    JPEG cut short, its missing part filled grey by the decoder), None when the image is whole. `frame_note`:
+    which frame of a file of several is used (the first), None for a single image."""
 
     height: int
     width: int
     notes: tuple[str, ...] = field(default=())
     partial: str | None = None
+    frame_note: str | None = None
+
+    @property
+    def warnings(self) -> tuple[str, ...]:
+        """What a user should be told about the pixels used: `partial` and `frame_note`, when there are any."""
+        return tuple(w for w in (self.partial, self.frame_note) if w is not None)
 
 
 @dataclass(frozen=True)
@@ -153,14 +156,11 @@ def decode_image(data: bytes, path: Path | str) -> tuple[np.ndarray, ImageInfo]:
     header = read_header(data, path)
     truncated = _is_truncated_jpeg(header, data)
     image = _decode(data + _JPEG_END if truncated else data, path)
-    notes = []
-    if header.orientation != 1:
-        notes.append(f"EXIF orientation {header.orientation} applied")
-    if header.frames > 1:
-        notes.append(f"{header.frames} frames ({header.format}); the first frame is used")
+    notes = (f"EXIF orientation {header.orientation} applied",) if header.orientation != 1 else ()
     partial = "truncated JPEG (no end marker): the missing part is filled grey by the decoder" if truncated else None
+    frames = f"{header.frames} frames ({header.format}); the first frame is used" if header.frames > 1 else None
     height, width = image.shape[:2]
-    return image, ImageInfo(height, width, tuple(notes), partial)
+    return image, ImageInfo(height, width, notes, partial, frames)
 
 
 def load_image(path: Path | str) -> tuple[np.ndarray, ImageInfo]:

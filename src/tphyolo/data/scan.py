@@ -157,7 +157,7 @@ def _check(entry: LabelEntry, nc: int) -> tuple[Record | None, str | None, list[
         info = verify_image(entry.image)
     except ImageError as error:
         return None, str(error), [], [], "corrupt"
-    notes = [f"{entry.image}: {n}" for n in info.notes]
+    notes = [f"{entry.image}: {n}" for n in (*info.notes, info.frame_note) if n is not None]
     partial = [] if info.partial is None else [f"{entry.image}: {info.partial}"]
     try:
         if entry.fmt is None or not os.path.lexists(entry.label):  # there but not a file: named by the reader
