@@ -16,12 +16,9 @@ from dataclasses import dataclass
 import cv2
 import numpy as np
 
-from tphyolo.data.image_io import MAX_IMAGE_PIXELS
+from tphyolo.data.image_limits import MAX_IMGSZ
 
 PAD_VALUE = 114
-# The largest image size (model input side) any command accepts: the side of the largest square image the
-# reader decodes (`MAX_IMAGE_PIXELS`), down to a multiple of 64 (every stride divides it): 11584.
-MAX_IMGSZ = math.isqrt(MAX_IMAGE_PIXELS) // 64 * 64
 LOGGER = logging.getLogger("tphyolo")
 
 
