@@ -73,8 +73,8 @@ def val(
         data_config, task, imgsz=imgsz, rect=True, batch_size=config.batch, stride=backend.stride,
         scan_cache=scan_cache,
     )  # fmt: skip
-    if scan.report.problems:
-        (on_problems or _log.warning)(format_problems(task, scan))
+    if problems := format_problems(task, scan):  # files skipped, and files scored in part
+        (on_problems or _log.warning)(problems)
     loader = build_dataloader(dataset, batch_size=config.batch, workers=workers, pin_memory=torch_device.type == "cuda")
     if callable(save_dir):
         save_dir = save_dir()
