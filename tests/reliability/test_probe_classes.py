@@ -12,8 +12,7 @@ from pathlib import Path
 import cv2
 import numpy as np
 import pytest
-import torch
-from tests.helpers import exit_code, save_model_checkpoint
+from tests.helpers import exit_code, one_error_line
 from tests.reliability.corpus import (
     NOT_TEXT_LABELS,
     animated_gif,
@@ -28,25 +27,9 @@ from tests.reliability.corpus import (
 
 from tphyolo.cli import main
 from tphyolo.data.labels import MAX_OBJECTS_PER_IMAGE
-from tphyolo.models import build_model
 
 CPU = ["--device", "cpu"]
 GOOD_GT = "10,10,20,20,1,4,0,0\n1,1,5,5,0,0,0,0\n"
-
-
-@pytest.fixture(scope="module")
-def weights(tmp_path_factory) -> Path:
-    torch.manual_seed(0)
-    model = build_model("yolov5n", num_classes=2)
-    return save_model_checkpoint(tmp_path_factory.mktemp("weights") / "tiny.pt", model, ["a", "b"])
-
-
-def one_error_line(err: str, command: str) -> str:
-    """The one error line of a command's stderr; fails on a traceback or a second line."""
-    assert "Traceback" not in err, err
-    lines = [line for line in err.splitlines() if line.startswith(f"tphyolo {command}: error: ")]
-    assert len(lines) == 1, err
-    return lines[0]
 
 
 def _eval_folders(root: Path, *, gt: str | bytes = GOOD_GT, pred: str = GOOD_GT) -> list[str]:
