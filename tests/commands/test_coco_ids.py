@@ -10,7 +10,7 @@ import torch
 from tests.helpers import save_model_checkpoint
 
 from tphyolo.cli import main
-from tphyolo.commands.eval import read_visdrone_rows
+from tphyolo.evaluation.detection_files import read_visdrone_rows
 from tphyolo.data.formats.visdrone import NAMES
 from tphyolo.metrics.coco import coco_image_ids
 from tphyolo.models import build_model
