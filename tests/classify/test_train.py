@@ -12,7 +12,7 @@ from tphyolo.classify.report import Accuracy, plot_confusion
 from tphyolo.cli import main
 from tphyolo.data.builtin.synthetic_fine import CONFUSABLE, NAMES, generate_synthetic_fine
 from tphyolo.runtime.config import RuntimeConfig
-from tphyolo.train.classifier.fit import validate_classifier
+from tphyolo.training.classifier.fit import validate_classifier
 
 
 def test_accuracy_hand_worked(tmp_path):

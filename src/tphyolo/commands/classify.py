@@ -27,7 +27,7 @@ def run(args: argparse.Namespace) -> int:
     from tphyolo.errors import UsageError
 
     if args.action == "train":
-        from tphyolo.train.classifier.fit import fit_classifier
+        from tphyolo.training.classifier.fit import fit_classifier
 
         result = fit_classifier(from_flags(ClassifyConfig, args), args.runtime, log=print)
         _print_accuracy(result.accuracy)
@@ -35,7 +35,7 @@ def run(args: argparse.Namespace) -> int:
         return 0
     if not args.weights:
         raise UsageError("classify val needs --weights: a crop-classifier checkpoint")
-    from tphyolo.train.classifier.fit import validate_classifier
+    from tphyolo.training.classifier.fit import validate_classifier
 
     accuracy = validate_classifier(
         args.weights,
