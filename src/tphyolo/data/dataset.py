@@ -126,7 +126,7 @@ class DetectionDataset(Dataset):
 
     def sample_rng(self, index: int, epoch: int) -> np.random.Generator:
         """The generator of every random draw of sample `index` in `epoch`."""
-        return np.random.default_rng([self.seed, epoch, index])
+        return np.random.default_rng([self.seed % 2**64, epoch, index])  # negative seeds too
 
     def __len__(self) -> int:
         return len(self.records)

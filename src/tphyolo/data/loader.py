@@ -127,7 +127,7 @@ def seed_worker(worker_id: int) -> None:
 
 def worker_base_seed(seed: int, rank: int, epoch: int) -> int:
     """The seed that the workers a loader starts for `epoch` derive theirs from (each adds its worker id)."""
-    return int(np.random.SeedSequence([seed, rank, epoch]).generate_state(1, np.uint64)[0] >> 1)
+    return int(np.random.SeedSequence([seed % 2**64, rank, epoch]).generate_state(1, np.uint64)[0] >> 1)
 
 
 def set_loader_epoch(loader: DataLoader, epoch: int) -> None:
