@@ -1,8 +1,9 @@
 """The command line the README gives for running the tutorial notebook works with what the dev extra installs."""
 
 import re
-import tomllib
 from pathlib import Path
+
+import tomllib
 
 ROOT = Path(__file__).resolve().parents[2]
 

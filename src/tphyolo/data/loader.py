@@ -89,6 +89,13 @@ def multiscale_size(imgsz: int, rng: random.Random | np.random.Generator, *, str
     return max(stride, int(value) // stride * stride)
 
 
+def step_size(imgsz: int, *, seed: int, step: int, stride: int = 32) -> int:
+    """The multi-scale training size of batch `step` (counted from the start of training) of a run seeded `seed`:
+    a function of the two alone, so that a resumed run draws the sizes the uninterrupted one drew, and every
+    process of a distributed run the same one."""
+    return multiscale_size(imgsz, np.random.default_rng([seed % 2**64, step]), stride=stride)
+
+
 def collate(samples: list[Sample]) -> Batch:
     """Stack samples into a Batch (see its docstring)."""
     h = max(s.image.shape[1] for s in samples)

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import logging
 import math
-import random
 import time
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
@@ -23,6 +22,7 @@ import yaml
 
 from tphyolo.checkpoint.format import load_checkpoint, save_checkpoint
 from tphyolo.data.letterbox import check_imgsz
+from tphyolo.data.loader import set_loader_epoch, step_size
 from tphyolo.metrics import fitness
 from tphyolo.runtime.config import RuntimeConfig
 from tphyolo.runtime.distributed import (
@@ -53,6 +53,7 @@ from tphyolo.train.state import (
     epoch_checkpoints,
     reconcile_weights,
     release_payload,
+    restore_gradients,
     restore_training,
     resume_config,
     strip_for_release,
@@ -148,11 +149,10 @@ class Trainer:
             with_ema=dist.is_main, runtime=runtime, device=device,
         )  # fmt: skip
         self.loss_fn = YoloLoss.from_model(self.model, self.hyp)
-        self.progress = (
-            restore_training(resume, self.optim, epochs=cfg.epochs, restore_rng=dist.rank == 0)
-            if resume is not None
-            else TrainProgress()
-        )
+        self.progress = TrainProgress()
+        if resume is not None:
+            self.progress = restore_training(resume, self.optim, epochs=cfg.epochs, restore_rng=dist.rank == 0)
+            restore_gradients(resume, self.model)
         clock.mark("optimiser")
         self.train_model = wrap_for_training(self.model, sync_bn=cfg.sync_bn, dist=dist, runtime=runtime, device=device)
         clock.mark("compile")
@@ -220,10 +220,9 @@ class Trainer:
         epochs_without_gain = 0
         metrics: dict[str, float] = {}
         epoch = progress.start_epoch
-        rng = random.Random(cfg.seed)
         try:
             for epoch in range(progress.start_epoch, cfg.epochs):
-                metrics = self._run_epoch(epoch, rng, log)
+                metrics = self._run_epoch(epoch, log)
                 if dist.is_main:
                     score = fitness(metrics.get("metrics/mAP50", 0.0), metrics.get("metrics/mAP50-95", 0.0))
                     first = progress.best_epoch < 0 and progress.best_fitness <= 0  # best.pt is always written
@@ -284,15 +283,12 @@ class Trainer:
             LOGGER.info("%s%s", clock.summary(), f"; compile cache {cache}" if cache else "")
             clock.write(self.run_dir / "startup.json")
 
-    def _run_epoch(self, epoch: int, rng: random.Random, log: Any) -> dict[str, float]:
+    def _run_epoch(self, epoch: int, log: Any) -> dict[str, float]:
         cfg, dist, data, optim = self.cfg, self.dist, self.data, self.optim
-        if dist.distributed:
-            data.train_loader.sampler.set_epoch(epoch)
+        set_loader_epoch(data.train_loader, epoch)  # this epoch's order and augmentation, resumed or not
         multi_scale = None
         if cfg.multi_scale:
-            from tphyolo.data.loader import multiscale_size
-
-            multi_scale = lambda step: multiscale_size(data.imgsz, rng, stride=data.stride)  # noqa: E731
+            multi_scale = lambda step: step_size(data.imgsz, seed=cfg.seed, step=step, stride=data.stride)  # noqa: E731
         bar = None
         progress = None
         if dist.is_main:
