@@ -26,13 +26,17 @@ class Backend(Protocol):
     """A loaded detection model.
 
     names: class names (index = class id); stride: the largest stride (input sides must be multiples of it);
-    device: where its inputs live; dtype: the dtype of its inputs.
+    device: where its inputs live; dtype: the dtype of its inputs; fixed_shape: the (h, w) every input must
+    have (a fixed-size export), None for any stride multiple; max_batch: the most images one `run` takes (a
+    fixed-size export's batch), None for any number.
     """
 
     names: list[str]
     stride: int
     device: torch.device
     dtype: torch.dtype
+    fixed_shape: tuple[int, int] | None
+    max_batch: int | None
 
     def prepare(self, images: torch.Tensor) -> torch.Tensor:
         """(B, 3, H, W) uint8 RGB images -> the input `run` takes: values in [0, 1], on `device`, in `dtype`."""
@@ -54,6 +58,9 @@ def model_stride(model: nn.Module) -> int:
 class TorchBackend:
     """A PyTorch detection model that is already prepared: on `device`, in eval mode, in the runtime's weights
     dtype and memory format. `run` applies the runtime's autocast and attention-kernel choice."""
+
+    fixed_shape = None  # any input size
+    max_batch = None  # any batch
 
     def __init__(
         self, model: nn.Module, *, runtime: RuntimeConfig, device: torch.device, names: Sequence[str] | None = None
