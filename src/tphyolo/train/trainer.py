@@ -45,6 +45,7 @@ from tphyolo.train.model.setup import (
     wrap_for_training,
 )
 from tphyolo.train.optim.optimization import build_optimization
+from tphyolo.train.optim.rules import optimiser_steps
 from tphyolo.train.recipes import resolve_recipe
 from tphyolo.train.rng import seed_everything
 from tphyolo.train.startup import StartupClock
@@ -148,6 +149,8 @@ class Trainer:
             cfg, self.model, self.hyp, batches_per_epoch=len(self.data.train_loader), world_size=dist.world_size,
             with_ema=dist.is_main, runtime=runtime, device=device,
         )  # fmt: skip
+        if dist.is_main:
+            warn_if_few_steps(cfg, self.optim, batches_per_epoch=len(self.data.train_loader), world_size=dist.world_size)
         self.loss_fn = YoloLoss.from_model(self.model, self.hyp)
         self.progress = TrainProgress()
         if resume is not None:
@@ -390,6 +393,22 @@ class Trainer:
             return
         for name in epoch_checkpoints(epoch, improved=improved, save_period=self.cfg.save_period):
             LOGGER.debug("saved %s", save_checkpoint(self.weights_dir / name, payload))
+
+
+def warn_if_few_steps(cfg: TrainConfig, optim: Any, *, batches_per_epoch: int, world_size: int) -> None:
+    """Logs a warning when the nominal batch accumulates more batches than an epoch has (a tiny dataset with a
+    recipe's nbs 64): the run then takes only a handful of optimiser steps."""
+    if optim.accumulate <= batches_per_epoch:
+        return
+    steps = optimiser_steps(
+        batches=cfg.epochs * batches_per_epoch, warmup_steps=optim.warmup_steps, accumulate=optim.accumulate
+    )
+    images = cfg.batch * world_size
+    LOGGER.warning(
+        "%d optimiser steps in this run: an epoch has %d batches of %d images, and --nbs %d accumulates %d of "
+        "them per step; lower --nbs (--nbs %d steps every batch)",
+        steps, batches_per_epoch, images, cfg.nominal_batch, optim.accumulate, images,
+    )  # fmt: skip
 
 
 def train(
