@@ -150,7 +150,8 @@ class Trainer:
             with_ema=dist.is_main, runtime=runtime, device=device,
         )  # fmt: skip
         if dist.is_main:
-            warn_if_few_steps(cfg, self.optim, batches_per_epoch=len(self.data.train_loader), world_size=dist.world_size)
+            batches = len(self.data.train_loader)
+            warn_if_few_steps(cfg, self.optim, batches_per_epoch=batches, world_size=dist.world_size)
         self.loss_fn = YoloLoss.from_model(self.model, self.hyp)
         self.progress = TrainProgress()
         if resume is not None:
