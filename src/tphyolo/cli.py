@@ -25,6 +25,7 @@ the pipe early (`tphyolo ... | head`) ends it quietly with exit code 141, as a s
 from __future__ import annotations
 
 import argparse
+import difflib
 import importlib
 import os
 import sys
@@ -96,6 +97,25 @@ class _Parser(argparse.ArgumentParser):
     def error(self, message: str) -> None:  # type: ignore[override]
         self.exit(2, f"{self.prog}: error: {message} (see '{self.prog} -h')\n")
 
+    def parse_args(self, args=None, namespace=None):  # type: ignore[override]
+        """As argparse's, but an unknown argument is reported by the (sub)command that was given it, with the
+        closest flag of that command: `tphyolo val: error: unrecognized argument --imgsz-x; did you mean
+        --imgsz? (see 'tphyolo val -h')`."""
+        parsed, unknown = self.parse_known_args(args, namespace)
+        if unknown:
+            owner = getattr(parsed, "_parser", None) or self
+            owner.error(owner.unknown_argument(unknown))
+        return parsed
+
+    def unknown_argument(self, unknown: Sequence[str]) -> str:
+        """The message for `unknown` arguments: the first unknown flag and the closest of this parser's flags,
+        or the unknown words when none is a flag."""
+        flag = next((word.split("=", 1)[0] for word in unknown if word.startswith("-")), None)
+        if flag is None:
+            return f"unrecognized arguments: {' '.join(unknown)}"
+        close = difflib.get_close_matches(flag, list(self._option_string_actions), n=1, cutoff=0.6)
+        return f"unrecognized argument {flag}" + (f"; did you mean {close[0]}?" if close else "")
+
 
 def build_parser(commands: Iterable[str] | None = None) -> argparse.ArgumentParser:
     """The parser of every subcommand; only those named in `commands` (default: all) get their flags, which
@@ -117,7 +137,7 @@ def _add_command_arguments(sub: argparse.ArgumentParser, module) -> None:
         from tphyolo.runtime.flags import add_runtime_arguments
 
         add_runtime_arguments(sub, inference=getattr(module, "RUNTIME_INFERENCE", False))
-    sub.set_defaults(_module=module)
+    sub.set_defaults(_module=module, _parser=sub)
 
 
 def _command_name(argv: Sequence[str]) -> str | None:

@@ -8,6 +8,7 @@ it must end with the same weights: gradients accumulated over the end of an epoc
 """
 
 import contextlib
+import logging
 from pathlib import Path
 
 import pytest
@@ -82,7 +83,7 @@ def _resume(last: Path) -> list:
 
 
 @pytest.mark.slow
-def test_an_interrupted_and_resumed_run_equals_the_uninterrupted_run_batch_for_batch(tiny_synthetic, tmp_path):
+def test_an_interrupted_and_resumed_run_equals_the_uninterrupted_run_batch_for_batch(tiny_synthetic, tmp_path, caplog):
     uninterrupted = _train(_config(tiny_synthetic, tmp_path, "whole"))
     assert len(uninterrupted) == EPOCHS * BATCHES_PER_EPOCH
 
@@ -91,7 +92,9 @@ def test_an_interrupted_and_resumed_run_equals_the_uninterrupted_run_batch_for_b
     before = _train(cut, stop_at=stop_epoch * BATCHES_PER_EPOCH + stop_batch)
     last = tmp_path / "cut" / "weights" / "last.pt"
     assert load_checkpoint(last).state["epoch"] == stop_epoch - 1
+    caplog.set_level(logging.INFO, logger="tphyolo")
     resumed = _resume(last)
+    assert "recipe settings of the resumed run (hyp synthetic, AdamW, nbs 6)" in caplog.text
 
     first = stop_epoch * BATCHES_PER_EPOCH
     assert len(resumed) == len(uninterrupted) - first

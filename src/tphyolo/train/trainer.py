@@ -127,7 +127,7 @@ class Trainer:
     def _build(self, resume_from: str | Path | None) -> None:
         cfg, runtime, dist, device, clock = self.cfg, self.runtime, self.dist, self.device, self.startup
         data_config = load_train_data_config(cfg.data, dist, datasets_dir=cfg.datasets_dir, scan_cache=cfg.scan_cache)
-        self.cfg = cfg = self._resolve_recipe(cfg, data_config)
+        self.cfg = cfg = self._resolve_recipe(cfg, data_config, resumed=resume_from is not None)
         clock.mark("data")
         resume = load_checkpoint(resume_from) if resume_from is not None else None
         names = SINGLE_CLASS_NAMES if cfg.single_cls else data_config.names
@@ -169,11 +169,11 @@ class Trainer:
                 (self.weights_dir / "best.pt").unlink()
             self._write_settings(hyp_raw)
 
-    def _resolve_recipe(self, cfg: TrainConfig, data_config: Any) -> TrainConfig:
+    def _resolve_recipe(self, cfg: TrainConfig, data_config: Any, *, resumed: bool) -> TrainConfig:
         """`cfg` with the dataset's recipe filling the settings left to it; the main process logs which."""
         resolved, recipe = resolve_recipe(cfg, data_config)
         if self.dist.is_main:
-            LOGGER.info("%s", recipe.describe(resolved))
+            LOGGER.info("%s", recipe.describe(resolved, resumed=resumed))
         return resolved
 
     @classmethod

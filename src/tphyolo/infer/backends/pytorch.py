@@ -78,10 +78,10 @@ class TorchBackend:
             model, names = weights, list(getattr(weights, "names", []))
         else:
             from tphyolo.checkpoint.format import load_checkpoint
-            from tphyolo.checkpoint.release import is_release_name
+            from tphyolo.checkpoint.release import is_release_name, missing_weights_message
 
             if not Path(weights).exists() and not is_release_name(weights):
-                raise FileNotFoundError(f"weights file {weights} does not exist")
+                raise FileNotFoundError(missing_weights_message(weights))
             checkpoint = load_checkpoint(weights)
             model, names = checkpoint.build_model(), list(checkpoint.names)
         if fuse and hasattr(model, "fuse"):
