@@ -3,7 +3,8 @@
 Each subcommand lives in its own module, listed with its one-line help in `COMMANDS`. A command module
 provides:
 
-- `add_arguments(parser)`: its flags;
+- `add_arguments(parser)`: its flags (a command with actions of their own, as `classify train|val`, adds them
+  as subparsers and returns them: they get the runtime flags);
 - `run(args) -> int`: the command itself, returning the exit code;
 - optionally `USES_RUNTIME = True`: the command gets the shared runtime flags (`--device`, `--amp`,
   `--compile`, ...) and `args.runtime`, a `RuntimeConfig` already applied by `configure_process`;
@@ -132,12 +133,15 @@ def build_parser(commands: Iterable[str] | None = None) -> argparse.ArgumentPars
 
 
 def _add_command_arguments(sub: argparse.ArgumentParser, module) -> None:
-    module.add_arguments(sub)
+    """The command's flags, and the runtime flags on its parser, or on the parsers of its actions when
+    `add_arguments` returns them (`classify train|val`)."""
+    sub.set_defaults(_module=module, _parser=sub)
+    takers = module.add_arguments(sub) or [sub]
     if getattr(module, "USES_RUNTIME", False):
         from tphyolo.runtime.flags import add_runtime_arguments
 
-        add_runtime_arguments(sub, inference=getattr(module, "RUNTIME_INFERENCE", False))
-    sub.set_defaults(_module=module, _parser=sub)
+        for parser in takers:
+            add_runtime_arguments(parser, inference=getattr(module, "RUNTIME_INFERENCE", False))
 
 
 def _command_name(argv: Sequence[str]) -> str | None:

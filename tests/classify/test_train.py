@@ -86,3 +86,27 @@ def test_val_without_weights_and_unknown_classes_are_one_line_errors(tmp_path, c
     assert main([*argv, "--project", str(tmp_path)]) == 2
     err = capsys.readouterr().err.strip()
     assert "\n" not in err and "['purple'] are not in the dataset's classes" in err
+
+
+def test_a_bare_folder_warns_that_the_classifier_validates_on_its_training_images(tiny_fine, caplog):
+    from tphyolo.classify.config import ClassifyConfig
+    from tphyolo.train.classifier.fit import build_crop_data
+
+    folder = tiny_fine.parent / "train" / "images"  # a bare folder: both splits
+    build_crop_data(ClassifyConfig(data=str(folder), img=16))
+    assert "crop classifier: 3 of the 3 validation images are also training images" in caplog.text
+    caplog.clear()
+    build_crop_data(ClassifyConfig(data=str(tiny_fine), img=16))  # separate splits
+    assert "validation images are also training images" not in caplog.text
+
+
+def test_classify_train_help_shows_train_s_flags_and_val_s_its_own(capsys):
+    with pytest.raises(SystemExit):
+        main(["classify", "train", "-h"])
+    train_help = capsys.readouterr().out
+    assert train_help.startswith("usage: tphyolo classify train") and "--epochs" in train_help
+    assert "--task" not in train_help and "--device" in train_help
+    with pytest.raises(SystemExit):
+        main(["classify", "val", "-h"])
+    val_help = capsys.readouterr().out
+    assert "--task" in val_help and "--weights" in val_help and "--epochs" not in val_help

@@ -31,6 +31,7 @@ from tphyolo.classify.dataset import CropAugment, CropSetDataset, PatchDataset
 from tphyolo.classify.model import build_classifier, load_start_weights
 from tphyolo.classify.report import Accuracy, plot_confusion
 from tphyolo.data.dataset_config import load_data_config
+from tphyolo.data.report import shared_images_warning
 from tphyolo.runtime.config import RuntimeConfig, autocast
 from tphyolo.runtime.run_dir import new_run_dir
 from tphyolo.train.classifier.sweep import WeightSweep, save_weight, sweep_weight
@@ -149,6 +150,9 @@ def build_crop_data(cfg: ClassifyConfig) -> CropData:
     when there are too few objects to train on."""
     data = load_data_config(cfg.data)
     train_split, val_split = scan_records(data, "train"), scan_records(data, "val")
+    shared = shared_images_warning([r.im_file for r in train_split.records], [r.im_file for r in val_split.records])
+    if shared:
+        logging.getLogger(__name__).warning("crop classifier: %s", shared)
     dataset_names = tuple(data.names or train_split.names)
     names, class_ids = select_classes(dataset_names, cfg.classes, confusable_classes(data))
     augment = CropAugment()
