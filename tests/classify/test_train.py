@@ -110,3 +110,17 @@ def test_classify_train_help_shows_train_s_flags_and_val_s_its_own(capsys):
         main(["classify", "val", "-h"])
     val_help = capsys.readouterr().out
     assert "--task" in val_help and "--weights" in val_help and "--epochs" not in val_help
+
+
+def test_a_training_that_fails_in_its_first_epoch_leaves_no_run_folder(tiny_fine, tmp_path, capsys, monkeypatch):
+    from tphyolo.train.classifier import fit
+
+    def broken(*args, **kwargs):
+        raise OSError("no space left on device")
+
+    monkeypatch.setattr(fit, "train_one_epoch", broken)
+    argv = ["classify", "train", "--data", str(tiny_fine), "--epochs", "1", "--img", "16", "--device", "cpu"]
+    for _ in range(2):
+        assert main([*argv, "--project", str(tmp_path / "runs")]) == 2
+        assert "no space left on device" in capsys.readouterr().err
+        assert not any((tmp_path / "runs").iterdir())  # neither exp nor exp2: the next run is exp again
