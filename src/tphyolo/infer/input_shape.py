@@ -20,13 +20,13 @@ def fixed_input_shape(backends: Sequence[Backend], config: InferenceConfig) -> t
     """The (h, w) every input of `backends` must have, or None when they all take any stride multiple.
     Raises ValueError when two fixed-size exports disagree on their size, or when `config.batch` is larger
     than a fixed-size export's batch."""
-    fixed = [b for b in backends if b.fixed_shape is not None]
+    fixed = [b for b in backends if getattr(b, "fixed_shape", None) is not None]  # optional: absent means any
     shapes = sorted({tuple(b.fixed_shape) for b in fixed})
     if len(shapes) > 1:
         raise ValueError(f"fixed-size exports of different input sizes {shapes} cannot run together; "
                          "export them at one size or with --dynamic")  # fmt: skip
     for backend in fixed:
-        if backend.max_batch is not None and config.batch > backend.max_batch:
+        if getattr(backend, "max_batch", None) is not None and config.batch > backend.max_batch:
             name = getattr(backend, "path", type(backend).__name__)
             raise ValueError(
                 f"{name}: exported for batch {backend.max_batch}, but {setting_name(config, 'batch')} is "

@@ -26,9 +26,9 @@ class Backend(Protocol):
     """A loaded detection model.
 
     names: class names (index = class id); stride: the largest stride (input sides must be multiples of it);
-    device: where its inputs live; dtype: the dtype of its inputs; fixed_shape: the (h, w) every input must
-    have (a fixed-size export), None for any stride multiple; max_batch: the most images one `run` takes (a
-    fixed-size export's batch), None for any number.
+    device: where its inputs live; dtype: the dtype of its inputs. Optional (a backend without them takes any
+    input): fixed_shape, the (h, w) every input must have (a fixed-size export), None for any stride multiple;
+    max_batch, the most images one `run` takes (a fixed-size export's batch), None for any number.
     """
 
     names: list[str]
