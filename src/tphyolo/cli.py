@@ -102,9 +102,20 @@ class _Parser(argparse.ArgumentParser):
         --imgsz? (see 'tphyolo val -h')`."""
         parsed, unknown = self.parse_known_args(args, namespace)
         if unknown:
-            owner = getattr(parsed, "_parser", None) or self
+            owner = self.command_parser(parsed)
             owner.error(owner.unknown_argument(unknown))
         return parsed
+
+    def command_parser(self, parsed: argparse.Namespace) -> argparse.ArgumentParser:
+        """The innermost (sub)command parser that `parsed` went through (`tphyolo classify train`'s for
+        `classify train`)."""
+        parser: argparse.ArgumentParser = self
+        while True:
+            chooser = next((a for a in parser._actions if isinstance(a, argparse._SubParsersAction)), None)
+            name = getattr(parsed, chooser.dest, None) if chooser is not None else None
+            if name not in (chooser.choices if chooser is not None else ()):
+                return parser
+            parser = chooser.choices[name]
 
     def unknown_argument(self, unknown: Sequence[str]) -> str:
         """The message for `unknown` arguments: the first unknown flag and the closest of this parser's flags,
@@ -133,7 +144,7 @@ def build_parser(commands: Iterable[str] | None = None) -> argparse.ArgumentPars
 def _add_command_arguments(sub: argparse.ArgumentParser, module) -> None:
     """The command's flags, and the runtime flags on its parser, or on the parsers of its actions when
     `add_arguments` returns them (`classify train|val`)."""
-    sub.set_defaults(_module=module, _parser=sub)
+    sub.set_defaults(_module=module)
     takers = module.add_arguments(sub) or [sub]
     if getattr(module, "USES_RUNTIME", False):
         from tphyolo.runtime.flags import add_runtime_arguments

@@ -22,8 +22,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> list[argparse.ArgumentPars
                              description="validate a crop classifier (--weights) on a split of --data")  # fmt: skip
     add_flags(val, ClassifyConfig, exclude=[f.name for f in fields(ClassifyConfig) if f.name not in VAL_SETTINGS])
     val.add_argument("--task", choices=("val", "test"), default="val", help="the split to evaluate")
-    for sub in (train, val):
-        sub.set_defaults(_parser=sub)
     return [train, val]
 
 
