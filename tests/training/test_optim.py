@@ -18,6 +18,7 @@ from tphyolo.training.optim.rules import (
     apply_warmup,
     build_optimizer,
     lr_lambda,
+    optimiser_steps,
     parameter_groups,
     scaled_weight_decay,
     warmup_accumulation,
@@ -195,3 +196,28 @@ def test_warmup_moves_adams_beta1() -> None:
 )
 def test_warmup_accumulation(step: int, accumulate: int, expected: int) -> None:
     assert warmup_accumulation(step=step, warmup_steps=100, accumulate=accumulate) == expected
+
+
+def test_optimiser_steps_follow_the_loop_s_rule() -> None:
+    # 20 images in batches of 4 for 6 epochs with nbs 64: 30 batches, accumulate 16, warm-up 15 batches. During
+    # warm-up the wait after step 0 grows by one each batch (batch k waits for k + 1): only batch 0 steps; then
+    # batch 16 (16 batches after 0); batch 32 is past the run. Two steps.
+    assert optimiser_steps(batches=30, warmup_steps=15, accumulate=16) == 2
+    assert optimiser_steps(batches=30, warmup_steps=15, accumulate=1) == 30
+    assert optimiser_steps(batches=10, warmup_steps=0, accumulate=2) == 5  # after batches 1, 3, 5, 7, 9
+
+
+def test_a_run_of_a_few_steps_says_so(caplog) -> None:
+    from types import SimpleNamespace
+
+    from tphyolo.training.config import TrainConfig
+    from tphyolo.training.trainer import warn_if_few_steps
+
+    cfg = TrainConfig(epochs=6, batch=4, nominal_batch=64)
+    warn_if_few_steps(cfg, SimpleNamespace(accumulate=16, warmup_steps=15), batches_per_epoch=5, world_size=1)
+    (record,) = caplog.records
+    assert record.getMessage().startswith("2 optimiser steps in this run: an epoch has 5 batches of 4 images")
+    assert "lower --nbs (--nbs 4 steps every batch)" in record.getMessage()
+    caplog.clear()
+    warn_if_few_steps(cfg, SimpleNamespace(accumulate=16, warmup_steps=15), batches_per_epoch=50, world_size=1)
+    assert not caplog.records

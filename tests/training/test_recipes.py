@@ -69,6 +69,12 @@ def test_a_run_with_every_setting_given_says_it_uses_no_recipe(tmp_path):
     assert recipe.describe(cfg) == "recipe: none (hyp scratch-low, AdamW, nbs 32) -- all given"
 
 
+def test_a_resumed_run_says_its_settings_are_the_saved_ones(tmp_path):
+    saved = TrainConfig(hyp="visdrone", optimizer="SGD", nominal_batch=64)  # as a checkpoint holds them
+    cfg, recipe = resolve_recipe(saved, _data(tmp_path, names=list(VISDRONE_NAMES)))
+    assert recipe.describe(cfg, resumed=True) == "recipe settings of the resumed run (hyp visdrone, SGD, nbs 64)"
+
+
 def test_an_unknown_recipe_name_is_refused_naming_the_file(tmp_path):
     with pytest.raises(ValueError, match=r"data.yaml: unknown recipe 'fast'; known: \['default', 'synthetic'"):
         resolve_recipe(TrainConfig(), _data(tmp_path, names=["a"], recipe="fast"))

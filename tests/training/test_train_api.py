@@ -54,3 +54,20 @@ def test_a_caller_whose_logging_shows_info_keeps_it(capsys):
         logging.getLogger("tphyolo.train").info("shown")
     logging.getLogger("tphyolo.train").info("not shown after")
     assert capsys.readouterr().out == "shown\n"
+
+
+def test_a_line_logged_while_a_progress_bar_runs_gets_a_line_of_its_own(capsys):
+    import sys
+
+    from tqdm import tqdm
+
+    with progress_output(True):
+        bar = tqdm(total=3, desc="epoch 1/3", file=sys.stdout)  # on one stream with the log, as on a terminal
+        bar.update(1)
+        logging.getLogger("tphyolo.train").info("time to first step 1.23 s")
+        bar.update(1)
+        bar.close()
+    out = capsys.readouterr().out
+    (line,) = [line for line in out.split("\n") if "time to first step" in line]
+    assert line.split("\r")[-1] == "time to first step 1.23 s"  # the bar was cleared before, not written before
+    assert "epoch 1/3" in out.split("time to first step")[1]  # and drawn again after

@@ -25,9 +25,9 @@ class Stop(BaseException):
 class ScriptedTrainer(Trainer):
     """Validation returns the scripted fitness of the epoch (mAP50 = mAP50-95 = fitness)."""
 
-    def _run_epoch(self, epoch, rng, log):
+    def _run_epoch(self, epoch, log):
         self.epoch_now = epoch
-        return super()._run_epoch(epoch, rng, log)
+        return super()._run_epoch(epoch, log)
 
     def validate(self):
         value = FITNESS[self.epoch_now]

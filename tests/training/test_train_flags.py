@@ -65,9 +65,9 @@ def test_noval_and_nosave_validate_and_write_at_the_end_only(tiny_synthetic, tmp
     monkeypatch.setattr(Trainer, "validate", lambda self: pytest.fail("validated during --noval epochs"))
     epoch_runs = Trainer._run_epoch
 
-    def run_epoch(self, epoch, rng, log):
+    def run_epoch(self, epoch, log):
         seen.append(sorted(p.name for p in self.weights_dir.iterdir()))
-        return epoch_runs(self, epoch, rng, log)
+        return epoch_runs(self, epoch, log)
 
     monkeypatch.setattr(Trainer, "_run_epoch", run_epoch)
     result = trainer.fit()

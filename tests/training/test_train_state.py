@@ -15,7 +15,14 @@ from tphyolo.training.hyp import load_hyp
 from tphyolo.training.model.setup import check_freeze
 from tphyolo.training.optim.optimization import build_optimization
 from tphyolo.training.rng import rng_state
-from tphyolo.training.state import restore_training, resume_config, with_resolved_paths
+from tphyolo.training.state import (
+    pending_gradients,
+    release_payload,
+    restore_gradients,
+    restore_training,
+    resume_config,
+    with_resolved_paths,
+)
 from tphyolo.training.trainer import Trainer
 
 CPU = RuntimeConfig(device="cpu")
@@ -85,6 +92,21 @@ def test_an_unreadable_rng_state_is_skipped_with_a_warning(tmp_path, caplog, gar
     assert progress.start_epoch == 3
     assert "rng_state unreadable" in caplog.text
     torch.set_rng_state(before)
+
+
+def test_pending_gradients_go_back_on_the_parameters_they_came_from(tmp_path):
+    model = torch.nn.Sequential(torch.nn.Conv2d(3, 4, 3), torch.nn.Conv2d(4, 2, 1))
+    assert pending_gradients(model) == {}  # no batch since the last step
+    model(torch.rand(1, 3, 8, 8)).sum().backward()
+    saved = pending_gradients(model)
+    assert set(saved) == {"0.weight", "0.bias", "1.weight", "1.bias"}
+    fresh = torch.nn.Sequential(torch.nn.Conv2d(3, 4, 3), torch.nn.Conv2d(4, 2, 1))
+    restore_gradients(_checkpoint(tmp_path, pending_gradients=saved), fresh)
+    assert all(torch.equal(p.grad, saved[name]) for name, p in fresh.named_parameters())
+    assert "pending_gradients" not in release_payload({"model": {}, "pending_gradients": saved})
+    wrong = _checkpoint(tmp_path, pending_gradients={"0.weight": torch.zeros(1)})
+    with pytest.raises(CheckpointError, match=r"last.pt: .*'pending_gradients' entry '0.weight' does not fit"):
+        restore_gradients(wrong, fresh)
 
 
 @pytest.mark.parametrize(

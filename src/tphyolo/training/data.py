@@ -19,7 +19,7 @@ from tphyolo.data.augment import Hyp
 from tphyolo.data.dataset import DetectionDataset
 from tphyolo.data.dataset_config import DataConfig, load_data_config
 from tphyolo.data.loader import build_dataloader, build_dataset
-from tphyolo.data.report import format_problems
+from tphyolo.data.report import format_problems, shared_images_warning
 from tphyolo.data.scan import SplitScan, scan_split
 from tphyolo.runtime.distributed import DistContext, barrier
 from tphyolo.training.config import TrainConfig
@@ -74,16 +74,10 @@ def with_split_names(config: DataConfig, *, scan_cache: bool) -> DataConfig:
 
 
 def warn_if_val_is_train(train_set: DetectionDataset, val_set: DetectionDataset) -> None:
-    """Logs a warning when validation images are also training images: the metrics then measure how well the
-    model remembers, not how well it detects (a bare folder given as data is both splits)."""
-    train = {r.im_file for r in train_set.records}
-    shared = sum(r.im_file in train for r in val_set.records)
-    if shared:
-        LOGGER.warning(
-            "%d of the %d validation images are also training images: the metrics will flatter the model; "
-            "give the data as a yaml with separate train and val splits",
-            shared, len(val_set.records),
-        )  # fmt: skip
+    """Logs a warning when validation images are also training images (`shared_images_warning`)."""
+    message = shared_images_warning([r.im_file for r in train_set.records], [r.im_file for r in val_set.records])
+    if message:
+        LOGGER.warning("%s", message)
 
 
 def _report_problems(split: str, scan: SplitScan) -> None:

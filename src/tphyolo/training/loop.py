@@ -18,7 +18,7 @@ from torch import nn
 from tphyolo.runtime.config import RuntimeConfig, autocast, sdpa_context
 from tphyolo.runtime.distributed import DistContext
 from tphyolo.training.optim.optimization import Optimization
-from tphyolo.training.optim.rules import apply_warmup, warmup_accumulation
+from tphyolo.training.optim.rules import accumulation_at, apply_warmup
 
 LOGGER = logging.getLogger("tphyolo.train")
 MAX_NONFINITE_STEPS = 5
@@ -71,11 +71,9 @@ def train_one_epoch(
     mean_items = torch.zeros(3, device=device)
     for i, batch in enumerate(loader):
         step = state.step
+        accumulate_now = accumulation_at(step, warmup_steps=warmup_steps, accumulate=accumulate)
         if step <= warmup_steps:
-            accumulate_now = warmup_accumulation(step=step, warmup_steps=warmup_steps, accumulate=accumulate)
             apply_warmup(optimizer, step=step, warmup_steps=warmup_steps, epoch_factor=epoch_factor, hyp=hyp)
-        else:
-            accumulate_now = accumulate
         if multi_scale_size is not None:
             size = multi_scale_size(step)
             if size is not None:

@@ -49,10 +49,14 @@ class ResolvedRecipe:
     reason: str
     given: tuple[str, ...]
 
-    def describe(self, cfg: TrainConfig) -> str:
+    def describe(self, cfg: TrainConfig, *, resumed: bool = False) -> str:
         """One line for the run's log: `recipe: visdrone (hyp visdrone, SGD, nbs 64) -- from the dataset's
-        yaml; --optimizer given`, or `recipe: none (...) -- all given` when the user gave every setting."""
+        yaml; --optimizer given`, or `recipe: none (...) -- all given` when the user gave every setting. A
+        `resumed` run's settings are those its checkpoint saved, whoever chose them: `recipe settings of the
+        resumed run (...)`."""
         values = f"hyp {cfg.hyp}, {cfg.optimizer}, nbs {cfg.nominal_batch}"
+        if resumed:
+            return f"recipe settings of the resumed run ({values})"
         if self.given == RECIPE_SETTINGS:
             return f"recipe: none ({values}) -- all given"
         given = f"; {', '.join(setting_name(cfg, f) for f in self.given)} given" if self.given else ""

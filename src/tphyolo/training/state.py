@@ -2,19 +2,23 @@
 
 `training_checkpoint` writes the payload of `last.pt` / `best.pt` (the keys of `tphyolo.checkpoint.format`);
 `restore_training` checks one's resume entries and loads them into a freshly built `Optimization`, returning
-where the run stands. A malformed entry stops the resume with a CheckpointError naming the file and the entry,
-except those a run can do without, which are reset with a warning (an unreadable RNG state, a non-finite
-best fitness).
+where the run stands; `restore_gradients` puts back the gradients accumulated towards an optimiser step that
+the epoch's end had not reached yet. A resumed run thus continues as the uninterrupted run would have (with
+the data of each epoch drawn from the seed and the epoch, `tphyolo.data.sampler`). A malformed entry stops the
+resume with a CheckpointError naming the file and the entry, except those a run can do without, which are
+reset with a warning (an unreadable RNG state, a non-finite best fitness).
 """
 
 from __future__ import annotations
 
 import logging
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+import torch
 from torch import nn
 
 from tphyolo.checkpoint.format import (
@@ -79,6 +83,9 @@ def read_progress(ckpt: Checkpoint) -> TrainProgress:
         steps=StepState(
             step=_integer(ckpt, "_progress.step", counters.get("step", 0), minimum=0),
             last_opt_step=_integer(ckpt, "_progress.last_opt_step", counters.get("last_opt_step", -1), minimum=-1),
+            nonfinite_in_a_row=_integer(
+                ckpt, "_progress.nonfinite_in_a_row", counters.get("nonfinite_in_a_row", 0), minimum=0
+            ),
         ),
     )
 
@@ -136,11 +143,37 @@ def training_checkpoint(
             "_progress": {
                 "step": progress.steps.step,
                 "last_opt_step": progress.steps.last_opt_step,
+                "nonfinite_in_a_row": progress.steps.nonfinite_in_a_row,
                 "best_epoch": progress.best_epoch,
             },
         },
         "rng_state": rng_state(),
+        "pending_gradients": pending_gradients(model),
     }
+
+
+def pending_gradients(model: nn.Module) -> dict[str, torch.Tensor]:
+    """The gradients accumulated since the last optimiser step, by parameter name, on the CPU (empty when it
+    stepped on the last batch: a step clears them)."""
+    parameters = unwrap(model).named_parameters()
+    return {name: p.grad.detach().cpu().clone() for name, p in parameters if p.grad is not None}
+
+
+def restore_gradients(ckpt: Checkpoint, model: nn.Module) -> None:
+    """Put `ckpt`'s pending gradients (`pending_gradients`) back on `model`'s parameters, so that the first
+    optimiser step of the resumed epoch sums the batches the uninterrupted run's did. Raises CheckpointError
+    naming the file when one does not fit the model."""
+    saved = ckpt.state.get("pending_gradients") or {}
+    if not isinstance(saved, Mapping):
+        raise CheckpointError(f"{ckpt.path}: resume state 'pending_gradients' must be a dict, got {saved!r:.60}")
+    parameters = dict(unwrap(model).named_parameters())
+    for name, grad in saved.items():
+        parameter = parameters.get(name)
+        if parameter is None or not isinstance(grad, torch.Tensor) or grad.shape != parameter.shape:
+            raise CheckpointError(
+                f"{ckpt.path}: resume state 'pending_gradients' entry {name!r} does not fit the model"
+            )
+        parameter.grad = grad.to(parameter.device, parameter.dtype)
 
 
 def epoch_checkpoints(epoch: int, *, improved: bool, save_period: int) -> list[str]:
@@ -172,7 +205,8 @@ def reconcile_weights(weights_dir: Path, ckpt: Checkpoint, progress: TrainProgre
         save_checkpoint(path, ckpt.payload())
 
 
-RELEASE_DROPPED = ("optimizer", "scheduler", "scaler", "rng_state")  # what a finished run's files no longer need
+# what a finished run's files no longer need
+RELEASE_DROPPED = ("optimizer", "scheduler", "scaler", "rng_state", "pending_gradients")
 
 
 def release_payload(payload: dict[str, Any], *, copy: bool = False) -> dict[str, Any]:

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import logging
 import math
-import random
 import time
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
@@ -23,6 +22,7 @@ import yaml
 
 from tphyolo.checkpoint.format import load_checkpoint, save_checkpoint
 from tphyolo.data.letterbox import check_imgsz
+from tphyolo.data.loader import set_loader_epoch, step_size
 from tphyolo.metrics import fitness
 from tphyolo.runtime.config import RuntimeConfig
 from tphyolo.runtime.distributed import (
@@ -45,6 +45,7 @@ from tphyolo.training.model.setup import (
     wrap_for_training,
 )
 from tphyolo.training.optim.optimization import build_optimization
+from tphyolo.training.optim.rules import optimiser_steps
 from tphyolo.training.recipes import resolve_recipe
 from tphyolo.training.rng import seed_everything
 from tphyolo.training.startup import StartupClock
@@ -53,6 +54,7 @@ from tphyolo.training.state import (
     epoch_checkpoints,
     reconcile_weights,
     release_payload,
+    restore_gradients,
     restore_training,
     resume_config,
     strip_for_release,
@@ -125,7 +127,7 @@ class Trainer:
     def _build(self, resume_from: str | Path | None) -> None:
         cfg, runtime, dist, device, clock = self.cfg, self.runtime, self.dist, self.device, self.startup
         data_config = load_train_data_config(cfg.data, dist, datasets_dir=cfg.datasets_dir, scan_cache=cfg.scan_cache)
-        self.cfg = cfg = self._resolve_recipe(cfg, data_config)
+        self.cfg = cfg = self._resolve_recipe(cfg, data_config, resumed=resume_from is not None)
         clock.mark("data")
         resume = load_checkpoint(resume_from) if resume_from is not None else None
         names = SINGLE_CLASS_NAMES if cfg.single_cls else data_config.names
@@ -147,12 +149,14 @@ class Trainer:
             cfg, self.model, self.hyp, batches_per_epoch=len(self.data.train_loader), world_size=dist.world_size,
             with_ema=dist.is_main, runtime=runtime, device=device,
         )  # fmt: skip
+        if dist.is_main:
+            batches = len(self.data.train_loader)
+            warn_if_few_steps(cfg, self.optim, batches_per_epoch=batches, world_size=dist.world_size)
         self.loss_fn = YoloLoss.from_model(self.model, self.hyp)
-        self.progress = (
-            restore_training(resume, self.optim, epochs=cfg.epochs, restore_rng=dist.rank == 0)
-            if resume is not None
-            else TrainProgress()
-        )
+        self.progress = TrainProgress()
+        if resume is not None:
+            self.progress = restore_training(resume, self.optim, epochs=cfg.epochs, restore_rng=dist.rank == 0)
+            restore_gradients(resume, self.model)
         clock.mark("optimiser")
         self.train_model = wrap_for_training(self.model, sync_bn=cfg.sync_bn, dist=dist, runtime=runtime, device=device)
         clock.mark("compile")
@@ -165,11 +169,11 @@ class Trainer:
                 (self.weights_dir / "best.pt").unlink()
             self._write_settings(hyp_raw)
 
-    def _resolve_recipe(self, cfg: TrainConfig, data_config: Any) -> TrainConfig:
+    def _resolve_recipe(self, cfg: TrainConfig, data_config: Any, *, resumed: bool) -> TrainConfig:
         """`cfg` with the dataset's recipe filling the settings left to it; the main process logs which."""
         resolved, recipe = resolve_recipe(cfg, data_config)
         if self.dist.is_main:
-            LOGGER.info("%s", recipe.describe(resolved))
+            LOGGER.info("%s", recipe.describe(resolved, resumed=resumed))
         return resolved
 
     @classmethod
@@ -220,10 +224,9 @@ class Trainer:
         epochs_without_gain = 0
         metrics: dict[str, float] = {}
         epoch = progress.start_epoch
-        rng = random.Random(cfg.seed)
         try:
             for epoch in range(progress.start_epoch, cfg.epochs):
-                metrics = self._run_epoch(epoch, rng, log)
+                metrics = self._run_epoch(epoch, log)
                 if dist.is_main:
                     score = fitness(metrics.get("metrics/mAP50", 0.0), metrics.get("metrics/mAP50-95", 0.0))
                     first = progress.best_epoch < 0 and progress.best_fitness <= 0  # best.pt is always written
@@ -284,15 +287,12 @@ class Trainer:
             LOGGER.info("%s%s", clock.summary(), f"; compile cache {cache}" if cache else "")
             clock.write(self.run_dir / "startup.json")
 
-    def _run_epoch(self, epoch: int, rng: random.Random, log: Any) -> dict[str, float]:
+    def _run_epoch(self, epoch: int, log: Any) -> dict[str, float]:
         cfg, dist, data, optim = self.cfg, self.dist, self.data, self.optim
-        if dist.distributed:
-            data.train_loader.sampler.set_epoch(epoch)
+        set_loader_epoch(data.train_loader, epoch)  # this epoch's order and augmentation, resumed or not
         multi_scale = None
         if cfg.multi_scale:
-            from tphyolo.data.loader import multiscale_size
-
-            multi_scale = lambda step: multiscale_size(data.imgsz, rng, stride=data.stride)  # noqa: E731
+            multi_scale = lambda step: step_size(data.imgsz, seed=cfg.seed, step=step, stride=data.stride)  # noqa: E731
         bar = None
         progress = None
         if dist.is_main:
@@ -392,6 +392,22 @@ class Trainer:
             return
         for name in epoch_checkpoints(epoch, improved=improved, save_period=self.cfg.save_period):
             LOGGER.debug("saved %s", save_checkpoint(self.weights_dir / name, payload))
+
+
+def warn_if_few_steps(cfg: TrainConfig, optim: Any, *, batches_per_epoch: int, world_size: int) -> None:
+    """Logs a warning when the nominal batch accumulates more batches than an epoch has (a tiny dataset with a
+    recipe's nbs 64): the run then takes only a handful of optimiser steps."""
+    if optim.accumulate <= batches_per_epoch:
+        return
+    steps = optimiser_steps(
+        batches=cfg.epochs * batches_per_epoch, warmup_steps=optim.warmup_steps, accumulate=optim.accumulate
+    )
+    images = cfg.batch * world_size
+    LOGGER.warning(
+        "%d optimiser steps in this run: an epoch has %d batches of %d images, and --nbs %d accumulates %d of "
+        "them per step; lower --nbs (--nbs %d steps every batch)",
+        steps, batches_per_epoch, images, cfg.nominal_batch, optim.accumulate, images,
+    )  # fmt: skip
 
 
 def train(

@@ -31,8 +31,9 @@ from tphyolo.classify.dataset import CropAugment, CropSetDataset, PatchDataset
 from tphyolo.classify.model import build_classifier, load_start_weights
 from tphyolo.classify.report import Accuracy, plot_confusion
 from tphyolo.data.dataset_config import load_data_config
+from tphyolo.data.report import shared_images_warning
 from tphyolo.runtime.config import RuntimeConfig, autocast
-from tphyolo.runtime.run_dir import new_run_dir
+from tphyolo.runtime.run_dir import new_run_dir, removed_if_left_empty
 from tphyolo.training.classifier.sweep import WeightSweep, save_weight, sweep_weight
 
 WARMUP_EPOCHS = 1
@@ -149,6 +150,9 @@ def build_crop_data(cfg: ClassifyConfig) -> CropData:
     when there are too few objects to train on."""
     data = load_data_config(cfg.data)
     train_split, val_split = scan_records(data, "train"), scan_records(data, "val")
+    shared = shared_images_warning([r.im_file for r in train_split.records], [r.im_file for r in val_split.records])
+    if shared:
+        logging.getLogger(__name__).warning("crop classifier: %s", shared)
     dataset_names = tuple(data.names or train_split.names)
     names, class_ids = select_classes(dataset_names, cfg.classes, confusable_classes(data))
     augment = CropAugment()
@@ -199,55 +203,59 @@ def fit_classifier(
     scaler = torch.amp.GradScaler(device.type, enabled=runtime.needs_grad_scaler(device))
 
     run_dir = new_run_dir(cfg.project, cfg.name, exist_ok=cfg.exist_ok)
-    weights = run_dir / "weights"
-    weights.mkdir(exist_ok=True)
-    best_path, last_path, results = weights / "best.pt", weights / "last.pt", run_dir / "results.csv"
-    results.unlink(missing_ok=True)
-    train_args = {k: (list(v) if isinstance(v, tuple) else v) for k, v in dataclasses.asdict(cfg).items()}
-    best_fitness: tuple[float, float] | None = None
-    for epoch in range(cfg.epochs):
-        epoch_start = time.perf_counter()
-        data.train.set_epoch(epoch)
-        lr = optimizer.param_groups[0]["lr"]
-        train_loss = train_one_epoch(
-            model, train_loader, optimizer, scheduler, scaler=scaler, device=device, runtime=runtime
-        )
-        val_loss, accuracy = evaluate(model, val_loader, names=data.names, device=device, runtime=runtime)
-        seconds = time.perf_counter() - epoch_start
-        _append_row(results, {"epoch": epoch, "train/loss": train_loss, "val/loss": val_loss,
-                              "val/accuracy": accuracy.accuracy, "val/mean_class_accuracy": accuracy.mean_class,
-                              "lr": lr, "seconds": seconds})  # fmt: skip
-        checkpoint = ClassifierCheckpoint(
-            model={k: v.detach().cpu().clone() for k, v in net.state_dict().items()},
-            arch=cfg.arch,
-            names=data.names,
-            class_ids=data.class_ids,
-            dataset_names=data.dataset_names,
-            img=cfg.img,
-            context=cfg.context,
-            epoch=epoch,
-            metrics={"accuracy": accuracy.accuracy, "mean_class_accuracy": accuracy.mean_class, "val_loss": val_loss},
-            train_args=train_args,
-        )
-        save_classifier(last_path, checkpoint)
-        fitness = (accuracy.mean_class, -val_loss)  # ties in accuracy go to the lower loss
-        if best_fitness is None or fitness > best_fitness:
-            best_fitness = fitness
-            save_classifier(best_path, checkpoint)
-        log(f"epoch {epoch + 1}/{cfg.epochs}: train loss {train_loss:.4f}, val loss {val_loss:.4f}, "
-            f"accuracy {accuracy.accuracy:.3f}, mean class {accuracy.mean_class:.3f} ({seconds:.1f} s)")  # fmt: skip
+    with removed_if_left_empty(run_dir):  # a run that fails before its first file leaves no folder
+        weights = run_dir / "weights"
+        weights.mkdir(exist_ok=True)
+        best_path, last_path, results = weights / "best.pt", weights / "last.pt", run_dir / "results.csv"
+        results.unlink(missing_ok=True)
+        train_args = {k: (list(v) if isinstance(v, tuple) else v) for k, v in dataclasses.asdict(cfg).items()}
+        best_fitness: tuple[float, float] | None = None
+        for epoch in range(cfg.epochs):
+            epoch_start = time.perf_counter()
+            data.train.set_epoch(epoch)
+            lr = optimizer.param_groups[0]["lr"]
+            train_loss = train_one_epoch(
+                model, train_loader, optimizer, scheduler, scaler=scaler, device=device, runtime=runtime
+            )
+            val_loss, accuracy = evaluate(model, val_loader, names=data.names, device=device, runtime=runtime)
+            seconds = time.perf_counter() - epoch_start
+            _append_row(results, {"epoch": epoch, "train/loss": train_loss, "val/loss": val_loss,
+                                  "val/accuracy": accuracy.accuracy, "val/mean_class_accuracy": accuracy.mean_class,
+                                  "lr": lr, "seconds": seconds})  # fmt: skip
+            checkpoint = ClassifierCheckpoint(
+                model={k: v.detach().cpu().clone() for k, v in net.state_dict().items()},
+                arch=cfg.arch,
+                names=data.names,
+                class_ids=data.class_ids,
+                dataset_names=data.dataset_names,
+                img=cfg.img,
+                context=cfg.context,
+                epoch=epoch,
+                metrics={
+                    "accuracy": accuracy.accuracy, "mean_class_accuracy": accuracy.mean_class, "val_loss": val_loss
+                },  # fmt: skip
+                train_args=train_args,
+            )
+            save_classifier(last_path, checkpoint)
+            fitness = (accuracy.mean_class, -val_loss)  # ties in accuracy go to the lower loss
+            if best_fitness is None or fitness > best_fitness:
+                best_fitness = fitness
+                save_classifier(best_path, checkpoint)
+            log(f"epoch {epoch + 1}/{cfg.epochs}: train loss {train_loss:.4f}, val loss {val_loss:.4f}, "
+                f"accuracy {accuracy.accuracy:.3f}, mean class {accuracy.mean_class:.3f} "
+                f"({seconds:.1f} s)")  # fmt: skip
 
-    net.load_state_dict(load_classifier(best_path).model)
-    _, accuracy = evaluate(net, val_loader, names=data.names, device=device, runtime=runtime)
-    plot_confusion(accuracy, run_dir / "confusion_matrix.png")
-    sweep = None
-    if cfg.detector:
-        sweep = sweep_weight(best_path, cfg.detector, cfg.data, runtime=runtime, imgsz=cfg.detector_img,
-                             workers=cfg.workers)  # fmt: skip
-        log(f"classifier weight on val with {cfg.detector}:\n{sweep.table()}")
-        for path in (best_path, last_path):
-            save_weight(path, sweep.best)
-    return ClassifyResult(run_dir, best_path, last_path, accuracy, time.perf_counter() - start, sweep)
+        net.load_state_dict(load_classifier(best_path).model)
+        _, accuracy = evaluate(net, val_loader, names=data.names, device=device, runtime=runtime)
+        plot_confusion(accuracy, run_dir / "confusion_matrix.png")
+        sweep = None
+        if cfg.detector:
+            sweep = sweep_weight(best_path, cfg.detector, cfg.data, runtime=runtime, imgsz=cfg.detector_img,
+                                 workers=cfg.workers)  # fmt: skip
+            log(f"classifier weight on val with {cfg.detector}:\n{sweep.table()}")
+            for path in (best_path, last_path):
+                save_weight(path, sweep.best)
+        return ClassifyResult(run_dir, best_path, last_path, accuracy, time.perf_counter() - start, sweep)
 
 
 def validate_classifier(

@@ -111,3 +111,20 @@ def apply_warmup(
 def warmup_accumulation(*, step: int, warmup_steps: int, accumulate: int) -> int:
     """During warm-up the accumulation grows from 1 to its full value."""
     return max(1, int(np.interp(step, [0, warmup_steps], [1, accumulate]).round()))
+
+
+def accumulation_at(step: int, *, warmup_steps: int, accumulate: int) -> int:
+    """Batches the optimiser step after batch `step` waits for: growing during warm-up, then `accumulate`."""
+    if step <= warmup_steps:
+        return warmup_accumulation(step=step, warmup_steps=warmup_steps, accumulate=accumulate)
+    return accumulate
+
+
+def optimiser_steps(*, batches: int, warmup_steps: int, accumulate: int) -> int:
+    """How many optimiser steps a run of `batches` batches takes, by the training loop's rule (a step when
+    `accumulation_at` batches have passed since the last one)."""
+    steps, last = 0, -1
+    for step in range(batches):
+        if step - last >= accumulation_at(step, warmup_steps=warmup_steps, accumulate=accumulate):
+            steps, last = steps + 1, step
+    return steps
