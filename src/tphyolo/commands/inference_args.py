@@ -8,6 +8,8 @@ import argparse
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from tphyolo.flags import FRACTION
+
 
 def add_inference_flags(
     parser: argparse.ArgumentParser, *, defaults: Mapping[str, Any] | None = None, exclude: Iterable[str] = ()
@@ -28,7 +30,7 @@ def add_classifier_flags(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--classifier-weight",
-        type=float,
+        type=FRACTION.parser(float),
         default=None,
         metavar="W",
         help="the classifier's share in [0, 1] (default: the one saved with it)",
@@ -39,11 +41,8 @@ def classifier_settings(args: argparse.Namespace) -> dict[str, Any]:
     """The `classifier` and `classifier_weight` keywords of Predictor and evaluate, checked in the flags' words."""
     from tphyolo.errors import UsageError
 
-    if args.classifier_weight is not None:
-        if args.classifier is None:
-            raise UsageError("--classifier-weight needs --classifier")
-        if not 0.0 <= args.classifier_weight <= 1.0:
-            raise UsageError(f"--classifier-weight must be in [0, 1], got {args.classifier_weight}")
+    if args.classifier_weight is not None and args.classifier is None:
+        raise UsageError("--classifier-weight needs --classifier")
     return {"classifier": args.classifier, "classifier_weight": args.classifier_weight}
 
 

@@ -14,14 +14,14 @@ from tphyolo.commands.inference_args import (
     inference_device,
 )
 from tphyolo.errors import describe_error
-from tphyolo.flags import add_flags
+from tphyolo.flags import add_flags, bounded
 
 USES_RUNTIME = True
 RUNTIME_INFERENCE = True
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    from tphyolo.infer.slicing import DEFAULT_OVERLAP
+    from tphyolo.infer.slicing import DEFAULT_OVERLAP, OVERLAP_BOUNDS, SIZE_BOUNDS
     from tphyolo.predict.draw_style import DrawStyle
 
     parser.add_argument(
@@ -35,12 +35,19 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         required=True,
         help="checkpoint(s) or exported model(s) (.onnx, OpenVINO, .torchscript); several form an ensemble",
     )
-    parser.add_argument("--model-weights", nargs="+", type=float, default=None, help="WBF weight of each model")
+    parser.add_argument(
+        "--model-weights", nargs="+", type=bounded(float, 0), default=None, help="WBF weight of each model"
+    )
     add_inference_flags(parser)
     add_classifier_flags(parser)
-    parser.add_argument("--slice", type=int, default=None, metavar="SIZE", help="sliced inference, window pixels")
     parser.add_argument(
-        "--overlap", type=float, default=DEFAULT_OVERLAP, help=f"slice overlap fraction (default: {DEFAULT_OVERLAP})"
+        "--slice", type=SIZE_BOUNDS.parser(int), default=None, metavar="SIZE", help="sliced inference, window pixels"
+    )
+    parser.add_argument(
+        "--overlap",
+        type=OVERLAP_BOUNDS.parser(float),
+        default=DEFAULT_OVERLAP,
+        help=f"slice overlap fraction, {OVERLAP_BOUNDS} (default: {DEFAULT_OVERLAP})",
     )
     parser.add_argument("--slice-full", action="store_true", help="add a full-image pass to sliced inference")
     parser.add_argument("--no-save-img", action="store_true", help="do not write annotated images/videos")
@@ -58,7 +65,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_flags(parser, DrawStyle)
     parser.add_argument(
         "--vid-stride",
-        type=int,
+        type=bounded(int, 1),
         default=1,
         metavar="N",
         help="read every N-th frame of videos and streams (default: 1)",
@@ -75,8 +82,6 @@ def slice_config(args: argparse.Namespace):
         raise UsageError("--save-conf adds scores to the --save-txt files; add --save-txt or drop it")
     if args.coco_gt is not None and not args.save_json:
         raise UsageError("--coco-gt numbers the images of --save-json; add --save-json or drop it")
-    if args.vid_stride < 1:
-        raise UsageError(f"--vid-stride must be at least 1, got {args.vid_stride}")
     if args.no_save_img and (args.hide_labels or args.hide_conf or args.line_width is not None):
         raise UsageError("--hide-labels, --hide-conf and --line-width style the annotated images; drop --no-save-img")
     if args.slice is None:
@@ -146,7 +151,7 @@ def _predict_into(save_dir, predictor, files, args: argparse.Namespace, *, style
         style=style,
         image_ids=image_ids,
     )
-    count = 0
+    count, warned = 0, 0
     skipped: list = []
 
     def skip(path, error: Exception) -> None:
@@ -157,10 +162,14 @@ def _predict_into(save_dir, predictor, files, args: argparse.Namespace, *, style
         stream = predictor.stream(files, on_skip=skip, vid_stride=args.vid_stride)
         total = count_frames(files, vid_stride=args.vid_stride)
         for frame, detections in tqdm(stream, total=total, unit="img", desc="predict"):
+            for note in frame.notes:  # a partial JPEG, the first of several frames
+                tqdm.write(f"tphyolo predict: warning: {note}", file=sys.stderr)
+            warned += bool(frame.notes)
             writer.write(frame, detections)
             count += len(detections)
     finally:
         writer.close()
     done = len(files) - len(skipped)
-    print(f"{count} detections in {done} file(s), {len(skipped)} skipped; results in {save_dir}")
+    warnings = f" ({warned} with a warning)" if warned else ""
+    print(f"{count} detections in {done} file(s){warnings}, {len(skipped)} skipped; results in {save_dir}")
     return 0
