@@ -71,9 +71,20 @@ def box_area(boxes: torch.Tensor) -> torch.Tensor:
     return (boxes[..., 2] - boxes[..., 0]) * (boxes[..., 3] - boxes[..., 1])
 
 
-def box_iou(boxes1: torch.Tensor, boxes2: torch.Tensor) -> torch.Tensor:
-    """IoU of every pair: (N, 4) xyxy and (M, 4) xyxy -> (N, M)."""
-    return _tv_box_iou(boxes1, boxes2)
+def box_iou(boxes1, boxes2):
+    """IoU of every pair: (N, 4) xyxy and (M, 4) xyxy -> (N, M); tensors give a tensor, anything else (numpy
+    arrays, lists) a float64 array. Boxes without area have IoU 0 with everything."""
+    if isinstance(boxes1, torch.Tensor):
+        return _tv_box_iou(boxes1, boxes2)
+    a = np.asarray(boxes1, dtype=np.float64).reshape(-1, 4)
+    b = np.asarray(boxes2, dtype=np.float64).reshape(-1, 4)
+    width = np.minimum(a[:, None, 2], b[None, :, 2]) - np.maximum(a[:, None, 0], b[None, :, 0])
+    height = np.minimum(a[:, None, 3], b[None, :, 3]) - np.maximum(a[:, None, 1], b[None, :, 1])
+    inter = np.maximum(width, 0.0) * np.maximum(height, 0.0)  # (N, M)
+    area_a = np.maximum(a[:, 2] - a[:, 0], 0.0) * np.maximum(a[:, 3] - a[:, 1], 0.0)
+    area_b = np.maximum(b[:, 2] - b[:, 0], 0.0) * np.maximum(b[:, 3] - b[:, 1], 0.0)
+    union = area_a[:, None] + area_b[None, :] - inter
+    return np.divide(inter, union, out=np.zeros_like(inter), where=union > 0)
 
 
 def clip_boxes(boxes: torch.Tensor, *, width: float, height: float) -> torch.Tensor:
