@@ -18,6 +18,8 @@ __getattr__, __dir__, __all__ = lazy_exports(
             "read_detections",
             "read_ground_truth",
             "read_tracker_output",
+            "TrackingSplit",
+            "tracking_split",
         ),
         "tphyolo.data.mot.table": ("TrackTable",),
         "tphyolo.data.mot.uavdt": ("read_uavdt",),

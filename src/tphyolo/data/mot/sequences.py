@@ -8,6 +8,14 @@
   output `<dir>/<seq>.txt` in MOTChallenge rows.
 
 A MOTChallenge sequence's length comes from `<seq>/seqinfo.ini` (`seqLength`) when it is there.
+
+A dataset yaml names its video splits under `tracking:` (`tracking_split`):
+
+```yaml
+tracking: {format: visdrone-mot, train: VisDrone2019-MOT-train, val: VisDrone2019-MOT-val}
+```
+
+each a folder with `sequences/<seq>/` (the frames) and `annotations/` (the ground truth), relative to `path`.
 """
 
 from __future__ import annotations
@@ -19,11 +27,13 @@ from pathlib import Path
 
 import numpy as np
 
+from tphyolo.data.dataset_config import SPLITS, DataConfig
 from tphyolo.data.mot.motchallenge import read_mot
 from tphyolo.data.mot.rows import read_rows, xywh_columns
 from tphyolo.data.mot.table import UNKNOWN, TrackTable
 from tphyolo.data.mot.uavdt import IGNORE_SUFFIX, TRUTH_SUFFIX, read_uavdt
 from tphyolo.data.mot.visdrone_mot import read_visdrone_mot
+from tphyolo.yaml_files import load_yaml_file
 
 TRACK_FORMATS = ("mot", "visdrone-mot", "uavdt")
 
@@ -144,3 +154,40 @@ def read_detections(path: Path) -> TrackTable:
     category = rows[:, 7]
     classes = np.where((category >= 0) & (category == np.round(category)), category, UNKNOWN)
     return TrackTable.from_columns(rows[:, 0], rows[:, 1], xywh_columns(rows), rows[:, 6], classes)
+
+
+@dataclass(frozen=True)
+class TrackingSplit:
+    """A split of videos: `folder` holds `sequences/<seq>/` (frames) and `annotations/` (ground truth in
+    `fmt`)."""
+
+    folder: Path
+    fmt: str
+
+    @property
+    def sequences(self) -> dict[str, Path]:
+        """Sequence name -> its frame folder, sorted by name."""
+        root = self.folder / "sequences"
+        return {p.name: p for p in sorted(root.iterdir()) if p.is_dir()} if root.is_dir() else {}
+
+    @property
+    def annotations(self) -> Path:
+        return self.folder / "annotations"
+
+
+def tracking_split(config: DataConfig, split: str = "val") -> TrackingSplit:
+    """The video split `split` named under `tracking:` in the yaml of `config`. Raises ValueError naming the
+    yaml when it names none, or FileNotFoundError when its folder is missing."""
+    if split not in SPLITS:
+        raise ValueError(f"unknown split {split!r}; known: {list(SPLITS)}")
+    entry = load_yaml_file(config.source).get("tracking") if config.source is not None else None
+    where = config.source or config.root
+    if not isinstance(entry, dict) or not isinstance(entry.get(split), str):
+        raise ValueError(f"{where}: no 'tracking:' entry with a '{split}' folder (a dataset of videos names them, "
+                         f"e.g. tracking: {{format: visdrone-mot, {split}: <folder>}})")  # fmt: skip
+    fmt = entry.get("format", "visdrone-mot")
+    _check_format(fmt)
+    folder = config.root / entry[split]
+    if not (folder / "sequences").is_dir():
+        raise FileNotFoundError(f"{where}: tracking split {split!r} has no sequences/ folder in {folder}")
+    return TrackingSplit(folder, fmt)
