@@ -23,8 +23,9 @@ def crossing_scene() -> list[Frame]:
 
 
 @pytest.mark.parametrize("name", TRACKERS)
-def test_two_objects_crossing_keep_their_ids(name):
-    ids = run(Tracker(name, cmc="none"), crossing_scene())
+@pytest.mark.parametrize("motion", ["xyah", "xywh"])
+def test_two_objects_crossing_keep_their_ids(name, motion):
+    ids = run(Tracker(name, cmc="none", motion=motion), crossing_scene())
     assert identity_switches(ids) == 0
     assert len(ids[0]) == 60 and len(ids[1]) == 55  # every detection of both objects was tracked
     assert ids[0][0] != ids[1][0]

@@ -7,7 +7,7 @@ from tphyolo.track.config import TRACKER_PRESETS, TrackerConfig, tracker_config
 
 def test_presets_differ_where_the_methods_do():
     byte, bot = TRACKER_PRESETS["bytetrack"], TRACKER_PRESETS["botsort"]
-    assert (byte.motion, byte.cmc, bot.motion, bot.cmc) == ("xyah", "none", "xywh", "sparse")
+    assert (byte.cmc, bot.cmc, byte.new_track_thresh, bot.new_track_thresh) == ("none", "sparse", 0.6, 0.7)
     assert tracker_config("botsort") == bot
     assert tracker_config("bytetrack", track_buffer=60).track_buffer == 60
     assert tracker_config(bot, cmc="ecc").cmc == "ecc"

@@ -78,12 +78,17 @@ def box_iou(boxes1, boxes2):
         return _tv_box_iou(boxes1, boxes2)
     a = np.asarray(boxes1, dtype=np.float64).reshape(-1, 4)
     b = np.asarray(boxes2, dtype=np.float64).reshape(-1, 4)
-    width = np.minimum(a[:, None, 2], b[None, :, 2]) - np.maximum(a[:, None, 0], b[None, :, 0])
-    height = np.minimum(a[:, None, 3], b[None, :, 3]) - np.maximum(a[:, None, 1], b[None, :, 1])
-    inter = np.maximum(width, 0.0) * np.maximum(height, 0.0)  # (N, M)
+    inter = np.minimum(a[:, None, 2], b[None, :, 2])  # (N, M), computed in place from here on
+    inter -= np.maximum(a[:, None, 0], b[None, :, 0])
+    np.maximum(inter, 0.0, out=inter)
+    height = np.minimum(a[:, None, 3], b[None, :, 3])
+    height -= np.maximum(a[:, None, 1], b[None, :, 1])
+    np.maximum(height, 0.0, out=height)
+    inter *= height
     area_a = np.maximum(a[:, 2] - a[:, 0], 0.0) * np.maximum(a[:, 3] - a[:, 1], 0.0)
     area_b = np.maximum(b[:, 2] - b[:, 0], 0.0) * np.maximum(b[:, 3] - b[:, 1], 0.0)
-    union = area_a[:, None] + area_b[None, :] - inter
+    union = area_a[:, None] + area_b[None, :]
+    union -= inter
     return np.divide(inter, union, out=np.zeros_like(inter), where=union > 0)
 
 

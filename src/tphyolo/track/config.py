@@ -5,8 +5,10 @@
     config = tracker_config("bytetrack", track_buffer=60)  # keywords win over both
 
 The presets are the published defaults of each method (ByteTrack: Zhang et al. 2022; BoT-SORT: Aharon et al.
-2022), except that BoT-SORT runs without its appearance (re-identification) cue, which costs a network pass
-per box and tells little about objects of 10-30 pixels seen from above.
+2022), with two changes: BoT-SORT runs without its appearance (re-identification) cue, which costs a network
+pass per box and tells little about objects of 10-30 pixels seen from above; and ByteTrack uses BoT-SORT's
+Kalman state (`motion: xywh`) instead of its own (`xyah`), which localises boxes that change shape better
+(UAVDT M0101 with simulated detections: HOTA 78.5 against 77.0, `benchmarks/tracking_vs_boxmot.py`).
 """
 
 from __future__ import annotations
@@ -51,7 +53,7 @@ class TrackerConfig:
     track_buffer: int = 30
     duplicate_iou: float = 0.85
     class_aware: bool = False
-    motion: str = "xyah"
+    motion: str = "xywh"
     cmc: str = "none"
     cmc_size: int = 640
 
@@ -80,8 +82,7 @@ class TrackerConfig:
 
 TRACKER_PRESETS: dict[str, TrackerConfig] = {
     "bytetrack": TrackerConfig(),
-    "botsort": TrackerConfig(tracker="botsort", track_high_thresh=0.6, new_track_thresh=0.7, motion="xywh",
-                             cmc="sparse"),
+    "botsort": TrackerConfig(tracker="botsort", track_high_thresh=0.6, new_track_thresh=0.7, cmc="sparse"),
 }  # fmt: skip
 
 

@@ -32,23 +32,21 @@ def match(cost: np.ndarray, limit: float) -> Matching:
     n_rows, n_cols = cost.shape
     allowed = cost < limit  # NaN compares False
     rows_degree, cols_degree = allowed.sum(1), allowed.sum(0)
-    single = allowed & (rows_degree[:, None] == 1) & (cols_degree[None, :] == 1)
-    pair_rows, pair_cols = np.nonzero(single)
-    busy_rows = np.nonzero((rows_degree > 0) & ~single.any(1))[0]
-    busy_cols = np.nonzero((cols_degree > 0) & ~single.any(0))[0]
-    if len(busy_rows):
-        sub_rows, sub_cols = _solve_extended(cost[np.ix_(busy_rows, busy_cols)], allowed[np.ix_(busy_rows, busy_cols)],
-                                             limit)  # fmt: skip
+    pair_rows, pair_cols = np.nonzero(allowed & (rows_degree == 1)[:, None] & (cols_degree == 1)[None, :])
+    busy_rows, busy_cols = rows_degree > 0, cols_degree > 0
+    busy_rows[pair_rows] = busy_cols[pair_cols] = False  # rows and columns of the single pairs are settled
+    if busy_rows.any():
+        busy_rows, busy_cols = np.flatnonzero(busy_rows), np.flatnonzero(busy_cols)
+        sub = np.ix_(busy_rows, busy_cols)
+        sub_rows, sub_cols = _solve_extended(cost[sub], allowed[sub], limit)
         pair_rows = np.concatenate([pair_rows, busy_rows[sub_rows]])
         pair_cols = np.concatenate([pair_cols, busy_cols[sub_cols]])
+    pairs = np.empty((len(pair_rows), 2), np.int64)
     order = np.argsort(pair_rows, kind="stable")
-    pairs = np.empty((len(order), 2), np.int64)
     pairs[:, 0], pairs[:, 1] = pair_rows[order], pair_cols[order]
-    matched_rows = np.zeros(n_rows, dtype=bool)
-    matched_cols = np.zeros(n_cols, dtype=bool)
-    matched_rows[pairs[:, 0]] = True
-    matched_cols[pairs[:, 1]] = True
-    return Matching(pairs, np.nonzero(~matched_rows)[0], np.nonzero(~matched_cols)[0])
+    left_rows, left_cols = np.ones(n_rows, dtype=bool), np.ones(n_cols, dtype=bool)
+    left_rows[pair_rows] = left_cols[pair_cols] = False
+    return Matching(pairs, np.flatnonzero(left_rows), np.flatnonzero(left_cols))
 
 
 def _solve_extended(cost: np.ndarray, allowed: np.ndarray, limit: float) -> tuple[np.ndarray, np.ndarray]:
