@@ -6,7 +6,7 @@ train: VisDrone2019-DET-train/images   # a folder, a .txt list of images, a COCO
 val: [val_a/images, val_b.txt]
 test: VisDrone2019-DET-test-dev/images  # optional
 names: {0: pedestrian, 1: people}      # or a list; `nc` optional, checked when given
-recipe: visdrone                       # optional: the training recipe it is made for (see engine/recipes.py)
+recipe: visdrone                       # optional: the training recipe it is made for (see train/recipes.py)
 ```
 
 Split entries are resolved against `path`; lines of a .txt list are resolved against the list's folder.
@@ -147,11 +147,11 @@ def load_data_config(
     ('synthetic', 'synthetic-fine', 'synthetic-mot') are written (default `~/.cache/tphyolo`)."""
     text = str(source)
     if text == "synthetic":
-        from tphyolo.data.synthetic import ensure_synthetic
+        from tphyolo.data.builtin.synthetic import ensure_synthetic
 
         return _synthetic_recipe(parse_data_yaml(ensure_synthetic(cache_dir=cache_dir)))
     if text == "synthetic-fine":
-        from tphyolo.data.synthetic_fine import ensure_synthetic_fine
+        from tphyolo.data.builtin.synthetic_fine import ensure_synthetic_fine
 
         return _synthetic_recipe(parse_data_yaml(ensure_synthetic_fine(cache_dir=cache_dir)))
     if text == "synthetic-mot":

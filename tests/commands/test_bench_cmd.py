@@ -1,0 +1,106 @@
+"""`tphyolo bench`: every sub-benchmark runs in a tiny configuration and its JSON parses."""
+
+import json
+
+import pytest
+
+from tphyolo.cli import main
+
+ROW_KEYS = {"name", "config", "baseline_ms", "ours_ms", "speedup", "baseline_peak_mb", "ours_peak_mb"}
+
+
+def _run(tmp_path, *argv):
+    out = tmp_path / "bench.json"
+    assert main(["bench", *argv, "--quick", "--device", "cpu", "--json", str(out)]) == 0
+    data = json.loads(out.read_text())
+    assert {"cpu", "torch_threads", "torch", "device", "memory_method"} <= set(data["machine"])
+    for row in data["rows"]:
+        assert set(row) >= ROW_KEYS
+    return data
+
+
+@pytest.mark.slow
+def test_bench_attention_quick(tmp_path, capsys):
+    data = _run(tmp_path, "attention", "--blocks", "c3tr,clla", "--modes", "eval")
+    names = [r["name"] for r in data["rows"]]
+    assert names == ["attention/c3tr", "attention/clla"]
+    c3tr = data["rows"][0]
+    assert c3tr["speedup"] == pytest.approx(c3tr["baseline_ms"] / c3tr["ours_ms"])
+    assert c3tr["extra"]["kernel"] == "flash (cpu)" and c3tr["ours_peak_mb"] > 0
+    assert data["machine"]["matmul_fp32_gflops"] > 0
+    assert "attention/c3tr" in capsys.readouterr().out
+
+
+@pytest.mark.slow
+def test_bench_model_quick(tmp_path):
+    data = _run(tmp_path, "model", "--variants", "eager", "--model-modes", "train,infer")
+    assert [(r["name"], r["config"]) for r in data["rows"]] == [
+        ("model/train", "tph-yolov5n img128 b1 eager"),
+        ("model/infer", "tph-yolov5n img128 b1 eager"),
+    ]
+    assert all(r["ours_ms"] > 0 and r["baseline_ms"] > 0 for r in data["rows"])
+
+
+@pytest.mark.slow
+def test_bench_data_quick(tmp_path):
+    from tphyolo.data.builtin.synthetic import generate_synthetic
+
+    data_yaml = generate_synthetic(tmp_path / "syn", n_train=4, n_val=1, imgsz=256)
+    data = _run(tmp_path, "data", "--data", str(data_yaml), "--workers", "0", "--batch", "2")
+    (row,) = data["rows"]
+    assert row["name"] == "data/loader" and row["extra"]["images_per_s"] > 0 and row["baseline_ms"] is None
+
+
+@pytest.mark.slow
+def test_bench_predict_quick(tmp_path):
+    data = _run(tmp_path, "predict", "--backends", "torch,onnxruntime", "--baselines", "ours,original")
+    ours, original = "ours, PyTorch eager fp32 fused", "ours with the original's attention, PyTorch eager fp32 fused"
+    assert [(r["name"], r["config"]) for r in data["rows"]] == [
+        ("predict/onnxruntime", f"tph-yolov5n img64 b1 fp32, vs {ours}"),
+        ("predict/torch", f"tph-yolov5n img64 b1 fp32, vs {original}"),
+        ("predict/onnxruntime", f"tph-yolov5n img64 b1 fp32, vs {original}"),
+    ]
+    assert all(r["ours_ms"] > 0 and r["baseline_ms"] > 0 and r["extra"]["rel_error"] <= 1e-4 for r in data["rows"])
+
+
+def test_bench_rejects_unknown_choices(capsys):
+    assert main(["bench", "attention", "--quick", "--device", "cpu", "--blocks", "nope"]) == 2
+    assert "unknown block" in capsys.readouterr().err
+    assert main(["bench", "model", "--quick", "--device", "cpu", "--variants", "turbo"]) == 2
+    assert main(["bench", "predict", "--quick", "--device", "cpu", "--backends", "tensorflow"]) == 2
+    assert "unknown backend" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        main(["bench", "everything"])
+
+
+@pytest.mark.slow
+def test_bench_wbf_quick(tmp_path):
+    data = _run(tmp_path, "wbf")
+    (row,) = data["rows"]
+    assert row["name"] == "wbf" and row["ours_ms"] > 0
+    if row["baseline_ms"] is not None:  # ensemble_boxes installed
+        assert row["extra"]["same_boxes"] is True and row["speedup"] > 0
+
+
+@pytest.mark.slow
+def test_bench_eval_quick(tmp_path):
+    data = _run(tmp_path, "eval", "--images", "3")
+    (row,) = data["rows"]
+    assert row["name"] == "eval/coco" and row["ours_ms"] > 0
+    if row["baseline_ms"] is not None:  # pycocotools installed
+        assert row["extra"]["same_ap"] is True
+
+
+@pytest.mark.slow
+def test_bench_startup_quick_times_a_cold_and_a_warm_start(tmp_path):
+    from tphyolo.data.builtin.synthetic import generate_synthetic
+
+    data_yaml = generate_synthetic(tmp_path / "syn", n_train=4, n_val=1, imgsz=256)
+    data = _run(tmp_path, "startup", "--data", str(data_yaml), "--batch", "2")
+    (row,) = data["rows"]
+    assert row["name"] == "startup" and "baseline: cold start" in row["config"]
+    for start in ("cold", "warm"):
+        phases = row["extra"][f"{start}_phases_s"]
+        assert {"setup", "data", "model", "first batch", "first step"} <= set(phases)
+    assert row["baseline_ms"] == pytest.approx(1000 * sum(row["extra"]["cold_phases_s"].values()), abs=5)
+    assert row["ours_ms"] == pytest.approx(1000 * sum(row["extra"]["warm_phases_s"].values()), abs=5)
