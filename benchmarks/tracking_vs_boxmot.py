@@ -165,7 +165,9 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=5, help="timed runs per tracker")
     parser.add_argument("--json", type=Path, help="also write the results here")
     args = parser.parse_args()
-    logging.getLogger("boxmot").setLevel(logging.WARNING)  # its trackers log their settings when built
+    import boxmot  # configures its logger on import: quieten it after
+
+    logging.getLogger(boxmot.__name__).setLevel(logging.WARNING)  # its trackers log their settings when built
 
     truth = read_uavdt(args.gt)
     ignore_path = args.gt.with_name(args.gt.name.replace("_gt_whole", "_gt_ignore"))

@@ -4,10 +4,10 @@ and the ground truth."""
 import numpy as np
 import pytest
 
+from tphyolo.data.builtin.synthetic_mot import FRAME_SIZE, generate_synthetic_mot, render_sequence
 from tphyolo.data.dataset_config import load_data_config
 from tphyolo.data.mot.sequences import read_ground_truth, tracking_split
 from tphyolo.data.scan import scan_split
-from tphyolo.data.synthetic_mot import FRAME_SIZE, generate_synthetic_mot, render_sequence
 from tphyolo.track.cmc import CameraMotion
 
 

@@ -5,8 +5,8 @@ keeps the identities that the jitter breaks without it."""
 import numpy as np
 import pytest
 
+from tphyolo.data.builtin.synthetic_mot import render_sequence
 from tphyolo.data.mot.table import TrackTable
-from tphyolo.data.synthetic_mot import render_sequence
 from tphyolo.metrics.tracking import evaluate_tables
 from tphyolo.track.tracker import Tracker
 

@@ -155,7 +155,7 @@ def load_data_config(
 
         return _synthetic_recipe(parse_data_yaml(ensure_synthetic_fine(cache_dir=cache_dir)))
     if text == "synthetic-mot":
-        from tphyolo.data.synthetic_mot import ensure_synthetic_mot
+        from tphyolo.data.builtin.synthetic_mot import ensure_synthetic_mot
 
         return _synthetic_recipe(parse_data_yaml(ensure_synthetic_mot(cache_dir=cache_dir)))
     if text in BUILTIN_DATA:
