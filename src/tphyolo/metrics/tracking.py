@@ -49,8 +49,9 @@ T = TypeVar("T")
 
 @dataclass(frozen=True)
 class TrackingResult:
-    """Metrics by name (`FIELDS`): `per_class[class]` over all sequences, `combined` over classes
-    (detection-averaged), `class_averaged`, and `per_sequence[sequence][class]`."""
+    """Metrics by name (`FIELDS`): `per_class[class]` over all sequences (the classes with ground truth or
+    output), `combined` over classes (detection-averaged), `class_averaged` (over the classes with ground
+    truth), and `per_sequence[sequence][class]`."""
 
     protocol: str
     per_class: dict[str, dict[str, float]]
@@ -133,9 +134,10 @@ def _score(prepared: Mapping[str, Mapping[str, FrameBoxes]], protocol: str) -> T
     averaged = {name: metric.combine_classes_class_averaged({c: r[name] for c, r in with_truth.items()})
                 for name, metric in metrics.items()}  # fmt: skip
     averaged["Count"] = combined["Count"]
+    present = {cls: res for cls, res in by_class.items() if res["Count"]["GT_Dets"] + res["Count"]["Dets"] > 0}
     return TrackingResult(
         protocol=protocol,
-        per_class={cls: _summary(res) for cls, res in by_class.items()},
+        per_class={cls: _summary(res) for cls, res in (present or by_class).items()},
         combined=_summary(combined),
         class_averaged=_summary(averaged),
         per_sequence={s: {cls: _summary(res) for cls, res in per_class.items()} for s, per_class in raw.items()},

@@ -120,11 +120,11 @@ def _fit_similarity(source: np.ndarray, target: np.ndarray) -> np.ndarray | None
 
 
 def _sparse_motion(previous: np.ndarray, previous_mask: np.ndarray, grey: np.ndarray) -> np.ndarray | None:
-    corners = cv2.goodFeaturesToTrack(previous, maxCorners=600, qualityLevel=0.01, minDistance=3, blockSize=3,
+    corners = cv2.goodFeaturesToTrack(previous, maxCorners=300, qualityLevel=0.01, minDistance=5, blockSize=3,
                                       mask=previous_mask)  # fmt: skip
     if corners is None or len(corners) < _MIN_POINTS:
         return None
-    moved, status, _ = cv2.calcOpticalFlowPyrLK(previous, grey, corners, None, winSize=(21, 21), maxLevel=3)
+    moved, status, _ = cv2.calcOpticalFlowPyrLK(previous, grey, corners, None, winSize=(15, 15), maxLevel=3)
     found = status.reshape(-1) == 1
     if found.sum() < _MIN_POINTS:
         return None
@@ -135,7 +135,7 @@ def _ecc_motion(previous: np.ndarray, previous_mask: np.ndarray, grey: np.ndarra
     # ECC converges only from near the answer: start from the translation phase correlation finds
     (dx, dy), _ = cv2.phaseCorrelate(previous.astype(np.float32), grey.astype(np.float32))
     warp = np.array([[1.0, 0.0, dx], [0.0, 1.0, dy]], dtype=np.float32)
-    criteria = (cv2.TERM_CRITERIA_EPS | cv2.TERM_CRITERIA_COUNT, 100, 1e-5)
+    criteria = (cv2.TERM_CRITERIA_EPS | cv2.TERM_CRITERIA_COUNT, 50, 1e-4)
     try:  # finds W with grey(W(x)) ~ previous(x): W maps previous-frame pixels to this frame's
         _, warp = cv2.findTransformECC(previous, grey, warp, cv2.MOTION_AFFINE, criteria, previous_mask, 3)
     except cv2.error:  # no convergence

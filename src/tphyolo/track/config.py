@@ -55,7 +55,7 @@ class TrackerConfig:
     class_aware: bool = False
     motion: str = "xywh"
     cmc: str = "none"
-    cmc_size: int = 640
+    cmc_size: int = 480
 
     def __post_init__(self) -> None:
         check_field_types(self)
