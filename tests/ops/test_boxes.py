@@ -41,6 +41,8 @@ def test_box_iou_of_arrays_matches_the_tensor_version():
     np.testing.assert_allclose(ours, box_iou(torch.from_numpy(a), torch.from_numpy(b)).numpy(), atol=1e-12)
     assert (ours[:, 3] == 0).all() and box_iou(np.zeros((0, 4)), b).shape == (0, 4)
     assert box_iou([[0, 0, 2, 2]], [[1, 0, 3, 2]]).tolist() == [[1 / 3]]
+    single = box_iou(a.astype(np.float32), b.astype(np.float32))
+    assert single.dtype == np.float32 and np.allclose(single, ours, atol=1e-6)
 
 
 @pytest.mark.parametrize("fmt", ["xyxy", "xywh", "cxcywh"])

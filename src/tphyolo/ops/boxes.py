@@ -72,12 +72,15 @@ def box_area(boxes: torch.Tensor) -> torch.Tensor:
 
 
 def box_iou(boxes1, boxes2):
-    """IoU of every pair: (N, 4) xyxy and (M, 4) xyxy -> (N, M); tensors give a tensor, anything else (numpy
-    arrays, lists) a float64 array. Boxes without area have IoU 0 with everything."""
+    """IoU of every pair: (N, 4) xyxy and (M, 4) xyxy -> (N, M); tensors give a tensor, two float32 numpy arrays
+    a float32 array (half the memory traffic, for callers that need speed more than digits), anything else
+    (numpy arrays, lists) a float64 array. Boxes without area have IoU 0 with everything."""
     if isinstance(boxes1, torch.Tensor):
         return _tv_box_iou(boxes1, boxes2)
-    a = np.asarray(boxes1, dtype=np.float64).reshape(-1, 4)
-    b = np.asarray(boxes2, dtype=np.float64).reshape(-1, 4)
+    single = all(isinstance(b, np.ndarray) and b.dtype == np.float32 for b in (boxes1, boxes2))
+    dtype = np.float32 if single else np.float64
+    a = np.asarray(boxes1, dtype=dtype).reshape(-1, 4)
+    b = np.asarray(boxes2, dtype=dtype).reshape(-1, 4)
     inter = np.minimum(a[:, None, 2], b[None, :, 2])  # (N, M), computed in place from here on
     inter -= np.maximum(a[:, None, 0], b[None, :, 0])
     np.maximum(inter, 0.0, out=inter)

@@ -28,6 +28,9 @@ MOTION_MODELS = ("xyah", "xywh")
 POSITION_WEIGHT = 1 / 20
 VELOCITY_WEIGHT = 1 / 160
 _ASPECT_STD = {"initiate": (1e-2, 1e-5), "predict": (1e-2, 1e-5), "measure": 1e-1}  # xyah's fixed noise
+_SIZE_COLUMNS = {"xyah": [3, 3, 3, 3], "xywh": [2, 3, 2, 3]}  # which of (cx, cy, p2, p3) each noise follows
+_DIAGONAL = np.arange(4)
+_CENTRE = [0, 1, 4, 5]  # the columns of (cx, cy, vx, vy) in `mean`
 
 
 @dataclass
@@ -99,32 +102,29 @@ class KalmanBoxFilter:
         out[:, 1], out[:, 3] = mean[:, 1] - h / 2, mean[:, 1] + h / 2
         return out
 
-    def _noise_std(self, params: np.ndarray, weight: float, aspect: float) -> np.ndarray:
-        """(N, 4) standard deviations, `weight` times the size each parameter's noise follows (xyah: the height,
-        and `aspect` for the aspect ratio; xywh: the width for x and w, the height for y and h)."""
-        std = np.empty_like(params)
-        h = params[:, 3]
+    def _variances(self, params: np.ndarray, position: float, velocity: float, aspect: tuple[float, float]):
+        """(N, 8) variances in the order of `mean`: (`position` x size)^2 for the 4 box parameters and
+        (`velocity` x size)^2 for their velocities, where the size is the height (xyah; the aspect ratio has the
+        fixed standard deviations `aspect`) or the width for x and w and the height for y and h (xywh)."""
+        size = params[:, _SIZE_COLUMNS[self.model]]
+        size *= size
+        variances = np.empty((len(params), 8))
+        np.multiply(size, position * position, out=variances[:, :4])
+        np.multiply(size, velocity * velocity, out=variances[:, 4:])
         if self.model == "xyah":
-            std[:, 0] = std[:, 1] = std[:, 3] = weight * h
-            std[:, 2] = aspect
-        else:
-            std[:, 0] = std[:, 2] = weight * params[:, 2]
-            std[:, 1] = std[:, 3] = weight * h
-        return std
+            variances[:, 2], variances[:, 6] = aspect[0] ** 2, aspect[1] ** 2
+        return variances
 
     def initiate(self, boxes: np.ndarray) -> KalmanStates:
         """New states for (N, 4) xyxy boxes: zero velocity, an uncertainty of a tenth of the box (position) and
         of 1/16 of it per frame (velocity)."""
         z = self.measure(boxes)
         n = len(z)
-        aspect_pos, aspect_vel = _ASPECT_STD["initiate"]
-        pos_var = self._noise_std(z, 2 * POSITION_WEIGHT, aspect_pos) ** 2
-        vel_var = self._noise_std(z, 10 * VELOCITY_WEIGHT, aspect_vel) ** 2
+        var = self._variances(z, 2 * POSITION_WEIGHT, 10 * VELOCITY_WEIGHT, _ASPECT_STD["initiate"])
         centre = np.zeros((n, 4, 4))
-        centre[:, 0, 0], centre[:, 1, 1] = pos_var[:, 0], pos_var[:, 1]
-        centre[:, 2, 2], centre[:, 3, 3] = vel_var[:, 0], vel_var[:, 1]
+        centre[:, _DIAGONAL, _DIAGONAL] = var[:, _CENTRE]
         size = np.zeros((n, 2, 3))
-        size[:, :, 0], size[:, :, 2] = pos_var[:, 2:], vel_var[:, 2:]
+        size[:, :, 0], size[:, :, 2] = var[:, 2:4], var[:, 6:8]
         return KalmanStates(np.concatenate([z, np.zeros_like(z)], axis=1), centre, size)
 
     def predict(self, states: KalmanStates, *, hold_size: np.ndarray | None = None) -> KalmanStates:
@@ -135,41 +135,36 @@ class KalmanBoxFilter:
             mean[hold_size, 7] = 0.0
             if self.model == "xywh":
                 mean[hold_size, 6] = 0.0
-        aspect_pos, aspect_vel = _ASPECT_STD["predict"]
-        pos_var = self._noise_std(mean[:, :4], POSITION_WEIGHT, aspect_pos) ** 2
-        vel_var = self._noise_std(mean[:, :4], VELOCITY_WEIGHT, aspect_vel) ** 2
+        var = self._variances(mean[:, :4], POSITION_WEIGHT, VELOCITY_WEIGHT, _ASPECT_STD["predict"])
         mean[:, :4] += mean[:, 4:]
         centre = states.centre.copy()  # F P F^T with F = [[I, I], [0, I]] on (cx, cy, vx, vy)
         centre[:, :2, :] += centre[:, 2:, :]
         centre[:, :, :2] += centre[:, :, 2:]
-        centre[:, 0, 0] += pos_var[:, 0]
-        centre[:, 1, 1] += pos_var[:, 1]
-        centre[:, 2, 2] += vel_var[:, 0]
-        centre[:, 3, 3] += vel_var[:, 1]
+        centre[:, _DIAGONAL, _DIAGONAL] += var[:, _CENTRE]
         p, c, v = states.size[:, :, 0], states.size[:, :, 1], states.size[:, :, 2]
         size = np.empty_like(states.size)
-        size[:, :, 0] = p + 2 * c + v + pos_var[:, 2:]
-        size[:, :, 1] = c + v
-        size[:, :, 2] = v + vel_var[:, 2:]
+        np.add(p + c + c + v, var[:, 2:4], out=size[:, :, 0])
+        np.add(c, v, out=size[:, :, 1])
+        np.add(v, var[:, 6:8], out=size[:, :, 2])
         return KalmanStates(mean, centre, size)
 
     def update(self, states: KalmanStates, boxes: np.ndarray) -> KalmanStates:
         """States corrected by the measured (N, 4) xyxy boxes (row i of the states with box i)."""
-        z = self.measure(boxes)
-        noise = self._noise_std(states.mean[:, :4], POSITION_WEIGHT, _ASPECT_STD["measure"]) ** 2
-        innovation = z - states.mean[:, :4]
+        noise = self._variances(states.mean[:, :4], POSITION_WEIGHT, 0.0, (_ASPECT_STD["measure"], 0.0))[:, :4]
+        innovation = self.measure(boxes)
+        innovation -= states.mean[:, :4]
         mean = states.mean.copy()
         # centre: 2 x 2 innovation covariance S, inverted in closed form
         centre = states.centre
-        s00, s01 = centre[:, 0, 0] + noise[:, 0], centre[:, 0, 1]
-        s11 = centre[:, 1, 1] + noise[:, 1]
+        s00, s01, s11 = centre[:, 0, 0] + noise[:, 0], centre[:, 0, 1], centre[:, 1, 1] + noise[:, 1]
         det = s00 * s11 - s01 * s01
-        i00, i01, i11 = s11 / det, -s01 / det, s00 / det
+        i00, i01, i11 = (s11 / det)[:, None], (-s01 / det)[:, None], (s00 / det)[:, None]
         ph0, ph1 = centre[:, :, 0], centre[:, :, 1]  # P H^T columns, (N, 4)
-        gain0 = ph0 * i00[:, None] + ph1 * i01[:, None]  # (N, 4): gain for the x innovation
-        gain1 = ph0 * i01[:, None] + ph1 * i11[:, None]
-        dx, dy = innovation[:, 0:1], innovation[:, 1:2]
-        mean[:, [0, 1, 4, 5]] += gain0 * dx + gain1 * dy
+        gain0 = ph0 * i00 + ph1 * i01  # (N, 4): gain for the x innovation
+        gain1 = ph0 * i01 + ph1 * i11
+        step = gain0 * innovation[:, 0:1] + gain1 * innovation[:, 1:2]  # (N, 4): cx, cy, vx, vy
+        mean[:, 0:2] += step[:, 0:2]
+        mean[:, 4:6] += step[:, 2:4]
         centre = centre - gain0[:, :, None] * centre[:, None, 0, :] - gain1[:, :, None] * centre[:, None, 1, :]
         # sizes: one scalar measurement each
         p, c, v = states.size[:, :, 0], states.size[:, :, 1], states.size[:, :, 2]
@@ -178,9 +173,9 @@ class KalmanBoxFilter:
         mean[:, 2:4] += gain_p * innovation[:, 2:]
         mean[:, 6:8] += gain_v * innovation[:, 2:]
         size = np.empty_like(states.size)
-        size[:, :, 0] = p - gain_p * p
-        size[:, :, 1] = c - gain_p * c
-        size[:, :, 2] = v - gain_v * c
+        np.subtract(p, gain_p * p, out=size[:, :, 0])
+        np.subtract(c, gain_p * c, out=size[:, :, 1])
+        np.subtract(v, gain_v * c, out=size[:, :, 2])
         return KalmanStates(mean, centre, size)
 
     def warp(self, states: KalmanStates, affine: np.ndarray) -> KalmanStates:

@@ -24,7 +24,7 @@ from tphyolo.ops.boxes import box_iou
 from tphyolo.track.cmc import CameraMotion
 from tphyolo.track.config import TrackerConfig, tracker_config
 from tphyolo.track.kalman import KalmanBoxFilter, KalmanStates
-from tphyolo.track.matching import match
+from tphyolo.track.matching import match_pairs, overlaps
 
 NEW, TRACKED, LOST = 0, 1, 2  # track states: born in the last frame (no id yet), seen in this frame, missing
 
@@ -120,22 +120,22 @@ class Tracker:
         valid = (scores >= cfg.track_low_thresh) & (boxes[:, 2] > boxes[:, 0]) & (boxes[:, 3] > boxes[:, 1])
         high = np.nonzero(valid & (scores >= cfg.track_high_thresh))[0]
         low = np.nonzero(valid & (scores < cfg.track_high_thresh))[0]
-        overlap = box_iou(self.kalman.boxes(t.states), boxes)  # (tracks, detections)
+        pairs_overlapping = overlaps(self.kalman.boxes(t.states), boxes)  # (track, detection, IoU) that intersect
         was_tracked = t.state == TRACKED
 
         # 1: tracked and lost tracks with the confident detections
         pool = np.nonzero(t.state != NEW)[0]
-        pairs, pool_left, high_left = self._associate(overlap, pool, high, scores, labels, cfg.match_thresh,
+        pairs, pool_left, high_left = self._associate(pairs_overlapping, pool, high, scores, labels, cfg.match_thresh,
                                                       fuse=cfg.fuse_score)  # fmt: skip
         matched = [pairs]
         # 2: tracks seen in the last frame with the weak detections
         second = pool_left[was_tracked[pool_left]]
-        pairs, second_left, _ = self._associate(overlap, second, low, scores, labels, cfg.second_match_thresh,
+        pairs, second_left, _ = self._associate(pairs_overlapping, second, low, scores, labels, cfg.second_match_thresh,
                                                 fuse=False)  # fmt: skip
         matched.append(pairs)
         # 3: tracks born in the last frame with the confident detections left
         newborn = np.nonzero(t.state == NEW)[0]
-        pairs, newborn_left, high_left = self._associate(overlap, newborn, high_left, scores, labels,
+        pairs, newborn_left, high_left = self._associate(pairs_overlapping, newborn, high_left, scores, labels,
                                                          cfg.unconfirmed_match_thresh, fuse=cfg.fuse_score)  # fmt: skip
         matched.append(pairs)
         pairs = np.concatenate(matched)
@@ -161,20 +161,22 @@ class Tracker:
             )
         return self.camera(frame, boxes)
 
-    def _associate(self, overlap, rows, dets, scores, labels, limit: float, *, fuse: bool):
-        """Match track rows `rows` with detection indices `dets` at cost 1 - IoU (`overlap`: IoU of every track
-        with every detection), times the score with `fuse`. Returns (pairs (K, 2): track row, detection index;
-        the rows left; the detections left)."""
+    def _associate(self, overlapping, rows, dets, scores, labels, limit: float, *, fuse: bool):
+        """Match track rows `rows` with detection indices `dets` at cost 1 - IoU (`overlapping`: the (track,
+        detection, IoU) pairs that intersect), times the score with `fuse`. Returns (pairs (K, 2): track row,
+        detection index; the rows left; the detections left)."""
         if not len(rows) or not len(dets):
             return np.zeros((0, 2), np.int64), rows, dets
-        similarity = overlap[np.ix_(rows, dets)]
-        cost = 1.0 - (similarity * scores[dets] if fuse else similarity)
+        track, det, iou = overlapping
+        in_rows, in_dets = np.zeros(len(self.tracks), dtype=bool), np.zeros(len(scores), dtype=bool)
+        in_rows[rows] = in_dets[dets] = True
+        chosen = in_rows[track] & in_dets[det]
         if self.config.class_aware:
-            cost[self.tracks.label[rows][:, None] != labels[dets][None, :]] = np.inf
-        found = match(cost, limit)
-        pairs = np.empty((len(found.pairs), 2), np.int64)
-        pairs[:, 0], pairs[:, 1] = rows[found.pairs[:, 0]], dets[found.pairs[:, 1]]
-        return pairs, rows[found.unmatched_rows], dets[found.unmatched_cols]
+            chosen &= self.tracks.label[track] == labels[det]
+        track, det, iou = track[chosen], det[chosen], iou[chosen]
+        pairs = match_pairs(track, det, 1.0 - (iou * scores[det] if fuse else iou), limit)
+        in_rows[pairs[:, 0]] = in_dets[pairs[:, 1]] = False
+        return pairs, rows[in_rows[rows]], dets[in_dets[dets]]
 
     def _apply_matches(self, pairs: np.ndarray, boxes, scores, labels) -> None:
         if not len(pairs):
