@@ -8,6 +8,8 @@ import argparse
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from tphyolo.flags import FRACTION
+
 
 def add_inference_flags(
     parser: argparse.ArgumentParser, *, defaults: Mapping[str, Any] | None = None, exclude: Iterable[str] = ()
@@ -23,11 +25,16 @@ def add_inference_flags(
 
 def add_slice_flags(parser: argparse.ArgumentParser) -> None:
     """--slice, --overlap, --slice-full: sliced inference (`tphyolo.infer.slicing.SliceConfig`)."""
-    from tphyolo.infer.slicing import DEFAULT_OVERLAP
+    from tphyolo.infer.slicing import DEFAULT_OVERLAP, OVERLAP_BOUNDS, SIZE_BOUNDS
 
-    parser.add_argument("--slice", type=int, default=None, metavar="SIZE", help="sliced inference, window pixels")
     parser.add_argument(
-        "--overlap", type=float, default=DEFAULT_OVERLAP, help=f"slice overlap fraction (default: {DEFAULT_OVERLAP})"
+        "--slice", type=SIZE_BOUNDS.parser(int), default=None, metavar="SIZE", help="sliced inference, window pixels"
+    )
+    parser.add_argument(
+        "--overlap",
+        type=OVERLAP_BOUNDS.parser(float),
+        default=DEFAULT_OVERLAP,
+        help=f"slice overlap fraction, {OVERLAP_BOUNDS} (default: {DEFAULT_OVERLAP})",
     )
     parser.add_argument("--slice-full", action="store_true", help="add a full-image pass to sliced inference")
 
@@ -60,7 +67,7 @@ def add_classifier_flags(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--classifier-weight",
-        type=float,
+        type=FRACTION.parser(float),
         default=None,
         metavar="W",
         help="the classifier's share in [0, 1] (default: the one saved with it)",
@@ -71,11 +78,8 @@ def classifier_settings(args: argparse.Namespace) -> dict[str, Any]:
     """The `classifier` and `classifier_weight` keywords of Predictor and evaluate, checked in the flags' words."""
     from tphyolo.errors import UsageError
 
-    if args.classifier_weight is not None:
-        if args.classifier is None:
-            raise UsageError("--classifier-weight needs --classifier")
-        if not 0.0 <= args.classifier_weight <= 1.0:
-            raise UsageError(f"--classifier-weight must be in [0, 1], got {args.classifier_weight}")
+    if args.classifier_weight is not None and args.classifier is None:
+        raise UsageError("--classifier-weight needs --classifier")
     return {"classifier": args.classifier, "classifier_weight": args.classifier_weight}
 
 

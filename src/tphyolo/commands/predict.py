@@ -16,7 +16,7 @@ from tphyolo.commands.inference_args import (
     slice_settings,
 )
 from tphyolo.errors import describe_error
-from tphyolo.flags import add_flags
+from tphyolo.flags import add_flags, bounded
 
 USES_RUNTIME = True
 RUNTIME_INFERENCE = True
@@ -36,7 +36,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         required=True,
         help="checkpoint(s) or exported model(s) (.onnx, OpenVINO, .torchscript); several form an ensemble",
     )
-    parser.add_argument("--model-weights", nargs="+", type=float, default=None, help="WBF weight of each model")
+    parser.add_argument(
+        "--model-weights", nargs="+", type=bounded(float, 0), default=None, help="WBF weight of each model"
+    )
     add_inference_flags(parser)
     add_classifier_flags(parser)
     add_slice_flags(parser)
@@ -55,7 +57,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_flags(parser, DrawStyle)
     parser.add_argument(
         "--vid-stride",
-        type=int,
+        type=bounded(int, 1),
         default=1,
         metavar="N",
         help="read every N-th frame of videos and streams (default: 1)",
@@ -71,23 +73,19 @@ def slice_config(args: argparse.Namespace):
         raise UsageError("--save-conf adds scores to the --save-txt files; add --save-txt or drop it")
     if args.coco_gt is not None and not args.save_json:
         raise UsageError("--coco-gt numbers the images of --save-json; add --save-json or drop it")
-    if args.vid_stride < 1:
-        raise UsageError(f"--vid-stride must be at least 1, got {args.vid_stride}")
     if args.no_save_img and (args.hide_labels or args.hide_conf or args.line_width is not None):
         raise UsageError("--hide-labels, --hide-conf and --line-width style the annotated images; drop --no-save-img")
     return slice_settings(args)
 
 
 def run(args: argparse.Namespace) -> int:
-    from tqdm import tqdm
-
     from tphyolo.flags import from_flags
     from tphyolo.infer.config import InferenceConfig
     from tphyolo.predict.draw_style import DrawStyle
     from tphyolo.predict.predictor import Predictor
-    from tphyolo.predict.sources import count_frames, resolve_source, source_names
-    from tphyolo.predict.writers import PredictionWriter, coco_gt_image_ids
-    from tphyolo.runtime.run_dir import OutputDir
+    from tphyolo.predict.sources import resolve_source, source_names
+    from tphyolo.predict.writers import coco_gt_image_ids
+    from tphyolo.runtime.run_dir import OutputDir, removed_if_left_empty
 
     device = inference_device(args.runtime)
     slicing = slice_config(args)
@@ -109,6 +107,17 @@ def run(args: argparse.Namespace) -> int:
         **classifier_settings(args),
     )
     save_dir = from_flags(OutputDir, args).create("runs/predict")
+    with removed_if_left_empty(save_dir):
+        return _predict_into(save_dir, predictor, files, args, style=style, image_ids=image_ids)
+
+
+def _predict_into(save_dir, predictor, files, args: argparse.Namespace, *, style, image_ids) -> int:
+    """Predict every file into `save_dir`, writing each output as its frame is done."""
+    from tqdm import tqdm
+
+    from tphyolo.predict.sources import count_frames
+    from tphyolo.predict.writers import PredictionWriter
+
     writer = PredictionWriter(
         save_dir,
         names=predictor.names,
@@ -121,7 +130,7 @@ def run(args: argparse.Namespace) -> int:
         style=style,
         image_ids=image_ids,
     )
-    count = 0
+    count, warned = 0, 0
     skipped: list = []
 
     def skip(path, error: Exception) -> None:
@@ -132,10 +141,14 @@ def run(args: argparse.Namespace) -> int:
         stream = predictor.stream(files, on_skip=skip, vid_stride=args.vid_stride)
         total = count_frames(files, vid_stride=args.vid_stride)
         for frame, detections in tqdm(stream, total=total, unit="img", desc="predict"):
+            for note in frame.notes:  # a partial JPEG, the first of several frames
+                tqdm.write(f"tphyolo predict: warning: {note}", file=sys.stderr)
+            warned += bool(frame.notes)
             writer.write(frame, detections)
             count += len(detections)
     finally:
         writer.close()
     done = len(files) - len(skipped)
-    print(f"{count} detections in {done} file(s), {len(skipped)} skipped; results in {save_dir}")
+    warnings = f" ({warned} with a warning)" if warned else ""
+    print(f"{count} detections in {done} file(s){warnings}, {len(skipped)} skipped; results in {save_dir}")
     return 0
