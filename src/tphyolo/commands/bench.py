@@ -29,7 +29,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from tphyolo.bench.timing import CLOCKS
-from tphyolo.data.image_limits import IMGSZ_BOUNDS
+from tphyolo.data.files.image_limits import IMGSZ_BOUNDS
 from tphyolo.errors import UsageError
 from tphyolo.flags import AT_LEAST_ONE, NON_NEGATIVE
 from tphyolo.runtime.flags import SDPA_BACKEND_NAMES
@@ -95,7 +95,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     group = parser.add_argument_group("predict (also --model, --img, --batch)")
     group.add_argument(
         "--backends", type=_csv, default=("onnxruntime", "openvino"),
-        help="torch,onnxruntime,openvino,torchscript (default onnxruntime,openvino)",
+        help="torch,onnxruntime,openvino,torchscript and the INT8 files onnxruntime-int8,openvino-int8 (calibrated "
+        "on --data's train split); default onnxruntime,openvino",
     )  # fmt: skip
     group.add_argument(
         "--baselines", type=_csv, default=("ours",),
@@ -115,7 +116,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--clock", choices=CLOCKS, default="wall",
         help="how wbf and eval are timed: wall time, or the process's CPU time, which other load disturbs less",
     )  # fmt: skip
-    group.add_argument("--data", default="synthetic", help="dataset yaml or built-in name for bench data")
+    group.add_argument(
+        "--data", default="synthetic", help="dataset yaml or built-in name for bench data and INT8 calibration"
+    )
     group.add_argument(
         "--data-batches", type=AT_LEAST_ONE.parser(int), default=None, help="batches per bench data run (default 8)"
     )
@@ -213,6 +216,8 @@ def _predict(args: argparse.Namespace, device: torch.device, log: Callable[[str]
             warmup=_pick(args.warmup, args.quick, 1, 0),
             repeats=_pick(args.repeats, args.quick, 5, 1),
             tta_imgsz=128 if args.quick else args.tta_img,
+            int8_data=args.data,
+            calib_images=4 if args.quick else 32,
         )
     except ValueError as error:
         raise UsageError(str(error)) from error

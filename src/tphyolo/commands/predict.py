@@ -10,8 +10,10 @@ from pathlib import Path
 from tphyolo.commands.inference_args import (
     add_classifier_flags,
     add_inference_flags,
+    add_slice_flags,
     classifier_settings,
     inference_device,
+    slice_settings,
 )
 from tphyolo.errors import describe_error
 from tphyolo.flags import add_flags, bounded
@@ -21,7 +23,6 @@ RUNTIME_INFERENCE = True
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    from tphyolo.infer.slicing import DEFAULT_OVERLAP, OVERLAP_BOUNDS, SIZE_BOUNDS
     from tphyolo.predict.draw_style import DrawStyle
 
     parser.add_argument(
@@ -40,16 +41,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     add_inference_flags(parser)
     add_classifier_flags(parser)
-    parser.add_argument(
-        "--slice", type=SIZE_BOUNDS.parser(int), default=None, metavar="SIZE", help="sliced inference, window pixels"
-    )
-    parser.add_argument(
-        "--overlap",
-        type=OVERLAP_BOUNDS.parser(float),
-        default=DEFAULT_OVERLAP,
-        help=f"slice overlap fraction, {OVERLAP_BOUNDS} (default: {DEFAULT_OVERLAP})",
-    )
-    parser.add_argument("--slice-full", action="store_true", help="add a full-image pass to sliced inference")
+    add_slice_flags(parser)
     parser.add_argument("--no-save-img", action="store_true", help="do not write annotated images/videos")
     parser.add_argument("--save-txt", action="store_true", help="YOLO txt per image (labels/)")
     parser.add_argument("--save-conf", action="store_true", help="scores in --save-txt files")
@@ -76,7 +68,6 @@ def slice_config(args: argparse.Namespace):
     """The SliceConfig of `--slice`, `--overlap`, `--slice-full`, or None without `--slice`. Raises UsageError
     for slice flags given without `--slice` and for `--save-conf` without `--save-txt` (flags with no effect)."""
     from tphyolo.errors import UsageError
-    from tphyolo.infer.slicing import DEFAULT_OVERLAP, SliceConfig
 
     if args.save_conf and not args.save_txt:
         raise UsageError("--save-conf adds scores to the --save-txt files; add --save-txt or drop it")
@@ -84,31 +75,17 @@ def slice_config(args: argparse.Namespace):
         raise UsageError("--coco-gt numbers the images of --save-json; add --save-json or drop it")
     if args.no_save_img and (args.hide_labels or args.hide_conf or args.line_width is not None):
         raise UsageError("--hide-labels, --hide-conf and --line-width style the annotated images; drop --no-save-img")
-    if args.slice is None:
-        given = [
-            name
-            for name, on in (("--overlap", args.overlap != DEFAULT_OVERLAP), ("--slice-full", args.slice_full))
-            if on
-        ]
-        if given:
-            raise UsageError(f"{' and '.join(given)} set(s) sliced inference up; add --slice SIZE or drop it")
-        return None
-    try:
-        return SliceConfig(args.slice, args.overlap, args.slice_full)
-    except ValueError as error:
-        raise UsageError(f"--slice {args.slice} --overlap {args.overlap}: {error}") from error
+    return slice_settings(args)
 
 
 def run(args: argparse.Namespace) -> int:
-    from tqdm import tqdm
-
     from tphyolo.flags import from_flags
     from tphyolo.infer.config import InferenceConfig
     from tphyolo.predict.draw_style import DrawStyle
     from tphyolo.predict.predictor import Predictor
-    from tphyolo.predict.sources import count_frames, resolve_source, source_names
-    from tphyolo.predict.writers import PredictionWriter, coco_gt_image_ids
-    from tphyolo.runtime.run_dir import OutputDir
+    from tphyolo.predict.sources import resolve_source, source_names
+    from tphyolo.predict.writers import coco_gt_image_ids
+    from tphyolo.runtime.run_dir import OutputDir, removed_if_left_empty
 
     device = inference_device(args.runtime)
     slicing = slice_config(args)
@@ -130,6 +107,17 @@ def run(args: argparse.Namespace) -> int:
         **classifier_settings(args),
     )
     save_dir = from_flags(OutputDir, args).create("runs/predict")
+    with removed_if_left_empty(save_dir):
+        return _predict_into(save_dir, predictor, files, args, style=style, image_ids=image_ids)
+
+
+def _predict_into(save_dir, predictor, files, args: argparse.Namespace, *, style, image_ids) -> int:
+    """Predict every file into `save_dir`, writing each output as its frame is done."""
+    from tqdm import tqdm
+
+    from tphyolo.predict.sources import count_frames
+    from tphyolo.predict.writers import PredictionWriter
+
     writer = PredictionWriter(
         save_dir,
         names=predictor.names,

@@ -10,7 +10,7 @@ regular file, image or label, is one: a folder, a FIFO, a device, a dangling lin
 opened); images without a label file are kept as background. Files used only in part are kept and listed apart
 (`ScanReport.partial`): a JPEG cut short (decoded with the missing part filled) and a label file with more
 than `MAX_OBJECTS_PER_IMAGE` objects (the first ones kept). Images are verified by decoding them as training does
-(`tphyolo.data.image_io.verify_image`). The scan result is cached where the format of the first labelled image
+(`tphyolo.data.files.image_io.verify_image`). The scan result is cached where the format of the first labelled image
 says (`<label folder>.cache.json`; COCO: `<json stem>.cache.json`), keyed by a hash of the names, sizes and
 mtimes of every image and label file; a stale or unreadable cache is rebuilt. Where that folder cannot be
 written (a read-only mount, no permission; found by trying), the cache goes under the user cache folder
@@ -29,12 +29,12 @@ from pathlib import Path
 
 import numpy as np
 
+from tphyolo.data.files.image_io import ImageError, is_image_name, verify_image
+from tphyolo.data.files.json_files import load_json_file
+from tphyolo.data.files.paths import is_read_only_folder, regular_file_problem
 from tphyolo.data.formats import FORMATS
 from tphyolo.data.formats.base import LabelEntry, label_folder_cache
-from tphyolo.data.image_io import ImageError, is_image_name, verify_image
-from tphyolo.data.json_files import load_json_file
 from tphyolo.data.labels import ImageLabels, LabelError, limit_objects, sanitize
-from tphyolo.data.paths import is_read_only_folder, regular_file_problem
 from tphyolo.user_cache import user_cache_dir
 
 CACHE_VERSION = 2
@@ -286,6 +286,22 @@ def _save_cache(path: Path, key: str, nc: int, records: list[Record], report: Sc
     return None
 
 
+def _sources(sources: tuple[Path, ...] | list[Path] | Path) -> list[Path]:
+    return [Path(sources)] if isinstance(sources, (str, Path)) else [Path(s) for s in sources]
+
+
+def _own_names(items: list[LabelEntry]) -> tuple[str, ...]:
+    formats = sorted({i.fmt for i in items if i.fmt is not None})
+    return FORMATS[formats[0]].names if len(formats) == 1 else ()
+
+
+def format_class_names(sources: tuple[Path, ...] | list[Path] | Path) -> tuple[str, ...]:
+    """The class names that the label format of a split's files defines (VisDrone's ten), found from the file
+    names alone, before any image or label is read; () when the files are in several formats or in one that
+    numbers its classes (YOLO), whose names `scan_split` takes from the labels."""
+    return _own_names([item for s in _sources(sources) for item in _expand_source(s, [])])
+
+
 def scan_split(
     sources: tuple[Path, ...] | list[Path] | Path,
     *,
@@ -299,11 +315,10 @@ def scan_split(
     format's own names when the whole split is in one format that has them (VisDrone), else max class + 1.
     `cache`: True = where the format keeps it (`<label folder>.cache.json`), a Path = that file, False = none.
     """
-    sources = [Path(sources)] if isinstance(sources, (str, Path)) else [Path(s) for s in sources]
     problems: list[str] = []
-    items = [item for s in sources for item in _expand_source(s, problems)]
+    items = [item for s in _sources(sources) for item in _expand_source(s, problems)]
     formats = sorted({i.fmt for i in items if i.fmt is not None})
-    own_names = FORMATS[formats[0]].names if len(formats) == 1 else ()
+    own_names = _own_names(items)
     nc = len(names) or len(own_names)
     key = _files_hash(items)
     cache_path = None if cache is False else (Path(cache) if cache is not True else _default_cache_path(items))
