@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from tphyolo.runtime.sharding import merge_shards, shard, shard_indices
+from tphyolo.runtime.sharding import deal, fixed_units, merge_shards, shard_indices
 
 
 @pytest.mark.parametrize("world_size", [1, 2, 3, 5])
@@ -12,7 +12,8 @@ from tphyolo.runtime.sharding import merge_shards, shard, shard_indices
 def test_every_item_once_in_whole_units_and_back_in_order(world_size, unit):
     for count in range(0, 23):
         items = [f"img{i}" for i in range(count)]
-        shards = [shard(items, rank=r, world_size=world_size, unit=unit) for r in range(world_size)]
+        shards = [[(i, items[i]) for i in shard_indices(count, rank=r, world_size=world_size, unit=unit)]
+                  for r in range(world_size)]  # fmt: skip
         assert merge_shards(shards, count) == items
         sizes = [len(s) for s in shards]
         assert max(sizes) - min(sizes) <= unit
@@ -38,3 +39,10 @@ def test_a_bad_merge_or_shard_is_refused():
         shard_indices(4, rank=2, world_size=2)
     with pytest.raises(ValueError, match="at least one item"):
         shard_indices(4, rank=0, world_size=1, unit=0)
+
+
+def test_units_of_any_shape_are_dealt_whole():
+    units = [[0, 1, 2], [3], [4, 5], [6]]  # e.g. a batch of images, a video, ...
+    assert deal(units, rank=0, world_size=3) == [[0, 1, 2], [6]]
+    assert deal(units, rank=2, world_size=3) == [[4, 5]]
+    assert fixed_units(5, 2) == [range(0, 2), range(2, 4), range(4, 5)] and fixed_units(0, 3) == []

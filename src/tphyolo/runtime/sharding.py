@@ -1,10 +1,11 @@
 """Dealing work out to the ranks of a distributed run, and putting the pieces back in one-process order.
 
-A list of `count` items is cut into consecutive units of `unit` items (a batch of the one-process loader, or
-one item), and unit k goes to rank k % world_size. So every item is handled exactly once, by a rank that
-anyone can compute from (count, unit, world_size) alone; ranks differ by at most one unit; and a unit is the
-same group of items as in one process, so a batch holds the same images (and pads to the same shape) whatever
-the number of ranks. A rank may get nothing (more ranks than units): it still joins every collective call.
+Work is a list of items cut into units: groups of consecutive items that one process handles together (a
+batch of the one-process loader, a video). Unit k goes to rank k % world_size. So every item is handled exactly
+once, by a rank anyone can compute from the units and the world size alone; ranks differ by at most one unit;
+and a unit is the same group of items as in one process, so a batch holds the same images, pads to the same
+shape and gives the same floats whatever the number of ranks. A rank may get nothing (more ranks than units):
+it still joins every collective call.
 
 Results travel back as (index, value) pairs and `merge_shards` orders them by index: the one-process order.
 """
@@ -17,23 +18,23 @@ from typing import TypeVar
 T = TypeVar("T")
 
 
-def _check(rank: int, world_size: int, unit: int) -> None:
+def fixed_units(count: int, size: int) -> list[range]:
+    """`count` items cut into consecutive units of `size` (the last may be shorter)."""
+    if size < 1:
+        raise ValueError(f"a unit holds at least one item, got {size}")
+    return [range(start, min(start + size, count)) for start in range(0, count, size)]
+
+
+def deal(units: Sequence[T], *, rank: int, world_size: int) -> list[T]:
+    """The units `rank` handles: unit k goes to rank k % world_size."""
     if world_size < 1 or not 0 <= rank < world_size:
         raise ValueError(f"rank {rank} is not in a world of {world_size} process(es)")
-    if unit < 1:
-        raise ValueError(f"a unit holds at least one item, got {unit}")
+    return list(units[rank::world_size])
 
 
 def shard_indices(count: int, *, rank: int, world_size: int, unit: int = 1) -> list[int]:
-    """The indices (ascending) of the `count` items that `rank` handles (module docstring)."""
-    _check(rank, world_size, unit)
-    units = range(rank, -(-count // unit), world_size)
-    return [i for k in units for i in range(k * unit, min((k + 1) * unit, count))]
-
-
-def shard(items: Sequence[T], *, rank: int, world_size: int, unit: int = 1) -> list[tuple[int, T]]:
-    """The (index, item) pairs of `items` that `rank` handles."""
-    return [(i, items[i]) for i in shard_indices(len(items), rank=rank, world_size=world_size, unit=unit)]
+    """The indices (ascending) of the `count` items that `rank` handles, in units of `unit` consecutive items."""
+    return [i for span in deal(fixed_units(count, unit), rank=rank, world_size=world_size) for i in span]
 
 
 def merge_shards(shards: Iterable[Iterable[tuple[int, T]]], count: int) -> list[T]:
