@@ -26,8 +26,8 @@ from tphyolo.classify.data import confusable_classes, scan_records
 from tphyolo.cli import main
 from tphyolo.data.dataset_config import load_data_config
 from tphyolo.data.image_io import read_image
-from tphyolo.engine.predict import Predictor
-from tphyolo.runtime import RuntimeConfig
+from tphyolo.predict.predictor import Predictor
+from tphyolo.runtime.config import RuntimeConfig
 
 
 def _run(argv: list[str]) -> None:

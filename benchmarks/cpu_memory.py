@@ -1,4 +1,4 @@
-"""What keeping large freed CPU blocks for reuse (`tphyolo.cpu_memory`, on by default in every command that runs a
+"""What keeping large freed CPU blocks for reuse (`tphyolo.runtime.cpu_memory`, on by default in every command that runs a
 model) gains: the same model and pass timed in child processes with glibc's default malloc thresholds (the
 baseline) and with tphyolo's, alternated round by round. Prints, per round, the median time of a pass in each and
 their ratio, then the median of the paired ratios, with page faults per pass and peak resident memory.
@@ -20,7 +20,7 @@ import statistics
 import subprocess
 import sys
 
-from tphyolo.cpu_memory import USER_SETTINGS_ENV, keep_freed_blocks
+from tphyolo.runtime.cpu_memory import USER_SETTINGS_ENV, keep_freed_blocks
 
 
 def child(args: argparse.Namespace) -> None:
@@ -34,7 +34,7 @@ def child(args: argparse.Namespace) -> None:
 
     from tphyolo.bench.model import infer_step, synthetic_images, synthetic_targets, train_step
     from tphyolo.models.build import build_model
-    from tphyolo.runtime import RuntimeConfig
+    from tphyolo.runtime.config import RuntimeConfig
 
     torch.manual_seed(0)
     model = build_model(args.model, num_classes=10)

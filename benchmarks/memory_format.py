@@ -21,7 +21,7 @@ import torch
 
 from tphyolo.bench.model import infer_step, synthetic_images, synthetic_targets, train_step
 from tphyolo.models.build import build_model
-from tphyolo.runtime import RuntimeConfig, configure_process
+from tphyolo.runtime.config import RuntimeConfig, configure_process
 
 
 def step_in(layout: bool, args: argparse.Namespace) -> Callable[[], None]:

@@ -5,13 +5,16 @@ fail instead (`tests.helpers.require_shared`).
 """
 
 import os
+import shutil
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from tests.helpers import process_state_restored, require_shared
-from tphyolo import cpu_memory
+from tphyolo.data.formats.visdrone import NAMES
+from tphyolo.data.synthetic import generate_synthetic
+from tphyolo.runtime import cpu_memory
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 SHARED_DIR = Path(os.environ.get("TPHYOLO_SHARED", REPO_ROOT.parent / "shared"))
@@ -31,7 +34,7 @@ def _restore_process_state() -> Iterator[None]:
 def mallopt_calls(monkeypatch) -> list[tuple[int, int]]:
     """glibc's mallopt replaced by a recorder (the calls made, in order): `configure_process`, which CLI tests
     run in this process, would otherwise raise the session's malloc thresholds for good (nothing lowers them back
-    to glibc's own, dynamic ones). `tests/test_cpu_memory.py` checks the real effect in child processes."""
+    to glibc's own, dynamic ones). `tests/runtime/test_cpu_memory.py` checks the real effect in child processes."""
     calls: list[tuple[int, int]] = []
 
     def record(param: int, value: int) -> int:
@@ -52,3 +55,24 @@ def parity_dir() -> Path:
 def visdrone_mini() -> Path:
     """40 real VisDrone2019-DET images with their original annotations (`shared/data/visdrone-mini`)."""
     return require_shared(VISDRONE_MINI_DIR, "VisDrone sample data")
+
+
+@pytest.fixture(scope="session")
+def tiny_synthetic(tmp_path_factory) -> Path:
+    """Training and inference tests: a data yaml of 8 training and 4 validation synthetic scenes at 256 px."""
+    root = tmp_path_factory.mktemp("tiny-synthetic")
+    return generate_synthetic(root, n_train=8, n_val=4, imgsz=256, seed=1)
+
+
+@pytest.fixture(scope="module")
+def data_yaml(visdrone_mini, tmp_path_factory):
+    """Four VisDrone images with their annotations, copied so that the scan cache is written here."""
+    root = tmp_path_factory.mktemp("visdrone")
+    for folder in ("images", "annotations"):
+        (root / folder).mkdir()
+    for image in sorted((visdrone_mini / "images").glob("*.jpg"))[:4]:
+        shutil.copy(image, root / "images" / image.name)
+        shutil.copy(visdrone_mini / "annotations" / f"{image.stem}.txt", root / "annotations" / f"{image.stem}.txt")
+    path = root / "data.yaml"
+    path.write_text(f"path: {root}\ntrain: images\nval: images\nnames: {list(NAMES)}\n")
+    return path

@@ -15,7 +15,7 @@ import pytest
 import torch
 from torch import nn
 
-from tphyolo.checkpoint import save_checkpoint
+from tphyolo.checkpoint.format import save_checkpoint
 from tphyolo.models import DetectionModel, build_model, convert_original_state_dict
 from tphyolo.models.swin import DropPath
 

@@ -17,8 +17,8 @@ from tests.helpers import (
     require_shared,
     torch_flags,
 )
-from tphyolo.runtime import RuntimeConfig, configure_process
-from tphyolo.runtime_flags import ALLOC_ENV_VARS
+from tphyolo.runtime.config import RuntimeConfig, configure_process
+from tphyolo.runtime.flags import ALLOC_ENV_VARS
 
 UNSET = "TPHYOLO_TEST_UNSET_VARIABLE"
 

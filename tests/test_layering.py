@@ -1,32 +1,67 @@
-"""The package's layers import only downwards, read from the source with `ast` (imports inside functions too).
+"""The package's units import only downwards, read from the source with `ast` (imports inside functions too).
 
-- the library layers (`models`, `data`, `ops`, `metrics`, `legacy`) import none of `engine`, `bench`, `tools`
-  and `cli`;
-- only the command line (`tools`, `cli`, `__main__`) imports `tools` or `cli`, and no command module imports
-  `cli` (the command registry imports them: the other way round is a cycle);
-- no module takes names from the package `__init__` (`from tphyolo import X` for an X that is not a module):
-  the `__init__` is the public facade and re-exports from `engine`.
+A unit is a top-level package of `tphyolo` (`train`, `infer`, ...) or a module at its root (`flags`, `cli`,
+...). The units stand in one order, lowest first (`LAYERS`, drawn in docs/architecture.md); a unit imports only
+units of lower layers, never one of its own layer or above, so the units form a DAG:
+
+| layer | units | what they are |
+| --- | --- | --- |
+| 0 | `_version`, `imports`, `errors`, `flags`, `user_cache`, `yaml_files` | foundations: no tphyolo imports but these |
+| 1 | `ops` | boxes, NMS, WBF |
+| 2 | `models`, `data` | the model library; datasets, formats, augmentation, loaders |
+| 3 | `metrics` | AP and the protocols (yolo, coco, visdrone), tracking metrics |
+| 4 | `runtime`, `checkpoint` | process settings, devices, run folders; checkpoint files and their converters |
+| 5 | `classify` | the crop-classifier library |
+| 6 | `infer` | the inference core and every backend (PyTorch and exported runtimes) |
+| 7 | `predict` | sources, the Predictor, results, writers, drawing |
+| 8 | `track`, `evaluation` | tracking on top of prediction; validation and scoring |
+| 9 | `train` | the trainer (it validates every epoch), the classifier's training, tuning |
+| 10 | `export`, `report` | file writers and the format table; the html evaluation report |
+| 11 | `bench` | benchmarks |
+| 12 | `commands` | one module per CLI command: parsing and printing |
+| 13 | `cli` | the entry point and command registry |
+| 14 | `__main__`, `__init__` | `python -m tphyolo` and the package facade |
+
+Besides: no module takes names from the package `__init__` (`from tphyolo import X` for an X that is not a
+module): the `__init__` is the public facade.
 """
 
 from __future__ import annotations
 
 import ast
+import shutil
 from pathlib import Path
 
 import pytest
 
 PACKAGE = "tphyolo"
 ROOT = Path(__file__).resolve().parents[1] / "src" / PACKAGE
-LIBRARY = ("models", "data", "ops", "metrics", "legacy")
-COMMAND_LINE = ("tools", "cli", "__main__")
+LAYERS: tuple[tuple[str, ...], ...] = (
+    ("_version", "imports", "errors", "flags", "user_cache", "yaml_files"),
+    ("ops",),
+    ("models", "data"),
+    ("metrics",),
+    ("runtime", "checkpoint"),
+    ("classify",),
+    ("infer",),
+    ("predict",),
+    ("track", "evaluation"),
+    ("train",),
+    ("export", "report"),
+    ("bench",),
+    ("commands",),
+    ("cli",),
+    ("__main__", "__init__"),
+)
+LAYER_OF = {unit: i for i, units in enumerate(LAYERS) for unit in units}
 
 # (importing module, imported module) -> why it is tolerated for now. Each entry must name an import that
 # still breaks a rule (test_allowed_breaks_still_exist), so that the list empties as the breaks are fixed.
 ALLOWED: dict[tuple[str, str], str] = {}
 
 
-def module_name(path: Path) -> str:
-    parts = path.relative_to(ROOT.parent).with_suffix("").parts
+def module_name(path: Path, root: Path = ROOT) -> str:
+    parts = path.relative_to(root.parent).with_suffix("").parts
     return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
 
 
@@ -55,8 +90,11 @@ def imported_modules(source: str, module: str, *, package: bool) -> set[str]:
     return names
 
 
-def _is_under(name: str, layers: tuple[str, ...]) -> bool:
-    return any(name == f"{PACKAGE}.{layer}" or name.startswith(f"{PACKAGE}.{layer}.") for layer in layers)
+def unit_of(module: str) -> str:
+    """The unit of a dotted module name of ours: its top-level package or root module (`__init__` for the
+    package itself)."""
+    parts = module.split(".")
+    return parts[1] if len(parts) > 1 else "__init__"
 
 
 def _is_module(name: str) -> bool:
@@ -70,24 +108,42 @@ def rule_broken(importer: str, imported: str) -> str | None:
         return None
     if imported == PACKAGE or (imported.count(".") == 1 and not _is_module(imported)):
         return "takes a name from the package __init__; import it from the module that defines it"
-    if _is_under(importer, LIBRARY) and _is_under(imported, ("engine", "bench", *COMMAND_LINE)):
-        return f"the library layers ({', '.join(LIBRARY)}) import no engine, bench or command-line module"
-    if _is_under(imported, ("tools", "cli")) and not _is_under(importer, COMMAND_LINE):
-        return "only the command line (tools, cli, __main__) imports tools or cli"
-    if _is_under(importer, ("tools",)) and _is_under(imported, ("cli",)):
-        return "command modules do not import cli (cli imports them); shared pieces go in tools/"
+    source, target = unit_of(importer), unit_of(imported)
+    if source == target:
+        return None
+    for unit in (source, target):
+        if unit not in LAYER_OF:
+            return f"unit {unit!r} has no layer: add it to LAYERS (and docs/architecture.md)"
+    if LAYER_OF[target] >= LAYER_OF[source]:
+        where = "its own layer" if LAYER_OF[target] == LAYER_OF[source] else "a higher layer"
+        return f"{source} (layer {LAYER_OF[source]}) imports {target}, of {where} ({LAYER_OF[target]})"
     return None
 
 
-def all_breaks() -> dict[tuple[str, str], str]:
+def test_every_unit_has_a_layer():
+    units = {path.stem if path.parent == ROOT else path.relative_to(ROOT).parts[0] for path in ROOT.rglob("*.py")}
+    assert sorted(units - set(LAYER_OF)) == []
+
+
+def all_breaks(root: Path = ROOT) -> dict[tuple[str, str], str]:
+    """Every import of the package under `root` that breaks a rule, with the rule."""
     breaks = {}
-    for path in sorted(ROOT.rglob("*.py")):
-        importer = module_name(path)
+    for path in sorted(root.rglob("*.py")):
+        importer = module_name(path, root)
         for imported in imported_modules(path.read_text(), importer, package=is_package(path)):
             rule = rule_broken(importer, imported)
             if rule is not None:
                 breaks[(importer, imported)] = rule
     return breaks
+
+
+def test_an_upward_import_planted_in_a_function_of_the_lowest_layer_fails(tmp_path):
+    copy = tmp_path / PACKAGE
+    shutil.copytree(ROOT, copy, ignore=shutil.ignore_patterns("__pycache__"))
+    flags = copy / "flags.py"
+    flags.write_text(flags.read_text() + "\n\ndef _planted():\n    from tphyolo.train.trainer import Trainer\n")
+    planted = ("tphyolo.flags", "tphyolo.train.trainer")
+    assert all_breaks(copy) == {planted: rule_broken(*planted)}
 
 
 def test_layers_import_only_downwards():
@@ -102,21 +158,21 @@ def test_allowed_breaks_still_exist():
 
 def test_the_scan_sees_every_kind_of_import():
     source = (
-        "import tphyolo.engine.loss\n"
+        "import tphyolo.train.loss\n"
         "from tphyolo import __version__, checkpoint\n"
         "from . import boxes\n"
         "from ..bench.timing import time_call\n"
         "def later():\n"
-        "    from tphyolo.tools.errors import UsageError\n"
+        "    from tphyolo.errors import UsageError\n"
     )
     names = imported_modules(source, "tphyolo.ops.nms", package=False)
     assert names == {
-        "tphyolo.engine.loss",
+        "tphyolo.train.loss",
         "tphyolo.__version__",
         "tphyolo.checkpoint",
         "tphyolo.ops.boxes",
         "tphyolo.bench.timing",
-        "tphyolo.tools.errors",
+        "tphyolo.errors",
     }
     assert imported_modules("from .nms import nms\n", "tphyolo.ops", package=True) == {"tphyolo.ops.nms"}
 
@@ -124,18 +180,24 @@ def test_the_scan_sees_every_kind_of_import():
 @pytest.mark.parametrize(
     ("importer", "imported", "broken"),
     [
-        ("tphyolo.models.swin", "tphyolo.engine.loss", True),
+        ("tphyolo.models.swin", "tphyolo.train.loss", True),
         ("tphyolo.metrics.coco", "tphyolo.bench.timing", True),
-        ("tphyolo.data.loader", "tphyolo.tools.errors", True),
-        ("tphyolo.engine.trainer", "tphyolo.tools.train_cmd", True),
-        ("tphyolo.bench.attention", "tphyolo.tools.sdpa_probe", True),
-        ("tphyolo.tools.bench_cmd", "tphyolo.cli", True),
-        ("tphyolo.checkpoint", "tphyolo.__version__", True),
-        ("tphyolo.tools.val_cmd", "tphyolo.tools.predict_cmd", False),
-        ("tphyolo.cli", "tphyolo.tools.errors", False),
+        ("tphyolo.data.loader", "tphyolo.runtime.config", True),
+        ("tphyolo.models.build", "tphyolo.data.loader", True),
+        ("tphyolo.classify.classifier", "tphyolo.train.classifier.fit", True),
+        ("tphyolo.infer.backends.openvino", "tphyolo.export.openvino_ir", True),
+        ("tphyolo.export.exporter", "tphyolo.bench.baselines", True),
+        ("tphyolo.infer.detector", "tphyolo.classify.relabel", False),
+        ("tphyolo.data.loader", "tphyolo.errors", False),
+        ("tphyolo.train.trainer", "tphyolo.commands.train", True),
+        ("tphyolo.bench.attention", "tphyolo.commands.sdpa_probe", True),
+        ("tphyolo.commands.bench", "tphyolo.cli", True),
+        ("tphyolo.checkpoint.format", "tphyolo.__version__", True),
+        ("tphyolo.commands.val", "tphyolo.commands.predict", False),
+        ("tphyolo.cli", "tphyolo.errors", False),
         ("tphyolo.__main__", "tphyolo.cli", False),
-        ("tphyolo.engine.evaluate", "tphyolo.metrics.coco", False),
-        ("tphyolo.checkpoint", "tphyolo._version", False),
+        ("tphyolo.evaluation.loop", "tphyolo.metrics.coco", False),
+        ("tphyolo.checkpoint.format", "tphyolo._version", False),
         ("tphyolo.models.swin", "torch.nn", False),
     ],
 )

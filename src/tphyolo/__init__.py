@@ -1,7 +1,7 @@
 """tphyolo: the TPH-YOLOv5 family for small-object detection in drone imagery, on PyTorch 2.x.
 
 Importing this package changes no global state: process-wide settings are applied only by
-`tphyolo.runtime.configure_process`, which the command-line entry points call.
+`tphyolo.runtime.config.configure_process`, which the command-line entry points call.
 """
 
 from tphyolo._version import __version__ as __version__
@@ -11,19 +11,20 @@ def __getattr__(name: str):
     """`tphyolo.Predictor`, `tphyolo.Results`, `tphyolo.val`, `tphyolo.Trainer` and `tphyolo.train` are
     imported on first use, so that `import tphyolo` stays light."""
     if name == "Predictor":
-        from tphyolo.engine.predict import Predictor
+        from tphyolo.predict.predictor import Predictor
 
         return Predictor
     if name == "Results":
-        from tphyolo.engine.results import Results
+        from tphyolo.predict.results import Results
 
         return Results
     if name == "val":
-        from tphyolo.engine.validate import val
+        from tphyolo.evaluation.val import val
 
         return val
     if name in ("Trainer", "train", "TrainConfig"):
-        from tphyolo.engine import train_config, trainer
+        from tphyolo.train import config as train_config
+        from tphyolo.train import trainer
 
         return getattr(trainer, name, None) or getattr(train_config, name)
     raise AttributeError(f"module 'tphyolo' has no attribute {name!r}")

@@ -32,8 +32,8 @@ from collections.abc import Iterable, Sequence
 from typing import NamedTuple
 
 from tphyolo._version import __version__
-from tphyolo.engine.console import progress_output
-from tphyolo.tools.errors import UsageError
+from tphyolo.errors import UsageError
+from tphyolo.runtime.console import progress_output
 
 __all__ = ["COMMANDS", "Command", "UsageError", "build_parser", "main"]
 
@@ -46,45 +46,45 @@ class Command(NamedTuple):
 # Subcommand name -> command. Order is the order shown in `tphyolo -h`.
 COMMANDS: dict[str, Command] = {
     "train": Command(
-        "tphyolo.tools.train_cmd", "train a model (default: tph-yolov5n on the built-in synthetic drone set)"
+        "tphyolo.commands.train", "train a model (default: tph-yolov5n on the built-in synthetic drone set)"
     ),
     "val": Command(
-        "tphyolo.tools.val_cmd", "evaluate a checkpoint on a dataset split (mAP table, plots, json/txt outputs)"
+        "tphyolo.commands.val", "evaluate a checkpoint on a dataset split (mAP table, plots, json/txt outputs)"
     ),
     "report": Command(
-        "tphyolo.tools.report_cmd", "rebuild the html evaluation report of a run folder (after val/eval --report)"
+        "tphyolo.commands.report", "rebuild the html evaluation report of a run folder (after val/eval --report)"
     ),
     "doctor": Command(
-        "tphyolo.tools.doctor", "check the environment: versions, GPUs, attention kernels, torch.compile, threads"
+        "tphyolo.commands.doctor", "check the environment: versions, GPUs, attention kernels, torch.compile, threads"
     ),
     "predict": Command(
-        "tphyolo.tools.predict_cmd", "detect objects in images or videos (TTA, sliced inference, ensembles)"
+        "tphyolo.commands.predict", "detect objects in images or videos (TTA, sliced inference, ensembles)"
     ),
     "eval": Command(
-        "tphyolo.tools.eval_cmd", "score saved detections against ground truth (VisDrone, COCO or YOLO protocol)"
+        "tphyolo.commands.eval", "score saved detections against ground truth (VisDrone, COCO or YOLO protocol)"
     ),
     "data": Command(
-        "tphyolo.tools.data_cmd",
+        "tphyolo.commands.data",
         "inspect datasets: 'data check --data X.yaml' scans and reports labels, classes, problems",
     ),
     "convert": Command(
-        "tphyolo.tools.convert_cmd",
+        "tphyolo.commands.convert",
         "convert checkpoints (original TPH-YOLOv5/YOLOv5 .pt -> tphyolo) or VisDrone annotations (-> YOLO)",
     ),
     "export": Command(
-        "tphyolo.tools.export_cmd",
+        "tphyolo.commands.export",
         "export a checkpoint to ONNX, OpenVINO, TorchScript or TensorRT, checked against PyTorch",
     ),
     "classify": Command(
-        "tphyolo.tools.classify_cmd",
+        "tphyolo.commands.classify",
         "train or validate a crop classifier for classes a detector confuses (tphyolo classify train|val)",
     ),
     "bench": Command(
-        "tphyolo.tools.bench_cmd",
+        "tphyolo.commands.bench",
         "benchmark attention blocks, models, WBF, COCO evaluation and data loading against the originals",
     ),
     "profile": Command(
-        "tphyolo.tools.profile_cmd",
+        "tphyolo.commands.profile",
         "profile a few train or inference steps: chrome trace, top operators, time per module type",
     ),
 }
@@ -114,7 +114,7 @@ def build_parser(commands: Iterable[str] | None = None) -> argparse.ArgumentPars
 def _add_command_arguments(sub: argparse.ArgumentParser, module) -> None:
     module.add_arguments(sub)
     if getattr(module, "USES_RUNTIME", False):
-        from tphyolo.runtime_flags import add_runtime_arguments
+        from tphyolo.runtime.flags import add_runtime_arguments
 
         add_runtime_arguments(sub, inference=getattr(module, "RUNTIME_INFERENCE", False))
     sub.set_defaults(_module=module)
@@ -140,7 +140,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     _configure_output(debug=debug)
     try:
         if getattr(module, "USES_RUNTIME", False):
-            from tphyolo.runtime import configure_process, runtime_from_args
+            from tphyolo.runtime.config import configure_process, runtime_from_args
 
             args.runtime = runtime_from_args(args)
             configure_process(args.runtime)

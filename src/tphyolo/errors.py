@@ -40,3 +40,7 @@ def describe_error(error: BaseException) -> str:
         kind, _, message = lines[-1].partition(": ")
         return message if message and " " not in kind else lines[-1]
     return lines[0] if len(lines) == 1 else f"{lines[0]} (+{len(lines) - 1} more line(s))"
+
+
+class UsageError(ValueError):
+    """A bad value on the command line, found after parsing; reported in one line with exit code 2."""

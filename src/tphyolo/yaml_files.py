@@ -4,7 +4,7 @@ Only plain data is built (`yaml.SafeLoader`: no tags that run code), and two lim
 exhausting memory or time:
 
 - `MAX_YAML_BYTES`: a yaml file or text larger than this is refused before parsing;
-- a mapping may not give a key twice (`tphyolo.yaml_keys.UniqueKeys`): "the last one wins" hides mistakes;
+- a mapping may not give a key twice (`UniqueKeys`): "the last one wins" hides mistakes;
 - `MAX_YAML_NODES`: the document, with every alias expanded, may hold at most this many nodes. Aliases let a
   few hundred bytes describe billions of nodes ("billion laughs"); the count is made while parsing, without
   expanding anything, and a document over the limit is refused at once. A recursive alias is refused too.
@@ -19,7 +19,31 @@ from typing import Any
 
 import yaml
 
-from tphyolo.yaml_keys import UniqueKeys
+_MERGE_TAG = "tag:yaml.org,2002:merge"
+
+
+class UniqueKeys:
+    """Loader mixin: `construct_mapping` raises `yaml.constructor.ConstructorError` (a `yaml.YAMLError`), in
+    one line naming the key and both of its lines, when a mapping gives a key twice."""
+
+    def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict:
+        if isinstance(node, yaml.MappingNode):
+            first_line: dict[Any, int] = {}
+            for key_node, _ in node.value:
+                if key_node.tag == _MERGE_TAG:
+                    continue
+                key, line = self.construct_object(key_node, deep=True), key_node.start_mark.line + 1
+                try:
+                    seen = key in first_line
+                except TypeError:  # an unhashable key: the base constructor reports it
+                    continue
+                if seen:
+                    raise yaml.constructor.ConstructorError(
+                        None, None, f"key {key!r} is given twice (lines {first_line[key]} and {line})"
+                    )
+                first_line[key] = line
+        return super().construct_mapping(node, deep=deep)
+
 
 MAX_YAML_BYTES = 1 << 20  # 1 MiB
 MAX_YAML_NODES = 1_000_000

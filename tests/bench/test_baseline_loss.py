@@ -6,8 +6,8 @@ import pytest
 import torch
 
 from tphyolo.bench.baseline_loss import OriginalLoss
-from tphyolo.engine.hyp import load_hyp, scale_hyp
-from tphyolo.engine.loss import YoloLoss
+from tphyolo.train.hyp import load_hyp, scale_hyp
+from tphyolo.train.loss import YoloLoss
 
 
 def _loss(num_classes: int, hyp: str = "scratch-low", **changes: float) -> YoloLoss:

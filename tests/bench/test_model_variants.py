@@ -7,7 +7,7 @@ import torch
 
 from tphyolo.bench.model import VARIANTS, variant_runtime, variant_runtimes
 from tphyolo.cli import main
-from tphyolo.runtime import RuntimeConfig
+from tphyolo.runtime.config import RuntimeConfig
 
 CPU = torch.device("cpu")
 

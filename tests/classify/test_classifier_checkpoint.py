@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 import torch
 
-from tphyolo.checkpoint import save_checkpoint
+from tphyolo.checkpoint.format import save_checkpoint
 from tphyolo.classify.checkpoint import (
     ClassifierCheckpoint,
     ClassifierCheckpointError,

@@ -7,7 +7,7 @@ import pytest
 from reclassify_scene import NAMES, SceneDetector, save_forced_classifier, scene, write_scene_data
 
 from tphyolo.cli import main
-from tphyolo.engine.backends import TorchBackend
+from tphyolo.infer.backends.pytorch import TorchBackend
 
 TRICYCLE, AWNING = NAMES.index("tricycle"), NAMES.index("awning-tricycle")
 
@@ -20,9 +20,9 @@ def _scene_backends(weights, *, runtime, device, fuse=True):
 def scene_detector(monkeypatch):
     """`--weights` of predict and val load the scene detector, whatever the file."""
     # the modules that bind load_backends at import come first, so that they import with the real one
-    monkeypatch.setattr("tphyolo.engine.validate.load_backends", _scene_backends)  # val loads through tphyolo.val
-    monkeypatch.setattr("tphyolo.engine.predict.load_backends", _scene_backends)
-    monkeypatch.setattr("tphyolo.engine.backends.load_backends", _scene_backends)
+    monkeypatch.setattr("tphyolo.evaluation.val.load_backends", _scene_backends)  # val loads through tphyolo.val
+    monkeypatch.setattr("tphyolo.predict.predictor.load_backends", _scene_backends)
+    monkeypatch.setattr("tphyolo.infer.backends.pytorch.load_backends", _scene_backends)
 
 
 @pytest.fixture(scope="module")

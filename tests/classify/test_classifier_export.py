@@ -6,10 +6,10 @@ import torch
 from reclassify_scene import NAMES, Forced, by_box, scene
 
 from tphyolo.classify.classifier import CropClassifier
-from tphyolo.engine.inference_config import RECLASSIFY_MIN_SCORE
-from tphyolo.engine.predict import Predictor
 from tphyolo.export import ExportConfig, export_model
+from tphyolo.infer.config import RECLASSIFY_MIN_SCORE
 from tphyolo.models import build_model
+from tphyolo.predict.predictor import Predictor
 
 TRICYCLE, AWNING = NAMES.index("tricycle"), NAMES.index("awning-tricycle")
 WEIGHT = 0.7

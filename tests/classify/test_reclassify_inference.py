@@ -8,10 +8,10 @@ from reclassify_scene import NAMES, OBJECTS, ColourOracle, Forced, SceneDetector
 from tphyolo.classify.classifier import CropClassifier
 from tphyolo.data.dataset_config import load_data_config
 from tphyolo.data.loader import build_dataloader, build_dataset
-from tphyolo.engine.evaluate import evaluate, format_results, results_json
-from tphyolo.engine.inference_config import VALIDATION, inference_config
-from tphyolo.engine.predict import Predictor
-from tphyolo.engine.slicing import SliceConfig
+from tphyolo.evaluation.loop import evaluate, format_results, results_json
+from tphyolo.infer.config import VALIDATION, inference_config
+from tphyolo.infer.slicing import SliceConfig
+from tphyolo.predict.predictor import Predictor
 
 TRICYCLE, AWNING = NAMES.index("tricycle"), NAMES.index("awning-tricycle")
 WEIGHT = 0.7
@@ -129,14 +129,14 @@ def test_the_weight_sweep_scores_each_weight_and_keeps_the_smallest_best(tmp_pat
     from reclassify_scene import save_forced_classifier
 
     from tphyolo.classify.checkpoint import load_classifier
-    from tphyolo.classify.sweep import save_weight, sweep_weight
-    from tphyolo.engine.backends import TorchBackend
-    from tphyolo.runtime import RuntimeConfig
+    from tphyolo.infer.backends.pytorch import TorchBackend
+    from tphyolo.runtime.config import RuntimeConfig
+    from tphyolo.train.classifier.sweep import save_weight, sweep_weight
 
     def scene_backends(weights, *, runtime, device, fuse=True):
         return [TorchBackend(SceneDetector(), runtime=runtime, device=device)]
 
-    monkeypatch.setattr("tphyolo.classify.sweep.load_backends", scene_backends)
+    monkeypatch.setattr("tphyolo.train.classifier.sweep.load_backends", scene_backends)
     oracle = CropClassifier(ColourOracle(), names=NAMES[2:], class_ids=[TRICYCLE, AWNING], img=16, context=0.1)
     data = write_scene_data(tmp_path / "scene")
     sweep = sweep_weight(oracle, "scene.pt", data, runtime=RuntimeConfig(device="cpu"), imgsz=256, batch=2)

@@ -9,10 +9,10 @@ from painted_scene import write_painted
 from tphyolo.classify.checkpoint import load_classifier
 from tphyolo.classify.data import select_classes
 from tphyolo.classify.report import Accuracy, plot_confusion
-from tphyolo.classify.train import validate_classifier
 from tphyolo.cli import main
 from tphyolo.data.synthetic_fine import CONFUSABLE, NAMES, generate_synthetic_fine
-from tphyolo.runtime import RuntimeConfig
+from tphyolo.runtime.config import RuntimeConfig
+from tphyolo.train.classifier.fit import validate_classifier
 
 
 def test_accuracy_hand_worked(tmp_path):

@@ -106,7 +106,7 @@ def test_damaged_openvino_ir_is_a_one_line_error_naming_it(fixed_exports, tmp_pa
 
 
 def test_onnx_without_tphyolo_metadata_is_refused(tmp_path):
-    from tphyolo.export.onnx import trace_onnx
+    from tphyolo.export.onnx_file import trace_onnx
 
     path = trace_onnx(torch.nn.Conv2d(3, 4, 1).eval(), torch.zeros(1, 3, 8, 8), tmp_path / "plain.onnx",
                       dynamic=False, opset=17)  # fmt: skip

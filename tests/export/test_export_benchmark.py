@@ -3,7 +3,7 @@ against our PyTorch model before timing."""
 
 import pytest
 
-from tphyolo.export.benchmark import BASELINES, BackendBenchSettings, bench_backends, bench_tta
+from tphyolo.bench.export import BASELINES, BackendBenchSettings, bench_backends, bench_tta
 
 
 def test_settings_are_checked():

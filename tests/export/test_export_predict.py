@@ -6,8 +6,8 @@ import numpy as np
 import pytest
 import torch
 
-from tphyolo.engine.predict import Predictor
 from tphyolo.ops import box_iou
+from tphyolo.predict.predictor import Predictor
 
 NAMES = ["car", "van", "bus"]  # those of the dynamic_exports fixture
 

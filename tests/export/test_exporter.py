@@ -9,8 +9,8 @@ import torch
 
 from tphyolo.export import INSTALL_HINT, ExportConfig, MissingExtraError, export_model, load_backend
 from tphyolo.export.exporter import output_paths
-from tphyolo.export.extras import require
 from tphyolo.export.parity import FP16_TOLERANCE, relative_error, sample_images
+from tphyolo.imports import require
 from tphyolo.models import build_model
 
 

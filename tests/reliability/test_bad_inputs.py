@@ -17,8 +17,8 @@ import torch
 from tests.helpers import save_model_checkpoint
 from tests.reliability.corpus import NON_UTF8_NAME, billion_laughs, jpeg_bytes, write_dataset
 
-import tphyolo.checkpoint
-from tphyolo.checkpoint import load_checkpoint, save_checkpoint
+import tphyolo.checkpoint.format
+from tphyolo.checkpoint.format import load_checkpoint, save_checkpoint
 from tphyolo.cli import main
 from tphyolo.data.scan import fallback_cache_path, scan_split
 from tphyolo.models import build_model
@@ -108,7 +108,7 @@ def test_predict_skips_what_does_not_decode_and_names_outputs_per_source(dataset
 
 @pytest.mark.slow
 def test_a_fault_in_the_middle_keeps_the_predictions_done(dataset, weights, tmp_path, monkeypatch, capsys):
-    from tphyolo.engine import writers
+    from tphyolo.predict import writers
 
     root, _ = dataset
     calls = []
@@ -196,7 +196,7 @@ def test_train_reports_skipped_files_and_a_full_disk_keeps_the_earlier_checkpoin
         target = Path(os.readlink(f"/proc/self/fd/{fd}"))
         return FullDisk(file) if (target.parent / "last.pt").exists() else file
 
-    monkeypatch.setattr(tphyolo.checkpoint.os, "fdopen", fdopen)
+    monkeypatch.setattr(tphyolo.checkpoint.format.os, "fdopen", fdopen)
     argv = ["train", "--data", str(root / "data.yaml"), "--model", "yolov5n", "--img", "64", "--batch", "8"]
     argv += ["--epochs", "2", "--workers", "0", "--noautoanchor", "--no-plots", "--no-scan-cache", *CPU]
     assert main([*argv, "--project", str(tmp_path), "--name", "full"]) == 2

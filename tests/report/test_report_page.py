@@ -10,8 +10,8 @@ import numpy as np
 import pytest
 
 from tphyolo.cli import main
+from tphyolo.commands.eval import read_visdrone_rows
 from tphyolo.report.sizes import BUCKET_LABELS, bucket_index
-from tphyolo.tools.eval_cmd import read_visdrone_rows
 
 
 def _eval_report(samples: Path, pred: str, protocol: str, run: Path) -> dict:

@@ -24,14 +24,15 @@ import torch
 from torch import nn
 from torch.utils.flop_counter import FlopCounterMode
 
-from tphyolo.bench.baselines import original_from, strict_fp32
+from tphyolo.bench.baselines import original_from
 from tphyolo.bench.report import Row
 from tphyolo.bench.timing import paired_speedup, peak_memory_mb, time_calls
 from tphyolo.models.attention import C3TR
 from tphyolo.models.build import SCALES
 from tphyolo.models.clla import CLLABlock
 from tphyolo.models.swin import C3STR
-from tphyolo.runtime import RuntimeConfig, sdpa_backends
+from tphyolo.runtime.config import RuntimeConfig, sdpa_backends
+from tphyolo.runtime.precision import strict_fp32
 
 BLOCKS = ("c3tr", "c3str", "clla")
 MODES = ("eval", "train")
@@ -200,7 +201,7 @@ def bench_attention(
 def _measure(settings, device, timed, backend, flops, dtype, log, case, config, base_mb) -> Row:
     """Times the baseline and our step interleaved under one SDPA backend; an error row if ours cannot run.
     `timed` is (baseline step, our step, our eval forward to probe the kernel with, or None)."""
-    from tphyolo.sdpa_probe import kernel_that_ran
+    from tphyolo.runtime.sdpa_probe import kernel_that_ran
 
     base_fn, ours_fn, probe = timed
     name = f"attention/{case.block}"

@@ -16,9 +16,7 @@ They exist only to be measured against: same parameters, same results, the origi
 
 from __future__ import annotations
 
-import contextlib
 import copy
-from collections.abc import Iterator
 
 import torch
 import torch.nn.functional as F
@@ -313,18 +311,3 @@ def with_original_attention(model: nn.Module) -> tuple[nn.Module, int]:
                 setattr(parent, name, original_from(child))
                 replaced += 1
     return twin, replaced
-
-
-@contextlib.contextmanager
-def strict_fp32() -> Iterator[None]:
-    """Within: fp32 matmuls and convolutions without TensorFloat-32 (for comparing a twin's outputs);
-    the previous settings are restored on exit."""
-    precision = torch.get_float32_matmul_precision()
-    cudnn_tf32 = torch.backends.cudnn.allow_tf32
-    torch.set_float32_matmul_precision("highest")
-    torch.backends.cudnn.allow_tf32 = False
-    try:
-        yield
-    finally:
-        torch.set_float32_matmul_precision(precision)
-        torch.backends.cudnn.allow_tf32 = cudnn_tf32

@@ -27,10 +27,11 @@ import torch
 from torch import nn
 
 from tphyolo.bench.baseline_loss import OriginalLoss
-from tphyolo.bench.baselines import strict_fp32, with_original_attention
+from tphyolo.bench.baselines import with_original_attention
 from tphyolo.bench.report import Row
 from tphyolo.bench.timing import paired_speedup, peak_memory_mb, time_calls
-from tphyolo.runtime import RuntimeConfig, autocast, sdpa_context
+from tphyolo.runtime.config import RuntimeConfig, autocast, sdpa_context
+from tphyolo.runtime.precision import strict_fp32
 
 VARIANTS = ("eager", "channels_last", "amp", "compile", "amp+compile")
 AMP_VARIANTS = ("amp", "amp+compile")
@@ -107,8 +108,8 @@ def synthetic_images(batch: int, image_size: int, *, seed: int = 0) -> torch.Ten
 
 def _loss_for(model: nn.Module, image_size: int, *, original: bool = False) -> nn.Module:
     """`YoloLoss` of `model`'s head with hyp "scratch-low"; `original`: its `OriginalLoss` twin."""
-    from tphyolo.engine.hyp import load_hyp, scale_hyp
-    from tphyolo.engine.loss import YoloLoss
+    from tphyolo.train.hyp import load_hyp, scale_hyp
+    from tphyolo.train.loss import YoloLoss
 
     head = model.head
     hyp = scale_hyp(load_hyp("scratch-low"), num_levels=head.nl, num_classes=head.nc, imgsz=image_size)

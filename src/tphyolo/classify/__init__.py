@@ -7,7 +7,7 @@ original-resolution images, which re-labels a detector's boxes of classes it con
 Importing this package imports none of its modules; each name is imported from its module on first use.
 """
 
-from tphyolo.lazy_exports import lazy_exports
+from tphyolo.imports import lazy_exports
 
 __getattr__, __dir__, __all__ = lazy_exports(
     __name__,

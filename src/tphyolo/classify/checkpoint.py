@@ -28,7 +28,7 @@ from typing import Any
 import torch
 
 from tphyolo._version import __version__
-from tphyolo.checkpoint import atomic_torch_save
+from tphyolo.checkpoint.format import atomic_torch_save
 from tphyolo.classify.model import CropClassifierNet, build_classifier
 
 FORMAT = "tphyolo-crop-classifier"
@@ -94,7 +94,7 @@ class ClassifierCheckpoint:
 
 
 def save_classifier(path: str | Path, checkpoint: ClassifierCheckpoint) -> Path:
-    """Write `checkpoint` to `path` atomically (`tphyolo.checkpoint.atomic_torch_save`); returns the path."""
+    """Write `checkpoint` to `path` atomically (`tphyolo.checkpoint.format.atomic_torch_save`); returns the path."""
     return atomic_torch_save(checkpoint.payload(), path)
 
 

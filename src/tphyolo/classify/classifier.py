@@ -13,7 +13,7 @@ from torch import nn
 
 from tphyolo.classify.checkpoint import DEFAULT_WEIGHT, load_classifier
 from tphyolo.classify.crops import crop_objects
-from tphyolo.runtime import RuntimeConfig, autocast
+from tphyolo.runtime.config import RuntimeConfig, autocast
 
 DEFAULT_BATCH = 64  # crops per forward pass
 

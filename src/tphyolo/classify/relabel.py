@@ -6,7 +6,7 @@ Two entry points share one rule (`relabel`):
 - `reclassify(image, boxes, scores, labels, classifier)`: one image, detections as separate tensors, with
   optional full per-class confidences;
 - `reclassify_rows(classifier, rows, images)`: the final (n, 6) detection rows of a batch of images, the step
-  the inference core (`tphyolo.engine.inference.Detector.reclassify`) runs for prediction and validation. It
+  the inference core (`tphyolo.infer.detector.Detector.reclassify`) runs for prediction and validation. It
   is `relabel_rows(rows, classify_rows(...))`: classifying (the costly part) and combining are separate so
   that several weights can be tried on one classification (`sweep.py`).
 """

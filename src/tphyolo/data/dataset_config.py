@@ -6,7 +6,7 @@ train: VisDrone2019-DET-train/images   # a folder, a .txt list of images, a COCO
 val: [val_a/images, val_b.txt]
 test: VisDrone2019-DET-test-dev/images  # optional
 names: {0: pedestrian, 1: people}      # or a list; `nc` optional, checked when given
-recipe: visdrone                       # optional: the training recipe it is made for (see engine/recipes.py)
+recipe: visdrone                       # optional: the training recipe it is made for (see train/recipes.py)
 ```
 
 Split entries are resolved against `path`; lines of a .txt list are resolved against the list's folder.

@@ -12,26 +12,27 @@ does not import them.
 Importing this package imports none of its modules; each name is imported from its module on first use.
 """
 
-from tphyolo.lazy_exports import lazy_exports
+from tphyolo.imports import lazy_exports
 
 __getattr__, __dir__, __all__ = lazy_exports(
     __name__,
     {
-        "tphyolo.export.backends": (
+        "tphyolo.infer.backends": (
             "ExportedBackend",
             "exported_format",
             "load_backend",
         ),
-        "tphyolo.export.config": ("EXPORT_FORMATS", "ExportConfig"),
+        "tphyolo.export.config": ("ExportConfig",),
+        "tphyolo.export.formats": ("EXPORT_FORMATS", "FORMATS", "ExportFormat"),
         "tphyolo.export.exporter": (
             "ExportResult",
             "export_checkpoint",
             "export_model",
         ),
-        "tphyolo.export.extras": (
+        "tphyolo.imports": (
             "INSTALL_HINT",
             "MissingExtraError",
         ),
-        "tphyolo.export.metadata": ("ExportMetadata",),
+        "tphyolo.infer.backends.metadata": ("ExportMetadata",),
     },
 )

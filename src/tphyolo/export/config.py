@@ -1,16 +1,15 @@
-"""What `tphyolo export` writes, as plain data: `ExportConfig`, the formats and the ONNX opsets (no torch)."""
+"""What `tphyolo export` writes, as plain data: `ExportConfig` and the ONNX opsets (no torch); the formats are
+the rows of `tphyolo.export.formats`."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
+from tphyolo.export.formats import EXPORT_FORMATS
 from tphyolo.flags import flag
 
 DEFAULT_OPSET = 17  # LayerNormalization is a single op from 17; every runtime here reads it
 MIN_OPSET = 14  # scaled_dot_product_attention needs 14
-EXPORT_FORMATS = ("onnx", "openvino", "torchscript", "engine")  # also the order in which they are written
-FP16_INPUT_FORMATS = ("onnx", "torchscript")  # --half makes the whole graph fp16: CUDA only
-SUFFIXES = {"onnx": ".onnx", "openvino": "_openvino_model", "torchscript": ".torchscript", "engine": ".engine"}
 
 
 @dataclass(frozen=True)

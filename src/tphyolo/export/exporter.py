@@ -23,16 +23,13 @@ from pathlib import Path
 import torch
 
 from tphyolo.data.letterbox import check_imgsz
-from tphyolo.export.config import EXPORT_FORMATS, FP16_INPUT_FORMATS, SUFFIXES, ExportConfig
-from tphyolo.export.extras import require
-from tphyolo.export.metadata import ExportMetadata
-from tphyolo.export.onnx import export_onnx, trace_onnx
-from tphyolo.export.openvino import export_openvino
+from tphyolo.export.config import ExportConfig
+from tphyolo.export.formats import FORMAT_BY_NAME, FORMATS, ExportFormat, ExportJob
+from tphyolo.export.onnx_file import trace_onnx
 from tphyolo.export.parity import relative_error, sample_images, tolerance_for
-from tphyolo.export.tensorrt import check_tensorrt, export_engine
-from tphyolo.export.torchscript import export_torchscript
+from tphyolo.infer.backends.metadata import ExportMetadata
 from tphyolo.models import DetectionModel
-from tphyolo.runtime import resolve_device
+from tphyolo.runtime.config import resolve_device
 
 LOGGER = logging.getLogger("tphyolo")
 
@@ -70,33 +67,31 @@ def output_paths(cfg: ExportConfig, stem: Path) -> dict[str, Path]:
     if cfg.out is not None and len(cfg.formats) == 1:
         return {cfg.formats[0]: Path(cfg.out)}
     base = Path(cfg.out) / stem.name if cfg.out is not None else stem
-    return {fmt: base.parent / f"{base.name}{SUFFIXES[fmt]}" for fmt in cfg.formats}
+    return {fmt: base.parent / f"{base.name}{FORMAT_BY_NAME[fmt].suffix}" for fmt in cfg.formats}
+
+
+def selected_formats(cfg: ExportConfig) -> list[ExportFormat]:
+    """The rows of `cfg.formats`, in table order (the order in which they are written)."""
+    return [fmt for fmt in FORMATS if fmt.name in cfg.formats]
 
 
 def check_can_export(cfg: ExportConfig, device: torch.device) -> None:
-    """Refuses, in one line, what cannot be done here, before anything is traced: fp16 graphs off CUDA,
-    TensorRT without CUDA and tensorrt, missing packages of the export extra."""
-    for fmt in cfg.formats:
-        if cfg.half and fmt in FP16_INPUT_FORMATS and device.type != "cuda":
+    """Refuses, in one line, what cannot be done here, before anything is traced: fp16 graphs off CUDA, and
+    what each format's writer refuses (TensorRT without CUDA and tensorrt, missing packages of the extra)."""
+    for fmt in selected_formats(cfg):
+        if cfg.half and fmt.fp16_graph and device.type != "cuda":
             raise ValueError(
-                f"--half {fmt} export needs a CUDA --device: fp16 {fmt} models run on CUDA only "
+                f"--half {fmt.name} export needs a CUDA --device: fp16 {fmt.name} models run on CUDA only "
                 "(CPU runtimes compute in fp32); export fp32 for the CPU, or --half openvino for an fp16 IR"
             )
-    if "engine" in cfg.formats:
-        check_tensorrt(device)
-    if "onnx" in cfg.formats:
-        require("onnx", purpose="ONNX export")
-        require("onnxruntime", purpose="checking the ONNX export")
-        if cfg.simplify:
-            require("onnxslim", purpose="--simplify")
-    if "openvino" in cfg.formats:
-        require("openvino", purpose="OpenVINO export")
+    for fmt in selected_formats(cfg):
+        fmt.writer_module().check(cfg, device)
 
 
 @torch.no_grad()
 def reference_outputs(model: DetectionModel, shapes: list[tuple[int, ...]], device: torch.device) -> dict:
     """{shape: (images, output)} of the fp32 model on `device`, without TF32, both on the CPU."""
-    from tphyolo.bench.baselines import strict_fp32
+    from tphyolo.runtime.precision import strict_fp32
 
     refs = {}
     with strict_fp32():
@@ -133,11 +128,19 @@ def export_model(
     what = f"{model_name} at {size}x{size}, batch {cfg.batch}{', dynamic' if cfg.dynamic else ''}"
     results = []
     with tempfile.TemporaryDirectory(prefix="tphyolo-export-") as tmp:
-        fp32_onnx = Path(tmp) / "fp32.onnx"  # what OpenVINO and TensorRT are built from, traced when needed
-        for fmt in (f for f in EXPORT_FORMATS if f in cfg.formats):
-            fp16_graph = cfg.half and fmt in FP16_INPUT_FORMATS
+        traces: dict[str, Path] = {}  # the fp32 ONNX trace that converters start from, made once when needed
+
+        def fp32_onnx() -> Path:
+            if "fp32" not in traces:
+                traces["fp32"] = trace_onnx(
+                    fused, example, Path(tmp) / "fp32.onnx", dynamic=cfg.dynamic, opset=cfg.opset
+                )
+            return traces["fp32"]
+
+        for fmt in selected_formats(cfg):
+            fp16_graph = cfg.half and fmt.fp16_graph
             metadata = ExportMetadata(
-                format=fmt,
+                format=fmt.name,
                 model=model_name,
                 names=tuple(model.names),
                 stride=stride,
@@ -148,41 +151,33 @@ def export_model(
                 half=cfg.half,
                 source=source,
             )
-            log(f"{fmt}: exporting {what}{', fp16' if cfg.half else ''} ...")
-            path = paths[fmt]
+            log(f"{fmt.name}: exporting {what}{', fp16' if cfg.half else ''} ...")
+            path = paths[fmt.name]
             path.parent.mkdir(parents=True, exist_ok=True)
             start = time.perf_counter()
-            if fmt in FP16_INPUT_FORMATS:
-                graph, x = (fp16, example.half()) if fp16_graph else (fused, example)
-                if fmt == "onnx":
-                    export_onnx(graph, x, path, metadata=metadata, dynamic=cfg.dynamic, opset=cfg.opset,
-                                simplify=cfg.simplify)  # fmt: skip
-                    if not fp16_graph:
-                        fp32_onnx = path
-                else:
-                    export_torchscript(graph, x, path, metadata=metadata)
-            else:
-                if not fp32_onnx.exists():
-                    trace_onnx(fused, example, fp32_onnx, dynamic=cfg.dynamic, opset=cfg.opset)
-                if fmt == "openvino":
-                    export_openvino(fp32_onnx, path, metadata=metadata, half=cfg.half)
-                else:
-                    export_engine(fp32_onnx, path, metadata=metadata, device=device, half=cfg.half)
+            job = ExportJob(fused, fp16, example, path, metadata, cfg, device, fp32_onnx)
+            fmt.writer_module().write(job)
+            if fmt.onnx_trace and not fp16_graph:
+                traces.setdefault("fp32", path)
             seconds = time.perf_counter() - start
-            result = ExportResult(fmt, path, seconds, check_export(path, fmt, refs, device), tolerance_for(cfg.half))
+            checks = check_export(path, fmt, refs, device)
+            result = ExportResult(fmt.name, path, seconds, checks, tolerance_for(cfg.half))
             log(result.summary())
             results.append(result)
     return results
 
 
-def check_export(path: Path, fmt: str, refs: dict, device: torch.device) -> tuple[tuple[tuple[int, ...], float], ...]:
+def check_export(
+    path: Path, fmt: ExportFormat, refs: dict, device: torch.device
+) -> tuple[tuple[tuple[int, ...], float], ...]:
     """(shape, relative error) of the export at `path` against each PyTorch reference of `refs`; nothing for
-    formats without a tphyolo backend (TensorRT). OpenVINO runs on the CPU, the others on `device`."""
-    from tphyolo.export.backends import load_backend
+    formats without a tphyolo backend (TensorRT). Backends that run on the CPU only run there."""
+    from tphyolo.infer.backends import BACKENDS, load_backend
 
-    if fmt == "engine":
+    if fmt.backend is None:
         return ()
-    backend = load_backend(path, device=torch.device("cpu") if fmt == "openvino" else device)
+    cpu_only = BACKENDS[fmt.backend].cpu_only
+    backend = load_backend(path, device=torch.device("cpu") if cpu_only else device)
     return tuple((shape, relative_error(backend.run(images), ref)) for shape, (images, ref) in refs.items())
 
 
@@ -190,7 +185,7 @@ def export_checkpoint(
     weights: str | Path, cfg: ExportConfig, *, log: Callable[[str], None] = LOGGER.info
 ) -> list[ExportResult]:
     """`export_model` for a checkpoint file (tphyolo or original format); files go beside it by default."""
-    from tphyolo.checkpoint import load_checkpoint
+    from tphyolo.checkpoint.format import load_checkpoint
 
     weights = Path(weights)
     check_can_export(cfg, resolve_device(cfg.device))  # before the (slow) model build

@@ -5,7 +5,7 @@ Importing this package imports none of its modules (the command line reads the p
 or torch); each name is imported from its module on first use.
 """
 
-from tphyolo.lazy_exports import lazy_exports
+from tphyolo.imports import lazy_exports
 
 __getattr__, __dir__, __all__ = lazy_exports(
     __name__,

@@ -1,0 +1,194 @@
+"""Speed of exported models against PyTorch eager, as rows of the bench JSON schema (`tphyolo.bench.report`);
+what `tphyolo bench predict` runs.
+
+Baselines (`BASELINES`), each the same weights in PyTorch eager fp32, Conv+BN fused, on the CPU: "ours", our
+model; "original", our model with its attention blocks computed as the original code computes them
+(`tphyolo.bench.baselines.with_original_attention`). Backends (`BACKENDS`): "torch", our model in PyTorch
+eager (a row only against the "original" baseline), and the runtimes of exported files, "onnxruntime",
+"openvino", "torchscript".
+
+Forward (`bench_backends`): each backend runs the file exported from those weights at the same fixed size and
+batch. Before timing, every output on the timing input is checked against our model's (<= 1e-4 relative).
+
+End to end (`bench_tta`): `Predictor` with test-time augmentation (the paper's 4 scales x 2 flips, 8 passes,
+merged by WBF) on one uint8 noise image, `tta_imgsz` pixels wide and 9/16 of that high, from its pixels to the
+merged detections in original pixels: letterboxing, the passes, NMS, WBF. With random weights, the confidence
+threshold is `TTA_CONF`, so that NMS and WBF have as many boxes to handle as on a crowded drone image. The
+exported files are a `--dynamic` export (TTA's scales need free sizes). Every backend's detection count is
+reported.
+
+In both, the calls are interleaved (baseline, backend 1, backend 2, baseline, ...), so that load changes on a
+shared machine slow them alike; each row carries the paired speedup (median of the per-round ratios) and the
+export time.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from tphyolo.bench.report import Row
+from tphyolo.bench.timing import Timing, paired_speedup, time_calls
+from tphyolo.export.config import ExportConfig
+from tphyolo.export.exporter import ExportResult, export_model
+from tphyolo.export.formats import RUNTIMES
+from tphyolo.export.parity import FP32_TOLERANCE, relative_error, sample_images
+from tphyolo.infer.backends import load_backend
+
+BACKENDS = ("torch", *RUNTIMES)
+BASELINES = {
+    "ours": "ours, PyTorch eager fp32 fused",
+    "original": "ours with the original's attention, PyTorch eager fp32 fused",
+}
+TTA_EXPORT_SIZE = 256  # where the --dynamic export for bench_tta is traced and checked; it runs at any size
+TTA_CONF = 1e-4  # random weights score ~1e-5..1e-3: each pass keeps up to max_det boxes, as a crowded image does
+
+
+@dataclass(frozen=True)
+class BackendBenchSettings:
+    """model: a built-in name (random weights, seed 0); backends: some of BACKENDS; baselines: some of
+    BASELINES; threads: CPU threads of the exported runtimes (default: the cores this process may use;
+    PyTorch keeps its own setting). tta_imgsz: image width of `bench_tta`."""
+
+    model: str = "tph-yolov5l"
+    imgsz: int = 640
+    batch: int = 1
+    backends: tuple[str, ...] = ("onnxruntime", "openvino")
+    baselines: tuple[str, ...] = ("ours",)
+    warmup: int = 1
+    repeats: int = 5
+    threads: int | None = None
+    tta_imgsz: int = 1536
+
+    def __post_init__(self) -> None:
+        unknown = [b for b in self.backends if b not in BACKENDS]
+        if unknown or not self.backends:
+            raise ValueError(f"unknown backend(s) {unknown or '(none)'}; known: {list(BACKENDS)}")
+        if not self.baselines or any(b not in BASELINES for b in self.baselines):
+            raise ValueError(f"baselines must be some of {list(BASELINES)}, got {list(self.baselines)}")
+        if self.backends == ("torch",) and self.baselines == ("ours",):
+            raise ValueError("backend torch is the baseline ours itself; add --baselines original or other backends")
+
+
+def baseline_model(model: torch.nn.Module, baseline: str) -> torch.nn.Module:
+    """The fused eval-mode model of `baseline` (see the module docstring)."""
+    if baseline == "original":
+        from tphyolo.bench.baselines import with_original_attention
+
+        model, _ = with_original_attention(model)
+    return model.fuse().eval()
+
+
+def eager_models(model: torch.nn.Module, settings: BackendBenchSettings) -> dict[str, torch.nn.Module]:
+    """{baseline name: fused model} for the baselines and, for the torch backend, "ours"."""
+    needed = dict.fromkeys((*settings.baselines, *(("ours",) if "torch" in settings.backends else ())))
+    return {name: baseline_model(model, name) for name in needed}
+
+
+def _export(model, settings, workdir, *, imgsz, batch, dynamic, log) -> dict[str, ExportResult]:
+    """{backend: its export} for the exported backends of `settings`."""
+    exported = [b for b in settings.backends if b in RUNTIMES]
+    if not exported:
+        return {}
+    cfg = ExportConfig(formats=tuple(RUNTIMES[b] for b in exported), imgsz=imgsz, batch=batch, dynamic=dynamic)
+    stem = Path(workdir) / f"{settings.model}{'_dynamic' if dynamic else ''}"
+    results = {r.format: r for r in export_model(model, cfg, stem=stem, model_name=settings.model, log=log)}
+    for result in results.values():
+        if not result.ok:
+            raise RuntimeError(result.summary())
+    return {b: results[RUNTIMES[b]] for b in exported}
+
+
+def bench_backends(
+    settings: BackendBenchSettings, *, workdir: str | Path, log: Callable[[str], None] = print
+) -> list[Row]:
+    """Exports `settings.model` to `workdir`, checks each backend against our model, times baselines and
+    backends interleaved; one Row per (baseline, backend) pair, the torch backend against "ours" left out."""
+    from tphyolo.models import build_model
+
+    torch.manual_seed(0)
+    model = build_model(settings.model)
+    exports = _export(model, settings, workdir, imgsz=settings.imgsz, batch=settings.batch, dynamic=False, log=log)
+    eager = eager_models(model, settings)
+    images = sample_images(settings.batch, settings.imgsz, settings.imgsz)
+    runners: dict[str, Callable[[], torch.Tensor]] = {}
+    for name, module in eager.items():
+        runners[name] = lambda module=module: _eager_forward(module, images)
+    for name, result in exports.items():
+        backend = load_backend(result.path, threads=settings.threads)
+        runners[name] = lambda backend=backend: backend.run(images)
+    outputs = {name: run() for name, run in runners.items()}
+    reference = outputs["ours"] if "ours" in outputs else _eager_forward(baseline_model(model, "ours"), images)
+    errors = {name: relative_error(out, reference) for name, out in outputs.items() if name != "ours"}
+    for name, error in errors.items():
+        if error > FP32_TOLERANCE:
+            raise RuntimeError(f"{name}: output differs from our PyTorch model's by {error:.1e} (> {FP32_TOLERANCE})")
+    log("outputs equal to our PyTorch model's: " + ", ".join(f"{k} {v:.1e}" for k, v in errors.items()))
+    timings = dict(zip(runners, _time(runners, settings), strict=True))
+    config = f"{settings.model} img{settings.imgsz} b{settings.batch} fp32"
+    return _rows(
+        "predict", config, settings, timings, exports, log,
+        extra=lambda base, name: {"rel_error": float(f"{relative_error(outputs[name], outputs[base]):.2e}")},
+    )  # fmt: skip
+
+
+def bench_tta(settings: BackendBenchSettings, *, workdir: str | Path, log: Callable[[str], None] = print) -> list[Row]:
+    """End-to-end `Predictor` time with 8-pass TTA + WBF on one image per backend (see the module docstring);
+    one Row per (baseline, backend) pair, the torch backend against "ours" left out."""
+    from tphyolo.models import build_model
+    from tphyolo.predict.predictor import Predictor
+
+    torch.manual_seed(0)
+    model = build_model(settings.model)
+    size = min(TTA_EXPORT_SIZE, settings.tta_imgsz)
+    exports = _export(model, settings, workdir, imgsz=size, batch=1, dynamic=True, log=log)
+    common = {"imgsz": settings.tta_imgsz, "tta": True, "merge": "wbf", "conf": TTA_CONF, "device": "cpu"}
+    predictors = {name: Predictor(m, fuse=False, **common) for name, m in eager_models(model, settings).items()}
+    predictors |= {name: Predictor(str(result.path), **common) for name, result in exports.items()}
+    width = settings.tta_imgsz
+    image = np.random.default_rng(0).integers(0, 256, (width * 9 // 16, width, 3), dtype=np.uint8)
+    counts = {name: len(predictor(image)[0]) for name, predictor in predictors.items()}
+    log(f"TTA ({len(next(iter(predictors.values())).tta.passes())} passes + WBF) detections: "
+        + ", ".join(f"{k} {v}" for k, v in counts.items()))  # fmt: skip
+    runners = {name: (lambda p=predictor: p(image)) for name, predictor in predictors.items()}
+    timings = dict(zip(runners, _time(runners, settings), strict=True))
+    config = f"{settings.model} {width}x{width * 9 // 16} img{width} TTA 8 passes + WBF"
+    return _rows(
+        "predict/tta", config, settings, timings, exports, log,
+        extra=lambda base, name: {"detections": counts[name], "baseline_detections": counts[base]},
+    )  # fmt: skip
+
+
+def _eager_forward(module: torch.nn.Module, images: torch.Tensor) -> torch.Tensor:
+    with torch.inference_mode():
+        return module(images)
+
+
+def _time(runners: dict[str, Callable], settings: BackendBenchSettings) -> list[Timing]:
+    return time_calls(list(runners.values()), device=torch.device("cpu"), warmup=settings.warmup,
+                      repeats=settings.repeats)  # fmt: skip
+
+
+def _rows(prefix, config, settings, timings, exports, log, *, extra) -> list[Row]:
+    """One Row per (baseline, backend) pair of `settings`, the torch backend against "ours" left out."""
+    rows = []
+    for base in settings.baselines:
+        for backend in settings.backends:
+            name = "ours" if backend == "torch" else backend
+            if name == base:
+                continue
+            base_t, ours_t = timings[base], timings[name]
+            details = {"paired_speedup": round(paired_speedup(base_t, ours_t), 3), **extra(base, name)}
+            if backend in exports:
+                details["export_s"] = round(exports[backend].seconds, 1)
+            details["torch_threads"] = torch.get_num_threads()
+            row = Row(f"{prefix}/{backend}", f"{config}, vs {BASELINES[base]}", ours_t.median_ms, base_t.median_ms,
+                      ours_spread_ms=ours_t.spread_ms, baseline_spread_ms=base_t.spread_ms, extra=details)  # fmt: skip
+            log(f"{row.name} {row.config}: baseline {base_t.median_ms:.0f} ms, ours {ours_t.median_ms:.0f} ms, "
+                f"speedup {row.speedup:.2f}x (paired {details['paired_speedup']:.2f}x)")  # fmt: skip
+            rows.append(row)
+    return rows

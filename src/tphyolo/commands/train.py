@@ -1,0 +1,115 @@
+"""`tphyolo train`: train a model; with no arguments, a small TPH model on the built-in synthetic set.
+
+The flags are derived from `TrainConfig` (`tphyolo.flags`), plus `--resume` and the shared runtime flags. With
+several GPUs (`--device 0,1`) outside torchrun, the command relaunches itself under torchrun with the settings
+it parsed, spelled back as flags.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+from dataclasses import fields
+from pathlib import Path
+
+from tphyolo.errors import UsageError
+from tphyolo.flags import add_flags, from_flags, setting_name
+from tphyolo.runtime.flags import add_runtime_arguments, parse_device
+from tphyolo.train.config import TrainConfig
+
+USES_RUNTIME = True
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    add_flags(parser, TrainConfig)
+    parser.add_argument(
+        "--resume",
+        nargs="?",
+        const="",
+        default=None,
+        metavar="PATH",
+        help="continue a run: the latest */weights/last.pt under --project, or PATH",
+    )
+
+
+def command_parser() -> argparse.ArgumentParser:
+    """A parser of this command's flags, runtime flags included (what `tphyolo train` parses)."""
+    parser = argparse.ArgumentParser(prog="tphyolo train", add_help=False)
+    add_arguments(parser)
+    add_runtime_arguments(parser)
+    return parser
+
+
+def flags_for(parser: argparse.ArgumentParser, args: argparse.Namespace) -> list[str]:
+    """Command-line flags that make `parser` parse to the values in `args`: one per destination whose value
+    differs from its default, spelled by the first of its flags that can give that value. Values are joined
+    with '=' so that values starting with '-' stay values."""
+    argv: list[str] = []
+    by_dest: dict[str, list[argparse.Action]] = {}
+    for action in parser._actions:  # argparse has no public list of a parser's actions
+        if action.option_strings and action.dest != argparse.SUPPRESS:
+            by_dest.setdefault(action.dest, []).append(action)
+    for dest, actions in by_dest.items():
+        if not hasattr(args, dest) or getattr(args, dest) == actions[0].default:
+            continue
+        argv += _spell(dest, getattr(args, dest), actions)
+    return argv
+
+
+def _spell(dest: str, value: object, actions: list[argparse.Action]) -> list[str]:
+    for action in actions:
+        name = action.option_strings[0]
+        if isinstance(action, argparse.BooleanOptionalAction) and isinstance(value, bool):
+            return [name if value else next(o for o in action.option_strings if o.startswith("--no-"))]
+        if action.nargs in (0, "?") and action.const == value:
+            return [name]  # a switch, or a bare optional-value flag (--resume, --compile)
+        if isinstance(action, argparse._AppendAction):
+            return [f"{name}={v}" for v in value]
+        if action.nargs in ("+", "*") or isinstance(action.nargs, int) and action.nargs > 0:
+            return [name, *map(str, value)]
+        if action.nargs != 0:
+            return [f"{name}={value}"]
+    raise ValueError(f"no flag of {[a.option_strings[0] for a in actions]} gives {dest}={value!r}")
+
+
+def settings_given(args: argparse.Namespace, *, keep: tuple[str, ...] = ()) -> list[str]:
+    """The flags of TrainConfig settings that `args` sets to other than their defaults (fields in `keep` aside)."""
+    given, default = from_flags(TrainConfig, args), TrainConfig()
+    return [
+        setting_name(TrainConfig, f.name)
+        for f in fields(TrainConfig)
+        if f.name not in keep and getattr(given, f.name) != getattr(default, f.name)
+    ]
+
+
+def latest_last_checkpoint(project: str | Path) -> Path:
+    """The most recently written weights/last.pt under `project`."""
+    candidates = sorted(Path(project).glob("*/weights/last.pt"), key=lambda p: p.stat().st_mtime)
+    if not candidates:
+        raise FileNotFoundError(f"--resume: no */weights/last.pt under {project}")
+    return candidates[-1]
+
+
+def run(args: argparse.Namespace) -> int:
+    from tphyolo.runtime import distributed
+    from tphyolo.train.trainer import Trainer
+
+    devices = parse_device(args.device)
+    if len(devices) > 1 and "LOCAL_RANK" not in os.environ:
+        args.runtime.torch_device()  # every GPU named must be visible before torchrun starts processes
+        return distributed.launch_torchrun(["train", *flags_for(command_parser(), args)], nproc=len(devices))
+    if args.resume is not None:
+        ignored = settings_given(args, keep=("project",))
+        if ignored:
+            raise UsageError(
+                f"--resume continues a run with its saved settings; {', '.join(ignored)} would be ignored: drop "
+                "them (or start a new run with --weights)"
+            )
+        path = Path(args.resume) if args.resume else latest_last_checkpoint(args.project)
+        trainer = Trainer.resume(path, args.runtime)
+    else:
+        trainer = Trainer(from_flags(TrainConfig, args), args.runtime)
+    result = trainer.fit()
+    if trainer.dist.is_main:
+        print(f"results in {result.run_dir}; weights: {result.last}, {result.best}")
+    return 0

@@ -1,0 +1,111 @@
+"""What every backend of an exported model shares: metadata, input checks, dtype and device handling.
+
+The interface is the inference core's (`tphyolo.infer.backends.pytorch.Backend`): `prepare(images)` turns (B, 3, H, W)
+uint8 RGB images into the input of `run`, floats in [0, 1] in `dtype` on `device`; `run(x)` returns the decoded
+output (B, N, 5 + nc) float32 on `device` (boxes cx, cy, w, h in input pixels, then objectness and class
+scores). `stride`, `names`, `imgsz`, `dynamic` and `batch` come from the exported file, so that predicting needs
+nothing else. The engine never asks which backend it holds.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import torch
+
+from tphyolo.infer.backends.metadata import ExportMetadata
+
+
+class ExportedBackend:
+    """A model read from an exported file: metadata, input checks, dtype and device handling.
+
+    Subclasses implement `_forward(x)` for inputs already checked and converted to `dtype` on `device`.
+    A fixed-size export refuses other batch sizes and image sizes; a dynamic one refuses sides that are not
+    multiples of the stride.
+    """
+
+    format: str  # the export format it runs (the `format` of the file's metadata)
+    suffix: str  # what the format's files are called: W + suffix
+    cpu_only: bool = False  # runs on the CPU only, whatever device is asked for
+
+    @classmethod
+    def recognises(cls, path: Path) -> bool:
+        """Whether `path` is named as a file of this backend's format."""
+        return path.suffix.lower() == cls.suffix
+
+    def __init__(self, path: Path, metadata: ExportMetadata, device: torch.device) -> None:
+        self.path = path
+        self.metadata = metadata
+        self.device = device
+        self.dtype = torch.float16 if metadata.dtype == "float16" else torch.float32
+
+    @property
+    def names(self) -> list[str]:
+        return list(self.metadata.names)
+
+    @property
+    def stride(self) -> int:
+        return self.metadata.stride
+
+    @property
+    def imgsz(self) -> tuple[int, int]:
+        return self.metadata.imgsz
+
+    @property
+    def dynamic(self) -> bool:
+        return self.metadata.dynamic
+
+    @property
+    def batch(self) -> int:
+        return self.metadata.batch
+
+    def check_input(self, x: torch.Tensor) -> None:
+        """ValueError, naming the file, when this model cannot run on a batch shaped like `x`."""
+        if x.ndim != 4 or x.shape[1] != 3:
+            raise ValueError(f"{self.path}: input must be (B, 3, H, W) images, got shape {tuple(x.shape)}")
+        b, _, h, w = x.shape
+        if not self.dynamic and (b != self.batch or (h, w) != self.imgsz):
+            raise ValueError(
+                f"{self.path}: exported for a fixed input ({self.batch}, 3, {self.imgsz[0]}, {self.imgsz[1]}), "
+                f"got ({b}, 3, {h}, {w}); export with --dynamic to run other batch or image sizes "
+                "(TTA scales need it)"
+            )
+        if h % self.stride or w % self.stride:
+            raise ValueError(f"{self.path}: image sides must be multiples of the stride {self.stride}, got {h}x{w}")
+
+    def prepare(self, images: torch.Tensor) -> torch.Tensor:
+        """(B, 3, H, W) uint8 RGB images (0..255) -> the input `run` takes: [0, 1] in `dtype` on `device`."""
+        return images.to(self.device).to(self.dtype) / 255.0
+
+    def run(self, x: torch.Tensor) -> torch.Tensor:
+        """Images (B, 3, H, W) in [0, 1] -> (B, N, 5 + nc) float32 on `device`; any float dtype and device is
+        accepted and converted."""
+        self.check_input(x)
+        out = self._forward(x.to(self.device, self.dtype).contiguous())
+        return out.to(self.device, torch.float32)
+
+    def _forward(self, x: torch.Tensor) -> torch.Tensor:
+        raise NotImplementedError(f"{type(self).__name__} must implement _forward")
+
+    def __repr__(self) -> str:
+        size = "dynamic" if self.dynamic else f"{self.batch}x{self.imgsz[0]}x{self.imgsz[1]}"
+        return f"{type(self).__name__}({self.path}, {self.metadata.model}, {size}, {self.metadata.dtype})"
+
+
+def cpu_threads() -> int:
+    """The CPU cores this process may use."""
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+
+
+def check_format(metadata: ExportMetadata, expected: str, path: Path) -> None:
+    """ValueError when a file's metadata says it is another format than its name suggests."""
+    if metadata.format != expected:
+        raise ValueError(f"{path}: metadata says format {metadata.format!r}, expected {expected!r}")
+
+
+def error_reason(error: BaseException) -> str:
+    """The first sentence of the last non-empty line of a runtime's error message (where runtimes say what
+    went wrong; what follows is advice about other situations)."""
+    lines = [line.strip() for line in str(error).splitlines() if line.strip()]
+    return lines[-1].split(". ")[0] if lines else type(error).__name__

@@ -1,0 +1,151 @@
+"""What every exported model carries, so that running it needs nothing else, and how it is read back.
+
+Fields (`ExportMetadata`): the export format, the model's name, class names, the largest stride, the image
+size (h, w) and batch it was exported for, whether batch and image size are free (`dynamic`), the dtype of
+its input, whether its weights are fp16, the tphyolo version that wrote it and the weights file it came from.
+
+Where it is stored:
+
+| format | where |
+| --- | --- |
+| ONNX | `metadata_props` of the model: one entry per field, the value JSON |
+| OpenVINO | `rt_info` of the IR (`<rt_info><tphyolo>` in the .xml): one entry per field, the value JSON |
+| TorchScript | the archive's extra file `extra/tphyolo.json`: the fields as one JSON object |
+| TensorRT | a prefix of the .engine file: 4-byte little-endian length, then the fields as one JSON object |
+
+Reading never runs code: values are parsed with `json.loads` and checked field by field.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from dataclasses import MISSING, asdict, dataclass, fields
+from typing import Any
+
+from tphyolo._version import __version__
+
+SCHEMA = 1  # bump when a field changes meaning
+FORMATS = ("onnx", "openvino", "torchscript", "engine")  # the rows of `tphyolo.export.formats` (tested)
+DTYPES = ("float32", "float16")
+
+
+@dataclass(frozen=True)
+class ExportMetadata:
+    """What an exported detection model needs to run: see the module docstring.
+
+    imgsz: (h, w) pixels the model was exported (and, when not `dynamic`, fixed) for; batch likewise.
+    stride: the largest stride; with `dynamic`, input sides must be multiples of it.
+    dtype: "float32" or "float16", the dtype of the model's input (the output is always float32).
+    half: the weights are fp16 (an OpenVINO fp16 IR still takes float32 input).
+    """
+
+    format: str
+    model: str
+    names: tuple[str, ...]
+    stride: int
+    imgsz: tuple[int, int]
+    batch: int
+    dynamic: bool
+    dtype: str = "float32"
+    half: bool = False
+    source: str = ""
+    tphyolo_version: str = __version__
+    schema: int = SCHEMA
+
+    def __post_init__(self) -> None:
+        if self.format not in FORMATS:
+            raise ValueError(f"metadata format must be one of {FORMATS}, got {self.format!r}")
+        if self.dtype not in DTYPES:
+            raise ValueError(f"metadata dtype must be one of {DTYPES}, got {self.dtype!r}")
+        if self.stride < 1 or self.batch < 1 or len(self.imgsz) != 2 or min(self.imgsz) < 1:
+            raise ValueError(
+                f"metadata needs stride >= 1, batch >= 1 and imgsz (h, w); "
+                f"got {self.stride}, {self.batch}, {self.imgsz}"
+            )
+        if not self.names or not all(isinstance(n, str) for n in self.names):
+            raise ValueError("metadata: names must be a non-empty list of class names")
+
+    @property
+    def nc(self) -> int:
+        return len(self.names)
+
+    def to_dict(self) -> dict[str, Any]:
+        """Plain JSON-able data: tuples become lists."""
+        return {k: list(v) if isinstance(v, tuple) else v for k, v in asdict(self).items()}
+
+    def to_json(self) -> str:
+        return json.dumps(self.to_dict(), sort_keys=True)
+
+    def to_strings(self) -> dict[str, str]:
+        """One JSON string per field, for key-value stores (ONNX metadata_props, OpenVINO rt_info)."""
+        return {key: json.dumps(value) for key, value in self.to_dict().items()}
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any], *, source: str) -> ExportMetadata:
+        """Checks types and builds the metadata; ValueError naming `source` (a file) for anything missing,
+        mistyped or newer than this tphyolo reads. Unknown keys (from other tools) are ignored."""
+        missing = [f.name for f in fields(cls) if f.name not in data and f.default is MISSING]
+        if missing:
+            raise ValueError(f"{source}: no tphyolo metadata {missing}; export the model with `tphyolo export`")
+        if data.get("schema", SCHEMA) != SCHEMA:
+            raise ValueError(
+                f"{source}: metadata schema {data['schema']!r}; this tphyolo ({__version__}) reads schema {SCHEMA}"
+            )
+        values: dict[str, Any] = {}
+        for f in fields(cls):
+            if f.name not in data:
+                continue
+            value = data[f.name]
+            kind = _TYPES[f.name]
+            if kind is tuple:
+                item = str if f.name == "names" else int
+                ok = isinstance(value, (list, tuple)) and all(type(v) is item for v in value)
+                value = tuple(value) if ok else value
+            else:
+                ok = type(value) is kind
+            if not ok:
+                raise ValueError(f"{source}: metadata {f.name!r} should be {kind.__name__}, got {value!r}")
+            values[f.name] = value
+        try:
+            return cls(**values)
+        except (TypeError, ValueError) as error:
+            raise ValueError(f"{source}: {error}") from error
+
+    @classmethod
+    def from_json(cls, text: str | bytes, *, source: str) -> ExportMetadata:
+        try:
+            data = json.loads(text)
+        except (json.JSONDecodeError, UnicodeDecodeError) as error:
+            raise ValueError(f"{source}: metadata is not valid JSON ({error})") from error
+        if not isinstance(data, dict):
+            raise ValueError(f"{source}: metadata must be a JSON object, got {type(data).__name__}")
+        return cls.from_dict(data, source=source)
+
+    @classmethod
+    def from_strings(cls, entries: Mapping[str, str], *, source: str) -> ExportMetadata:
+        """The inverse of `to_strings`; entries that are not fields (other tools' metadata) are ignored."""
+        data = {}
+        for f in fields(cls):
+            if f.name in entries:
+                try:
+                    data[f.name] = json.loads(entries[f.name])
+                except json.JSONDecodeError as error:
+                    raise ValueError(f"{source}: metadata {f.name!r} is not valid JSON ({error})") from error
+        return cls.from_dict(data, source=source)
+
+
+_TYPES: dict[str, type] = {
+    "format": str,
+    "model": str,
+    "names": tuple,
+    "stride": int,
+    "imgsz": tuple,
+    "batch": int,
+    "dynamic": bool,
+    "dtype": str,
+    "half": bool,
+    "source": str,
+    "tphyolo_version": str,
+    "schema": int,
+}

@@ -1,0 +1,136 @@
+"""Model backends: what the inference core (`tphyolo.infer.detector.Detector`) runs.
+
+A backend is a loaded detection model behind one small interface (`Backend`): `prepare` turns uint8 images
+into its input, `run` returns the decoded eval output, and `names`, `stride`, `device`, `dtype` describe it.
+The core never asks which kind of backend it holds. `TorchBackend` wraps a PyTorch model prepared by the
+runtime (fused, placed, fp16 with `half`, channels_last, compiled); exported runtimes (ONNX Runtime,
+OpenVINO, TorchScript) plug in as further classes with the same attributes, loaded by `load_backends`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+from typing import Protocol
+
+import torch
+from torch import nn
+
+from tphyolo.runtime.config import RuntimeConfig, autocast, sdpa_context
+
+Weights = str | Path | nn.Module
+
+
+class Backend(Protocol):
+    """A loaded detection model.
+
+    names: class names (index = class id); stride: the largest stride (input sides must be multiples of it);
+    device: where its inputs live; dtype: the dtype of its inputs.
+    """
+
+    names: list[str]
+    stride: int
+    device: torch.device
+    dtype: torch.dtype
+
+    def prepare(self, images: torch.Tensor) -> torch.Tensor:
+        """(B, 3, H, W) uint8 RGB images -> the input `run` takes: values in [0, 1], on `device`, in `dtype`."""
+        ...
+
+    def run(self, x: torch.Tensor) -> torch.Tensor:
+        """(B, 3, H, W) input -> (B, N, 5 + nc) decoded: xywh in input pixels, sigmoid objectness, class scores."""
+        ...
+
+
+def model_stride(model: nn.Module) -> int:
+    """The largest stride of a detection model; raises ValueError for a module without `stride`."""
+    stride = getattr(model, "stride", None)
+    if stride is None:
+        raise ValueError(f"{type(model).__name__} has no `stride`: not a detection model")
+    return int(torch.as_tensor(stride).max())
+
+
+class TorchBackend:
+    """A PyTorch detection model that is already prepared: on `device`, in eval mode, in the runtime's weights
+    dtype and memory format. `run` applies the runtime's autocast and attention-kernel choice."""
+
+    def __init__(
+        self, model: nn.Module, *, runtime: RuntimeConfig, device: torch.device, names: Sequence[str] | None = None
+    ) -> None:
+        self.model, self.runtime, self.device = model, runtime, torch.device(device)
+        self.names = list(names if names is not None else getattr(model, "names", []))
+        self.stride = model_stride(model)
+        self.dtype = torch.float16 if runtime.half else torch.float32
+
+    @classmethod
+    def load(cls, weights: Weights, *, runtime: RuntimeConfig, device: torch.device, fuse: bool = True) -> TorchBackend:
+        """A model, or a checkpoint file (tphyolo or original TPH-YOLOv5/YOLOv5 format), fused (when `fuse`)
+        and prepared by `runtime` for `device`. Raises FileNotFoundError for a missing file."""
+        if isinstance(weights, nn.Module):
+            model, names = weights, list(getattr(weights, "names", []))
+        else:
+            from tphyolo.checkpoint.format import load_checkpoint
+            from tphyolo.checkpoint.release import is_release_name
+
+            if not Path(weights).exists() and not is_release_name(weights):
+                raise FileNotFoundError(f"weights file {weights} does not exist")
+            checkpoint = load_checkpoint(weights)
+            model, names = checkpoint.build_model(), list(checkpoint.names)
+        if fuse and hasattr(model, "fuse"):
+            model = model.fuse()  # a new module
+        model = runtime.prepare_model(model.eval(), device)
+        return cls(model, runtime=runtime, device=device, names=names)
+
+    def prepare(self, images: torch.Tensor) -> torch.Tensor:
+        return self.runtime.prepare_images(images, self.device)
+
+    def run(self, x: torch.Tensor) -> torch.Tensor:
+        with autocast(self.runtime, self.device), sdpa_context(self.runtime):
+            return self.model(x)
+
+
+def load_backends(
+    weights: Weights | Sequence[Weights], *, runtime: RuntimeConfig, device: torch.device, fuse: bool = True
+) -> list[Backend]:
+    """One backend per entry of `weights` (a model, a checkpoint path, an exported model — `.onnx`,
+    `*_openvino_model/` or its `.xml`, `.torchscript` — or a sequence of them: an ensemble; formats may mix).
+
+    Raises ValueError when `runtime` cannot run on `device` (checked before anything is loaded) or when the
+    models disagree on the number of classes.
+    """
+    runtime.check_device(device)
+    entries = list(weights) if isinstance(weights, (list, tuple)) else [weights]
+    if not entries:
+        raise ValueError("no weights given")
+    backends: list[Backend] = []
+    from tphyolo.infer.backends import exported_format, load_backend
+
+    for entry in entries:
+        if not isinstance(entry, nn.Module) and exported_format(entry) is not None:
+            backend = load_backend(entry, device=device)
+        else:
+            backend = TorchBackend.load(entry, runtime=runtime, device=device, fuse=fuse)
+        if backends and len(backend.names) != len(backends[0].names):
+            raise ValueError(f"{entry}: {len(backend.names)} classes, but the first model has {len(backends[0].names)}")
+        backends.append(backend)
+    return backends
+
+
+@contextlib.contextmanager
+def as_backend(
+    model: nn.Module | Backend, *, runtime: RuntimeConfig | None = None, device: torch.device | None = None
+) -> Iterator[Backend]:
+    """`model` itself when it is a backend; a module (already prepared, on `device`, default the runtime's)
+    wrapped in a TorchBackend and put in eval mode for the block, then given back in its previous mode."""
+    if not isinstance(model, nn.Module):
+        yield model
+        return
+    runtime = runtime or RuntimeConfig()
+    device = torch.device(device) if device is not None else runtime.torch_device()
+    was_training = model.training
+    model.eval()
+    try:
+        yield TorchBackend(model, runtime=runtime, device=device)
+    finally:
+        model.train(was_training)

@@ -1,0 +1,40 @@
+"""TorchScript backend for `.torchscript` exports, on the CPU or CUDA."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import torch
+
+from tphyolo.infer.backends.base import ExportedBackend, check_format, error_reason
+from tphyolo.infer.backends.metadata import ExportMetadata
+from tphyolo.infer.backends.tracing import quiet_jit
+
+METADATA_FILE = "tphyolo.json"  # the archive's extra file holding the metadata (JSON)
+
+
+class TorchScriptBackend(ExportedBackend):
+    """A traced model loaded with `torch.jit.load` on `device`; runs under `torch.inference_mode`."""
+
+    format = "torchscript"
+    suffix = ".torchscript"
+
+    def __init__(self, path: Path, *, device: torch.device, threads: int | None = None) -> None:
+        extra = {METADATA_FILE: ""}
+        try:
+            with quiet_jit():
+                self.module = torch.jit.load(str(path), map_location=device, _extra_files=extra).eval()
+        except RuntimeError as error:
+            reason = error_reason(error)
+            raise ValueError(f"{path}: not a readable TorchScript archive (truncated or corrupt?): {reason}") from error
+        if not extra[METADATA_FILE]:
+            raise ValueError(f"{path}: no tphyolo metadata; export the model with `tphyolo export`")
+        metadata = ExportMetadata.from_json(extra[METADATA_FILE], source=str(path))
+        check_format(metadata, "torchscript", path)
+        if metadata.dtype == "float16" and device.type != "cuda":
+            raise ValueError(f"{path}: an fp16 export runs on CUDA only")
+        super().__init__(path, metadata, device)
+
+    def _forward(self, x: torch.Tensor) -> torch.Tensor:
+        with torch.inference_mode():
+            return self.module(x)

@@ -1,0 +1,113 @@
+"""How detections are made, as plain data: `InferenceConfig` and the shared scoring defaults.
+
+It imports no torch: command-line parsers derive their flags from it cheaply. `tphyolo.infer.detector` runs it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+
+from tphyolo.flags import check_field_types, flag, setting_name
+from tphyolo.infer.tta_config import DEFAULT_FLIPS, FLIPS, PAPER_SCALES, PLAIN, TTAConfig
+
+MAX_DET = 500  # detections kept per image: the VisDrone protocol scores up to 500
+PREDICT_CONF = 0.25  # confidence threshold when predicting
+PREDICT_IOU = 0.45  # NMS IoU threshold when predicting
+VAL_CONF = 0.001  # confidence threshold when scoring (a full precision-recall curve)
+VAL_IOU = 0.6  # NMS IoU threshold when scoring
+VAL_BATCH = 32  # images per forward pass when scoring
+WBF_IOU = 0.55  # the IoU threshold of weighted boxes fusion unless given
+MERGE_METHODS = ("wbf", "nms")
+RECLASSIFY_MIN_SCORE = 0.01  # detections scoring less are not re-classified (validation keeps thousands of them)
+
+
+@dataclass(frozen=True)
+class InferenceConfig:
+    """How detections are made; every field is also the command-line flag of `predict` and `val`.
+
+    imgsz: network input size (long side) of each image or slice, rounded up to a stride multiple by whoever
+    letterboxes (`check_imgsz`); batch: images or slices per forward pass. conf, iou: NMS thresholds of each
+    run; max_det: most detections per image. classes: keep only these ids; agnostic: suppress across classes.
+    augment: test-time augmentation with every scale of `tta_scales` and flip of `tta_flips`. merge: "wbf" or
+    "nms" for combining runs; merge_iou: its IoU threshold (default `merge_threshold`).
+    """
+
+    imgsz: int = flag(640, "--img", "--imgsz", help="inference size (long side), pixels")
+    batch: int = flag(1, "--batch", help="images (or slices) per forward pass")
+    conf: float = flag(PREDICT_CONF, "--conf", help="confidence threshold")
+    iou: float = flag(PREDICT_IOU, "--iou", help="NMS IoU threshold")
+    max_det: int = flag(MAX_DET, "--max-det", help="most detections per image")
+    classes: tuple[int, ...] | None = flag(None, "--classes", help="keep only these class ids")
+    agnostic: bool = flag(False, "--agnostic-nms", help="suppress across classes")
+    augment: bool = flag(False, "--augment", help="test-time augmentation")
+    tta_scales: tuple[float, ...] = flag(PAPER_SCALES, "--tta-scales", help="TTA input scales")
+    tta_flips: tuple[str, ...] = flag(DEFAULT_FLIPS, "--tta-flips", choices=FLIPS, help="TTA flips")
+    merge: str = flag("wbf", "--merge", choices=MERGE_METHODS, help="how TTA, ensemble and slice runs are merged")
+    merge_iou: float | None = flag(
+        None, "--merge-iou", help=f"merge IoU threshold (default: {WBF_IOU} for wbf, --iou for nms)"
+    )
+
+    def __post_init__(self) -> None:
+        """Raises ValueError naming the flag (`setting_name`) of the first setting that is out of range or has no
+        effect (TTA passes without `augment`)."""
+        for name in ("classes", "tta_scales", "tta_flips"):  # lists (from Python callers) become tuples
+            value = getattr(self, name)
+            if value is not None and not isinstance(value, tuple):
+                object.__setattr__(self, name, tuple(value))
+        check_field_types(self)
+        for name in ("imgsz", "batch", "max_det"):
+            if getattr(self, name) < 1:
+                raise ValueError(f"{setting_name(self, name)} must be >= 1, got {getattr(self, name)}")
+        for name in ("conf", "iou", "merge_iou"):
+            value = getattr(self, name)
+            if value is not None and not 0.0 <= value <= 1.0:
+                raise ValueError(f"{setting_name(self, name)} must be in [0, 1], got {value}")
+        if self.merge not in MERGE_METHODS:
+            raise ValueError(
+                f"unknown {setting_name(self, 'merge')} method {self.merge!r}; known: {list(MERGE_METHODS)}"
+            )
+        if self.classes is not None and any(c < 0 for c in self.classes):
+            raise ValueError(f"{setting_name(self, 'classes')} takes class ids >= 0, got {list(self.classes)}")
+        TTAConfig(self.tta_scales, self.tta_flips)  # validates them
+        if not self.augment and (self.tta_scales, self.tta_flips) != (PAPER_SCALES, DEFAULT_FLIPS):
+            names = f"{setting_name(self, 'tta_scales')}/{setting_name(self, 'tta_flips')}"
+            raise ValueError(f"{names} choose the passes of {setting_name(self, 'augment')}; add it or drop them")
+
+    def check_classes(self, num_classes: int) -> None:
+        """Raises ValueError when `classes` names an id the model does not have (ids 0..num_classes-1)."""
+        unknown = [c for c in self.classes or () if c >= num_classes]
+        if unknown:
+            raise ValueError(
+                f"{setting_name(self, 'classes')} {' '.join(map(str, unknown))}: the model has {num_classes} "
+                f"classes (ids 0..{num_classes - 1})"
+            )
+
+    @property
+    def tta(self) -> TTAConfig:
+        """The TTA passes run: the configured ones with `augment`, else the identity pass alone."""
+        return TTAConfig(self.tta_scales, self.tta_flips) if self.augment else PLAIN
+
+    @property
+    def merge_threshold(self) -> float:
+        """The IoU threshold of merging: `merge_iou` when given, else WBF_IOU for WBF and `iou` for NMS."""
+        if self.merge_iou is not None:
+            return self.merge_iou
+        return WBF_IOU if self.merge == "wbf" else self.iou
+
+
+VAL_DEFAULTS = {"conf": VAL_CONF, "iou": VAL_IOU, "batch": VAL_BATCH}  # where scoring differs from predicting
+VALIDATION = InferenceConfig(**VAL_DEFAULTS)
+
+
+def inference_config(
+    config: InferenceConfig | None = None, *, tta: bool | TTAConfig | None = None, **fields
+) -> InferenceConfig:
+    """`config` (default InferenceConfig()) with `fields` replaced; `tta` is a shorthand: True for the
+    paper's passes, a TTAConfig for its passes, False for none."""
+    if isinstance(tta, TTAConfig):
+        fields |= {"augment": True, "tta_scales": tta.scales, "tta_flips": tta.flips}
+    elif tta:
+        fields["augment"] = True
+    elif tta is not None:  # no TTA: the passes go back to their defaults, which then have no effect
+        fields |= {"augment": False, "tta_scales": PAPER_SCALES, "tta_flips": DEFAULT_FLIPS}
+    return replace(config or InferenceConfig(), **fields)

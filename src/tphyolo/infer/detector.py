@@ -1,0 +1,191 @@
+"""The inference core: network input -> TTA passes -> NMS -> original-image pixels -> merged detections.
+
+Prediction (`Predictor`), validation (`evaluate`, `tphyolo val`) and every model backend go through one
+path, `Detector`, configured by one frozen `InferenceConfig`:
+
+    detector = Detector(backends, InferenceConfig(conf=0.25, augment=True))
+    runs = detector.detect(detector.prepare(images))        # [run][image] (n, 6) rows in input pixels
+    rows = detector.combine([[view.rows_to_original(run[i])] for run in runs], width=w, height=h)
+
+A run is one backend with one TTA pass (backend-major); each run is suppressed by NMS on its own. An image's
+runs (each the concatenation of its views, e.g. slicing windows) are merged by WBF (weights: the per-backend
+weights) or NMS; one run of one view is returned as it is, so plain inference, TTA with the identity pass
+only and slicing of an image that is one window give the same detections. With a crop classifier, the
+merged detections of a batch of images are then re-labelled from the original images (`reclassify`):
+
+    rows = detector.reclassify([rows_0, rows_1, ...], [image_0, image_1, ...])  # arrays or paths
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+from torchvision.ops import batched_nms
+
+from tphyolo.classify.classifier import CropClassifier, resolve_class_ids
+from tphyolo.classify.relabel import Image, reclassify_rows
+from tphyolo.infer.backends.pytorch import Backend
+from tphyolo.infer.config import MERGE_METHODS, RECLASSIFY_MIN_SCORE, InferenceConfig
+from tphyolo.infer.tta import augment, unaugment
+from tphyolo.ops import clip_boxes, non_max_suppression, unletterbox
+from tphyolo.ops.wbf import weighted_boxes_fusion
+
+
+@dataclass(frozen=True)
+class View:
+    """Where a network input image came from: a width x height region of the original image with top-left
+    corner `offset`, letterboxed with `ratio` (rx, ry) and `pad` (left, top) as LetterboxInfo records them."""
+
+    ratio: tuple[float, float]
+    pad: tuple[float, float]
+    width: int
+    height: int
+    offset: tuple[int, int] = (0, 0)
+
+    def unletterbox(self, boxes: torch.Tensor) -> torch.Tensor:
+        """(n, 4) xyxy in network-input pixels -> float32 xyxy in original pixels (clipped to the region), CPU."""
+        return unletterbox(
+            boxes.cpu(), ratio=self.ratio, pad=self.pad, width=self.width, height=self.height, offset=self.offset
+        )
+
+    def rows_to_original(self, rows: torch.Tensor) -> torch.Tensor:
+        """(n, 6) detection rows in network-input pixels -> a float32 CPU copy in original pixels."""
+        rows = rows.float().cpu().clone()
+        rows[:, :4] = self.unletterbox(rows[:, :4])
+        return rows
+
+
+def merge_detections(
+    lists: Sequence[torch.Tensor],
+    *,
+    method: str,
+    width: float,
+    height: float,
+    iou: float,
+    max_det: int,
+    weights: Sequence[float] | None = None,
+    agnostic: bool = False,
+) -> torch.Tensor:
+    """Merge several (n_i, 6) detection lists of one width x height image (pixels) into one (n, 6) list.
+
+    "wbf": weighted boxes fusion with `iou` as its threshold and `weights` per list (boxes are normalised for
+    the fusion and scaled back); "nms": the union suppressed per class (or across classes, `agnostic`).
+    Result sorted by descending score, at most `max_det` rows.
+    """
+    if method not in MERGE_METHODS:
+        raise ValueError(f"unknown merge method {method!r}; known: {list(MERGE_METHODS)}")
+    device = lists[0].device if lists else torch.device("cpu")
+    if method == "nms":
+        rows = torch.cat(list(lists)) if lists else torch.zeros((0, 6), device=device)
+        groups = torch.zeros_like(rows[:, 5]) if agnostic else rows[:, 5]
+        keep = batched_nms(rows[:, :4].float(), rows[:, 4].float(), groups.long(), iou)[:max_det]
+        return rows[keep]
+    scale = torch.tensor([width, height, width, height], dtype=torch.float64)
+    boxes, scores, labels = weighted_boxes_fusion(
+        [(r[:, :4].double().cpu() / scale).numpy() for r in lists],
+        [r[:, 4].double().cpu().numpy() for r in lists],
+        [r[:, 5].double().cpu().numpy() for r in lists],
+        weights=weights,
+        iou_thr=iou,
+        conf_type="avg",
+    )
+    rows = torch.from_numpy(np.concatenate([boxes * scale.numpy(), scores[:, None], labels[:, None]], axis=1))
+    rows = rows[:max_det].float().reshape(-1, 6)
+    rows[:, :4] = clip_boxes(rows[:, :4], width=width, height=height)  # undo rounding past the edges
+    return rows.to(device)
+
+
+class Detector:
+    """Backends run with one InferenceConfig: the one path from network input to merged detections.
+
+    backends: one, or several (an ensemble) sharing a device and an input dtype; weights: each backend's WBF
+    weight (default 1); classifier: a crop classifier for these backends' classes (`as_classifier`) that
+    `reclassify` applies to the merged detections.
+    """
+
+    def __init__(
+        self,
+        backends: Sequence[Backend],
+        config: InferenceConfig,
+        *,
+        weights: Sequence[float] | None = None,
+        classifier: CropClassifier | None = None,
+    ) -> None:
+        if not backends:
+            raise ValueError("a Detector needs at least one backend")
+        if len({(b.device, b.dtype) for b in backends}) > 1:
+            raise ValueError("the backends of one Detector must share a device and an input dtype")
+        if weights is not None and len(weights) != len(backends):
+            raise ValueError(f"{len(weights)} model weights for {len(backends)} models")
+        self.backends, self.config = list(backends), config
+        self.names = list(backends[0].names)
+        config.check_classes(len(self.names))
+        self.stride = max(b.stride for b in backends)
+        self.device = backends[0].device
+        passes = len(config.tta.passes())
+        self.run_weights = [float(w) for w in (weights or [1.0] * len(backends)) for _ in range(passes)]
+        if classifier is not None and resolve_class_ids(classifier.names, self.names) != classifier.class_ids:
+            raise ValueError(f"classifier class ids {classifier.class_ids} do not match the detector's {self.names}")
+        self.classifier = classifier
+
+    @property
+    def num_runs(self) -> int:
+        """Runs per input: backends x TTA passes."""
+        return len(self.run_weights)
+
+    def prepare(self, images: torch.Tensor) -> torch.Tensor:
+        """(B, 3, H, W) uint8 RGB images -> the backends' input."""
+        return self.backends[0].prepare(images)
+
+    @torch.inference_mode()
+    def detect(self, x: torch.Tensor) -> list[list[torch.Tensor]]:
+        """Every run on `x` (B, 3, H, W): [run][image] (n, 6) rows x1, y1, x2, y2, score, class in the pixels
+        of `x`, each suppressed by NMS, by descending score."""
+        cfg, out = self.config, []
+        for backend in self.backends:
+            for scale, flip in cfg.tta.passes():
+                if (scale, flip) == (1.0, "none"):
+                    prediction = backend.run(x)
+                else:
+                    xa, geometry = augment(x, scale=scale, flip=flip, stride=self.stride)
+                    prediction = unaugment(backend.run(xa), geometry)
+                out.append(
+                    non_max_suppression(
+                        prediction.float(),
+                        conf_thres=cfg.conf,
+                        iou_thres=cfg.iou,
+                        classes=cfg.classes,
+                        agnostic=cfg.agnostic,
+                        max_det=cfg.max_det,
+                    )
+                )
+        return out
+
+    def combine(self, runs: Sequence[Sequence[torch.Tensor]], *, width: int, height: int) -> torch.Tensor:
+        """One image's detections from [run][view] rows in original pixels: each run's views are concatenated
+        and the runs merged (one run of one view is returned as it is). (n, 6), by descending score."""
+        if len(runs) == 1 and len(runs[0]) == 1:
+            return runs[0][0]
+        cfg = self.config
+        return merge_detections(
+            [torch.cat(list(views)) for views in runs],
+            method=cfg.merge,
+            width=width,
+            height=height,
+            iou=cfg.merge_threshold,
+            max_det=cfg.max_det,
+            weights=self.run_weights,
+            agnostic=cfg.agnostic,
+        )
+
+    def reclassify(self, rows: Sequence[torch.Tensor], images: Sequence[Image]) -> list[torch.Tensor]:
+        """The final detections of a batch of images -- one (n, 6) list per image in original pixels, as
+        `combine` gives them -- re-labelled by the crop classifier (`tphyolo.classify.relabel.reclassify_rows`:
+        the detections of its classes scoring at least RECLASSIFY_MIN_SCORE, cropped from `images`, the
+        original uint8 BGR images or their paths, and classified together). Without a classifier, the rows."""
+        if self.classifier is None:
+            return list(rows)
+        return reclassify_rows(self.classifier, rows, images, min_score=RECLASSIFY_MIN_SCORE)

@@ -1,0 +1,177 @@
+"""Batched inference from a model or checkpoints, with test-time augmentation, sliced inference and ensembles.
+
+    predictor = Predictor("best.pt", imgsz=1536, conf=0.25, tta=True, slice=1024)
+    for result in predictor("images/"):
+        result.boxes  # (N, 4) xyxy in original-image pixels
+        result.save(f"out/{result.path.name}")  # see tphyolo.predict.results.Results
+
+How one image is processed: it is cut into windows (the whole image unless slicing), each window is
+letterboxed to `imgsz` (long side; short side padded to a stride multiple) and run through the inference core
+(`tphyolo.infer.detector.Detector`): every model with every TTA pass, each run suppressed by NMS and mapped
+back to original pixels. The runs of one (model, pass) over all windows form one detection list; the lists of
+an image are merged by WBF (weights: the per-model weights) or by NMS. With a crop classifier, the merged
+detections of its classes are then re-labelled from crops of the original image (`Detector.reclassify`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import replace
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from tphyolo.classify.classifier import CropClassifier, as_classifier
+from tphyolo.data.letterbox import check_imgsz, letterbox
+from tphyolo.infer.backends.pytorch import Weights, load_backends
+from tphyolo.infer.config import InferenceConfig, inference_config
+from tphyolo.infer.detector import Detector, View
+from tphyolo.infer.slicing import SliceConfig, slice_windows
+from tphyolo.infer.tta_config import TTAConfig
+from tphyolo.ops.detections import Detections
+from tphyolo.predict.inputs import in_memory_images
+from tphyolo.predict.results import Results
+from tphyolo.predict.sources import Frame, Stream, iter_frames, resolve_source
+from tphyolo.runtime.config import RuntimeConfig, resolve_device
+
+
+class Predictor:
+    """Detects objects in images with one model or an ensemble.
+
+    weights: a model, a checkpoint path, or a sequence of them (an ensemble; `model_weights` gives each
+    model's WBF weight, default 1). config: an InferenceConfig (thresholds, TTA, merging, image size, batch);
+    its fields may also be given as keywords (`imgsz=1536, conf=0.25`), with `tta=True` (the paper's passes)
+    or a TTAConfig as a shorthand for `augment` and the TTA passes. An `imgsz` that is not a multiple of the
+    largest stride is rounded up, with a warning. slice: a window size in original pixels or a SliceConfig.
+    runtime: how to run (device, fp16 weights with `half`, channels_last, compile, autocast); `device`
+    overrides its device. fuse: fold BatchNorm into convolutions first. classifier: a crop-classifier
+    checkpoint (or a CropClassifier) whose classes are among the models' names; it re-labels the detections of
+    its classes, with its share `classifier_weight` (default: the one saved with it).
+
+    Calling it on a source returns one `Results` (a `Detections` with class names, source, original shape and
+    the helpers plot/save/crop/to_dict) per image or video frame. A source is a path, folder, glob, .txt list,
+    video, webcam index or video URL (`tphyolo.predict.sources`), or a sequence of paths; or in-memory images
+    (`tphyolo.predict.inputs`): uint8 numpy arrays (BGR, or RGB with `rgb=True`), PIL images, torch tensors
+    (RGB), or a list of them.
+    """
+
+    def __init__(
+        self,
+        weights: Weights | Sequence[Weights],
+        config: InferenceConfig | None = None,
+        *,
+        runtime: RuntimeConfig | None = None,
+        device: str | torch.device | None = None,
+        slice: int | SliceConfig | None = None,  # noqa: A002 - the public keyword is `slice`
+        model_weights: Sequence[float] | None = None,
+        fuse: bool = True,
+        tta: bool | TTAConfig | None = None,
+        classifier: str | Path | CropClassifier | None = None,
+        classifier_weight: float | None = None,
+        **settings,
+    ) -> None:
+        config = inference_config(config, tta=tta, **settings)
+        self.runtime = runtime or RuntimeConfig()
+        self.device = resolve_device(str(device)) if device is not None else self.runtime.torch_device()
+        backends = load_backends(weights, runtime=self.runtime, device=self.device, fuse=fuse)
+        self.config = replace(config, imgsz=check_imgsz(config.imgsz, max(b.stride for b in backends)))
+        if classifier is not None:
+            classifier = as_classifier(classifier, detector_names=backends[0].names, device=self.device,
+                                       runtime=self.runtime, weight=classifier_weight)  # fmt: skip
+        self.detector = Detector(backends, self.config, weights=model_weights, classifier=classifier)
+        self.slicing = SliceConfig(slice) if isinstance(slice, int) else slice
+
+    @property
+    def names(self) -> list[str]:
+        return self.detector.names
+
+    @property
+    def tta(self) -> TTAConfig:
+        return self.config.tta
+
+    @property
+    def backends(self) -> list:
+        return self.detector.backends
+
+    def __call__(self, source, *, rgb: bool = False, vid_stride: int = 1) -> list[Results]:
+        """Results of every image of `source` (see the class docstring), in order; `rgb`: numpy arrays are RGB;
+        `vid_stride`: every how many frames of a video one is read. The images of files are not kept in the
+        results (`Results.load_image` reads them again); in-memory images and stream frames are."""
+        images = in_memory_images(source, rgb=rgb)
+        if images is not None:
+            return self.predict_images(images)
+        return [
+            result if isinstance(result.path, str) else replace(result, image=None)
+            for _, result in self.stream(source, vid_stride=vid_stride)
+        ]
+
+    def stream(
+        self,
+        source,
+        *,
+        on_skip: Callable[[Path | Stream, Exception], None] | None = None,
+        vid_stride: int = 1,
+    ) -> Iterator[tuple[Frame, Results]]:
+        """Each frame of a file or stream `source` with its results (image kept), `config.batch` frames at a
+        time; every `vid_stride`-th frame of a video. A file that does not decode stops the stream, or with
+        `on_skip` is passed to it (file, error) and skipped."""
+        batch: list[Frame] = []
+        for frame in iter_frames(resolve_source(source), on_skip=on_skip, vid_stride=vid_stride):
+            batch.append(frame)
+            if len(batch) == self.config.batch:
+                yield from self._frames_results(batch)
+                batch = []
+        if batch:
+            yield from self._frames_results(batch)
+
+    def _frames_results(self, frames: list[Frame]) -> Iterator[tuple[Frame, Results]]:
+        results = self.predict_images([f.image for f in frames])
+        for frame, result in zip(frames, results, strict=True):
+            yield frame, replace(result, path=frame.path, frame=frame.index)
+
+    def predict_images(self, images: Sequence[np.ndarray]) -> list[Results]:
+        """Results of uint8 BGR (H, W, 3) images, in original pixels, each with its image."""
+        views = []  # (image index, window)
+        for i, image in enumerate(images):
+            if image.ndim != 3 or image.shape[2] != 3 or image.dtype != np.uint8:
+                raise ValueError(f"image {i}: expected uint8 (H, W, 3), got {image.dtype} {image.shape}")
+            h, w = image.shape[:2]
+            windows = slice_windows(h, w, self.slicing) if self.slicing else [(0, 0, w, h)]
+            views += [(i, window) for window in windows]
+        runs = self._run_views(images, views)  # [run][view] (n, 6) original pixels
+        merged = []
+        for i, image in enumerate(images):
+            mine = [v for v, (j, _) in enumerate(views) if j == i]
+            h, w = image.shape[:2]
+            merged.append(self.detector.combine([[run[v] for v in mine] for run in runs], width=w, height=h))
+        names = tuple(self.names)
+        return [
+            _with_source(Detections.from_rows(rows), names=names, image=image)
+            for rows, image in zip(self.detector.reclassify(merged, images), images, strict=True)
+        ]
+
+    def _run_views(self, images: Sequence[np.ndarray], views: list) -> list[list[torch.Tensor]]:
+        """Every run on every view, in batches of views of one shape; [run][view] rows in original pixels."""
+        boxed = []
+        for i, (x1, y1, x2, y2) in views:
+            crop, info = letterbox(images[i][y1:y2, x1:x2], self.config.imgsz, stride=self.detector.stride, auto=True)
+            boxed.append((crop, View(info.ratio, info.pad, x2 - x1, y2 - y1, offset=(x1, y1))))
+        runs: list[list] = [[None] * len(views) for _ in range(self.detector.num_runs)]
+        by_shape: dict[tuple[int, ...], list[int]] = {}
+        for v, (crop, _) in enumerate(boxed):
+            by_shape.setdefault(crop.shape, []).append(v)
+        for members in by_shape.values():
+            for start in range(0, len(members), self.config.batch):
+                chunk = members[start : start + self.config.batch]
+                array = np.stack([boxed[v][0] for v in chunk])[..., ::-1].transpose(0, 3, 1, 2)  # BGR -> RGB, NCHW
+                x = self.detector.prepare(torch.from_numpy(np.ascontiguousarray(array)))  # (B, 3, H, W)
+                for r, per_view in enumerate(self.detector.detect(x)):
+                    for v, rows in zip(chunk, per_view, strict=True):
+                        runs[r][v] = boxed[v][1].rows_to_original(rows)
+        return runs
+
+
+def _with_source(detections: Detections, *, names: tuple[str, ...], image: np.ndarray) -> Results:
+    h, w = image.shape[:2]
+    return Results(detections.boxes, detections.scores, detections.labels, names=names, shape=(h, w), image=image)

@@ -1,0 +1,185 @@
+"""Prediction outputs: annotated images and videos, VisDrone submission txt, YOLO txt, COCO results json.
+
+All boxes are written in original-image pixels (YOLO txt: normalised by the image size). One output name per
+image, unique per source file (`tphyolo.predict.sources.source_names`: the path relative to the sources' common
+folder without its suffix, e.g. `a/x` and `b/x`; a plain stem for files of one folder), `NAME_FRAME` (frame
+number, 6 digits) for a video frame. Annotated images keep the source's suffix (`a/x.jpg`); videos are `NAME.mp4`.
+
+- VisDrone (`visdrone/NAME.txt`): `x,y,w,h,score,category,-1,-1` per line, left/top/width/height in pixels,
+  category = class id + 1, lines by descending score (the VisDrone2019-DET submission format).
+- YOLO (`labels/NAME.txt`): `class cx cy w h [score]`, normalised to [0, 1].
+- COCO (`predictions.json`): a list of `{"image_id": id, "category_id": class id, "bbox": [x, y, w, h],
+  "score": s}`; integer image ids by `tphyolo.metrics.coco.coco_image_ids` over the output names in the order
+  written (the names' numbers when all are distinct numbers, else 1, 2, ...), the rule by which `tphyolo eval
+  --save-gt` numbers the ground truth of a VisDrone folder: predictions of an image folder sorted by name
+  score against it directly. With `image_ids` (`--coco-gt`: a COCO dataset's ids by file name), those ids.
+- Crops (`crops/CLASS/NAME_K.jpg`): each detection's box cut from the image, K its rank in the image.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from pathlib import Path, PurePosixPath
+
+import cv2
+import numpy as np
+
+from tphyolo.data.image_io import write_image
+from tphyolo.metrics.coco import coco_image_ids
+from tphyolo.ops.detections import Detections
+from tphyolo.predict.draw import draw_detections
+from tphyolo.predict.draw_style import DEFAULT_STYLE, DrawStyle
+from tphyolo.predict.results import save_crops
+from tphyolo.predict.sources import Frame
+
+
+def output_name(frame: Frame) -> str:
+    name = frame.name if frame.name is not None else frame.path.stem
+    return f"{name}_{frame.index:06d}" if frame.is_video else name
+
+
+def visdrone_lines(detections: Detections) -> list[str]:
+    """VisDrone submission lines, by descending score."""
+    order = detections.scores.argsort(descending=True, stable=True)
+    lines = []
+    for i in order.tolist():
+        x1, y1, x2, y2 = detections.boxes[i].tolist()
+        score, category = float(detections.scores[i]), int(detections.labels[i]) + 1
+        lines.append(f"{x1:.2f},{y1:.2f},{x2 - x1:.2f},{y2 - y1:.2f},{score:.5f},{category},-1,-1")
+    return lines
+
+
+def yolo_lines(detections: Detections, *, width: int, height: int, with_score: bool) -> list[str]:
+    """YOLO label lines `class cx cy w h [score]`, normalised by the image's width and height."""
+    lines = []
+    rows = zip(detections.boxes.tolist(), detections.scores.tolist(), detections.labels.tolist(), strict=True)
+    for (x1, y1, x2, y2), score, label in rows:
+        cx, cy, w, h = (x1 + x2) / 2 / width, (y1 + y2) / 2 / height, (x2 - x1) / width, (y2 - y1) / height
+        line = f"{label} {cx:.6f} {cy:.6f} {w:.6f} {h:.6f}"
+        lines.append(f"{line} {score:.5f}" if with_score else line)
+    return lines
+
+
+def coco_records(detections: Detections, image_id: int | str) -> list[dict]:
+    """COCO results entries (bbox = left, top, width, height in pixels)."""
+    records = []
+    rows = zip(detections.boxes.tolist(), detections.scores.tolist(), detections.labels.tolist(), strict=True)
+    for (x1, y1, x2, y2), score, label in rows:
+        bbox = [round(x1, 3), round(y1, 3), round(x2 - x1, 3), round(y2 - y1, 3)]
+        records.append({"image_id": image_id, "category_id": label, "bbox": bbox, "score": round(score, 5)})
+    return records
+
+
+def coco_predictions(named: Sequence[tuple[str, Detections]], image_ids: Mapping[str, int] | None = None) -> list[dict]:
+    """The predictions.json records of images given as (output name, detections), in order: image ids from
+    `image_ids` by name when given, else by `coco_image_ids` over the names (see the module docstring)."""
+    names = [name for name, _ in named]
+    ids = [image_ids[n] for n in names] if image_ids is not None else coco_image_ids(names)
+    records = []
+    for image_id, (_, detections) in zip(ids, named, strict=True):
+        records += coco_records(detections, image_id)
+    return records
+
+
+def coco_gt_image_ids(path: Path) -> dict[str, int]:
+    """The image ids of the COCO dataset json `path` by file name without its suffix, posix-style (`x`,
+    `sub/x`): the output names of the images they match. Raises ValueError naming the file when it is not a
+    COCO dataset with integer image ids, or when two of its images share a name."""
+    try:
+        data = json.loads(Path(path).read_text(encoding="utf-8"))
+    except (json.JSONDecodeError, UnicodeDecodeError) as error:
+        raise ValueError(f"{path}: not valid JSON (COCO dataset): {error}") from None
+    images = data.get("images") if isinstance(data, dict) else None
+    if not isinstance(images, list):
+        raise ValueError(f"{path}: a COCO dataset needs an 'images' list")
+    ids: dict[str, int] = {}
+    for i, image in enumerate(images):
+        named = isinstance(image, dict) and isinstance(image.get("file_name"), str)
+        if not named or type(image.get("id")) is not int:
+            raise ValueError(f"{path}: image {i} needs an integer 'id' and a 'file_name'")
+        name = PurePosixPath(image["file_name"].replace("\\", "/")).with_suffix("").as_posix()
+        if name in ids:
+            raise ValueError(f"{path}: images {ids[name]} and {image['id']} are both named {name!r}")
+        ids[name] = image["id"]
+    return ids
+
+
+class PredictionWriter:
+    """Writes the outputs chosen by the flags into `save_dir`; call `close()` at the end (writes the json,
+    finishes videos). Returns nothing; `saved` lists the files and folders written. `image_ids`: the COCO image
+    id of each output name (`coco_gt_image_ids`); `write` raises ValueError for an image it does not name."""
+
+    def __init__(
+        self,
+        save_dir: Path,
+        *,
+        names: list[str],
+        save_img: bool = True,
+        save_txt: bool = False,
+        save_conf: bool = False,
+        save_visdrone: bool = False,
+        save_json: bool = False,
+        save_crop: bool = False,
+        style: DrawStyle = DEFAULT_STYLE,
+        image_ids: Mapping[str, int] | None = None,
+    ) -> None:
+        self.save_dir = Path(save_dir)
+        self.names = names
+        self.save_img, self.save_txt, self.save_conf = save_img, save_txt, save_conf
+        self.save_visdrone, self.save_json, self.save_crop = save_visdrone, save_json, save_crop
+        self.style, self.image_ids = style, image_ids
+        self.json_images: list[tuple[str, Detections]] = []
+        self.videos: dict[Path, cv2.VideoWriter] = {}
+        self.saved: list[Path] = []
+        self.save_dir.mkdir(parents=True, exist_ok=True)
+
+    def write(self, frame: Frame, detections: Detections) -> None:
+        name = output_name(frame)
+        if self.save_json and self.image_ids is not None and name not in self.image_ids:
+            raise ValueError(f"{frame.path}: the COCO ground truth has no image named {name!r}")
+        height, width = frame.image.shape[:2]
+        if self.save_img:
+            canvas = draw_detections(frame.image, detections, self.names, style=self.style)
+            if frame.is_video:
+                self._video_frame(frame, canvas)
+            else:
+                path = self.save_dir / f"{name}{frame.path.suffix}"
+                path.parent.mkdir(parents=True, exist_ok=True)
+                self.saved.append(write_image(path, canvas))
+        if self.save_visdrone:
+            self._text(self.save_dir / "visdrone" / f"{name}.txt", visdrone_lines(detections))
+        if self.save_txt:
+            lines = yolo_lines(detections, width=width, height=height, with_score=self.save_conf)
+            self._text(self.save_dir / "labels" / f"{name}.txt", lines)
+        if self.save_json:
+            self.json_images.append((name, detections))
+        if self.save_crop:
+            self.saved += save_crops(frame.image, detections, self.names, self.save_dir / "crops", name)
+
+    def _text(self, path: Path, lines: list[str]) -> None:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text("".join(f"{line}\n" for line in lines), encoding="utf-8")
+        self.saved.append(path)
+
+    def _video_frame(self, frame: Frame, canvas: np.ndarray) -> None:
+        path = self.save_dir / f"{frame.name if frame.name is not None else frame.path.stem}.mp4"
+        writer = self.videos.get(path)
+        if writer is None:
+            height, width = canvas.shape[:2]
+            path.parent.mkdir(parents=True, exist_ok=True)
+            writer = cv2.VideoWriter(str(path), cv2.VideoWriter_fourcc(*"mp4v"), frame.fps, (width, height))
+            if not writer.isOpened():
+                raise OSError(f"{path}: cannot open a video writer")
+            self.videos[path] = writer
+            self.saved.append(path)
+        writer.write(canvas)
+
+    def close(self) -> None:
+        for writer in self.videos.values():
+            writer.release()
+        self.videos.clear()
+        if self.save_json:
+            path = self.save_dir / "predictions.json"
+            path.write_text(json.dumps(coco_predictions(self.json_images, self.image_ids)), encoding="utf-8")
+            self.saved.append(path)

@@ -1,0 +1,247 @@
+"""Runtime settings: device, precision, attention kernels, compilation, memory layout, allocators.
+
+`RuntimeConfig` is plain data. Nothing here changes global state on import. `configure_process(cfg)` is the
+one function that applies process-wide settings (CUDA allocator environment, CPU malloc thresholds, TF32,
+cudnn.benchmark); only the command-line entry points call it, before the first CUDA call. Everything else is
+scoped: `autocast(cfg, device)` and `sdpa_context(cfg)` are context managers.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import os
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+
+import torch
+from torch import nn
+
+from tphyolo.runtime.cpu_memory import keep_freed_blocks
+from tphyolo.runtime.flags import (
+    ALLOC_ENV_VARS,
+    AMP_CHOICES,
+    COMPILE_CHOICES,
+    DEFAULT_ALLOC_CONF,
+    SDPA_BACKEND_NAMES,
+    parse_device,
+)
+
+QUIET_KINETO_LOG_LEVEL = "6"  # above kineto's ERROR level: torch.profiler's C++ library prints nothing
+
+
+@dataclass(frozen=True)
+class RuntimeConfig:
+    """How a process runs its models.
+
+    device: "auto" (first CUDA device, else CPU), "cpu", "cuda", "cuda:N", "N", or "N,M,..." (several GPUs:
+        each process of a distributed run uses its LOCAL_RANK).
+    amp: autocast dtype: "auto" (bf16 on GPUs that support it, fp16 on older GPUs, off on CPU), "bf16",
+        "fp16" or "off".
+    sdpa_backends: the scaled-dot-product-attention kernels allowed, from SDPA_BACKEND_NAMES; empty = all.
+    compile: torch.compile mode, or "off".
+    channels_last: the memory format of convolution weights and inputs: True NHWC (`torch.channels_last`),
+        False NCHW, None (auto) NHWC for inference on the CPU and NCHW for training and on GPUs. On the CPU,
+        oneDNN runs NHWC convolutions without reordering each activation: an inference pass measured 1.07-2.1x
+        faster (`benchmarks/memory_format.py`: the Swin and ++ variants to tph-yolov5n at 1536 px), a training
+        step 0.95-1.10x (the Swin variant is slower).
+    half: inference with fp16 weights and inputs, without autocast (CUDA only; refused with an explicit
+        --amp bf16/fp16, which would mean the opposite).
+    tf32: allow TensorFloat-32 in fp32 matmuls and convolutions on Ampere and newer GPUs.
+    cudnn_benchmark: let cuDNN pick the fastest convolution algorithm per input shape.
+    alloc_conf: CUDA caching-allocator settings, applied only when the user's environment sets none.
+    keep_cpu_memory: keep large freed CPU blocks in the process for reuse (glibc malloc thresholds, see
+        `tphyolo.runtime.cpu_memory`) instead of page-faulting them in again on every pass.
+    """
+
+    device: str = "auto"
+    amp: str = "auto"
+    sdpa_backends: tuple[str, ...] = field(default_factory=tuple)
+    compile: str = "off"
+    channels_last: bool | None = None
+    half: bool = False
+    tf32: bool = True
+    cudnn_benchmark: bool = True
+    alloc_conf: str = DEFAULT_ALLOC_CONF
+    keep_cpu_memory: bool = True
+
+    def __post_init__(self) -> None:
+        if self.amp not in AMP_CHOICES:
+            raise ValueError(f"amp must be one of {AMP_CHOICES}, got {self.amp!r}")
+        if self.compile not in COMPILE_CHOICES:
+            raise ValueError(f"compile must be one of {COMPILE_CHOICES}, got {self.compile!r}")
+        unknown = [b for b in self.sdpa_backends if b not in SDPA_BACKEND_NAMES]
+        if unknown:
+            raise ValueError(f"unknown SDPA backend(s) {unknown}; known: {list(SDPA_BACKEND_NAMES)}")
+        parse_device(self.device)  # validates the spelling
+        if self.half and self.amp in ("bf16", "fp16"):
+            raise ValueError(f"half runs fp16 weights without autocast; it cannot be combined with amp {self.amp!r}")
+
+    def torch_device(self, local_rank: int = 0) -> torch.device:
+        """The device this process computes on (for a multi-GPU spec, the `local_rank`-th one)."""
+        return resolve_device(self.device, local_rank=local_rank)
+
+    def amp_dtype(self, device: torch.device) -> torch.dtype | None:
+        """The autocast dtype on `device`, or None for full precision (and for fp16 weights, `half`)."""
+        if self.amp == "off" or self.half:
+            return None
+        if self.amp == "bf16":
+            return torch.bfloat16
+        if self.amp == "fp16":
+            return torch.float16
+        if device.type != "cuda":
+            return None  # auto: CPU autocast rarely pays off
+        return torch.bfloat16 if torch.cuda.is_bf16_supported() else torch.float16
+
+    def needs_grad_scaler(self, device: torch.device) -> bool:
+        """fp16 training needs loss scaling; bf16 and fp32 do not."""
+        return self.amp_dtype(device) == torch.float16
+
+    def check_device(self, device: torch.device) -> None:
+        """Raise ValueError when this runtime cannot run on `device` (fp16 weights need CUDA)."""
+        if self.half and device.type != "cuda":
+            raise ValueError(f"half precision (fp16 weights) needs a CUDA device, got {device}")
+
+    def memory_format(self, device: torch.device, *, training: bool = False) -> torch.memory_format:
+        """The layout of 4-D weights and inputs on `device` for inference or `training`: NHWC
+        (`torch.channels_last`) or NCHW (`torch.contiguous_format`), as `channels_last` says."""
+        nhwc = self.channels_last
+        if nhwc is None:
+            nhwc = device.type == "cpu" and not training
+        return torch.channels_last if nhwc else torch.contiguous_format
+
+    def place_model(self, model: nn.Module, device: torch.device, *, training: bool = False) -> nn.Module:
+        """`model` on `device` in this runtime's weights dtype (fp16 when `half`) and memory format
+        (`memory_format`, for inference or `training`); the one place that decides them. Modifies and returns
+        `model`."""
+        self.check_device(device)
+        model = model.to(device)
+        if self.half:
+            model = model.half()
+        return model.to(memory_format=self.memory_format(device, training=training))
+
+    def compile_model(self, model: nn.Module) -> nn.Module:
+        """`torch.compile(model)` with this runtime's mode (compiled on the first call of each input shape), or
+        `model` itself when compile is off."""
+        return model if self.compile == "off" else torch.compile(model, mode=self.compile)
+
+    def prepare_model(self, model: nn.Module, device: torch.device) -> nn.Module:
+        """`place_model`, then `compile_model`: what inference (val, predict, bench, profile) runs."""
+        return self.compile_model(self.place_model(model, device))
+
+    def prepare_images(self, images: torch.Tensor, device: torch.device, *, training: bool = False) -> torch.Tensor:
+        """(B, 3, H, W) uint8 images (0..255) -> the model's input on `device` for inference or `training`:
+        floats in [0, 1], fp16 when `half` else fp32, in `memory_format`."""
+        x = images.to(device, non_blocking=True)
+        x = x.to(torch.float16 if self.half else torch.float32) / 255.0
+        return x.contiguous(memory_format=self.memory_format(device, training=training))
+
+
+def resolve_device(spec: str, *, local_rank: int = 0) -> torch.device:
+    """The torch.device for `spec` in this process; raises ValueError if it asks for a GPU that is absent."""
+    names = parse_device(spec)
+    if names == ["auto"]:
+        return torch.device("cuda", local_rank) if torch.cuda.is_available() else torch.device("cpu")
+    if names == ["cpu"]:
+        return torch.device("cpu")
+    if names == ["mps"]:
+        return torch.device("mps")
+    if not torch.cuda.is_available():
+        raise ValueError(f"device {spec!r} asks for CUDA, but no CUDA device is available (try --device cpu)")
+    if names == ["cuda"]:
+        return torch.device("cuda", local_rank)
+    if max(torch.device(name).index for name in names) >= torch.cuda.device_count():
+        raise ValueError(f"device {spec!r}: only {torch.cuda.device_count()} CUDA device(s) visible")
+    return torch.device(names[min(local_rank, len(names) - 1)])
+
+
+def configure_process(cfg: RuntimeConfig) -> dict[str, str]:
+    """Apply process-wide settings from `cfg`; call once, from an entry point, before CUDA is initialised.
+
+    Sets PYTORCH_CUDA_ALLOC_CONF and PYTORCH_ALLOC_CONF to `cfg.alloc_conf` only if the user set neither (a
+    user's setting always wins), KINETO_LOG_LEVEL to silence the profiler library's own lines (profiler
+    start/stop, "gpuGetDeviceCount failed" on machines without a GPU) unless the user set it, keeps large freed
+    CPU blocks for reuse when `cfg.keep_cpu_memory` (`tphyolo.runtime.cpu_memory.keep_freed_blocks`), then the TF32 and
+    cudnn.benchmark flags; when compiling, points PyTorch's compile caches at tphyolo's
+    (`tphyolo.runtime.compile_cache`). Raises RuntimeError if CUDA is already initialised, because the allocator reads
+    its settings once, at initialisation.
+    Returns what it did, for logging: {"alloc_conf": ..., "alloc_conf_source": "user"|"tphyolo"|"none",
+    "cpu_memory": "tphyolo"|"user"|"unavailable"|"off"}, and when compiling {"compile_cache": DIR,
+    "compile_cache_source": "user"|"tphyolo"|"default"}.
+    """
+    if torch.cuda.is_initialized():
+        raise RuntimeError(
+            "configure_process() must run before CUDA is initialised: the allocator settings would be ignored"
+        )
+    user_value = next((os.environ[name] for name in ALLOC_ENV_VARS if os.environ.get(name)), None)
+    if user_value is not None:
+        report = {"alloc_conf": user_value, "alloc_conf_source": "user"}
+    elif cfg.alloc_conf:
+        for name in ALLOC_ENV_VARS:
+            os.environ[name] = cfg.alloc_conf
+        report = {"alloc_conf": cfg.alloc_conf, "alloc_conf_source": "tphyolo"}
+    else:
+        report = {"alloc_conf": "", "alloc_conf_source": "none"}
+    os.environ.setdefault("KINETO_LOG_LEVEL", QUIET_KINETO_LOG_LEVEL)
+    report["cpu_memory"] = keep_freed_blocks() if cfg.keep_cpu_memory else "off"
+    torch.set_float32_matmul_precision("high" if cfg.tf32 else "highest")
+    torch.backends.cudnn.allow_tf32 = cfg.tf32
+    torch.backends.cudnn.benchmark = cfg.cudnn_benchmark
+    if cfg.compile != "off":
+        from tphyolo.runtime.compile_cache import use_compile_cache
+
+        cache = use_compile_cache()
+        report.update(compile_cache=cache["dir"], compile_cache_source=cache["source"])
+    return report
+
+
+@contextlib.contextmanager
+def autocast(cfg: RuntimeConfig, device: torch.device) -> Iterator[None]:
+    """Autocast to `cfg.amp_dtype(device)` on `device`; a no-op when AMP is off."""
+    dtype = cfg.amp_dtype(device)
+    with torch.autocast(device_type=device.type, dtype=dtype, enabled=dtype is not None):
+        yield
+
+
+def sdpa_backends(names: tuple[str, ...] | list[str]) -> list:
+    """`torch.nn.attention.SDPBackend` members for backend names (all of them for an empty list)."""
+    from torch.nn.attention import SDPBackend
+
+    members = {
+        "flash": SDPBackend.FLASH_ATTENTION,
+        "efficient": SDPBackend.EFFICIENT_ATTENTION,
+        "cudnn": SDPBackend.CUDNN_ATTENTION,
+        "math": SDPBackend.MATH,
+    }
+    return [members[name] for name in (names or SDPA_BACKEND_NAMES)]
+
+
+@contextlib.contextmanager
+def sdpa_context(cfg: RuntimeConfig) -> Iterator[None]:
+    """Restrict `F.scaled_dot_product_attention` to `cfg.sdpa_backends` (no restriction when empty)."""
+    if not cfg.sdpa_backends:
+        yield
+        return
+    from torch.nn.attention import sdpa_kernel
+
+    with sdpa_kernel(sdpa_backends(cfg.sdpa_backends)):
+        yield
+
+
+def runtime_from_args(args: argparse.Namespace) -> RuntimeConfig:
+    """A RuntimeConfig from the flags added by `add_runtime_arguments`. Raises ValueError for `--amp X` given
+    with `--no-amp`."""
+    if args.no_amp and args.amp not in (None, "off"):
+        raise ValueError(f"--amp {args.amp} and --no-amp contradict each other; give one")
+    return RuntimeConfig(
+        device=args.device,
+        amp="off" if args.no_amp else args.amp or "auto",
+        sdpa_backends=tuple(args.sdpa_backend or ()),
+        compile=args.compile,
+        channels_last=args.channels_last,
+        half=getattr(args, "half", False),
+        tf32=not args.no_tf32,
+        cudnn_benchmark=not args.no_cudnn_benchmark,
+        alloc_conf=args.alloc_conf,
+        keep_cpu_memory=not args.no_keep_cpu_memory,
+    )

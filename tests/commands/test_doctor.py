@@ -1,0 +1,86 @@
+"""`tphyolo doctor --json`: the schema and truthfulness of the report on this machine."""
+
+import json
+
+import pytest
+import torch
+
+from tphyolo.cli import main
+from tphyolo.commands import doctor
+
+
+@pytest.mark.slow
+def test_doctor_json_schema_and_exit_code(capsys):
+    assert main(["doctor", "--json", "--compile-check"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    for key in (
+        "tphyolo", "python", "torch", "cuda", "devices", "sdpa", "precision", "allocator", "compile", "cpu",
+        "pinned_memory", "problems",
+    ):  # fmt: skip
+        assert key in report, key
+    assert report["torch"]["version"] == torch.__version__
+    assert report["cuda"]["available"] == torch.cuda.is_available()
+    assert len(report["devices"]) == (torch.cuda.device_count() if torch.cuda.is_available() else 0)
+    assert set(report["sdpa"]["probes"]) == {"small", "masked"}
+    for row in report["sdpa"]["probes"].values():
+        assert set(row) == {"default", "flash", "efficient", "cudnn", "math"}
+        assert row["math"] == "ok"
+        assert not row["default"].startswith("error")
+    assert report["compile"]["available"] in (True, False)
+    assert report["cpu"]["torch_threads"] == torch.get_num_threads()
+    for problem in report["problems"]:
+        assert problem["message"] and problem["fix"]
+
+
+def test_doctor_names_the_kernel_that_ran_on_cpu():
+    probes = doctor.collect_report(compile_check=False)["sdpa"]["probes"]
+    if not torch.cuda.is_available():
+        # The CPU build has a fused flash kernel; the efficient and cudnn kernels are CUDA-only.
+        assert probes["small"]["default"] in ("flash (cpu)", "math")
+        assert probes["small"]["efficient"].startswith("unavailable")
+
+
+def test_problems_have_fixes():
+    report = doctor.collect_report(compile_check=False)
+    broken = dict(report, compile={"available": False, "error": "no compiler", "backend": "inductor (C++)"})
+    messages = [p.message for p in doctor.find_problems(broken)]
+    assert any("torch.compile does not work" in m for m in messages)
+    broken = dict(report, cpu=dict(report["cpu"], torch_threads=64, usable_cores=2))
+    assert any("64 threads" in p.message and "OMP_NUM_THREADS=2" in p.fix for p in doctor.find_problems(broken))
+
+
+def test_human_report_mentions_kernels(capsys):
+    assert main(["doctor", "--no-compile-check"]) == 0
+    captured = capsys.readouterr()
+    out = captured.out
+    assert "sdpa small" in out and "ran:" in out and "not checked" in out
+    assert "probing attention kernels" in captured.err  # a slow probe says so before it starts
+
+
+def test_the_cpu_malloc_line_says_who_sets_it(monkeypatch, capsys):
+    monkeypatch.delenv("LD_PRELOAD", raising=False)
+    monkeypatch.delenv("MALLOC_TRIM_THRESHOLD_", raising=False)
+    report = doctor.collect_report(compile_check=False)
+    assert report["allocator"]["cpu_malloc"]["user_choice"] is None
+    assert "keep freed blocks up to 1024 MiB" in doctor.format_report(report)
+    monkeypatch.setenv("MALLOC_TRIM_THRESHOLD_", "0")
+    report = doctor.collect_report(compile_check=False)
+    assert "left to your setting MALLOC_TRIM_THRESHOLD_=0" in doctor.format_report(report)
+
+
+def test_cpu_only_is_a_fact_not_a_problem():
+    report = doctor.collect_report(compile_check=False)
+    cpu_only = dict(report, cuda=dict(report["cuda"], available=False, device_count=0), devices=[])
+    assert not any("CUDA" in p.message for p in doctor.find_problems(cpu_only))
+    assert doctor.device_summary(dict(cpu_only, cuda=dict(cpu_only["cuda"], built_with=None))).startswith("CPU only")
+    gpu = dict(report, cuda=dict(report["cuda"], available=True, device_count=1), devices=[{"index": 0, "name": "X"}])
+    assert doctor.device_summary(gpu) == "1 CUDA GPU(s) (0: X)"
+
+
+def test_compile_probe_runs_by_default_only_with_a_gpu(monkeypatch):
+    calls = []
+    monkeypatch.setattr(doctor, "_probe_compile", lambda device: calls.append(device) or {"available": True})
+    report = doctor.collect_report()
+    assert report["compile"].get("skipped") is (not torch.cuda.is_available())
+    assert len(calls) == int(torch.cuda.is_available())
+    assert doctor.collect_report(compile_check=True)["compile"] == {"available": True}

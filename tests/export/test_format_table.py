@@ -1,0 +1,52 @@
+"""The export formats' table is the one description of a format: what the CLI, the file names, the exporter,
+the backends and the benchmark use is derived from it."""
+
+from dataclasses import fields
+from pathlib import Path
+
+import pytest
+
+from tphyolo.bench.export import BACKENDS as BENCHED
+from tphyolo.export.config import ExportConfig
+from tphyolo.export.exporter import output_paths, selected_formats
+from tphyolo.export.formats import EXPORT_FORMATS, FORMATS, RUNTIMES
+from tphyolo.flags import flag_spec
+from tphyolo.infer.backends import BACKENDS, exported_format
+from tphyolo.infer.backends.metadata import FORMATS as METADATA_FORMATS
+
+
+def test_every_format_can_be_named_in_metadata():
+    assert METADATA_FORMATS == EXPORT_FORMATS
+
+
+@pytest.mark.parametrize("fmt", FORMATS, ids=lambda f: f.name)
+def test_each_row_has_a_writer_and_its_backend_runs_its_files(fmt, tmp_path):
+    writer = fmt.writer_module()
+    assert callable(writer.check) and callable(writer.write)
+    if fmt.backend is None:
+        assert fmt.runtime is None and fmt.suffix_written
+        return
+    backend = BACKENDS[fmt.backend]
+    assert backend.format == fmt.name and fmt.suffix == backend.suffix
+    written = tmp_path / f"best{fmt.suffix}"
+    if fmt.name == "openvino":  # a folder, recognised by the .xml it holds
+        written.mkdir()
+        (written / "best.xml").touch()
+    else:
+        written.touch()
+    assert exported_format(written) == fmt.name
+
+
+def test_backends_are_the_rows_that_have_one():
+    assert sorted(BACKENDS) == sorted(f.name for f in FORMATS if f.backend is not None)
+
+
+def test_the_cli_the_file_names_and_the_benchmark_derive_from_the_table():
+    assert flag_spec(fields(ExportConfig)[0]).choices == EXPORT_FORMATS
+    cfg = ExportConfig(formats=tuple(reversed(EXPORT_FORMATS)))
+    assert [f.name for f in selected_formats(cfg)] == list(EXPORT_FORMATS)  # written in table order
+    paths = output_paths(cfg, Path("runs/best"))
+    assert {name: path.name for name, path in paths.items()} == {f.name: f"best{f.suffix}" for f in FORMATS}
+    assert ("torch", *RUNTIMES) == BENCHED and set(RUNTIMES.values()) == set(BACKENDS)
+    with pytest.raises(ValueError, match="unknown export format"):
+        ExportConfig(formats=("tflite",))
