@@ -7,6 +7,7 @@ x0 = (x - pads[i, 0]) / ratios[i, 0], y0 = (y - pads[i, 1]) / ratios[i, 1] for i
 from __future__ import annotations
 
 import random
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
 import numpy as np
@@ -140,15 +141,20 @@ def build_dataloader(
     rank: int = 0,
     world_size: int = 1,
     drop_last: bool = False,
+    indices: Sequence[int] | None = None,
 ) -> DataLoader:
     """A DataLoader yielding `Batch`es.
 
     distributed=True shards with a DistributedSampler (call `loader.sampler.set_epoch(epoch)` each epoch);
-    shuffle must be False for rect datasets (their batches are pre-shaped by order).
+    shuffle must be False for rect datasets (their batches are pre-shaped by order). indices: only these items,
+    in this order (a rank's share of an evaluation, `tphyolo.runtime.sharding`); not with shuffle or
+    distributed.
     """
     if shuffle and getattr(dataset, "rect", False):
         raise ValueError("a rect dataset must not be shuffled (batch shapes follow the aspect-ratio order)")
-    sampler = None
+    if indices is not None and (shuffle or distributed):
+        raise ValueError("indices choose the items in order: not with shuffle or distributed")
+    sampler = list(indices) if indices is not None else None
     if distributed:
         sampler = DistributedSampler(
             dataset, num_replicas=world_size, rank=rank, shuffle=shuffle, seed=seed, drop_last=drop_last
