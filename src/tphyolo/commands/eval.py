@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import json
+from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
@@ -93,13 +94,16 @@ def annotation_files(gt_dir: Path) -> list[Path]:
     return gt_files
 
 
-def load_visdrone_pairs(gt_dir: Path, pred_dir: Path) -> list[tuple[str, np.ndarray, np.ndarray]]:
-    """(stem, gt rows, prediction rows) for every annotation file, sorted by name."""
+def load_visdrone_pairs(
+    gt_dir: Path, pred_dir: Path, *, indices: Sequence[int] | None = None
+) -> list[tuple[str, np.ndarray, np.ndarray]]:
+    """(stem, gt rows, prediction rows) for every annotation file, sorted by name (only those of `indices` in
+    that order, when given)."""
     gt_files = annotation_files(gt_dir)
     if not pred_dir.is_dir():
         raise NotADirectoryError(f"--pred {pred_dir} is not a folder of VisDrone result txt files")
     pairs = []
-    for gt_path in gt_files:
+    for gt_path in gt_files if indices is None else [gt_files[i] for i in indices]:
         pred_path = pred_dir / gt_path.name
         if not pred_path.is_file():
             raise FileNotFoundError(f"no prediction file {pred_path} for annotation {gt_path}")
@@ -114,23 +118,29 @@ def _read_json(path: Path, what: str):
         raise ValueError(f"{path}: not valid JSON ({what}): {error}") from None
 
 
-def _score_visdrone_files(args: argparse.Namespace) -> tuple[dict, dict, str]:
+def _score_visdrone_files(args: argparse.Namespace, dist) -> tuple[dict, dict, str] | None:
     """The protocol's overall numbers, per-class numbers and table for VisDrone txt folders (with `--report`,
-    read from the report's one scoring)."""
+    read from the report's one scoring). Under torchrun each rank reads its share of the files and rank 0
+    scores them all in file order; the other ranks get None."""
+    from tphyolo.evaluation.sharded import Shard, gather_in_order
     from tphyolo.infer.config import MAX_DET
     from tphyolo.metrics.registry import get_protocol
     from tphyolo.metrics.visdrone import NAMES, image_result
 
     protocol = get_protocol(args.protocol)
     images_dir = args.images or args.gt.parent / "images"
+    shard = Shard.of(len(annotation_files(args.gt)), unit=1, ctx=dist)
     images = []
-    for stem, gt, pred in load_visdrone_pairs(args.gt, args.pred):
+    for stem, gt, pred in load_visdrone_pairs(args.gt, args.pred, indices=shard.indices):
         shape, path = None, stem
         if args.report is not None and (found := image_file(images_dir, stem)) is not None:
             shape, path = image_size(found), str(found.resolve())  # the report draws the image
         elif protocol.needs_image_size and (gt[:, 5] == 0).any():
             shape = image_size(required_image(images_dir, stem))  # the size matters only for ignored regions
         images.append(image_result(path, gt, pred, shape=shape))
+    images = gather_in_order(shard, images)
+    if images is None:
+        return None
     if args.report is not None:
         scored = _write_report(args, images, names=NAMES, max_det=MAX_DET)
         return scored.extra, scored.protocol_per_class, scored.tables[-1]
@@ -190,21 +200,35 @@ def save_coco_gt(gt_dir: Path, images_dir: Path, out: Path) -> dict:
 
 
 def run(args: argparse.Namespace) -> int:
+    import torch
+
+    from tphyolo.runtime.distributed import DistContext, process_group
+
+    dist = DistContext.from_env()  # under torchrun: VisDrone files read by every rank, scored by rank 0
+    with process_group(dist, torch.device("cpu")):
+        return _run(args, dist)
+
+
+def _run(args: argparse.Namespace, dist) -> int:
     from tphyolo.errors import UsageError
 
     if args.save_gt is not None:
         if args.gt.suffix == ".json":
             raise UsageError(f"--save-gt writes the COCO json of a VisDrone annotation folder; --gt {args.gt} is one")
-        dataset = save_coco_gt(args.gt, args.images or args.gt.parent / "images", args.save_gt)
-        print(f"COCO ground truth of {len(dataset['images'])} image(s) in {args.save_gt}")
+        if dist.is_main:
+            dataset = save_coco_gt(args.gt, args.images or args.gt.parent / "images", args.save_gt)
+            print(f"COCO ground truth of {len(dataset['images'])} image(s) in {args.save_gt}")
         if args.pred is None:
             return 0
     if args.pred is None:
         raise UsageError("--pred is required (unless --save-gt only writes the ground truth)")
     if args.gt.suffix == ".json":
-        overall, per_class, table = _score_coco_files(args)
+        scored = _score_coco_files(args) if dist.is_main else None  # one COCO evaluation, on rank 0
     else:
-        overall, per_class, table = _score_visdrone_files(args)
+        scored = _score_visdrone_files(args, dist)
+    if scored is None:
+        return 0
+    overall, per_class, table = scored
     print(table)
     if args.json is not None:
         payload = dict(overall) | {"per_class": per_class}
