@@ -4,33 +4,18 @@ Five images in batches of two make three batches, dealt 2 + 1 over the two ranks
 
 from __future__ import annotations
 
-import filecmp
 import json
-import os
 import shutil
-import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
 import pytest
 from tests.evaluation.distributed_val_worker import main as val_worker
+from tests.torchrun import REPO, same_files, torchrun
 
 from tphyolo.data.formats.visdrone import NAMES
 
-REPO = Path(__file__).resolve().parents[2]
 pytestmark = pytest.mark.slow
-
-
-def torchrun(*args: str, nproc: int = 2, timeout: int = 300) -> subprocess.CompletedProcess:
-    """`python -m torch.distributed.run --standalone --nproc_per_node N ARGS` with one thread per process, the
-    repository (for `tests.`) and the source on the path."""
-    path = os.pathsep.join([str(REPO), str(REPO / "src"), os.environ.get("PYTHONPATH", "")])
-    env = dict(os.environ, OMP_NUM_THREADS="1", PYTHONPATH=path)
-    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc_per_node={nproc}", *args]
-    result = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=env, check=False)
-    assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-4000:]
-    return result
 
 
 @pytest.fixture(scope="module")
@@ -44,16 +29,6 @@ def five_images(visdrone_mini, tmp_path_factory) -> Path:
     path = root / "data.yaml"
     path.write_text(f"path: {root}\ntrain: images\nval: images\nnames: {list(NAMES)}\n")
     return path
-
-
-def same_files(a: Path, b: Path) -> list[str]:
-    """The relative paths of the files under `a` (all of them), after checking that `b` has the same, byte for
-    byte."""
-    files = sorted(str(p.relative_to(a)) for p in a.rglob("*") if p.is_file())
-    assert files == sorted(str(p.relative_to(b)) for p in b.rglob("*") if p.is_file())
-    differ = [f for f in files if not filecmp.cmp(a / f, b / f, shallow=False)]
-    assert not differ, differ
-    return files
 
 
 def test_two_processes_score_and_save_what_one_does(five_images, tmp_path):

@@ -91,6 +91,15 @@ def broadcast_object(ctx: DistContext, value: object) -> object:
     return box[0]
 
 
+def broadcast_module(ctx: DistContext, module: torch.nn.Module) -> None:
+    """Rank 0's parameters and buffers copied into `module` (of the same architecture) on every rank."""
+    if not ctx.distributed:
+        return
+    with torch.no_grad():
+        for tensor in module.state_dict().values():
+            dist.broadcast(tensor, src=0)
+
+
 def gather_to_main(ctx: DistContext, value: object) -> list | None:
     """Every rank's `value` (picklable), in rank order, on rank 0; None on the other ranks. ([value] in one
     process.)"""
