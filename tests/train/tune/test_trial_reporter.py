@@ -14,8 +14,8 @@ SPACE = SearchSpace({"lr0": 0.01, "momentum": 0.9}, {"lr0": HypRange(1e-4, 0.1)}
 
 
 def trial(number: int, lr0: float, **result) -> SimpleNamespace:
-    return SimpleNamespace(config={"lr0": lr0, "trial": number}, last_result=result, error_file="/x/error.txt",
-                           path="/x")  # fmt: skip
+    return SimpleNamespace(config={"lr0": lr0, "trial": number}, last_result=result, error_file=None,
+                           path="/x/trial{number}")  # fmt: skip
 
 
 def report(fitness: float, epoch: int) -> dict:
@@ -36,6 +36,10 @@ def test_the_table_and_the_lines_follow_the_trials(tmp_path):
     reporter.on_trial_complete(0, [], two)
     three.last_result = report(0.1, 1)
     reporter.on_trial_complete(0, [], three)  # ended after 1 of 2 epochs: stopped by the scheduler
+    error = tmp_path / "staged" / "error.txt"
+    error.parent.mkdir()
+    error.write_text("Traceback (most recent call last):\n  ...\nValueError: lr0 too high\n\n")
+    four.error_file, four.path = str(error), "/run/ray/session1/trial4"
     reporter.on_trial_error(0, [], four)
     rows = {r.trial: r for r in read_trials(table)}
     assert (rows[2].state, rows[2].fitness, rows[2].map50, rows[2].epochs) == ("done", 0.4, 0.5, 2)
@@ -44,7 +48,8 @@ def test_the_table_and_the_lines_follow_the_trials(tmp_path):
     assert out.getvalue().splitlines() == [
         "trial   2/5  done     fitness 0.4000  mAP50 0.5000  mAP50-95 0.3900  2 epoch(s)",
         "trial   3/5  stopped  fitness 0.1000  mAP50 0.2000  mAP50-95 0.0900  1 epoch(s)",
-        "trial   4/5  error    fitness nan  mAP50 nan  mAP50-95 nan  0 epoch(s)  (the error: /x/error.txt)",
+        "trial   4/5  error    fitness nan  mAP50 nan  mAP50-95 nan  0 epoch(s)  ValueError: lr0 too high "
+        "(/run/ray/session1/trial4/error.txt)",
     ]
     reporter.on_trial_start(0, [], trial(5, 0.02))
     reporter.interrupted()

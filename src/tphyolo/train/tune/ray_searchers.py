@@ -162,6 +162,13 @@ class NumberedSearcher(Searcher):
     def restore(self, checkpoint_path: str) -> None:
         self.searcher.restore(checkpoint_path)
 
+    def get_state(self) -> dict:
+        """The wrapper's own state (Tune saves a wrapped searcher's apart, with its `save`)."""
+        return {"next_number": self.next_number}
+
+    def set_state(self, state: Mapping[str, Any]) -> None:
+        self.next_number = int(state["next_number"])
+
     @property
     def metric(self) -> str:
         return self.searcher.metric

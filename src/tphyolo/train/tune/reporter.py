@@ -29,6 +29,17 @@ def trial_line(row: TrialRow, *, total: int) -> str:
     return f"trial {row.trial:>3}/{total}  {row.state:<7}  {numbers}  {row.epochs} epoch(s)"
 
 
+def error_summary(trial: Any) -> str:
+    """The last line of a failed trial's traceback (Ray's error.txt, plain text) and where the whole of it is."""
+    staged = Path(trial.error_file) if trial.error_file else None
+    cause = ""
+    if staged is not None and staged.is_file():
+        lines = [line for line in staged.read_text(errors="replace").splitlines() if line.strip()]
+        cause = f"{lines[-1].strip()} " if lines else ""
+    where = Path(trial.path) / staged.name if trial.path and staged is not None else staged or "ray.log"
+    return f"{cause}({where})"
+
+
 def final_table(rows: Sequence[TrialRow], *, most: int = 10) -> str:
     """The `most` fittest trials, best first, as a table (then how many are not shown)."""
     ranked = sorted(rows, key=lambda r: (not math.isfinite(r.fitness), -r.fitness if math.isfinite(r.fitness) else 0))
@@ -93,8 +104,7 @@ class TrialReporter(Callback):
 
     def on_trial_error(self, iteration: int, trials: list, trial: Any, **info: Any) -> None:
         row = self._update(self._row(trial), trial.last_result, state="error")
-        where = trial.error_file or trial.path or "ray.log"
-        print(f"{trial_line(row, total=self.total)}  (the error: {where})", file=self.stream, flush=True)
+        print(f"{trial_line(row, total=self.total)}  {error_summary(trial)}", file=self.stream, flush=True)
 
     def interrupted(self) -> None:
         """Marks the trials still running as interrupted (the search stopped under them)."""

@@ -122,8 +122,8 @@ class SearchSpace:
         unknown = sorted(set(self.ranges) - set(self.base))
         if unknown:
             raise ValueError(f"searched keys {unknown} are not in the hyp file; its keys: {sorted(self.base)}")
-        object.__setattr__(self, "base", MappingProxyType(dict(self.base)))
-        object.__setattr__(self, "ranges", MappingProxyType(dict(self.ranges)))
+        object.__setattr__(self, "base", dict(self.base))  # copies (plain dicts: a space is pickled to trials)
+        object.__setattr__(self, "ranges", dict(self.ranges))
 
     @property
     def keys(self) -> tuple[str, ...]:
