@@ -30,6 +30,7 @@ from tphyolo.bench.baseline_loss import OriginalLoss
 from tphyolo.bench.baselines import with_original_attention
 from tphyolo.bench.report import Row
 from tphyolo.bench.timing import paired_speedup, peak_memory_mb, time_calls
+from tphyolo.data.letterbox import check_imgsz
 from tphyolo.runtime.config import RuntimeConfig, autocast, sdpa_context
 from tphyolo.runtime.precision import strict_fp32
 
@@ -108,8 +109,8 @@ def synthetic_images(batch: int, image_size: int, *, seed: int = 0) -> torch.Ten
 
 def _loss_for(model: nn.Module, image_size: int, *, original: bool = False) -> nn.Module:
     """`YoloLoss` of `model`'s head with hyp "scratch-low"; `original`: its `OriginalLoss` twin."""
-    from tphyolo.train.hyp import load_hyp, scale_hyp
-    from tphyolo.train.loss import YoloLoss
+    from tphyolo.training.hyp import load_hyp, scale_hyp
+    from tphyolo.training.loss import YoloLoss
 
     head = model.head
     hyp = scale_hyp(load_hyp("scratch-low"), num_levels=head.nl, num_classes=head.nc, imgsz=image_size)
@@ -186,6 +187,7 @@ def bench_model(
     runs = variant_runtimes(runtime, settings.variants, device=device, log=log)
     torch.manual_seed(0)
     ours = build_model(settings.model, num_classes=settings.num_classes).to(device)
+    settings = replace(settings, image_size=check_imgsz(settings.image_size, int(ours.stride.max())))
     baseline, replaced = with_original_attention(ours)
     images = synthetic_images(settings.batch, settings.image_size)
     targets = synthetic_targets(settings.batch, settings.num_classes).to(device)

@@ -17,18 +17,19 @@ import yaml
 from tphyolo.commands.inference_args import (
     add_classifier_flags,
     add_inference_flags,
+    add_slice_flags,
     classifier_settings,
     inference_device,
+    slice_settings,
 )
 from tphyolo.errors import describe_error
-from tphyolo.flags import add_flags
+from tphyolo.flags import add_flags, bounded
 
 USES_RUNTIME = True
 RUNTIME_INFERENCE = True
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    from tphyolo.infer.slicing import DEFAULT_OVERLAP
     from tphyolo.predict.draw_style import DrawStyle
 
     parser.add_argument(
@@ -42,14 +43,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="checkpoint(s) or exported model(s) (.onnx, OpenVINO, .torchscript); several form an ensemble "
         "(required unless --resume)",
     )
-    parser.add_argument("--model-weights", nargs="+", type=float, default=None, help="WBF weight of each model")
+    parser.add_argument(
+        "--model-weights", nargs="+", type=bounded(float, 0), default=None, help="WBF weight of each model"
+    )
     add_inference_flags(parser)
     add_classifier_flags(parser)
-    parser.add_argument("--slice", type=int, default=None, metavar="SIZE", help="sliced inference, window pixels")
-    parser.add_argument(
-        "--overlap", type=float, default=DEFAULT_OVERLAP, help=f"slice overlap fraction (default: {DEFAULT_OVERLAP})"
-    )
-    parser.add_argument("--slice-full", action="store_true", help="add a full-image pass to sliced inference")
+    add_slice_flags(parser)
     parser.add_argument("--no-save-img", action="store_true", help="do not write annotated images/videos")
     parser.add_argument("--save-txt", action="store_true", help="YOLO txt per image (labels/)")
     parser.add_argument("--save-conf", action="store_true", help="scores in --save-txt files")
@@ -65,7 +64,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_flags(parser, DrawStyle)
     parser.add_argument(
         "--vid-stride",
-        type=int,
+        type=bounded(int, 1),
         default=1,
         metavar="N",
         help="read every N-th frame of videos and streams (default: 1)",
@@ -125,51 +124,33 @@ def resumed_args(args: argparse.Namespace) -> argparse.Namespace:
     if not isinstance(saved, dict) or not isinstance(saved.get("argv"), list):
         raise ValueError(f"{path}: expected a mapping with an 'argv' list")
     values = vars(command_parser().parse_args([str(word) for word in saved["argv"]]))
-    return argparse.Namespace(**(values | {"resume": args.resume, "runtime": args.runtime, "argv": args.argv}))
+    return argparse.Namespace(**(values | {"resume": args.resume, "runtime": args.runtime}))
 
 
 def slice_config(args: argparse.Namespace):
     """The SliceConfig of `--slice`, `--overlap`, `--slice-full`, or None without `--slice`. Raises UsageError
     for slice flags given without `--slice` and for `--save-conf` without `--save-txt` (flags with no effect)."""
     from tphyolo.errors import UsageError
-    from tphyolo.infer.slicing import DEFAULT_OVERLAP, SliceConfig
 
     if args.save_conf and not args.save_txt:
         raise UsageError("--save-conf adds scores to the --save-txt files; add --save-txt or drop it")
     if args.coco_gt is not None and not args.save_json:
         raise UsageError("--coco-gt numbers the images of --save-json; add --save-json or drop it")
-    if args.vid_stride < 1:
-        raise UsageError(f"--vid-stride must be at least 1, got {args.vid_stride}")
     if args.no_save_img and (args.hide_labels or args.hide_conf or args.line_width is not None):
         raise UsageError("--hide-labels, --hide-conf and --line-width style the annotated images; drop --no-save-img")
-    if args.slice is None:
-        given = [
-            name
-            for name, on in (("--overlap", args.overlap != DEFAULT_OVERLAP), ("--slice-full", args.slice_full))
-            if on
-        ]
-        if given:
-            raise UsageError(f"{' and '.join(given)} set(s) sliced inference up; add --slice SIZE or drop it")
-        return None
-    try:
-        return SliceConfig(args.slice, args.overlap, args.slice_full)
-    except ValueError as error:
-        raise UsageError(f"--slice {args.slice} --overlap {args.overlap}: {error}") from error
+    return slice_settings(args)
 
 
 def run(args: argparse.Namespace) -> int:
-    from tqdm import tqdm
-
     from tphyolo.errors import UsageError
     from tphyolo.flags import from_flags
     from tphyolo.infer.config import InferenceConfig
     from tphyolo.predict.draw_style import DrawStyle
     from tphyolo.predict.predictor import Predictor
-    from tphyolo.predict.run import predict_into
     from tphyolo.predict.sources import resolve_source, source_names
-    from tphyolo.predict.writers import PredictionWriter, coco_gt_image_ids
+    from tphyolo.predict.writers import coco_gt_image_ids
     from tphyolo.runtime.distributed import DistContext, broadcast_object, process_group
-    from tphyolo.runtime.run_dir import OutputDir
+    from tphyolo.runtime.run_dir import OutputDir, removed_if_left_empty
 
     if args.resume is not None:
         args = resumed_args(args)
@@ -202,26 +183,41 @@ def run(args: argparse.Namespace) -> int:
             if dist.is_main:
                 (save_dir / SETTINGS_FILE).write_text(yaml.safe_dump({"argv": saved_settings(args)}))
             save_dir = Path(broadcast_object(dist, None if save_dir is None else str(save_dir)))
-        writer = PredictionWriter(
-            save_dir,
-            names=predictor.names,
-            save_img=not args.no_save_img,
-            save_txt=args.save_txt,
-            save_conf=args.save_conf,
-            save_visdrone=args.save_visdrone,
-            save_crop=args.save_crop,
-            style=style,
-        )
-
-        def skip(path, error: Exception) -> None:
-            tqdm.write(f"tphyolo predict: skipped {describe_error(error)}", file=sys.stderr)
-
-        result = predict_into(
-            predictor, files, writer, dist=dist, save_json=args.save_json, image_ids=image_ids,
-            resume=args.resume is not None, vid_stride=args.vid_stride, on_skip=skip,
-        )  # fmt: skip
+        with removed_if_left_empty(save_dir if dist.is_main and args.resume is None else None):
+            result = _predict_into(save_dir, predictor, files, args, style=style, image_ids=image_ids, dist=dist)
     if dist.is_main:
+        warnings = f" ({result.warned} with a warning)" if result.warned else ""
         before = f" ({result.finished_before} finished before)" if result.finished_before else ""
-        print(f"{result.detections} detections in {result.files} file(s){before}, {result.skipped} skipped; "
-              f"results in {save_dir}")  # fmt: skip
+        print(f"{result.detections} detections in {result.files} file(s){warnings}{before}, {result.skipped} "
+              f"skipped; results in {save_dir}")  # fmt: skip
     return 0
+
+
+def _predict_into(save_dir, predictor, files, args: argparse.Namespace, *, style, image_ids, dist):
+    """Predict the files (this rank's share) into `save_dir`, writing each output as its frame is done."""
+    from tqdm import tqdm
+
+    from tphyolo.predict.run import predict_into
+    from tphyolo.predict.writers import PredictionWriter
+
+    writer = PredictionWriter(
+        save_dir,
+        names=predictor.names,
+        save_img=not args.no_save_img,
+        save_txt=args.save_txt,
+        save_conf=args.save_conf,
+        save_visdrone=args.save_visdrone,
+        save_crop=args.save_crop,
+        style=style,
+    )
+
+    def skip(path, error: Exception) -> None:
+        tqdm.write(f"tphyolo predict: skipped {describe_error(error)}", file=sys.stderr)
+
+    def note(text: str) -> None:  # a partial JPEG, the first of several frames
+        tqdm.write(f"tphyolo predict: warning: {text}", file=sys.stderr)
+
+    return predict_into(
+        predictor, files, writer, dist=dist, save_json=args.save_json, image_ids=image_ids,
+        resume=args.resume is not None, vid_stride=args.vid_stride, on_skip=skip, on_note=note,
+    )  # fmt: skip

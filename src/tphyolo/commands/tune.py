@@ -13,8 +13,8 @@ from pathlib import Path
 
 from tphyolo.errors import UsageError
 from tphyolo.flags import add_flags, from_flags, setting_name
-from tphyolo.train.config import TrainConfig
-from tphyolo.train.tune.config import TuneConfig
+from tphyolo.training.config import TrainConfig
+from tphyolo.training.tune.config import TuneConfig
 
 USES_RUNTIME = True
 TRAIN_FLAGS_OWNED = ("project", "name", "exist_ok", "val")  # the search sets them (`search.SEARCH_OWNED`)
@@ -32,8 +32,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from tphyolo.train.tune.ray_session import require_ray_tune
-    from tphyolo.train.tune.search import run_search
+    from tphyolo.training.tune.ray_session import require_ray_tune
+    from tphyolo.training.tune.search import run_search
 
     try:
         require_ray_tune()

@@ -34,24 +34,26 @@ class FrameRecord:
 @dataclass(frozen=True)
 class UnitRecord:
     """A finished unit: its files' output names, detections and skipped files counted, frames (only when
-    predictions.json is asked for)."""
+    predictions.json is asked for), and frames that came with a warning."""
 
     files: tuple[str, ...]
     detections: int
     skipped: int
     frames: tuple[FrameRecord, ...] = field(default=())
+    warned: int = 0
 
     def to_json(self) -> str:
         frames = [[f.file, f.index, f.name, f.rows.tolist()] for f in self.frames]  # float32 values, exactly
         return json.dumps({"files": list(self.files), "detections": self.detections, "skipped": self.skipped,
-                           "frames": frames})  # fmt: skip
+                           "frames": frames, "warned": self.warned})  # fmt: skip
 
     @classmethod
     def from_json(cls, line: str) -> UnitRecord:
         data = json.loads(line)
         frames = tuple(FrameRecord(f, int(i), n, torch.tensor(rows, dtype=torch.float32).reshape(-1, 6))
                        for f, i, n, rows in data["frames"])  # fmt: skip
-        return cls(tuple(data["files"]), int(data["detections"]), int(data["skipped"]), frames)
+        return cls(tuple(data["files"]), int(data["detections"]), int(data["skipped"]), frames,
+                   int(data.get("warned", 0)))  # fmt: skip
 
 
 class Journal:

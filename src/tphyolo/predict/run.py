@@ -28,13 +28,15 @@ from tphyolo.runtime.sharding import deal
 @dataclass(frozen=True)
 class PredictionRun:
     """What a prediction run did, over all ranks and, when resumed, with what was finished before: detections
-    found, files predicted and skipped (undecodable), and how many of the files were finished before."""
+    found, files predicted and skipped (undecodable), how many of the files were finished before, and how many
+    frames came with a warning (`Frame.notes`)."""
 
     save_dir: Path
     detections: int
     files: int
     skipped: int
     finished_before: int
+    warned: int = 0
 
 
 class _Progress:
@@ -47,6 +49,7 @@ class _Progress:
         self.finished: list[UnitRecord] = []
         self.frames: list[FrameRecord] = []
         self.detections = 0
+        self.warned = 0
         self.skipped: dict[int, int] = {}
 
     def finish_before(self, unit: int, writer: PredictionWriter) -> None:
@@ -55,10 +58,11 @@ class _Progress:
             files = [self.names[i] for i in self.units[self.next]]
             for name in files:
                 writer.end_file(name)
-            record = UnitRecord(tuple(files), self.detections, self.skipped.get(self.next, 0), tuple(self.frames))
+            record = UnitRecord(tuple(files), self.detections, self.skipped.get(self.next, 0), tuple(self.frames),
+                                self.warned)  # fmt: skip
             self.journal.record(record)
             self.finished.append(record)
-            self.frames, self.detections = [], 0
+            self.frames, self.detections, self.warned = [], 0, 0
             self.next += 1
 
 
@@ -73,13 +77,15 @@ def predict_into(
     resume: bool = False,
     vid_stride: int = 1,
     on_skip: Callable[[Path | Stream, Exception], None] | None = None,
+    on_note: Callable[[str], None] | None = None,
     progress: bool = True,
 ) -> PredictionRun:
     """Predict `files` (`sources.resolve_source`) and write each frame with `writer` into its folder, and
     predictions.json there with `save_json` (COCO image ids from `image_ids` by output name when given);
     module docstring. Every rank of a torchrun run calls this with the same arguments (`writer` on the same
     folder). resume: leave out what the folder's journal records as finished. on_skip: as `Predictor.stream`
-    (called on the rank that met the file). The counts returned are rank 0's (each rank gets its own)."""
+    (called on the rank that met the file); on_note: called with each warning a frame comes with
+    (`Frame.notes`). The counts returned are rank 0's (each rank gets its own)."""
     save_dir = writer.save_dir
     names = source_names(files)
     before = finished_units(save_dir) if resume else []
@@ -112,6 +118,9 @@ def predict_into(
         stream = predictor.stream(files, units=state.units, on_skip=skip, vid_stride=vid_stride)
         for frame, detections in stream:
             state.finish_before(state.unit_of[frame.file], writer)
+            for note in frame.notes if on_note is not None else ():
+                on_note(note)
+            state.warned += bool(frame.notes)
             name = output_name(frame)
             if save_json and image_ids is not None and name not in image_ids:
                 raise ValueError(f"{frame.path}: the COCO ground truth has no image named {name!r}")
@@ -142,6 +151,7 @@ def predict_into(
         files=len(files) - skipped,
         skipped=skipped,
         finished_before=sum(len(unit.files) for unit in before),
+        warned=sum(unit.warned for unit in units_done),
     )
 
 
