@@ -13,6 +13,7 @@ the parsed namespace. So a setting's name, default, choices and help live in one
 - A tuple field takes one or more values (`nargs="+"`) and is stored as a tuple.
 - `str | None` and the like take the non-None type; None stays the default.
 - The default is appended to the help text, unless it is None or a bool.
+- A `const` lets the flag be given bare (`--cache` means `--cache ram`).
 """
 
 from __future__ import annotations
@@ -30,13 +31,15 @@ _METADATA_KEY = "tphyolo.flag"
 
 @dataclass(frozen=True)
 class FlagSpec:
-    """How a config field appears on the command line: its names (first is shown), help, choices, nargs."""
+    """How a config field appears on the command line: its names (first is shown), help, choices, nargs, and
+    the value of the bare flag (`const`, None: a value must follow)."""
 
     names: tuple[str, ...]
     help: str
     choices: tuple[Any, ...] | None = None
     nargs: str | int | None = None
     metavar: str | None = None
+    const: Any = None
 
 
 def flag(
@@ -46,13 +49,14 @@ def flag(
     choices: Iterable[Any] | None = None,
     nargs: str | int | None = None,
     metavar: str | None = None,
+    const: Any = None,
 ) -> Any:
     """A dataclass field with `default` that is also the command-line flag `names` (see the module docstring)."""
     if not names or not all(n.startswith("--") for n in names):
         raise ValueError(f"flag names must start with '--', got {names!r}")
     if isinstance(default, (list, dict, set)):
         raise TypeError(f"{names[0]}: use an immutable default (a tuple), got {type(default).__name__}")
-    spec = FlagSpec(tuple(names), help, tuple(choices) if choices is not None else None, nargs, metavar)
+    spec = FlagSpec(tuple(names), help, tuple(choices) if choices is not None else None, nargs, metavar, const)
     return dataclasses.field(default=default, metadata={_METADATA_KEY: spec})
 
 
@@ -109,8 +113,10 @@ def add_flags(
             kwargs.update(
                 default=default,
                 help=spec.help if default is None else f"{spec.help} (default: {shown})",
-                nargs=spec.nargs or ("+" if is_tuple else None),
+                nargs=spec.nargs or ("+" if is_tuple else "?" if spec.const is not None else None),
             )
+            if spec.const is not None:
+                kwargs["const"] = spec.const
             if value_type is not None:
                 kwargs["type"] = value_type
             if spec.choices is not None:
