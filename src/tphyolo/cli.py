@@ -91,10 +91,12 @@ COMMANDS: dict[str, Command] = {
 
 
 class _Parser(argparse.ArgumentParser):
-    """An ArgumentParser whose errors are one line on stderr and exit code 2 (no usage dump)."""
+    """An ArgumentParser whose errors are one line on stderr and exit code 2 (no usage dump), followed by a
+    line for each of `notes`."""
 
-    def error(self, message: str) -> None:  # type: ignore[override]
-        self.exit(2, f"{self.prog}: error: {message} (see '{self.prog} -h')\n")
+    def error(self, message: str, notes: Iterable[str] = ()) -> None:  # type: ignore[override]
+        lines = [f"{self.prog}: error: {message} (see '{self.prog} -h')", *(f"{self.prog}: {n}" for n in notes)]
+        self.exit(2, "\n".join(lines) + "\n")
 
 
 def build_parser(commands: Iterable[str] | None = None) -> argparse.ArgumentParser:
@@ -120,6 +122,20 @@ def _add_command_arguments(sub: argparse.ArgumentParser, module) -> None:
     sub.set_defaults(_module=module)
 
 
+def _refuse_unknown(parser: argparse.ArgumentParser, command: str | None, unknown: list[str]) -> None:
+    """Exits with code 2: the command's parser error naming the `unknown` arguments, then a one-line hint for each
+    YOLOv5 flag among them that tphyolo spells otherwise (`--evolve is YOLOv5's: ... tphyolo tune`)."""
+    from tphyolo.commands.yolov5_flags import unknown_flag_hints
+
+    sub = _subparser(parser, command) if command else parser
+    sub.error(f"unrecognized arguments: {' '.join(unknown)}", notes=unknown_flag_hints(command or "", unknown))
+
+
+def _subparser(parser: argparse.ArgumentParser, command: str) -> argparse.ArgumentParser:
+    actions = (a for a in parser._actions if isinstance(a, argparse._SubParsersAction))  # no public accessor
+    return next(actions).choices[command]
+
+
 def _command_name(argv: Sequence[str]) -> str | None:
     """The subcommand `argv` names: its first word that is not an option (the top level takes no values)."""
     return next((word for word in argv if not word.startswith("-")), None)
@@ -130,7 +146,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     name = _command_name(argv)
     parser = build_parser(commands=[name] if name in COMMANDS else [])
-    args = parser.parse_args(argv)
+    args, unknown = parser.parse_known_args(argv)
+    if unknown:
+        _refuse_unknown(parser, args.command, unknown)
     if args.command is None:
         parser.print_help()
         return 2

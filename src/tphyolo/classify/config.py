@@ -25,7 +25,7 @@ class ClassifyConfig:
         None, "--classes", help="class names to classify (default: the dataset's 'confusable' list, else all)"
     )
     arch: str = flag(DEFAULT_ARCH, "--arch", help="crop-cnn or a torchvision classification architecture")
-    img: int = flag(64, "--img", "--imgsz", help="crop size, pixels")
+    img: int = flag(64, "--img", "--imgsz", "--img-size", help="crop size, pixels")
     context: float = flag(0.1, "--context", help="context added on each side of a box, as a fraction of its size")
     min_size: float = flag(MIN_BOX_SIDE, "--min-size", help="skip boxes smaller than this on either side, pixels")
     epochs: int = flag(6, "--epochs", help="training epochs")

@@ -43,7 +43,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--overlap", type=float, default=DEFAULT_OVERLAP, help=f"slice overlap fraction (default: {DEFAULT_OVERLAP})"
     )
     parser.add_argument("--slice-full", action="store_true", help="add a full-image pass to sliced inference")
-    parser.add_argument("--no-save-img", action="store_true", help="do not write annotated images/videos")
+    parser.add_argument("--no-save-img", "--nosave", action="store_true", help="do not write annotated images/videos")
     parser.add_argument("--save-txt", action="store_true", help="YOLO txt per image (labels/)")
     parser.add_argument("--save-conf", action="store_true", help="scores in --save-txt files")
     parser.add_argument("--save-visdrone", action="store_true", help="VisDrone submission txt per image (visdrone/)")

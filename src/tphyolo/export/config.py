@@ -24,8 +24,10 @@ class ExportConfig:
         metavar="FORMAT",
         help=f"one or more of {', '.join(EXPORT_FORMATS)}",
     )
-    imgsz: int = flag(640, "--img", "--imgsz", help="image size, pixels (rounded up to a multiple of the stride)")
-    batch: int = flag(1, "--batch", help="batch size")
+    imgsz: int = flag(
+        640, "--img", "--imgsz", "--img-size", help="image size, pixels (rounded up to a multiple of the stride)"
+    )
+    batch: int = flag(1, "--batch", "--batch-size", help="batch size")
     dynamic: bool = flag(False, "--dynamic", help="batch, height and width free (multiples of the stride)")
     half: bool = flag(
         False, "--half", help="fp16 weights (ONNX, TorchScript, engine: with a CUDA --device; OpenVINO: fp16 IR)"

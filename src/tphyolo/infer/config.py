@@ -32,10 +32,10 @@ class InferenceConfig:
     "nms" for combining runs; merge_iou: its IoU threshold (default `merge_threshold`).
     """
 
-    imgsz: int = flag(640, "--img", "--imgsz", help="inference size (long side), pixels")
-    batch: int = flag(1, "--batch", help="images (or slices) per forward pass")
-    conf: float = flag(PREDICT_CONF, "--conf", help="confidence threshold")
-    iou: float = flag(PREDICT_IOU, "--iou", help="NMS IoU threshold")
+    imgsz: int = flag(640, "--img", "--imgsz", "--img-size", help="inference size (long side), pixels")
+    batch: int = flag(1, "--batch", "--batch-size", help="images (or slices) per forward pass")
+    conf: float = flag(PREDICT_CONF, "--conf", "--conf-thres", help="confidence threshold")
+    iou: float = flag(PREDICT_IOU, "--iou", "--iou-thres", help="NMS IoU threshold")
     max_det: int = flag(MAX_DET, "--max-det", help="most detections per image")
     classes: tuple[int, ...] | None = flag(None, "--classes", help="keep only these class ids")
     agnostic: bool = flag(False, "--agnostic-nms", help="suppress across classes")

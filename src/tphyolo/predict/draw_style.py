@@ -15,7 +15,9 @@ class DrawStyle:
 
     hide_labels: bool = flag(False, "--hide-labels", help="draw boxes without class names or scores")
     hide_conf: bool = flag(False, "--hide-conf", help="draw class names without scores")
-    line_width: int | None = flag(None, "--line-width", metavar="PX", help="box line width (default: from image size)")
+    line_width: int | None = flag(
+        None, "--line-width", "--line-thickness", metavar="PX", help="box line width (default: from image size)"
+    )
 
     def __post_init__(self) -> None:
         if self.line_width is not None and self.line_width < 1:
