@@ -210,3 +210,19 @@ def test_test_modules_have_unique_names():
     root = Path(__file__).parent
     names = [path.name for path in root.rglob("test_*.py")]
     assert sorted({name for name in names if names.count(name) > 1}) == []
+
+
+MAX_MODULES_PER_FOLDER = 15
+MAX_ROOT_MODULES = 8
+
+
+def test_the_package_has_a_readable_shape():
+    """No folder holds more than MAX_MODULES_PER_FOLDER modules (a package waiting to be made), and at most
+    MAX_ROOT_MODULES modules sit at the package root (`__init__` aside)."""
+    counts: dict[str, int] = {}
+    for path in ROOT.rglob("*.py"):
+        if path.name != "__init__.py":
+            folder = str(path.parent.relative_to(ROOT.parent))
+            counts[folder] = counts.get(folder, 0) + 1
+    assert {folder: n for folder, n in counts.items() if n > MAX_MODULES_PER_FOLDER} == {}
+    assert counts[PACKAGE] <= MAX_ROOT_MODULES

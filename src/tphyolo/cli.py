@@ -9,8 +9,6 @@ provides:
   `--compile`, ...) and `args.runtime`, a `RuntimeConfig` already applied by `configure_process`;
   `RUNTIME_INFERENCE = True` adds the inference-only `--half`.
 
-`run` also gets `args.argv`, the arguments `main` was given (for a command that relaunches itself).
-
 `main` imports only the module of the command it runs, so `tphyolo --version` and `tphyolo -h` answer without
 importing torch. This module is the only caller of `configure_process`: process-wide settings are applied
 here, after the arguments are parsed and before the command touches CUDA.
@@ -153,7 +151,6 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.print_help()
         return 2
     module = args._module
-    args.argv = argv
     debug = bool(os.environ.get("TPHYOLO_DEBUG"))
     _configure_output(debug=debug)
     try:

@@ -10,7 +10,7 @@ from tphyolo.classify.checkpoint import load_classifier
 from tphyolo.classify.data import select_classes
 from tphyolo.classify.report import Accuracy, plot_confusion
 from tphyolo.cli import main
-from tphyolo.data.synthetic_fine import CONFUSABLE, NAMES, generate_synthetic_fine
+from tphyolo.data.builtin.synthetic_fine import CONFUSABLE, NAMES, generate_synthetic_fine
 from tphyolo.runtime.config import RuntimeConfig
 from tphyolo.train.classifier.fit import validate_classifier
 

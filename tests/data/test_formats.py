@@ -163,10 +163,10 @@ def test_data_yaml_paths_and_names(tmp_path):
 def test_visdrone_classes_and_image_suffixes_have_one_definition(tmp_path):
     import cv2
 
-    from tphyolo.commands import eval as eval_cmd
     from tphyolo.data.dataset_config import builtin_data_yaml
     from tphyolo.data.formats.visdrone import NUM_CLASSES
     from tphyolo.data.image_io import IMAGE_SUFFIXES, is_image_name
+    from tphyolo.evaluation import detection_files as eval_cmd
     from tphyolo.metrics import visdrone as protocol
 
     packaged = yaml.safe_load(builtin_data_yaml("visdrone").read_text())

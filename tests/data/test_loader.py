@@ -7,11 +7,11 @@ import pytest
 import torch
 
 from tphyolo.data.augment import Hyp
+from tphyolo.data.builtin.synthetic import generate_synthetic
 from tphyolo.data.dataset import DetectionDataset
 from tphyolo.data.dataset_config import load_data_config
 from tphyolo.data.image_cache import ImageCache
 from tphyolo.data.loader import Batch, build_dataloader, build_dataset, multiscale_size
-from tphyolo.data.synthetic import generate_synthetic
 
 HYP = Hyp(mixup=0.5, degrees=5, flipud=0.5)
 

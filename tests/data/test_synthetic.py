@@ -5,9 +5,9 @@ import time
 import numpy as np
 import pytest
 
+from tphyolo.data.builtin.synthetic import NAMES, generate_synthetic
 from tphyolo.data.dataset_config import load_data_config
 from tphyolo.data.scan import scan_split
-from tphyolo.data.synthetic import NAMES, generate_synthetic
 
 
 def _files(root):
@@ -71,7 +71,7 @@ def test_classes_are_separable_by_colour(tmp_path):
 
 
 def test_generation_happens_once_and_says_so(tmp_path, caplog):
-    from tphyolo.data.synthetic import generated_once
+    from tphyolo.data.builtin.synthetic import generated_once
 
     def generate(root):
         root.mkdir()

@@ -7,9 +7,7 @@ import numpy as np
 import pytest
 
 from tphyolo.classify.data import confusable_classes
-from tphyolo.data.dataset_config import load_data_config
-from tphyolo.data.scan import scan_split
-from tphyolo.data.synthetic_fine import (
+from tphyolo.data.builtin.synthetic_fine import (
     CONFUSABLE,
     NAMES,
     SCENE_SIZE,
@@ -17,6 +15,8 @@ from tphyolo.data.synthetic_fine import (
     draw_tricycle,
     generate_synthetic_fine,
 )
+from tphyolo.data.dataset_config import load_data_config
+from tphyolo.data.scan import scan_split
 
 DETECTOR_SIZE = 320
 LOW = SCENE_SIZE // DETECTOR_SIZE  # 4: scene pixels per detector-input pixel

@@ -30,7 +30,7 @@ def test_the_synthetic_sets_keep_the_quick_job_recipe(tiny_synthetic):
 
 
 def test_an_old_synthetic_cache_without_a_recipe_line_still_gets_the_quick_job(tmp_path):
-    from tphyolo.data import synthetic
+    from tphyolo.data.builtin import synthetic
 
     name = f"synthetic-v{synthetic.GENERATOR_VERSION}-s0-80x20-640"
     (tmp_path / name).mkdir()  # the cached set of an older version: its yaml has no `recipe:` line

@@ -19,7 +19,7 @@ from tphyolo.train.hyp import load_hyp, scale_hyp
 from tphyolo.train.loop import NonFiniteLossError, StepState, train_one_epoch
 from tphyolo.train.model.setup import build_model_for_training, freeze_layers
 from tphyolo.train.optim.ema import ModelEMA
-from tphyolo.train.optim.optimization import build_optimization, warmup_length
+from tphyolo.train.optim.optimization import Optimization, build_optimization, warmup_length
 from tphyolo.train.state import TrainProgress, restore_training, resume_config, training_checkpoint
 
 CPU = RuntimeConfig(device="cpu")
@@ -185,11 +185,14 @@ def run_toy_epoch(model, losses, *, runtime=CPU, accumulate=2):
 
     optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
     ema, state = ModelEMA(model), StepState()
-    items = train_one_epoch(
-        model, loss_fn, loader, optimizer, scaler=torch.amp.GradScaler("cpu", enabled=False), ema=ema,
-        state=state, epoch=0, epoch_factor=1.0, hyp={}, accumulate=accumulate, warmup_steps=-1, runtime=runtime,
-        device=DEVICE, dist_ctx=DistContext(),
+    optim = Optimization(
+        optimizer, torch.optim.lr_scheduler.LambdaLR(optimizer, lambda epoch: 1.0), lambda epoch: 1.0,
+        torch.amp.GradScaler("cpu", enabled=False), ema, accumulate=accumulate, warmup_steps=-1,
     )  # fmt: skip
+    items = train_one_epoch(
+        model, loss_fn, loader, optim, state=state, epoch=0, hyp={}, runtime=runtime, device=DEVICE,
+        dist_ctx=DistContext(),
+    )
     return items, ema, state
 
 

@@ -147,11 +147,11 @@ def load_data_config(
     generated (default `~/.cache/tphyolo`)."""
     text = str(source)
     if text == "synthetic":
-        from tphyolo.data.synthetic import ensure_synthetic
+        from tphyolo.data.builtin.synthetic import ensure_synthetic
 
         return _synthetic_recipe(parse_data_yaml(ensure_synthetic(cache_dir=cache_dir)))
     if text == "synthetic-fine":
-        from tphyolo.data.synthetic_fine import ensure_synthetic_fine
+        from tphyolo.data.builtin.synthetic_fine import ensure_synthetic_fine
 
         return _synthetic_recipe(parse_data_yaml(ensure_synthetic_fine(cache_dir=cache_dir)))
     if text in BUILTIN_DATA:

@@ -11,7 +11,6 @@ re-labelled from the original images (`Detector.reclassify`) before they are sco
 from __future__ import annotations
 
 import json
-import time
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -23,7 +22,7 @@ from tphyolo.classify.checkpoint import load_classifier
 from tphyolo.classify.classifier import CropClassifier, as_classifier
 from tphyolo.infer.backends.pytorch import Backend, as_backend
 from tphyolo.infer.config import VALIDATION, InferenceConfig
-from tphyolo.infer.detector import Detector, View
+from tphyolo.infer.detector import Detector, PhaseTimes, View, ViewBatch
 from tphyolo.metrics.ap import Summary, fitness
 from tphyolo.metrics.confusion import ConfusionMatrix
 from tphyolo.metrics.protocol import ImageResult
@@ -85,12 +84,6 @@ class EvalResults:
         return fitness(self.map50, self.map)
 
 
-def _sync(device: torch.device) -> float:
-    if device.type == "cuda":
-        torch.cuda.synchronize(device)
-    return time.perf_counter()
-
-
 def _ground_truth(batch, i: int, view: View) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """Image i's classes (m,) int64, boxes (m, 4) and ignore regions (k, 4), xyxy in original pixels."""
     rows = batch.targets[batch.targets[:, 0] == i].float().cpu()
@@ -127,30 +120,22 @@ def collect_results(
             classifier = as_classifier(classifier, detector_names=backend.names, device=backend.device,
                                        runtime=runtime, weight=classifier_weight)  # fmt: skip
         detector = Detector([backend], config, classifier=classifier)
+        times = PhaseTimes(detector.device)
         for batch in loader:
-            t0 = _sync(detector.device)
-            x = detector.prepare(batch.images)  # (B, 3, H, W)
-            t1 = _sync(detector.device)
-            runs = detector.detect(x)  # [run][image]
-            t2 = _sync(detector.device)
-            merged, views = [], []
-            for i in range(len(batch.paths)):
-                height, width = batch.shapes0[i].tolist()
-                views.append(View(batch.ratios[i].tolist(), batch.pads[i].tolist(), width, height))
-                merged.append(detector.combine([[views[i].rows_to_original(run[i])] for run in runs],
-                                               width=width, height=height))  # fmt: skip
-            t3 = _sync(detector.device)
-            merged = detector.reclassify(merged, [str(p) for p in batch.paths])
-            t4 = _sync(detector.device)
-            for i, (view, rows) in enumerate(zip(views, merged, strict=True)):
+            with times.phase("preprocess"):
+                x = detector.prepare(batch.images)  # (B, 3, H, W)
+            sizes = [tuple(shape.tolist()) for shape in batch.shapes0]  # (height, width)
+            views = [View(ratio.tolist(), pad.tolist(), w, h) for ratio, pad, (h, w) in
+                     zip(batch.ratios, batch.pads, sizes, strict=True)]  # fmt: skip
+            ids = range(len(views))
+            rows = detector([ViewBatch(x, views, ids)], owners=ids, sizes=sizes, images=[str(p) for p in batch.paths],
+                            times=times)  # fmt: skip
+            for i, (view, merged) in enumerate(zip(views, rows, strict=True)):
                 classes, boxes, ignore = _ground_truth(batch, i, view)
-                results.append(ImageResult(str(batch.paths[i]), (view.height, view.width), rows, classes, boxes,
+                results.append(ImageResult(str(batch.paths[i]), (view.height, view.width), merged, classes, boxes,
                                            ignore))  # fmt: skip
-            seconds["preprocess"] += t1 - t0
-            seconds["inference"] += t2 - t1
-            seconds["nms"] += t3 - t2
-            if classifier is not None:
-                seconds["classify"] += t4 - t3
+    for phase, spent in times.items():
+        seconds[phase] += spent
     n = max(len(results), 1)
     return results, {k: 1000.0 * v / n for k, v in seconds.items()}
 

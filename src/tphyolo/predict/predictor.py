@@ -26,7 +26,7 @@ from tphyolo.classify.classifier import CropClassifier, as_classifier
 from tphyolo.data.letterbox import check_imgsz, letterbox
 from tphyolo.infer.backends.pytorch import Weights, load_backends
 from tphyolo.infer.config import InferenceConfig, inference_config
-from tphyolo.infer.detector import Detector, View
+from tphyolo.infer.detector import Detector, View, ViewBatch
 from tphyolo.infer.slicing import SliceConfig, slice_windows
 from tphyolo.infer.tta_config import TTAConfig
 from tphyolo.ops.detections import Detections
@@ -132,32 +132,28 @@ class Predictor:
 
     def predict_images(self, images: Sequence[np.ndarray]) -> list[Results]:
         """Results of uint8 BGR (H, W, 3) images, in original pixels, each with its image."""
-        views = []  # (image index, window)
+        owners, windows = [], []  # per view: its image, its window
         for i, image in enumerate(images):
             if image.ndim != 3 or image.shape[2] != 3 or image.dtype != np.uint8:
                 raise ValueError(f"image {i}: expected uint8 (H, W, 3), got {image.dtype} {image.shape}")
             h, w = image.shape[:2]
-            windows = slice_windows(h, w, self.slicing) if self.slicing else [(0, 0, w, h)]
-            views += [(i, window) for window in windows]
-        runs = self._run_views(images, views)  # [run][view] (n, 6) original pixels
-        merged = []
-        for i, image in enumerate(images):
-            mine = [v for v, (j, _) in enumerate(views) if j == i]
-            h, w = image.shape[:2]
-            merged.append(self.detector.combine([[run[v] for v in mine] for run in runs], width=w, height=h))
+            for window in slice_windows(h, w, self.slicing) if self.slicing else [(0, 0, w, h)]:
+                owners.append(i)
+                windows.append(window)
+        sizes = [image.shape[:2] for image in images]
+        rows = self.detector(self._view_batches(images, owners, windows), owners=owners, sizes=sizes, images=images)
         names = tuple(self.names)
         return [
-            _with_source(Detections.from_rows(rows), names=names, image=image)
-            for rows, image in zip(self.detector.reclassify(merged, images), images, strict=True)
+            _with_source(Detections.from_rows(r), names=names, image=image)
+            for r, image in zip(rows, images, strict=True)
         ]
 
-    def _run_views(self, images: Sequence[np.ndarray], views: list) -> list[list[torch.Tensor]]:
-        """Every run on every view, in batches of views of one shape; [run][view] rows in original pixels."""
+    def _view_batches(self, images: Sequence[np.ndarray], owners: list[int], windows: list) -> Iterator[ViewBatch]:
+        """Every view letterboxed and prepared, in batches of views of one shape (at most `config.batch`)."""
         boxed = []
-        for i, (x1, y1, x2, y2) in views:
+        for i, (x1, y1, x2, y2) in zip(owners, windows, strict=True):
             crop, info = letterbox(images[i][y1:y2, x1:x2], self.config.imgsz, stride=self.detector.stride, auto=True)
-            boxed.append((crop, View(info.ratio, info.pad, x2 - x1, y2 - y1, offset=(x1, y1))))
-        runs: list[list] = [[None] * len(views) for _ in range(self.detector.num_runs)]
+            boxed.append((crop, View.of(info, x2 - x1, y2 - y1, offset=(x1, y1))))
         by_shape: dict[tuple[int, ...], list[int]] = {}
         for v, (crop, _) in enumerate(boxed):
             by_shape.setdefault(crop.shape, []).append(v)
@@ -166,10 +162,7 @@ class Predictor:
                 chunk = members[start : start + self.config.batch]
                 array = np.stack([boxed[v][0] for v in chunk])[..., ::-1].transpose(0, 3, 1, 2)  # BGR -> RGB, NCHW
                 x = self.detector.prepare(torch.from_numpy(np.ascontiguousarray(array)))  # (B, 3, H, W)
-                for r, per_view in enumerate(self.detector.detect(x)):
-                    for v, rows in zip(chunk, per_view, strict=True):
-                        runs[r][v] = boxed[v][1].rows_to_original(rows)
-        return runs
+                yield ViewBatch(x, [boxed[v][1] for v in chunk], chunk)
 
 
 def _with_source(detections: Detections, *, names: tuple[str, ...], image: np.ndarray) -> Results:

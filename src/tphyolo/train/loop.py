@@ -1,7 +1,8 @@
 """One training epoch: warm-up, accumulation, mixed precision, loss scaling, gradient clipping and EMA.
 
-`train_one_epoch` gets everything it uses as arguments (model, loss, loader, optimiser, scaler, EMA, the
-runtime and the process's place in a distributed run); the counters that outlive an epoch are a `StepState`.
+`train_one_epoch` gets everything it uses as arguments (model, loss, loader, the run's `Optimization` --
+optimiser, schedule, scaler, EMA, accumulation and warm-up --, the runtime and the process's place in a
+distributed run); the counters that outlive an epoch are a `StepState`.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from torch import nn
 
 from tphyolo.runtime.config import RuntimeConfig, autocast, sdpa_context
 from tphyolo.runtime.distributed import DistContext
-from tphyolo.train.optim.ema import ModelEMA
+from tphyolo.train.optim.optimization import Optimization
 from tphyolo.train.optim.rules import apply_warmup, warmup_accumulation
 
 LOGGER = logging.getLogger("tphyolo.train")
@@ -41,16 +42,11 @@ def train_one_epoch(
     model: nn.Module,
     loss_fn: nn.Module,
     loader: torch.utils.data.DataLoader,
-    optimizer: torch.optim.Optimizer,
+    optim: Optimization,
     *,
-    scaler: torch.amp.GradScaler,
-    ema: ModelEMA | None,
     state: StepState,
     epoch: int,
-    epoch_factor: float,
     hyp: Mapping[str, float],
-    accumulate: int,
-    warmup_steps: int,
     runtime: RuntimeConfig,
     device: torch.device,
     dist_ctx: DistContext,
@@ -59,13 +55,18 @@ def train_one_epoch(
     progress: Callable[[int, torch.Tensor, Any], None] | None = None,
     on_batch: Callable[[int, Any], None] | None = None,
 ) -> torch.Tensor:
-    """Train for one pass over `loader`; returns the mean loss items (3,): box, obj, cls.
+    """Train for one pass over `loader` with `optim` (warm-up towards the schedule's factor for `epoch`);
+    returns the mean loss items (3,): box, obj, cls.
 
     Images go through `runtime.prepare_images` (dtype, memory format); `state` is advanced in place.
     `multi_scale_size(step) -> int | None` gives the long side for a batch (None keeps it); `on_batch(i, batch)`
     is called after each batch (plots); `progress(i, mean_items, batch)` updates a progress bar.
     Raises NonFiniteLossError after MAX_NONFINITE_STEPS non-finite losses in a row.
     """
+    optimizer, scaler, ema, accumulate, warmup_steps = (
+        optim.optimizer, optim.scaler, optim.ema, optim.accumulate, optim.warmup_steps
+    )
+    epoch_factor = optim.lr_factor(epoch)
     model.train()
     mean_items = torch.zeros(3, device=device)
     for i, batch in enumerate(loader):

@@ -3,8 +3,8 @@ validation, checkpoints and logs.
 
 `train(cfg, runtime)` is the Python API behind `tphyolo train`. One process trains on one device; under
 torchrun every process runs the same code, rank 0 alone logs, validates and saves, and the others wait for it.
-The parts are built by `train_data`, `train_model`, `train_optim` and `train_state`; the epoch itself is
-`train_loop.train_one_epoch`.
+The parts are built by `train.data`, `train.model.setup`, `train.optim.optimization` and `train.state`; the
+epoch itself is `train.loop.train_one_epoch`.
 """
 
 from __future__ import annotations
@@ -328,11 +328,9 @@ class Trainer:
         if "first step" not in self.startup.phases and epoch == self.progress.start_epoch:
             batches = self.startup.first_step(batches, self._report_startup)
         mean_items = train_one_epoch(
-            self.train_model, self.loss_fn, batches, optim.optimizer,
-            scaler=optim.scaler, ema=optim.ema, state=self.progress.steps, epoch=epoch,
-            epoch_factor=optim.lr_factor(epoch), hyp=self.hyp, accumulate=optim.accumulate,
-            warmup_steps=optim.warmup_steps, runtime=self.runtime, device=self.device, dist_ctx=dist,
-            grad_clip=cfg.grad_clip, multi_scale_size=multi_scale, progress=progress, on_batch=on_batch,
+            self.train_model, self.loss_fn, batches, optim, state=self.progress.steps, epoch=epoch, hyp=self.hyp,
+            runtime=self.runtime, device=self.device, dist_ctx=dist, grad_clip=cfg.grad_clip,
+            multi_scale_size=multi_scale, progress=progress, on_batch=on_batch,
         )  # fmt: skip
         if bar is not None:
             bar.close()

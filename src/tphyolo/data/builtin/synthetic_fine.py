@@ -1,6 +1,6 @@
 """A procedural drone-view dataset whose confusable classes differ only in a detail seen at full resolution.
 
-Scenes are 1280 px: the ground, roads and car / pedestrian drawings of `tphyolo.data.synthetic` (at twice their
+Scenes are 1280 px: the ground, roads and car / pedestrian drawings of `tphyolo.data.builtin.synthetic` (at twice their
 640 px size) plus two confusable classes, `tricycle` and `awning-tricycle`. Both are drawn the same way -- a
 body of one colour (same distribution for both classes), a dark seat block at one end, a shadow -- and the
 awning-tricycle's canopy (the rest of the body) carries a stripe pattern of period 2 px: lines along the long
@@ -22,17 +22,17 @@ import cv2
 import numpy as np
 import yaml
 
+from tphyolo.data.builtin.synthetic import _draw_object, _ground, _roads, default_cache_dir, generated_once
 from tphyolo.data.formats.visdrone import format_visdrone
 from tphyolo.data.image_io import write_image
 from tphyolo.data.labels import ImageLabels
-from tphyolo.data.synthetic import _draw_object, _ground, _roads, default_cache_dir, generated_once
 
 GENERATOR_VERSION = 1
 SCENE_SIZE = 1280
 NAMES = ("car", "pedestrian", "tricycle", "awning-tricycle")
 CONFUSABLE = ("tricycle", "awning-tricycle")
 STRIPE_CONTRAST = 40  # grey levels above / below the body colour of alternate canopy lines
-# class id here -> class id of `tphyolo.data.synthetic` whose drawing (and 640 px size) is reused
+# class id here -> class id of `tphyolo.data.builtin.synthetic` whose drawing (and 640 px size) is reused
 _BORROWED = {0: 0, 1: 2}
 _BORROWED_SIZES = {0: ((22, 34), (0.45, 0.6)), 1: ((9, 15), (1.0, 1.0))}  # at 640 px, as synthetic's _SIZES
 _TRICYCLE_LONG, _TRICYCLE_RATIO = (44, 64), (0.6, 0.8)  # at SCENE_SIZE

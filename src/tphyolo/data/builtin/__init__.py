@@ -1,0 +1,5 @@
+"""The built-in synthetic data sets, generated on first use (deterministic): `synthetic` (drone-like scenes of the
+VisDrone classes) and `synthetic-fine` (confusable classes told apart by fine detail).
+
+Importing this package imports none of its modules; import them directly (`tphyolo.data.builtin.synthetic`).
+"""
