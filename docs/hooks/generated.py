@@ -136,7 +136,13 @@ def cli_reference_markdown() -> str:
         "commands that run models; [Runtime and devices](../runtime.md) says what they do.",
         "",
     ]
-    for name, parser in command_parsers().items():
+    parsers = command_parsers()
+    lines += ["| command | what it does |", "| --- | --- |"]
+    for name, parser in parsers.items():
+        anchor = f"tphyolo-{name}"
+        lines.append(f"| [`tphyolo {name}`](#{anchor}) | {_cell(parser.description or '')} |")
+    lines.append("")
+    for name, parser in parsers.items():
         lines += command_section(name, parser)
     return "\n".join(lines)
 
