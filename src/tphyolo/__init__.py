@@ -23,8 +23,8 @@ def __getattr__(name: str):
 
         return val
     if name in ("Trainer", "train", "TrainConfig"):
-        from tphyolo.train import config as train_config
-        from tphyolo.train import trainer
+        from tphyolo.training import config as train_config
+        from tphyolo.training import trainer
 
         return getattr(trainer, name, None) or getattr(train_config, name)
     raise AttributeError(f"module 'tphyolo' has no attribute {name!r}")

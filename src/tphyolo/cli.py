@@ -3,7 +3,8 @@
 Each subcommand lives in its own module, listed with its one-line help in `COMMANDS`. A command module
 provides:
 
-- `add_arguments(parser)`: its flags;
+- `add_arguments(parser)`: its flags (a command with actions of their own, as `classify train|val`, adds them
+  as subparsers and returns them: they get the runtime flags);
 - `run(args) -> int`: the command itself, returning the exit code;
 - optionally `USES_RUNTIME = True`: the command gets the shared runtime flags (`--device`, `--amp`,
   `--compile`, ...) and `args.runtime`, a `RuntimeConfig` already applied by `configure_process`;
@@ -23,6 +24,7 @@ the pipe early (`tphyolo ... | head`) ends it quietly with exit code 141, as a s
 from __future__ import annotations
 
 import argparse
+import difflib
 import importlib
 import os
 import sys
@@ -96,6 +98,41 @@ class _Parser(argparse.ArgumentParser):
         lines = [f"{self.prog}: error: {message} (see '{self.prog} -h')", *(f"{self.prog}: {n}" for n in notes)]
         self.exit(2, "\n".join(lines) + "\n")
 
+    def parse_args(self, args=None, namespace=None):  # type: ignore[override]
+        """As argparse's, but an unknown argument is reported by the (sub)command that was given it, with the
+        closest flag of that command: `tphyolo val: error: unrecognized argument --imgsz-x; did you mean
+        --imgsz? (see 'tphyolo val -h')`. A YOLOv5 flag tphyolo does not take gets a line saying what to do
+        instead (`tphyolo.commands.yolov5_flags`), in place of the closest flag."""
+        parsed, unknown = self.parse_known_args(args, namespace)
+        if unknown:
+            from tphyolo.commands.yolov5_flags import unknown_flag_hints
+
+            owner = self.command_parser(parsed)
+            command = owner.prog.split()[1] if len(owner.prog.split()) > 1 else ""
+            hints = unknown_flag_hints(command, unknown)
+            owner.error(owner.unknown_argument(unknown, suggest=not hints), notes=hints)
+        return parsed
+
+    def command_parser(self, parsed: argparse.Namespace) -> argparse.ArgumentParser:
+        """The innermost (sub)command parser that `parsed` went through (`tphyolo classify train`'s for
+        `classify train`)."""
+        parser: argparse.ArgumentParser = self
+        while True:
+            chooser = next((a for a in parser._actions if isinstance(a, argparse._SubParsersAction)), None)
+            name = getattr(parsed, chooser.dest, None) if chooser is not None else None
+            if name not in (chooser.choices if chooser is not None else ()):
+                return parser
+            parser = chooser.choices[name]
+
+    def unknown_argument(self, unknown: Sequence[str], *, suggest: bool = True) -> str:
+        """The message for `unknown` arguments: the first unknown flag and (with `suggest`) the closest of this
+        parser's flags, or the unknown words when none is a flag."""
+        flag = next((word.split("=", 1)[0] for word in unknown if word.startswith("-")), None)
+        if flag is None:
+            return f"unrecognized arguments: {' '.join(unknown)}"
+        close = difflib.get_close_matches(flag, list(self._option_string_actions), n=1, cutoff=0.6) if suggest else []
+        return f"unrecognized argument {flag}" + (f"; did you mean {close[0]}?" if close else "")
+
 
 def build_parser(commands: Iterable[str] | None = None) -> argparse.ArgumentParser:
     """The parser of every subcommand; only those named in `commands` (default: all) get their flags, which
@@ -112,26 +149,15 @@ def build_parser(commands: Iterable[str] | None = None) -> argparse.ArgumentPars
 
 
 def _add_command_arguments(sub: argparse.ArgumentParser, module) -> None:
-    module.add_arguments(sub)
+    """The command's flags, and the runtime flags on its parser, or on the parsers of its actions when
+    `add_arguments` returns them (`classify train|val`)."""
+    sub.set_defaults(_module=module)
+    takers = module.add_arguments(sub) or [sub]
     if getattr(module, "USES_RUNTIME", False):
         from tphyolo.runtime.flags import add_runtime_arguments
 
-        add_runtime_arguments(sub, inference=getattr(module, "RUNTIME_INFERENCE", False))
-    sub.set_defaults(_module=module)
-
-
-def _refuse_unknown(parser: argparse.ArgumentParser, command: str | None, unknown: list[str]) -> None:
-    """Exits with code 2: the command's parser error naming the `unknown` arguments, then a one-line hint for each
-    YOLOv5 flag among them that tphyolo spells otherwise (`--evolve is YOLOv5's: ... tphyolo tune`)."""
-    from tphyolo.commands.yolov5_flags import unknown_flag_hints
-
-    sub = _subparser(parser, command) if command else parser
-    sub.error(f"unrecognized arguments: {' '.join(unknown)}", notes=unknown_flag_hints(command or "", unknown))
-
-
-def _subparser(parser: argparse.ArgumentParser, command: str) -> argparse.ArgumentParser:
-    actions = (a for a in parser._actions if isinstance(a, argparse._SubParsersAction))  # no public accessor
-    return next(actions).choices[command]
+        for parser in takers:
+            add_runtime_arguments(parser, inference=getattr(module, "RUNTIME_INFERENCE", False))
 
 
 def _command_name(argv: Sequence[str]) -> str | None:
@@ -144,9 +170,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     name = _command_name(argv)
     parser = build_parser(commands=[name] if name in COMMANDS else [])
-    args, unknown = parser.parse_known_args(argv)
-    if unknown:
-        _refuse_unknown(parser, args.command, unknown)
+    args = parser.parse_args(argv)
     if args.command is None:
         parser.print_help()
         return 2

@@ -18,7 +18,7 @@ def weights(tmp_path_factory):
     torch.manual_seed(0)
     model = build_model("yolov5n", num_classes=2)
     path = tmp_path_factory.mktemp("weights") / "tiny.pt"
-    return save_model_checkpoint(path, model, ["a", "b"])
+    return save_model_checkpoint(path, model, ["car", "bus"])  # two of VisDrone's classes (categories 4, 9)
 
 
 @pytest.fixture(scope="module")
@@ -42,11 +42,22 @@ def test_predict_writes_every_output(weights, source, tmp_path, capsys):
         assert (out / f"{stem}.jpg").is_file()
         assert (out / "labels" / f"{stem}.txt").read_text().strip()
         visdrone = np.loadtxt(out / "visdrone" / f"{stem}.txt", delimiter=",", ndmin=2)
-        assert visdrone.shape[1] == 8 and set(visdrone[:, 5]) <= {1.0, 2.0}
+        assert visdrone.shape[1] == 8 and set(visdrone[:, 5]) <= {4.0, 9.0}  # by name
         assert (visdrone[:, 0] >= 0).all() and (visdrone[:, 0] + visdrone[:, 2] <= 96 + 1e-2).all()
     assert {r["image_id"] for r in json.loads((out / "predictions.json").read_text())} == {1, 2}  # one, two
     assert main(argv + ["--no-save-img"]) == 0  # the same name again: a new folder, no images
     assert sorted(p.name for p in (tmp_path / "run2").iterdir()) == []
+
+
+def test_a_visdrone_submission_from_a_model_of_other_classes_is_refused(source, tmp_path, capsys):
+    names = ["car", "person", "dog"]
+    weights = save_model_checkpoint(tmp_path / "other.pt", build_model("yolov5n", names=names), names)
+    argv = ["predict", "--weights", str(weights), "--source", str(source), "--img", "64", "--device", "cpu",
+            "--project", str(tmp_path / "runs"), "--save-visdrone"]  # fmt: skip
+    assert main(argv) == 2
+    err = capsys.readouterr().err.strip()
+    assert "\n" not in err and "the model's classes person, dog are not VisDrone-DET's" in err
+    assert not any((tmp_path / "runs").iterdir())  # no empty exp folder left
 
 
 def test_missing_weights_is_a_one_line_error(source, capsys):

@@ -11,7 +11,7 @@ from tphyolo.cli import main
 from tphyolo.models import build_model
 from tphyolo.predict.predictor import Predictor
 
-NAMES = ["a", "b"]
+NAMES = ["car", "van"]  # VisDrone names: --save-visdrone maps them by name
 
 
 @pytest.fixture(scope="module")

@@ -11,7 +11,7 @@ from tphyolo.commands.train import command_parser, flags_for
 from tphyolo.flags import flag_spec, from_flags
 from tphyolo.runtime import distributed
 from tphyolo.runtime.config import runtime_from_args
-from tphyolo.train.config import TrainConfig
+from tphyolo.training.config import TrainConfig
 
 
 def parse(*argv: str):

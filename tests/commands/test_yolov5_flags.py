@@ -100,7 +100,7 @@ def test_an_unknown_yolov5_flag_gets_one_hint_line_after_the_error(capsys):
         main(["train", "--evolve", "300", "--adam"])
     assert exit_info.value.code == 2
     lines = capsys.readouterr().err.strip().splitlines()
-    assert lines[0] == "tphyolo train: error: unrecognized arguments: --evolve 300 --adam (see 'tphyolo train -h')"
+    assert lines[0] == "tphyolo train: error: unrecognized argument --evolve (see 'tphyolo train -h')"
     assert lines[1:] == [
         f"tphyolo train: --evolve is YOLOv5's: {HINTS['train']['--evolve']}",
         f"tphyolo train: --adam is YOLOv5's: {HINTS['train']['--adam']}",

@@ -50,6 +50,7 @@ def test_boxes_stay_on_their_objects(tmp_path, mosaic):
     dataset = DetectionDataset(_painted_records(tmp_path), imgsz=192, augment=True, hyp=hyp, seed=1)
     checked = filled = 0
     for k in range(24):
+        dataset.set_epoch(k // 4)  # a sample's draws follow (seed, epoch, index): 24 different draws
         sample = dataset[k % 4]
         image = sample.image.permute(1, 2, 0).numpy()  # (H, W, 3) RGB
         h, w = image.shape[:2]

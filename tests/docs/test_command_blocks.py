@@ -31,6 +31,7 @@ ALLOWED = {  # first words of shell commands that name nothing of this project's
     "mkdocs": lambda argv: argv[1] in ("serve", "build"),
     "apt-get": lambda argv: argv[1] == "install",
     "tensorboard": lambda argv: argv[1].startswith("--logdir"),
+    "jupyter": lambda argv: argv[1] == "nbconvert" and (ROOT / argv[-1]).is_file(),
 }
 
 

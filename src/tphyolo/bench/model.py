@@ -108,8 +108,8 @@ def synthetic_images(batch: int, image_size: int, *, seed: int = 0) -> torch.Ten
 
 def _loss_for(model: nn.Module, image_size: int, *, original: bool = False) -> nn.Module:
     """`YoloLoss` of `model`'s head with hyp "scratch-low"; `original`: its `OriginalLoss` twin."""
-    from tphyolo.train.hyp import load_hyp, scale_hyp
-    from tphyolo.train.loss import YoloLoss
+    from tphyolo.training.hyp import load_hyp, scale_hyp
+    from tphyolo.training.loss import YoloLoss
 
     head = model.head
     hyp = scale_hyp(load_hyp("scratch-low"), num_levels=head.nl, num_classes=head.nc, imgsz=image_size)

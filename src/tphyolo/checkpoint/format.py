@@ -11,6 +11,7 @@ None):
 | `names`, `nc` | class names (index = class id) and their count |
 | `optimizer`, `scaler`, `scheduler` | optional `state_dict()`s for resuming |
 | `epoch`, `best_fitness`, `ema_updates`, `train_args`, `rng_state` | optional training progress and settings |
+| `pending_gradients` | optional: gradients accumulated towards an optimiser step not yet taken, by parameter |
 | `origin` | optional: where a converted checkpoint came from (file, original epoch, ...) |
 | `format_version`, `tphyolo_version`, `date` | filled in by `save_checkpoint` |
 
@@ -56,6 +57,7 @@ RESUME_KEYS = (
     "ema_updates",
     "train_args",
     "rng_state",
+    "pending_gradients",
 )
 METADATA_KEYS = ("format_version", "tphyolo_version", "date", "origin")
 KNOWN_KEYS = (*REQUIRED_KEYS, "ema", *RESUME_KEYS, *METADATA_KEYS)

@@ -95,15 +95,13 @@ def slice_config(args: argparse.Namespace):
 
 
 def run(args: argparse.Namespace) -> int:
-    from tqdm import tqdm
-
     from tphyolo.flags import from_flags
     from tphyolo.infer.config import InferenceConfig
     from tphyolo.predict.draw_style import DrawStyle
     from tphyolo.predict.predictor import Predictor
-    from tphyolo.predict.sources import count_frames, resolve_source, source_names
-    from tphyolo.predict.writers import PredictionWriter, coco_gt_image_ids
-    from tphyolo.runtime.run_dir import OutputDir
+    from tphyolo.predict.sources import resolve_source, source_names
+    from tphyolo.predict.writers import coco_gt_image_ids
+    from tphyolo.runtime.run_dir import OutputDir, removed_if_left_empty
 
     device = inference_device(args.runtime)
     slicing = slice_config(args)
@@ -125,6 +123,17 @@ def run(args: argparse.Namespace) -> int:
         **classifier_settings(args),
     )
     save_dir = from_flags(OutputDir, args).create("runs/predict")
+    with removed_if_left_empty(save_dir):
+        return _predict_into(save_dir, predictor, files, args, style=style, image_ids=image_ids)
+
+
+def _predict_into(save_dir, predictor, files, args: argparse.Namespace, *, style, image_ids) -> int:
+    """Predict every file into `save_dir`, writing each output as its frame is done."""
+    from tqdm import tqdm
+
+    from tphyolo.predict.sources import count_frames
+    from tphyolo.predict.writers import PredictionWriter
+
     writer = PredictionWriter(
         save_dir,
         names=predictor.names,

@@ -100,12 +100,13 @@ def run(args: argparse.Namespace) -> int:
 def _write_report(args: argparse.Namespace, results, *, config) -> dict:
     """Save the run's evaluation records and write its report into the run folder; returns the report's numbers
     (what `--json` writes with `--report`: the plain numbers plus sizes, images and dataset)."""
-    from dataclasses import asdict, replace
+    from dataclasses import replace
 
     from tphyolo.report.records import Records, plain_settings
     from tphyolo.report.writer import report_run
 
-    settings = {"weights": args.weights, "data": args.data, "task": args.task} | asdict(config)
+    settings = {"weights": args.weights, "data": args.data, "task": args.task}
+    settings |= config.settings_in_effect(runs_merged=config.augment)  # one model, whole images
     images = tuple(replace(r, path=str(Path(r.path).resolve())) for r in results.image_results)  # from any folder
     records = Records(protocol=args.protocol, max_det=config.max_det, names=results.names,
                       settings=plain_settings(settings), images=images, speed=results.speed)  # fmt: skip

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Sequence
+
 import numpy as np
 
 from tphyolo.data.scan import SplitScan
@@ -34,6 +36,19 @@ def format_problems(split: str, scan: SplitScan, *, shown: int = 5) -> str:
     if len(problems) > shown:
         lines.append(f"  ... and {len(problems) - shown} more")
     return "\n".join(lines)
+
+
+def shared_images_warning(train_files: Iterable[str], val_files: Sequence[str]) -> str:
+    """A warning when validation images are also training images (empty when none is): the metrics then measure
+    how well the model remembers, not how well it generalises (a bare folder given as data is both splits)."""
+    train = set(train_files)
+    shared = sum(f in train for f in val_files)
+    if not shared:
+        return ""
+    return (
+        f"{shared} of the {len(val_files)} validation images are also training images: the metrics will flatter "
+        "the model; give the data as a yaml with separate train and val splits"
+    )
 
 
 def format_report(split: str, scan: SplitScan, *, max_problems: int = 20) -> str:

@@ -272,6 +272,22 @@ def _save_cache(path: Path, key: str, nc: int, records: list[Record], report: Sc
     return None
 
 
+def _sources(sources: tuple[Path, ...] | list[Path] | Path) -> list[Path]:
+    return [Path(sources)] if isinstance(sources, (str, Path)) else [Path(s) for s in sources]
+
+
+def _own_names(items: list[LabelEntry]) -> tuple[str, ...]:
+    formats = sorted({i.fmt for i in items if i.fmt is not None})
+    return FORMATS[formats[0]].names if len(formats) == 1 else ()
+
+
+def format_class_names(sources: tuple[Path, ...] | list[Path] | Path) -> tuple[str, ...]:
+    """The class names that the label format of a split's files defines (VisDrone's ten), found from the file
+    names alone, before any image or label is read; () when the files are in several formats or in one that
+    numbers its classes (YOLO), whose names `scan_split` takes from the labels."""
+    return _own_names([item for s in _sources(sources) for item in _expand_source(s, [])])
+
+
 def scan_split(
     sources: tuple[Path, ...] | list[Path] | Path,
     *,
@@ -285,11 +301,10 @@ def scan_split(
     format's own names when the whole split is in one format that has them (VisDrone), else max class + 1.
     `cache`: True = where the format keeps it (`<label folder>.cache.json`), a Path = that file, False = none.
     """
-    sources = [Path(sources)] if isinstance(sources, (str, Path)) else [Path(s) for s in sources]
     problems: list[str] = []
-    items = [item for s in sources for item in _expand_source(s, problems)]
+    items = [item for s in _sources(sources) for item in _expand_source(s, problems)]
     formats = sorted({i.fmt for i in items if i.fmt is not None})
-    own_names = FORMATS[formats[0]].names if len(formats) == 1 else ()
+    own_names = _own_names(items)
     nc = len(names) or len(own_names)
     key = _files_hash(items)
     cache_path = None if cache is False else (Path(cache) if cache is not True else _default_cache_path(items))

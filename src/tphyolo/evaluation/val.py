@@ -15,10 +15,13 @@ from tphyolo.data.dataset_config import load_data_config
 from tphyolo.data.letterbox import check_imgsz
 from tphyolo.data.loader import build_dataloader, build_dataset
 from tphyolo.data.report import format_problems
+from tphyolo.evaluation.data_classes import check_data_classes, check_label_ids
 from tphyolo.evaluation.loop import EvalResults, evaluate
 from tphyolo.infer.backends.pytorch import Weights, load_backends
 from tphyolo.infer.config import VALIDATION, InferenceConfig, inference_config
+from tphyolo.infer.input_shape import fixed_input_shape
 from tphyolo.runtime.config import RuntimeConfig, resolve_device
+from tphyolo.runtime.run_dir import removed_if_left_empty
 
 _log = logging.getLogger(__name__)
 
@@ -56,39 +59,43 @@ def val(
     detections of its classes. With `save_dir` (a folder, or a function that creates one, called once the data
     are loaded so that a run failing before leaves no folder): `save_json`, `save_txt`, `plots` as `evaluate`
     writes them. keep_images: keep each image's detections and ground truth in `image_results` (for the report).
-    Raises ValueError when the model's and the dataset's class counts differ."""
+    A fixed-size export gets every image letterboxed to its size (no rect batches). Raises ValueError, before
+    any image is read, when the model's and the dataset's classes differ (`check_data_classes`), and after the
+    label scan, before inference, when the labels use a class id the model does not have."""
     runtime = runtime or RuntimeConfig()
     torch_device = resolve_device(str(device)) if device is not None else runtime.torch_device()
     config = inference_config(config, **settings)
     (backend,) = load_backends(weights, runtime=runtime, device=torch_device)
+    fixed = fixed_input_shape([backend], config)
     data_config = load_data_config(data, datasets_dir=None if datasets_dir is None else Path(datasets_dir))
-    names = list(data_config.names) or backend.names
-    if data_config.names and len(data_config.names) != len(backend.names):
-        raise ValueError(f"{weights}: {len(backend.names)} classes, but {data} has {len(data_config.names)}")
+    data_names = check_data_classes(backend.names, data_config, task, model=weights, data_name=data)
     if classifier is not None:  # checked against the detector before any data is read
         classifier = as_classifier(classifier, detector_names=backend.names, device=torch_device,
                                    runtime=runtime, weight=classifier_weight)  # fmt: skip
-    imgsz = check_imgsz(config.imgsz, backend.stride)
+    imgsz = max(fixed) if fixed is not None else check_imgsz(config.imgsz, backend.stride)
     dataset, scan = build_dataset(
-        data_config, task, imgsz=imgsz, rect=True, batch_size=config.batch, stride=backend.stride,
+        data_config, task, imgsz=imgsz, rect=fixed is None, batch_size=config.batch, stride=backend.stride,
         scan_cache=scan_cache,
     )  # fmt: skip
     if scan.report.problems:
         (on_problems or _log.warning)(format_problems(task, scan))
+    check_label_ids(scan, len(backend.names), model=weights, data_name=data)
     loader = build_dataloader(dataset, batch_size=config.batch, workers=workers, pin_memory=torch_device.type == "cuda")
     if callable(save_dir):
         save_dir = save_dir()
-    return evaluate(
-        backend,
-        loader,
-        names=names,
-        config=config,
-        protocol=protocol,
-        save_dir=None if save_dir is None else Path(save_dir),
-        save_json=save_json,
-        save_txt=save_txt,
-        plots=plots,
-        progress=progress,
-        classifier=classifier,
-        keep_images=keep_images,
-    )
+    with removed_if_left_empty(save_dir):
+        return evaluate(
+            backend,
+            loader,
+            names=list(data_names or backend.names),
+            config=config,
+            protocol=protocol,
+            save_dir=None if save_dir is None else Path(save_dir),
+            save_json=save_json,
+            save_txt=save_txt,
+            plots=plots,
+            progress=progress,
+            classifier=classifier,
+            keep_images=keep_images,
+        )
+

@@ -5,6 +5,7 @@ It imports no torch: command-line parsers derive their flags from it cheaply. `t
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, replace
 
 from tphyolo.flags import check_field_types, flag, setting_name
@@ -81,6 +82,16 @@ class InferenceConfig:
                 f"{setting_name(self, 'classes')} {' '.join(map(str, unknown))}: the model has {num_classes} "
                 f"classes (ids 0..{num_classes - 1})"
             )
+
+    def settings_in_effect(self, *, runs_merged: bool) -> dict[str, object]:
+        """The settings by field name, less those that change nothing: the TTA passes without `augment`, and
+        merging when no runs are merged (`runs_merged`: TTA, an ensemble or slicing) -- what a report lists."""
+        settings = dataclasses.asdict(self)
+        if not self.augment:
+            del settings["tta_scales"], settings["tta_flips"]
+        if not runs_merged:
+            del settings["merge"], settings["merge_iou"]
+        return settings
 
     @property
     def tta(self) -> TTAConfig:

@@ -39,6 +39,7 @@ from tphyolo.classify.relabel import Image, reclassify_rows
 from tphyolo.data.letterbox import LetterboxInfo
 from tphyolo.infer.backends.pytorch import Backend
 from tphyolo.infer.config import MERGE_METHODS, RECLASSIFY_MIN_SCORE, InferenceConfig
+from tphyolo.infer.input_shape import fixed_input_shape
 from tphyolo.infer.tta import augment, unaugment
 from tphyolo.ops import clip_boxes, non_max_suppression, unletterbox
 from tphyolo.ops.wbf import weighted_boxes_fusion
@@ -169,6 +170,7 @@ class Detector:
         self.names = list(backends[0].names)
         config.check_classes(len(self.names))
         self.stride = max(b.stride for b in backends)
+        self.fixed_shape = fixed_input_shape(backends, config)  # (h, w) inputs must have, or None: any
         self.device = backends[0].device
         passes = len(config.tta.passes())
         self.run_weights = [float(w) for w in (weights or [1.0] * len(backends)) for _ in range(passes)]

@@ -6,7 +6,8 @@
         result.save(f"out/{result.path.name}")  # see tphyolo.predict.results.Results
 
 How one image is processed: it is cut into windows (the whole image unless slicing), each window is
-letterboxed to `imgsz` (long side; short side padded to a stride multiple) and run through the inference core
+letterboxed to `imgsz` (long side; short side padded to a stride multiple; for a fixed-size export, to its
+shape, padded the whole way) and run through the inference core
 (`tphyolo.infer.detector.Detector`): every model with every TTA pass, each run suppressed by NMS and mapped
 back to original pixels. The runs of one (model, pass) over all windows form one detection list; the lists of
 an image are merged by WBF (weights: the per-model weights) or by NMS. With a crop classifier, the merged
@@ -15,6 +16,7 @@ detections of its classes are then re-labelled from crops of the original image 
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import replace
 from pathlib import Path
@@ -23,7 +25,7 @@ import numpy as np
 import torch
 
 from tphyolo.classify.classifier import CropClassifier, as_classifier
-from tphyolo.data.letterbox import check_imgsz, letterbox
+from tphyolo.data.letterbox import LetterboxInfo, check_imgsz, letterbox
 from tphyolo.infer.backends.pytorch import Weights, load_backends
 from tphyolo.infer.config import InferenceConfig, inference_config
 from tphyolo.infer.detector import Detector, View, ViewBatch
@@ -34,6 +36,8 @@ from tphyolo.predict.inputs import in_memory_images
 from tphyolo.predict.results import Results
 from tphyolo.predict.sources import Frame, Stream, iter_frames, resolve_source
 from tphyolo.runtime.config import RuntimeConfig, resolve_device
+
+LOGGER = logging.getLogger(__name__)
 
 
 class Predictor:
@@ -80,6 +84,11 @@ class Predictor:
             classifier = as_classifier(classifier, detector_names=backends[0].names, device=self.device,
                                        runtime=self.runtime, weight=classifier_weight)  # fmt: skip
         self.detector = Detector(backends, self.config, weights=model_weights, classifier=classifier)
+        fixed = self.detector.fixed_shape
+        if fixed is not None and max(fixed) != self.config.imgsz:
+            LOGGER.warning("a fixed-size export: images are letterboxed to its %dx%d, not to --img %d",
+                           fixed[1], fixed[0], self.config.imgsz)  # fmt: skip
+            self.config = replace(self.config, imgsz=max(fixed))
         self.slicing = SliceConfig(slice) if isinstance(slice, int) else slice
 
     @property
@@ -148,11 +157,18 @@ class Predictor:
             for r, image in zip(rows, images, strict=True)
         ]
 
+    def _letterbox(self, image: np.ndarray) -> tuple[np.ndarray, LetterboxInfo]:
+        """`image` letterboxed for the detector: to the shape of a fixed-size export, padded the whole way, else
+        to `imgsz` with the short side padded to the next stride multiple."""
+        if self.detector.fixed_shape is not None:
+            return letterbox(image, self.detector.fixed_shape, stride=self.detector.stride, auto=False)
+        return letterbox(image, self.config.imgsz, stride=self.detector.stride, auto=True)
+
     def _view_batches(self, images: Sequence[np.ndarray], owners: list[int], windows: list) -> Iterator[ViewBatch]:
         """Every view letterboxed and prepared, in batches of views of one shape (at most `config.batch`)."""
         boxed = []
         for i, (x1, y1, x2, y2) in zip(owners, windows, strict=True):
-            crop, info = letterbox(images[i][y1:y2, x1:x2], self.config.imgsz, stride=self.detector.stride, auto=True)
+            crop, info = self._letterbox(images[i][y1:y2, x1:x2])
             boxed.append((crop, View.of(info, x2 - x1, y2 - y1, offset=(x1, y1))))
         by_shape: dict[tuple[int, ...], list[int]] = {}
         for v, (crop, _) in enumerate(boxed):

@@ -30,6 +30,20 @@ NUM_CLASSES = len(NAMES)  # categories 1..NUM_CLASSES are classes
 WHOLE_COLUMNS = (5, 6, 7)  # category, truncation, occlusion
 
 
+def category_ids(names: Sequence[str]) -> list[int]:
+    """The VisDrone-DET category (1..NUM_CLASSES) of each class name, matched by name (a model of VisDrone's
+    classes in another order, or of some of them, maps too). Raises ValueError naming the classes that are
+    not VisDrone's: their detections would otherwise be written under the wrong categories."""
+    foreign = [name for name in names if name not in NAMES]
+    if foreign:
+        shown = ", ".join(foreign[:5]) + (f" and {len(foreign) - 5} more" if len(foreign) > 5 else "")
+        raise ValueError(
+            f"the model's classes {shown} are not VisDrone-DET's ({', '.join(NAMES)}): a VisDrone submission "
+            "needs a model of those classes"
+        )
+    return [NAMES.index(name) + 1 for name in names]
+
+
 def read_visdrone_line(line: str, where: str, *, max_values: int | None = None) -> list[float] | None:
     """The values of one VisDrone line `left,top,width,height,score,category[,truncation,occlusion,...]`, or
     None for a blank line; trailing commas are tolerated. Raises LabelError prefixed by `where` (file:line) for
