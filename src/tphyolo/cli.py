@@ -60,8 +60,13 @@ COMMANDS: dict[str, Command] = {
     "predict": Command(
         "tphyolo.commands.predict", "detect objects in images or videos (TTA, sliced inference, ensembles)"
     ),
+    "track": Command(
+        "tphyolo.commands.track",
+        "follow objects through videos (ByteTrack, BoT-SORT with camera-motion compensation); MOT files, videos",
+    ),
     "eval": Command(
-        "tphyolo.commands.eval", "score saved detections against ground truth (VisDrone, COCO or YOLO protocol)"
+        "tphyolo.commands.eval",
+        "score saved detections or tracks against ground truth (VisDrone, COCO, YOLO; HOTA/CLEAR/IDF1)",
     ),
     "data": Command(
         "tphyolo.commands.data",

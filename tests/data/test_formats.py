@@ -177,3 +177,27 @@ def test_visdrone_classes_and_image_suffixes_have_one_definition(tmp_path):
     assert isinstance(IMAGE_SUFFIXES, tuple) and all(is_image_name(Path(f"a{s.upper()}")) for s in IMAGE_SUFFIXES)
     cv2.imwrite(str(tmp_path / "frame.ppm"), np.zeros((30, 40, 3), np.uint8))
     assert eval_cmd.image_size(eval_cmd.required_image(tmp_path, "frame")) == (30, 40)
+
+
+@pytest.mark.parametrize(
+    ("field", "value", "message"),
+    [
+        ("iscrowd", "0", "annotations[0]: 'iscrowd' must be 0 or 1, got '0'"),  # a truthy string: never a crowd
+        ("iscrowd", 2, "annotations[0]: 'iscrowd' must be 0 or 1, got 2"),
+        ("image_id", [1], "annotations[0]: 'image_id' must be an int or a string, got [1]"),
+        ("image_id", {"id": 1}, "annotations[0]: 'image_id' must be an int or a string"),
+        ("category_id", None, "annotations[0]: 'category_id' must be an int, got None"),
+    ],
+)
+def test_a_coco_field_of_the_wrong_type_is_named_with_file_and_record(tmp_path, field, value, message):
+    annotation = {"id": 1, "image_id": 1, "category_id": 1, "bbox": [1, 2, 3, 4], "iscrowd": 0} | {field: value}
+    data = {"images": [{"id": 1, "file_name": "a.jpg", "width": 9, "height": 9}], "annotations": [annotation],
+            "categories": [{"id": 1, "name": "car"}]}  # fmt: skip
+    path = tmp_path / "annotations.json"
+    path.write_text(json.dumps(data))
+    with pytest.raises(LabelError) as error:
+        load_coco(path)
+    assert str(error.value).startswith(f"{path}: {message}")
+    annotation |= {"iscrowd": True}  # json's true is a crowd region
+    path.write_text(json.dumps(data | {"annotations": [annotation | {"image_id": 1, "category_id": 1}]}))
+    assert load_coco(path)[1]["a.jpg"].labels.ignore.tolist() == [[1, 2, 4, 6]]

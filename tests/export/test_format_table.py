@@ -9,7 +9,7 @@ import pytest
 from tphyolo.bench.export import BACKENDS as BENCHED
 from tphyolo.export.config import ExportConfig
 from tphyolo.export.exporter import output_paths, selected_formats
-from tphyolo.export.formats import EXPORT_FORMATS, FORMATS, RUNTIMES
+from tphyolo.export.formats import EXPORT_FORMATS, FORMATS, INT8_FORMATS, RUNTIMES
 from tphyolo.flags import flag_spec
 from tphyolo.infer.backends import BACKENDS, exported_format
 from tphyolo.infer.backends.metadata import FORMATS as METADATA_FORMATS
@@ -47,6 +47,27 @@ def test_the_cli_the_file_names_and_the_benchmark_derive_from_the_table():
     assert [f.name for f in selected_formats(cfg)] == list(EXPORT_FORMATS)  # written in table order
     paths = output_paths(cfg, Path("runs/best"))
     assert {name: path.name for name, path in paths.items()} == {f.name: f"best{f.suffix}" for f in FORMATS}
-    assert ("torch", *RUNTIMES) == BENCHED and set(RUNTIMES.values()) == set(BACKENDS)
+    assert ("torch", *RUNTIMES) == BENCHED and {fmt for fmt, _ in RUNTIMES.values()} == set(BACKENDS)
     with pytest.raises(ValueError, match="unknown export format"):
         ExportConfig(formats=("tflite",))
+
+
+def test_int8_forms_come_from_the_rows_that_have_an_int8_writer():
+    """`--int8` files are named `W_int8...`, written by the row's INT8 writer, and benchmarked as `<runtime>-int8`."""
+    int8_rows = [f for f in FORMATS if f.int8_writer is not None]
+    assert [f.name for f in int8_rows] == list(INT8_FORMATS) and {"onnx", "openvino"} <= set(INT8_FORMATS)
+    for fmt in int8_rows:
+        writer = fmt.writer_module(int8=True)
+        assert all(callable(getattr(writer, name)) for name in ("check", "write", "write_float", "rewrite_metadata"))
+        if fmt.runtime is not None:
+            assert RUNTIMES[f"{fmt.runtime}-int8"] == (fmt.name, True)
+    cfg = ExportConfig(formats=("onnx", "openvino"), int8=True, data="synthetic")
+    assert {k: p.name for k, p in output_paths(cfg, Path("runs/best")).items()} == {
+        "onnx": "best_int8.onnx",
+        "openvino": "best_int8_openvino_model",
+    }
+    assert exported_format(Path("best_int8.onnx")) == "onnx"
+    with pytest.raises(ValueError, match="torchscript has no INT8 form"):
+        ExportConfig(formats=("torchscript",), int8=True, data="synthetic")
+    with pytest.raises(ValueError, match="--int8 needs --data"):
+        ExportConfig(formats=("onnx",), int8=True)

@@ -13,8 +13,7 @@ import time
 from pathlib import Path
 
 import pytest
-import torch
-from tests.helpers import save_model_checkpoint
+from tests.helpers import one_error_line
 from tests.reliability.corpus import NON_UTF8_NAME, billion_laughs, jpeg_bytes, write_dataset
 
 import tphyolo.checkpoint.format
@@ -30,21 +29,6 @@ CPU = ["--device", "cpu"]
 def dataset(tmp_path_factory) -> tuple[Path, dict[str, Path]]:
     root = tmp_path_factory.mktemp("corpus")
     return root, write_dataset(root)
-
-
-@pytest.fixture(scope="module")
-def weights(tmp_path_factory) -> Path:
-    torch.manual_seed(0)
-    model = build_model("yolov5n", num_classes=2)
-    return save_model_checkpoint(tmp_path_factory.mktemp("weights") / "tiny.pt", model, ["a", "b"])
-
-
-def one_error_line(err: str, command: str) -> str:
-    """The one error line of a command's stderr (progress bars aside); fails on a traceback or a second line."""
-    assert "Traceback" not in err, err
-    lines = [line for line in err.splitlines() if line.startswith(f"tphyolo {command}: error: ")]
-    assert len(lines) == 1, err
-    return lines[0]
 
 
 def test_data_check_names_every_bad_file_and_keeps_the_rest(dataset, tmp_path, monkeypatch, capsys):

@@ -4,11 +4,14 @@ what `tphyolo bench predict` runs.
 Baselines (`BASELINES`), each the same weights in PyTorch eager fp32, Conv+BN fused, on the CPU: "ours", our
 model; "original", our model with its attention blocks computed as the original code computes them
 (`tphyolo.bench.baselines.with_original_attention`). Backends (`BACKENDS`): "torch", our model in PyTorch
-eager (a row only against the "original" baseline), and the runtimes of exported files, "onnxruntime",
-"openvino", "torchscript".
+eager (a row only against the "original" baseline), the runtimes of exported files, "onnxruntime",
+"openvino", "torchscript", and the INT8 files of those that have one, "onnxruntime-int8", "openvino-int8"
+(`tphyolo export --int8`, calibrated on `calib_images` images of `int8_data`'s train split; the accuracy check
+is skipped: random weights score nothing).
 
 Forward (`bench_backends`): each backend runs the file exported from those weights at the same fixed size and
-batch. Before timing, every output on the timing input is checked against our model's (<= 1e-4 relative).
+batch. Before timing, every output on the timing input is checked against our model's (<= 1e-4 relative;
+INT8 files within `INT8_TOLERANCE`, their relative error is reported in their rows).
 
 End to end (`bench_tta`): `Predictor` with test-time augmentation (the paper's 4 scales x 2 flips, 8 passes,
 merged by WBF) on one uint8 noise image, `tta_imgsz` pixels wide and 9/16 of that high, from its pixels to the
@@ -36,7 +39,7 @@ from tphyolo.bench.timing import Timing, paired_speedup, time_calls
 from tphyolo.export.config import ExportConfig
 from tphyolo.export.exporter import ExportResult, export_model
 from tphyolo.export.formats import RUNTIMES
-from tphyolo.export.parity import FP32_TOLERANCE, relative_error, sample_images
+from tphyolo.export.parity import FP32_TOLERANCE, INT8_TOLERANCE, relative_error, sample_images
 from tphyolo.infer.backends import load_backend
 
 BACKENDS = ("torch", *RUNTIMES)
@@ -52,7 +55,8 @@ TTA_CONF = 1e-4  # random weights score ~1e-5..1e-3: each pass keeps up to max_d
 class BackendBenchSettings:
     """model: a built-in name (random weights, seed 0); backends: some of BACKENDS; baselines: some of
     BASELINES; threads: CPU threads of the exported runtimes (default: the cores this process may use;
-    PyTorch keeps its own setting). tta_imgsz: image width of `bench_tta`."""
+    PyTorch keeps its own setting). tta_imgsz: image width of `bench_tta`. int8_data, calib_images: the
+    calibration of the INT8 backends."""
 
     model: str = "tph-yolov5l"
     imgsz: int = 640
@@ -63,6 +67,8 @@ class BackendBenchSettings:
     repeats: int = 5
     threads: int | None = None
     tta_imgsz: int = 1536
+    int8_data: str = "synthetic"
+    calib_images: int = 32
 
     def __post_init__(self) -> None:
         unknown = [b for b in self.backends if b not in BACKENDS]
@@ -90,17 +96,27 @@ def eager_models(model: torch.nn.Module, settings: BackendBenchSettings) -> dict
 
 
 def _export(model, settings, workdir, *, imgsz, batch, dynamic, log) -> dict[str, ExportResult]:
-    """{backend: its export} for the exported backends of `settings`."""
-    exported = [b for b in settings.backends if b in RUNTIMES]
-    if not exported:
-        return {}
-    cfg = ExportConfig(formats=tuple(RUNTIMES[b] for b in exported), imgsz=imgsz, batch=batch, dynamic=dynamic)
+    """{backend: its export} for the exported backends of `settings` (float files, then INT8 ones)."""
     stem = Path(workdir) / f"{settings.model}{'_dynamic' if dynamic else ''}"
-    results = {r.format: r for r in export_model(model, cfg, stem=stem, model_name=settings.model, log=log)}
-    for result in results.values():
-        if not result.ok:
-            raise RuntimeError(result.summary())
-    return {b: results[RUNTIMES[b]] for b in exported}
+    exports = {}
+    for int8 in (False, True):
+        chosen = [b for b in settings.backends if b in RUNTIMES and RUNTIMES[b][1] == int8]
+        if not chosen:
+            continue
+        cfg = ExportConfig(formats=tuple(RUNTIMES[b][0] for b in chosen), imgsz=imgsz, batch=batch, dynamic=dynamic,
+                           int8=int8, data=settings.int8_data if int8 else None,
+                           calib_images=settings.calib_images)  # fmt: skip
+        written = export_model(model, cfg, stem=stem, model_name=settings.model, log=log, check_accuracy=False)
+        results = {r.format: r for r in written}
+        for result in results.values():
+            if not result.ok:
+                raise RuntimeError(result.summary())
+        exports |= {b: results[RUNTIMES[b][0]] for b in chosen}
+    return exports
+
+
+def is_int8(backend: str) -> bool:
+    return RUNTIMES.get(backend, ("", False))[1]
 
 
 def bench_backends(
@@ -125,11 +141,13 @@ def bench_backends(
     reference = outputs["ours"] if "ours" in outputs else _eager_forward(baseline_model(model, "ours"), images)
     errors = {name: relative_error(out, reference) for name, out in outputs.items() if name != "ours"}
     for name, error in errors.items():
-        if error > FP32_TOLERANCE:
-            raise RuntimeError(f"{name}: output differs from our PyTorch model's by {error:.1e} (> {FP32_TOLERANCE})")
-    log("outputs equal to our PyTorch model's: " + ", ".join(f"{k} {v:.1e}" for k, v in errors.items()))
+        tolerance = INT8_TOLERANCE if is_int8(name) else FP32_TOLERANCE
+        if error > tolerance:
+            raise RuntimeError(f"{name}: output differs from our PyTorch model's by {error:.1e} (> {tolerance})")
+    within = f" (INT8 files within {INT8_TOLERANCE})" if any(is_int8(name) for name in errors) else ""
+    log(f"outputs equal to our PyTorch model's{within}: " + ", ".join(f"{k} {v:.1e}" for k, v in errors.items()))
     timings = dict(zip(runners, _time(runners, settings), strict=True))
-    config = f"{settings.model} img{settings.imgsz} b{settings.batch} fp32"
+    config = f"{settings.model} img{settings.imgsz} b{settings.batch}"
     return _rows(
         "predict", config, settings, timings, exports, log,
         extra=lambda base, name: {"rel_error": float(f"{relative_error(outputs[name], outputs[base]):.2e}")},
@@ -186,7 +204,8 @@ def _rows(prefix, config, settings, timings, exports, log, *, extra) -> list[Row
             if backend in exports:
                 details["export_s"] = round(exports[backend].seconds, 1)
             details["torch_threads"] = torch.get_num_threads()
-            row = Row(f"{prefix}/{backend}", f"{config}, vs {BASELINES[base]}", ours_t.median_ms, base_t.median_ms,
+            described = f"{config} {'int8' if is_int8(backend) else 'fp32'}, vs {BASELINES[base]}"
+            row = Row(f"{prefix}/{backend}", described, ours_t.median_ms, base_t.median_ms,
                       ours_spread_ms=ours_t.spread_ms, baseline_spread_ms=base_t.spread_ms, extra=details)  # fmt: skip
             log(f"{row.name} {row.config}: baseline {base_t.median_ms:.0f} ms, ours {ours_t.median_ms:.0f} ms, "
                 f"speedup {row.speedup:.2f}x (paired {details['paired_speedup']:.2f}x)")  # fmt: skip

@@ -30,6 +30,7 @@ from tphyolo.bench.baseline_loss import OriginalLoss
 from tphyolo.bench.baselines import with_original_attention
 from tphyolo.bench.report import Row
 from tphyolo.bench.timing import paired_speedup, peak_memory_mb, time_calls
+from tphyolo.data.letterbox import check_imgsz
 from tphyolo.runtime.config import RuntimeConfig, autocast, sdpa_context
 from tphyolo.runtime.precision import strict_fp32
 
@@ -186,6 +187,7 @@ def bench_model(
     runs = variant_runtimes(runtime, settings.variants, device=device, log=log)
     torch.manual_seed(0)
     ours = build_model(settings.model, num_classes=settings.num_classes).to(device)
+    settings = replace(settings, image_size=check_imgsz(settings.image_size, int(ours.stride.max())))
     baseline, replaced = with_original_attention(ours)
     images = synthetic_images(settings.batch, settings.image_size)
     targets = synthetic_targets(settings.batch, settings.num_classes).to(device)

@@ -1,8 +1,11 @@
-"""`tphyolo eval`: score saved detections against ground truth with a protocol of the registry.
+"""`tphyolo eval`: score saved detections against ground truth with a protocol of the registry, or, with
+`--task track`, saved tracks with HOTA, CLEAR and Identity metrics (`tphyolo.metrics.tracking`).
 
 The inputs (VisDrone txt folders, COCO json files) are read by `tphyolo.evaluation.detection_files`; this
 module parses the flags and prints. `--save-gt PATH` writes the COCO dataset json of a VisDrone annotation
-folder (`detection_files.save_coco_gt`); without `--pred` it only writes the file.
+folder (`detection_files.save_coco_gt`); without `--pred` it only writes the file. Tracks are folders of
+per-sequence files in the layout of `--format` (`tphyolo.data.mot.sequences`); `--data` names a video data set
+whose split's ground truth to use instead of `--gt`.
 """
 
 from __future__ import annotations
@@ -11,11 +14,15 @@ import argparse
 import json
 from pathlib import Path
 
+DETECTION_ONLY = ("protocol", "images", "report", "save_gt")  # flags --task track does not take
+
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
+    from tphyolo.data.mot.sequences import TRACK_FORMATS
     from tphyolo.metrics.registry import PROTOCOLS
 
-    parser.add_argument("--gt", type=Path, required=True, help="folder of VisDrone annotation txt, or COCO json")
+    parser.add_argument("--task", choices=("detect", "track"), default="detect", help="what --pred holds")
+    parser.add_argument("--gt", type=Path, help="folder of VisDrone annotation txt, or COCO json; tracks: a folder")
     parser.add_argument(
         "--pred", type=Path, help="folder of VisDrone result txt, or COCO results json (optional with --save-gt)"
     )
@@ -32,6 +39,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--save-gt", type=Path, metavar="PATH", help="write the COCO dataset json of a VisDrone --gt folder to PATH"
     )
+    tracks = parser.add_argument_group("--task track")
+    tracks.add_argument(
+        "--format", choices=TRACK_FORMATS, default="visdrone-mot", help="layout and rules of --gt and --pred"
+    )
+    tracks.add_argument("--data", help="a video data set (e.g. synthetic-mot) whose --split ground truth to use")
+    tracks.add_argument("--split", default="val", choices=("train", "val", "test"), help="--data split (default: val)")
+    parser.set_defaults(detection_defaults={name: parser.get_default(name) for name in DETECTION_ONLY})
 
 
 def _score_visdrone_files(args: argparse.Namespace) -> tuple[dict, dict, str]:
@@ -79,9 +93,39 @@ def _score_coco_files(args: argparse.Namespace):
     return result.overall, result.per_class, result.table()
 
 
+def _run_track(args: argparse.Namespace) -> int:
+    """`--task track`: HOTA, CLEAR and Identity per class and combined; `--json` gets them all."""
+    from tphyolo.errors import UsageError
+    from tphyolo.metrics.tracking import evaluate_tracking
+
+    given = [f"--{name.replace('_', '-')}" for name, default in args.detection_defaults.items()
+             if getattr(args, name) != default]  # fmt: skip
+    if given:
+        raise UsageError(f"{', '.join(given)} score detections; --task track does not take them")
+    if args.pred is None or (args.gt is None) == (args.data is None):
+        raise UsageError("--task track needs --pred and one of --gt or --data")
+    gt, fmt = args.gt, args.format
+    if args.data is not None:
+        from tphyolo.data.dataset_config import load_data_config
+        from tphyolo.data.mot.sequences import tracking_split
+
+        split = tracking_split(load_data_config(args.data), args.split)
+        gt, fmt = split.annotations, split.fmt
+    result = evaluate_tracking(gt, args.pred, fmt=fmt)
+    print(result.table())
+    if args.json is not None:
+        args.json.parent.mkdir(parents=True, exist_ok=True)
+        args.json.write_text(json.dumps(result.to_dict(), indent=2))
+    return 0
+
+
 def run(args: argparse.Namespace) -> int:
     from tphyolo.errors import UsageError
 
+    if args.task == "track":
+        return _run_track(args)
+    if args.gt is None:
+        raise UsageError("--gt is required")
     if args.save_gt is not None:
         if args.gt.suffix == ".json":
             raise UsageError(f"--save-gt writes the COCO json of a VisDrone annotation folder; --gt {args.gt} is one")

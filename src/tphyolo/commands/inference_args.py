@@ -1,12 +1,14 @@
-"""What `tphyolo predict` and `tphyolo val` share on the command line: the inference flags (derived from
-`InferenceConfig`), the output-folder flags (`OutputDir`), the crop-classifier flags and the device check in
-the flags' words."""
+"""What `tphyolo predict`, `tphyolo track` and `tphyolo val` share on the command line: the inference flags
+(derived from `InferenceConfig`), the output-folder flags (`OutputDir`), the sliced-inference and crop-classifier
+flags and the device check in the flags' words."""
 
 from __future__ import annotations
 
 import argparse
 from collections.abc import Iterable, Mapping
 from typing import Any
+
+from tphyolo.flags import FRACTION
 
 
 def add_inference_flags(
@@ -21,6 +23,43 @@ def add_inference_flags(
     add_flags(parser, OutputDir)
 
 
+def add_slice_flags(parser: argparse.ArgumentParser) -> None:
+    """--slice, --overlap, --slice-full: sliced inference (`tphyolo.infer.slicing.SliceConfig`)."""
+    from tphyolo.infer.slicing import DEFAULT_OVERLAP, OVERLAP_BOUNDS, SIZE_BOUNDS
+
+    parser.add_argument(
+        "--slice", type=SIZE_BOUNDS.parser(int), default=None, metavar="SIZE", help="sliced inference, window pixels"
+    )
+    parser.add_argument(
+        "--overlap",
+        type=OVERLAP_BOUNDS.parser(float),
+        default=DEFAULT_OVERLAP,
+        help=f"slice overlap fraction, {OVERLAP_BOUNDS} (default: {DEFAULT_OVERLAP})",
+    )
+    parser.add_argument("--slice-full", action="store_true", help="add a full-image pass to sliced inference")
+
+
+def slice_settings(args: argparse.Namespace):
+    """The SliceConfig of `--slice`, `--overlap`, `--slice-full`, or None without `--slice`. Raises UsageError
+    for slice flags given without `--slice` and for a window the SliceConfig refuses."""
+    from tphyolo.errors import UsageError
+    from tphyolo.infer.slicing import DEFAULT_OVERLAP, SliceConfig
+
+    if args.slice is None:
+        given = [
+            name
+            for name, on in (("--overlap", args.overlap != DEFAULT_OVERLAP), ("--slice-full", args.slice_full))
+            if on
+        ]
+        if given:
+            raise UsageError(f"{' and '.join(given)} set(s) sliced inference up; add --slice SIZE or drop it")
+        return None
+    try:
+        return SliceConfig(args.slice, args.overlap, args.slice_full)
+    except ValueError as error:
+        raise UsageError(f"--slice {args.slice} --overlap {args.overlap}: {error}") from error
+
+
 def add_classifier_flags(parser: argparse.ArgumentParser) -> None:
     """--classifier and --classifier-weight: the crop classifier that re-labels the detections of its classes."""
     parser.add_argument(
@@ -28,7 +67,7 @@ def add_classifier_flags(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--classifier-weight",
-        type=float,
+        type=FRACTION.parser(float),
         default=None,
         metavar="W",
         help="the classifier's share in [0, 1] (default: the one saved with it)",
@@ -39,11 +78,8 @@ def classifier_settings(args: argparse.Namespace) -> dict[str, Any]:
     """The `classifier` and `classifier_weight` keywords of Predictor and evaluate, checked in the flags' words."""
     from tphyolo.errors import UsageError
 
-    if args.classifier_weight is not None:
-        if args.classifier is None:
-            raise UsageError("--classifier-weight needs --classifier")
-        if not 0.0 <= args.classifier_weight <= 1.0:
-            raise UsageError(f"--classifier-weight must be in [0, 1], got {args.classifier_weight}")
+    if args.classifier_weight is not None and args.classifier is None:
+        raise UsageError("--classifier-weight needs --classifier")
     return {"classifier": args.classifier, "classifier_weight": args.classifier_weight}
 
 

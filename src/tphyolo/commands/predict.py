@@ -10,18 +10,19 @@ from pathlib import Path
 from tphyolo.commands.inference_args import (
     add_classifier_flags,
     add_inference_flags,
+    add_slice_flags,
     classifier_settings,
     inference_device,
+    slice_settings,
 )
 from tphyolo.errors import describe_error
-from tphyolo.flags import add_flags
+from tphyolo.flags import add_flags, bounded
 
 USES_RUNTIME = True
 RUNTIME_INFERENCE = True
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    from tphyolo.infer.slicing import DEFAULT_OVERLAP
     from tphyolo.predict.draw_style import DrawStyle
 
     parser.add_argument(
@@ -35,14 +36,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         required=True,
         help="checkpoint(s) or exported model(s) (.onnx, OpenVINO, .torchscript); several form an ensemble",
     )
-    parser.add_argument("--model-weights", nargs="+", type=float, default=None, help="WBF weight of each model")
+    parser.add_argument(
+        "--model-weights", nargs="+", type=bounded(float, 0), default=None, help="WBF weight of each model"
+    )
     add_inference_flags(parser)
     add_classifier_flags(parser)
-    parser.add_argument("--slice", type=int, default=None, metavar="SIZE", help="sliced inference, window pixels")
-    parser.add_argument(
-        "--overlap", type=float, default=DEFAULT_OVERLAP, help=f"slice overlap fraction (default: {DEFAULT_OVERLAP})"
-    )
-    parser.add_argument("--slice-full", action="store_true", help="add a full-image pass to sliced inference")
+    add_slice_flags(parser)
     parser.add_argument("--no-save-img", "--nosave", action="store_true", help="do not write annotated images/videos")
     parser.add_argument("--save-txt", action="store_true", help="YOLO txt per image (labels/)")
     parser.add_argument("--save-conf", action="store_true", help="scores in --save-txt files")
@@ -58,7 +57,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_flags(parser, DrawStyle)
     parser.add_argument(
         "--vid-stride",
-        type=int,
+        type=bounded(int, 1),
         default=1,
         metavar="N",
         help="read every N-th frame of videos and streams (default: 1)",
@@ -69,29 +68,14 @@ def slice_config(args: argparse.Namespace):
     """The SliceConfig of `--slice`, `--overlap`, `--slice-full`, or None without `--slice`. Raises UsageError
     for slice flags given without `--slice` and for `--save-conf` without `--save-txt` (flags with no effect)."""
     from tphyolo.errors import UsageError
-    from tphyolo.infer.slicing import DEFAULT_OVERLAP, SliceConfig
 
     if args.save_conf and not args.save_txt:
         raise UsageError("--save-conf adds scores to the --save-txt files; add --save-txt or drop it")
     if args.coco_gt is not None and not args.save_json:
         raise UsageError("--coco-gt numbers the images of --save-json; add --save-json or drop it")
-    if args.vid_stride < 1:
-        raise UsageError(f"--vid-stride must be at least 1, got {args.vid_stride}")
     if args.no_save_img and (args.hide_labels or args.hide_conf or args.line_width is not None):
         raise UsageError("--hide-labels, --hide-conf and --line-width style the annotated images; drop --no-save-img")
-    if args.slice is None:
-        given = [
-            name
-            for name, on in (("--overlap", args.overlap != DEFAULT_OVERLAP), ("--slice-full", args.slice_full))
-            if on
-        ]
-        if given:
-            raise UsageError(f"{' and '.join(given)} set(s) sliced inference up; add --slice SIZE or drop it")
-        return None
-    try:
-        return SliceConfig(args.slice, args.overlap, args.slice_full)
-    except ValueError as error:
-        raise UsageError(f"--slice {args.slice} --overlap {args.overlap}: {error}") from error
+    return slice_settings(args)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -146,7 +130,7 @@ def _predict_into(save_dir, predictor, files, args: argparse.Namespace, *, style
         style=style,
         image_ids=image_ids,
     )
-    count = 0
+    count, warned = 0, 0
     skipped: list = []
 
     def skip(path, error: Exception) -> None:
@@ -157,10 +141,14 @@ def _predict_into(save_dir, predictor, files, args: argparse.Namespace, *, style
         stream = predictor.stream(files, on_skip=skip, vid_stride=args.vid_stride)
         total = count_frames(files, vid_stride=args.vid_stride)
         for frame, detections in tqdm(stream, total=total, unit="img", desc="predict"):
+            for note in frame.notes:  # a partial JPEG, the first of several frames
+                tqdm.write(f"tphyolo predict: warning: {note}", file=sys.stderr)
+            warned += bool(frame.notes)
             writer.write(frame, detections)
             count += len(detections)
     finally:
         writer.close()
     done = len(files) - len(skipped)
-    print(f"{count} detections in {done} file(s), {len(skipped)} skipped; results in {save_dir}")
+    warnings = f" ({warned} with a warning)" if warned else ""
+    print(f"{count} detections in {done} file(s){warnings}, {len(skipped)} skipped; results in {save_dir}")
     return 0

@@ -14,7 +14,7 @@ from tphyolo.commands.inference_args import (
     inference_device,
 )
 from tphyolo.data.scan_options import ScanOptions
-from tphyolo.flags import add_flags, from_flags
+from tphyolo.flags import NON_NEGATIVE, add_flags, from_flags
 
 USES_RUNTIME = True
 RUNTIME_INFERENCE = True
@@ -37,7 +37,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_inference_flags(parser, defaults=VAL_DEFAULTS, exclude=("classes", "agnostic"))
     add_classifier_flags(parser)
     parser.add_argument("--protocol", choices=list(PROTOCOLS), default="yolo", help="scoring rules (default: yolo)")
-    parser.add_argument("--workers", type=int, default=2, help="data loading processes (default: 2)")
+    parser.add_argument(
+        "--workers",
+        type=NON_NEGATIVE.parser(int),
+        default=2,
+        help="data loading processes, at most the CPU cores (default: 2)",
+    )
     add_flags(parser, ScanOptions)
     parser.add_argument("--save-json", action="store_true", help="COCO results json (predictions.json)")
     parser.add_argument("--save-txt", action="store_true", help="YOLO txt with scores per image (labels/)")

@@ -75,7 +75,6 @@ HINTS: dict[str, dict[str, str]] = {
         "--inplace": "not needed: the exported head always decodes out of place",
         "--train": "exports are for inference only (fused, eval mode)",
         "--optimize": "no mobile optimisation; `--format openvino` or `onnx` are the fast CPU formats",
-        "--int8": "INT8 quantisation is not part of `tphyolo export`",
         "--topk-per-class": _TFJS_NMS,
         "--topk-all": _TFJS_NMS,
         "--iou-thres": _TFJS_NMS,

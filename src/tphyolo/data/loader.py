@@ -1,11 +1,17 @@
 """Batches: collating samples, the DataLoader builder and its epochs, worker seeding, multi-scale resizing.
 
+A loader starts at most as many worker processes as can run at once (`usable_workers`): more than the CPU
+cores this process may use (shared among the processes of a distributed run), or than the images of a batch,
+only add start-up time and memory. A smaller count than asked is said in a log line.
+
 `Batch` holds everything evaluation and prediction need to map boxes back to original pixels:
 x0 = (x - pads[i, 0]) / ratios[i, 0], y0 = (y - pads[i, 1]) / ratios[i, 1] for image i.
 """
 
 from __future__ import annotations
 
+import logging
+import os
 import random
 from dataclasses import dataclass, replace
 
@@ -20,6 +26,8 @@ from tphyolo.data.dataset_config import DataConfig
 from tphyolo.data.letterbox import PAD_VALUE
 from tphyolo.data.sampler import EpochSampler
 from tphyolo.data.scan import SplitScan, scan_split
+
+LOGGER = logging.getLogger("tphyolo")
 
 
 @dataclass
@@ -67,7 +75,7 @@ class Batch:
         n, c, h, w = self.images.shape
         if isinstance(size, int):
             r = size / max(h, w)
-            size = (round(h * r), round(w * r))
+            size = (max(1, round(h * r)), max(1, round(w * r)))
         new_h, new_w = size
         if (new_h, new_w) == (h, w):
             return self
@@ -147,6 +155,28 @@ def set_loader_epoch(loader: DataLoader, epoch: int) -> None:
     loader.generator.manual_seed(worker_base_seed(sampler.seed, sampler.rank, epoch))
 
 
+def available_cores() -> int:
+    """The CPU cores this process may run on (its affinity mask where the OS has one, else all)."""
+    if hasattr(os, "sched_getaffinity"):
+        return len(os.sched_getaffinity(0))
+    return os.cpu_count() or 1
+
+
+def usable_workers(asked: int, *, batch_size: int, world_size: int = 1) -> int:
+    """The loader processes to start for `asked`: at most the cores per process of a `world_size`-process run
+    and the images of a batch (YOLOv5's rule), at least 1 when any were asked; logged when fewer than asked."""
+    if asked <= 0:
+        return 0
+    cores = max(1, available_cores() // max(world_size, 1))
+    used = max(1, min(asked, cores, batch_size))
+    if used < asked:
+        LOGGER.info(
+            "data loader: %d worker(s) asked, %d started (%d CPU core(s) per process, batch %d)",
+            asked, used, cores, batch_size,
+        )  # fmt: skip
+    return used
+
+
 def build_dataloader(
     dataset: DetectionDataset,
     *,
@@ -165,8 +195,10 @@ def build_dataloader(
     """A DataLoader yielding `Batch`es, in the order of an `EpochSampler` (shuffled from (seed, epoch));
     distributed=True gives process `rank` its share of each epoch. Call `set_loader_epoch(loader, epoch)`
     before each epoch (it starts at epoch 0). shuffle must be False for rect datasets (their batches are
-    pre-shaped by order).
+    pre-shaped by order). `workers` is capped by
+    `usable_workers`.
     """
+    workers = usable_workers(workers, batch_size=batch_size, world_size=world_size if distributed else 1)
     if shuffle and getattr(dataset, "rect", False):
         raise ValueError("a rect dataset must not be shuffled (batch shapes follow the aspect-ratio order)")
     if not distributed:
@@ -214,6 +246,12 @@ def build_dataset(
         raise ValueError(f"data {data.source or data.root}: no '{split}' split")
     scan = scan_split(sources, names=data.names, cache=scan_cache)
     records = scan.records
+    if not records:
+        where = ", ".join(map(str, sources))
+        raise ValueError(
+            f"{where}: no usable images in the '{split}' split ({scan.report.summary()}); `tphyolo data check` "
+            "lists the problems"
+        )
     if single_class:
         records = [replace(r, labels=replace(r.labels, classes=np.zeros_like(r.labels.classes))) for r in records]
     dataset = DetectionDataset(

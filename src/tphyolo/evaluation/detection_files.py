@@ -23,17 +23,12 @@ from tphyolo.metrics.protocol import ImageResult
 
 
 def read_visdrone_rows(path: Path) -> np.ndarray:
-    """(n, 8) float rows of a VisDrone txt file (missing truncation/occlusion read as 0). Raises ValueError
-    naming the file and line of an unusable line (`read_visdrone_line`: empty fields, NaN/inf, a category that
-    is not a whole number, ...)."""
-    from tphyolo.data.formats.visdrone import read_visdrone_line
+    """(n, 8) float rows of a VisDrone txt file, read as training reads labels (`tphyolo.data.formats.visdrone.
+    read_visdrone_rows`: a byte-order mark dropped; ValueError naming the file and line of an unusable line, a
+    category outside 0..11, or text that is not UTF-8)."""
+    from tphyolo.data.formats.visdrone import read_visdrone_rows as read_rows
 
-    rows = []
-    for lineno, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
-        values = read_visdrone_line(line, f"{path}:{lineno}", max_values=8)
-        if values is not None:
-            rows.append(values + [0.0] * (8 - len(values)))
-    return np.array(rows, dtype=np.float64).reshape(-1, 8)
+    return read_rows(path)
 
 
 def image_file(images_dir: Path, stem: str) -> Path | None:
@@ -44,12 +39,11 @@ def image_file(images_dir: Path, stem: str) -> Path | None:
 
 
 def image_size(path: Path) -> tuple[int, int]:
-    """(height, width) of the image `path`, read from the file header."""
-    from PIL import Image
+    """(height, width) of the image `path` as displayed, from its header, by the one image reader and its pixel
+    limit (ImageError naming the file for an image that declares too many pixels)."""
+    from tphyolo.data.image_io import read_image_size
 
-    with Image.open(path) as im:  # lazy: decodes the header only
-        width, height = im.size
-    return height, width
+    return read_image_size(path)
 
 
 def required_image(images_dir: Path, stem: str) -> Path:
@@ -86,10 +80,10 @@ def load_visdrone_pairs(gt_dir: Path, pred_dir: Path) -> list[tuple[str, np.ndar
 
 
 def read_json(path: Path, what: str):
-    try:
-        return json.loads(path.read_text(encoding="utf-8"))
-    except (json.JSONDecodeError, UnicodeDecodeError) as error:
-        raise ValueError(f"{path}: not valid JSON ({what}): {error}") from None
+    """The JSON document of `path`, through the one bounded JSON reader (ValueError naming the file)."""
+    from tphyolo.data.json_files import load_json_file
+
+    return load_json_file(path, what=what)
 
 
 def visdrone_image_results(

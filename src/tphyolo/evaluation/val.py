@@ -77,8 +77,8 @@ def val(
         data_config, task, imgsz=imgsz, rect=fixed is None, batch_size=config.batch, stride=backend.stride,
         scan_cache=scan_cache,
     )  # fmt: skip
-    if scan.report.problems:
-        (on_problems or _log.warning)(format_problems(task, scan))
+    if problems := format_problems(task, scan):  # files skipped, and files scored in part
+        (on_problems or _log.warning)(problems)
     check_label_ids(scan, len(backend.names), model=weights, data_name=data)
     loader = build_dataloader(dataset, batch_size=config.batch, workers=workers, pin_memory=torch_device.type == "cuda")
     if callable(save_dir):

@@ -5,11 +5,16 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from tphyolo.export.formats import EXPORT_FORMATS
-from tphyolo.flags import flag
+from tphyolo.data.image_limits import IMGSZ_BOUNDS
+from tphyolo.export.formats import EXPORT_FORMATS, FORMAT_BY_NAME, INT8_FORMATS
+from tphyolo.flags import AT_LEAST_ONE, Bounds, check_field_types, flag
+from tphyolo.metrics.registry import PROTOCOLS
 
 DEFAULT_OPSET = 17  # LayerNormalization is a single op from 17; every runtime here reads it
 MIN_OPSET = 14  # scaled_dot_product_attention needs 14
+MAX_OPSET = 20  # the newest the TorchScript-based ONNX exporter writes (torch.onnx ONNX_TORCHSCRIPT_EXPORTER_MAX_OPSET)
+DEFAULT_CALIBRATION_IMAGES = 300  # NNCF's default subset size; fewer when the train split is smaller
+DEFAULT_MAX_DROP = 0.01  # mAP50, absolute: what an INT8 file may lose against its float model
 
 
 @dataclass(frozen=True)
@@ -25,15 +30,25 @@ class ExportConfig:
         help=f"one or more of {', '.join(EXPORT_FORMATS)}",
     )
     imgsz: int = flag(
-        640, "--img", "--imgsz", "--img-size", help="image size, pixels (rounded up to a multiple of the stride)"
+        640,
+        "--img",
+        "--imgsz",
+        "--img-size",
+        help="image size, pixels (rounded up to a multiple of the stride)",
+        bounds=IMGSZ_BOUNDS,
     )
-    batch: int = flag(1, "--batch", "--batch-size", help="batch size")
+    batch: int = flag(1, "--batch", "--batch-size", help="batch size", bounds=AT_LEAST_ONE)
     dynamic: bool = flag(False, "--dynamic", help="batch, height and width free (multiples of the stride)")
     half: bool = flag(
         False, "--half", help="fp16 weights (ONNX, TorchScript, engine: with a CUDA --device; OpenVINO: fp16 IR)"
     )
     simplify: bool = flag(False, "--simplify", help="simplify the ONNX graph with onnxslim")
-    opset: int = flag(DEFAULT_OPSET, "--opset", help="ONNX opset")
+    opset: int = flag(
+        DEFAULT_OPSET,
+        "--opset",
+        help=f"ONNX opset, {MIN_OPSET} (attention) to {MAX_OPSET} (the exporter's newest)",
+        bounds=Bounds(MIN_OPSET, MAX_OPSET),
+    )
     out: str | None = flag(
         None,
         "--out",
@@ -41,6 +56,27 @@ class ExportConfig:
         "W.onnx, W_openvino_model/, W.torchscript, W.engine",
     )
     device: str = flag("cpu", "--device", help="device to export on: cpu, cuda, cuda:N or N")
+    int8: bool = flag(
+        False,
+        "--int8",
+        help=f"quantize to INT8 ({', '.join(INT8_FORMATS)}), calibrated on --data's train split, then scored against "
+        "the float model on its val split; written as W_int8.onnx, W_int8_openvino_model/, W_int8.engine",
+    )
+    data: str | None = flag(
+        None, "--data", help="--int8: the dataset (built-in name, yaml or folder) to calibrate and check on"
+    )
+    calib_images: int = flag(
+        DEFAULT_CALIBRATION_IMAGES, "--calib-images", help="--int8: calibration images from the train split"
+    )
+    calib_val: int | None = flag(
+        None, "--calib-val", help="--int8: score the accuracy check on this many val images (default: all of them)"
+    )
+    max_drop: float = flag(
+        DEFAULT_MAX_DROP,
+        "--max-drop",
+        help="--int8: largest mAP50 drop (absolute) from the float model; above it the command exits with 1",
+    )
+    protocol: str = flag("yolo", "--protocol", choices=tuple(PROTOCOLS), help="--int8: scoring rules of the check")
 
     def __post_init__(self) -> None:
         unknown = [f for f in self.formats if f not in EXPORT_FORMATS]
@@ -48,7 +84,24 @@ class ExportConfig:
             raise ValueError(f"unknown export format(s) {unknown or '(none)'}; known: {list(EXPORT_FORMATS)}")
         if len(set(self.formats)) != len(self.formats):
             raise ValueError(f"export format listed twice: {list(self.formats)}")
-        if self.batch < 1 or self.imgsz < 1:
-            raise ValueError(f"--batch and --img must be positive, got {self.batch} and {self.imgsz}")
-        if self.opset < MIN_OPSET:
-            raise ValueError(f"--opset {self.opset}: attention exports from opset {MIN_OPSET} on")
+        check_field_types(self)  # types and the flags' bounds
+        if self.int8:
+            self._check_int8()
+
+    def _check_int8(self) -> None:
+        without = [f for f in self.formats if FORMAT_BY_NAME[f].int8_writer is None]
+        if without:
+            raise ValueError(
+                f"--int8: {', '.join(without)} has no INT8 form; formats with one: {', '.join(INT8_FORMATS)}"
+            )
+        if self.half:
+            raise ValueError("--int8 and --half exclude each other: INT8 files keep fp32 where they keep float")
+        if not self.data:
+            raise ValueError("--int8 needs --data: the dataset whose train images calibrate the quantizer and whose "
+                             "val images check its accuracy")  # fmt: skip
+        if self.calib_images < 1 or (self.calib_val is not None and self.calib_val < 1):
+            raise ValueError(
+                f"--calib-images and --calib-val must be positive, got {self.calib_images} and {self.calib_val}"
+            )
+        if not 0 <= self.max_drop <= 1:
+            raise ValueError(f"--max-drop is an mAP50 difference in [0, 1], got {self.max_drop}")

@@ -9,6 +9,13 @@ above the tolerance is not `ok`.
 
 Where files go (`output_paths`): beside the weights, `W.onnx`, `W_openvino_model/`, `W.torchscript`,
 `W.engine` for weights `W.pt`; `out` names the file (one format) or the folder (several formats).
+
+With `--int8` (`cfg.int8`) each format is written by its INT8 writer (`W_int8.onnx`, `W_int8_openvino_model/`),
+calibrated on `cfg.calib_images` images of `cfg.data`'s train split (`tphyolo.export.calibration`); its
+relative error against PyTorch is reported with a loose bound (`INT8_TOLERANCE`, a sanity check: rounding to
+8 bits moves outputs by percents), and the accuracy check (`tphyolo.export.int8_check`) scores it against its
+float twin on the val split; the numbers go into the file's metadata, and a drop above `cfg.max_drop` makes
+the result not `ok` (the file stays).
 """
 
 from __future__ import annotations
@@ -18,15 +25,18 @@ import tempfile
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 
 import torch
 
 from tphyolo.data.letterbox import check_imgsz
+from tphyolo.export.calibration import Calibration, calibration_batches
 from tphyolo.export.config import ExportConfig
 from tphyolo.export.formats import FORMAT_BY_NAME, FORMATS, ExportFormat, ExportJob
+from tphyolo.export.int8_check import Int8Accuracy, check_int8_accuracy
 from tphyolo.export.onnx_file import trace_onnx
-from tphyolo.export.parity import relative_error, sample_images, tolerance_for
+from tphyolo.export.parity import INT8_TOLERANCE, relative_error, sample_images, tolerance_for
 from tphyolo.infer.backends.metadata import ExportMetadata
 from tphyolo.models import DetectionModel
 from tphyolo.runtime.config import resolve_device
@@ -44,22 +54,29 @@ class ExportResult:
     seconds: float
     checks: tuple[tuple[tuple[int, ...], float], ...]
     tolerance: float
+    accuracy: Int8Accuracy | None = None  # the accuracy check of an INT8 file
 
     @property
     def max_error(self) -> float | None:
         return max((error for _, error in self.checks), default=None)
 
     @property
-    def ok(self) -> bool:
+    def matches(self) -> bool:
+        """Whether its output is within `tolerance` of PyTorch's (or it was not run)."""
         return self.max_error is None or self.max_error <= self.tolerance
+
+    @property
+    def ok(self) -> bool:
+        return self.matches and (self.accuracy is None or self.accuracy.ok)
 
     def summary(self) -> str:
         head = f"{self.format}: {self.path} ({self.seconds:.1f} s)"
         if not self.checks:
             return f"{head}; not run after export (tphyolo has no {self.format} backend)"
         errors = ", ".join(f"{error:.1e} at {'x'.join(map(str, shape))}" for shape, error in self.checks)
-        verdict = "ok" if self.ok else "ABOVE TOLERANCE"
-        return f"{head}; relative error vs PyTorch {errors} (tolerance {self.tolerance:.0e}): {verdict}"
+        verdict = "ok" if self.matches else "ABOVE TOLERANCE"
+        text = f"{head}; relative error vs PyTorch {errors} (tolerance {self.tolerance:.0e}): {verdict}"
+        return text if self.accuracy is None else f"{text}\n{self.accuracy.summary()}"
 
 
 def output_paths(cfg: ExportConfig, stem: Path) -> dict[str, Path]:
@@ -67,7 +84,7 @@ def output_paths(cfg: ExportConfig, stem: Path) -> dict[str, Path]:
     if cfg.out is not None and len(cfg.formats) == 1:
         return {cfg.formats[0]: Path(cfg.out)}
     base = Path(cfg.out) / stem.name if cfg.out is not None else stem
-    return {fmt: base.parent / f"{base.name}{FORMAT_BY_NAME[fmt].suffix}" for fmt in cfg.formats}
+    return {fmt: base.parent / f"{base.name}{FORMAT_BY_NAME[fmt].file_suffix(int8=cfg.int8)}" for fmt in cfg.formats}
 
 
 def selected_formats(cfg: ExportConfig) -> list[ExportFormat]:
@@ -85,7 +102,7 @@ def check_can_export(cfg: ExportConfig, device: torch.device) -> None:
                 "(CPU runtimes compute in fp32); export fp32 for the CPU, or --half openvino for an fp16 IR"
             )
     for fmt in selected_formats(cfg):
-        fmt.writer_module().check(cfg, device)
+        fmt.writer_module(int8=cfg.int8).check(cfg, device)
 
 
 @torch.no_grad()
@@ -109,10 +126,12 @@ def export_model(
     model_name: str,
     source: str = "",
     log: Callable[[str], None] = LOGGER.info,
+    check_accuracy: bool = True,
 ) -> list[ExportResult]:
     """Writes `model` in each of `cfg.formats` (paths from `output_paths(cfg, stem)`), checks each against
     PyTorch, and returns the results in the order written. ValueError / MissingExtraError (one line) for what
-    cannot be exported here; the caller decides what an export above tolerance means (`ExportResult.ok`)."""
+    cannot be exported here; the caller decides what an export above tolerance means (`ExportResult.ok`).
+    `check_accuracy`: with `cfg.int8`, run the accuracy check (benchmarks of random weights skip it)."""
     device = resolve_device(cfg.device)
     check_can_export(cfg, device)
     stride = int(model.stride.max())
@@ -137,6 +156,13 @@ def export_model(
                 )
             return traces["fp32"]
 
+        calibrations = []  # read once, when the first INT8 writer asks
+
+        def calibration() -> Calibration:
+            if not calibrations:
+                calibrations.append(read_calibration(cfg, size=size, stride=stride))
+            return calibrations[0]
+
         for fmt in selected_formats(cfg):
             fp16_graph = cfg.half and fmt.fp16_graph
             metadata = ExportMetadata(
@@ -151,20 +177,48 @@ def export_model(
                 half=cfg.half,
                 source=source,
             )
-            log(f"{fmt.name}: exporting {what}{', fp16' if cfg.half else ''} ...")
+            log(f"{fmt.name}: exporting {what}{', fp16' if cfg.half else ''}{', INT8' if cfg.int8 else ''} ...")
             path = paths[fmt.name]
             path.parent.mkdir(parents=True, exist_ok=True)
             start = time.perf_counter()
-            job = ExportJob(fused, fp16, example, path, metadata, cfg, device, fp32_onnx)
-            fmt.writer_module().write(job)
-            if fmt.onnx_trace and not fp16_graph:
+            job = ExportJob(fused, fp16, example, path, metadata, cfg, device, fp32_onnx, calibration)
+            fmt.writer_module(int8=cfg.int8).write(job)
+            if fmt.onnx_trace and not fp16_graph and not cfg.int8:
                 traces.setdefault("fp32", path)
             seconds = time.perf_counter() - start
             checks = check_export(path, fmt, refs, device)
-            result = ExportResult(fmt.name, path, seconds, checks, tolerance_for(cfg.half))
+            tolerance = INT8_TOLERANCE if cfg.int8 else tolerance_for(cfg.half)
+            accuracy = None
+            if cfg.int8 and check_accuracy and fmt.backend is not None:
+                accuracy = int8_accuracy(job, fmt, Path(tmp) / f"float{fmt.suffix}")
+            result = ExportResult(fmt.name, path, seconds, checks, tolerance, accuracy)
             log(result.summary())
             results.append(result)
     return results
+
+
+def read_calibration(cfg: ExportConfig, *, size: int, stride: int) -> Calibration:
+    """The calibration batches of `cfg` (its data's train split), with a progress bar."""
+    from tqdm import tqdm
+
+    from tphyolo.data.dataset_config import load_data_config
+
+    return calibration_batches(load_data_config(cfg.data), count=cfg.calib_images, imgsz=size, stride=stride,
+                               dynamic=cfg.dynamic, batch=cfg.batch,
+                               progress=partial(tqdm, desc="calibration images"))  # fmt: skip
+
+
+def int8_accuracy(job: ExportJob, fmt: ExportFormat, float_path: Path) -> Int8Accuracy:
+    """Writes the float twin of `job`'s INT8 file at `float_path`, scores both on the val split of the job's
+    data and writes the numbers into the INT8 file's metadata."""
+    from tphyolo.data.dataset_config import load_data_config
+
+    cfg, writer = job.cfg, fmt.writer_module(int8=True)
+    writer.write_float(job, float_path)
+    accuracy, metadata = check_int8_accuracy(float_path, job.path, load_data_config(cfg.data), count=cfg.calib_val,
+                                             protocol=cfg.protocol, max_drop=cfg.max_drop)  # fmt: skip
+    writer.rewrite_metadata(job.path, metadata)
+    return accuracy
 
 
 def check_export(

@@ -8,6 +8,11 @@ exporter's dispatch and the benchmarked runtimes are derived.
 | `torchscript` | `W.torchscript` | `export.torchscript_file` | TorchScript (`torchscript`) |
 | `engine` | `W.engine` | `export.tensorrt_engine` (from the fp32 ONNX trace) | -- (written only) |
 
+With `--int8` a format with an INT8 writer is quantized instead (`W_int8.onnx` by ONNX Runtime's static QDQ
+quantization, `W_int8_openvino_model/` by NNCF, `W_int8.engine` by TensorRT's entropy calibrator), calibrated
+on images of `--data` (see `tphyolo.export.int8`); the INT8 file runs on the same backend as the float one, so
+benchmarks list it as its runtime's `-int8` variant (`openvino-int8`, `onnxruntime-int8`).
+
 A new format is its writer module (with `check(cfg, device)` and `write(job)`), its backend (a class of
 `tphyolo.infer.backends`, which also says what its files are called) and one row here. The rows are written in
 table order, so that formats converted from the fp32 ONNX trace reuse the `onnx` file when it is written too.
@@ -27,6 +32,7 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     import torch
 
+    from tphyolo.export.calibration import Calibration
     from tphyolo.export.config import ExportConfig
     from tphyolo.infer.backends.metadata import ExportMetadata
 
@@ -45,6 +51,8 @@ class ExportFormat:
     onnx_trace: the file written is the ONNX trace itself, which converters reuse when it is fp32.
     fp16_graph: `--half` makes the whole graph fp16 (such files run on CUDA only); otherwise the weights are
       stored in fp16 where the format can.
+    int8_writer: the module that writes the INT8 file with `--int8` (`check` and `write` as `writer`), None
+      for a format without one.
     """
 
     name: str
@@ -54,9 +62,20 @@ class ExportFormat:
     suffix_written: str | None = None
     onnx_trace: bool = False
     fp16_graph: bool = False
+    int8_writer: str | None = None
 
-    def writer_module(self) -> ModuleType:
-        return importlib.import_module(self.writer)
+    def writer_module(self, *, int8: bool = False) -> ModuleType:
+        """The module that writes this format, or its INT8 form (ValueError for a format without one)."""
+        if not int8:
+            return importlib.import_module(self.writer)
+        if self.int8_writer is None:
+            with_int8 = [f.name for f in FORMATS if f.int8_writer is not None]
+            raise ValueError(f"--int8: {self.name} has no INT8 form; formats with one: {', '.join(with_int8)}")
+        return importlib.import_module(self.int8_writer)
+
+    def file_suffix(self, *, int8: bool = False) -> str:
+        """What is appended to the weights' stem for this format's file (`_int8` first for its INT8 form)."""
+        return f"{INT8_INFIX if int8 else ''}{self.suffix}"
 
     @property
     def suffix(self) -> str:
@@ -68,26 +87,35 @@ class ExportFormat:
         return BACKENDS[self.backend].suffix
 
 
+INT8_INFIX = "_int8"  # W_int8.onnx, W_int8_openvino_model/: an INT8 file says so in its name
+
 FORMATS: tuple[ExportFormat, ...] = (
-    ExportFormat(
-        "onnx", "tphyolo.export.onnx_file", backend="onnx", runtime="onnxruntime", onnx_trace=True, fp16_graph=True
-    ),
-    ExportFormat("openvino", "tphyolo.export.openvino_ir", backend="openvino", runtime="openvino"),
+    ExportFormat("onnx", "tphyolo.export.onnx_file", backend="onnx", runtime="onnxruntime", onnx_trace=True,
+                 fp16_graph=True, int8_writer="tphyolo.export.quantize_onnx"),  # fmt: skip
+    ExportFormat("openvino", "tphyolo.export.openvino_ir", backend="openvino", runtime="openvino",
+                 int8_writer="tphyolo.export.quantize_openvino"),  # fmt: skip
     ExportFormat(
         "torchscript", "tphyolo.export.torchscript_file", backend="torchscript", runtime="torchscript", fp16_graph=True
     ),
-    ExportFormat("engine", "tphyolo.export.tensorrt_engine", suffix_written=".engine"),
+    ExportFormat("engine", "tphyolo.export.tensorrt_engine", suffix_written=".engine",
+                 int8_writer="tphyolo.export.tensorrt_int8"),  # fmt: skip
 )
 FORMAT_BY_NAME: dict[str, ExportFormat] = {f.name: f for f in FORMATS}
 EXPORT_FORMATS: tuple[str, ...] = tuple(FORMAT_BY_NAME)
-RUNTIMES: dict[str, str] = {f.runtime: f.name for f in FORMATS if f.runtime is not None}  # runtime -> format
+INT8_FORMATS: tuple[str, ...] = tuple(f.name for f in FORMATS if f.int8_writer is not None)
+# runtime -> (format, INT8 form): what `bench predict --backends` names; a runtime's INT8 files are `<runtime>-int8`
+RUNTIMES: dict[str, tuple[str, bool]] = {
+    **{f.runtime: (f.name, False) for f in FORMATS if f.runtime is not None},
+    **{f"{f.runtime}-int8": (f.name, True) for f in FORMATS if f.runtime is not None and f.int8_writer is not None},
+}
 
 
 @dataclass
 class ExportJob:
     """What a writer gets: the fused fp32 `model` (and its fp16 copy on CUDA with `--half`, else None), the
     example input it is traced on, where to write, the metadata to embed, the config and the device, and
-    `fp32_onnx()`: the fp32 ONNX trace of `model` (traced once, on first call) that converters start from."""
+    `fp32_onnx()`: the fp32 ONNX trace of `model` (traced once, on first call) that converters start from.
+    With `--int8`, `calibration()` gives the calibration batches (read once, on first call)."""
 
     model: torch.nn.Module
     fp16_model: torch.nn.Module | None
@@ -97,6 +125,7 @@ class ExportJob:
     cfg: ExportConfig
     device: torch.device
     fp32_onnx: Callable[[], Path]
+    calibration: Callable[[], Calibration] | None = None
 
     @property
     def fp16_graph(self) -> bool:

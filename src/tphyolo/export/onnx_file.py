@@ -72,13 +72,18 @@ def export_onnx(
     proto = onnx.load(str(path))
     if slim is not None:
         proto = slim.slim(proto)
+    embed_metadata(proto, metadata)
+    onnx.checker.check_model(proto)
+    onnx.save(proto, str(path))
+    return path
+
+
+def embed_metadata(proto, metadata: ExportMetadata) -> None:  # noqa: ANN001 - an onnx.ModelProto
+    """Replaces the metadata_props of `proto` by `metadata`, one entry per field."""
     del proto.metadata_props[:]
     for key, value in metadata.to_strings().items():
         entry = proto.metadata_props.add()
         entry.key, entry.value = key, value
-    onnx.checker.check_model(proto)
-    onnx.save(proto, str(path))
-    return path
 
 
 def check(cfg: ExportConfig, device: torch.device) -> None:

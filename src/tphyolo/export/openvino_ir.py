@@ -30,6 +30,13 @@ def export_openvino(onnx_path: Path, folder: Path, *, metadata: ExportMetadata, 
     without its `_openvino_model` suffix; writes `metadata` into its rt_info. Returns the folder."""
     ov = require("openvino", purpose="OpenVINO export")
     model = ov.Core().read_model(str(onnx_path))  # unlike ov.convert_model: no telemetry, a tenth of the time
+    return save_ir(model, folder, metadata=metadata, half=half)
+
+
+def save_ir(model, folder: Path, *, metadata: ExportMetadata, half: bool = False) -> Path:  # noqa: ANN001
+    """Writes the `openvino.Model` `model` with `metadata` in its rt_info into `folder` (created), as
+    `<ir_stem>.xml` + `.bin`, fp16 weights when `half`. Returns the folder."""
+    ov = require("openvino", purpose="OpenVINO export")
     for key, value in metadata.to_strings().items():
         model.set_rt_info(value, [RT_INFO_SECTION, key])
     folder.mkdir(parents=True, exist_ok=True)

@@ -9,6 +9,7 @@ from one stride to `max_side`, tuned for the export size.
 from __future__ import annotations
 
 import struct
+from collections.abc import Callable
 from pathlib import Path
 from types import ModuleType
 from typing import TYPE_CHECKING
@@ -50,9 +51,12 @@ def export_engine(
     half: bool,
     max_batch: int = 16,
     max_side: int = 2048,
+    configure: Callable | None = None,
 ) -> Path:
     """Builds an engine from the ONNX file `onnx_path` (fp32) and writes it, prefixed by `metadata`, to
-    `path`; fp16 kernels when `half`. Returns the path."""
+    `path`; fp16 kernels when `half`. `configure(trt, network, config, profile)` may change the build
+    (INT8 calibration: `tphyolo.export.tensorrt_int8`); `profile` is None for a fixed-size engine. Returns
+    the path."""
     trt = check_tensorrt(device)
     logger = trt.Logger(trt.Logger.WARNING)
     builder = trt.Builder(logger)
@@ -65,21 +69,29 @@ def export_engine(
     config.set_memory_pool_limit(trt.MemoryPoolType.WORKSPACE, WORKSPACE_BYTES)
     if half:
         config.set_flag(trt.BuilderFlag.FP16)
+    profile = None
     if metadata.dynamic:
         (h, w), s = metadata.imgsz, metadata.stride
         largest = (max(max_batch, metadata.batch), 3, max(max_side, h), max(max_side, w))
         profile = builder.create_optimization_profile()
         profile.set_shape(INPUT_NAME, (1, 3, s, s), (metadata.batch, 3, h, w), largest)
         config.add_optimization_profile(profile)
+    if configure is not None:
+        configure(trt, network, config, profile)
     with torch.cuda.device(device):
         engine = builder.build_serialized_network(network, config)
     if engine is None:
         raise ValueError(f"{onnx_path}: TensorRT could not build an engine (see its log above)")
+    return write_engine_file(path, metadata, bytes(engine))
+
+
+def write_engine_file(path: Path, metadata: ExportMetadata, engine: bytes) -> Path:
+    """Writes the serialized `engine` to `path`, prefixed by `metadata` (the layout of the module docstring)."""
     header = metadata.to_json().encode()
     with open(path, "wb") as file:
         file.write(struct.pack("<I", len(header)))
         file.write(header)
-        file.write(bytes(engine))
+        file.write(engine)
     return path
 
 

@@ -20,6 +20,7 @@ import logging
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import replace
 from pathlib import Path
+from typing import Any, Protocol
 
 import numpy as np
 import torch
@@ -34,10 +35,21 @@ from tphyolo.infer.tta_config import TTAConfig
 from tphyolo.ops.detections import Detections
 from tphyolo.predict.inputs import in_memory_images
 from tphyolo.predict.results import Results
+from tphyolo.predict.sequences import VideoSequence, resolve_sequences
 from tphyolo.predict.sources import Frame, Stream, iter_frames, resolve_source
 from tphyolo.runtime.config import RuntimeConfig, resolve_device
 
 LOGGER = logging.getLogger(__name__)
+
+
+class FrameTracker(Protocol):
+    """What `Predictor.track` needs of a tracker (`tphyolo.track.tracker.Tracker` is one): `reset()` before each
+    sequence, and `update(boxes (N, 4) xyxy, scores (N,), labels (N,), *, frame)` per frame (numpy arrays and
+    the uint8 BGR image) returning the tracks seen, with `boxes`, `ids`, `scores` and `labels` arrays."""
+
+    def reset(self) -> None: ...
+
+    def update(self, boxes: np.ndarray, scores: np.ndarray, labels: np.ndarray, *, frame: np.ndarray) -> Any: ...
 
 
 class Predictor:
@@ -57,7 +69,7 @@ class Predictor:
     the helpers plot/save/crop/to_dict) per image or video frame. A source is a path, folder, glob, .txt list,
     video, webcam index or video URL (`tphyolo.predict.sources`), or a sequence of paths; or in-memory images
     (`tphyolo.predict.inputs`): uint8 numpy arrays (BGR, or RGB with `rgb=True`), PIL images, torch tensors
-    (RGB), or a list of them.
+    (RGB), or a list of them. `track(source, tracker)` streams the results of videos with track ids.
     """
 
     def __init__(
@@ -133,6 +145,39 @@ class Predictor:
                 batch = []
         if batch:
             yield from self._frames_results(batch)
+
+    def track(
+        self,
+        source,
+        tracker: FrameTracker,
+        *,
+        on_skip: Callable[[Path | Stream, Exception], None] | None = None,
+        vid_stride: int = 1,
+    ) -> Iterator[Results]:
+        """The results of every frame of the video sequences of `source` (`tphyolo.predict.sequences`), holding
+        the tracks seen in that frame: boxes from `tracker`, `ids` its track ids, `frame` the frame's index in
+        its sequence (from 0), image kept. `tracker` (a `tphyolo.track.tracker.Tracker`, or anything with its
+        `reset` and `update`) starts afresh at each sequence. `on_skip`, `vid_stride`: as `stream`."""
+        for sequence in resolve_sequences(source):
+            for _, result in self.track_sequence(sequence, tracker, on_skip=on_skip, vid_stride=vid_stride):
+                yield result
+
+    def track_sequence(
+        self,
+        sequence: VideoSequence,
+        tracker: FrameTracker,
+        *,
+        on_skip: Callable[[Path | Stream, Exception], None] | None = None,
+        vid_stride: int = 1,
+    ) -> Iterator[tuple[Frame, Results]]:
+        """`track` over one sequence, from a reset tracker: each frame with its tracked results."""
+        tracker.reset()
+        frames = self.stream(list(sequence.files), on_skip=on_skip, vid_stride=vid_stride)
+        for position, (frame, result) in enumerate(frames):
+            tracks = tracker.update(result.boxes.numpy(), result.scores.numpy(), result.labels.numpy(),
+                                    frame=frame.image)  # fmt: skip
+            tracked = result.tracked(tracks.boxes, tracks.ids, tracks.scores, tracks.labels)
+            yield frame, replace(tracked, frame=sequence.frame_number(frame, position) - 1)
 
     def _frames_results(self, frames: list[Frame]) -> Iterator[tuple[Frame, Results]]:
         results = self.predict_images([f.image for f in frames])

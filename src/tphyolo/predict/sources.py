@@ -4,6 +4,12 @@ stream (a webcam index such as `0`, or an rtsp/rtmp/http(s) video URL, opened by
 `resolve_source(source)` lists the files (and streams) a source names (images and videos, in a stable order);
 `iter_frames(files)` decodes them one frame at a time as uint8 BGR (H, W, 3) arrays, each with an output name
 unique among the files (`source_names`), and can skip the files that do not decode instead of stopping.
+
+Every entry named like an image or a video is listed, whatever it is: one that is not a regular file (a
+folder named x.jpg, a FIFO, a link to /dev/zero, a dangling link, a link loop) is skipped when its turn comes,
+named with what it is, and never opened. An image file is read by `tphyolo.data.image_io.load_image`: a JPEG
+cut short is used with its missing part grey and a file of several frames gives its first frame, each told
+on its Frame (`Frame.notes`) for the command to show.
 """
 
 from __future__ import annotations
@@ -18,7 +24,8 @@ from pathlib import Path
 import cv2
 import numpy as np
 
-from tphyolo.data.image_io import ImageError, is_image_name, read_image
+from tphyolo.data.image_io import ImageError, is_image_name, load_image
+from tphyolo.data.paths import NO_SUCH_FILE, regular_file_problem
 
 VIDEO_SUFFIXES = frozenset({".mp4", ".avi", ".mov", ".mkv", ".m4v", ".mpeg", ".mpg", ".wmv", ".webm", ".asf"})
 STREAM_SCHEMES = ("rtsp://", "rtmp://", "http://", "https://")
@@ -59,13 +66,16 @@ class Frame:
     """One decoded image: `image` uint8 BGR (H, W, 3); `path` the file it came from (a stream's source text
     for a stream); `index` the frame number in a video or stream (0 for an image); `fps` the rate of the frames
     yielded (the video's frame rate divided by the frame stride; None for an image); `name` the file's output
-    name (see `source_names`; the file's stem when the frame was made without one)."""
+    name (see `source_names`; the file's stem when the frame was made without one); `notes` what reading the
+    file found that the user should be told, each naming the file (a partial JPEG, the first of several
+    frames)."""
 
     image: np.ndarray
     path: Path | str
     index: int = 0
     fps: float | None = None
     name: str | None = None
+    notes: tuple[str, ...] = ()
 
     @property
     def is_video(self) -> bool:
@@ -76,8 +86,14 @@ def is_video_name(path: Path) -> bool:
     return path.suffix.lower() in VIDEO_SUFFIXES
 
 
+def _is_media_name(path: Path) -> bool:
+    return is_image_name(path) or is_video_name(path)
+
+
 def _media_in(paths: Sequence[Path]) -> list[Path]:
-    return sorted(p for p in paths if p.is_file() and (is_image_name(p) or is_video_name(p)))
+    """The entries of `paths` named like an image or a video, sorted; regular files or not (see the module
+    docstring: the others are skipped by name when read)."""
+    return sorted(p for p in paths if _is_media_name(p))
 
 
 def _once_each(paths: Sequence[Path]) -> list[Path]:
@@ -85,7 +101,7 @@ def _once_each(paths: Sequence[Path]) -> list[Path]:
     link back up the tree many times over), the shortest."""
     shortest: dict[str, Path] = {}
     for path in paths:
-        key = str(path.resolve())
+        key = os.path.realpath(path)  # a link loop resolves to itself, never raises
         if key not in shortest or (len(path.parts), str(path)) < (len(shortest[key].parts), str(shortest[key])):
             shortest[key] = path
     return list(shortest.values())
@@ -99,9 +115,9 @@ def _from_list(path: Path) -> list[Path]:
             continue
         p = Path(line).expanduser()
         p = p if p.is_absolute() else path.parent / p
-        if not p.is_file():
+        if not os.path.lexists(p):  # there but not a regular file: skipped by name when read
             raise FileNotFoundError(f"{path}:{n}: listed file {p} does not exist")
-        if not (is_image_name(p) or is_video_name(p)):
+        if not _is_media_name(p):
             raise ValueError(f"{path}:{n}: {p} is not an image or video file")
         files.append(p)
     return files
@@ -110,10 +126,12 @@ def _from_list(path: Path) -> list[Path]:
 def resolve_source(source: str | Path | Stream | Sequence[str | Path | Stream]) -> list[Path | Stream]:
     """The image and video files named by `source` (or by each entry of a sequence), in order.
 
-    A folder gives its images and videos (not recursive, sorted by name); a pattern with `*`, `?` or `[`
-    is a glob (recursive with `**`); a `.txt` file lists one path per line (relative to the list's folder,
-    `#` comments allowed); a webcam index or a video URL gives a Stream (`is_stream`). Raises
-    FileNotFoundError or ValueError naming the source when it yields nothing usable.
+    An image or video name gives that entry (a folder named x.jpg too: it is skipped when read, not listed); a
+    folder gives its images and videos (not recursive, sorted by name); a path that exists is that path,
+    even when its name holds `*`, `?` or `[`; otherwise such a name is a glob pattern (recursive with `**`); a
+    `.txt` file lists one path per line (relative to the list's folder, `#` comments allowed); a webcam index
+    or a video URL gives a Stream (`is_stream`). Raises FileNotFoundError or ValueError naming the source when
+    it yields nothing usable.
     """
     if isinstance(source, (list, tuple)):
         return [f for s in source for f in resolve_source(s)]
@@ -122,26 +140,28 @@ def resolve_source(source: str | Path | Stream | Sequence[str | Path | Stream]) 
     text = str(source)
     if is_stream(text):
         return [Stream(text)]
-    if any(ch in text for ch in "*?["):
+    if any(ch in text for ch in "*?[") and not os.path.lexists(Path(text).expanduser()):
         files = _media_in(_once_each([Path(p) for p in glob.glob(text, recursive=True)]))
         if not files:
             raise FileNotFoundError(f"source {text!r}: the pattern matches no image or video file")
         return files
     path = Path(text).expanduser()
+    if _is_media_name(path) and os.path.lexists(path):  # a file, or something named like one: skipped when read
+        return [path]
     if path.is_dir():
         files = _media_in(list(path.iterdir()))
         if not files:
             raise FileNotFoundError(f"source {path}: the folder holds no image or video file")
         return files
-    if not path.is_file():
+    if (problem := regular_file_problem(path)) == NO_SUCH_FILE:
         raise FileNotFoundError(f"source {path}: no such file or folder")
+    if problem is not None:
+        raise ValueError(f"source {path}: not a regular file ({problem})")
     if path.suffix.lower() == ".txt":
         files = _from_list(path)
         if not files:
             raise ValueError(f"source {path}: the list names no file")
         return files
-    if is_image_name(path) or is_video_name(path):
-        return [path]
     raise ValueError(f"source {path}: not an image, a video, a folder, a glob or a .txt list")
 
 
@@ -176,6 +196,8 @@ def video_capture(video: Path | Stream) -> cv2.VideoCapture:
         label, target = video.source, video.target
     else:
         label = target = str(video)
+        if (problem := regular_file_problem(video)) is not None:  # a FIFO would block, a device never end
+            raise ImageError(f"{video}: not a regular file ({problem})")
         try:
             target.encode("utf-8")
         except UnicodeEncodeError:
@@ -245,7 +267,7 @@ def iter_frames(
     for f, name in zip(files, source_names(files), strict=True):
         try:
             if not _is_video(f):
-                image = read_image(f)
+                image, info = load_image(f)
             else:
                 capture = video_capture(f)
         except (OSError, ImageError) as error:
@@ -254,7 +276,7 @@ def iter_frames(
             on_skip(f, error)
             continue
         if not _is_video(f):
-            yield Frame(image, f, name=name)
+            yield Frame(image, f, name=name, notes=tuple(f"{f}: {warning}" for warning in info.warnings))
             continue
         count = 0
         for frame in _video_frames(capture, f, name, vid_stride):

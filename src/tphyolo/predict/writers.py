@@ -28,6 +28,7 @@ import numpy as np
 
 from tphyolo.data.formats.visdrone import category_ids
 from tphyolo.data.image_io import write_image
+from tphyolo.data.json_files import load_json_file
 from tphyolo.metrics.coco import coco_image_ids
 from tphyolo.ops.detections import Detections
 from tphyolo.predict.draw import draw_detections
@@ -88,10 +89,7 @@ def coco_gt_image_ids(path: Path) -> dict[str, int]:
     """The image ids of the COCO dataset json `path` by file name without its suffix, posix-style (`x`,
     `sub/x`): the output names of the images they match. Raises ValueError naming the file when it is not a
     COCO dataset with integer image ids, or when two of its images share a name."""
-    try:
-        data = json.loads(Path(path).read_text(encoding="utf-8"))
-    except (json.JSONDecodeError, UnicodeDecodeError) as error:
-        raise ValueError(f"{path}: not valid JSON (COCO dataset): {error}") from None
+    data = load_json_file(path, what="COCO dataset")
     images = data.get("images") if isinstance(data, dict) else None
     if not isinstance(images, list):
         raise ValueError(f"{path}: a COCO dataset needs an 'images' list")

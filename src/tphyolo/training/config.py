@@ -6,12 +6,12 @@ help); `tphyolo train` derives its parser from these fields. Adding a train sett
 
 from __future__ import annotations
 
-import math
 from dataclasses import asdict, dataclass, fields
 from typing import Any
 
+from tphyolo.data.image_limits import IMGSZ_BOUNDS
 from tphyolo.data.scan_options import scan_cache_flag
-from tphyolo.flags import check_field_types, flag, setting_name
+from tphyolo.flags import AT_LEAST_ONE, FRACTION, NON_NEGATIVE, SEED, check_field_types, flag, setting_name
 from tphyolo.infer.config import MAX_DET, VAL_CONF, VAL_IOU
 
 OPTIMIZERS = ("SGD", "Adam", "AdamW")  # the optimisers `engine.optim.build_optimizer` builds
@@ -43,23 +43,34 @@ class TrainConfig:
         None, "--hyp", help="hyp yaml or built-in name (visdrone, scratch-low, ...); default: the dataset's recipe"
     )
     imgsz: int = flag(
-        320, "--img", "--imgsz", "--img-size", help="train size, pixels (rounded up to a stride multiple)"
+        320,
+        "--img",
+        "--imgsz",
+        "--img-size",
+        help="train size, pixels (rounded up to a stride multiple)",
+        bounds=IMGSZ_BOUNDS,
     )
-    batch: int = flag(8, "--batch", "--batch-size", help="images per process per batch")
+    batch: int = flag(8, "--batch", "--batch-size", help="images per process per batch", bounds=AT_LEAST_ONE)
     nominal_batch: int | None = flag(
         None,
         "--nbs",
         "--nominal-batch",
         help="accumulate gradients until a step has seen this many images; default: the dataset's recipe",
+        bounds=AT_LEAST_ONE,
     )
-    epochs: int = flag(20, "--epochs", help="training epochs")
-    workers: int = flag(2, "--workers", help="data loader processes per training process")
+    epochs: int = flag(20, "--epochs", help="training epochs", bounds=AT_LEAST_ONE)
+    workers: int = flag(
+        2, "--workers", help="data loader processes per training process (at most the CPU cores)", bounds=NON_NEGATIVE
+    )
     optimizer: str | None = flag(
         None, "--optimizer", help="optimiser; default: the dataset's recipe", choices=OPTIMIZERS
     )
     cos_lr: bool = flag(False, "--cos-lr", help="cosine learning-rate decay (default: linear)")
     label_smoothing: float | None = flag(
-        None, "--label-smoothing", help="class label smoothing epsilon; replaces the hyp file's value, 0 included"
+        None,
+        "--label-smoothing",
+        help="class label smoothing epsilon; replaces the hyp file's value, 0 included",
+        bounds=FRACTION,
     )
     cache: str | None = flag(
         None,
@@ -73,18 +84,23 @@ class TrainConfig:
     multi_scale: bool = flag(False, "--multi-scale", help="vary the image size +/- 50%% per batch")
     sync_bn: bool = flag(False, "--sync-bn", help="SyncBatchNorm across processes (DDP on GPUs only)")
     freeze: tuple[int, ...] = flag(
-        (0,), "--freeze", help="freeze the first N layers (one number) or the layers listed (several numbers)"
+        (0,),
+        "--freeze",
+        help="freeze the first N layers (one number) or the layers listed (several numbers)",
+        bounds=NON_NEGATIVE,
     )
     single_cls: bool = flag(False, "--single-cls", help="train every class as one class, 'item'")
     val: bool = flag(True, "--noval", help="validate the final weights only, not after every epoch")
     save: bool = flag(True, "--nosave", help="write the checkpoints at the end of the run only (no resume)")
-    patience: int = flag(100, "--patience", help="epochs without fitness gain before stopping (0: never)")
+    patience: int = flag(
+        100, "--patience", help="epochs without fitness gain before stopping (0: never)", bounds=NON_NEGATIVE
+    )
     save_period: int = flag(-1, "--save-period", help="also keep epochN.pt every N epochs (<= 0: never)")
     project: str = flag("runs/train", "--project", help="folder of runs")
     name: str = flag("exp", "--name", help="run name (numbered name2, name3, ... unless --exist-ok)")
     exist_ok: bool = flag(False, "--exist-ok", help="reuse project/name instead of numbering a new one")
-    seed: int = flag(0, "--seed", help="random seed")
-    grad_clip: float = flag(0.0, "--grad-clip", help="max gradient norm (0: off)")
+    seed: int = flag(0, "--seed", help="random seed", bounds=SEED)
+    grad_clip: float = flag(0.0, "--grad-clip", help="max gradient norm (0: off)", bounds=NON_NEGATIVE)
     ignore_mode: str = flag(
         "fill",
         "--ignore-mode",
@@ -103,25 +119,21 @@ class TrainConfig:
         A single number for `freeze` (saved by older versions, or given from Python) becomes a 1-tuple."""
         if type(self.freeze) is int:
             object.__setattr__(self, "freeze", (self.freeze,))
-        check_field_types(self)
-        if not self.freeze or min(self.freeze) < 0:
-            raise ValueError(f"{self._flag('freeze')} must be at least 0, got {' '.join(map(str, self.freeze))}")
+        check_field_types(self)  # types and the flags' bounds
+        if not self.freeze:
+            raise ValueError(f"{self._flag('freeze')} needs a number of layers or layer indices")
         if self.optimizer is not None and self.optimizer not in OPTIMIZERS:
             raise ValueError(f"{self._flag('optimizer')} must be one of {OPTIMIZERS}, got {self.optimizer!r}")
         if self.cache not in CACHE_CHOICES:
             raise ValueError(f"{self._flag('cache')} must be one of {CACHE_CHOICES}, got {self.cache!r}")
         if self.ignore_mode not in IGNORE_MODES:
             raise ValueError(f"{self._flag('ignore_mode')} must be one of {IGNORE_MODES}, got {self.ignore_mode!r}")
-        for name, minimum in (("imgsz", 1), ("batch", 1), ("epochs", 1), ("nominal_batch", 1), ("max_det", 1),
-                              ("workers", 0), ("warmup_min_steps", 0)):  # fmt: skip
-            if getattr(self, name) is not None and getattr(self, name) < minimum:
+        for name, minimum in (("max_det", 1), ("warmup_min_steps", 0)):  # settings without a flag
+            if getattr(self, name) < minimum:
                 raise ValueError(f"{self._flag(name)} must be at least {minimum}, got {getattr(self, name)}")
-        for name in ("label_smoothing", "val_conf", "val_iou"):
-            value = getattr(self, name)
-            if value is not None and not 0 <= value <= 1:
-                raise ValueError(f"{self._flag(name)} must be in [0, 1], got {value!r}")
-        if not 0 <= self.grad_clip < math.inf:
-            raise ValueError(f"{self._flag('grad_clip')} must be a finite number >= 0 (0: off), got {self.grad_clip}")
+        for name in ("val_conf", "val_iou"):
+            if getattr(self, name) not in FRACTION:
+                raise ValueError(f"{self._flag(name)} must be {FRACTION}, got {getattr(self, name)!r}")
 
     def _flag(self, name: str) -> str:
         return setting_name(self, name)

@@ -81,8 +81,8 @@ def warn_if_val_is_train(train_set: DetectionDataset, val_set: DetectionDataset)
 
 
 def _report_problems(split: str, scan: SplitScan) -> None:
-    if scan.report.problems:
-        LOGGER.warning(format_problems(split, scan))
+    if problems := format_problems(split, scan):  # files skipped, and files used in part
+        LOGGER.warning(problems)
 
 
 def build_data(

@@ -9,6 +9,13 @@ Conventions
   Box decoding: xy = 2 * sigmoid - 0.5 (cells, from the cell corner), wh = (2 * sigmoid)^2 * anchor.
 - Targets: (n, 6) rows image index, class, cx, cy, w, h with the box normalised to the input image (0..1).
 - The result is (total * B, items): total = box + obj + cls after the hyp gains, items = (box, obj, cls).
+
+Memory: the box and class terms hold about 40 KiB per target until the backward pass (every level, cell
+offset and anchor is a candidate: 60 of them for 4 levels, with their CIoU and class BCE). Up to
+`TARGET_CHUNK` targets are computed at once; a batch with more is computed `TARGET_CHUNK` targets at a time
+under activation checkpointing (each chunk's intermediates are recomputed in the backward pass instead of
+kept), so that the loss's memory stays that of `TARGET_CHUNK` targets whatever the labels hold (a label file
+of 300,000 boxes asked for 12 GB).
 """
 
 from __future__ import annotations
@@ -20,6 +27,7 @@ from typing import NamedTuple
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
+from torch.utils.checkpoint import checkpoint
 
 # Objectness weight per level, from the finest level (largest map) to the coarsest.
 OBJ_BALANCE_3 = (4.0, 1.0, 0.4)
@@ -32,6 +40,7 @@ NEIGHBOUR_BIAS = 0.5
 FOCAL_ALPHA = 0.25
 OBJ_IOU_RATIO = 1.0  # objectness target = (1 - r) + r * IoU
 LOSS_HYP_KEYS = ("box", "obj", "cls", "cls_pw", "obj_pw", "fl_gamma", "anchor_t")
+TARGET_CHUNK = 4096  # targets whose box and class terms are computed at once (about 160 MiB)
 
 
 def objectness_balance(num_levels: int) -> tuple[float, ...]:
@@ -165,47 +174,35 @@ class YoloLoss(nn.Module):
             return self._loss([p.float() for p in preds], targets.float())
 
     def _loss(self, preds: list[Tensor], targets: Tensor) -> tuple[Tensor, Tensor]:
-        # All levels at once: one candidate set of (nl, m) fixed-size rows with a validity mask (no
-        # data-dependent shapes, no host sync), one box and one class computation over the rows of every level;
-        # only the gather of the predicted rows and the objectness terms run per level.
-        cand = self._candidates([p.shape for p in preds], targets)  # fields (nl, m, ...)
-        nl, m = cand.valid.shape
-        count = cand.valid.sum(1).clamp(min=1)  # (nl,)
-        picked = torch.cat(
-            [p[i, a, r, c] for p, i, a, r, c in zip(preds, cand.image, cand.anchor, cand.row, cand.col, strict=True)]
-        )  # (nl * m, 5 + nc)
-        valid, level_anchor = cand.valid.reshape(-1), self._level_anchor_index(cand.anchor)
-
-        xy = picked[:, :2].sigmoid() * 2 - 0.5
-        wh = (picked[:, 2:4].sigmoid() * 2) ** 2 * self.anchors.view(-1, 2)[level_anchor]
-        iou = complete_iou(torch.cat((xy, wh), 1), cand.box.reshape(-1, 4))  # (nl * m,)
-        lbox = (torch.where(valid, 1.0 - iou, 0.0).view(nl, m).sum(1) / count).sum().view(1)
-
-        # Objectness target: the IoU of the matched prediction; the best one wins where cells repeat.
-        score = (1.0 - OBJ_IOU_RATIO) + OBJ_IOU_RATIO * iou.detach().clamp(min=0)
-        score = torch.where(valid, score, 0.0).view(nl, m)
-
-        lcls = torch.zeros(1, device=targets.device)
-        if self.num_classes > 1:
-            classes = torch.arange(self.num_classes, device=targets.device)
-            one_hot = (cand.cls.reshape(-1, 1) == classes).float()  # (nl * m, nc); F.one_hot would sync to check
-            cls_target = self.cls_negative + (self.cls_positive - self.cls_negative) * one_hot
-            terms = bce_terms(picked[:, 5:], cls_target, pos_weight=self.cls_pos_weight, focal_gamma=self.focal_gamma)
-            per_level = torch.where(valid[:, None], terms, 0.0).view(nl, -1).sum(1)
-            lcls = (per_level / (count * self.num_classes)).sum().view(1)
+        # The box and class terms of the targets, all at once up to TARGET_CHUNK of them (one candidate set, no
+        # data-dependent shapes, no host sync), else chunk by chunk under checkpointing (see the module
+        # docstring); then the objectness terms of every level, whose targets the chunks' scores fill.
+        if targets.shape[0] <= TARGET_CHUNK:
+            parts = [self._matched_terms(targets, *preds)]
+        else:
+            parts = [
+                checkpoint(self._matched_terms, targets[start : start + TARGET_CHUNK], *preds, use_reentrant=False)
+                for start in range(0, targets.shape[0], TARGET_CHUNK)
+            ]
+        box_sum, cls_sum, count = (sum(part[k] for part in parts) for k in range(3))
+        count = count.clamp(min=1)  # (nl,)
+        lbox = (box_sum / count).sum().view(1)
+        lcls = (cls_sum / (count * self.num_classes)).sum().view(1)
 
         lobj, new_balance = torch.zeros(1, device=targets.device), []
+        balance = self.balance.clone()  # autobalance updates the buffer in place below; backward needs these
         for level, pred in enumerate(preds):
             n, na, h, w = pred.shape[:4]
-            flat = ((cand.image[level] * na + cand.anchor[level]) * h + cand.row[level]) * w + cand.col[level]
-            obj_target = pred.new_zeros(n * na * h * w).scatter_reduce(0, flat, score[level], "amax")
+            flat = torch.cat([part[3][level] for part in parts])
+            score = torch.cat([part[4][level] for part in parts])
+            obj_target = pred.new_zeros(n * na * h * w).scatter_reduce(0, flat, score, "amax")
             obj_terms = bce_terms(
                 pred[..., 4], obj_target.view(n, na, h, w), pos_weight=self.obj_pos_weight, focal_gamma=self.focal_gamma
             )
             level_obj = obj_terms.mean()
-            lobj = lobj + level_obj * self.balance[level]
+            lobj = lobj + level_obj * balance[level]
             if self.autobalance:
-                new_balance.append(self.balance[level] * 0.9999 + 0.0001 / level_obj.detach())
+                new_balance.append(balance[level] * 0.9999 + 0.0001 / level_obj.detach())
 
         if self.autobalance:
             with torch.no_grad():
@@ -214,6 +211,41 @@ class YoloLoss(nn.Module):
         lbox, lobj, lcls = lbox * self.box_gain, lobj * self.obj_gain, lcls * self.cls_gain
         batch_size = preds[0].shape[0]
         return (lbox + lobj + lcls) * batch_size, torch.cat((lbox, lobj, lcls)).detach()
+
+    def _matched_terms(self, targets: Tensor, *preds: Tensor) -> tuple[Tensor, Tensor, Tensor, Tensor, Tensor]:
+        """The box and class terms of `targets` (n, 6) on the predictions `preds` (B, na, H, W, 5 + nc) of every
+        level, summed per level (nl,) over the valid candidates (box: 1 - CIoU; class: BCE over the classes),
+        the candidate count per level (nl,), and per candidate (nl, m) the flat index of its prediction in its
+        level's objectness map and its objectness target (detached). Sums, not means: chunks add up."""
+        cand = self._candidates([p.shape for p in preds], targets)  # fields (nl, m, ...)
+        nl, m = cand.valid.shape
+        picked = torch.cat(
+            [p[i, a, r, c] for p, i, a, r, c in zip(preds, cand.image, cand.anchor, cand.row, cand.col, strict=True)]
+        )  # (nl * m, 5 + nc)
+        valid, level_anchor = cand.valid.reshape(-1), self._level_anchor_index(cand.anchor)
+
+        xy = picked[:, :2].sigmoid() * 2 - 0.5
+        wh = (picked[:, 2:4].sigmoid() * 2) ** 2 * self.anchors.view(-1, 2)[level_anchor]
+        iou = complete_iou(torch.cat((xy, wh), 1), cand.box.reshape(-1, 4))  # (nl * m,)
+        box_sum = torch.where(valid, 1.0 - iou, 0.0).view(nl, m).sum(1)
+
+        # Objectness target: the IoU of the matched prediction; the best one wins where cells repeat.
+        score = (1.0 - OBJ_IOU_RATIO) + OBJ_IOU_RATIO * iou.detach().clamp(min=0)
+        score = torch.where(valid, score, 0.0).view(nl, m)
+
+        cls_sum = box_sum.new_zeros(nl)
+        if self.num_classes > 1:
+            classes = torch.arange(self.num_classes, device=targets.device)
+            one_hot = (cand.cls.reshape(-1, 1) == classes).float()  # (nl * m, nc); F.one_hot would sync to check
+            cls_target = self.cls_negative + (self.cls_positive - self.cls_negative) * one_hot
+            terms = bce_terms(picked[:, 5:], cls_target, pos_weight=self.cls_pos_weight, focal_gamma=self.focal_gamma)
+            cls_sum = torch.where(valid[:, None], terms, 0.0).view(nl, -1).sum(1)
+
+        flat = torch.stack(
+            [((cand.image[k] * p.shape[1] + cand.anchor[k]) * p.shape[2] + cand.row[k]) * p.shape[3] + cand.col[k]
+             for k, p in enumerate(preds)]
+        )  # (nl, m)  # fmt: skip
+        return box_sum, cls_sum, cand.valid.sum(1), flat, score
 
     def _level_anchor_index(self, anchor: Tensor) -> Tensor:
         """(nl * m,) row of `self.anchors.view(-1, 2)` for the anchor indices (nl, m) of each level."""

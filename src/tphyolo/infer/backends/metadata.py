@@ -3,6 +3,10 @@
 Fields (`ExportMetadata`): the export format, the model's name, class names, the largest stride, the image
 size (h, w) and batch it was exported for, whether batch and image size are free (`dynamic`), the dtype of
 its input, whether its weights are fp16, the tphyolo version that wrote it and the weights file it came from.
+An INT8 file (`tphyolo export --int8`) also says how it was quantized and what its accuracy check measured:
+`int8`, `int8_method`, `int8_float_parts` (what was kept in floating point), `int8_calibration` (which images),
+`int8_check` (which images were scored, by which protocol) and `int8_map50`, `int8_map`: (float model, INT8
+model) mAP50 and mAP50-95 on them, empty when the check did not run.
 
 Where it is stored:
 
@@ -13,7 +17,8 @@ Where it is stored:
 | TorchScript | the archive's extra file `extra/tphyolo.json`: the fields as one JSON object |
 | TensorRT | a prefix of the .engine file: 4-byte little-endian length, then the fields as one JSON object |
 
-Reading never runs code: values are parsed with `json.loads` and checked field by field.
+Reading never runs code: values are parsed by the bounded JSON reader (`tphyolo.data.json_files`) and checked
+field by field.
 """
 
 from __future__ import annotations
@@ -24,6 +29,7 @@ from dataclasses import MISSING, asdict, dataclass, fields
 from typing import Any
 
 from tphyolo._version import __version__
+from tphyolo.data.json_files import load_json_text
 
 SCHEMA = 1  # bump when a field changes meaning
 FORMATS = ("onnx", "openvino", "torchscript", "engine")  # the rows of `tphyolo.export.formats` (tested)
@@ -38,6 +44,8 @@ class ExportMetadata:
     stride: the largest stride; with `dynamic`, input sides must be multiples of it.
     dtype: "float32" or "float16", the dtype of the model's input (the output is always float32).
     half: the weights are fp16 (an OpenVINO fp16 IR still takes float32 input).
+    int8: convolutions and matrix products run in int8 (the input and output stay float32); the `int8_*`
+    fields say how it was made and checked (see the module docstring).
     """
 
     format: str
@@ -50,6 +58,13 @@ class ExportMetadata:
     dtype: str = "float32"
     half: bool = False
     source: str = ""
+    int8: bool = False
+    int8_method: str = ""
+    int8_float_parts: tuple[str, ...] = ()
+    int8_calibration: str = ""
+    int8_check: str = ""
+    int8_map50: tuple[float, ...] = ()  # (float model, INT8 model) on the `int8_check` images
+    int8_map: tuple[float, ...] = ()  # mAP50-95, likewise
     tphyolo_version: str = __version__
     schema: int = SCHEMA
 
@@ -65,6 +80,11 @@ class ExportMetadata:
             )
         if not self.names or not all(isinstance(n, str) for n in self.names):
             raise ValueError("metadata: names must be a non-empty list of class names")
+        if len(self.int8_map50) not in (0, 2) or len(self.int8_map) != len(self.int8_map50):
+            raise ValueError(
+                "metadata: int8_map50 and int8_map hold (float, int8) or nothing; "
+                f"got {self.int8_map50}, {self.int8_map}"
+            )
 
     @property
     def nc(self) -> int:
@@ -99,7 +119,7 @@ class ExportMetadata:
             value = data[f.name]
             kind = _TYPES[f.name]
             if kind is tuple:
-                item = str if f.name == "names" else int
+                item = _ITEM_TYPES[f.name]
                 ok = isinstance(value, (list, tuple)) and all(type(v) is item for v in value)
                 value = tuple(value) if ok else value
             else:
@@ -115,9 +135,10 @@ class ExportMetadata:
     @classmethod
     def from_json(cls, text: str | bytes, *, source: str) -> ExportMetadata:
         try:
-            data = json.loads(text)
-        except (json.JSONDecodeError, UnicodeDecodeError) as error:
-            raise ValueError(f"{source}: metadata is not valid JSON ({error})") from error
+            text = text.decode("utf-8") if isinstance(text, bytes) else text
+        except UnicodeDecodeError as error:
+            raise ValueError(f"{source}: metadata is not UTF-8 text (byte {error.start})") from None
+        data = load_json_text(text, source, what="metadata")
         if not isinstance(data, dict):
             raise ValueError(f"{source}: metadata must be a JSON object, got {type(data).__name__}")
         return cls.from_dict(data, source=source)
@@ -128,10 +149,7 @@ class ExportMetadata:
         data = {}
         for f in fields(cls):
             if f.name in entries:
-                try:
-                    data[f.name] = json.loads(entries[f.name])
-                except json.JSONDecodeError as error:
-                    raise ValueError(f"{source}: metadata {f.name!r} is not valid JSON ({error})") from error
+                data[f.name] = load_json_text(entries[f.name], source, what=f"metadata {f.name!r}")
         return cls.from_dict(data, source=source)
 
 
@@ -146,6 +164,20 @@ _TYPES: dict[str, type] = {
     "dtype": str,
     "half": bool,
     "source": str,
+    "int8": bool,
+    "int8_method": str,
+    "int8_float_parts": tuple,
+    "int8_calibration": str,
+    "int8_check": str,
+    "int8_map50": tuple,
+    "int8_map": tuple,
     "tphyolo_version": str,
     "schema": int,
+}
+_ITEM_TYPES: dict[str, type] = {
+    "names": str,
+    "imgsz": int,
+    "int8_float_parts": str,
+    "int8_map50": float,
+    "int8_map": float,
 }

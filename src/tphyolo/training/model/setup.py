@@ -14,7 +14,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from tphyolo.checkpoint.format import Checkpoint, load_checkpoint
+from tphyolo.checkpoint.format import Checkpoint, CheckpointError, load_checkpoint, state_dict_misfit
 from tphyolo.data.dataset import DetectionDataset
 from tphyolo.models import build_model
 from tphyolo.runtime.config import RuntimeConfig
@@ -30,7 +30,9 @@ def build_model_for_training(model: str, *, names: Sequence[str], resume: Checkp
     """The model to train: `resume`'s model with its weights and class names, else a fresh one built from
     `model` (a yaml or built-in name) for `names` (empty: the yaml's class count, names "0", "1", ...)."""
     if resume is not None:
-        restored = build_model(resume.model_yaml, names=resume.names)
+        restored = build_model(resume.model_yaml, names=resume.names, origin=f"{resume.path} (its model_yaml)")
+        if (misfit := state_dict_misfit(restored, resume.model)) is not None:
+            raise CheckpointError(f"{resume.path}: weights do not fit the model built from its model_yaml: {misfit}")
         restored.load_state_dict(resume.model)
         return restored
     return build_model(model, num_classes=len(names) or None, names=list(names) or None)

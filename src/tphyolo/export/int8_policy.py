@@ -1,0 +1,102 @@
+"""What an INT8 export keeps in floating point, per model family, and why; the ONNX nodes that this selects.
+
+Both quantizers (`quantize_openvino`, `quantize_onnx`) quantize the inputs and weights of convolutions and
+matrix products only; everything between them (SiLU, concatenations, upsampling, LayerNorm, softmax, the detect
+head's decoding into pixels and scores) computes in float on dequantized values. On top of that, a family's
+policy names parts of the model that keep float inputs and weights too (`FLOAT_PARTS`):
+
+- `head-convs`: the detect head's output convolutions, whose outputs are the box offsets and the logits of
+  objectness and classes. Their int8 rounding moves boxes by whole pixels on the finest level and shifts the
+  scores that decide between confusable classes; they are a few percent of the compute.
+- `attention-products`: products of two activations (attention's queries times keys, weights times values):
+  per-tensor int8 activations on both sides round the small scores that the softmax spreads; at 20x20 tokens
+  they are a small share of the work.
+
+The measured effect of each part per family (speed and mAP against the float model) is in docs/int8.md;
+`FAMILY_POLICIES` holds what that measurement chose. `transformer`: NNCF's transformer model type (SmoothQuant
+on the matrix products of attention; no quantizers on elementwise operations).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from torch import nn
+
+from tphyolo.imports import require
+from tphyolo.models.attention import C3TR
+from tphyolo.models.cbam import CBAM
+from tphyolo.models.clla import CLLADetect
+from tphyolo.models.model import DetectionModel
+from tphyolo.models.swin import C3STR
+
+
+@dataclass(frozen=True)
+class Int8Policy:
+    """float_parts: names of `FLOAT_PARTS` kept in floating point; transformer: NNCF's transformer model type."""
+
+    float_parts: tuple[str, ...]
+    transformer: bool
+
+
+FAMILY_POLICIES: dict[str, Int8Policy] = {
+    "yolov5": Int8Policy(float_parts=("head-convs",), transformer=False),
+    "tph-yolov5": Int8Policy(float_parts=("head-convs",), transformer=True),
+    "tph-yolov5-swin": Int8Policy(float_parts=("head-convs",), transformer=True),
+    "tph-yolov5pp": Int8Policy(float_parts=("head-convs",), transformer=True),
+}
+
+
+def model_family(model: nn.Module) -> str:
+    """The family of a detection model, judged by its layers (a checkpoint's name may be anything): a CLLA
+    head is TPH-YOLOv5++, Swin blocks without it TPH-YOLOv5-Swin, transformer or CBAM blocks TPH-YOLOv5."""
+    kinds = {type(m) for m in model.modules()}
+    if CLLADetect in kinds:
+        return "tph-yolov5pp"
+    if C3STR in kinds:
+        return "tph-yolov5-swin"
+    if C3TR in kinds or CBAM in kinds:
+        return "tph-yolov5"
+    return "yolov5"
+
+
+def int8_policy(model: nn.Module) -> Int8Policy:
+    return FAMILY_POLICIES[model_family(model)]
+
+
+def _head_convs(graph, model: DetectionModel) -> list[str]:  # noqa: ANN001 - an onnx.GraphProto
+    """Conv nodes whose weight is one of the head's output convolutions (initializers keep parameter names)."""
+    names = {id(m): name for name, m in model.named_modules()}
+    weights = {f"{names[id(conv)]}.weight" for conv in model.head.output_convs()}
+    return [node.name for node in graph.node if node.op_type == "Conv" and node.input[1] in weights]
+
+
+def _attention_products(graph, model: DetectionModel) -> list[str]:  # noqa: ANN001, ARG001
+    """MatMul nodes with no constant input: products of two activations."""
+    constants = {init.name for init in graph.initializer}
+    constants |= {out for node in graph.node if node.op_type == "Constant" for out in node.output}
+    return [
+        node.name
+        for node in graph.node
+        if node.op_type == "MatMul" and not any(name in constants for name in node.input)
+    ]
+
+
+FLOAT_PARTS: dict[str, Callable] = {
+    "head-convs": _head_convs,
+    "attention-products": _attention_products,
+}
+
+
+def float_nodes(onnx_path: Path, model: DetectionModel, parts: tuple[str, ...]) -> list[str]:
+    """The names of the nodes of the ONNX trace `onnx_path` of `model` that `parts` keep in float, in graph
+    order. ValueError for an unknown part."""
+    unknown = [p for p in parts if p not in FLOAT_PARTS]
+    if unknown:
+        raise ValueError(f"unknown float part(s) {unknown}; known: {list(FLOAT_PARTS)}")
+    onnx = require("onnx", purpose="INT8 export")
+    graph = onnx.load(str(onnx_path), load_external_data=False).graph
+    chosen = {name for part in parts for name in FLOAT_PARTS[part](graph, model)}
+    return [node.name for node in graph.node if node.name in chosen]

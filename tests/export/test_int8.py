@@ -1,0 +1,168 @@
+"""INT8 exports (`--int8`): calibration images, what each family keeps in float, the quantized files of every
+TPH family against their float model, the accuracy check and its metadata, and the refusals."""
+
+import sys
+
+import numpy as np
+import pytest
+import torch
+
+from tphyolo.data.dataset_config import load_data_config
+from tphyolo.data.image_io import read_image
+from tphyolo.data.letterbox import letterbox
+from tphyolo.data.scan import scan_split
+from tphyolo.export import ExportConfig, MissingExtraError, export_model
+from tphyolo.export.calibration import calibration_batches, spread_indices
+from tphyolo.export.exporter import check_can_export
+from tphyolo.export.int8_check import Int8Accuracy
+from tphyolo.export.int8_policy import FAMILY_POLICIES, float_nodes, int8_policy, model_family
+from tphyolo.export.onnx_file import trace_onnx
+from tphyolo.infer.backends import load_backend
+from tphyolo.infer.backends.metadata import ExportMetadata
+from tphyolo.models import build_model
+
+# The tiny models the INT8 files are judged on: trained on the 8 scenes they are then scored on (see the
+# int8_trained fixture), at this size, for this many one-step epochs.
+TRAIN_SIZE = 128
+TRAIN_EPOCHS = {"tph-yolov5n": 40, "tph-yolov5-swins": 10, "tph-yolov5ppn": 10}
+# An INT8 file against its float model, on the rows (anchors) where the float model is most confident:
+BOX_TOLERANCE = 2.0  # pixels at 128 px input, box centre and size
+SCORE_TOLERANCE = 0.1  # objectness x class score
+
+
+def test_spread_indices_cover_the_split_evenly():
+    assert spread_indices(10, 4) == [0, 3, 6, 9]
+    assert spread_indices(3, 300) == [0, 1, 2]  # fewer when the split is smaller
+    assert spread_indices(5, 1) == [0]
+
+
+@pytest.mark.parametrize("dynamic", [False, True])
+def test_calibration_images_are_letterboxed_as_prediction_does(tiny_synthetic, dynamic):
+    data = load_data_config(tiny_synthetic)
+    calibration = calibration_batches(data, count=3, imgsz=96, stride=32, dynamic=dynamic)
+    records = scan_split(data.split("train"), names=data.names).records
+    assert calibration.images == 3 and "train: 3 of 8 images" in calibration.description
+    first = records[0].im_file  # spread over 8 images: 0, 4, 7
+    expected, _ = letterbox(read_image(first), 96, stride=32, auto=dynamic)
+    np.testing.assert_array_equal(calibration.batches[0][0], expected[:, :, ::-1].transpose(2, 0, 1))
+    assert all(b.dtype == np.uint8 and b.shape[:2] == (1, 3) for b in calibration.batches)
+    assert max(calibration.batches[0].shape[2:]) == 96
+    everything = calibration_batches(data, count=300, imgsz=64, stride=32, dynamic=False, batch=3)
+    assert [len(b) for b in everything.batches] == [3, 3]  # 8 images, whole batches of the export's batch
+
+
+def test_family_is_read_from_the_layers_and_names_a_written_policy():
+    expected = {"yolov5n": "yolov5", "tph-yolov5n": "tph-yolov5", "tph-yolov5-swins": "tph-yolov5-swin",
+                "tph-yolov5ppn": "tph-yolov5pp"}  # fmt: skip
+    for name, family in expected.items():
+        model = build_model(name, num_classes=3)
+        assert model_family(model) == family and int8_policy(model) is FAMILY_POLICIES[family]
+
+
+@pytest.mark.parametrize("name", ["tph-yolov5n", "tph-yolov5ppn"])
+def test_float_parts_select_the_head_convolutions_and_attention_products(name, tmp_path):
+    import onnx
+
+    torch.manual_seed(0)
+    model = build_model(name, num_classes=3).eval().fuse()
+    path = trace_onnx(model, torch.rand(1, 3, 64, 64), tmp_path / "m.onnx", dynamic=False, opset=17)
+    graph = {node.name: node for node in onnx.load(str(path)).graph.node}
+    heads = float_nodes(path, model, ("head-convs",))
+    assert len(heads) == model.head.nl and all(graph[n].op_type == "Conv" for n in heads)
+    assert all(n.startswith(f"/model.{len(model.model) - 1}/") for n in heads)
+    products = float_nodes(path, model, ("attention-products",))
+    assert products and all(graph[n].op_type == "MatMul" for n in products)  # q.k and weights.v of each layer
+    assert set(float_nodes(path, model, ("head-convs", "attention-products"))) == set(heads) | set(products)
+    with pytest.raises(ValueError, match="unknown float part"):
+        float_nodes(path, model, ("softmax",))
+
+
+def test_int8_metadata_round_trips_and_is_checked():
+    meta = ExportMetadata(
+        format="openvino", model="tph-yolov5n", names=("car", "bus"), stride=32, imgsz=(128, 128), batch=1,
+        dynamic=False, int8=True, int8_method="NNCF", int8_float_parts=("head-convs",),
+        int8_calibration="synthetic train: 80 of 80 images", int8_check="synthetic val: 20 of 20 images, yolo",
+        int8_map50=(0.771, 0.768), int8_map=(0.45, 0.44),
+    )  # fmt: skip
+    assert ExportMetadata.from_strings(meta.to_strings(), source="m") == meta
+    assert ExportMetadata.from_json(meta.to_json(), source="m") == meta
+    data = {**meta.to_dict(), "int8_map50": [1, 0]}  # integers are not mAP values
+    with pytest.raises(ValueError, match="m.xml: metadata 'int8_map50' should be tuple"):
+        ExportMetadata.from_dict(data, source="m.xml")
+    with pytest.raises(ValueError, match="hold \\(float, int8\\) or nothing"):
+        ExportMetadata.from_dict({**meta.to_dict(), "int8_map": [0.5]}, source="m.xml")
+
+
+def test_accuracy_check_passes_at_the_bound_and_fails_above_it():
+    within = Int8Accuracy("val", 0.80, 0.79, 0.5, 0.49, max_drop=0.01 + 1e-12)
+    above = Int8Accuracy("val", 0.80, 0.78, 0.5, 0.49, max_drop=0.01, worst_class=("van", 0.05))
+    assert within.ok and not above.ok and above.drop == pytest.approx(0.02)
+    assert "ABOVE --max-drop" in above.summary() and "(van)" in above.summary()
+    assert Int8Accuracy("val", 0.5, 0.6, 0.3, 0.3, max_drop=0.0).ok  # INT8 may score higher
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        ({"formats": ("torchscript",), "data": "d"}, "torchscript has no INT8 form"),
+        ({"formats": ("openvino",)}, "--int8 needs --data"),
+        ({"formats": ("openvino",), "data": "d", "half": True}, "exclude each other"),
+        ({"formats": ("onnx",), "data": "d", "calib_images": 0}, "must be positive"),
+        ({"formats": ("onnx",), "data": "d", "max_drop": -0.1}, "--max-drop"),
+    ],
+)
+def test_bad_int8_config_is_refused(kwargs, message):
+    with pytest.raises(ValueError, match=message):
+        ExportConfig(int8=True, **kwargs)
+
+
+def test_missing_nncf_is_refused_in_one_line_naming_the_extra(monkeypatch):
+    monkeypatch.setitem(sys.modules, "nncf", None)
+    cfg = ExportConfig(formats=("openvino",), int8=True, data="synthetic")
+    with pytest.raises(MissingExtraError) as error:
+        check_can_export(cfg, torch.device("cpu"))
+    message = str(error.value)
+    assert "\n" not in message and "nncf" in message and 'pip install "tphyolo[export]"' in message
+    check_can_export(ExportConfig(formats=("onnx",), int8=True, data="synthetic"), torch.device("cpu"))  # no nncf
+
+
+def top_rows(output: torch.Tensor, k: int) -> torch.Tensor:
+    """Indices of the `k` rows of a (N, 5 + nc) output with the highest objectness x best class score."""
+    return (output[:, 4] * output[:, 5:].max(1).values).topk(k).indices
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", ["tph-yolov5n", "tph-yolov5-swins", "tph-yolov5ppn"])
+def test_int8_files_of_each_family_run_and_agree_with_the_float_model(name, int8_trained, memorised_data, tmp_path):
+    from tphyolo.checkpoint.format import load_checkpoint
+
+    model = load_checkpoint(int8_trained(name, TRAIN_SIZE, TRAIN_EPOCHS[name])).build_model().eval()
+    cfg = ExportConfig(formats=("onnx", "openvino"), imgsz=TRAIN_SIZE, int8=True, data=str(memorised_data),
+                       calib_images=8, calib_val=4)  # fmt: skip
+    results = export_model(model, cfg, stem=tmp_path / "m", model_name=name)
+    policy = int8_policy(model)
+    images = calibration_batches(load_data_config(memorised_data), count=4, imgsz=TRAIN_SIZE, stride=32,
+                                 dynamic=False).batches  # fmt: skip
+    with torch.no_grad():
+        fused = model.fuse()
+        reference = [fused(torch.from_numpy(x).float() / 255)[0] for x in images]
+    assert max(float((r[:, 4] * r[:, 5:].max(1).values).max()) for r in reference) > 0.3  # it detects something
+    for result in results:
+        assert result.ok, result.summary()
+        assert result.path.name.startswith("m_int8")
+        backend = load_backend(result.path)
+        meta = backend.metadata
+        assert meta.int8 and meta.int8_float_parts == policy.float_parts and "8 of 8 images" in meta.int8_calibration
+        accuracy = result.accuracy
+        assert meta.int8_map50 == (accuracy.float_map50, accuracy.int8_map50)
+        assert meta.int8_map == (accuracy.float_map, accuracy.int8_map) and "4 of 8 images" in meta.int8_check
+        assert accuracy.float_map50 > 0.05  # the check compares models that find objects
+        for x, ref in zip(images, reference, strict=True):
+            out = backend.run(backend.prepare(torch.from_numpy(x)))[0]
+            rows = top_rows(ref, 20)
+            box_error = (out[rows, :4] - ref[rows, :4]).abs().max()
+            score = out[rows, 4] * out[rows, 5:].max(1).values
+            score_error = (score - ref[rows, 4] * ref[rows, 5:].max(1).values).abs().max()
+            where = (result.format, float(box_error), float(score_error))
+            assert box_error <= BOX_TOLERANCE and score_error <= SCORE_TOLERANCE, where
+            assert box_error > 0 or score_error > 0  # quantized: close, not equal
