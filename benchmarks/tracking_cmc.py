@@ -27,7 +27,7 @@ import numpy as np
 
 from tphyolo.data.builtin.synthetic_mot import generate_synthetic_mot, render_sequence
 from tphyolo.data.dataset_config import load_data_config
-from tphyolo.data.image_io import read_image
+from tphyolo.data.files.image_io import read_image
 from tphyolo.data.mot.sequences import read_ground_truth, tracking_split
 from tphyolo.data.mot.table import TrackTable
 from tphyolo.metrics.tracking import evaluate_tables

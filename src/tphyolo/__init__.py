@@ -8,12 +8,16 @@ from tphyolo._version import __version__ as __version__
 
 
 def __getattr__(name: str):
-    """`tphyolo.Predictor`, `tphyolo.Results`, `tphyolo.val`, `tphyolo.Trainer` and `tphyolo.train` are
-    imported on first use, so that `import tphyolo` stays light."""
+    """`tphyolo.Predictor`, `tphyolo.Results`, `tphyolo.Tracker`, `tphyolo.val`, `tphyolo.Trainer` and
+    `tphyolo.train` are imported on first use, so that `import tphyolo` stays light."""
     if name == "Predictor":
         from tphyolo.predict.predictor import Predictor
 
         return Predictor
+    if name == "Tracker":
+        from tphyolo.track.tracker import Tracker
+
+        return Tracker
     if name == "Results":
         from tphyolo.predict.results import Results
 

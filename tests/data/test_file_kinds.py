@@ -6,11 +6,11 @@ import re
 import pytest
 from tests.reliability.corpus import finishes_within, jpeg_bytes, not_regular_files
 
+from tphyolo.data.files.image_io import ImageError, read_image, read_image_size
+from tphyolo.data.files.json_files import load_json_file
+from tphyolo.data.files.paths import regular_file_problem
 from tphyolo.data.formats.visdrone import NAMES, read_visdrone_rows
-from tphyolo.data.image_io import ImageError, read_image, read_image_size
-from tphyolo.data.json_files import load_json_file
 from tphyolo.data.labels import LabelError, read_label_text
-from tphyolo.data.paths import regular_file_problem
 from tphyolo.data.scan import scan_split
 
 KINDS = {

@@ -10,10 +10,10 @@ import yaml
 
 from tphyolo.data.convert import convert_visdrone
 from tphyolo.data.dataset_config import load_data_config, parse_data_yaml
+from tphyolo.data.files.image_io import verify_image
 from tphyolo.data.formats.coco import CocoImage, coco_dict, load_coco
 from tphyolo.data.formats.visdrone import NAMES, format_visdrone, parse_visdrone
 from tphyolo.data.formats.yolo import format_yolo, parse_yolo
-from tphyolo.data.image_io import verify_image
 from tphyolo.data.labels import LabelError
 from tphyolo.data.scan import scan_split
 
@@ -164,8 +164,8 @@ def test_visdrone_classes_and_image_suffixes_have_one_definition(tmp_path):
     import cv2
 
     from tphyolo.data.dataset_config import builtin_data_yaml
+    from tphyolo.data.files.image_io import IMAGE_SUFFIXES, is_image_name
     from tphyolo.data.formats.visdrone import NUM_CLASSES
-    from tphyolo.data.image_io import IMAGE_SUFFIXES, is_image_name
     from tphyolo.evaluation import detection_files as eval_cmd
     from tphyolo.metrics import visdrone as protocol
 

@@ -17,7 +17,7 @@ from tests.reliability.corpus import (
     truncated_jpeg,
 )
 
-from tphyolo.data.image_io import (
+from tphyolo.data.files.image_io import (
     MAX_IMAGE_PIXELS,
     ImageError,
     load_image,

@@ -8,8 +8,8 @@ import time
 import pytest
 from tests.reliability.corpus import deep_json, jpeg_bytes
 
+from tphyolo.data.files.json_files import load_json_file, load_json_text
 from tphyolo.data.formats.coco import load_coco
-from tphyolo.data.json_files import load_json_file, load_json_text
 from tphyolo.data.labels import LabelError
 from tphyolo.data.scan import scan_split
 

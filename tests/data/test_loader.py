@@ -10,7 +10,7 @@ from tphyolo.data.augment import Hyp
 from tphyolo.data.builtin.synthetic import generate_synthetic
 from tphyolo.data.dataset import DetectionDataset
 from tphyolo.data.dataset_config import load_data_config
-from tphyolo.data.image_cache import ImageCache
+from tphyolo.data.files.image_cache import ImageCache
 from tphyolo.data.loader import Batch, build_dataloader, build_dataset, multiscale_size
 
 HYP = Hyp(mixup=0.5, degrees=5, flipud=0.5)

@@ -10,8 +10,8 @@ import pytest
 from PIL import Image
 
 from tphyolo.data.dataset import DetectionDataset
+from tphyolo.data.files.image_io import read_image
 from tphyolo.data.formats.visdrone import NAMES
-from tphyolo.data.image_io import read_image
 from tphyolo.data.loader import build_dataloader
 from tphyolo.data.scan import fallback_cache_path, scan_split
 

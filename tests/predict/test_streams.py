@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 import torch
 
-from tphyolo.data.image_io import ImageError
+from tphyolo.data.files.image_io import ImageError
 from tphyolo.models import build_model
 from tphyolo.predict.predictor import Predictor
 from tphyolo.predict.sources import Stream, count_frames, iter_frames, resolve_source

@@ -11,7 +11,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from tphyolo.data.image_io import read_image
+from tphyolo.data.files.image_io import read_image
 from tphyolo.data.mot.sequences import TrackingSplit, read_ground_truth
 from tphyolo.infer.config import InferenceConfig
 from tphyolo.predict.predictor import Predictor

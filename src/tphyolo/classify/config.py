@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from tphyolo.data.image_limits import IMGSZ_BOUNDS, MAX_IMGSZ
+from tphyolo.data.files.image_limits import IMGSZ_BOUNDS, MAX_IMGSZ
 from tphyolo.flags import AT_LEAST_ONE, NON_NEGATIVE, SEED, Bounds, check_field_types, flag
 
 DEFAULT_ARCH = "crop-cnn"  # the architecture trained unless --arch says otherwise (`small_cnn.py`)

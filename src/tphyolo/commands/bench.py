@@ -29,7 +29,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from tphyolo.bench.timing import CLOCKS
-from tphyolo.data.image_limits import IMGSZ_BOUNDS
+from tphyolo.data.files.image_limits import IMGSZ_BOUNDS
 from tphyolo.errors import UsageError
 from tphyolo.flags import AT_LEAST_ONE, NON_NEGATIVE
 from tphyolo.runtime.flags import SDPA_BACKEND_NAMES

@@ -24,7 +24,7 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from tphyolo.data.image_limits import IMGSZ_BOUNDS
+from tphyolo.data.files.image_limits import IMGSZ_BOUNDS
 from tphyolo.flags import AT_LEAST_ONE, NON_NEGATIVE
 
 if TYPE_CHECKING:  # torch is imported when the command runs, not when `tphyolo profile -h` parses

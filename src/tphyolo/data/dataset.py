@@ -33,7 +33,7 @@ from tphyolo.data.augment import (
     random_perspective,
     source_window,
 )
-from tphyolo.data.image_cache import ImageCache, load_resized
+from tphyolo.data.files.image_cache import ImageCache, load_resized
 from tphyolo.data.letterbox import letterbox, map_boxes
 from tphyolo.data.mosaic import mosaic4
 from tphyolo.data.sampler import SampleKey

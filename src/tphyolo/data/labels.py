@@ -13,7 +13,7 @@ from pathlib import Path
 
 import numpy as np
 
-from tphyolo.data.paths import NO_SUCH_FILE, regular_file_problem
+from tphyolo.data.files.paths import NO_SUCH_FILE, regular_file_problem
 
 
 def empty_boxes() -> np.ndarray:

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 import cv2
 import numpy as np
 
-from tphyolo.data.image_limits import MAX_IMGSZ
+from tphyolo.data.files.image_limits import MAX_IMGSZ
 
 PAD_VALUE = 114
 LOGGER = logging.getLogger("tphyolo")

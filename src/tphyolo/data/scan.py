@@ -10,7 +10,7 @@ regular file, image or label, is one: a folder, a FIFO, a device, a dangling lin
 opened); images without a label file are kept as background. Files used only in part are kept and listed apart
 (`ScanReport.partial`): a JPEG cut short (decoded with the missing part filled) and a label file with more
 than `MAX_OBJECTS_PER_IMAGE` objects (the first ones kept). Images are verified by decoding them as training does
-(`tphyolo.data.image_io.verify_image`). The scan result is cached where the format of the first labelled image
+(`tphyolo.data.files.image_io.verify_image`). The scan result is cached where the format of the first labelled image
 says (`<label folder>.cache.json`; COCO: `<json stem>.cache.json`), keyed by a hash of the names, sizes and
 mtimes of every image and label file; a stale or unreadable cache is rebuilt. Where that folder cannot be
 written (a read-only mount, no permission; found by trying), the cache goes under the user cache folder
@@ -29,12 +29,12 @@ from pathlib import Path
 
 import numpy as np
 
+from tphyolo.data.files.image_io import ImageError, is_image_name, verify_image
+from tphyolo.data.files.json_files import load_json_file
+from tphyolo.data.files.paths import is_read_only_folder, regular_file_problem
 from tphyolo.data.formats import FORMATS
 from tphyolo.data.formats.base import LabelEntry, label_folder_cache
-from tphyolo.data.image_io import ImageError, is_image_name, verify_image
-from tphyolo.data.json_files import load_json_file
 from tphyolo.data.labels import ImageLabels, LabelError, limit_objects, sanitize
-from tphyolo.data.paths import is_read_only_folder, regular_file_problem
 from tphyolo.user_cache import user_cache_dir
 
 CACHE_VERSION = 2

@@ -33,7 +33,7 @@ def read_visdrone_rows(path: Path) -> np.ndarray:
 
 def image_file(images_dir: Path, stem: str) -> Path | None:
     """The image `images_dir/stem.*` of a known image suffix, or None."""
-    from tphyolo.data.image_io import IMAGE_SUFFIXES
+    from tphyolo.data.files.image_io import IMAGE_SUFFIXES
 
     return next((p for suffix in IMAGE_SUFFIXES if (p := images_dir / f"{stem}{suffix}").exists()), None)
 
@@ -41,7 +41,7 @@ def image_file(images_dir: Path, stem: str) -> Path | None:
 def image_size(path: Path) -> tuple[int, int]:
     """(height, width) of the image `path` as displayed, from its header, by the one image reader and its pixel
     limit (ImageError naming the file for an image that declares too many pixels)."""
-    from tphyolo.data.image_io import read_image_size
+    from tphyolo.data.files.image_io import read_image_size
 
     return read_image_size(path)
 
@@ -81,7 +81,7 @@ def load_visdrone_pairs(gt_dir: Path, pred_dir: Path) -> list[tuple[str, np.ndar
 
 def read_json(path: Path, what: str):
     """The JSON document of `path`, through the one bounded JSON reader (ValueError naming the file)."""
-    from tphyolo.data.json_files import load_json_file
+    from tphyolo.data.files.json_files import load_json_file
 
     return load_json_file(path, what=what)
 

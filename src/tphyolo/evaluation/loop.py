@@ -156,7 +156,7 @@ def save_predictions(results: Sequence[ImageResult], save_dir: Path, *, save_txt
 def save_batch_plots(results: Sequence[ImageResult], save_dir: Path, *, names: list[str], batches: int = 3) -> None:
     """`val_batchK_labels.jpg` and `val_batchK_pred.jpg`: up to 16 images each, ground truth vs detections
     (detections scoring at least 0.25)."""
-    from tphyolo.data.image_io import read_image, write_image
+    from tphyolo.data.files.image_io import read_image, write_image
     from tphyolo.predict.draw import draw_detections, image_grid
 
     for k in range(batches):

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from tphyolo.data.image_limits import IMGSZ_BOUNDS
+from tphyolo.data.files.image_limits import IMGSZ_BOUNDS
 from tphyolo.export.formats import EXPORT_FORMATS, FORMAT_BY_NAME, INT8_FORMATS
 from tphyolo.flags import AT_LEAST_ONE, Bounds, check_field_types, flag
 from tphyolo.metrics.registry import PROTOCOLS

@@ -8,7 +8,7 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass, replace
 
-from tphyolo.data.image_limits import IMGSZ_BOUNDS, MAX_IMGSZ
+from tphyolo.data.files.image_limits import IMGSZ_BOUNDS, MAX_IMGSZ
 from tphyolo.flags import AT_LEAST_ONE, FRACTION, NON_NEGATIVE, Bounds, check_field_types, flag, setting_name
 from tphyolo.infer.tta_config import DEFAULT_FLIPS, FLIPS, PAPER_SCALES, PLAIN, TTAConfig
 

@@ -21,7 +21,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from tphyolo.data.image_io import is_image_name
+from tphyolo.data.files.image_io import is_image_name
 from tphyolo.predict.sources import Frame, Stream, is_video_name, resolve_source
 
 MOT_FRAME_FOLDER = "img1"  # MOTChallenge keeps a sequence's frames in <seq>/img1/

@@ -7,7 +7,7 @@ unique among the files (`source_names`), and can skip the files that do not deco
 
 Every entry named like an image or a video is listed, whatever it is: one that is not a regular file (a
 folder named x.jpg, a FIFO, a link to /dev/zero, a dangling link, a link loop) is skipped when its turn comes,
-named with what it is, and never opened. An image file is read by `tphyolo.data.image_io.load_image`: a JPEG
+named with what it is, and never opened. An image file is read by `tphyolo.data.files.image_io.load_image`: a JPEG
 cut short is used with its missing part grey and a file of several frames gives its first frame, each told
 on its Frame (`Frame.notes`) for the command to show.
 """
@@ -24,8 +24,8 @@ from pathlib import Path
 import cv2
 import numpy as np
 
-from tphyolo.data.image_io import ImageError, is_image_name, load_image
-from tphyolo.data.paths import NO_SUCH_FILE, regular_file_problem
+from tphyolo.data.files.image_io import ImageError, is_image_name, load_image
+from tphyolo.data.files.paths import NO_SUCH_FILE, regular_file_problem
 
 VIDEO_SUFFIXES = frozenset({".mp4", ".avi", ".mov", ".mkv", ".m4v", ".mpeg", ".mpg", ".wmv", ".webm", ".asf"})
 STREAM_SCHEMES = ("rtsp://", "rtmp://", "http://", "https://")

@@ -26,9 +26,9 @@ from pathlib import Path, PurePosixPath
 import cv2
 import numpy as np
 
+from tphyolo.data.files.image_io import write_image
+from tphyolo.data.files.json_files import load_json_file
 from tphyolo.data.formats.visdrone import category_ids
-from tphyolo.data.image_io import write_image
-from tphyolo.data.json_files import load_json_file
 from tphyolo.metrics.coco import coco_image_ids
 from tphyolo.ops.detections import Detections
 from tphyolo.predict.draw import draw_detections

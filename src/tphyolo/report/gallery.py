@@ -13,7 +13,7 @@ from pathlib import Path
 import cv2
 import numpy as np
 
-from tphyolo.data.image_io import read_image
+from tphyolo.data.files.image_io import read_image
 from tphyolo.report.data import GALLERY_SCORE, ReportData
 from tphyolo.report.matching import ImageMatch
 from tphyolo.report.sizes import box_side

@@ -27,7 +27,7 @@ from pathlib import Path
 
 import torch
 
-from tphyolo.data.json_files import load_json_file
+from tphyolo.data.files.json_files import load_json_file
 from tphyolo.metrics.protocol import ImageResult
 from tphyolo.metrics.registry import PROTOCOLS
 

@@ -18,7 +18,7 @@ from pathlib import Path
 import cv2
 import numpy as np
 
-from tphyolo.data.image_io import write_image
+from tphyolo.data.files.image_io import write_image
 from tphyolo.data.mot.motchallenge import write_mot
 from tphyolo.data.mot.table import TrackTable
 from tphyolo.data.mot.visdrone_mot import write_visdrone_mot

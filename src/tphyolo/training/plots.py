@@ -11,7 +11,7 @@ import cv2
 import numpy as np
 import torch
 
-from tphyolo.data.image_io import write_image
+from tphyolo.data.files.image_io import write_image
 from tphyolo.ops.boxes import cxcywh_to_xyxy
 from tphyolo.predict.draw import class_colour, draw_boxes
 

@@ -21,8 +21,8 @@ import cv2
 import numpy as np
 import yaml
 
+from tphyolo.data.files.image_io import write_image
 from tphyolo.data.formats.visdrone import format_visdrone
-from tphyolo.data.image_io import write_image
 from tphyolo.data.labels import ImageLabels
 from tphyolo.user_cache import user_cache_dir
 

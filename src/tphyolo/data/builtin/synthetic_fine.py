@@ -23,8 +23,8 @@ import numpy as np
 import yaml
 
 from tphyolo.data.builtin.synthetic import _draw_object, _ground, _roads, default_cache_dir, generated_once
+from tphyolo.data.files.image_io import write_image
 from tphyolo.data.formats.visdrone import format_visdrone
-from tphyolo.data.image_io import write_image
 from tphyolo.data.labels import ImageLabels
 
 GENERATOR_VERSION = 1

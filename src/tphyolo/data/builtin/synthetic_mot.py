@@ -32,9 +32,9 @@ import numpy as np
 import yaml
 
 from tphyolo.data.builtin.synthetic import _SIZES, _draw_object, _ground, _roads, default_cache_dir, generated_once
+from tphyolo.data.files.image_io import write_image
 from tphyolo.data.formats.visdrone import NAMES as VISDRONE_NAMES
 from tphyolo.data.formats.visdrone import format_visdrone
-from tphyolo.data.image_io import write_image
 from tphyolo.data.labels import ImageLabels
 from tphyolo.data.mot.table import TrackTable
 from tphyolo.data.mot.visdrone_mot import IGNORED_REGION, OTHERS, format_visdrone_mot

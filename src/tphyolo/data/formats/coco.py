@@ -18,8 +18,8 @@ from pathlib import Path
 
 import numpy as np
 
+from tphyolo.data.files.json_files import load_json_file
 from tphyolo.data.formats.base import LabeledImage, LabelEntry, LabelFormat, images_folder
-from tphyolo.data.json_files import load_json_file
 from tphyolo.data.labels import ImageLabels, LabelError
 from tphyolo.ops.boxes import xywh_to_xyxy
 

@@ -17,7 +17,7 @@ Where it is stored:
 | TorchScript | the archive's extra file `extra/tphyolo.json`: the fields as one JSON object |
 | TensorRT | a prefix of the .engine file: 4-byte little-endian length, then the fields as one JSON object |
 
-Reading never runs code: values are parsed by the bounded JSON reader (`tphyolo.data.json_files`) and checked
+Reading never runs code: values are parsed by the bounded JSON reader (`tphyolo.data.files.json_files`) and checked
 field by field.
 """
 
@@ -29,7 +29,7 @@ from dataclasses import MISSING, asdict, dataclass, fields
 from typing import Any
 
 from tphyolo._version import __version__
-from tphyolo.data.json_files import load_json_text
+from tphyolo.data.files.json_files import load_json_text
 
 SCHEMA = 1  # bump when a field changes meaning
 FORMATS = ("onnx", "openvino", "torchscript", "engine")  # the rows of `tphyolo.export.formats` (tested)

@@ -17,7 +17,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from tphyolo.data.paths import require_regular_file
+from tphyolo.data.files.paths import require_regular_file
 
 
 def load_json_text(text: str, origin: str, *, what: str = "JSON") -> Any:

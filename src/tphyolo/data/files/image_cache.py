@@ -11,8 +11,8 @@ from pathlib import Path
 
 import numpy as np
 
-from tphyolo.data.image_io import read_image, resize_long_side
-from tphyolo.data.paths import is_read_only_folder
+from tphyolo.data.files.image_io import read_image, resize_long_side
+from tphyolo.data.files.paths import is_read_only_folder
 
 CACHE_MODES = ("ram", "disk")
 RAM_SAFETY = 1.3  # refuse RAM caching unless available memory exceeds the estimate by this factor

@@ -29,8 +29,8 @@ import cv2
 import numpy as np
 from PIL import Image, UnidentifiedImageError
 
-from tphyolo.data.image_limits import MAX_IMAGE_PIXELS, MIN_IMAGE_SIDE
-from tphyolo.data.paths import NO_SUCH_FILE, regular_file_problem
+from tphyolo.data.files.image_limits import MAX_IMAGE_PIXELS, MIN_IMAGE_SIDE
+from tphyolo.data.files.paths import NO_SUCH_FILE, regular_file_problem
 
 # The one list of image file suffixes (lower case), in the order a stem's image is looked for.
 IMAGE_SUFFIXES = (".jpg", ".jpeg", ".png", ".bmp", ".tif", ".tiff", ".webp", ".mpo", ".pgm", ".ppm", ".gif")
