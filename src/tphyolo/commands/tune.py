@@ -15,14 +15,14 @@ from tphyolo.errors import UsageError
 from tphyolo.flags import add_flags, from_flags, setting_name
 from tphyolo.training.config import TrainConfig
 from tphyolo.training.tune.config import TuneConfig
+from tphyolo.training.tune.search import SEARCH_OWNED
 
 USES_RUNTIME = True
-TRAIN_FLAGS_OWNED = ("project", "name", "exist_ok", "val")  # the search sets them (`search.SEARCH_OWNED`)
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_flags(parser, TuneConfig)
-    add_flags(parser.add_argument_group("trials (as tphyolo train)"), TrainConfig, exclude=TRAIN_FLAGS_OWNED)
+    add_flags(parser.add_argument_group("trials (as tphyolo train)"), TrainConfig, exclude=SEARCH_OWNED)
     parser.add_argument(
         "--resume",
         type=Path,
