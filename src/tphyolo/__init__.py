@@ -8,8 +8,8 @@ from tphyolo._version import __version__ as __version__
 
 
 def __getattr__(name: str):
-    """`tphyolo.Predictor`, `tphyolo.Results`, `tphyolo.Tracker`, `tphyolo.val`, `tphyolo.Trainer` and
-    `tphyolo.train` are imported on first use, so that `import tphyolo` stays light."""
+    """`tphyolo.Predictor`, `tphyolo.Results`, `tphyolo.Tracker`, `tphyolo.val`, `tphyolo.Trainer`,
+    `tphyolo.train` and `tphyolo.tune` are imported on first use, so that `import tphyolo` stays light."""
     if name == "Predictor":
         from tphyolo.predict.predictor import Predictor
 
@@ -31,4 +31,8 @@ def __getattr__(name: str):
         from tphyolo.training import trainer
 
         return getattr(trainer, name, None) or getattr(train_config, name)
+    if name == "tune":
+        from tphyolo.training.tune.search import tune
+
+        return tune
     raise AttributeError(f"module 'tphyolo' has no attribute {name!r}")

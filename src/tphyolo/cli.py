@@ -48,6 +48,9 @@ COMMANDS: dict[str, Command] = {
     "train": Command(
         "tphyolo.commands.train", "train a model (default: tph-yolov5n on the built-in synthetic drone set)"
     ),
+    "tune": Command(
+        "tphyolo.commands.tune", "search training hyperparameters on Ray Tune (YOLOv5-style evolution, TPE, ASHA)"
+    ),
     "val": Command(
         "tphyolo.commands.val", "evaluate a checkpoint on a dataset split (mAP table, plots, json/txt outputs)"
     ),

@@ -125,20 +125,22 @@ def test_training_state_round_trips_through_a_checkpoint(yolov5n, tmp_path):
         restore_training(ckpt, parts()[1], epochs=2, restore_rng=False)
 
 
-def test_data_is_sharded_and_validated_on_rank_0_only(tiny_synthetic):
-    cfg = TrainConfig(data=str(tiny_synthetic), batch=2, workers=0)
+def test_data_is_sharded_and_validation_dealt_in_whole_batches(tiny_synthetic):
+    cfg = TrainConfig(data=str(tiny_synthetic), batch=1, workers=0)
     config = load_train_data_config(cfg.data, DistContext())
     model = build_model_for_training("tph-yolov5n", names=config.names)
     stride = grid_stride(model)
     hyp = scale_hyp(load_hyp("synthetic"), num_levels=model.head.nl, num_classes=model.nc, imgsz=128)
     main = build_data(cfg, config, hyp=hyp, imgsz=128, stride=stride, dist=DistContext(), device=DEVICE)
     assert (main.imgsz, main.stride, len(main.train_set)) == (128, 32, 8)
-    assert main.train_loader.batch_size == 2 and main.val_loader.batch_size == 4
+    assert main.train_loader.batch_size == 1 and main.val_loader.batch_size == 2
+    assert main.val_shard.indices == (0, 1, 2, 3) and len(main.val_loader) == 2
     second = build_data(
         cfg, config, hyp=hyp, imgsz=128, stride=stride, dist=DistContext(rank=1, local_rank=1, world_size=2),
         device=DEVICE,
     )  # fmt: skip
-    assert second.val_loader is None and len(second.train_loader.sampler) == 4
+    assert len(second.train_loader.sampler) == 4
+    assert second.val_shard.indices == (2, 3) and list(second.val_loader.sampler) == [2, 3]  # the second batch
 
 
 def test_both_loaders_fork_their_workers_once(tiny_synthetic):

@@ -12,6 +12,7 @@ import pytest
 import torch
 import yaml
 from tests.helpers import save_model_checkpoint
+from tests.torchrun import torchrun
 
 from tphyolo.checkpoint.format import CheckpointError, load_checkpoint
 from tphyolo.runtime.config import RuntimeConfig
@@ -194,3 +195,15 @@ def test_two_process_ddp_on_cpu_keeps_ranks_identical(tiny_synthetic, tmp_path):
     # ...after a real optimiser step (the first warm-up step moves the biases, whose lr starts high).
     changed = [k for k in parameters if not torch.equal(w0[k], initial[k])]
     assert any(k.endswith(".bias") for k in changed), "no parameter changed"
+
+
+@pytest.mark.slow
+def test_validation_during_ddp_runs_on_every_rank_with_the_numbers_of_one(tiny_synthetic, tmp_path):
+    """2 ranks validate 2 batches of 2 (one each) with rank 0's EMA: the metrics and validation losses rank 0
+    gathers are those of one process validating the whole split."""
+    torchrun(str(Path(__file__).with_name("ddp_validation_worker.py")), str(tiny_synthetic), str(tmp_path))
+    info = json.loads((tmp_path / "validation.json").read_text())
+    assert info["world_size"] == 2 and info["val_images"] == 4 and info["shard"] == 2
+    assert info["shared"] == info["alone"] and info["shared_oracle"] == info["alone_oracle"]
+    assert all(info["alone"][f"val/{name}_loss"] > 0 for name in ("box", "obj", "cls"))
+    assert 0.1 < info["alone_oracle"]["metrics/mAP50"] < 0.95

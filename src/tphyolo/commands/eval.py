@@ -48,19 +48,26 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.set_defaults(detection_defaults={name: parser.get_default(name) for name in DETECTION_ONLY})
 
 
-def _score_visdrone_files(args: argparse.Namespace) -> tuple[dict, dict, str]:
+def _score_visdrone_files(args: argparse.Namespace, dist) -> tuple[dict, dict, str] | None:
     """The protocol's overall numbers, per-class numbers and table for VisDrone txt folders (with `--report`,
-    read from the report's one scoring)."""
-    from tphyolo.evaluation.detection_files import visdrone_image_results
+    read from the report's one scoring). Under torchrun each rank reads its share of the files and rank 0
+    scores them all in file order; the other ranks get None."""
+    from tphyolo.evaluation.detection_files import annotation_files, visdrone_image_results
+    from tphyolo.evaluation.sharded import Shard, gather_in_order
     from tphyolo.infer.config import MAX_DET
     from tphyolo.metrics.registry import get_protocol
     from tphyolo.metrics.visdrone import NAMES
 
     protocol = get_protocol(args.protocol)
     images_dir = args.images or args.gt.parent / "images"
+    shard = Shard.of(len(annotation_files(args.gt)), unit=1, ctx=dist)
     images = visdrone_image_results(args.gt, args.pred, images_dir=images_dir,
                                     needs_image_size=protocol.needs_image_size,
-                                    with_images=args.report is not None)  # the report draws the images
+                                    with_images=args.report is not None,  # the report draws the images
+                                    indices=shard.indices)  # fmt: skip
+    images = gather_in_order(shard, images)
+    if images is None:
+        return None
     if args.report is not None:
         scored = _write_report(args, images, names=NAMES, max_det=MAX_DET)
         return scored.extra, scored.protocol_per_class, scored.tables[-1]
@@ -120,10 +127,20 @@ def _run_track(args: argparse.Namespace) -> int:
 
 
 def run(args: argparse.Namespace) -> int:
+    import torch
+
+    from tphyolo.runtime.distributed import DistContext, process_group
+
+    dist = DistContext.from_env()  # under torchrun: VisDrone files read by every rank, scored by rank 0
+    with process_group(dist, torch.device("cpu")):
+        return _run(args, dist)
+
+
+def _run(args: argparse.Namespace, dist) -> int:
     from tphyolo.errors import UsageError
 
     if args.task == "track":
-        return _run_track(args)
+        return _run_track(args) if dist.is_main else 0
     if args.gt is None:
         raise UsageError("--gt is required")
     if args.save_gt is not None:
@@ -131,16 +148,20 @@ def run(args: argparse.Namespace) -> int:
             raise UsageError(f"--save-gt writes the COCO json of a VisDrone annotation folder; --gt {args.gt} is one")
         from tphyolo.evaluation.detection_files import save_coco_gt
 
-        dataset = save_coco_gt(args.gt, args.images or args.gt.parent / "images", args.save_gt)
-        print(f"COCO ground truth of {len(dataset['images'])} image(s) in {args.save_gt}")
+        if dist.is_main:
+            dataset = save_coco_gt(args.gt, args.images or args.gt.parent / "images", args.save_gt)
+            print(f"COCO ground truth of {len(dataset['images'])} image(s) in {args.save_gt}")
         if args.pred is None:
             return 0
     if args.pred is None:
         raise UsageError("--pred is required (unless --save-gt only writes the ground truth)")
     if args.gt.suffix == ".json":
-        overall, per_class, table = _score_coco_files(args)
+        scored = _score_coco_files(args) if dist.is_main else None  # one COCO evaluation, on rank 0
     else:
-        overall, per_class, table = _score_visdrone_files(args)
+        scored = _score_visdrone_files(args, dist)
+    if scored is None:
+        return 0
+    overall, per_class, table = scored
     print(table)
     if args.json is not None:
         payload = dict(overall) | {"per_class": per_class}

@@ -84,8 +84,11 @@ def classifier_settings(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def inference_device(runtime):
-    """The torch.device `runtime` runs on, checked by the runtime before anything is loaded."""
-    device = runtime.torch_device()
+    """The torch.device `runtime` runs on (under torchrun, this process's: the `LOCAL_RANK`-th of the devices
+    named), checked by the runtime before anything is loaded."""
+    from tphyolo.runtime.distributed import DistContext
+
+    device = runtime.torch_device(DistContext.from_env().local_rank)
     try:
         runtime.check_device(device)
     except ValueError as error:

@@ -65,32 +65,37 @@ def run(args: argparse.Namespace) -> int:
     from tphyolo.evaluation.loop import format_results, results_json
     from tphyolo.evaluation.val import val
     from tphyolo.infer.config import InferenceConfig
+    from tphyolo.runtime.distributed import DistContext, process_group
     from tphyolo.runtime.run_dir import OutputDir
 
     config = from_flags(InferenceConfig, args)
     settings = classifier_settings(args)
     device = inference_device(args.runtime)
     output = from_flags(OutputDir, args)
-    results = val(
-        args.weights,
-        args.data,
-        config=config,
-        task=args.task,
-        protocol=args.protocol,
-        runtime=args.runtime,
-        device=device,
-        datasets_dir=args.datasets_dir,
-        workers=args.workers,
-        scan_cache=from_flags(ScanOptions, args).scan_cache,
-        save_dir=lambda: output.create("runs/val"),
-        save_json=args.save_json,
-        save_txt=args.save_txt,
-        plots=args.plots,
-        progress=True,
-        on_problems=lambda report: print(report, file=sys.stderr),
-        keep_images=args.report,
-        **settings,
-    )
+    dist = DistContext.from_env()  # under torchrun, every rank runs its share and rank 0 scores and writes
+    with process_group(dist, device):
+        results = val(
+            args.weights,
+            args.data,
+            config=config,
+            task=args.task,
+            protocol=args.protocol,
+            runtime=args.runtime,
+            device=device,
+            datasets_dir=args.datasets_dir,
+            workers=args.workers,
+            scan_cache=from_flags(ScanOptions, args).scan_cache,
+            save_dir=lambda: output.create("runs/val"),
+            save_json=args.save_json,
+            save_txt=args.save_txt,
+            plots=args.plots,
+            progress=True,
+            on_problems=lambda report: print(report, file=sys.stderr),
+            keep_images=args.report,
+            **settings,
+        )
+    if not dist.is_main:
+        return 0
     print(format_results(results, verbose=True if args.verbose or args.task == "test" else None))
     numbers = results_json(results)
     if args.report:

@@ -13,6 +13,7 @@ from __future__ import annotations
 import logging
 import os
 import random
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
 import numpy as np
@@ -191,21 +192,24 @@ def build_dataloader(
     rank: int = 0,
     world_size: int = 1,
     drop_last: bool = False,
+    indices: Sequence[int] | None = None,
 ) -> DataLoader:
     """A DataLoader yielding `Batch`es, in the order of an `EpochSampler` (shuffled from (seed, epoch));
     distributed=True gives process `rank` its share of each epoch. Call `set_loader_epoch(loader, epoch)`
     before each epoch (it starts at epoch 0). shuffle must be False for rect datasets (their batches are
-    pre-shaped by order). `workers` is capped by
-    `usable_workers`.
+    pre-shaped by order). `workers` is capped by `usable_workers`. indices: only these items, in this order,
+    instead (a rank's share of an evaluation, `tphyolo.runtime.sharding`); not with shuffle or distributed.
     """
     workers = usable_workers(workers, batch_size=batch_size, world_size=world_size if distributed else 1)
     if shuffle and getattr(dataset, "rect", False):
         raise ValueError("a rect dataset must not be shuffled (batch shapes follow the aspect-ratio order)")
+    if indices is not None and (shuffle or distributed):
+        raise ValueError("indices choose the items in order: not with shuffle or distributed")
     if not distributed:
         rank, world_size = 0, 1
     sampler = EpochSampler(
         len(dataset), shuffle=shuffle, seed=seed, rank=rank, world_size=world_size, drop_last=drop_last
-    )
+    ) if indices is None else list(indices)  # fmt: skip
     generator = torch.Generator()
     generator.manual_seed(worker_base_seed(seed, rank, 0))
     return DataLoader(

@@ -15,6 +15,7 @@ id = VisDrone category - 1, ignored regions as crowd boxes of every class), so t
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
@@ -65,13 +66,16 @@ def annotation_files(gt_dir: Path) -> list[Path]:
     return gt_files
 
 
-def load_visdrone_pairs(gt_dir: Path, pred_dir: Path) -> list[tuple[str, np.ndarray, np.ndarray]]:
-    """(stem, gt rows, prediction rows) for every annotation file, sorted by name."""
+def load_visdrone_pairs(
+    gt_dir: Path, pred_dir: Path, *, indices: Sequence[int] | None = None
+) -> list[tuple[str, np.ndarray, np.ndarray]]:
+    """(stem, gt rows, prediction rows) for every annotation file, sorted by name (only those at `indices` of
+    that order, when given: a rank's share)."""
     gt_files = annotation_files(gt_dir)
     if not pred_dir.is_dir():
         raise NotADirectoryError(f"--pred {pred_dir} is not a folder of VisDrone result txt files")
     pairs = []
-    for gt_path in gt_files:
+    for gt_path in gt_files if indices is None else [gt_files[i] for i in indices]:
         pred_path = pred_dir / gt_path.name
         if not pred_path.is_file():
             raise FileNotFoundError(f"no prediction file {pred_path} for annotation {gt_path}")
@@ -87,15 +91,22 @@ def read_json(path: Path, what: str):
 
 
 def visdrone_image_results(
-    gt_dir: Path, pred_dir: Path, *, images_dir: Path, needs_image_size: bool, with_images: bool = False
+    gt_dir: Path,
+    pred_dir: Path,
+    *,
+    images_dir: Path,
+    needs_image_size: bool,
+    with_images: bool = False,
+    indices: Sequence[int] | None = None,
 ) -> list[ImageResult]:
-    """The per-image results of VisDrone annotation and result folders, sorted by name. An image's size is
-    read (from `images_dir`) when `needs_image_size` and it has ignored regions, or for every image found with
-    `with_images` (whose path then names the image, for drawing; otherwise the annotation stem)."""
+    """The per-image results of VisDrone annotation and result folders, sorted by name (`indices`: only those,
+    as `load_visdrone_pairs`). An image's size is read (from `images_dir`) when `needs_image_size` and it has
+    ignored regions, or for every image found with `with_images` (whose path then names the image, for
+    drawing; otherwise the annotation stem)."""
     from tphyolo.metrics.visdrone import image_result
 
     images = []
-    for stem, gt, pred in load_visdrone_pairs(gt_dir, pred_dir):
+    for stem, gt, pred in load_visdrone_pairs(gt_dir, pred_dir, indices=indices):
         shape, path = None, stem
         if with_images and (found := image_file(images_dir, stem)) is not None:
             shape, path = image_size(found), str(found.resolve())

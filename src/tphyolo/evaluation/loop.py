@@ -20,6 +20,7 @@ from torch import nn
 
 from tphyolo.classify.checkpoint import load_classifier
 from tphyolo.classify.classifier import CropClassifier, as_classifier
+from tphyolo.evaluation.sharded import Shard, gather_in_order, gather_speed, global_progress
 from tphyolo.infer.backends.pytorch import Backend, as_backend
 from tphyolo.infer.config import VALIDATION, InferenceConfig
 from tphyolo.infer.detector import Detector, PhaseTimes, View, ViewBatch
@@ -32,6 +33,7 @@ from tphyolo.ops import cxcywh_to_xyxy
 from tphyolo.ops.detections import Detections
 from tphyolo.predict.writers import coco_predictions, yolo_lines
 from tphyolo.runtime.config import RuntimeConfig
+from tphyolo.runtime.distributed import broadcast_object
 
 
 @dataclass(frozen=True)
@@ -221,6 +223,7 @@ def evaluate(
     classifier: str | Path | CropClassifier | None = None,
     classifier_weight: float | None = None,
     keep_images: bool = False,
+    shard: Shard | None = None,
 ) -> EvalResults:
     """Validate `model` on `loader`'s `Batch`es with `config` (thresholds, TTA, merging) and score the run
     by `protocol` (a name of `tphyolo.metrics.registry.PROTOCOLS`).
@@ -231,17 +234,30 @@ def evaluate(
     batch images, PR/F1/P/R curves, confusion matrix). classifier, classifier_weight: a crop classifier that
     re-labels the detections of its classes first (`collect_results`). keep_images: the per-image results
     are kept in `image_results` (for `tphyolo.report`).
+
+    shard: in a distributed run, which images `loader` holds (`evaluation.sharded`): every rank calls this,
+    rank 0 gathers the per-image results, scores and saves, and every rank returns its scores (the per-image
+    results only on rank 0).
     """
     get_protocol(protocol)  # an unknown name fails before the run
-    if (save_json or save_txt or plots) and save_dir is None:
+    saves = shard is None or shard.ctx.is_main
+    if (save_json or save_txt or plots) and save_dir is None and saves:
         raise ValueError("save_json, save_txt and plots need a save_dir")
     classifier_classes: tuple[str, ...] = ()
     if isinstance(classifier, CropClassifier):
         classifier_classes = classifier.names
     elif classifier is not None:
         classifier_classes = load_classifier(classifier).names
-    results, speed = collect_results(model, loader, config=config, runtime=runtime, device=device, progress=progress,
-                                     classifier=classifier, classifier_weight=classifier_weight)  # fmt: skip
+    distributed = shard is not None and shard.ctx.distributed
+    batches = global_progress(loader, shard, desc="val", enabled=progress) if distributed else loader
+    results, speed = collect_results(model, batches, config=config, runtime=runtime, device=device,
+                                     progress=progress and not distributed, classifier=classifier,
+                                     classifier_weight=classifier_weight)  # fmt: skip
+    if distributed:
+        speed = gather_speed(shard, speed, len(results))
+        results = gather_in_order(shard, results)
+        if results is None:  # rank 0 scores
+            return broadcast_object(shard.ctx, None)
 
     confusion = ConfusionMatrix(len(names)) if plots else None
     scored, summary = score_images(results, names=names, protocol=protocol, max_det=config.max_det, speed=speed,
@@ -253,6 +269,8 @@ def evaluate(
         if plots:
             save_batch_plots(results, save_dir, names=list(names))
             save_metric_plots(summary, confusion, save_dir, names=list(names))
+    if distributed:
+        broadcast_object(shard.ctx, scored)
     return replace(scored, save_dir=save_dir, image_results=tuple(results) if keep_images else ())
 
 

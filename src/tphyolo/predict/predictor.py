@@ -36,7 +36,7 @@ from tphyolo.ops.detections import Detections
 from tphyolo.predict.inputs import in_memory_images
 from tphyolo.predict.results import Results
 from tphyolo.predict.sequences import VideoSequence, resolve_sequences
-from tphyolo.predict.sources import Frame, Stream, iter_frames, resolve_source
+from tphyolo.predict.sources import Frame, Stream, iter_frames, resolve_source, source_units
 from tphyolo.runtime.config import RuntimeConfig, resolve_device
 
 LOGGER = logging.getLogger(__name__)
@@ -133,12 +133,22 @@ class Predictor:
         *,
         on_skip: Callable[[Path | Stream, Exception], None] | None = None,
         vid_stride: int = 1,
+        units: Sequence[Sequence[int]] | None = None,
     ) -> Iterator[tuple[Frame, Results]]:
-        """Each frame of a file or stream `source` with its results (image kept), `config.batch` frames at a
-        time; every `vid_stride`-th frame of a video. A file that does not decode stops the stream, or with
-        `on_skip` is passed to it (file, error) and skipped."""
+        """Each frame of a file or stream `source` with its results (image kept), up to `config.batch` frames
+        at a time and never frames of two units (`sources.source_units`: a group of images, a video), so that
+        a batch is the same whatever else runs; every `vid_stride`-th frame of a video. units: only these
+        groups of file positions, in this order (default: all of them). A file that does not decode stops the
+        stream, or with `on_skip` is passed to it (file, error) and skipped."""
+        files = resolve_source(source)
+        units = source_units(files, batch=self.config.batch) if units is None else units
+        unit_of = {position: k for k, unit in enumerate(units) for position in unit}
         batch: list[Frame] = []
-        for frame in iter_frames(resolve_source(source), on_skip=on_skip, vid_stride=vid_stride):
+        only = [position for unit in units for position in unit]
+        for frame in iter_frames(files, only=only, on_skip=on_skip, vid_stride=vid_stride):
+            if batch and unit_of[frame.file] != unit_of[batch[0].file]:
+                yield from self._frames_results(batch)
+                batch = []
             batch.append(frame)
             if len(batch) == self.config.batch:
                 yield from self._frames_results(batch)

@@ -68,7 +68,7 @@ class Frame:
     yielded (the video's frame rate divided by the frame stride; None for an image); `name` the file's output
     name (see `source_names`; the file's stem when the frame was made without one); `notes` what reading the
     file found that the user should be told, each naming the file (a partial JPEG, the first of several
-    frames)."""
+    frames); `file` the position of its file among the files `iter_frames` was given."""
 
     image: np.ndarray
     path: Path | str
@@ -76,6 +76,7 @@ class Frame:
     fps: float | None = None
     name: str | None = None
     notes: tuple[str, ...] = ()
+    file: int = 0
 
     @property
     def is_video(self) -> bool:
@@ -196,7 +197,8 @@ def video_capture(video: Path | Stream) -> cv2.VideoCapture:
         label, target = video.source, video.target
     else:
         label = target = str(video)
-        if (problem := regular_file_problem(video)) is not None:  # a FIFO would block, a device never end
+        problem = regular_file_problem(video)
+        if problem not in (None, NO_SUCH_FILE):  # a FIFO would block, a device never ends
             raise ImageError(f"{video}: not a regular file ({problem})")
         try:
             target.encode("utf-8")
@@ -232,9 +234,11 @@ def count_frames(files: Sequence[Path | Stream], *, vid_stride: int = 1) -> int 
     return total
 
 
-def _video_frames(capture: cv2.VideoCapture, source: Path | Stream, name: str, vid_stride: int) -> Iterator[Frame]:
-    """Frames 0, vid_stride, 2 * vid_stride, ... of an opened capture (released at the end); the frames in
-    between are grabbed without decoding."""
+def _video_frames(
+    capture: cv2.VideoCapture, source: Path | Stream, name: str, vid_stride: int, position: int
+) -> Iterator[Frame]:
+    """Frames 0, vid_stride, 2 * vid_stride, ... of an opened capture (released at the end), of the file at
+    `position`; the frames in between are grabbed without decoding."""
     fps = (capture.get(cv2.CAP_PROP_FPS) or 30.0) / vid_stride
     path = source.source if isinstance(source, Stream) else source
     try:
@@ -243,7 +247,7 @@ def _video_frames(capture: cv2.VideoCapture, source: Path | Stream, name: str, v
             ok, image = capture.read()
             if not ok:
                 break
-            yield Frame(image, path, index, fps, name)
+            yield Frame(image, path, index, fps, name, file=position)
             if not all(capture.grab() for _ in range(vid_stride - 1)):
                 break
             index += vid_stride
@@ -251,20 +255,42 @@ def _video_frames(capture: cv2.VideoCapture, source: Path | Stream, name: str, v
         capture.release()
 
 
+def source_units(files: Sequence[Path | Stream], *, batch: int) -> list[list[int]]:
+    """The files (positions in `files`) that are predicted together: each run of consecutive images cut into
+    groups of `batch`, each video or stream alone. A batch of frames never spans two units, so that the
+    batches, and the floats they give, depend on the file list alone; the units are what the ranks of a
+    distributed prediction share out (`tphyolo.runtime.sharding`) and what a resumed one redoes whole."""
+    if batch < 1:
+        raise ValueError(f"batch must be at least 1, got {batch}")
+    units: list[list[int]] = []
+    for i, f in enumerate(files):
+        if _is_video(f):
+            units.append([i])
+        elif units and not _is_video(files[units[-1][-1]]) and len(units[-1]) < batch:
+            units[-1].append(i)
+        else:
+            units.append([i])
+    return units
+
+
 def iter_frames(
     files: Sequence[Path | Stream],
     *,
+    only: Sequence[int] | None = None,
     on_skip: Callable[[Path | Stream, Exception], None] | None = None,
     vid_stride: int = 1,
 ) -> Iterator[Frame]:
-    """Decode `files` in order: an image gives one Frame, a video or stream one Frame per `vid_stride` frames
-    (the first, then every `vid_stride`-th).
+    """Decode `files` in order (only those at the positions `only`, in that order, when given; the output
+    names are those of the whole list): an image gives one Frame, a video or stream one Frame per
+    `vid_stride` frames (the first, then every `vid_stride`-th).
 
     A file that cannot be read or decoded (OSError, ImageError) stops the iteration, unless `on_skip` is
     given: then it is called with the file and the error, and the next file follows."""
     if vid_stride < 1:
         raise ValueError(f"vid_stride must be at least 1, got {vid_stride}")
-    for f, name in zip(files, source_names(files), strict=True):
+    names = source_names(files)
+    for position in range(len(files)) if only is None else only:
+        f, name = files[position], names[position]
         try:
             if not _is_video(f):
                 image, info = load_image(f)
@@ -276,10 +302,11 @@ def iter_frames(
             on_skip(f, error)
             continue
         if not _is_video(f):
-            yield Frame(image, f, name=name, notes=tuple(f"{f}: {warning}" for warning in info.warnings))
+            notes = tuple(f"{f}: {warning}" for warning in info.warnings)
+            yield Frame(image, f, name=name, notes=notes, file=position)
             continue
         count = 0
-        for frame in _video_frames(capture, f, name, vid_stride):
+        for frame in _video_frames(capture, f, name, vid_stride, position):
             count += 1
             yield frame
         if count == 0:

@@ -176,6 +176,13 @@ class PredictionWriter:
             self.saved.append(path)
         writer.write(canvas)
 
+    def end_file(self, name: str) -> None:
+        """Finish the outputs of the file whose output name is `name` (its annotated video): call after its last
+        frame, so that its files are complete before the run ends."""
+        writer = self.videos.pop(self.save_dir / f"{name}.mp4", None)
+        if writer is not None:
+            writer.release()
+
     def close(self) -> None:
         for writer in self.videos.values():
             writer.release()

@@ -21,6 +21,7 @@ from tphyolo.data.dataset_config import DataConfig, load_data_config
 from tphyolo.data.loader import build_dataloader, build_dataset
 from tphyolo.data.report import format_problems, shared_images_warning
 from tphyolo.data.scan import SplitScan, scan_split
+from tphyolo.evaluation.sharded import Shard
 from tphyolo.runtime.distributed import DistContext, barrier
 from tphyolo.training.config import TrainConfig
 
@@ -33,16 +34,18 @@ class TrainData:
     """What a run trains and validates on.
 
     config: the resolved dataset; train_set / train_loader: augmented training samples (sharded across the
-    processes of a distributed run); val_loader: the val split in rect batches of 2 x batch, built on rank 0
-    only (None elsewhere); imgsz: the training size, a multiple of `stride`, the size grid of the run.
+    processes of a distributed run); val_loader: the val split in rect batches of 2 x batch, in a distributed
+    run this rank's share of those batches (`val_shard`: which images; `evaluation.sharded`); imgsz: the
+    training size, a multiple of `stride`, the size grid of the run.
     """
 
     config: DataConfig
     train_set: DetectionDataset
     train_loader: DataLoader
-    val_loader: DataLoader | None
+    val_loader: DataLoader
     imgsz: int
     stride: int
+    val_shard: Shard
 
 
 def grid_stride(model: nn.Module) -> int:
@@ -95,8 +98,8 @@ def build_data(
     dist: DistContext,
     device: torch.device,
 ) -> TrainData:
-    """The training set and loader (augmented per `hyp`, at `imgsz` on the `stride` grid) and, on rank 0, the
-    validation loader. Raises ValueError when the train split has no usable image."""
+    """The training set and loader (augmented per `hyp`, at `imgsz` on the `stride` grid) and the validation
+    loader (this rank's share of it). Raises ValueError when the train split has no usable image."""
     train_set, train_scan = build_dataset(
         config,
         "train",
@@ -128,19 +131,20 @@ def build_data(
         rank=dist.rank,
         world_size=dist.world_size,
     )
-    val_loader = None
+    val_batch = cfg.batch * 2
+    val_set, val_scan = build_dataset(
+        config, "val", imgsz=imgsz, augment=False, rect=True, batch_size=val_batch, stride=stride,
+        scan_cache=cfg.scan_cache, single_class=cfg.single_cls,
+    )  # fmt: skip
     if dist.is_main:
-        val_batch = cfg.batch * 2
-        val_set, val_scan = build_dataset(
-            config, "val", imgsz=imgsz, augment=False, rect=True, batch_size=val_batch, stride=stride,
-            scan_cache=cfg.scan_cache, single_class=cfg.single_cls,
-        )  # fmt: skip
         _report_problems("val", val_scan)
         warn_if_val_is_train(train_set, val_set)
-        val_workers = min(cfg.workers, 2)
-        # Persistent: workers forked once. Forked again at every validation, they would share the heap that
-        # training has grown by then, and each page the trainer writes afterwards would be copied (a fault).
-        val_loader = build_dataloader(
-            val_set, batch_size=val_batch, workers=val_workers, shuffle=False, persistent_workers=val_workers > 0
-        )
-    return TrainData(config, train_set, train_loader, val_loader, imgsz, stride)
+    val_workers = min(cfg.workers, 2)
+    val_shard = Shard.of(len(val_set), unit=val_batch, ctx=dist)  # whole one-process batches per rank
+    # Persistent: workers forked once. Forked again at every validation, they would share the heap that
+    # training has grown by then, and each page the trainer writes afterwards would be copied (a fault).
+    val_loader = build_dataloader(
+        val_set, batch_size=val_batch, workers=val_workers, shuffle=False, persistent_workers=val_workers > 0,
+        indices=val_shard.indices if dist.distributed else None,
+    )  # fmt: skip
+    return TrainData(config, train_set, train_loader, val_loader, imgsz, stride, val_shard)

@@ -9,9 +9,11 @@ epoch itself is `train.loop.train_one_epoch`.
 
 from __future__ import annotations
 
+import copy
 import logging
 import math
 import time
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -28,6 +30,7 @@ from tphyolo.runtime.config import RuntimeConfig
 from tphyolo.runtime.distributed import (
     DistContext,
     barrier,
+    broadcast_module,
     broadcast_object,
     destroy_process_group,
     init_process_group,
@@ -89,6 +92,8 @@ class Trainer:
     `loss_fn`; `optim` (Optimization: optimiser, scheduler, scaler, EMA, accumulation, warm-up); `progress`
     (TrainProgress: start epoch, best fitness, step counters).
     verbose: False hides the progress bars (log records go where the process's logging sends them).
+    on_epoch: called on rank 0 after each epoch is validated and saved, with the epoch (from 0) and its
+    results.csv values (a hyperparameter search reports them; it may raise to stop the run).
     Resuming: `Trainer.resume(path, runtime)` restores model, EMA, optimiser, scaler, scheduler, epoch, step
     counters and RNG state from a `last.pt`, and continues the same run folder.
     """
@@ -100,14 +105,16 @@ class Trainer:
         *,
         resume_from: str | Path | None = None,
         verbose: bool = True,
+        on_epoch: Callable[[int, dict[str, float]], None] | None = None,
     ) -> None:
         if runtime.half:
             raise ValueError("half (fp16 weights) is for inference only; train with amp (bf16/fp16 autocast)")
         self.startup = clock = StartupClock()  # imports: the process's start up to here
         if resume_from is None:
             cfg = with_resolved_paths(cfg, Path.cwd())
-        self.cfg, self.runtime, self.verbose = cfg, runtime, verbose
+        self.cfg, self.runtime, self.verbose, self.on_epoch = cfg, runtime, verbose, on_epoch
         self._best_payload: dict[str, Any] | None = None  # --nosave: best.pt's contents until the end
+        self._ema_copy: torch.nn.Module | None = None  # ranks other than 0: rank 0's EMA, for validation
         self.dist = dist = DistContext.from_env()
         self.device = device = runtime.torch_device(dist.local_rank)
         init_process_group(dist, device)
@@ -226,6 +233,7 @@ class Trainer:
         epochs_without_gain = 0
         metrics: dict[str, float] = {}
         epoch = progress.start_epoch
+        best = self.weights_dir / "best.pt"
         try:
             for epoch in range(progress.start_epoch, cfg.epochs):
                 metrics = self._run_epoch(epoch, log)
@@ -240,11 +248,19 @@ class Trainer:
                         epochs_without_gain += 1
                     final = epoch == cfg.epochs - 1 or (cfg.patience > 0 and epochs_without_gain >= cfg.patience)
                     self._save(epoch, improved, final=final)
+                    if self.on_epoch is not None:
+                        self.on_epoch(epoch, metrics)
                 stop = cfg.patience > 0 and epochs_without_gain >= cfg.patience
                 if broadcast_object(dist, stop):
                     if dist.is_main:
                         LOGGER.info("no improvement for %d epochs: stopping early at epoch %d", cfg.patience, epoch)
                     break
+            if dist.is_main:
+                for path in (self.weights_dir / "last.pt", best):
+                    before, after = strip_for_release(path)
+                    LOGGER.info("%s: optimiser state stripped, %.1f MB -> %.1f MB", path, before / 1e6, after / 1e6)
+            barrier(dist)  # best.pt is written for good before every rank reads it
+            metrics = self._final_validation(best)
         finally:
             if log is not None:
                 log.close()
@@ -253,12 +269,6 @@ class Trainer:
                 from tphyolo.training.log import plot_results
 
                 plot_results(self.run_dir / "results.csv")  # an interrupted run's curves too
-        best = self.weights_dir / "best.pt"
-        if dist.is_main:
-            for path in (self.weights_dir / "last.pt", best):
-                before, after = strip_for_release(path)
-                LOGGER.info("%s: optimiser state stripped, %.1f MB -> %.1f MB", path, before / 1e6, after / 1e6)
-            metrics = self._final_validation(best)
         return TrainResult(
             run_dir=self.run_dir,
             last=self.weights_dir / "last.pt",
@@ -269,13 +279,16 @@ class Trainer:
         )
 
     def _final_validation(self, best: Path) -> dict[str, float]:
-        """Validate the weights of `best` on the val split and log the table with a row per class."""
+        """Validate the weights of `best` on the val split (every rank its share) and log the table with a row
+        per class (rank 0)."""
         from tphyolo.evaluation.loop import format_results
 
         model = self.runtime.place_model(load_checkpoint(best).build_model(), self.device)
-        LOGGER.info("validating %s", best)
+        if self.dist.is_main:
+            LOGGER.info("validating %s", best)
         results = self._evaluate(model)
-        LOGGER.info("%s", format_results(results, verbose=True))
+        if self.dist.is_main:
+            LOGGER.info("%s", format_results(results, verbose=True))
         return self._metrics(results)
 
     def _report_startup(self, clock: StartupClock) -> None:
@@ -337,10 +350,10 @@ class Trainer:
         lrs = [group["lr"] for group in optim.optimizer.param_groups]
         optim.scheduler.step()
         seconds = time.perf_counter() - start
+        metrics = self.validate() if cfg.val else dict.fromkeys(VALIDATION_COLUMNS, math.nan)  # every rank
         if not dist.is_main:
             barrier(dist)
             return {}
-        metrics = self.validate() if cfg.val else dict.fromkeys(VALIDATION_COLUMNS, math.nan)
         values = {f"train/{name}_loss": float(v) for name, v in zip(LOSS_NAMES, mean_items.tolist(), strict=True)}
         values.update(metrics)
         values.update({f"lr/pg{i}": lr for i, lr in enumerate(lrs)})
@@ -357,14 +370,27 @@ class Trainer:
         return metrics
 
     def validate(self) -> dict[str, float]:
-        """Validate the EMA model on the val split (rank 0): metrics and the validation losses (`ValLoss`),
-        keyed as in results.csv."""
+        """Validate the EMA model on the val split: metrics and the validation losses (`ValLoss`), keyed as in
+        results.csv. In a distributed run every rank calls this and validates its share of the batches with
+        rank 0's EMA weights; the numbers are rank 0's (gathered there, as one process would compute them)."""
         from tphyolo.training.val_loss import ValLoss
 
-        tracker = ValLoss(self.optim.ema.ema, self.loss_fn)
-        metrics = self._metrics(self._evaluate(self.optim.ema.ema, tracker.batches(self.data.val_loader)))
-        losses = tracker.mean().tolist()
+        model = self._validation_model()
+        tracker = ValLoss(model, self.loss_fn)
+        metrics = self._metrics(self._evaluate(model, tracker.batches(self.data.val_loader)))
+        losses = tracker.mean(self.data.val_shard).tolist()
         return {**metrics, **{f"val/{name}_loss": v for name, v in zip(LOSS_NAMES, losses, strict=True)}}
+
+    def _validation_model(self) -> torch.nn.Module:
+        """The EMA model, rank 0's on every rank (the other ranks keep no average: they get a copy of it)."""
+        if self.dist.is_main:
+            model = self.optim.ema.ema
+        else:
+            if self._ema_copy is None:
+                self._ema_copy = copy.deepcopy(self.model).eval().requires_grad_(False)
+            model = self._ema_copy
+        broadcast_module(self.dist, model)  # every rank takes part: rank 0 sends
+        return model
 
     def _evaluate(self, model: torch.nn.Module, batches: Any = None) -> Any:
         from tphyolo.evaluation.loop import evaluate
@@ -373,7 +399,7 @@ class Trainer:
         config = InferenceConfig(conf=self.cfg.val_conf, iou=self.cfg.val_iou, max_det=self.cfg.max_det)
         batches = self.data.val_loader if batches is None else batches
         return evaluate(model, batches, names=self.names, config=config, runtime=self.runtime, device=self.device,
-                        progress=self.verbose and self.dist.is_main)  # fmt: skip
+                        progress=self.verbose, shard=self.data.val_shard)  # fmt: skip
 
     @staticmethod
     def _metrics(results: Any) -> dict[str, float]:

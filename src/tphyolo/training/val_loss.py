@@ -15,6 +15,8 @@ from typing import Any
 import torch
 from torch import nn
 
+from tphyolo.evaluation.sharded import Shard, gather_in_order
+
 
 class ValLoss:
     """Use: `tracker = ValLoss(model, loss_fn)`; `evaluate(model, tracker.batches(loader), ...)`;
@@ -27,8 +29,7 @@ class ValLoss:
         from tphyolo.training.loss import _find_head
 
         self.head, self.loss_fn = _find_head(model), loss_fn
-        self.total: torch.Tensor | None = None
-        self.count = 0
+        self.items: list[torch.Tensor | None] = []  # per batch of the loader: its loss items, None if not scored
         self._maps: dict[int, torch.Tensor] = {}  # level -> its output convolution's last output
 
     def _keeper(self, level: int) -> Callable[[nn.Module, tuple[Any, ...], torch.Tensor], None]:
@@ -45,17 +46,26 @@ class ValLoss:
             for batch in loader:
                 self._maps = {}
                 yield batch
+                self.items.append(None)
                 if len(self._maps) == len(convs):
                     raw = [self.head.raw_map(self._maps[level]) for level in range(len(convs))]  # (B, na, H, W, no)
                     with torch.no_grad():
                         _, items = self.loss_fn(raw, batch.targets.to(raw[0].device))
-                    items = items.detach().float().cpu()
-                    self.total = items if self.total is None else self.total + items
-                    self.count += 1
+                    self.items[-1] = items.detach().float().cpu()
         finally:
             for handle in handles:
                 handle.remove()
 
-    def mean(self) -> torch.Tensor:
-        """(3,) the mean box, obj and cls loss over the scored batches."""
-        return self.total / self.count if self.total is not None else torch.zeros(3)
+    def mean(self, shard: Shard | None = None) -> torch.Tensor:
+        """(3,) the mean box, obj and cls loss over the scored batches, summed in batch order. With the `shard`
+        of a distributed evaluation (every rank calls this), over the batches of every rank, summed in their
+        one-process order: rank 0's answer, the other ranks get that of their own batches."""
+        items = self.items
+        if shard is not None and shard.ctx.distributed:
+            batches = Shard.of(shard.units, unit=1, ctx=shard.ctx)  # loader batch j of rank r is batch r + jW
+            items = gather_in_order(batches, items) or items
+        total, count = None, 0
+        for value in items:
+            if value is not None:
+                total, count = (value if total is None else total + value), count + 1
+        return total / count if total is not None else torch.zeros(3)
