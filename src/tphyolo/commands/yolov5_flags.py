@@ -71,7 +71,6 @@ HINTS: dict[str, dict[str, str]] = {
         "--dnn": "no OpenCV DNN backend: `tphyolo export --format onnx`, then `--weights W.onnx` runs ONNX Runtime",
     },
     "export": {
-        "--data": "not needed: class names and image size come from the checkpoint",
         "--inplace": "not needed: the exported head always decodes out of place",
         "--train": "exports are for inference only (fused, eval mode)",
         "--optimize": "no mobile optimisation; `--format openvino` or `onnx` are the fast CPU formats",
