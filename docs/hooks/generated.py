@@ -4,7 +4,7 @@
   from the parsers `tphyolo COMMAND -h` prints.
 - The YOLOv5 flag table of `from-yolov5.md` (in place of its `<!-- yolov5-flags -->` line): each flag of YOLOv5
   v6.0's scripts with the tphyolo flag that takes it, or the hint `tphyolo` prints for it
-  (`tphyolo.commands.yolov5_flags`).
+  (`tphyolo.commands.options.yolov5`).
 
 `tests/docs/test_generated_pages.py` compares both with the parsers.
 """
@@ -150,7 +150,7 @@ def cli_reference_markdown() -> str:
 # ---------------------------------------------------------------------------------------- YOLOv5 table
 def yolov5_table_markdown() -> str:
     """One table per YOLOv5 script: each of its flags and what tphyolo takes instead."""
-    from tphyolo.commands.yolov5_flags import HINTS, YOLOV5_FLAGS, YOLOV5_SCRIPTS
+    from tphyolo.commands.options.yolov5 import HINTS, YOLOV5_FLAGS, YOLOV5_SCRIPTS
 
     parsers = command_parsers()
     lines: list[str] = []

@@ -110,10 +110,10 @@ class _Parser(argparse.ArgumentParser):
         """As argparse's, but an unknown argument is reported by the (sub)command that was given it, with the
         closest flag of that command: `tphyolo val: error: unrecognized argument --imgsz-x; did you mean
         --imgsz? (see 'tphyolo val -h')`. A YOLOv5 flag tphyolo does not take gets a line saying what to do
-        instead (`tphyolo.commands.yolov5_flags`), in place of the closest flag."""
+        instead (`tphyolo.commands.options.yolov5`), in place of the closest flag."""
         parsed, unknown = self.parse_known_args(args, namespace)
         if unknown:
-            from tphyolo.commands.yolov5_flags import unknown_flag_hints
+            from tphyolo.commands.options.yolov5 import unknown_flag_hints
 
             owner = self.command_parser(parsed)
             command = owner.prog.split()[1] if len(owner.prog.split()) > 1 else ""

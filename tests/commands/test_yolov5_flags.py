@@ -7,7 +7,7 @@ import re
 import pytest
 
 from tphyolo.cli import COMMANDS, build_parser, main
-from tphyolo.commands.yolov5_flags import HINTS, YOLOV5_FLAGS, YOLOV5_SCRIPTS, unknown_flag_hints
+from tphyolo.commands.options.yolov5 import HINTS, YOLOV5_FLAGS, YOLOV5_SCRIPTS, unknown_flag_hints
 
 REQUIRED = {  # the flags each command cannot parse without
     "train": [],

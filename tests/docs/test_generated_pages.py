@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from tphyolo.cli import COMMANDS, build_parser
-from tphyolo.commands.yolov5_flags import HINTS, YOLOV5_FLAGS, YOLOV5_SCRIPTS
+from tphyolo.commands.options.yolov5 import HINTS, YOLOV5_FLAGS, YOLOV5_SCRIPTS
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import yaml
 
-from tphyolo.commands.inference_args import (
+from tphyolo.commands.options.inference import (
     add_classifier_flags,
     add_inference_flags,
     add_slice_flags,

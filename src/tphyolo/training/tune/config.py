@@ -17,6 +17,9 @@ SCHEDULERS = ("fifo", "asha")  # fifo: every trial trains all its epochs; asha: 
 ASHA_REDUCTION = 2  # ASHA keeps the best 1/2 of the trials at each rung (successive halving)
 
 
+SEARCH_OWNED = ("project", "name", "exist_ok", "val")  # train settings the search sets itself, not flags of `tune`
+
+
 @dataclass(frozen=True)
 class TuneConfig:
     """A search: `trials` training runs, each with a hyp proposed by `searcher` from the space around the hyp

@@ -26,14 +26,13 @@ import yaml
 from tphyolo.runtime.config import RuntimeConfig
 from tphyolo.runtime.run_dir import new_run_dir
 from tphyolo.training.config import TrainConfig
-from tphyolo.training.tune.config import ASHA_REDUCTION, TuneConfig
+from tphyolo.training.tune.config import ASHA_REDUCTION, SEARCH_OWNED, TuneConfig
 from tphyolo.training.tune.trials import COUNTED, TrialRow, best_trial, read_trials, write_best_hyp, write_trials
 from tphyolo.yaml_files import load_yaml_file
 
 SETTINGS_FILE = "tune.yaml"
 TRIALS_FILE = "trials.csv"
 # TrainConfig settings a search sets itself: trials write into the search's folder and validate every epoch.
-SEARCH_OWNED = ("project", "name", "exist_ok", "val")
 
 
 @dataclass(frozen=True)
