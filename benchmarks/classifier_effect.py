@@ -25,7 +25,7 @@ from tphyolo.classify.checkpoint import load_classifier
 from tphyolo.classify.data import confusable_classes, scan_records
 from tphyolo.cli import main
 from tphyolo.data.dataset_config import load_data_config
-from tphyolo.data.image_io import read_image
+from tphyolo.data.files.image_io import read_image
 from tphyolo.predict.predictor import Predictor
 from tphyolo.runtime.config import RuntimeConfig
 

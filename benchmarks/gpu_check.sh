@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
-# One-shot check of tphyolo on a single CUDA GPU (Hopper or Ampere), in under 8 minutes, with nothing to
+# One-shot check of tphyolo on CUDA GPUs (Hopper or Ampere; steps 1-5 use one), in under 10 minutes, with nothing to
 # download. Writes a log and JSON files to the folder given as $1, else $OUT, else ./gpu_check.
 #
 #   bash benchmarks/gpu_check.sh [OUT_DIR]
 #
-# Steps (each under its own time limit, so the whole stays under 8 minutes; a step that fails or runs out of
+# Steps (each under its own time limit, so the whole stays under 10 minutes; a step that fails or runs out of
 # time is recorded in summary.json and the script goes on):
 #   1. doctor                      -> doctor.json
 #   2. parity tests (CPU: the model tests take no device switch; the CUDA parity of the attention blocks and
@@ -17,6 +17,8 @@
 #      -> model.json; AMP bf16 + torch.compile, train step -> model_compile.json
 #   5. 50 training steps of tph-yolov5l on the built-in synthetic set (generated locally): images/s and peak
 #      memory -> train.json (+ the run's results csv)
+#   6. val of step 5's best.pt on the synthetic val split in one process on GPU 0, then under torchrun on every
+#      GPU (one process each): the time of each and whether the numbers agree -> val_gpus.json
 set -u -o pipefail
 
 OUT_DIR="${1:-${OUT:-gpu_check}}"
@@ -82,6 +84,31 @@ report = {"rc": rc, "steps": 50, "images": 800, "seconds_incl_validation": round
 json.dump(report, open("$OUT_DIR/train.json", "w"), indent=2)
 print(report)
 raise SystemExit(rc)
+EOF
+
+# Distributed validation: the same numbers on 1 GPU and on all of them (cuDNN autotuning off, so that every
+# process picks the same convolution algorithms), and the time of each, process start included.
+NGPU=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU') || NGPU=1
+[ "$NGPU" -ge 1 ] || NGPU=1
+step val-1-vs-all-gpus 120 "$PYTHON" - <<EOF
+import json, subprocess, sys, time
+weights = "$SCRATCH/train/run/weights/best.pt"
+common = ["val", "--weights", weights, "--data", "synthetic", "--img", "640", "--batch", "8", "--amp", "bf16",
+          "--no-cudnn-benchmark", "--project", "$SCRATCH/val", "--exist-ok"]
+runs = {"1 GPU": [sys.executable, "-m", "tphyolo", *common, "--device", "0", "--name", "one",
+                  "--json", "$SCRATCH/val/one.json"],
+        "$NGPU GPU(s)": [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=$NGPU",
+                         "-m", "tphyolo", *common, "--name", "all", "--json", "$SCRATCH/val/all.json"]}
+seconds = {}
+for name, cmd in runs.items():
+    t0 = time.time()
+    subprocess.run(cmd, check=True)
+    seconds[name] = round(time.time() - t0, 1)
+one, every = (json.load(open(f"$SCRATCH/val/{n}.json"))["metrics"] for n in ("one", "all"))
+report = {"seconds": seconds, "gpus": $NGPU, "metrics_1": one, "metrics_all": every,
+          "max_abs_difference": max(abs(one[k] - every[k]) for k in one)}
+json.dump(report, open("$OUT_DIR/val_gpus.json", "w"), indent=2)
+print(report)
 EOF
 
 cp "$SCRATCH"/train/run/*.csv "$OUT_DIR/" 2>/dev/null || true

@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 
 from tests.helpers import process_state_restored, require_shared
+from tphyolo.data.builtin.synthetic import generate_synthetic
 from tphyolo.data.formats.visdrone import NAMES
-from tphyolo.data.synthetic import generate_synthetic
 from tphyolo.runtime import cpu_memory
 
 REPO_ROOT = Path(__file__).resolve().parents[1]

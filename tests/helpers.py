@@ -84,6 +84,43 @@ def train_without_dropout(model: nn.Module) -> nn.Module:
     return model
 
 
+def exit_code(argv: Sequence[str]) -> int:
+    """The exit code `tphyolo ARGV` ends with, run in this process: `main`'s return value, or the code of the
+    SystemExit that argparse raises for a flag it refuses (a value outside the flag's bounds, an unknown choice)."""
+    from tphyolo.cli import main
+
+    try:
+        return main(list(argv))
+    except SystemExit as stop:
+        return int(stop.code or 0)
+
+
+@contextmanager
+def constructions(cls: type) -> Iterator[list[None]]:
+    """A list that gains one entry per instance of `cls` constructed while open: a measure of work done that
+    does not depend on the machine's speed (e.g. "refused before any layer was built")."""
+    original = cls.__init__
+    made: list[None] = []
+
+    def counting_init(self, *args, **kwargs):
+        made.append(None)
+        original(self, *args, **kwargs)
+
+    cls.__init__ = counting_init
+    try:
+        yield made
+    finally:
+        cls.__init__ = original
+
+
+def one_error_line(err: str, command: str) -> str:
+    """The one error line of a command's stderr (progress bars aside); fails on a traceback or a second line."""
+    assert "Traceback" not in err, err
+    lines = [line for line in err.splitlines() if line.startswith(f"tphyolo {command}: error: ")]
+    assert len(lines) == 1, err
+    return lines[0]
+
+
 def save_model_checkpoint(path: Path, model: DetectionModel, names: Sequence[str]) -> Path:
     """A weights-only checkpoint of `model` (no training state), as `tphyolo val/predict` read them."""
     payload = {"model": model.state_dict(), "model_yaml": model.yaml, "names": list(names), "nc": len(names)}

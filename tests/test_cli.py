@@ -42,6 +42,33 @@ def test_bad_arguments_give_one_line_and_exit_2(argv, capsys):
     assert len(err.splitlines()) == 1 and "error:" in err
 
 
+@pytest.mark.parametrize(
+    ("argv", "expected"),
+    [
+        (["val", "--weights", "w.pt", "--data", "d", "--imgsz-x", "640"],
+         "tphyolo val: error: unrecognized argument --imgsz-x; did you mean --imgsz? (see 'tphyolo val -h')"),
+        (["train", "--epocs=3"],
+         "tphyolo train: error: unrecognized argument --epocs; did you mean --epochs? (see 'tphyolo train -h')"),
+        (["predict", "--weights", "w.pt", "--source", "s", "extra"],
+         "tphyolo predict: error: unrecognized arguments: extra (see 'tphyolo predict -h')"),
+        (["doctor", "--zzz"], "tphyolo doctor: error: unrecognized argument --zzz (see 'tphyolo doctor -h')"),
+    ],
+)  # fmt: skip
+def test_an_unknown_argument_is_named_by_its_command_with_the_closest_flag(argv, expected, capsys):
+    with pytest.raises(SystemExit) as exit_info:
+        main(argv)
+    assert exit_info.value.code == 2
+    assert capsys.readouterr().err.strip() == expected
+
+
+def test_a_model_name_given_as_weights_says_where_model_names_and_checkpoints_go(capsys):
+    assert main(["val", "--weights", "tph-yolov5n", "--data", "visdrone", "--device", "cpu"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("tphyolo val: error: weights file tph-yolov5n does not exist; tph-yolov5n names a "
+                          "model architecture, not weights: train one with 'tphyolo train --model tph-yolov5n'")
+    assert "TPH-YOLOv5's VisDrone checkpoints" in err and "yolov5s.pt" in err and "\n" not in err
+
+
 def test_python_dash_m_runs():
     result = subprocess.run(
         [sys.executable, "-m", "tphyolo", "--version"], capture_output=True, text=True, timeout=120, check=False
@@ -51,9 +78,11 @@ def test_python_dash_m_runs():
 
 
 def test_importing_tphyolo_changes_no_global_state():
-    # Third-party imports come first: OpenCV's loader edits LD_LIBRARY_PATH itself, which is not ours to judge.
+    # Third-party imports come first: OpenCV's loader edits LD_LIBRARY_PATH itself and Ray sets RAY_CLIENT_MODE,
+    # which are not ours to judge.
     code = (
-        "import os, torch, torchvision, numpy, cv2;"
+        "import os, importlib.util, torch, torchvision, numpy, cv2;"
+        "importlib.util.find_spec('ray') and __import__('ray.tune');"
         "before = (dict(os.environ), torch.get_num_threads(), torch.backends.cudnn.benchmark,"
         " torch.get_float32_matmul_precision());"
         "import pkgutil, importlib, tphyolo;"

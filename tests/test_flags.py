@@ -1,11 +1,12 @@
 """Flags derived from config dataclasses: defaults, types, choices, switches, tuples, round trip."""
 
 import argparse
+import math
 from dataclasses import dataclass
 
 import pytest
 
-from tphyolo.flags import add_flags, flag, from_flags
+from tphyolo.flags import Bounds, add_flags, check_field_types, flag, from_flags
 
 
 @dataclass(frozen=True)
@@ -67,3 +68,42 @@ def test_declaration_mistakes_are_refused():
         add_flags(argparse.ArgumentParser(), Bad)
     with pytest.raises(ValueError, match="unknown"):
         add_flags(argparse.ArgumentParser(), Example, defaults={"nope": 1})
+
+
+def test_bounds_refuse_outside_values_nan_and_infinities():
+    closed, half_open = Bounds(1, 10), Bounds(0, 1, high_open=True)
+    assert 1 in closed and 10 in closed and 0 not in closed and 11 not in closed
+    assert 0.0 in half_open and 1.0 not in half_open and str(half_open) == "in [0, 1)"
+    for bounds in (Bounds(), Bounds(0), Bounds(high=5)):
+        assert all(v not in bounds for v in (math.nan, math.inf, -math.inf))
+    assert (str(Bounds(0, low_open=True)), str(Bounds(high=2**32 - 1)), str(Bounds())) == (
+        "> 0", "<= 4294967295", "any finite number"
+    )
+    parse = Bounds(1, 10).parser(int)
+    assert parse("7") == 7
+    with pytest.raises(argparse.ArgumentTypeError, match="must be in \\[1, 10\\], got 11"):
+        parse("11")
+
+
+@dataclass(frozen=True)
+class Bounded:
+    size: int = flag(8, "--size", help="size", bounds=Bounds(1, 64))
+    scales: tuple[float, ...] = flag((1.0,), "--scales", help="scales", bounds=Bounds(0, 4, low_open=True))
+
+    def __post_init__(self):
+        check_field_types(self)
+
+
+def test_a_flag_with_bounds_is_checked_by_argparse_and_by_the_config(capsys):
+    parser = argparse.ArgumentParser(prog="x")
+    add_flags(parser, Bounded)
+    assert from_flags(Bounded, parser.parse_args(["--size", "64", "--scales", "0.5", "4"])) == Bounded(64, (0.5, 4.0))
+    for argv, message in ((["--size", "65"], "argument --size: must be in [1, 64], got 65"),
+                          (["--scales", "1", "0"], "argument --scales: must be in (0, 4], got 0")):  # fmt: skip
+        with pytest.raises(SystemExit):
+            parser.parse_args(argv)
+        assert message in capsys.readouterr().err
+    with pytest.raises(ValueError, match="^--size must be in \\[1, 64\\], got 0$"):
+        Bounded(size=0)
+    with pytest.raises(ValueError, match="^--scales must be in \\(0, 4\\], got nan$"):
+        Bounded(scales=(1.0, math.nan))

@@ -1,6 +1,6 @@
 """The package's units import only downwards, read from the source with `ast` (imports inside functions too).
 
-A unit is a top-level package of `tphyolo` (`train`, `infer`, ...) or a module at its root (`flags`, `cli`,
+A unit is a top-level package of `tphyolo` (`training`, `infer`, ...) or a module at its root (`flags`, `cli`,
 ...). The units stand in one order, lowest first (`LAYERS`, drawn in docs/architecture.md); a unit imports only
 units of lower layers, never one of its own layer or above, so the units form a DAG:
 
@@ -15,7 +15,7 @@ units of lower layers, never one of its own layer or above, so the units form a 
 | 6 | `infer` | the inference core and every backend (PyTorch and exported runtimes) |
 | 7 | `predict` | sources, the Predictor, results, writers, drawing |
 | 8 | `track`, `evaluation` | tracking on top of prediction; validation and scoring |
-| 9 | `train` | the trainer (it validates every epoch), the classifier's training, tuning |
+| 9 | `training` | the trainer (it validates every epoch), the classifier's training, tuning |
 | 10 | `export`, `report` | file writers and the format table; the html evaluation report |
 | 11 | `bench` | benchmarks |
 | 12 | `commands` | one module per CLI command: parsing and printing |
@@ -46,7 +46,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("infer",),
     ("predict",),
     ("track", "evaluation"),
-    ("train",),
+    ("training",),
     ("export", "report"),
     ("bench",),
     ("commands",),
@@ -141,8 +141,8 @@ def test_an_upward_import_planted_in_a_function_of_the_lowest_layer_fails(tmp_pa
     copy = tmp_path / PACKAGE
     shutil.copytree(ROOT, copy, ignore=shutil.ignore_patterns("__pycache__"))
     flags = copy / "flags.py"
-    flags.write_text(flags.read_text() + "\n\ndef _planted():\n    from tphyolo.train.trainer import Trainer\n")
-    planted = ("tphyolo.flags", "tphyolo.train.trainer")
+    flags.write_text(flags.read_text() + "\n\ndef _planted():\n    from tphyolo.training.trainer import Trainer\n")
+    planted = ("tphyolo.flags", "tphyolo.training.trainer")
     assert all_breaks(copy) == {planted: rule_broken(*planted)}
 
 
@@ -158,7 +158,7 @@ def test_allowed_breaks_still_exist():
 
 def test_the_scan_sees_every_kind_of_import():
     source = (
-        "import tphyolo.train.loss\n"
+        "import tphyolo.training.loss\n"
         "from tphyolo import __version__, checkpoint\n"
         "from . import boxes\n"
         "from ..bench.timing import time_call\n"
@@ -167,7 +167,7 @@ def test_the_scan_sees_every_kind_of_import():
     )
     names = imported_modules(source, "tphyolo.ops.nms", package=False)
     assert names == {
-        "tphyolo.train.loss",
+        "tphyolo.training.loss",
         "tphyolo.__version__",
         "tphyolo.checkpoint",
         "tphyolo.ops.boxes",
@@ -180,16 +180,16 @@ def test_the_scan_sees_every_kind_of_import():
 @pytest.mark.parametrize(
     ("importer", "imported", "broken"),
     [
-        ("tphyolo.models.swin", "tphyolo.train.loss", True),
+        ("tphyolo.models.swin", "tphyolo.training.loss", True),
         ("tphyolo.metrics.coco", "tphyolo.bench.timing", True),
         ("tphyolo.data.loader", "tphyolo.runtime.config", True),
         ("tphyolo.models.build", "tphyolo.data.loader", True),
-        ("tphyolo.classify.classifier", "tphyolo.train.classifier.fit", True),
+        ("tphyolo.classify.classifier", "tphyolo.training.classifier.fit", True),
         ("tphyolo.infer.backends.openvino", "tphyolo.export.openvino_ir", True),
         ("tphyolo.export.exporter", "tphyolo.bench.baselines", True),
         ("tphyolo.infer.detector", "tphyolo.classify.relabel", False),
         ("tphyolo.data.loader", "tphyolo.errors", False),
-        ("tphyolo.train.trainer", "tphyolo.commands.train", True),
+        ("tphyolo.training.trainer", "tphyolo.commands.train", True),
         ("tphyolo.bench.attention", "tphyolo.commands.sdpa_probe", True),
         ("tphyolo.commands.bench", "tphyolo.cli", True),
         ("tphyolo.checkpoint.format", "tphyolo.__version__", True),
@@ -210,3 +210,31 @@ def test_test_modules_have_unique_names():
     root = Path(__file__).parent
     names = [path.name for path in root.rglob("test_*.py")]
     assert sorted({name for name in names if names.count(name) > 1}) == []
+
+
+MAX_MODULES_PER_FOLDER = 15
+MAX_ROOT_MODULES = 8
+
+
+def test_the_package_has_a_readable_shape():
+    """No folder holds more than MAX_MODULES_PER_FOLDER modules (a package waiting to be made), and at most
+    MAX_ROOT_MODULES modules sit at the package root (`__init__` aside)."""
+    counts: dict[str, int] = {}
+    for path in ROOT.rglob("*.py"):
+        if path.name != "__init__.py":
+            folder = str(path.parent.relative_to(ROOT.parent))
+            counts[folder] = counts.get(folder, 0) + 1
+    assert {folder: n for folder, n in counts.items() if n > MAX_MODULES_PER_FOLDER} == {}
+    assert counts[PACKAGE] <= MAX_ROOT_MODULES
+
+
+def test_no_unit_shadows_a_name_of_the_facade():
+    """Importing a submodule binds its package as an attribute of `tphyolo`: a unit named like a facade name
+    (`tphyolo.train`, `tphyolo.val`, ...) would replace the function once anything imported it."""
+    import tphyolo
+    import tphyolo.training.trainer  # noqa: F401 - binds tphyolo.training
+
+    facade = ("Predictor", "Results", "val", "train", "Trainer", "TrainConfig")
+    units = {unit for layer in LAYERS for unit in layer}
+    assert sorted(units & set(facade)) == []
+    assert callable(tphyolo.train) and not isinstance(tphyolo.train, type(tphyolo))

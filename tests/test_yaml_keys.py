@@ -5,7 +5,7 @@ import yaml
 
 from tphyolo.data.dataset_config import parse_data_yaml
 from tphyolo.models import build_model
-from tphyolo.train.hyp import load_hyp
+from tphyolo.training.hyp import load_hyp
 from tphyolo.yaml_files import load_yaml_text
 
 

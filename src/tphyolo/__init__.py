@@ -8,12 +8,16 @@ from tphyolo._version import __version__ as __version__
 
 
 def __getattr__(name: str):
-    """`tphyolo.Predictor`, `tphyolo.Results`, `tphyolo.val`, `tphyolo.Trainer` and `tphyolo.train` are
-    imported on first use, so that `import tphyolo` stays light."""
+    """`tphyolo.Predictor`, `tphyolo.Results`, `tphyolo.Tracker`, `tphyolo.val`, `tphyolo.Trainer`,
+    `tphyolo.train` and `tphyolo.tune` are imported on first use, so that `import tphyolo` stays light."""
     if name == "Predictor":
         from tphyolo.predict.predictor import Predictor
 
         return Predictor
+    if name == "Tracker":
+        from tphyolo.track.tracker import Tracker
+
+        return Tracker
     if name == "Results":
         from tphyolo.predict.results import Results
 
@@ -23,8 +27,12 @@ def __getattr__(name: str):
 
         return val
     if name in ("Trainer", "train", "TrainConfig"):
-        from tphyolo.train import config as train_config
-        from tphyolo.train import trainer
+        from tphyolo.training import config as train_config
+        from tphyolo.training import trainer
 
         return getattr(trainer, name, None) or getattr(train_config, name)
+    if name == "tune":
+        from tphyolo.training.tune.search import tune
+
+        return tune
     raise AttributeError(f"module 'tphyolo' has no attribute {name!r}")

@@ -3,13 +3,12 @@
 Each subcommand lives in its own module, listed with its one-line help in `COMMANDS`. A command module
 provides:
 
-- `add_arguments(parser)`: its flags;
+- `add_arguments(parser)`: its flags (a command with actions of their own, as `classify train|val`, adds them
+  as subparsers and returns them: they get the runtime flags);
 - `run(args) -> int`: the command itself, returning the exit code;
 - optionally `USES_RUNTIME = True`: the command gets the shared runtime flags (`--device`, `--amp`,
   `--compile`, ...) and `args.runtime`, a `RuntimeConfig` already applied by `configure_process`;
   `RUNTIME_INFERENCE = True` adds the inference-only `--half`.
-
-`run` also gets `args.argv`, the arguments `main` was given (for a command that relaunches itself).
 
 `main` imports only the module of the command it runs, so `tphyolo --version` and `tphyolo -h` answer without
 importing torch. This module is the only caller of `configure_process`: process-wide settings are applied
@@ -25,6 +24,7 @@ the pipe early (`tphyolo ... | head`) ends it quietly with exit code 141, as a s
 from __future__ import annotations
 
 import argparse
+import difflib
 import importlib
 import os
 import sys
@@ -48,6 +48,9 @@ COMMANDS: dict[str, Command] = {
     "train": Command(
         "tphyolo.commands.train", "train a model (default: tph-yolov5n on the built-in synthetic drone set)"
     ),
+    "tune": Command(
+        "tphyolo.commands.tune", "search training hyperparameters on Ray Tune (YOLOv5-style evolution, TPE, ASHA)"
+    ),
     "val": Command(
         "tphyolo.commands.val", "evaluate a checkpoint on a dataset split (mAP table, plots, json/txt outputs)"
     ),
@@ -60,8 +63,13 @@ COMMANDS: dict[str, Command] = {
     "predict": Command(
         "tphyolo.commands.predict", "detect objects in images or videos (TTA, sliced inference, ensembles)"
     ),
+    "track": Command(
+        "tphyolo.commands.track",
+        "follow objects through videos (ByteTrack, BoT-SORT with camera-motion compensation); MOT files, videos",
+    ),
     "eval": Command(
-        "tphyolo.commands.eval", "score saved detections against ground truth (VisDrone, COCO or YOLO protocol)"
+        "tphyolo.commands.eval",
+        "score saved detections or tracks against ground truth (VisDrone, COCO, YOLO; HOTA/CLEAR/IDF1)",
     ),
     "data": Command(
         "tphyolo.commands.data",
@@ -91,10 +99,47 @@ COMMANDS: dict[str, Command] = {
 
 
 class _Parser(argparse.ArgumentParser):
-    """An ArgumentParser whose errors are one line on stderr and exit code 2 (no usage dump)."""
+    """An ArgumentParser whose errors are one line on stderr and exit code 2 (no usage dump), followed by a
+    line for each of `notes`."""
 
-    def error(self, message: str) -> None:  # type: ignore[override]
-        self.exit(2, f"{self.prog}: error: {message} (see '{self.prog} -h')\n")
+    def error(self, message: str, notes: Iterable[str] = ()) -> None:  # type: ignore[override]
+        lines = [f"{self.prog}: error: {message} (see '{self.prog} -h')", *(f"{self.prog}: {n}" for n in notes)]
+        self.exit(2, "\n".join(lines) + "\n")
+
+    def parse_args(self, args=None, namespace=None):  # type: ignore[override]
+        """As argparse's, but an unknown argument is reported by the (sub)command that was given it, with the
+        closest flag of that command: `tphyolo val: error: unrecognized argument --imgsz-x; did you mean
+        --imgsz? (see 'tphyolo val -h')`. A YOLOv5 flag tphyolo does not take gets a line saying what to do
+        instead (`tphyolo.commands.options.yolov5`), in place of the closest flag."""
+        parsed, unknown = self.parse_known_args(args, namespace)
+        if unknown:
+            from tphyolo.commands.options.yolov5 import unknown_flag_hints
+
+            owner = self.command_parser(parsed)
+            command = owner.prog.split()[1] if len(owner.prog.split()) > 1 else ""
+            hints = unknown_flag_hints(command, unknown)
+            owner.error(owner.unknown_argument(unknown, suggest=not hints), notes=hints)
+        return parsed
+
+    def command_parser(self, parsed: argparse.Namespace) -> argparse.ArgumentParser:
+        """The innermost (sub)command parser that `parsed` went through (`tphyolo classify train`'s for
+        `classify train`)."""
+        parser: argparse.ArgumentParser = self
+        while True:
+            chooser = next((a for a in parser._actions if isinstance(a, argparse._SubParsersAction)), None)
+            name = getattr(parsed, chooser.dest, None) if chooser is not None else None
+            if name not in (chooser.choices if chooser is not None else ()):
+                return parser
+            parser = chooser.choices[name]
+
+    def unknown_argument(self, unknown: Sequence[str], *, suggest: bool = True) -> str:
+        """The message for `unknown` arguments: the first unknown flag and (with `suggest`) the closest of this
+        parser's flags, or the unknown words when none is a flag."""
+        flag = next((word.split("=", 1)[0] for word in unknown if word.startswith("-")), None)
+        if flag is None:
+            return f"unrecognized arguments: {' '.join(unknown)}"
+        close = difflib.get_close_matches(flag, list(self._option_string_actions), n=1, cutoff=0.6) if suggest else []
+        return f"unrecognized argument {flag}" + (f"; did you mean {close[0]}?" if close else "")
 
 
 def build_parser(commands: Iterable[str] | None = None) -> argparse.ArgumentParser:
@@ -112,12 +157,15 @@ def build_parser(commands: Iterable[str] | None = None) -> argparse.ArgumentPars
 
 
 def _add_command_arguments(sub: argparse.ArgumentParser, module) -> None:
-    module.add_arguments(sub)
+    """The command's flags, and the runtime flags on its parser, or on the parsers of its actions when
+    `add_arguments` returns them (`classify train|val`)."""
+    sub.set_defaults(_module=module)
+    takers = module.add_arguments(sub) or [sub]
     if getattr(module, "USES_RUNTIME", False):
         from tphyolo.runtime.flags import add_runtime_arguments
 
-        add_runtime_arguments(sub, inference=getattr(module, "RUNTIME_INFERENCE", False))
-    sub.set_defaults(_module=module)
+        for parser in takers:
+            add_runtime_arguments(parser, inference=getattr(module, "RUNTIME_INFERENCE", False))
 
 
 def _command_name(argv: Sequence[str]) -> str | None:
@@ -135,7 +183,6 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.print_help()
         return 2
     module = args._module
-    args.argv = argv
     debug = bool(os.environ.get("TPHYOLO_DEBUG"))
     _configure_output(debug=debug)
     try:

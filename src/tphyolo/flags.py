@@ -13,12 +13,17 @@ the parsed namespace. So a setting's name, default, choices and help live in one
 - A tuple field takes one or more values (`nargs="+"`) and is stored as a tuple.
 - `str | None` and the like take the non-None type; None stays the default.
 - The default is appended to the help text, unless it is None or a bool.
+- A numeric field may declare `bounds` (`Bounds`: the values the setting means something for): argparse
+  refuses a value outside them at once, in one line naming the flag, before any work, and
+  `check_field_types` refuses it on a config built in Python. NaN and infinities are outside every bound.
+- A `const` lets the flag be given bare (`--cache` means `--cache ram`).
 """
 
 from __future__ import annotations
 
 import argparse
 import dataclasses
+import math
 import types
 import typing
 from collections.abc import Callable, Iterable, Mapping
@@ -29,14 +34,74 @@ _METADATA_KEY = "tphyolo.flag"
 
 
 @dataclass(frozen=True)
+class Bounds:
+    """The numbers a setting takes: from `low` to `high` (None: unbounded on that side), each end included
+    unless `low_open` / `high_open`. `str(bounds)` says it as the error messages do ("in [0, 0.9]", ">= 1")."""
+
+    low: float | None = None
+    high: float | None = None
+    low_open: bool = False
+    high_open: bool = False
+
+    def __contains__(self, value: float) -> bool:
+        if isinstance(value, float) and not math.isfinite(value):  # NaN and infinities: no setting means them
+            return False
+        if self.low is not None and (value <= self.low if self.low_open else value < self.low):
+            return False
+        return self.high is None or (value < self.high if self.high_open else value <= self.high)
+
+    def __str__(self) -> str:
+        low, high = _shown(self.low), _shown(self.high)
+        if self.low is not None and self.high is not None:
+            return f"in {'(' if self.low_open else '['}{low}, {high}{')' if self.high_open else ']'}"
+        if self.low is not None:
+            return f"{'>' if self.low_open else '>='} {low}"
+        return f"{'<' if self.high_open else '<='} {high}" if self.high is not None else "any finite number"
+
+    def parser(self, kind: Callable[[str], float]) -> Callable[[str], float]:
+        """An argparse `type` that converts with `kind` (int, float) and refuses a value outside these bounds
+        (argparse then prints `argument --flag: must be in [1, 11584], got 100000`)."""
+
+        def convert(text: str) -> float:
+            value = kind(text)
+            if value not in self:
+                raise argparse.ArgumentTypeError(f"must be {self}, got {text}")
+            return value
+
+        convert.__name__ = kind.__name__  # argparse names the type in "invalid int value" messages
+        return convert
+
+
+def _shown(value: float | None) -> str:
+    return f"{value:g}" if isinstance(value, float) else str(value)
+
+
+# Bounds many settings share.
+AT_LEAST_ONE = Bounds(1)  # counts of things done: batch sizes, epochs, steps, repeats
+NON_NEGATIVE = Bounds(0)  # counts that may be none: workers, warm-up calls
+FRACTION = Bounds(0, 1)  # thresholds and weights in [0, 1]
+SEED = Bounds(0, 2**32 - 1)  # what numpy, random and torch all accept
+
+
+def bounded(kind: Callable[[str], float], low: float | None = None, high: float | None = None, **open_ends: bool):
+    """`Bounds(low, high, **open_ends).parser(kind)`: the argparse type of a numeric flag that is not a config
+    field (`parser.add_argument("--max-problems", type=bounded(int, 0))`)."""
+    return Bounds(low, high, **open_ends).parser(kind)
+
+
+@dataclass(frozen=True)
 class FlagSpec:
-    """How a config field appears on the command line: its names (first is shown), help, choices, nargs."""
+    """How a config field appears on the command line: its names (first is shown), help, choices, nargs, the
+    numbers it takes (`bounds`, None for any) and the value of the bare flag (`const`, None: a value must
+    follow)."""
 
     names: tuple[str, ...]
     help: str
     choices: tuple[Any, ...] | None = None
     nargs: str | int | None = None
     metavar: str | None = None
+    bounds: Bounds | None = None
+    const: Any = None
 
 
 def flag(
@@ -46,13 +111,17 @@ def flag(
     choices: Iterable[Any] | None = None,
     nargs: str | int | None = None,
     metavar: str | None = None,
+    bounds: Bounds | None = None,
+    const: Any = None,
 ) -> Any:
     """A dataclass field with `default` that is also the command-line flag `names` (see the module docstring)."""
     if not names or not all(n.startswith("--") for n in names):
         raise ValueError(f"flag names must start with '--', got {names!r}")
     if isinstance(default, (list, dict, set)):
         raise TypeError(f"{names[0]}: use an immutable default (a tuple), got {type(default).__name__}")
-    spec = FlagSpec(tuple(names), help, tuple(choices) if choices is not None else None, nargs, metavar)
+    spec = FlagSpec(
+        tuple(names), help, tuple(choices) if choices is not None else None, nargs, metavar, bounds, const
+    )
     return dataclasses.field(default=default, metadata={_METADATA_KEY: spec})
 
 
@@ -109,10 +178,12 @@ def add_flags(
             kwargs.update(
                 default=default,
                 help=spec.help if default is None else f"{spec.help} (default: {shown})",
-                nargs=spec.nargs or ("+" if is_tuple else None),
+                nargs=spec.nargs or ("+" if is_tuple else "?" if spec.const is not None else None),
             )
+            if spec.const is not None:
+                kwargs["const"] = spec.const
             if value_type is not None:
-                kwargs["type"] = value_type
+                kwargs["type"] = value_type if spec.bounds is None else spec.bounds.parser(value_type)
             if spec.choices is not None:
                 kwargs["choices"] = spec.choices
             if spec.metavar is not None:
@@ -159,10 +230,16 @@ def _fits(value: Any, annotation: Any) -> bool:
 
 def check_field_types(config: Any) -> None:
     """Raises ValueError, naming the setting as `setting_name` does, for the first field of dataclass instance
-    `config` whose value does not have its annotated type (an int for float is accepted; bool is not an int)."""
+    `config` whose value does not have its annotated type (an int for float is accepted; bool is not an int)
+    or, for a field whose flag declares `bounds`, is outside them (each value of a tuple)."""
     hints = typing.get_type_hints(type(config))
     for field in dataclasses.fields(config):
         value = getattr(config, field.name)
         if not _fits(value, hints[field.name]):
             kind = getattr(hints[field.name], "__name__", str(hints[field.name]))
             raise ValueError(f"{setting_name(config, field.name)} must be {kind}, got {value!r:.60}")
+        bounds = spec.bounds if (spec := flag_spec(field)) is not None else None
+        values = value if isinstance(value, tuple) else (value,)
+        outside = [v for v in values if bounds is not None and v is not None and v not in bounds]
+        if outside:
+            raise ValueError(f"{setting_name(config, field.name)} must be {bounds}, got {outside[0]!r}")

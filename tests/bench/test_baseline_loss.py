@@ -6,8 +6,8 @@ import pytest
 import torch
 
 from tphyolo.bench.baseline_loss import OriginalLoss
-from tphyolo.train.hyp import load_hyp, scale_hyp
-from tphyolo.train.loss import YoloLoss
+from tphyolo.training.hyp import load_hyp, scale_hyp
+from tphyolo.training.loss import YoloLoss
 
 
 def _loss(num_classes: int, hyp: str = "scratch-low", **changes: float) -> YoloLoss:

@@ -131,12 +131,12 @@ def test_the_weight_sweep_scores_each_weight_and_keeps_the_smallest_best(tmp_pat
     from tphyolo.classify.checkpoint import load_classifier
     from tphyolo.infer.backends.pytorch import TorchBackend
     from tphyolo.runtime.config import RuntimeConfig
-    from tphyolo.train.classifier.sweep import save_weight, sweep_weight
+    from tphyolo.training.classifier.sweep import save_weight, sweep_weight
 
     def scene_backends(weights, *, runtime, device, fuse=True):
         return [TorchBackend(SceneDetector(), runtime=runtime, device=device)]
 
-    monkeypatch.setattr("tphyolo.train.classifier.sweep.load_backends", scene_backends)
+    monkeypatch.setattr("tphyolo.training.classifier.sweep.load_backends", scene_backends)
     oracle = CropClassifier(ColourOracle(), names=NAMES[2:], class_ids=[TRICYCLE, AWNING], img=16, context=0.1)
     data = write_scene_data(tmp_path / "scene")
     sweep = sweep_weight(oracle, "scene.pt", data, runtime=RuntimeConfig(device="cpu"), imgsz=256, batch=2)

@@ -10,9 +10,9 @@ from tphyolo.classify.checkpoint import load_classifier
 from tphyolo.classify.data import select_classes
 from tphyolo.classify.report import Accuracy, plot_confusion
 from tphyolo.cli import main
-from tphyolo.data.synthetic_fine import CONFUSABLE, NAMES, generate_synthetic_fine
+from tphyolo.data.builtin.synthetic_fine import CONFUSABLE, NAMES, generate_synthetic_fine
 from tphyolo.runtime.config import RuntimeConfig
-from tphyolo.train.classifier.fit import validate_classifier
+from tphyolo.training.classifier.fit import validate_classifier
 
 
 def test_accuracy_hand_worked(tmp_path):
@@ -86,3 +86,41 @@ def test_val_without_weights_and_unknown_classes_are_one_line_errors(tmp_path, c
     assert main([*argv, "--project", str(tmp_path)]) == 2
     err = capsys.readouterr().err.strip()
     assert "\n" not in err and "['purple'] are not in the dataset's classes" in err
+
+
+def test_a_bare_folder_warns_that_the_classifier_validates_on_its_training_images(tiny_fine, caplog):
+    from tphyolo.classify.config import ClassifyConfig
+    from tphyolo.training.classifier.fit import build_crop_data
+
+    folder = tiny_fine.parent / "train" / "images"  # a bare folder: both splits
+    build_crop_data(ClassifyConfig(data=str(folder), img=16))
+    assert "crop classifier: 3 of the 3 validation images are also training images" in caplog.text
+    caplog.clear()
+    build_crop_data(ClassifyConfig(data=str(tiny_fine), img=16))  # separate splits
+    assert "validation images are also training images" not in caplog.text
+
+
+def test_classify_train_help_shows_train_s_flags_and_val_s_its_own(capsys):
+    with pytest.raises(SystemExit):
+        main(["classify", "train", "-h"])
+    train_help = capsys.readouterr().out
+    assert train_help.startswith("usage: tphyolo classify train") and "--epochs" in train_help
+    assert "--task" not in train_help and "--device" in train_help
+    with pytest.raises(SystemExit):
+        main(["classify", "val", "-h"])
+    val_help = capsys.readouterr().out
+    assert "--task" in val_help and "--weights" in val_help and "--epochs" not in val_help
+
+
+def test_a_training_that_fails_in_its_first_epoch_leaves_no_run_folder(tiny_fine, tmp_path, capsys, monkeypatch):
+    from tphyolo.training.classifier import fit
+
+    def broken(*args, **kwargs):
+        raise OSError("no space left on device")
+
+    monkeypatch.setattr(fit, "train_one_epoch", broken)
+    argv = ["classify", "train", "--data", str(tiny_fine), "--epochs", "1", "--img", "16", "--device", "cpu"]
+    for _ in range(2):
+        assert main([*argv, "--project", str(tmp_path / "runs")]) == 2
+        assert "no space left on device" in capsys.readouterr().err
+        assert not any((tmp_path / "runs").iterdir())  # neither exp nor exp2: the next run is exp again

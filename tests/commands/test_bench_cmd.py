@@ -43,7 +43,7 @@ def test_bench_model_quick(tmp_path):
 
 @pytest.mark.slow
 def test_bench_data_quick(tmp_path):
-    from tphyolo.data.synthetic import generate_synthetic
+    from tphyolo.data.builtin.synthetic import generate_synthetic
 
     data_yaml = generate_synthetic(tmp_path / "syn", n_train=4, n_val=1, imgsz=256)
     data = _run(tmp_path, "data", "--data", str(data_yaml), "--workers", "0", "--batch", "2")
@@ -93,7 +93,7 @@ def test_bench_eval_quick(tmp_path):
 
 @pytest.mark.slow
 def test_bench_startup_quick_times_a_cold_and_a_warm_start(tmp_path):
-    from tphyolo.data.synthetic import generate_synthetic
+    from tphyolo.data.builtin.synthetic import generate_synthetic
 
     data_yaml = generate_synthetic(tmp_path / "syn", n_train=4, n_val=1, imgsz=256)
     data = _run(tmp_path, "startup", "--data", str(data_yaml), "--batch", "2")

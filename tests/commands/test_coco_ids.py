@@ -10,8 +10,8 @@ import torch
 from tests.helpers import save_model_checkpoint
 
 from tphyolo.cli import main
-from tphyolo.commands.eval import read_visdrone_rows
 from tphyolo.data.formats.visdrone import NAMES
+from tphyolo.evaluation.detection_files import read_visdrone_rows
 from tphyolo.metrics.coco import coco_image_ids
 from tphyolo.models import build_model
 from tphyolo.ops.detections import Detections

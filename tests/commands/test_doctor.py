@@ -70,7 +70,7 @@ def test_the_cpu_malloc_line_says_who_sets_it(monkeypatch, capsys):
 
 def test_cpu_only_is_a_fact_not_a_problem():
     report = doctor.collect_report(compile_check=False)
-    cpu_only = dict(report, cuda=dict(report["cuda"], available=False, device_count=0), devices=[])
+    cpu_only = dict(report, cuda=dict(report["cuda"], available=False, device_count=0, built_with=None), devices=[])
     assert not any("CUDA" in p.message for p in doctor.find_problems(cpu_only))
     assert doctor.device_summary(dict(cpu_only, cuda=dict(cpu_only["cuda"], built_with=None))).startswith("CPU only")
     gpu = dict(report, cuda=dict(report["cuda"], available=True, device_count=1), devices=[{"index": 0, "name": "X"}])
@@ -84,3 +84,15 @@ def test_compile_probe_runs_by_default_only_with_a_gpu(monkeypatch):
     assert report["compile"].get("skipped") is (not torch.cuda.is_available())
     assert len(calls) == int(torch.cuda.is_available())
     assert doctor.collect_report(compile_check=True)["compile"] == {"available": True}
+
+
+def test_a_cuda_build_without_a_gpu_says_what_it_costs_and_how_to_install_the_cpu_build():
+    report = doctor.collect_report(compile_check=False)
+    assert report["install"]["torch_bytes"] > 0  # measured from the installed files
+    install = {"torch_bytes": 1_200_000_000, "cuda_libraries_bytes": 4_300_000_000}
+    no_gpu = dict(report, cuda=dict(report["cuda"], available=False, built_with="13.0"), devices=[], install=install)
+    (problem,) = [p for p in doctor.find_problems(no_gpu) if "CUDA build" in p.message]
+    assert "takes 5.5 GB here, 4.3 GB of it CUDA libraries" in problem.message
+    assert "--index-url https://download.pytorch.org/whl/cpu" in problem.fix
+    cpu_build = dict(no_gpu, cuda=dict(no_gpu["cuda"], built_with=None), install={**install, "cuda_libraries_bytes": 0})
+    assert not any("CUDA build" in p.message for p in doctor.find_problems(cpu_build))

@@ -7,7 +7,7 @@ import cv2
 import numpy as np
 import pytest
 import torch
-from tests.helpers import save_model_checkpoint
+from tests.helpers import exit_code, save_model_checkpoint
 
 from tphyolo.cli import main
 from tphyolo.models import build_model
@@ -18,7 +18,7 @@ def weights(tmp_path_factory):
     torch.manual_seed(0)
     model = build_model("yolov5n", num_classes=2)
     path = tmp_path_factory.mktemp("weights") / "tiny.pt"
-    return save_model_checkpoint(path, model, ["a", "b"])
+    return save_model_checkpoint(path, model, ["car", "bus"])  # two of VisDrone's classes (categories 4, 9)
 
 
 @pytest.fixture(scope="module")
@@ -42,11 +42,22 @@ def test_predict_writes_every_output(weights, source, tmp_path, capsys):
         assert (out / f"{stem}.jpg").is_file()
         assert (out / "labels" / f"{stem}.txt").read_text().strip()
         visdrone = np.loadtxt(out / "visdrone" / f"{stem}.txt", delimiter=",", ndmin=2)
-        assert visdrone.shape[1] == 8 and set(visdrone[:, 5]) <= {1.0, 2.0}
+        assert visdrone.shape[1] == 8 and set(visdrone[:, 5]) <= {4.0, 9.0}  # by name
         assert (visdrone[:, 0] >= 0).all() and (visdrone[:, 0] + visdrone[:, 2] <= 96 + 1e-2).all()
     assert {r["image_id"] for r in json.loads((out / "predictions.json").read_text())} == {1, 2}  # one, two
     assert main(argv + ["--no-save-img"]) == 0  # the same name again: a new folder, no images
-    assert sorted(p.name for p in (tmp_path / "run2").iterdir()) == []
+    assert sorted(p.name for p in (tmp_path / "run2").iterdir()) == [".journal", "args.yaml"]  # for --resume
+
+
+def test_a_visdrone_submission_from_a_model_of_other_classes_is_refused(source, tmp_path, capsys):
+    names = ["car", "person", "dog"]
+    weights = save_model_checkpoint(tmp_path / "other.pt", build_model("yolov5n", names=names), names)
+    argv = ["predict", "--weights", str(weights), "--source", str(source), "--img", "64", "--device", "cpu",
+            "--project", str(tmp_path / "runs"), "--save-visdrone"]  # fmt: skip
+    assert main(argv) == 2
+    err = capsys.readouterr().err.strip()
+    assert "\n" not in err and "the model's classes person, dog are not VisDrone-DET's" in err
+    assert not any((tmp_path / "runs").iterdir())  # no empty exp folder left
 
 
 def test_missing_weights_is_a_one_line_error(source, capsys):
@@ -63,10 +74,8 @@ def test_missing_source_is_a_one_line_error(weights, tmp_path, capsys):
 
 
 def test_weights_flag_is_required(capsys):
-    with pytest.raises(SystemExit) as exit_info:
-        main(["predict", "--source", "x.jpg"])
-    assert exit_info.value.code == 2
-    assert "--weights" in capsys.readouterr().err
+    assert main(["predict", "--source", "x.jpg"]) == 2
+    assert "--source and --weights are required (unless --resume RUN_DIR)" in capsys.readouterr().err
 
 
 def test_visdrone_submission_files_are_scored_by_eval(weights, visdrone_mini, tmp_path):
@@ -99,16 +108,24 @@ def test_half_is_refused_on_cpu_and_with_an_amp_dtype(weights, source, tmp_path,
 @pytest.mark.parametrize(
     ("flags", "message"),
     [
-        (["--img", "0"], "--img must be >= 1, got 0"),
-        (["--img", "-64"], "--img must be >= 1, got -64"),
-        (["--batch", "0"], "--batch must be >= 1, got 0"),
-        (["--max-det", "-1"], "--max-det must be >= 1, got -1"),
-        (["--merge-iou", "2"], "--merge-iou must be in [0, 1], got 2.0"),
-        (["--classes", "-1"], "--classes takes class ids >= 0"),
+        (["--img", "0"], "argument --img/--imgsz: must be in [1, 11584], got 0"),
+        (["--img", "-64"], "argument --img/--imgsz: must be in [1, 11584], got -64"),
+        (["--img", "100000"], "argument --img/--imgsz: must be in [1, 11584], got 100000"),
+        (["--img", "2147483648"], "argument --img/--imgsz: must be in [1, 11584], got 2147483648"),
+        (["--batch", "0"], "argument --batch: must be >= 1, got 0"),
+        (["--max-det", "-1"], "argument --max-det: must be >= 1, got -1"),
+        (["--merge-iou", "2"], "argument --merge-iou: must be in [0, 1], got 2"),
+        (["--conf", "nan"], "argument --conf: must be in [0, 1], got nan"),
+        (["--classes", "-1"], "argument --classes: must be >= 0, got -1"),
+        (["--augment", "--tta-scales", "1000"], "argument --tta-scales: must be in (0, 4], got 1000"),
+        (["--img", "4000", "--augment", "--tta-scales", "3"],
+         "--tta-scales 3 at --img 4000: a 12000 px input, above the image-size limit of 11584"),
         (["--classes", "0", "99"], "--classes 99: the model has 2 classes (ids 0..1)"),
         (["--tta-scales", "1", "0.5"], "--tta-scales/--tta-flips choose the passes of --augment"),
-        (["--slice", "0"], "--slice 0 --overlap 0.2: slice size must be at least 32 pixels, got 0"),
-        (["--slice", "64", "--overlap", "1.5"], "slice overlap must be in [0, 1), got 1.5"),
+        (["--slice", "0"], "argument --slice: must be >= 32, got 0"),
+        (["--slice", "64", "--overlap", "1.5"], "argument --overlap: must be in [0, 0.9], got 1.5"),
+        (["--slice", "64", "--overlap", "0.999"], "argument --overlap: must be in [0, 0.9], got 0.999"),
+        (["--device", "mps"], "--device mps: "),
         (["--overlap", "0.5"], "--overlap set(s) sliced inference up; add --slice SIZE"),
         (["--slice-full"], "--slice-full set(s) sliced inference up"),
         (["--save-conf"], "--save-conf adds scores to the --save-txt files"),
@@ -116,8 +133,10 @@ def test_half_is_refused_on_cpu_and_with_an_amp_dtype(weights, source, tmp_path,
     ],
 )
 def test_nonsense_numbers_and_flags_are_refused_in_one_line(weights, source, tmp_path, capsys, flags, message):
+    """Refused in one line naming the flag before any work: argparse for a value outside the flag's bounds, the
+    config for settings that do not fit together."""
     argv = ["predict", "--weights", str(weights), "--source", str(source), "--device", "cpu"]
-    assert main(argv + ["--project", str(tmp_path)] + flags) == 2
+    assert exit_code(argv + ["--project", str(tmp_path)] + flags) == 2
     err = capsys.readouterr().err
     assert err.startswith("tphyolo predict: error: ") and message in err and err.count("\n") == 1
     assert not any(tmp_path.iterdir())  # refused before anything was written

@@ -5,13 +5,13 @@ import cv2
 import numpy as np
 import pytest
 import torch
-from tests.helpers import save_model_checkpoint
+from tests.helpers import exit_code, save_model_checkpoint
 
 from tphyolo.cli import main
 from tphyolo.models import build_model
 from tphyolo.predict.predictor import Predictor
 
-NAMES = ["a", "b"]
+NAMES = ["car", "van"]  # VisDrone names: --save-visdrone maps them by name
 
 
 @pytest.fixture(scope="module")
@@ -76,12 +76,12 @@ def test_hide_conf_draws_names_without_scores(weights, source, tmp_path):
 @pytest.mark.parametrize(
     ("flags", "message"),
     [
-        (["--vid-stride", "0"], "--vid-stride must be at least 1, got 0"),
-        (["--line-width", "0"], "--line-width must be at least 1 pixel, got 0"),
+        (["--vid-stride", "0"], "argument --vid-stride: must be >= 1, got 0"),
+        (["--line-width", "0"], "argument --line-width: must be in [1, 32767], got 0"),
         (["--no-save-img", "--hide-labels"], "style the annotated images; drop --no-save-img"),
     ],
 )
 def test_nonsense_drawing_flags_are_one_line_errors(weights, source, tmp_path, capsys, flags, message):
-    assert main(_argv(weights, source, tmp_path, "bad") + flags) == 2
+    assert exit_code(_argv(weights, source, tmp_path, "bad") + flags) == 2
     err = capsys.readouterr().err.strip()
     assert "\n" not in err and message in err

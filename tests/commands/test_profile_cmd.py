@@ -3,6 +3,7 @@
 import json
 
 import pytest
+from tests.helpers import exit_code
 
 from tphyolo.cli import main
 
@@ -34,9 +35,22 @@ def test_profile_infer_clla_head_channels_last_with_memory(tmp_path):
     assert list((out / "tensorboard").glob("*.json"))
 
 
-def test_profile_rejects_bad_steps(tmp_path, capsys):
-    assert main(["profile", "--steps", "0", "--device", "cpu", "--out", str(tmp_path)]) == 2
-    assert "--steps" in capsys.readouterr().err
+@pytest.mark.parametrize(
+    ("flags", "message"),
+    [
+        (["--steps", "0"], "argument --steps: must be >= 1, got 0"),
+        (["--batch", "0"], "argument --batch: must be >= 1, got 0"),
+        (["--img", "0"], "argument --img: must be in [1, 11584], got 0"),
+        (["--num-classes", "0"], "argument --num-classes: must be >= 1, got 0"),
+        (["--num-classes", "20000"], "--num-classes 20000: above the limit of 10000 classes"),
+        (["--model", "unknown"], "--model unknown: unknown model 'unknown'"),
+    ],
+)
+def test_profile_refuses_nonsense_in_one_line_before_any_work(tmp_path, capsys, flags, message):
+    assert exit_code(["profile", *flags, "--device", "cpu", "--out", str(tmp_path / "out")]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("tphyolo profile: error: ") and message in err and err.count("\n") == 1
+    assert not (tmp_path / "out").exists()
 
 
 @pytest.mark.slow

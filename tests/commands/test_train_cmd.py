@@ -5,13 +5,14 @@ import dataclasses
 
 import pytest
 import torch
+from tests.helpers import exit_code
 
 from tphyolo.cli import build_parser, main
 from tphyolo.commands.train import command_parser, flags_for
 from tphyolo.flags import flag_spec, from_flags
 from tphyolo.runtime import distributed
 from tphyolo.runtime.config import runtime_from_args
-from tphyolo.train.config import TrainConfig
+from tphyolo.training.config import TrainConfig
 
 
 def parse(*argv: str):
@@ -118,19 +119,22 @@ def test_several_gpus_relaunch_torchrun_with_the_given_argv_not_sys_argv(monkeyp
 @pytest.mark.parametrize(
     ("flags", "message"),
     [
-        (["--label-smoothing", "2"], "--label-smoothing must be in [0, 1], got 2.0"),
-        (["--grad-clip", "-1"], "--grad-clip must be a finite number >= 0"),
-        (["--batch", "-1"], "--batch must be at least 1, got -1"),
-        (["--img", "0"], "--img must be at least 1, got 0"),
+        (["--label-smoothing", "2"], "argument --label-smoothing: must be in [0, 1], got 2"),
+        (["--grad-clip", "-1"], "argument --grad-clip: must be >= 0, got -1"),
+        (["--grad-clip", "inf"], "argument --grad-clip: must be >= 0, got inf"),
+        (["--batch", "-1"], "argument --batch/--batch-size: must be >= 1, got -1"),
+        (["--img", "0"], "argument --img/--imgsz: must be in [1, 11584], got 0"),
+        (["--seed", "-1"], "argument --seed: must be in [0, 4294967295], got -1"),
+        (["--workers", "-1"], "argument --workers: must be >= 0, got -1"),
         (["--amp", "bf16", "--no-amp"], "--amp bf16 and --no-amp contradict each other"),
         (["--resume", "x/last.pt", "--epochs", "50", "--batch", "2"], "--batch, --epochs would be ignored"),
-        (["--device", "0,1"], "device '0,1' asks for CUDA, but no CUDA device is available"),
+        (["--device", "0,1"], "--device 0,1: asks for CUDA, but no CUDA device is available"),
     ],
 )
 def test_nonsense_settings_are_refused_in_one_line(tmp_path, capsys, monkeypatch, process_settings, flags, message):
     monkeypatch.delenv("LOCAL_RANK", raising=False)
     monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
-    assert main(["train", "--project", str(tmp_path), *flags]) == 2
+    assert exit_code(["train", "--project", str(tmp_path), *flags]) == 2
     err = capsys.readouterr().err
     assert err.startswith("tphyolo train: error: ") and message in err and err.count("\n") == 1
     assert not any(tmp_path.iterdir())

@@ -50,6 +50,7 @@ def test_boxes_stay_on_their_objects(tmp_path, mosaic):
     dataset = DetectionDataset(_painted_records(tmp_path), imgsz=192, augment=True, hyp=hyp, seed=1)
     checked = filled = 0
     for k in range(24):
+        dataset.set_epoch(k // 4)  # a sample's draws follow (seed, epoch, index): 24 different draws
         sample = dataset[k % 4]
         image = sample.image.permute(1, 2, 0).numpy()  # (H, W, 3) RGB
         h, w = image.shape[:2]
@@ -152,10 +153,27 @@ def test_windowed_mosaic_warp_equals_full_canvas(perspective):
         assert keep_a.tolist() == keep_b.tolist() and np.array_equal(boxes_a, boxes_b)
 
 
-def test_check_imgsz_keeps_multiples_and_rounds_others_up(caplog):
-    from tphyolo.data.letterbox import check_imgsz
+def test_check_imgsz_keeps_multiples_rounds_others_up_and_bounds_the_size(caplog):
+    from tphyolo.data.letterbox import MAX_IMGSZ, check_imgsz
 
     assert check_imgsz(640, 32) == 640 and not caplog.records
     assert check_imgsz(650, 32) == 672 and "using 672" in caplog.text
-    with pytest.raises(ValueError, match="at least 1"):
-        check_imgsz(0, 32)
+    for size in (0, -1, MAX_IMGSZ + 1, 2**31):
+        with pytest.raises(ValueError, match=f"image size must be 1 to {MAX_IMGSZ} pixels, got {size}"):
+            check_imgsz(size, 32)
+    assert check_imgsz(MAX_IMGSZ, 64) == MAX_IMGSZ  # the largest size is a multiple of every stride
+
+
+@pytest.mark.parametrize(("h0", "w0"), [(20, 20000), (20000, 20), (1, 5000), (3, 3)])
+@pytest.mark.parametrize("size", [32, 640])
+def test_letterbox_fits_any_aspect_ratio_and_maps_back(h0, w0, size):
+    """A 20000 x 20 image in a 32 px square resizes to 32 x 0.032 px: the short side stays 1 pixel, and a box
+    on the image maps into the letterboxed image and back through the same ratios."""
+    image = np.full((h0, w0, 3), 200, np.uint8)
+    for auto in (False, True):
+        out, info = letterbox(image, size, stride=32, auto=auto)
+        assert max(out.shape[:2]) == size and min(out.shape[:2]) >= 1 and out.shape[0] % 32 == out.shape[1] % 32 == 0
+        assert (out == 200).any()  # the image is there, not only padding
+        box = np.array([[0, 0, w0, h0]], np.float32)
+        back = unletterbox(torch.from_numpy(map_boxes(box, info)), ratio=info.ratio, pad=info.pad, width=w0, height=h0)
+        np.testing.assert_allclose(back.numpy(), box, atol=1e-3)

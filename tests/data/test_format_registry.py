@@ -8,13 +8,13 @@ import cv2
 import numpy as np
 import pytest
 
+from tphyolo.data.builtin.synthetic import NAMES, render_scene
 from tphyolo.data.convert import convert_visdrone
 from tphyolo.data.formats import FORMATS, get_format
 from tphyolo.data.formats.base import LabeledImage, LabelFormat, sibling_file
 from tphyolo.data.formats.visdrone import NAMES as VISDRONE_NAMES
 from tphyolo.data.labels import ImageLabels
 from tphyolo.data.scan import scan_split
-from tphyolo.data.synthetic import NAMES, render_scene
 
 SIZE = 192
 

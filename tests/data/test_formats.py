@@ -10,10 +10,10 @@ import yaml
 
 from tphyolo.data.convert import convert_visdrone
 from tphyolo.data.dataset_config import load_data_config, parse_data_yaml
+from tphyolo.data.files.image_io import verify_image
 from tphyolo.data.formats.coco import CocoImage, coco_dict, load_coco
 from tphyolo.data.formats.visdrone import NAMES, format_visdrone, parse_visdrone
 from tphyolo.data.formats.yolo import format_yolo, parse_yolo
-from tphyolo.data.image_io import verify_image
 from tphyolo.data.labels import LabelError
 from tphyolo.data.scan import scan_split
 
@@ -163,10 +163,10 @@ def test_data_yaml_paths_and_names(tmp_path):
 def test_visdrone_classes_and_image_suffixes_have_one_definition(tmp_path):
     import cv2
 
-    from tphyolo.commands import eval as eval_cmd
     from tphyolo.data.dataset_config import builtin_data_yaml
+    from tphyolo.data.files.image_io import IMAGE_SUFFIXES, is_image_name
     from tphyolo.data.formats.visdrone import NUM_CLASSES
-    from tphyolo.data.image_io import IMAGE_SUFFIXES, is_image_name
+    from tphyolo.evaluation import detection_files as eval_cmd
     from tphyolo.metrics import visdrone as protocol
 
     packaged = yaml.safe_load(builtin_data_yaml("visdrone").read_text())
@@ -177,3 +177,27 @@ def test_visdrone_classes_and_image_suffixes_have_one_definition(tmp_path):
     assert isinstance(IMAGE_SUFFIXES, tuple) and all(is_image_name(Path(f"a{s.upper()}")) for s in IMAGE_SUFFIXES)
     cv2.imwrite(str(tmp_path / "frame.ppm"), np.zeros((30, 40, 3), np.uint8))
     assert eval_cmd.image_size(eval_cmd.required_image(tmp_path, "frame")) == (30, 40)
+
+
+@pytest.mark.parametrize(
+    ("field", "value", "message"),
+    [
+        ("iscrowd", "0", "annotations[0]: 'iscrowd' must be 0 or 1, got '0'"),  # a truthy string: never a crowd
+        ("iscrowd", 2, "annotations[0]: 'iscrowd' must be 0 or 1, got 2"),
+        ("image_id", [1], "annotations[0]: 'image_id' must be an int or a string, got [1]"),
+        ("image_id", {"id": 1}, "annotations[0]: 'image_id' must be an int or a string"),
+        ("category_id", None, "annotations[0]: 'category_id' must be an int, got None"),
+    ],
+)
+def test_a_coco_field_of_the_wrong_type_is_named_with_file_and_record(tmp_path, field, value, message):
+    annotation = {"id": 1, "image_id": 1, "category_id": 1, "bbox": [1, 2, 3, 4], "iscrowd": 0} | {field: value}
+    data = {"images": [{"id": 1, "file_name": "a.jpg", "width": 9, "height": 9}], "annotations": [annotation],
+            "categories": [{"id": 1, "name": "car"}]}  # fmt: skip
+    path = tmp_path / "annotations.json"
+    path.write_text(json.dumps(data))
+    with pytest.raises(LabelError) as error:
+        load_coco(path)
+    assert str(error.value).startswith(f"{path}: {message}")
+    annotation |= {"iscrowd": True}  # json's true is a crowd region
+    path.write_text(json.dumps(data | {"annotations": [annotation | {"image_id": 1, "category_id": 1}]}))
+    assert load_coco(path)[1]["a.jpg"].labels.ignore.tolist() == [[1, 2, 4, 6]]

@@ -1,12 +1,15 @@
-"""Label files as editors write them: a UTF-8 byte-order mark is accepted; malformed values name file:line."""
+"""Label files as editors write them: a UTF-8 byte-order mark is accepted by every reader; malformed values,
+out-of-range categories and files that are not UTF-8 text name file:line."""
 
 import re
 
 import pytest
+from tests.reliability.corpus import NOT_TEXT_LABELS, jpeg_bytes
 
-from tphyolo.data.formats.visdrone import parse_visdrone
+from tphyolo.data.formats.visdrone import parse_visdrone, read_visdrone_rows
 from tphyolo.data.formats.yolo import parse_yolo
-from tphyolo.data.labels import LabelError
+from tphyolo.data.labels import LabelError, read_label_text
+from tphyolo.data.scan import scan_split
 
 BOM = "\ufeff"
 
@@ -40,3 +43,52 @@ def test_a_malformed_visdrone_line_names_file_and_line(tmp_path, text, message):
     path.write_text(text)
     with pytest.raises(LabelError, match=re.escape(f"{path}:1: ") + re.escape(message.removeprefix("a.txt:1: "))):
         parse_visdrone(path)
+
+
+@pytest.mark.parametrize(
+    ("kind", "message"),
+    [
+        ("utf16", ": UTF-16 text \\(byte-order mark ff fe\\); label files are UTF-8"),
+        ("utf16_no_bom", ":1: a NUL byte: binary data, not label text"),
+        ("latin1", ":2: not UTF-8 text \\(byte 23 is 0xe9\\); label files are UTF-8"),
+        ("binary", ":2: not UTF-8 text \\(byte 128 is 0x80\\)"),
+    ],
+)
+def test_a_label_file_that_is_not_utf8_text_is_named_with_its_line(tmp_path, kind, message):
+    path = tmp_path / "a.txt"
+    path.write_bytes(NOT_TEXT_LABELS[kind])
+    pattern = "^" + re.escape(str(path)) + message
+    for read in (read_label_text, parse_visdrone, read_visdrone_rows, lambda p: parse_yolo(p, None, width=9, height=9)):
+        with pytest.raises(LabelError, match=pattern):
+            read(path)
+
+
+def test_the_scan_names_a_label_file_that_is_not_text(tmp_path):
+    (tmp_path / "images").mkdir()
+    (tmp_path / "labels").mkdir()
+    for kind, data in NOT_TEXT_LABELS.items():
+        (tmp_path / "images" / f"{kind}.jpg").write_bytes(jpeg_bytes(0))
+        (tmp_path / "labels" / f"{kind}.txt").write_bytes(data)
+    scan = scan_split(tmp_path / "images", names=("a",), cache=False)
+    assert not scan.records and scan.report.counts["corrupt"] == len(NOT_TEXT_LABELS)
+    for kind in NOT_TEXT_LABELS:
+        assert sum(p.startswith(f"{tmp_path / 'labels' / kind}.txt:") for p in scan.report.problems) == 1, kind
+
+
+def test_eval_rows_read_a_byte_order_mark_as_training_does(tmp_path):
+    """One reader, one rule: the rows `tphyolo eval` scores and the labels training reads agree on a file with
+    a byte-order mark."""
+    path = tmp_path / "a.txt"
+    path.write_text(f"{BOM}10,20,30,40,1,4,0,0\n1,1,5,5,0,0\n", encoding="utf-8")
+    rows = read_visdrone_rows(path)
+    assert rows.tolist() == [[10, 20, 30, 40, 1, 4, 0, 0], [1, 1, 5, 5, 0, 0, 0, 0]]
+    assert parse_visdrone(path).classes.tolist() == [3]
+
+
+@pytest.mark.parametrize("category", ["12", "-1", "99"])
+def test_a_visdrone_category_outside_the_protocol_is_named_with_file_and_line(tmp_path, category):
+    path = tmp_path / "a.txt"
+    path.write_text(f"10,20,30,40,1,4,0,0\n10,20,30,40,1,{category},0,0\n")
+    for read in (read_visdrone_rows, parse_visdrone):
+        with pytest.raises(LabelError, match=re.escape(f"{path}:2: category {category} outside 0..11")):
+            read(path)

@@ -7,11 +7,11 @@ import pytest
 import torch
 
 from tphyolo.data.augment import Hyp
+from tphyolo.data.builtin.synthetic import generate_synthetic
 from tphyolo.data.dataset import DetectionDataset
 from tphyolo.data.dataset_config import load_data_config
-from tphyolo.data.image_cache import ImageCache
+from tphyolo.data.files.image_cache import ImageCache
 from tphyolo.data.loader import Batch, build_dataloader, build_dataset, multiscale_size
-from tphyolo.data.synthetic import generate_synthetic
 
 HYP = Hyp(mixup=0.5, degrees=5, flipud=0.5)
 
@@ -90,3 +90,29 @@ def test_image_caches_equal_decoding_and_ram_refusal(small_data):
     assert (Path(scan.records[0].im_file).parent.parent / "images_cache96").is_dir()
     with pytest.raises(MemoryError, match="RAM image cache needs"):
         ImageCache(["x.jpg"] * 10, [(10**6, 10**6)] * 10, imgsz=10**6, mode="ram", augment=False)
+
+
+def test_workers_are_capped_at_the_cores_and_the_batch_and_said(small_data, monkeypatch, caplog):
+    """--workers 32 on a 2-core machine started 33 processes; YOLOv5's rule caps them (cores per process,
+    batch), and the log says so."""
+    from tphyolo.data import loader
+
+    monkeypatch.setattr(loader, "available_cores", lambda: 2)
+    caplog.set_level("INFO", logger="tphyolo")
+    assert loader.usable_workers(32, batch_size=8) == 2
+    assert "data loader: 32 worker(s) asked, 2 started (2 CPU core(s) per process, batch 8)" in caplog.text
+    assert loader.usable_workers(32, batch_size=1) == 1 and loader.usable_workers(0, batch_size=8) == 0
+    assert loader.usable_workers(4, batch_size=8, world_size=4) == 1  # 2 cores shared by 4 processes
+    caplog.clear()
+    assert loader.usable_workers(2, batch_size=8) == 2 and not caplog.text
+    dataset, _ = build_dataset(load_data_config(small_data), "val", imgsz=64, batch_size=2)
+    assert build_dataloader(dataset, batch_size=2, workers=32).num_workers == 2
+
+
+def test_a_split_without_usable_images_is_named(tmp_path):
+    (tmp_path / "images").mkdir()
+    (tmp_path / "images" / "empty.jpg").write_bytes(b"")
+    (tmp_path / "data.yaml").write_text(f"path: {tmp_path}\ntrain: images\nval: images\nnames: [a]\n")
+    with pytest.raises(ValueError) as error:
+        build_dataset(load_data_config(tmp_path / "data.yaml"), "val", scan_cache=False)
+    assert str(error.value).startswith(f"{tmp_path / 'images'}: no usable images in the 'val' split (1 images: ")

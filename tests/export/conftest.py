@@ -65,9 +65,9 @@ def int8_trained(blocks_data, tmp_path_factory):
     import yaml
 
     from tphyolo.runtime.config import RuntimeConfig
-    from tphyolo.train.config import TrainConfig
-    from tphyolo.train.hyp import load_hyp
-    from tphyolo.train.trainer import Trainer
+    from tphyolo.training.config import TrainConfig
+    from tphyolo.training.hyp import load_hyp
+    from tphyolo.training.trainer import Trainer
 
     folder = tmp_path_factory.mktemp("int8-trained")
     hyp = load_hyp("synthetic")

@@ -45,6 +45,23 @@ def test_fixed_size_export_refuses_other_sizes(fixed_exports, fmt, shape):
     assert str(fixed_exports[fmt]) in str(error.value)
 
 
+def test_a_batch_smaller_than_a_fixed_export_s_is_padded_to_it(fixed_exports, tmp_path):
+    from tphyolo.export import ExportConfig, export_model
+
+    model = fixed_exports["model"]
+    (result,) = export_model(model, ExportConfig(formats=("onnx",), imgsz=64, batch=3), stem=tmp_path / "b3",
+                             model_name="yolov5n", source="b3.pt")  # fmt: skip
+    backend = load_backend(result.path)
+    assert (backend.fixed_shape, backend.max_batch) == ((64, 64), 3)
+    x = sample_images(2, 64, 64, seed=2)
+    with torch.no_grad():
+        expected = model.fuse()(x)
+    out = backend.run(x)
+    assert out.shape[0] == 2 and relative_error(out, expected) <= 1e-4
+    with pytest.raises(ValueError, match=r"fixed input \(3, 3, 64, 64\), got \(4, 3, 64, 64\)"):
+        backend.run(sample_images(4, 64, 64, seed=2))
+
+
 def test_backend_refuses_non_image_input(fixed_exports):
     backend = load_backend(fixed_exports["onnx"])
     with pytest.raises(ValueError, match=r"\(B, 3, H, W\)"):

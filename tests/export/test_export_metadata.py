@@ -59,8 +59,11 @@ def test_bad_metadata_names_the_file(change, message):
 def test_values_are_parsed_as_json_only():
     """A value that would run code under eval or an unsafe loader is only a string that fails to parse."""
     strings = {**META.to_strings(), "names": "__import__('os').system('false')"}
-    with pytest.raises(ValueError, match="'names' is not valid JSON"):
+    with pytest.raises(ValueError, match="^m.onnx: not valid JSON \\(metadata 'names'\\)"):
         ExportMetadata.from_strings(strings, source="m.onnx")
+    deep = {**META.to_strings(), "names": "[" * 100_000 + "]" * 100_000}
+    with pytest.raises(ValueError, match="^m.onnx: metadata 'names' nested deeper than the JSON reader allows"):
+        ExportMetadata.from_strings(deep, source="m.onnx")
 
 
 @pytest.mark.parametrize("fmt", ["onnx", "openvino", "torchscript"])

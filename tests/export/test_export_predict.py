@@ -2,6 +2,8 @@
 scales and flips, and sliced), exported and PyTorch models mixed in one ensemble, and a fixed-size export
 refusing TTA's other sizes."""
 
+from dataclasses import replace
+
 import numpy as np
 import pytest
 import torch
@@ -81,3 +83,67 @@ def test_a_fixed_size_export_refuses_tta_scales_with_a_clear_message(fixed_expor
     predictor = Predictor(str(fixed_exports["onnx"]), imgsz=64, tta=True, device="cpu")
     with pytest.raises(ValueError, match="--dynamic"):
         predictor(image)
+
+
+@pytest.fixture(scope="module")
+def fixed_640(tmp_path_factory):
+    """yolov5n with 3 classes (random weights, seed 0) exported at a fixed 640 x 640, batch 1, to ONNX and
+    OpenVINO: {format: path}, plus "model"."""
+    from tphyolo.export import ExportConfig, export_model
+    from tphyolo.models import build_model
+
+    torch.manual_seed(0)
+    model = build_model("yolov5n", names=NAMES).eval()
+    folder = tmp_path_factory.mktemp("fixed640")
+    results = export_model(model, ExportConfig(formats=("onnx", "openvino"), imgsz=640), stem=folder / "m",
+                           model_name="yolov5n", source="m.pt")  # fmt: skip
+    assert all(r.ok for r in results), [r.summary() for r in results]
+    return {"model": model, **{r.format: r.path for r in results}}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("fmt", ["onnx", "openvino"])
+def test_a_fixed_size_export_predicts_a_non_square_image_as_the_pytorch_model_does(fixed_640, fmt):
+    """A 640 x 384 image (w x h) through a 640 x 640 export: letterboxed to the file's square. The oracle is
+    the PyTorch model on the same image padded to 640 x 640 by hand (128 rows of grey above and below), its
+    boxes moved back up by the padding."""
+    rng = np.random.default_rng(1)
+    image = rng.integers(0, 255, (384, 640, 3), dtype=np.uint8)
+    padded = np.full((640, 640, 3), 114, np.uint8)
+    padded[128:512] = image
+    common = {"imgsz": 640, "conf": 1e-3, "max_det": 100, "device": "cpu"}
+    oracle = Predictor(fixed_640["model"], **common)(padded)[0]
+    oracle = replace(oracle, boxes=(oracle.boxes - torch.tensor([0, 128, 0, 128])).clamp(min=0))
+    oracle = replace(oracle, boxes=torch.minimum(oracle.boxes, torch.tensor([640, 384, 640, 384])))
+    exported = Predictor(str(fixed_640[fmt]), **common)(image)[0]
+    assert len(oracle) > 10
+    assert abs(len(exported) - len(oracle)) <= 0.05 * len(oracle)
+    torch.testing.assert_close(exported.scores.max(), oracle.scores.max(), atol=1e-4, rtol=0)
+    assert matched_fraction(exported, oracle) >= 0.9
+
+
+def test_a_fixed_size_export_runs_a_smaller_batch_and_refuses_a_larger_one(fixed_exports, image):
+    backend_batch = 1
+    with pytest.raises(ValueError, match=f"exported for batch {backend_batch}, but --batch is 2; give --batch 1"):
+        Predictor(str(fixed_exports["onnx"]), imgsz=64, batch=2, device="cpu")
+    results = Predictor(str(fixed_exports["onnx"]), imgsz=64, conf=1e-3, device="cpu")([image, image[:40]])
+    assert [r.shape for r in results] == [(150, 230), (40, 230)]
+
+
+def test_val_letterboxes_non_square_images_to_a_fixed_size_export(fixed_exports, tmp_path):
+    """Validation of a fixed 64 x 64 export on images of two other shapes: every image is letterboxed to the
+    file's square (rect batches would give the export shapes it cannot run) and scored."""
+    import cv2
+
+    from tphyolo.evaluation.val import val
+
+    rng = np.random.default_rng(3)
+    for folder in ("images", "labels"):
+        (tmp_path / folder).mkdir()
+    for i, (h, w) in enumerate([(60, 100), (90, 50), (64, 64)]):
+        cv2.imwrite(str(tmp_path / "images" / f"{i}.png"), rng.integers(0, 255, (h, w, 3), dtype=np.uint8))
+        (tmp_path / "labels" / f"{i}.txt").write_text("3 0.5 0.5 0.4 0.4\n")
+    common = {"imgsz": 64, "batch": 1, "conf": 1e-3, "device": "cpu", "workers": 0, "scan_cache": False}
+    exported = val(str(fixed_exports["onnx"]), tmp_path / "images", **common)
+    assert exported.images == 3 and exported.instances == 3
+

@@ -39,8 +39,10 @@ def test_out_is_the_file_for_one_format_and_the_folder_for_several():
         ({"formats": ("onnx", "onnx")}, "listed twice"),
         ({"formats": ("tflite",)}, "unknown export format"),
         ({"formats": ()}, "unknown export format"),
-        ({"opset": 13}, "opset 14"),
-        ({"batch": 0}, "must be positive"),
+        ({"opset": 13}, "--opset must be in \\[14, 20\\], got 13"),
+        ({"opset": 99}, "--opset must be in \\[14, 20\\], got 99"),
+        ({"batch": 0}, "--batch must be >= 1, got 0"),
+        ({"imgsz": 100_000}, "--img must be in \\[1, 11584\\], got 100000"),
     ],
 )
 def test_bad_config_is_refused(kwargs, message):

@@ -9,7 +9,7 @@ import torch
 from tests.helpers import BLOCKS_SIZE
 
 from tphyolo.data.dataset_config import load_data_config
-from tphyolo.data.image_io import read_image
+from tphyolo.data.files.image_io import read_image
 from tphyolo.data.letterbox import letterbox
 from tphyolo.data.scan import scan_split
 from tphyolo.export import ExportConfig, MissingExtraError, export_model

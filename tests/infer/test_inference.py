@@ -128,3 +128,14 @@ def test_evaluate_runs_a_backend_end_to_end():
         assert results.map50 == pytest.approx(0.995 if protocol == "yolo" else 1.0)
     with pytest.raises(ValueError, match=r"unknown protocol 'voc'; known: \['yolo', 'coco', 'visdrone'\]"):
         evaluate(CentreBox(), [batch], names=["a", "b"], protocol="voc")
+
+
+def test_settings_in_effect_leave_out_what_changes_nothing():
+    from tphyolo.infer.config import InferenceConfig
+
+    plain = InferenceConfig().settings_in_effect(runs_merged=False)
+    assert not {"tta_scales", "tta_flips", "merge", "merge_iou"} & set(plain) and plain["imgsz"] == 640
+    tta = InferenceConfig(augment=True, tta_scales=(1.0, 0.5)).settings_in_effect(runs_merged=True)
+    assert tta["tta_scales"] == (1.0, 0.5) and tta["merge"] == "wbf"
+    ensemble = InferenceConfig(merge="nms").settings_in_effect(runs_merged=True)
+    assert ensemble["merge"] == "nms" and "tta_scales" not in ensemble

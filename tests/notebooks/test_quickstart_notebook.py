@@ -43,6 +43,8 @@ def test_quickstart_notebook_runs_top_to_bottom(tmp_path, monkeypatch):
     images = [out for cell in code for out in cell.outputs if "image/png" in out.get("data", {})] + [
         out for cell in code for out in cell.outputs if "image/jpeg" in out.get("data", {})
     ]
-    assert len(images) == 2  # the results plot and the image drawn with the TTA + WBF detections
+    assert len(images) == 3  # the results plot, the image drawn with the TTA + WBF detections, a tracked frame
     assert (tmp_path / "runs" / "train" / "quick" / "weights" / "last.pt").is_file()
     assert any((tmp_path / "runs" / "predict" / "tta").glob("*.jpg"))
+    assert "val-000: " in output_of("track") and "20 frames" in output_of("track")
+    assert len(list((tmp_path / "runs" / "track" / "clip" / "val-000").glob("*.jpg"))) == 20

@@ -5,6 +5,7 @@ import torch
 from tphyolo.ops import (
     box_area,
     box_convert,
+    box_iou,
     clip_boxes,
     cxcywh_to_xyxy,
     unletterbox,
@@ -28,6 +29,20 @@ def test_numpy_inputs_give_float64_rows_and_empty_lists_give_no_rows():
     out = xywh_to_xyxy(np.array([[1, 2, 3, 4]], np.float32))
     assert out.dtype == np.float64 and out.tolist() == [[1, 2, 4, 6]]
     assert xywh_to_xyxy(np.array([])).shape == (0, 4)
+
+
+def test_box_iou_of_arrays_matches_the_tensor_version():
+    rng = np.random.default_rng(0)
+    corner, size = rng.uniform(0, 50, (7, 2)), rng.uniform(1, 30, (7, 2))
+    a = np.concatenate([corner, corner + size], axis=1)
+    b = np.concatenate([a[:3] + 2.0, [[0.0, 0.0, 0.0, 5.0]]])  # the last box has no area
+    ours = box_iou(a, b)
+    assert ours.dtype == np.float64 and ours.shape == (7, 4)
+    np.testing.assert_allclose(ours, box_iou(torch.from_numpy(a), torch.from_numpy(b)).numpy(), atol=1e-12)
+    assert (ours[:, 3] == 0).all() and box_iou(np.zeros((0, 4)), b).shape == (0, 4)
+    assert box_iou([[0, 0, 2, 2]], [[1, 0, 3, 2]]).tolist() == [[1 / 3]]
+    single = box_iou(a.astype(np.float32), b.astype(np.float32))
+    assert single.dtype == np.float32 and np.allclose(single, ours, atol=1e-6)
 
 
 @pytest.mark.parametrize("fmt", ["xyxy", "xywh", "cxcywh"])

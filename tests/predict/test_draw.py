@@ -8,7 +8,7 @@ import torch
 
 from tphyolo.predict.draw import PALETTE, class_colour, draw_boxes, draw_detections
 from tphyolo.predict.predictor import Detections
-from tphyolo.train.plots import plot_batch
+from tphyolo.training.plots import plot_batch
 
 
 def _box_colours(image: np.ndarray) -> Counter:

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 import torch
 
-from tphyolo.data.image_io import ImageError
+from tphyolo.data.files.image_io import ImageError
 from tphyolo.models import build_model
 from tphyolo.predict.predictor import Predictor
 from tphyolo.predict.sources import Stream, count_frames, iter_frames, resolve_source
@@ -105,7 +105,8 @@ def test_the_predict_command_reads_a_video_url(video_url, tmp_path, capsys):
     from tphyolo.cli import main
 
     torch.manual_seed(0)
-    weights = save_model_checkpoint(tmp_path / "tiny.pt", build_model("yolov5n", names=["a", "b"]), ["a", "b"])
+    names = ["car", "bus"]  # VisDrone classes: --save-visdrone maps them by name
+    weights = save_model_checkpoint(tmp_path / "tiny.pt", build_model("yolov5n", names=names), names)
     argv = ["predict", "--weights", str(weights), "--source", video_url, "--img", "64", "--device", "cpu"]
     argv += ["--vid-stride", "3", "--save-visdrone", "--project", str(tmp_path), "--name", "s"]
     assert main(argv) == 0

@@ -15,7 +15,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from tphyolo.commands.eval import read_visdrone_rows
+from tphyolo.evaluation.detection_files import read_visdrone_rows
 
 
 def _write_rows(path: Path, rows: np.ndarray) -> None:

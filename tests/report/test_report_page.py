@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from tphyolo.cli import main
-from tphyolo.commands.eval import read_visdrone_rows
+from tphyolo.evaluation.detection_files import read_visdrone_rows
 from tphyolo.report.sizes import BUCKET_LABELS, bucket_index
 
 

@@ -33,6 +33,7 @@ def test_val_report_writes_what_report_rebuilds(visdrone_mini, tmp_path, capsys)
     assert numbers["protocol"] == "visdrone" and "visdrone/AP50" in numbers["metrics"]
     assert numbers["sizes"]["overall"]["all"]["objects"] > 50
     assert numbers["settings"]["imgsz"] == 160 and numbers["settings"]["weights"] == str(weights)
+    assert not {"tta_scales", "tta_flips", "merge", "merge_iou"} & set(numbers["settings"])  # no --augment
     assert len(numbers["images"]) == 2
     records = json.loads((run / "evaluation.json").read_text())
     assert set(records["speed"]) >= {"preprocess", "inference", "nms"}

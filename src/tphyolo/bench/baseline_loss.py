@@ -14,7 +14,7 @@ from __future__ import annotations
 import torch
 from torch import Tensor, nn
 
-from tphyolo.train.loss import NEIGHBOUR_BIAS, NEIGHBOUR_OFFSETS, OBJ_IOU_RATIO, YoloLoss, bce_terms, complete_iou
+from tphyolo.training.loss import NEIGHBOUR_BIAS, NEIGHBOUR_OFFSETS, OBJ_IOU_RATIO, YoloLoss, bce_terms, complete_iou
 
 
 class OriginalLoss(nn.Module):

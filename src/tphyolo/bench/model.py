@@ -28,8 +28,9 @@ from torch import nn
 
 from tphyolo.bench.baseline_loss import OriginalLoss
 from tphyolo.bench.baselines import with_original_attention
-from tphyolo.bench.report import Row
+from tphyolo.bench.report import Row, significant
 from tphyolo.bench.timing import paired_speedup, peak_memory_mb, time_calls
+from tphyolo.data.letterbox import check_imgsz
 from tphyolo.runtime.config import RuntimeConfig, autocast, sdpa_context
 from tphyolo.runtime.precision import strict_fp32
 
@@ -108,8 +109,8 @@ def synthetic_images(batch: int, image_size: int, *, seed: int = 0) -> torch.Ten
 
 def _loss_for(model: nn.Module, image_size: int, *, original: bool = False) -> nn.Module:
     """`YoloLoss` of `model`'s head with hyp "scratch-low"; `original`: its `OriginalLoss` twin."""
-    from tphyolo.train.hyp import load_hyp, scale_hyp
-    from tphyolo.train.loss import YoloLoss
+    from tphyolo.training.hyp import load_hyp, scale_hyp
+    from tphyolo.training.loss import YoloLoss
 
     head = model.head
     hyp = scale_hyp(load_hyp("scratch-low"), num_levels=head.nl, num_classes=head.nc, imgsz=image_size)
@@ -186,6 +187,7 @@ def bench_model(
     runs = variant_runtimes(runtime, settings.variants, device=device, log=log)
     torch.manual_seed(0)
     ours = build_model(settings.model, num_classes=settings.num_classes).to(device)
+    settings = replace(settings, image_size=check_imgsz(settings.image_size, int(ours.stride.max())))
     baseline, replaced = with_original_attention(ours)
     images = synthetic_images(settings.batch, settings.image_size)
     targets = synthetic_targets(settings.batch, settings.num_classes).to(device)
@@ -218,9 +220,9 @@ def _bench_variant(ours, baseline, mode, variant, run, settings, images, targets
         f"{settings.model} img{settings.image_size} b{settings.batch} {variant}",
         ours_t.median_ms, base_t.median_ms, ours_peak_mb=ours_mb, baseline_peak_mb=base_mb,
         ours_spread_ms=ours_t.spread_ms, baseline_spread_ms=base_t.spread_ms,
-        extra={"ours_img_s": round(per_s / ours_t.median_ms, 2),
-               "base_img_s": round(per_s / base_t.median_ms, 2),
-               "paired_speedup": round(paired_speedup(base_t, ours_t), 3),
+        extra={"ours_img_s": significant(per_s / ours_t.median_ms),
+               "base_img_s": significant(per_s / base_t.median_ms),
+               "paired_speedup": significant(paired_speedup(base_t, ours_t)),
                "amp": run.amp, "memory_format": layout, "compile": run.compile},
     )  # fmt: skip
     log(f"{row.name} {row.config}: baseline {base_t.median_ms:.0f} ms, ours {ours_t.median_ms:.0f} ms, "

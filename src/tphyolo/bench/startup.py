@@ -3,7 +3,7 @@ process.
 
 Each start is `python -m tphyolo train` for one epoch (by default on the built-in synthetic set; the data is
 generated and scanned by an untimed start first, so both timed starts read the same files), stopped as soon as
-its run folder holds `startup.json` (the record `tphyolo.train.startup.StartupClock` writes after the first
+its run folder holds `startup.json` (the record `tphyolo.training.startup.StartupClock` writes after the first
 step). The cold start uses an empty compile cache; the warm start reuses the cache the cold one filled. The
 baseline is the cold start: `speedup` is how much sooner the warm start reached its first step. Without
 --compile the two differ only by what the operating system kept.
@@ -71,7 +71,7 @@ def time_to_first_step(command: list[str], record: Path, env: dict[str, str], ti
 
 def bench_startup(settings: StartupSettings, *, log: Callable[[str], None] = print) -> list[Row]:
     """One row: cold (baseline) and warm time to first step in milliseconds, with both phase breakdowns."""
-    from tphyolo.data.synthetic import ensure_synthetic
+    from tphyolo.data.builtin.synthetic import ensure_synthetic
 
     if settings.data == "synthetic":
         ensure_synthetic()  # generated once, outside the timed starts

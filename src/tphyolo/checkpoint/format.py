@@ -11,6 +11,7 @@ None):
 | `names`, `nc` | class names (index = class id) and their count |
 | `optimizer`, `scaler`, `scheduler` | optional `state_dict()`s for resuming |
 | `epoch`, `best_fitness`, `ema_updates`, `train_args`, `rng_state` | optional training progress and settings |
+| `pending_gradients` | optional: gradients accumulated towards an optimiser step not yet taken, by parameter |
 | `origin` | optional: where a converted checkpoint came from (file, original epoch, ...) |
 | `format_version`, `tphyolo_version`, `date` | filled in by `save_checkpoint` |
 
@@ -56,6 +57,7 @@ RESUME_KEYS = (
     "ema_updates",
     "train_args",
     "rng_state",
+    "pending_gradients",
 )
 METADATA_KEYS = ("format_version", "tphyolo_version", "date", "origin")
 KNOWN_KEYS = (*REQUIRED_KEYS, "ema", *RESUME_KEYS, *METADATA_KEYS)
@@ -100,11 +102,10 @@ class Checkpoint:
         The head's anchors come from the weights, so the model no longer needs anchor fitting even when its
         yaml gives only an anchor count (loading them clears `anchors_need_fitting`).
         """
-        model = build_model(self.model_yaml, names=self.names)
-        try:
-            model.load_state_dict(self.weights, strict=True)
-        except RuntimeError as error:
-            raise CheckpointError(f"{self.path}: weights do not fit the model built from its yaml: {error}") from error
+        model = build_model(self.model_yaml, names=self.names, origin=f"{self.path} (its model_yaml)")
+        if (misfit := state_dict_misfit(model, self.weights)) is not None:
+            raise CheckpointError(f"{self.path}: weights do not fit the model built from its model_yaml: {misfit}")
+        model.load_state_dict(self.weights, strict=True)
         return model.eval()
 
     def payload(self) -> dict[str, Any]:
@@ -115,6 +116,22 @@ class Checkpoint:
         if "origin" in self.metadata:
             payload["origin"] = self.metadata["origin"]
         return {**payload, **self.state}
+
+
+def state_dict_misfit(model: nn.Module, weights: Mapping[str, torch.Tensor], *, shown: int = 3) -> str | None:
+    """What keeps `weights` from loading into `model` strictly, in one line (the missing keys, the extra keys
+    and the tensors of another shape, each counted with the first `shown` named), or None when they fit."""
+    expected = model.state_dict()
+    missing = [k for k in expected if k not in weights]
+    extra = [k for k in weights if k not in expected]
+    reshaped = [f"{k} {tuple(weights[k].shape)} for {tuple(v.shape)}"
+                for k, v in expected.items() if k in weights and weights[k].shape != v.shape]  # fmt: skip
+    parts = []
+    for what, keys in (("missing", missing), ("unexpected", extra), ("of another shape", reshaped)):
+        if keys:
+            more = f", ... ({len(keys) - shown} more)" if len(keys) > shown else ""
+            parts.append(f"{len(keys)} {what} ({', '.join(keys[:shown])}{more})")
+    return "; ".join(parts) or None
 
 
 def _check_plain(value: Any, where: str) -> None:
@@ -153,6 +170,11 @@ def _validate(payload: Mapping[str, Any], source: str) -> None:
             continue
         if not isinstance(weights, Mapping) or not all(isinstance(v, torch.Tensor) for v in weights.values()):
             raise CheckpointError(f"{source}: '{key}' must be a state dict of tensors")
+        if (odd := next((k for k in weights if type(k) is not str), None)) is not None:
+            raise CheckpointError(
+                f"{source}: '{key}' must be a state dict with parameter names as keys, got the key {odd!r:.40} "
+                f"({type(odd).__name__})"
+            )
     if not isinstance(payload["model_yaml"], Mapping):
         raise CheckpointError(f"{source}: 'model_yaml' must be a dict, got {type(payload['model_yaml']).__name__}")
     names, nc = payload["names"], payload["nc"]
@@ -308,7 +330,7 @@ def _from_payload(path: Path, payload: Any) -> Checkpoint:
 def _from_original(path: Path, map_location: str | torch.device) -> Checkpoint:
     """Converts an original TPH-YOLOv5/YOLOv5 checkpoint; its optimizer state is dropped (other layout)."""
     original = read_yolov5_checkpoint(path)
-    model = build_model(original.model_yaml)
+    model = build_model(original.model_yaml, origin=f"{path} (its model yaml)")
     state_dict = {k: v.float() if v.is_floating_point() else v for k, v in original.state_dict.items()}
     try:
         weights = convert_original_state_dict(state_dict, model)
@@ -376,5 +398,10 @@ def _warn_non_finite(checkpoint: Checkpoint) -> None:
 
 
 def convert_checkpoint(src: str | Path, dst: str | Path) -> Path:
-    """Writes any checkpoint `load_checkpoint` reads (tphyolo or original) to `dst` in the tphyolo format."""
-    return save_checkpoint(dst, load_checkpoint(src).payload())
+    """Writes any checkpoint `load_checkpoint` reads (tphyolo or original) to `dst` in the tphyolo format, after
+    checking that its model builds and its weights fit (CheckpointError naming `src` otherwise); `dst`'s
+    folder is created."""
+    checkpoint = load_checkpoint(src)
+    checkpoint.build_model()
+    Path(dst).parent.mkdir(parents=True, exist_ok=True)
+    return save_checkpoint(dst, checkpoint.payload())

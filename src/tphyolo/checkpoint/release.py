@@ -20,6 +20,7 @@ import urllib.error
 import urllib.request
 from pathlib import Path
 
+from tphyolo.models.build import builtin_model_names
 from tphyolo.user_cache import user_cache_dir
 
 DEFAULT_ASSETS_URL = "https://github.com/ultralytics/yolov5/releases/download/v6.2"
@@ -34,6 +35,21 @@ CHUNK = 1 << 20
 
 class WeightsDownloadError(FileNotFoundError):
     """Release weights that are not in the cache and could not be fetched; the message says what to do."""
+
+
+def missing_weights_message(weights: str | os.PathLike) -> str:
+    """What to say for a `--weights` file that does not exist; for a built-in model name (`tph-yolov5n`), that
+    it names an architecture (`--model` of `tphyolo train`) and where checkpoints come from."""
+    name = Path(weights).name
+    model = name[: -len(".pt")] if name.endswith(".pt") else name
+    if model not in builtin_model_names() or Path(weights).parent != Path("."):
+        return f"weights file {weights} does not exist"
+    return (
+        f"weights file {weights} does not exist; {model} names a model architecture, not weights: train one with "
+        f"'tphyolo train --model {model}', or give a checkpoint: a run's runs/train/NAME/weights/best.pt, one of "
+        "the original TPH-YOLOv5's VisDrone checkpoints (from that project's releases; they load as they are) or "
+        f"a YOLOv5 release name ({', '.join(RELEASE_NAMES)}, downloaded)"
+    )
 
 
 def is_release_name(weights: str | os.PathLike) -> bool:

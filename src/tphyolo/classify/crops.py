@@ -8,7 +8,7 @@ validation crops, for training crops (through `ObjectPatch`) and for re-classify
 
 From dataset records (`tphyolo.data.scan.Record`), only objects of the classifier's classes whose box is at
 least `min_side` pixels on both sides are taken; ignore regions are never crops. Images are decoded with
-`tphyolo.data.image_io.read_image`, once per image.
+`tphyolo.data.files.image_io.read_image`, once per image.
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ import cv2
 import numpy as np
 
 from tphyolo.classify.config import MIN_BOX_SIDE
-from tphyolo.data.image_io import read_image
+from tphyolo.data.files.image_io import read_image
 from tphyolo.data.scan import Record
 
 PIXEL_TOLERANCE = 1e-3  # pixels: region edges this close to a whole pixel count as on it

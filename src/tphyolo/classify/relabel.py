@@ -23,7 +23,7 @@ import torch
 from tphyolo.classify.classifier import CropClassifier
 from tphyolo.classify.combine import combine_class_scores, one_hot_scores
 from tphyolo.classify.crops import crop_objects
-from tphyolo.data.image_io import read_image
+from tphyolo.data.files.image_io import read_image
 
 Image = np.ndarray | str | Path  # a uint8 BGR (H, W, 3) array, or the path of one (read only when needed)
 

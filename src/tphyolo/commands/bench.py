@@ -29,7 +29,9 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from tphyolo.bench.timing import CLOCKS
+from tphyolo.data.files.image_limits import IMGSZ_BOUNDS
 from tphyolo.errors import UsageError
+from tphyolo.flags import AT_LEAST_ONE, NON_NEGATIVE
 from tphyolo.runtime.flags import SDPA_BACKEND_NAMES
 
 if TYPE_CHECKING:  # the benchmarks import torch when they run, not when `tphyolo bench -h` parses
@@ -47,31 +49,43 @@ def _csv(text: str) -> tuple[str, ...]:
     return tuple(part.strip() for part in text.split(",") if part.strip())
 
 
-def _ints(text: str) -> tuple[int, ...]:
+def _ints(text: str, bounds=NON_NEGATIVE) -> tuple[int, ...]:
     try:
-        return tuple(int(part) for part in _csv(text))
+        values = tuple(int(part) for part in _csv(text))
     except ValueError as error:
         raise argparse.ArgumentTypeError(f"expected comma-separated integers, got {text!r}") from error
+    if outside := [v for v in values if v not in bounds]:
+        raise argparse.ArgumentTypeError(f"each value must be {bounds}, got {outside[0]}")
+    return values
+
+
+def _sizes(text: str) -> tuple[int, ...]:
+    return _ints(text, IMGSZ_BOUNDS)
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("what", nargs="+", choices=BENCHMARKS, help="which benchmarks to run")
     parser.add_argument("--json", metavar="PATH", help="also write the results as JSON to PATH")
     parser.add_argument("--quick", action="store_true", help="tiny sizes and one repeat: checks that it runs")
-    parser.add_argument("--warmup", type=int, default=None, help="untimed calls before timing (default 1)")
     parser.add_argument(
-        "--repeats", type=int, default=None, help="timed calls; the median is reported (default 3; 5 for predict)"
+        "--warmup", type=NON_NEGATIVE.parser(int), default=None, help="untimed calls before timing (default 1)"
     )
-    parser.add_argument("--batch", type=int, default=2, help="batch size (default 2)")
+    parser.add_argument(
+        "--repeats",
+        type=AT_LEAST_ONE.parser(int),
+        default=None,
+        help="timed calls; the median is reported (default 3; 5 for predict)",
+    )
+    parser.add_argument("--batch", type=AT_LEAST_ONE.parser(int), default=2, help="batch size (default 2)")
     group = parser.add_argument_group("attention")
     group.add_argument("--blocks", type=_csv, default=("c3tr", "c3str", "clla"), help="c3tr,c3str,clla")
     group.add_argument("--scales", type=_csv, default=("s",), help="model scales n,s,m,l,x (default s)")
-    group.add_argument("--sizes", type=_ints, default=(640, 1536), help="image sizes (default 640,1536)")
+    group.add_argument("--sizes", type=_sizes, default=(640, 1536), help="image sizes (default 640,1536)")
     group.add_argument("--modes", type=_csv, default=("eval", "train"), help="eval,train (default both)")
     group.add_argument("--dtypes", type=_csv, default=None, help="fp32,fp16,bf16 (default: fp32 on CPU, all on CUDA)")
     group = parser.add_argument_group("model")
     group.add_argument("--model", default="tph-yolov5s", help="built-in model name (default tph-yolov5s)")
-    group.add_argument("--img", type=int, default=640, help="image size (default 640)")
+    group.add_argument("--img", type=IMGSZ_BOUNDS.parser(int), default=640, help="image size (default 640)")
     group.add_argument(
         "--variants", type=_csv, default=None,
         help="eager,channels_last,amp,compile,amp+compile (default: eager,channels_last on CPU; "
@@ -89,11 +103,15 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="ours (our model, PyTorch eager fp32 fused), original (with the original's attention); default ours",
     )  # fmt: skip
     group.add_argument("--tta", action="store_true", help="also time predict with 8-pass TTA + WBF on one image")
-    group.add_argument("--tta-img", type=int, default=1536, help="TTA image width, pixels (default 1536)")
+    group.add_argument(
+        "--tta-img", type=IMGSZ_BOUNDS.parser(int), default=1536, help="TTA image width, pixels (default 1536)"
+    )
     group.add_argument("--export-dir", metavar="DIR", help="where the exports go (default: a temporary folder)")
     group = parser.add_argument_group("wbf / eval / data")
     group.add_argument("--workers", type=_ints, default=(0, 1, 2), help="loader worker counts (default 0,1,2)")
-    group.add_argument("--images", type=int, default=None, help="images for bench eval (default 500)")
+    group.add_argument(
+        "--images", type=AT_LEAST_ONE.parser(int), default=None, help="images for bench eval (default 500)"
+    )
     group.add_argument(
         "--clock", choices=CLOCKS, default="wall",
         help="how wbf and eval are timed: wall time, or the process's CPU time, which other load disturbs less",
@@ -101,13 +119,16 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     group.add_argument(
         "--data", default="synthetic", help="dataset yaml or built-in name for bench data and INT8 calibration"
     )
-    group.add_argument("--data-batches", type=int, default=None, help="batches per bench data run (default 8)")
+    group.add_argument(
+        "--data-batches", type=AT_LEAST_ONE.parser(int), default=None, help="batches per bench data run (default 8)"
+    )
 
 
 def _attention(
     args: argparse.Namespace, device: torch.device, log: Callable[[str], None], measured: dict[str, float]
 ) -> list[Row]:
     from tphyolo.bench.attention import BLOCKS, DTYPES, AttentionCase, AttentionSettings, bench_attention
+    from tphyolo.bench.report import significant
     from tphyolo.bench.timing import matmul_flops_per_s
 
     runtime: RuntimeConfig = args.runtime
@@ -138,7 +159,7 @@ def _attention(
             for size in args.sizes
         )
     rate = matmul_flops_per_s(device=device, size=512 if args.quick else 2048)
-    measured["matmul_fp32_gflops"] = round(rate / 1e9, 1)
+    measured["matmul_fp32_gflops"] = significant(rate / 1e9)
     log(f"measured fp32 matmul rate: {rate / 1e9:.1f} GFLOP/s")
     settings = AttentionSettings(
         cases=cases,
@@ -215,6 +236,13 @@ def _pick(explicit: int | None, quick: bool, normal: int, tiny: int) -> int:
 def run(args: argparse.Namespace) -> int:
     from tphyolo.bench.report import format_table, machine_info, write_json
 
+    if {"model", "predict", "startup"} & set(args.what):  # the model is checked before any timing
+        from tphyolo.models.build import load_model_config
+
+        try:
+            load_model_config(args.model)
+        except (ValueError, OSError) as error:
+            raise UsageError(f"--model {args.model}: {error}") from error
     device = args.runtime.torch_device()
     rows: list[Row] = []
     measured: dict[str, float] = {}

@@ -3,18 +3,26 @@
 from __future__ import annotations
 
 import argparse
+from dataclasses import fields
 
 from tphyolo.classify.config import ClassifyConfig
 from tphyolo.flags import add_flags, from_flags
 
 USES_RUNTIME = True
-ACTIONS = ("train", "val")
+VAL_SETTINGS = ("data", "weights", "batch", "workers", "min_size")  # the ClassifyConfig flags `classify val` takes
 
 
-def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("action", choices=ACTIONS, help="train a classifier, or validate one (--weights)")
-    add_flags(parser, ClassifyConfig)
-    parser.add_argument("--task", choices=("val", "test"), default="val", help="val: the split to evaluate")
+def add_arguments(parser: argparse.ArgumentParser) -> list[argparse.ArgumentParser]:
+    """`classify train` and `classify val`, each with its own flags (`tphyolo classify train -h` shows train's);
+    returns the two parsers, which get the runtime flags."""
+    actions = parser.add_subparsers(dest="action", metavar="ACTION", required=True)
+    train = actions.add_parser("train", help="train a crop classifier", description="train a crop classifier")
+    add_flags(train, ClassifyConfig)
+    val = actions.add_parser("val", help="validate a crop classifier (--weights)",
+                             description="validate a crop classifier (--weights) on a split of --data")  # fmt: skip
+    add_flags(val, ClassifyConfig, exclude=[f.name for f in fields(ClassifyConfig) if f.name not in VAL_SETTINGS])
+    val.add_argument("--task", choices=("val", "test"), default="val", help="the split to evaluate")
+    return [train, val]
 
 
 def _print_accuracy(accuracy) -> None:
@@ -27,7 +35,7 @@ def run(args: argparse.Namespace) -> int:
     from tphyolo.errors import UsageError
 
     if args.action == "train":
-        from tphyolo.train.classifier.fit import fit_classifier
+        from tphyolo.training.classifier.fit import fit_classifier
 
         result = fit_classifier(from_flags(ClassifyConfig, args), args.runtime, log=print)
         _print_accuracy(result.accuracy)
@@ -35,7 +43,7 @@ def run(args: argparse.Namespace) -> int:
         return 0
     if not args.weights:
         raise UsageError("classify val needs --weights: a crop-classifier checkpoint")
-    from tphyolo.train.classifier.fit import validate_classifier
+    from tphyolo.training.classifier.fit import validate_classifier
 
     accuracy = validate_classifier(
         args.weights,

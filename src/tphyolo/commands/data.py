@@ -6,7 +6,7 @@ import argparse
 
 from tphyolo.data.dataset_config import SPLITS, load_data_config
 from tphyolo.data.scan_options import ScanOptions
-from tphyolo.flags import add_flags, from_flags
+from tphyolo.flags import NON_NEGATIVE, add_flags, from_flags
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -17,7 +17,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--splits", default=",".join(SPLITS), help="comma-separated splits to scan")
     add_flags(parser, ScanOptions)
-    parser.add_argument("--max-problems", type=int, default=20, help="problems listed per split")
+    parser.add_argument(
+        "--max-problems", type=NON_NEGATIVE.parser(int), default=20, help="problems listed per split (default 20)"
+    )
 
 
 def run(args: argparse.Namespace) -> int:

@@ -8,6 +8,7 @@ on request (`--compile-check`) elsewhere; each slow probe announces itself on st
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import logging
 import os
@@ -123,6 +124,32 @@ def _compile_cache() -> dict:
     return {**describe_cache(folder), "source": source}
 
 
+CPU_WHEEL_INDEX = "https://download.pytorch.org/whl/cpu"  # PyTorch's index of CPU-only builds
+
+
+def _installed_bytes(dist) -> int:
+    total = 0
+    for file in dist.files or ():
+        with contextlib.suppress(OSError):
+            total += file.locate().stat().st_size
+    return total
+
+
+def _torch_install() -> dict:
+    """The disk the installed torch takes: its own package, and the CUDA libraries of a CUDA build (the
+    nvidia-* and triton packages), in bytes."""
+    from importlib import metadata
+
+    torch_bytes = cuda_bytes = 0
+    for dist in metadata.distributions():
+        name = (dist.metadata["Name"] or "").lower()
+        if name == "torch":
+            torch_bytes += _installed_bytes(dist)
+        elif name.startswith("nvidia-") or name == "triton":
+            cuda_bytes += _installed_bytes(dist)
+    return {"torch_bytes": torch_bytes, "cuda_libraries_bytes": cuda_bytes}
+
+
 def _pinned_memory() -> dict:
     import torch
 
@@ -217,6 +244,7 @@ def collect_report(*, compile_check: bool | None = None, progress=None) -> dict:
             "processor": platform.processor() or platform.machine(),
         },
         "pinned_memory": _pinned_memory(),
+        "install": _torch_install(),
     }
     report["problems"] = [asdict(p) for p in find_problems(report)]
     return report
@@ -271,6 +299,18 @@ def find_problems(report: dict) -> list[Problem]:
             Problem(
                 f"torch uses {cpu['torch_threads']} threads on {cpu['usable_cores']} usable cores",
                 f"set OMP_NUM_THREADS={cpu['usable_cores']} to avoid oversubscription",
+            )
+        )
+    install = report.get("install") or {}
+    if cuda["built_with"] and not cuda["available"] and install.get("cuda_libraries_bytes"):
+        gigabytes = (install["torch_bytes"] + install["cuda_libraries_bytes"]) / 1e9
+        problems.append(
+            Problem(
+                f"torch {report['torch']['version']} is a CUDA build and no GPU is visible: it takes "
+                f"{gigabytes:.1f} GB here, {install['cuda_libraries_bytes'] / 1e9:.1f} GB of it CUDA libraries "
+                "(nvidia-*, triton) that run only on a GPU",
+                "on a machine without a GPU, the CPU build is enough: pip install --force-reinstall torch "
+                f"torchvision --index-url {CPU_WHEEL_INDEX}, then pip uninstall triton and the nvidia-* packages",
             )
         )
     if cuda["available"] and not report["pinned_memory"]["supported"]:

@@ -24,6 +24,9 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from tphyolo.data.files.image_limits import IMGSZ_BOUNDS
+from tphyolo.flags import AT_LEAST_ONE, NON_NEGATIVE
+
 if TYPE_CHECKING:  # torch is imported when the command runs, not when `tphyolo profile -h` parses
     from tphyolo.runtime.config import RuntimeConfig
 
@@ -32,13 +35,22 @@ USES_RUNTIME = True
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--model", default="tph-yolov5s", help="built-in model name or yaml (default tph-yolov5s)")
-    parser.add_argument("--img", type=int, default=640, help="image size (default 640)")
-    parser.add_argument("--batch", type=int, default=2, help="batch size (default 2)")
+    parser.add_argument("--img", type=IMGSZ_BOUNDS.parser(int), default=640, help="image size (default 640)")
+    parser.add_argument("--batch", type=AT_LEAST_ONE.parser(int), default=2, help="batch size (default 2)")
     parser.add_argument("--mode", choices=("train", "infer"), default="train", help="what a step is (default train)")
-    parser.add_argument("--steps", type=int, default=3, help="profiled steps (default 3)")
-    parser.add_argument("--warmup-steps", type=int, default=1, help="steps run before profiling (default 1)")
-    parser.add_argument("--num-classes", type=int, default=10, help="classes of the model (default 10)")
-    parser.add_argument("--top", type=int, default=25, help="rows of the operator table (default 25)")
+    parser.add_argument("--steps", type=AT_LEAST_ONE.parser(int), default=3, help="profiled steps (default 3)")
+    parser.add_argument(
+        "--warmup-steps", type=NON_NEGATIVE.parser(int), default=1, help="steps run before profiling (default 1)"
+    )
+    parser.add_argument(
+        "--num-classes",
+        type=AT_LEAST_ONE.parser(int),
+        default=10,
+        help="classes of the model (default 10)",
+    )
+    parser.add_argument(
+        "--top", type=AT_LEAST_ONE.parser(int), default=25, help="rows of the operator table (default 25)"
+    )
     parser.add_argument("--out", type=Path, default=Path("runs/profile"), help="output folder (default runs/profile)")
     parser.add_argument("--memory", action="store_true", help="record memory (CUDA: snapshot and timeline)")
     parser.add_argument("--tensorboard", action="store_true", help="also write a TensorBoard trace")
@@ -51,12 +63,18 @@ def run(args: argparse.Namespace) -> int:
     from tphyolo.bench.compile_report import compile_report, reset_compile_counters
     from tphyolo.bench.model import infer_step, synthetic_images, synthetic_targets, train_step
     from tphyolo.bench.profile import ModuleLabels, label_times, layer_strides, summarize
+    from tphyolo.data.letterbox import check_imgsz
     from tphyolo.errors import UsageError
-    from tphyolo.models.build import build_model
+    from tphyolo.models.build import build_model, load_model_config
+    from tphyolo.models.parse import MAX_CLASSES
     from tphyolo.runtime.config import sdpa_context
 
-    if args.steps < 1 or args.warmup_steps < 0:
-        raise UsageError(f"--steps must be >= 1 and --warmup-steps >= 0, got {args.steps}, {args.warmup_steps}")
+    try:  # before any work
+        config = load_model_config(args.model)
+    except (ValueError, OSError) as error:
+        raise UsageError(f"--model {args.model}: {error}") from error
+    if args.num_classes > MAX_CLASSES:
+        raise UsageError(f"--num-classes {args.num_classes}: above the limit of {MAX_CLASSES} classes")
     runtime: RuntimeConfig = args.runtime
     device = runtime.torch_device()
     cuda = device.type == "cuda"
@@ -64,7 +82,9 @@ def run(args: argparse.Namespace) -> int:
     out.mkdir(parents=True, exist_ok=True)
 
     training = args.mode == "train"
-    model = runtime.place_model(build_model(args.model, num_classes=args.num_classes), device, training=training)
+    model = build_model(config, num_classes=args.num_classes, origin=str(args.model))
+    args.img = check_imgsz(args.img, int(model.stride.max()))
+    model = runtime.place_model(model, device, training=training)
     strides = layer_strides(model, args.img, device=device)
     labelled = model if runtime.compile == "off" else None  # hooks would break compiled graphs
     if runtime.compile != "off":

@@ -15,7 +15,7 @@ from pathlib import Path
 from tphyolo.errors import UsageError
 from tphyolo.flags import add_flags, from_flags, setting_name
 from tphyolo.runtime.flags import add_runtime_arguments, parse_device
-from tphyolo.train.config import TrainConfig
+from tphyolo.training.config import TrainConfig
 
 USES_RUNTIME = True
 
@@ -92,7 +92,7 @@ def latest_last_checkpoint(project: str | Path) -> Path:
 
 def run(args: argparse.Namespace) -> int:
     from tphyolo.runtime import distributed
-    from tphyolo.train.trainer import Trainer
+    from tphyolo.training.trainer import Trainer
 
     devices = parse_device(args.device)
     if len(devices) > 1 and "LOCAL_RANK" not in os.environ:

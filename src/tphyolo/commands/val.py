@@ -7,14 +7,14 @@ import json
 import sys
 from pathlib import Path
 
-from tphyolo.commands.inference_args import (
+from tphyolo.commands.options.inference import (
     add_classifier_flags,
     add_inference_flags,
     classifier_settings,
     inference_device,
 )
 from tphyolo.data.scan_options import ScanOptions
-from tphyolo.flags import add_flags, from_flags
+from tphyolo.flags import NON_NEGATIVE, add_flags, from_flags
 
 USES_RUNTIME = True
 RUNTIME_INFERENCE = True
@@ -37,7 +37,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_inference_flags(parser, defaults=VAL_DEFAULTS, exclude=("classes", "agnostic"))
     add_classifier_flags(parser)
     parser.add_argument("--protocol", choices=list(PROTOCOLS), default="yolo", help="scoring rules (default: yolo)")
-    parser.add_argument("--workers", type=int, default=2, help="data loading processes (default: 2)")
+    parser.add_argument(
+        "--workers",
+        type=NON_NEGATIVE.parser(int),
+        default=2,
+        help="data loading processes, at most the CPU cores (default: 2)",
+    )
     add_flags(parser, ScanOptions)
     parser.add_argument("--save-json", action="store_true", help="COCO results json (predictions.json)")
     parser.add_argument("--save-txt", action="store_true", help="YOLO txt with scores per image (labels/)")
@@ -60,32 +65,37 @@ def run(args: argparse.Namespace) -> int:
     from tphyolo.evaluation.loop import format_results, results_json
     from tphyolo.evaluation.val import val
     from tphyolo.infer.config import InferenceConfig
+    from tphyolo.runtime.distributed import DistContext, process_group
     from tphyolo.runtime.run_dir import OutputDir
 
     config = from_flags(InferenceConfig, args)
     settings = classifier_settings(args)
     device = inference_device(args.runtime)
     output = from_flags(OutputDir, args)
-    results = val(
-        args.weights,
-        args.data,
-        config=config,
-        task=args.task,
-        protocol=args.protocol,
-        runtime=args.runtime,
-        device=device,
-        datasets_dir=args.datasets_dir,
-        workers=args.workers,
-        scan_cache=from_flags(ScanOptions, args).scan_cache,
-        save_dir=lambda: output.create("runs/val"),
-        save_json=args.save_json,
-        save_txt=args.save_txt,
-        plots=args.plots,
-        progress=True,
-        on_problems=lambda report: print(report, file=sys.stderr),
-        keep_images=args.report,
-        **settings,
-    )
+    dist = DistContext.from_env()  # under torchrun, every rank runs its share and rank 0 scores and writes
+    with process_group(dist, device):
+        results = val(
+            args.weights,
+            args.data,
+            config=config,
+            task=args.task,
+            protocol=args.protocol,
+            runtime=args.runtime,
+            device=device,
+            datasets_dir=args.datasets_dir,
+            workers=args.workers,
+            scan_cache=from_flags(ScanOptions, args).scan_cache,
+            save_dir=lambda: output.create("runs/val"),
+            save_json=args.save_json,
+            save_txt=args.save_txt,
+            plots=args.plots,
+            progress=True,
+            on_problems=lambda report: print(report, file=sys.stderr),
+            keep_images=args.report,
+            **settings,
+        )
+    if not dist.is_main:
+        return 0
     print(format_results(results, verbose=True if args.verbose or args.task == "test" else None))
     numbers = results_json(results)
     if args.report:
@@ -100,12 +110,13 @@ def run(args: argparse.Namespace) -> int:
 def _write_report(args: argparse.Namespace, results, *, config) -> dict:
     """Save the run's evaluation records and write its report into the run folder; returns the report's numbers
     (what `--json` writes with `--report`: the plain numbers plus sizes, images and dataset)."""
-    from dataclasses import asdict, replace
+    from dataclasses import replace
 
     from tphyolo.report.records import Records, plain_settings
     from tphyolo.report.writer import report_run
 
-    settings = {"weights": args.weights, "data": args.data, "task": args.task} | asdict(config)
+    settings = {"weights": args.weights, "data": args.data, "task": args.task}
+    settings |= config.settings_in_effect(runs_merged=config.augment)  # one model, whole images
     images = tuple(replace(r, path=str(Path(r.path).resolve())) for r in results.image_results)  # from any folder
     records = Records(protocol=args.protocol, max_det=config.max_det, names=results.names,
                       settings=plain_settings(settings), images=images, speed=results.speed)  # fmt: skip

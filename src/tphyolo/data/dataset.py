@@ -4,6 +4,12 @@ A sample's image is uint8 RGB (3, H, W); labels are (n, 5) `class, cx, cy, w, h`
 ignore regions are (k, 4) xyxy pixels of the returned image. `ratio`, `pad` map a non-augmented sample
 back to the original image (x0 = (x - pad_x) / ratio_x). Augmented samples are warped afterwards, so there
 they describe the letterbox step only; for mosaic samples (built from 4 images) they are (1, 1), (0, 0).
+
+An augmented sample is a function of (seed, epoch, index) alone: its random draws (mosaic partners and centre,
+warp, flips, mixup, HSV) come from a generator seeded with those three, never from a process-wide one, so it
+does not matter which loader worker draws it, nor how many epochs that worker drew before (a resumed run draws
+what the uninterrupted one drew). The epoch comes with the key (`SampleKey`, from `EpochSampler`) or, for a
+plain index, from `set_epoch`.
 """
 
 from __future__ import annotations
@@ -27,9 +33,10 @@ from tphyolo.data.augment import (
     random_perspective,
     source_window,
 )
-from tphyolo.data.image_cache import ImageCache, load_resized
+from tphyolo.data.files.image_cache import ImageCache, load_resized
 from tphyolo.data.letterbox import letterbox, map_boxes
 from tphyolo.data.mosaic import mosaic4
+from tphyolo.data.sampler import SampleKey
 from tphyolo.data.scan import Record
 from tphyolo.ops.boxes import xyxy_to_cxcywh
 
@@ -71,8 +78,8 @@ class DetectionDataset(Dataset):
     imgsz: training size (long side); augment: mosaic/affine/mixup/HSV/flips per `hyp`; rect: letterbox each
     batch of `batch_size` images (sorted by aspect ratio) to its own minimal stride-multiple shape (no mosaic);
     ignore_mode: "fill" paints ignore regions grey 114 (neither positive nor negative), "keep" leaves them;
-    cache: None, "ram" or "disk" (see `ImageCache`); seed: generator seed when not in a worker (workers
-    reseed through `reseed`, see loader.py).
+    cache: None, "ram" or "disk" (see `ImageCache`); seed: with the epoch and the index, what an augmented
+    sample's random draws are seeded with (see the module docstring).
     """
 
     def __init__(
@@ -111,11 +118,15 @@ class DetectionDataset(Dataset):
             files = [r.im_file for r in self.records]
             shapes_list = [(r.height, r.width) for r in self.records]
             self.image_cache = ImageCache(files, shapes_list, imgsz=imgsz, mode=cache, augment=augment)
-        self.rng = np.random.default_rng(seed)
+        self.seed, self.epoch = seed, 0
 
-    def reseed(self, seed: int) -> None:
-        """Restart this copy's random generator (called once per worker process)."""
-        self.rng = np.random.default_rng(seed)
+    def set_epoch(self, epoch: int) -> None:
+        """The epoch a plain index draws for (a `SampleKey` names its own)."""
+        self.epoch = epoch
+
+    def sample_rng(self, index: int, epoch: int) -> np.random.Generator:
+        """The generator of every random draw of sample `index` in `epoch`."""
+        return np.random.default_rng([self.seed % 2**64, epoch, index])  # negative seeds too
 
     def __len__(self) -> int:
         return len(self.records)
@@ -132,11 +143,13 @@ class DetectionDataset(Dataset):
         scale = np.array([w / r.width, h / r.height] * 2, dtype=np.float32)
         return r.labels.classes, r.labels.boxes * scale, r.labels.ignore * scale
 
-    def _mosaic(self, index: int, flips: tuple[bool, bool]) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    def _mosaic(
+        self, index: int, flips: tuple[bool, bool], rng: np.random.Generator
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
         """A 4-image mosaic on a (2s, 2s) canvas, warped to (s, s). Only the canvas part the warp reads is built."""
         s = self.imgsz
-        indices = [index, *self.rng.integers(0, len(self), 3).tolist()]
-        center = (int(self.rng.uniform(s / 2, 3 * s / 2)), int(self.rng.uniform(s / 2, 3 * s / 2)))
+        indices = [index, *rng.integers(0, len(self), 3).tolist()]
+        center = (int(rng.uniform(s / 2, 3 * s / 2)), int(rng.uniform(s / 2, 3 * s / 2)))
         images, classes, boxes, ignore = [], [], [], []
         for i in indices:
             image = self.load_image(i)
@@ -145,7 +158,7 @@ class DetectionDataset(Dataset):
             classes.append(c)
             boxes.append(b)
             ignore.append(g)
-        warp = draw_warp(self.rng, self.hyp, in_hw=(2 * s, 2 * s), out_hw=(s, s), flip_lr=flips[0], flip_ud=flips[1])
+        warp = draw_warp(rng, self.hyp, in_hw=(2 * s, 2 * s), out_hw=(s, s), flip_lr=flips[0], flip_ud=flips[1])
         window = source_window(warp, (2 * s, 2 * s))
         canvas, offsets = mosaic4(images, size=s, center=center, window=window)
         shift = [np.array([dx, dy, dx, dy], dtype=np.float32) for dx, dy in offsets]
@@ -155,18 +168,20 @@ class DetectionDataset(Dataset):
         canvas, keep, boxes, ignore = apply_warp(canvas, boxes, ignore, warp, origin=window[:2])
         return canvas, classes[keep], boxes, ignore
 
-    def __getitem__(self, index: int) -> Sample:
+    def __getitem__(self, key: int | SampleKey) -> Sample:
+        index, epoch = key if isinstance(key, SampleKey) else (key, self.epoch)
         r = self.records[index]
         ratio, pad = (1.0, 1.0), (0, 0)
         flips = (False, False)
+        rng = self.sample_rng(index, epoch) if self.augment else None
         if self.augment:  # flips are folded into the geometric warp
-            flips = (bool(self.rng.random() < self.hyp.fliplr), bool(self.rng.random() < self.hyp.flipud))
-        if self.augment and not self.rect and self.rng.random() < self.hyp.mosaic:
-            image, classes, boxes, ignore = self._mosaic(index, flips)
-            if self.rng.random() < self.hyp.mixup:
-                other = int(self.rng.integers(0, len(self)))
-                image2, classes2, boxes2, ignore2 = self._mosaic(other, (False, False))
-                image = mixup_images(image, image2, mixup_weight(self.rng))
+            flips = (bool(rng.random() < self.hyp.fliplr), bool(rng.random() < self.hyp.flipud))
+        if self.augment and not self.rect and rng.random() < self.hyp.mosaic:
+            image, classes, boxes, ignore = self._mosaic(index, flips, rng)
+            if rng.random() < self.hyp.mixup:
+                other = int(rng.integers(0, len(self)))
+                image2, classes2, boxes2, ignore2 = self._mosaic(other, (False, False), rng)
+                image = mixup_images(image, image2, mixup_weight(rng))
                 classes = np.concatenate([classes, classes2])
                 boxes = np.concatenate([boxes, boxes2])
                 ignore = np.concatenate([ignore, ignore2])
@@ -180,12 +195,12 @@ class DetectionDataset(Dataset):
             pad = info.pad
             if self.augment:
                 image, keep, boxes, ignore = random_perspective(
-                    image, boxes, ignore, self.rng, self.hyp, flip_lr=flips[0], flip_ud=flips[1]
+                    image, boxes, ignore, rng, self.hyp, flip_lr=flips[0], flip_ud=flips[1]
                 )
                 classes = classes[keep]
         if self.augment:
             hyp = self.hyp
-            image = augment_hsv(image, self.rng, hgain=hyp.hsv_h, sgain=hyp.hsv_s, vgain=hyp.hsv_v, rgb_out=True)
+            image = augment_hsv(image, rng, hgain=hyp.hsv_h, sgain=hyp.hsv_s, vgain=hyp.hsv_v, rgb_out=True)
         else:
             image = cv2.cvtColor(image, cv2.COLOR_BGR2RGB)  # a new array: cached images stay untouched
         if self.ignore_mode == "fill" and len(ignore):

@@ -22,7 +22,7 @@ from pathlib import Path
 from tphyolo.yaml_files import load_yaml_file
 
 SPLITS = ("train", "val", "test")
-BUILTIN_DATA = ("visdrone", "synthetic", "synthetic-fine")
+BUILTIN_DATA = ("visdrone", "synthetic", "synthetic-fine", "synthetic-mot")
 
 
 @dataclass(frozen=True)
@@ -140,20 +140,24 @@ def parse_data_yaml(path: Path, *, datasets_dir: Path | None = None) -> DataConf
 def load_data_config(
     source: str | Path, *, datasets_dir: Path | None = None, cache_dir: Path | None = None
 ) -> DataConfig:
-    """Resolve `source`: a built-in name ('visdrone', 'synthetic'), a dataset yaml, or a bare image folder
-    (then train = val = that folder, class names unknown).
+    """Resolve `source`: a built-in name (`BUILTIN_DATA`), a dataset yaml, or a bare image folder (then
+    train = val = that folder, class names unknown).
 
-    `datasets_dir` (default `./datasets`) anchors built-in configs; `cache_dir` is where 'synthetic' is
-    generated (default `~/.cache/tphyolo`)."""
+    `datasets_dir` (default `./datasets`) anchors built-in configs; `cache_dir` is where the generated sets
+    ('synthetic', 'synthetic-fine', 'synthetic-mot') are written (default `~/.cache/tphyolo`)."""
     text = str(source)
     if text == "synthetic":
-        from tphyolo.data.synthetic import ensure_synthetic
+        from tphyolo.data.builtin.synthetic import ensure_synthetic
 
         return _synthetic_recipe(parse_data_yaml(ensure_synthetic(cache_dir=cache_dir)))
     if text == "synthetic-fine":
-        from tphyolo.data.synthetic_fine import ensure_synthetic_fine
+        from tphyolo.data.builtin.synthetic_fine import ensure_synthetic_fine
 
         return _synthetic_recipe(parse_data_yaml(ensure_synthetic_fine(cache_dir=cache_dir)))
+    if text == "synthetic-mot":
+        from tphyolo.data.builtin.synthetic_mot import ensure_synthetic_mot
+
+        return _synthetic_recipe(parse_data_yaml(ensure_synthetic_mot(cache_dir=cache_dir)))
     if text in BUILTIN_DATA:
         yaml_path = builtin_data_yaml(text)
         data = parse_data_yaml(yaml_path, datasets_dir=Path(datasets_dir or "datasets"))

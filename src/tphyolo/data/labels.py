@@ -13,6 +13,8 @@ from pathlib import Path
 
 import numpy as np
 
+from tphyolo.data.files.paths import NO_SUCH_FILE, regular_file_problem
+
 
 def empty_boxes() -> np.ndarray:
     return np.zeros((0, 4), dtype=np.float32)
@@ -38,13 +40,41 @@ class ImageLabels:
             raise ValueError(f"{len(self.classes)} classes for {len(self.boxes)} boxes")
 
 
+# The most objects (and, apart, ignore regions) one image keeps: far above the densest drone images (VisDrone-DET
+# images hold hundreds), and what bounds the loss's targets (batch x MAX_OBJECTS_PER_IMAGE). The scan keeps
+# the first ones of a label file above it and names the file with the count dropped.
+MAX_OBJECTS_PER_IMAGE = 4096
+
+
 class LabelError(ValueError):
     """A label file that cannot be used; the message names the file, the line and the problem."""
 
 
 def read_label_text(path: Path) -> str:
-    """The text of label file `path`: UTF-8, a leading byte-order mark (as some editors write) dropped."""
-    return Path(path).read_text(encoding="utf-8-sig")
+    """The text of label file `path`: UTF-8, a leading byte-order mark (as some editors write) dropped; the one
+    reader of every label format, for every command (scan, eval, convert).
+
+    Raises LabelError naming the file when it is there but not a regular file (a folder, a FIFO, a device, a
+    dangling link or a link loop; never opened), and naming the file and line when it is not UTF-8 text
+    (UTF-16, Latin-1, binary data: a byte that is not UTF-8, or a NUL byte). FileNotFoundError passes through.
+    """
+    problem = regular_file_problem(path)
+    if problem not in (None, NO_SUCH_FILE):
+        raise LabelError(f"{path}: not a regular file ({problem})")
+    data = Path(path).read_bytes()
+    if data.startswith((b"\xff\xfe", b"\xfe\xff")):
+        raise LabelError(f"{path}: UTF-16 text (byte-order mark {data[:2].hex(' ')}); label files are UTF-8")
+    try:
+        text = data.decode("utf-8-sig")
+    except UnicodeDecodeError as error:
+        line = data.count(b"\n", 0, error.start) + 1
+        raise LabelError(
+            f"{path}:{line}: not UTF-8 text (byte {error.start} is 0x{data[error.start]:02x}); label files are UTF-8"
+        ) from None
+    if "\0" in text:
+        line = text.count("\n", 0, text.index("\0")) + 1
+        raise LabelError(f"{path}:{line}: a NUL byte: binary data, not label text")
+    return text
 
 
 def finite_numbers(fields: list[str], where: str, line: str) -> list[float]:
@@ -56,6 +86,21 @@ def finite_numbers(fields: list[str], where: str, line: str) -> list[float]:
     if not all(math.isfinite(v) for v in values):
         raise LabelError(f"{where}: non-finite value in {line.strip()!r}")
     return values
+
+
+def limit_objects(labels: ImageLabels, *, limit: int = MAX_OBJECTS_PER_IMAGE) -> tuple[ImageLabels, list[str]]:
+    """`labels` with at most `limit` objects and `limit` ignore regions (the first ones, in file order), and a
+    note for each kind cut, with the count dropped."""
+    notes = []
+    if len(labels.classes) > limit:
+        notes.append(f"{len(labels.classes):,} objects, above the limit of {limit:,} per image; the last "
+                     f"{len(labels.classes) - limit:,} dropped")  # fmt: skip
+    if len(labels.ignore) > limit:
+        notes.append(f"{len(labels.ignore):,} ignore regions, above the limit of {limit:,} per image; the last "
+                     f"{len(labels.ignore) - limit:,} dropped")  # fmt: skip
+    if not notes:
+        return labels, notes
+    return ImageLabels(labels.classes[:limit], labels.boxes[:limit], labels.ignore[:limit]), notes
 
 
 def sanitize(labels: ImageLabels, *, width: int, height: int) -> tuple[ImageLabels, list[str]]:

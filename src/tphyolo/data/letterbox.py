@@ -3,6 +3,8 @@
 A point (x0, y0) of the source image lands at (x0 * rx + left, y0 * ry + top) in the letterboxed image,
 and maps back with x0 = (x - left) / rx (`tphyolo.ops.boxes.unletterbox`). `rx`, `ry` are the exact per-axis
 ratios of the resized size (integer pixels) to the source size, `left`, `top` the integer padding applied.
+An image of any aspect ratio fits: the resized sides are at least 1 pixel (a 20000 x 20 image in a 640 square
+becomes 640 x 1, padded).
 """
 
 from __future__ import annotations
@@ -14,6 +16,8 @@ from dataclasses import dataclass
 import cv2
 import numpy as np
 
+from tphyolo.data.files.image_limits import MAX_IMGSZ
+
 PAD_VALUE = 114
 LOGGER = logging.getLogger("tphyolo")
 
@@ -21,9 +25,9 @@ LOGGER = logging.getLogger("tphyolo")
 def check_imgsz(imgsz: int, stride: int) -> int:
     """The image size to use for a requested `imgsz` and a model's largest `stride`: the policy everywhere
     (train, val, predict, export, bench). A multiple of `stride` is kept; another size is rounded up to the next
-    multiple, with a warning. Raises ValueError for a size below 1."""
-    if imgsz < 1:
-        raise ValueError(f"image size must be at least 1 pixel, got {imgsz}")
+    multiple, with a warning. Raises ValueError for a size below 1 or above MAX_IMGSZ."""
+    if not 1 <= imgsz <= MAX_IMGSZ:
+        raise ValueError(f"image size must be 1 to {MAX_IMGSZ} pixels, got {imgsz}")
     size = math.ceil(imgsz / stride) * stride
     if size != imgsz:
         LOGGER.warning("image size %d is not a multiple of the largest stride %d; using %d", imgsz, stride, size)
@@ -58,7 +62,7 @@ def letterbox(
     r = min(new_h / h0, new_w / w0)
     if not scaleup:
         r = min(r, 1.0)
-    w1, h1 = round(w0 * r), round(h0 * r)
+    w1, h1 = max(1, round(w0 * r)), max(1, round(h0 * r))
     dw, dh = new_w - w1, new_h - h1
     if auto:
         dw, dh = dw % stride, dh % stride

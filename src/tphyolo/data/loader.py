@@ -1,4 +1,8 @@
-"""Batches: collating samples, the DataLoader builder, worker seeding, multi-scale resizing.
+"""Batches: collating samples, the DataLoader builder and its epochs, worker seeding, multi-scale resizing.
+
+A loader starts at most as many worker processes as can run at once (`usable_workers`): more than the CPU
+cores this process may use (shared among the processes of a distributed run), or than the images of a batch,
+only add start-up time and memory. A smaller count than asked is said in a log line.
 
 `Batch` holds everything evaluation and prediction need to map boxes back to original pixels:
 x0 = (x - pads[i, 0]) / ratios[i, 0], y0 = (y - pads[i, 1]) / ratios[i, 1] for image i.
@@ -6,19 +10,25 @@ x0 = (x - pads[i, 0]) / ratios[i, 0], y0 = (y - pads[i, 1]) / ratios[i, 1] for i
 
 from __future__ import annotations
 
+import logging
+import os
 import random
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
 import numpy as np
 import torch
 import torch.nn.functional as F
-from torch.utils.data import DataLoader, DistributedSampler, get_worker_info
+from torch.utils.data import DataLoader, get_worker_info
 
 from tphyolo.data.augment import Hyp
 from tphyolo.data.dataset import DetectionDataset, Sample
 from tphyolo.data.dataset_config import DataConfig
 from tphyolo.data.letterbox import PAD_VALUE
+from tphyolo.data.sampler import EpochSampler
 from tphyolo.data.scan import SplitScan, scan_split
+
+LOGGER = logging.getLogger("tphyolo")
 
 
 @dataclass
@@ -66,7 +76,7 @@ class Batch:
         n, c, h, w = self.images.shape
         if isinstance(size, int):
             r = size / max(h, w)
-            size = (round(h * r), round(w * r))
+            size = (max(1, round(h * r)), max(1, round(w * r)))
         new_h, new_w = size
         if (new_h, new_w) == (h, w):
             return self
@@ -86,6 +96,13 @@ def multiscale_size(imgsz: int, rng: random.Random | np.random.Generator, *, str
     low, high = int(imgsz * 0.5), int(imgsz * 1.5) + stride
     value = rng.integers(low, high) if isinstance(rng, np.random.Generator) else rng.randrange(low, high)
     return max(stride, int(value) // stride * stride)
+
+
+def step_size(imgsz: int, *, seed: int, step: int, stride: int = 32) -> int:
+    """The multi-scale training size of batch `step` (counted from the start of training) of a run seeded `seed`:
+    a function of the two alone, so that a resumed run draws the sizes the uninterrupted one drew, and every
+    process of a distributed run the same one."""
+    return multiscale_size(imgsz, np.random.default_rng([seed % 2**64, step]), stride=stride)
 
 
 def collate(samples: list[Sample]) -> Batch:
@@ -113,17 +130,52 @@ def collate(samples: list[Sample]) -> Batch:
 
 
 def seed_worker(worker_id: int) -> None:
-    """DataLoader worker_init_fn: reseed the worker's dataset copy from the loader's per-worker seed, so a
-    run is reproducible for a given seed and worker count.
+    """DataLoader worker_init_fn: seed the worker's Python and NumPy generators from the loader's per-worker
+    seed (torch seeds its own), for code in a worker that draws from them; the samples of a DetectionDataset
+    draw from their own generators (see dataset.py).
 
     OpenCV's thread pool is left alone here: reconfiguring it in a forked child can deadlock when the parent
     used it before forking."""
-    info = get_worker_info()
-    seed = info.seed % 2**32
+    seed = get_worker_info().seed % 2**32
     random.seed(seed)
     np.random.seed(seed)
-    if hasattr(info.dataset, "reseed"):
-        info.dataset.reseed(seed)
+
+
+def worker_base_seed(seed: int, rank: int, epoch: int) -> int:
+    """The seed that the workers a loader starts for `epoch` derive theirs from (each adds its worker id)."""
+    return int(np.random.SeedSequence([seed % 2**64, rank, epoch]).generate_state(1, np.uint64)[0] >> 1)
+
+
+def set_loader_epoch(loader: DataLoader, epoch: int) -> None:
+    """Ready a `build_dataloader` loader for `epoch`: the order and augmentation of its samples (EpochSampler)
+    and the seeds of the workers started for it are functions of (seed, rank, epoch), so a run resumed at
+    `epoch` sees what the uninterrupted run saw. Persistent workers keep the seeds of the epoch they started
+    at; what they draw for a sample does not depend on them."""
+    sampler = loader.sampler
+    sampler.set_epoch(epoch)
+    loader.generator.manual_seed(worker_base_seed(sampler.seed, sampler.rank, epoch))
+
+
+def available_cores() -> int:
+    """The CPU cores this process may run on (its affinity mask where the OS has one, else all)."""
+    if hasattr(os, "sched_getaffinity"):
+        return len(os.sched_getaffinity(0))
+    return os.cpu_count() or 1
+
+
+def usable_workers(asked: int, *, batch_size: int, world_size: int = 1) -> int:
+    """The loader processes to start for `asked`: at most the cores per process of a `world_size`-process run
+    and the images of a batch (YOLOv5's rule), at least 1 when any were asked; logged when fewer than asked."""
+    if asked <= 0:
+        return 0
+    cores = max(1, available_cores() // max(world_size, 1))
+    used = max(1, min(asked, cores, batch_size))
+    if used < asked:
+        LOGGER.info(
+            "data loader: %d worker(s) asked, %d started (%d CPU core(s) per process, batch %d)",
+            asked, used, cores, batch_size,
+        )  # fmt: skip
+    return used
 
 
 def build_dataloader(
@@ -140,26 +192,29 @@ def build_dataloader(
     rank: int = 0,
     world_size: int = 1,
     drop_last: bool = False,
+    indices: Sequence[int] | None = None,
 ) -> DataLoader:
-    """A DataLoader yielding `Batch`es.
-
-    distributed=True shards with a DistributedSampler (call `loader.sampler.set_epoch(epoch)` each epoch);
-    shuffle must be False for rect datasets (their batches are pre-shaped by order).
+    """A DataLoader yielding `Batch`es, in the order of an `EpochSampler` (shuffled from (seed, epoch));
+    distributed=True gives process `rank` its share of each epoch. Call `set_loader_epoch(loader, epoch)`
+    before each epoch (it starts at epoch 0). shuffle must be False for rect datasets (their batches are
+    pre-shaped by order). `workers` is capped by `usable_workers`. indices: only these items, in this order,
+    instead (a rank's share of an evaluation, `tphyolo.runtime.sharding`); not with shuffle or distributed.
     """
+    workers = usable_workers(workers, batch_size=batch_size, world_size=world_size if distributed else 1)
     if shuffle and getattr(dataset, "rect", False):
         raise ValueError("a rect dataset must not be shuffled (batch shapes follow the aspect-ratio order)")
-    sampler = None
-    if distributed:
-        sampler = DistributedSampler(
-            dataset, num_replicas=world_size, rank=rank, shuffle=shuffle, seed=seed, drop_last=drop_last
-        )
+    if indices is not None and (shuffle or distributed):
+        raise ValueError("indices choose the items in order: not with shuffle or distributed")
+    if not distributed:
+        rank, world_size = 0, 1
+    sampler = EpochSampler(
+        len(dataset), shuffle=shuffle, seed=seed, rank=rank, world_size=world_size, drop_last=drop_last
+    ) if indices is None else list(indices)  # fmt: skip
     generator = torch.Generator()
-    generator.manual_seed(seed + rank)
-    dataset.reseed(seed + rank) if hasattr(dataset, "reseed") else None
+    generator.manual_seed(worker_base_seed(seed, rank, 0))
     return DataLoader(
         dataset,
         batch_size=batch_size,
-        shuffle=shuffle and sampler is None,
         sampler=sampler,
         num_workers=workers,
         persistent_workers=persistent_workers and workers > 0,
@@ -195,6 +250,12 @@ def build_dataset(
         raise ValueError(f"data {data.source or data.root}: no '{split}' split")
     scan = scan_split(sources, names=data.names, cache=scan_cache)
     records = scan.records
+    if not records:
+        where = ", ".join(map(str, sources))
+        raise ValueError(
+            f"{where}: no usable images in the '{split}' split ({scan.report.summary()}); `tphyolo data check` "
+            "lists the problems"
+        )
     if single_class:
         records = [replace(r, labels=replace(r.labels, classes=np.zeros_like(r.labels.classes))) for r in records]
     dataset = DetectionDataset(

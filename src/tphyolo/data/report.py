@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Sequence
+
 import numpy as np
 
 from tphyolo.data.scan import SplitScan
@@ -23,17 +25,39 @@ def split_statistics(scan: SplitScan) -> dict:
     }
 
 
+def _listed(header: str, lines: list[str], *, shown: int, indent: str) -> list[str]:
+    """`header` then the first `shown` of `lines`, indented, and how many more there are."""
+    out = [header] + [f"{indent}{line}" for line in lines[:shown]]
+    if len(lines) > shown:
+        out.append(f"{indent}... and {len(lines) - shown} more")
+    return out
+
+
 def format_problems(split: str, scan: SplitScan, *, shown: int = 5) -> str:
-    """The files a scan skipped, for commands that use the split: their count and the first `shown`, each
-    with its problem (empty when nothing was skipped). `tphyolo data check` lists them all."""
-    problems = scan.report.problems
-    if not problems:
-        return ""
-    lines = [f"[{split}] {len(problems)} file(s) skipped (run `tphyolo data check` for the full report):"]
-    lines += [f"  {p}" for p in problems[:shown]]
-    if len(problems) > shown:
-        lines.append(f"  ... and {len(problems) - shown} more")
+    """What the commands that use the split (train, val) must say about it: the files the scan skipped and the
+    files it kept but uses only in part (`ScanReport.partial`), each counted and the first `shown` named with
+    the reason; empty when there are none. `tphyolo data check` lists them all."""
+    r = scan.report
+    lines = []
+    if r.problems:
+        header = f"[{split}] {len(r.problems)} file(s) skipped (run `tphyolo data check` for the full report):"
+        lines += _listed(header, r.problems, shown=shown, indent="  ")
+    if r.partial:
+        lines += _listed(f"[{split}] {len(r.partial)} file(s) used in part:", r.partial, shown=shown, indent="  ")
     return "\n".join(lines)
+
+
+def shared_images_warning(train_files: Iterable[str], val_files: Sequence[str]) -> str:
+    """A warning when validation images are also training images (empty when none is): the metrics then measure
+    how well the model remembers, not how well it generalises (a bare folder given as data is both splits)."""
+    train = set(train_files)
+    shared = sum(f in train for f in val_files)
+    if not shared:
+        return ""
+    return (
+        f"{shared} of the {len(val_files)} validation images are also training images: the metrics will flatter "
+        "the model; give the data as a yaml with separate train and val splits"
+    )
 
 
 def format_report(split: str, scan: SplitScan, *, max_problems: int = 20) -> str:
@@ -64,14 +88,7 @@ def format_report(split: str, scan: SplitScan, *, max_problems: int = 20) -> str
             f"medium {int(((area >= 32**2) & (area < 96**2)).sum())}, large (>=96^2) {int((area >= 96**2).sum())}; "
             f"short side < 8 px: {int((short < 8).sum())}"
         )
-    if r.problems:
-        lines.append(f"  problems ({len(r.problems)}):")
-        lines += [f"    {p}" for p in r.problems[:max_problems]]
-        if len(r.problems) > max_problems:
-            lines.append(f"    ... and {len(r.problems) - max_problems} more")
-    if r.notes:
-        lines.append(f"  notes ({len(r.notes)}):")
-        lines += [f"    {n}" for n in r.notes[:max_problems]]
-        if len(r.notes) > max_problems:
-            lines.append(f"    ... and {len(r.notes) - max_problems} more")
+    for title, found in (("problems", r.problems), ("used in part", r.partial), ("notes", r.notes)):
+        if found:
+            lines += _listed(f"  {title} ({len(found)}):", found, shown=max_problems, indent="    ")
     return "\n".join(lines)

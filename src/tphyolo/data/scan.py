@@ -5,9 +5,12 @@ format describes (a COCO `.json`, or an `images/` folder with a COCO file beside
 otherwise each image's labels are in the first format whose label folder exists beside its `images/` folder
 (`annotations/STEM.txt` -> VisDrone-DET; `labels/STEM.txt` (+ `ignore/STEM.txt`) -> YOLO).
 
-Unusable images or label files are skipped and reported, naming the file and the problem; images without a
-label file are kept as background. Images are verified by decoding them as training does
-(`tphyolo.data.image_io.verify_image`). The scan result is cached where the format of the first labelled image
+Unusable images or label files are skipped and reported, naming the file and the problem (a path that is not a
+regular file, image or label, is one: a folder, a FIFO, a device, a dangling link or a link loop is never
+opened); images without a label file are kept as background. Files used only in part are kept and listed apart
+(`ScanReport.partial`): a JPEG cut short (decoded with the missing part filled) and a label file with more
+than `MAX_OBJECTS_PER_IMAGE` objects (the first ones kept). Images are verified by decoding them as training does
+(`tphyolo.data.files.image_io.verify_image`). The scan result is cached where the format of the first labelled image
 says (`<label folder>.cache.json`; COCO: `<json stem>.cache.json`), keyed by a hash of the names, sizes and
 mtimes of every image and label file; a stale or unreadable cache is rebuilt. Where that folder cannot be
 written (a read-only mount, no permission; found by trying), the cache goes under the user cache folder
@@ -26,14 +29,15 @@ from pathlib import Path
 
 import numpy as np
 
+from tphyolo.data.files.image_io import ImageError, is_image_name, verify_image
+from tphyolo.data.files.json_files import load_json_file
+from tphyolo.data.files.paths import is_read_only_folder, regular_file_problem
 from tphyolo.data.formats import FORMATS
 from tphyolo.data.formats.base import LabelEntry, label_folder_cache
-from tphyolo.data.image_io import ImageError, is_image_name, verify_image
-from tphyolo.data.labels import ImageLabels, LabelError, sanitize
-from tphyolo.data.paths import is_read_only_folder
+from tphyolo.data.labels import ImageLabels, LabelError, limit_objects, sanitize
 from tphyolo.user_cache import user_cache_dir
 
-CACHE_VERSION = 1
+CACHE_VERSION = 2
 LABEL_STATES = ("found", "missing", "empty", "corrupt")
 
 
@@ -51,12 +55,14 @@ class Record:
 
 @dataclass
 class ScanReport:
-    """What a scan found. `problems` name a skipped file and why; `notes` are fixes applied to kept files and
-    files the split does not use (label files without an image)."""
+    """What a scan found. `problems` name a skipped file and why; `partial` name a kept file used only in part
+    and why (a truncated image, a label file over the object limit): the commands that score say which; `notes`
+    are fixes applied to kept files and files the split does not use (label files without an image)."""
 
     images: int = 0
     counts: dict[str, int] = field(default_factory=lambda: dict.fromkeys(LABEL_STATES, 0))
     problems: list[str] = field(default_factory=list)
+    partial: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
     formats: list[str] = field(default_factory=list)
     cache_path: str | None = None
@@ -66,7 +72,8 @@ class ScanReport:
         c = self.counts
         return (
             f"{self.images} images: {c['found']} labels found, {c['missing']} missing, {c['empty']} empty, "
-            f"{c['corrupt']} corrupt ({len(self.problems)} problem(s), {len(self.notes)} note(s))"
+            f"{c['corrupt']} corrupt ({len(self.problems)} problem(s), {len(self.partial)} partial, "
+            f"{len(self.notes)} note(s))"
         )
 
 
@@ -125,10 +132,10 @@ def _expand_source(source: Path, problems: list[str]) -> list[LabelEntry]:
         for p in _walk(source):
             if not is_image_name(p):
                 continue
-            if p.is_file():
+            if (problem := regular_file_problem(p)) is None:
                 files.append(p)
             else:
-                problems.append(f"{p}: named like an image but not a file; skipped")
+                problems.append(f"{p}: named like an image but not a regular file ({problem}); skipped")
         return [_image_entry(p) for p in files]
     if source.suffix.lower() == ".txt" and source.is_file():
         items = []
@@ -143,15 +150,17 @@ def _expand_source(source: Path, problems: list[str]) -> list[LabelEntry]:
     raise FileNotFoundError(f"split source {source}: not a folder, an image list (.txt), a COCO .json or an image")
 
 
-def _check(entry: LabelEntry, nc: int) -> tuple[Record | None, str | None, list[str], str]:
-    """(record or None, problem or None, notes, label state) for one image."""
+def _check(entry: LabelEntry, nc: int) -> tuple[Record | None, str | None, list[str], list[str], str]:
+    """(record or None, problem or None, notes, partial, label state) for one image; notes and partial name
+    their file."""
     try:
         info = verify_image(entry.image)
     except ImageError as error:
-        return None, str(error), [], "corrupt"
-    notes = [f"{entry.image}: {n}" for n in info.notes]
+        return None, str(error), [], [], "corrupt"
+    notes = [f"{entry.image}: {n}" for n in (*info.notes, info.frame_note) if n is not None]
+    partial = [] if info.partial is None else [f"{entry.image}: {info.partial}"]
     try:
-        if entry.fmt is None or not entry.label.is_file():
+        if entry.fmt is None or not os.path.lexists(entry.label):  # there but not a file: named by the reader
             labels, state = ImageLabels(), "missing"
         else:
             labels, read_notes = FORMATS[entry.fmt].read(entry, width=info.width, height=info.height, num_classes=nc)
@@ -160,13 +169,16 @@ def _check(entry: LabelEntry, nc: int) -> tuple[Record | None, str | None, list[
         if nc and len(labels.classes) and labels.classes.max() >= nc:
             raise LabelError(f"{entry.label}: class {int(labels.classes.max())} outside 0..{nc - 1}")
     except (LabelError, UnicodeDecodeError, OSError) as error:
-        return None, str(error), notes, "corrupt"
+        return None, str(error), notes, partial, "corrupt"
     labels, fixes = sanitize(labels, width=info.width, height=info.height)
     notes += [f"{entry.label}: {n}" for n in fixes]
+    labels, cuts = limit_objects(labels)
+    partial += [f"{entry.label}: {n}" for n in cuts]
     if state == "found" and len(labels.classes) == 0:
         state = "empty"
     label_file = str(entry.label) if entry.label is not None and state != "missing" else None
-    return Record(str(entry.image), label_file, info.height, info.width, labels, state), None, notes, state
+    record = Record(str(entry.image), label_file, info.height, info.width, labels, state)
+    return record, None, notes, partial, state
 
 
 def _files_hash(items: list[LabelEntry]) -> str:
@@ -216,7 +228,7 @@ def _record_from_json(d: dict) -> Record:
 def _load_cache(path: Path, key: str, nc: int) -> tuple[list[Record], ScanReport] | None:
     """The cached scan when `path` holds a valid cache for `key`, else None (never trusts a bad file)."""
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
+        data = load_json_file(path, what="scan cache")
         if data.get("version") != CACHE_VERSION or data.get("hash") != key or data.get("nc") != nc:
             return None
         records = [_record_from_json(d) for d in data["records"]]
@@ -225,6 +237,7 @@ def _load_cache(path: Path, key: str, nc: int) -> tuple[list[Record], ScanReport
             images=int(r["images"]),
             counts={k: int(r["counts"][k]) for k in LABEL_STATES},
             problems=[str(p) for p in r["problems"]],
+            partial=[str(p) for p in r["partial"]],
             notes=[str(n) for n in r["notes"]],
             formats=[str(f) for f in r["formats"]],
         )
@@ -257,6 +270,7 @@ def _save_cache(path: Path, key: str, nc: int, records: list[Record], report: Sc
             "images": report.images,
             "counts": report.counts,
             "problems": report.problems,
+            "partial": report.partial,
             "notes": report.notes,
             "formats": report.formats,
         },
@@ -272,6 +286,22 @@ def _save_cache(path: Path, key: str, nc: int, records: list[Record], report: Sc
     return None
 
 
+def _sources(sources: tuple[Path, ...] | list[Path] | Path) -> list[Path]:
+    return [Path(sources)] if isinstance(sources, (str, Path)) else [Path(s) for s in sources]
+
+
+def _own_names(items: list[LabelEntry]) -> tuple[str, ...]:
+    formats = sorted({i.fmt for i in items if i.fmt is not None})
+    return FORMATS[formats[0]].names if len(formats) == 1 else ()
+
+
+def format_class_names(sources: tuple[Path, ...] | list[Path] | Path) -> tuple[str, ...]:
+    """The class names that the label format of a split's files defines (VisDrone's ten), found from the file
+    names alone, before any image or label is read; () when the files are in several formats or in one that
+    numbers its classes (YOLO), whose names `scan_split` takes from the labels."""
+    return _own_names([item for s in _sources(sources) for item in _expand_source(s, [])])
+
+
 def scan_split(
     sources: tuple[Path, ...] | list[Path] | Path,
     *,
@@ -285,11 +315,10 @@ def scan_split(
     format's own names when the whole split is in one format that has them (VisDrone), else max class + 1.
     `cache`: True = where the format keeps it (`<label folder>.cache.json`), a Path = that file, False = none.
     """
-    sources = [Path(sources)] if isinstance(sources, (str, Path)) else [Path(s) for s in sources]
     problems: list[str] = []
-    items = [item for s in sources for item in _expand_source(s, problems)]
+    items = [item for s in _sources(sources) for item in _expand_source(s, problems)]
     formats = sorted({i.fmt for i in items if i.fmt is not None})
-    own_names = FORMATS[formats[0]].names if len(formats) == 1 else ()
+    own_names = _own_names(items)
     nc = len(names) or len(own_names)
     key = _files_hash(items)
     cache_path = None if cache is False else (Path(cache) if cache is not True else _default_cache_path(items))
@@ -310,9 +339,10 @@ def scan_split(
         with ThreadPoolExecutor(max_workers=n_workers) as pool:
             results = list(pool.map(lambda i: _check(i, nc), items))
         records = []
-        for record, problem, notes, state in results:
+        for record, problem, notes, partial, state in results:
             report.counts[state] += 1
             report.notes += notes
+            report.partial += partial
             if problem is not None:
                 report.problems.append(problem)
             if record is not None:

@@ -11,7 +11,6 @@ re-labelled from the original images (`Detector.reclassify`) before they are sco
 from __future__ import annotations
 
 import json
-import time
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -21,9 +20,10 @@ from torch import nn
 
 from tphyolo.classify.checkpoint import load_classifier
 from tphyolo.classify.classifier import CropClassifier, as_classifier
+from tphyolo.evaluation.sharded import Shard, gather_in_order, gather_speed, global_progress
 from tphyolo.infer.backends.pytorch import Backend, as_backend
 from tphyolo.infer.config import VALIDATION, InferenceConfig
-from tphyolo.infer.detector import Detector, View
+from tphyolo.infer.detector import Detector, PhaseTimes, View, ViewBatch
 from tphyolo.metrics.ap import Summary, fitness
 from tphyolo.metrics.confusion import ConfusionMatrix
 from tphyolo.metrics.protocol import ImageResult
@@ -33,6 +33,7 @@ from tphyolo.ops import cxcywh_to_xyxy
 from tphyolo.ops.detections import Detections
 from tphyolo.predict.writers import coco_predictions, yolo_lines
 from tphyolo.runtime.config import RuntimeConfig
+from tphyolo.runtime.distributed import broadcast_object
 
 
 @dataclass(frozen=True)
@@ -85,12 +86,6 @@ class EvalResults:
         return fitness(self.map50, self.map)
 
 
-def _sync(device: torch.device) -> float:
-    if device.type == "cuda":
-        torch.cuda.synchronize(device)
-    return time.perf_counter()
-
-
 def _ground_truth(batch, i: int, view: View) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """Image i's classes (m,) int64, boxes (m, 4) and ignore regions (k, 4), xyxy in original pixels."""
     rows = batch.targets[batch.targets[:, 0] == i].float().cpu()
@@ -127,30 +122,22 @@ def collect_results(
             classifier = as_classifier(classifier, detector_names=backend.names, device=backend.device,
                                        runtime=runtime, weight=classifier_weight)  # fmt: skip
         detector = Detector([backend], config, classifier=classifier)
+        times = PhaseTimes(detector.device)
         for batch in loader:
-            t0 = _sync(detector.device)
-            x = detector.prepare(batch.images)  # (B, 3, H, W)
-            t1 = _sync(detector.device)
-            runs = detector.detect(x)  # [run][image]
-            t2 = _sync(detector.device)
-            merged, views = [], []
-            for i in range(len(batch.paths)):
-                height, width = batch.shapes0[i].tolist()
-                views.append(View(batch.ratios[i].tolist(), batch.pads[i].tolist(), width, height))
-                merged.append(detector.combine([[views[i].rows_to_original(run[i])] for run in runs],
-                                               width=width, height=height))  # fmt: skip
-            t3 = _sync(detector.device)
-            merged = detector.reclassify(merged, [str(p) for p in batch.paths])
-            t4 = _sync(detector.device)
-            for i, (view, rows) in enumerate(zip(views, merged, strict=True)):
+            with times.phase("preprocess"):
+                x = detector.prepare(batch.images)  # (B, 3, H, W)
+            sizes = [tuple(shape.tolist()) for shape in batch.shapes0]  # (height, width)
+            views = [View(ratio.tolist(), pad.tolist(), w, h) for ratio, pad, (h, w) in
+                     zip(batch.ratios, batch.pads, sizes, strict=True)]  # fmt: skip
+            ids = range(len(views))
+            rows = detector([ViewBatch(x, views, ids)], owners=ids, sizes=sizes, images=[str(p) for p in batch.paths],
+                            times=times)  # fmt: skip
+            for i, (view, merged) in enumerate(zip(views, rows, strict=True)):
                 classes, boxes, ignore = _ground_truth(batch, i, view)
-                results.append(ImageResult(str(batch.paths[i]), (view.height, view.width), rows, classes, boxes,
+                results.append(ImageResult(str(batch.paths[i]), (view.height, view.width), merged, classes, boxes,
                                            ignore))  # fmt: skip
-            seconds["preprocess"] += t1 - t0
-            seconds["inference"] += t2 - t1
-            seconds["nms"] += t3 - t2
-            if classifier is not None:
-                seconds["classify"] += t4 - t3
+    for phase, spent in times.items():
+        seconds[phase] += spent
     n = max(len(results), 1)
     return results, {k: 1000.0 * v / n for k, v in seconds.items()}
 
@@ -171,7 +158,7 @@ def save_predictions(results: Sequence[ImageResult], save_dir: Path, *, save_txt
 def save_batch_plots(results: Sequence[ImageResult], save_dir: Path, *, names: list[str], batches: int = 3) -> None:
     """`val_batchK_labels.jpg` and `val_batchK_pred.jpg`: up to 16 images each, ground truth vs detections
     (detections scoring at least 0.25)."""
-    from tphyolo.data.image_io import read_image, write_image
+    from tphyolo.data.files.image_io import read_image, write_image
     from tphyolo.predict.draw import draw_detections, image_grid
 
     for k in range(batches):
@@ -236,6 +223,7 @@ def evaluate(
     classifier: str | Path | CropClassifier | None = None,
     classifier_weight: float | None = None,
     keep_images: bool = False,
+    shard: Shard | None = None,
 ) -> EvalResults:
     """Validate `model` on `loader`'s `Batch`es with `config` (thresholds, TTA, merging) and score the run
     by `protocol` (a name of `tphyolo.metrics.registry.PROTOCOLS`).
@@ -246,17 +234,30 @@ def evaluate(
     batch images, PR/F1/P/R curves, confusion matrix). classifier, classifier_weight: a crop classifier that
     re-labels the detections of its classes first (`collect_results`). keep_images: the per-image results
     are kept in `image_results` (for `tphyolo.report`).
+
+    shard: in a distributed run, which images `loader` holds (`evaluation.sharded`): every rank calls this,
+    rank 0 gathers the per-image results, scores and saves, and every rank returns its scores (the per-image
+    results only on rank 0).
     """
     get_protocol(protocol)  # an unknown name fails before the run
-    if (save_json or save_txt or plots) and save_dir is None:
+    saves = shard is None or shard.ctx.is_main
+    if (save_json or save_txt or plots) and save_dir is None and saves:
         raise ValueError("save_json, save_txt and plots need a save_dir")
     classifier_classes: tuple[str, ...] = ()
     if isinstance(classifier, CropClassifier):
         classifier_classes = classifier.names
     elif classifier is not None:
         classifier_classes = load_classifier(classifier).names
-    results, speed = collect_results(model, loader, config=config, runtime=runtime, device=device, progress=progress,
-                                     classifier=classifier, classifier_weight=classifier_weight)  # fmt: skip
+    distributed = shard is not None and shard.ctx.distributed
+    batches = global_progress(loader, shard, desc="val", enabled=progress) if distributed else loader
+    results, speed = collect_results(model, batches, config=config, runtime=runtime, device=device,
+                                     progress=progress and not distributed, classifier=classifier,
+                                     classifier_weight=classifier_weight)  # fmt: skip
+    if distributed:
+        speed = gather_speed(shard, speed, len(results))
+        results = gather_in_order(shard, results)
+        if results is None:  # rank 0 scores
+            return broadcast_object(shard.ctx, None)
 
     confusion = ConfusionMatrix(len(names)) if plots else None
     scored, summary = score_images(results, names=names, protocol=protocol, max_det=config.max_det, speed=speed,
@@ -268,6 +269,8 @@ def evaluate(
         if plots:
             save_batch_plots(results, save_dir, names=list(names))
             save_metric_plots(summary, confusion, save_dir, names=list(names))
+    if distributed:
+        broadcast_object(shard.ctx, scored)
     return replace(scored, save_dir=save_dir, image_results=tuple(results) if keep_images else ())
 
 

@@ -15,10 +15,15 @@ from tphyolo.data.dataset_config import load_data_config
 from tphyolo.data.letterbox import check_imgsz
 from tphyolo.data.loader import build_dataloader, build_dataset
 from tphyolo.data.report import format_problems
+from tphyolo.evaluation.data_classes import check_data_classes, check_label_ids
 from tphyolo.evaluation.loop import EvalResults, evaluate
+from tphyolo.evaluation.sharded import Shard
 from tphyolo.infer.backends.pytorch import Weights, load_backends
 from tphyolo.infer.config import VALIDATION, InferenceConfig, inference_config
+from tphyolo.infer.input_shape import fixed_input_shape
 from tphyolo.runtime.config import RuntimeConfig, resolve_device
+from tphyolo.runtime.distributed import DistContext, barrier, init_process_group
+from tphyolo.runtime.run_dir import removed_if_left_empty
 
 _log = logging.getLogger(__name__)
 
@@ -56,39 +61,65 @@ def val(
     detections of its classes. With `save_dir` (a folder, or a function that creates one, called once the data
     are loaded so that a run failing before leaves no folder): `save_json`, `save_txt`, `plots` as `evaluate`
     writes them. keep_images: keep each image's detections and ground truth in `image_results` (for the report).
-    Raises ValueError when the model's and the dataset's class counts differ."""
+    A fixed-size export gets every image letterboxed to its size (no rect batches). Raises ValueError, before
+    any image is read, when the model's and the dataset's classes differ (`check_data_classes`), and after the
+    label scan, before inference, when the labels use a class id the model does not have.
+
+    Under torchrun every process runs this call: each runs its share of the batches on its device (the
+    `local_rank`-th GPU of `device`'s), rank 0 scores them all, saves, and shows the progress bar; every rank
+    returns the scores (`evaluate`'s `shard`). The call joins torchrun's process group unless the caller has,
+    and leaves it joined for the next call (`tphyolo.runtime.distributed.process_group` joins and leaves)."""
     runtime = runtime or RuntimeConfig()
-    torch_device = resolve_device(str(device)) if device is not None else runtime.torch_device()
+    dist = DistContext.from_env()
+    torch_device = resolve_device(str(device)) if device is not None else runtime.torch_device(dist.local_rank)
     config = inference_config(config, **settings)
+    init_process_group(dist, torch_device)  # under torchrun; left joined for the caller's next call
     (backend,) = load_backends(weights, runtime=runtime, device=torch_device)
-    data_config = load_data_config(data, datasets_dir=None if datasets_dir is None else Path(datasets_dir))
-    names = list(data_config.names) or backend.names
-    if data_config.names and len(data_config.names) != len(backend.names):
-        raise ValueError(f"{weights}: {len(backend.names)} classes, but {data} has {len(data_config.names)}")
+    fixed = fixed_input_shape([backend], config)
+
+    def load() -> tuple:
+        data_config = load_data_config(data, datasets_dir=None if datasets_dir is None else Path(datasets_dir))
+        return data_config, check_data_classes(backend.names, data_config, task, model=weights, data_name=data)
+
+    loaded = load() if dist.is_main else None  # rank 0 first: it may generate a built-in set
+    barrier(dist)
+    data_config, data_names = loaded or load()
     if classifier is not None:  # checked against the detector before any data is read
         classifier = as_classifier(classifier, detector_names=backend.names, device=torch_device,
                                    runtime=runtime, weight=classifier_weight)  # fmt: skip
-    imgsz = check_imgsz(config.imgsz, backend.stride)
-    dataset, scan = build_dataset(
-        data_config, task, imgsz=imgsz, rect=True, batch_size=config.batch, stride=backend.stride,
-        scan_cache=scan_cache,
-    )  # fmt: skip
-    if scan.report.problems:
-        (on_problems or _log.warning)(format_problems(task, scan))
-    loader = build_dataloader(dataset, batch_size=config.batch, workers=workers, pin_memory=torch_device.type == "cuda")
+    imgsz = max(fixed) if fixed is not None else check_imgsz(config.imgsz, backend.stride)
+
+    def scan() -> tuple:
+        return build_dataset(
+            data_config, task, imgsz=imgsz, rect=fixed is None, batch_size=config.batch, stride=backend.stride,
+            scan_cache=scan_cache,
+        )  # fmt: skip
+
+    scanned = scan() if dist.is_main else None  # rank 0 scans first and writes the cache the others read
+    barrier(dist)
+    dataset, split_scan = scanned or scan()
+    if dist.is_main and (problems := format_problems(task, split_scan)):  # files skipped, and scored in part
+        (on_problems or _log.warning)(problems)
+    check_label_ids(split_scan, len(backend.names), model=weights, data_name=data)
+    shard = Shard.of(len(dataset), unit=config.batch, ctx=dist)  # whole one-process batches per rank
+    loader = build_dataloader(dataset, batch_size=config.batch, workers=workers,
+                              pin_memory=torch_device.type == "cuda",
+                              indices=shard.indices if dist.distributed else None)  # fmt: skip
     if callable(save_dir):
-        save_dir = save_dir()
-    return evaluate(
-        backend,
-        loader,
-        names=names,
-        config=config,
-        protocol=protocol,
-        save_dir=None if save_dir is None else Path(save_dir),
-        save_json=save_json,
-        save_txt=save_txt,
-        plots=plots,
-        progress=progress,
-        classifier=classifier,
-        keep_images=keep_images,
-    )
+        save_dir = save_dir() if dist.is_main else None
+    with removed_if_left_empty(save_dir):
+        return evaluate(
+            backend,
+            loader,
+            names=list(data_names or backend.names),
+            config=config,
+            protocol=protocol,
+            save_dir=None if save_dir is None else Path(save_dir),
+            save_json=save_json,
+            save_txt=save_txt,
+            plots=plots,
+            progress=progress,
+            classifier=classifier,
+            keep_images=keep_images,
+            shard=shard,
+        )

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from tphyolo.data.dataset_config import DataConfig
-from tphyolo.data.image_io import read_image
+from tphyolo.data.files.image_io import read_image
 from tphyolo.data.letterbox import letterbox
 from tphyolo.data.scan import scan_split
 

@@ -5,12 +5,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from tphyolo.data.files.image_limits import IMGSZ_BOUNDS
 from tphyolo.export.formats import EXPORT_FORMATS, FORMAT_BY_NAME, INT8_FORMATS
-from tphyolo.flags import flag
+from tphyolo.flags import AT_LEAST_ONE, Bounds, check_field_types, flag
 from tphyolo.metrics.registry import PROTOCOLS
 
 DEFAULT_OPSET = 17  # LayerNormalization is a single op from 17; every runtime here reads it
 MIN_OPSET = 14  # scaled_dot_product_attention needs 14
+MAX_OPSET = 20  # the newest the TorchScript-based ONNX exporter writes (torch.onnx ONNX_TORCHSCRIPT_EXPORTER_MAX_OPSET)
 DEFAULT_CALIBRATION_IMAGES = 300  # NNCF's default subset size; fewer when the train split is smaller
 DEFAULT_MAX_DROP = 0.01  # mAP50, absolute: what an INT8 file may lose against its float model
 
@@ -27,14 +29,26 @@ class ExportConfig:
         metavar="FORMAT",
         help=f"one or more of {', '.join(EXPORT_FORMATS)}",
     )
-    imgsz: int = flag(640, "--img", "--imgsz", help="image size, pixels (rounded up to a multiple of the stride)")
-    batch: int = flag(1, "--batch", help="batch size")
+    imgsz: int = flag(
+        640,
+        "--img",
+        "--imgsz",
+        "--img-size",
+        help="image size, pixels (rounded up to a multiple of the stride)",
+        bounds=IMGSZ_BOUNDS,
+    )
+    batch: int = flag(1, "--batch", "--batch-size", help="batch size", bounds=AT_LEAST_ONE)
     dynamic: bool = flag(False, "--dynamic", help="batch, height and width free (multiples of the stride)")
     half: bool = flag(
         False, "--half", help="fp16 weights (ONNX, TorchScript, engine: with a CUDA --device; OpenVINO: fp16 IR)"
     )
     simplify: bool = flag(False, "--simplify", help="simplify the ONNX graph with onnxslim")
-    opset: int = flag(DEFAULT_OPSET, "--opset", help="ONNX opset")
+    opset: int = flag(
+        DEFAULT_OPSET,
+        "--opset",
+        help=f"ONNX opset, {MIN_OPSET} (attention) to {MAX_OPSET} (the exporter's newest)",
+        bounds=Bounds(MIN_OPSET, MAX_OPSET),
+    )
     out: str | None = flag(
         None,
         "--out",
@@ -70,10 +84,7 @@ class ExportConfig:
             raise ValueError(f"unknown export format(s) {unknown or '(none)'}; known: {list(EXPORT_FORMATS)}")
         if len(set(self.formats)) != len(self.formats):
             raise ValueError(f"export format listed twice: {list(self.formats)}")
-        if self.batch < 1 or self.imgsz < 1:
-            raise ValueError(f"--batch and --img must be positive, got {self.batch} and {self.imgsz}")
-        if self.opset < MIN_OPSET:
-            raise ValueError(f"--opset {self.opset}: attention exports from opset {MIN_OPSET} on")
+        check_field_types(self)  # types and the flags' bounds
         if self.int8:
             self._check_int8()
 

@@ -5,9 +5,11 @@ It imports no torch: command-line parsers derive their flags from it cheaply. `t
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, replace
 
-from tphyolo.flags import check_field_types, flag, setting_name
+from tphyolo.data.files.image_limits import IMGSZ_BOUNDS, MAX_IMGSZ
+from tphyolo.flags import AT_LEAST_ONE, FRACTION, NON_NEGATIVE, Bounds, check_field_types, flag, setting_name
 from tphyolo.infer.tta_config import DEFAULT_FLIPS, FLIPS, PAPER_SCALES, PLAIN, TTAConfig
 
 MAX_DET = 500  # detections kept per image: the VisDrone protocol scores up to 500
@@ -18,6 +20,7 @@ VAL_IOU = 0.6  # NMS IoU threshold when scoring
 VAL_BATCH = 32  # images per forward pass when scoring
 WBF_IOU = 0.55  # the IoU threshold of weighted boxes fusion unless given
 MERGE_METHODS = ("wbf", "nms")
+MAX_TTA_SCALE = 4.0  # TTA passes enlarge the input at most this much (the paper's largest is 1.3)
 RECLASSIFY_MIN_SCORE = 0.01  # detections scoring less are not re-classified (validation keeps thousands of them)
 
 
@@ -32,19 +35,25 @@ class InferenceConfig:
     "nms" for combining runs; merge_iou: its IoU threshold (default `merge_threshold`).
     """
 
-    imgsz: int = flag(640, "--img", "--imgsz", help="inference size (long side), pixels")
-    batch: int = flag(1, "--batch", help="images (or slices) per forward pass")
-    conf: float = flag(PREDICT_CONF, "--conf", help="confidence threshold")
-    iou: float = flag(PREDICT_IOU, "--iou", help="NMS IoU threshold")
-    max_det: int = flag(MAX_DET, "--max-det", help="most detections per image")
-    classes: tuple[int, ...] | None = flag(None, "--classes", help="keep only these class ids")
+    imgsz: int = flag(
+        640, "--img", "--imgsz", "--img-size", help="inference size (long side), pixels", bounds=IMGSZ_BOUNDS
+    )
+    batch: int = flag(
+        1, "--batch", "--batch-size", help="images (or slices) per forward pass", bounds=AT_LEAST_ONE
+    )
+    conf: float = flag(PREDICT_CONF, "--conf", "--conf-thres", help="confidence threshold", bounds=FRACTION)
+    iou: float = flag(PREDICT_IOU, "--iou", "--iou-thres", help="NMS IoU threshold", bounds=FRACTION)
+    max_det: int = flag(MAX_DET, "--max-det", help="most detections per image", bounds=AT_LEAST_ONE)
+    classes: tuple[int, ...] | None = flag(None, "--classes", help="keep only these class ids", bounds=NON_NEGATIVE)
     agnostic: bool = flag(False, "--agnostic-nms", help="suppress across classes")
     augment: bool = flag(False, "--augment", help="test-time augmentation")
-    tta_scales: tuple[float, ...] = flag(PAPER_SCALES, "--tta-scales", help="TTA input scales")
+    tta_scales: tuple[float, ...] = flag(
+        PAPER_SCALES, "--tta-scales", help="TTA input scales", bounds=Bounds(0, MAX_TTA_SCALE, low_open=True)
+    )
     tta_flips: tuple[str, ...] = flag(DEFAULT_FLIPS, "--tta-flips", choices=FLIPS, help="TTA flips")
     merge: str = flag("wbf", "--merge", choices=MERGE_METHODS, help="how TTA, ensemble and slice runs are merged")
     merge_iou: float | None = flag(
-        None, "--merge-iou", help=f"merge IoU threshold (default: {WBF_IOU} for wbf, --iou for nms)"
+        None, "--merge-iou", help=f"merge IoU threshold (default: {WBF_IOU} for wbf, --iou for nms)", bounds=FRACTION
     )
 
     def __post_init__(self) -> None:
@@ -54,20 +63,16 @@ class InferenceConfig:
             value = getattr(self, name)
             if value is not None and not isinstance(value, tuple):
                 object.__setattr__(self, name, tuple(value))
-        check_field_types(self)
-        for name in ("imgsz", "batch", "max_det"):
-            if getattr(self, name) < 1:
-                raise ValueError(f"{setting_name(self, name)} must be >= 1, got {getattr(self, name)}")
-        for name in ("conf", "iou", "merge_iou"):
-            value = getattr(self, name)
-            if value is not None and not 0.0 <= value <= 1.0:
-                raise ValueError(f"{setting_name(self, name)} must be in [0, 1], got {value}")
+        check_field_types(self)  # types and the flags' bounds
+        if self.augment and (largest := max(self.tta_scales) * self.imgsz) > MAX_IMGSZ:
+            raise ValueError(
+                f"{setting_name(self, 'tta_scales')} {max(self.tta_scales):g} at {setting_name(self, 'imgsz')} "
+                f"{self.imgsz}: a {largest:.0f} px input, above the image-size limit of {MAX_IMGSZ}"
+            )
         if self.merge not in MERGE_METHODS:
             raise ValueError(
                 f"unknown {setting_name(self, 'merge')} method {self.merge!r}; known: {list(MERGE_METHODS)}"
             )
-        if self.classes is not None and any(c < 0 for c in self.classes):
-            raise ValueError(f"{setting_name(self, 'classes')} takes class ids >= 0, got {list(self.classes)}")
         TTAConfig(self.tta_scales, self.tta_flips)  # validates them
         if not self.augment and (self.tta_scales, self.tta_flips) != (PAPER_SCALES, DEFAULT_FLIPS):
             names = f"{setting_name(self, 'tta_scales')}/{setting_name(self, 'tta_flips')}"
@@ -81,6 +86,16 @@ class InferenceConfig:
                 f"{setting_name(self, 'classes')} {' '.join(map(str, unknown))}: the model has {num_classes} "
                 f"classes (ids 0..{num_classes - 1})"
             )
+
+    def settings_in_effect(self, *, runs_merged: bool) -> dict[str, object]:
+        """The settings by field name, less those that change nothing: the TTA passes without `augment`, and
+        merging when no runs are merged (`runs_merged`: TTA, an ensemble or slicing) -- what a report lists."""
+        settings = dataclasses.asdict(self)
+        if not self.augment:
+            del settings["tta_scales"], settings["tta_flips"]
+        if not runs_merged:
+            del settings["merge"], settings["merge_iou"]
+        return settings
 
     @property
     def tta(self) -> TTAConfig:

@@ -1,10 +1,17 @@
 """The inference core: network input -> TTA passes -> NMS -> original-image pixels -> merged detections.
 
 Prediction (`Predictor`), validation (`evaluate`, `tphyolo val`) and every model backend go through one
-path, `Detector`, configured by one frozen `InferenceConfig`:
+path, `Detector`, configured by one frozen `InferenceConfig`, in one call from prepared views to each image's
+final detections in original pixels:
 
     detector = Detector(backends, InferenceConfig(conf=0.25, augment=True))
-    runs = detector.detect(detector.prepare(images))        # [run][image] (n, 6) rows in input pixels
+    x = detector.prepare(images)                             # (B, 3, H, W) letterboxed uint8 RGB -> input
+    batch = ViewBatch(x, views=[View.of(info, w, h) ...], ids=range(B))
+    rows = detector([batch], owners=range(B), sizes=[(h, w), ...], images=originals)  # [image] (n, 6)
+
+The steps the call makes are methods of their own (`detect`, `combine`, `reclassify`):
+
+    runs = detector.detect(x)                                # [run][image] (n, 6) rows in input pixels
     rows = detector.combine([[view.rows_to_original(run[i])] for run in runs], width=w, height=h)
 
 A run is one backend with one TTA pass (backend-major); each run is suppressed by NMS on its own. An image's
@@ -18,7 +25,9 @@ merged detections of a batch of images are then re-labelled from the original im
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import contextlib
+import time
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -27,8 +36,10 @@ from torchvision.ops import batched_nms
 
 from tphyolo.classify.classifier import CropClassifier, resolve_class_ids
 from tphyolo.classify.relabel import Image, reclassify_rows
+from tphyolo.data.letterbox import LetterboxInfo
 from tphyolo.infer.backends.pytorch import Backend
 from tphyolo.infer.config import MERGE_METHODS, RECLASSIFY_MIN_SCORE, InferenceConfig
+from tphyolo.infer.input_shape import fixed_input_shape
 from tphyolo.infer.tta import augment, unaugment
 from tphyolo.ops import clip_boxes, non_max_suppression, unletterbox
 from tphyolo.ops.wbf import weighted_boxes_fusion
@@ -45,6 +56,11 @@ class View:
     height: int
     offset: tuple[int, int] = (0, 0)
 
+    @classmethod
+    def of(cls, info: LetterboxInfo, width: int, height: int, offset: tuple[int, int] = (0, 0)) -> View:
+        """The view of a `width` x `height` region at `offset`, letterboxed as `info` records."""
+        return cls(tuple(info.ratio), tuple(info.pad), width, height, offset)
+
     def unletterbox(self, boxes: torch.Tensor) -> torch.Tensor:
         """(n, 4) xyxy in network-input pixels -> float32 xyxy in original pixels (clipped to the region), CPU."""
         return unletterbox(
@@ -56,6 +72,36 @@ class View:
         rows = rows.float().cpu().clone()
         rows[:, :4] = self.unletterbox(rows[:, :4])
         return rows
+
+
+@dataclass(frozen=True)
+class ViewBatch:
+    """A prepared network input `x` (B, 3, H, W) with the View of each of its B images and their ids, unique
+    over one `Detector` call (the views of one original image, e.g. slicing windows, may span batches)."""
+
+    x: torch.Tensor
+    views: Sequence[View]
+    ids: Sequence[int]
+
+
+class PhaseTimes(dict):
+    """Seconds spent per phase of a `Detector` call ("inference": the runs with NMS; "nms": back to original
+    pixels and merged; "classify": the crop classifier), the device synchronised around each phase."""
+
+    def __init__(self, device: torch.device) -> None:
+        super().__init__()
+        self.device = device
+
+    def _now(self) -> float:
+        if self.device.type == "cuda":
+            torch.cuda.synchronize(self.device)
+        return time.perf_counter()
+
+    @contextlib.contextmanager
+    def phase(self, name: str) -> Iterator[None]:
+        start = self._now()
+        yield
+        self[name] = self.get(name, 0.0) + self._now() - start
 
 
 def merge_detections(
@@ -124,6 +170,7 @@ class Detector:
         self.names = list(backends[0].names)
         config.check_classes(len(self.names))
         self.stride = max(b.stride for b in backends)
+        self.fixed_shape = fixed_input_shape(backends, config)  # (h, w) inputs must have, or None: any
         self.device = backends[0].device
         passes = len(config.tta.passes())
         self.run_weights = [float(w) for w in (weights or [1.0] * len(backends)) for _ in range(passes)]
@@ -135,6 +182,44 @@ class Detector:
     def num_runs(self) -> int:
         """Runs per input: backends x TTA passes."""
         return len(self.run_weights)
+
+    def __call__(
+        self,
+        batches: Iterable[ViewBatch],
+        *,
+        owners: Sequence[int],
+        sizes: Sequence[tuple[int, int]],
+        images: Sequence[Image],
+        times: PhaseTimes | None = None,
+    ) -> list[torch.Tensor]:
+        """The final detections of each original image: one (n, 6) list per image in its pixels, by descending
+        score, merged over runs and views and re-labelled by the crop classifier.
+
+        batches: every view of the images, prepared (`prepare`), with ids 0..V-1 over all batches; owners[id]:
+        the image of view `id`; sizes[i]: (height, width) of image i; images[i]: image i as a uint8 BGR array
+        or its path (read only by a crop classifier). `times` adds the seconds of each phase.
+        """
+        times = times if times is not None else PhaseTimes(self.device)
+        per_view: list[list[torch.Tensor | None]] = [[None] * len(owners) for _ in range(self.num_runs)]
+        for batch in batches:
+            with times.phase("inference"):
+                runs = self.detect(batch.x)
+            with times.phase("nms"):
+                for r, rows_of_view in enumerate(runs):
+                    for view, view_id, rows in zip(batch.views, batch.ids, rows_of_view, strict=True):
+                        per_view[r][view_id] = view.rows_to_original(rows)
+        with times.phase("nms"):
+            views_of: list[list[int]] = [[] for _ in sizes]
+            for view_id, owner in enumerate(owners):
+                views_of[owner].append(view_id)
+            merged = [
+                self.combine([[run[v] for v in views] for run in per_view], width=w, height=h)
+                for views, (h, w) in zip(views_of, sizes, strict=True)
+            ]
+        if self.classifier is None:
+            return merged
+        with times.phase("classify"):
+            return self.reclassify(merged, images)
 
     def prepare(self, images: torch.Tensor) -> torch.Tensor:
         """(B, 3, H, W) uint8 RGB images -> the backends' input."""

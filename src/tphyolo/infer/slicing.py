@@ -10,23 +10,33 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+from tphyolo.flags import Bounds
+
 DEFAULT_OVERLAP = 0.2
+MIN_SLICE_SIZE = 32  # pixels: a window smaller than the largest stride holds no object
+# The most a window shares with its neighbour: at 0.9 the step is a tenth of a window (>= 3 px for the
+# smallest) and a pixel lies in at most 100 windows. Nearer 1 the step shrinks to a pixel and an image
+# becomes millions of windows (an overlap of 0.999 at 640 px made a 1 px step: the command never ended).
+MAX_OVERLAP = 0.9
+SIZE_BOUNDS = Bounds(MIN_SLICE_SIZE)
+OVERLAP_BOUNDS = Bounds(0, MAX_OVERLAP)
 
 
 @dataclass(frozen=True)
 class SliceConfig:
-    """size: window side in original pixels; overlap: fraction of a window shared with its neighbour, in
-    [0, 1); full: also run the whole image as one more window (helps large objects)."""
+    """size: window side in original pixels (>= MIN_SLICE_SIZE); overlap: fraction of a window shared with
+    its neighbour, in [0, MAX_OVERLAP]; full: also run the whole image as one more window (helps large
+    objects)."""
 
     size: int
     overlap: float = DEFAULT_OVERLAP
     full: bool = False
 
     def __post_init__(self) -> None:
-        if self.size < 32:
-            raise ValueError(f"slice size must be at least 32 pixels, got {self.size}")
-        if not 0.0 <= self.overlap < 1.0:
-            raise ValueError(f"slice overlap must be in [0, 1), got {self.overlap}")
+        if self.size not in SIZE_BOUNDS:
+            raise ValueError(f"slice size must be at least {MIN_SLICE_SIZE} pixels, got {self.size}")
+        if self.overlap not in OVERLAP_BOUNDS:
+            raise ValueError(f"slice overlap must be {OVERLAP_BOUNDS}, got {self.overlap}")
 
 
 def _starts(length: int, size: int, step: int) -> list[int]:

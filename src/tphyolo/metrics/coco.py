@@ -99,9 +99,9 @@ RESULT_KEYS = ("image_id", "category_id", "bbox", "score")
 
 def check_coco_results(detections: object, source: str, *, gt: dict) -> None:
     """Raises ValueError naming `source` and the entry for the first malformed COCO result record: not a
-    mapping, a key of RESULT_KEYS missing, an `image_id` or `category_id` that `gt` does not have (ids match by
-    value and type: 1 is not "1"), a bbox that is not 4 finite numbers with width and height >= 0, a score
-    that is not a finite number."""
+    mapping, a key of RESULT_KEYS missing, an `image_id` (int or str) or `category_id` (int) of another type
+    or that `gt` does not have (ids match by value and type: 1 is not "1"), a bbox that is not 4 finite
+    numbers with width and height >= 0, a score that is not a finite number."""
     from tphyolo.data.formats.coco import coco_box_problem
 
     if not isinstance(detections, list):
@@ -115,6 +115,10 @@ def check_coco_results(detections: object, source: str, *, gt: dict) -> None:
         missing = [k for k in RESULT_KEYS if k not in d]
         if missing:
             raise ValueError(f"{where}: lacks {missing}")
+        for key, kinds in (("image_id", (int, str)), ("category_id", (int,))):
+            if type(d[key]) not in kinds:
+                expected = " or ".join(k.__name__ for k in kinds)
+                raise ValueError(f"{where}: '{key}' must be {expected}, got {d[key]!r:.40}")
         if (type(d["image_id"]), d["image_id"]) not in image_ids:
             raise ValueError(f"{where}: image_id {d['image_id']!r:.40} is not an image of the dataset")
         if (type(d["category_id"]), d["category_id"]) not in category_ids:

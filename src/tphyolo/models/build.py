@@ -63,11 +63,35 @@ def build_model(
     num_classes: int | None = None,
     names: Sequence[str] | None = None,
     in_channels: int | None = None,
+    origin: str | None = None,
 ) -> DetectionModel:
-    """Builds a freshly initialised model; `num_classes` overrides the yaml's nc, `names` sets class names."""
+    """Builds a freshly initialised model; `num_classes` overrides the yaml's nc, `names` sets class names.
+
+    A model yaml the parser refuses (a layer above a size limit, an unknown module, ...) raises ValueError
+    naming where the yaml came from: its file, the built-in name, "model yaml text", or `origin` (e.g. the
+    checkpoint that embeds it; a mapping given without `origin` is not named)."""
     if names is not None and num_classes is None:
         num_classes = len(names)
-    return DetectionModel(load_model_config(cfg), num_classes=num_classes, names=names, in_channels=in_channels)
+    config = load_model_config(cfg)
+    origin = origin or _origin(cfg)
+    try:
+        return DetectionModel(config, num_classes=num_classes, names=names, in_channels=in_channels)
+    except ValueError as error:
+        if origin is None:
+            raise
+        raise ValueError(f"{origin}: {error}") from error
+
+
+def _origin(cfg: str | Path | Mapping[str, Any]) -> str | None:
+    """How errors name the model yaml `cfg` (as `load_model_config` reads it); None for a mapping."""
+    if isinstance(cfg, Mapping):
+        return None
+    text = str(cfg)
+    if isinstance(cfg, str) and text in builtin_model_names():
+        return f"built-in model {text}"
+    if isinstance(cfg, Path) or text.endswith((".yaml", ".yml")) and "\n" not in text:
+        return text
+    return "model yaml text"
 
 
 def _parse_yaml(text: str, origin: str) -> dict[str, Any]:

@@ -71,9 +71,28 @@ def box_area(boxes: torch.Tensor) -> torch.Tensor:
     return (boxes[..., 2] - boxes[..., 0]) * (boxes[..., 3] - boxes[..., 1])
 
 
-def box_iou(boxes1: torch.Tensor, boxes2: torch.Tensor) -> torch.Tensor:
-    """IoU of every pair: (N, 4) xyxy and (M, 4) xyxy -> (N, M)."""
-    return _tv_box_iou(boxes1, boxes2)
+def box_iou(boxes1, boxes2):
+    """IoU of every pair: (N, 4) xyxy and (M, 4) xyxy -> (N, M); tensors give a tensor, two float32 numpy arrays
+    a float32 array (half the memory traffic, for callers that need speed more than digits), anything else
+    (numpy arrays, lists) a float64 array. Boxes without area have IoU 0 with everything."""
+    if isinstance(boxes1, torch.Tensor):
+        return _tv_box_iou(boxes1, boxes2)
+    single = all(isinstance(b, np.ndarray) and b.dtype == np.float32 for b in (boxes1, boxes2))
+    dtype = np.float32 if single else np.float64
+    a = np.asarray(boxes1, dtype=dtype).reshape(-1, 4)
+    b = np.asarray(boxes2, dtype=dtype).reshape(-1, 4)
+    inter = np.minimum(a[:, None, 2], b[None, :, 2])  # (N, M), computed in place from here on
+    inter -= np.maximum(a[:, None, 0], b[None, :, 0])
+    np.maximum(inter, 0.0, out=inter)
+    height = np.minimum(a[:, None, 3], b[None, :, 3])
+    height -= np.maximum(a[:, None, 1], b[None, :, 1])
+    np.maximum(height, 0.0, out=height)
+    inter *= height
+    area_a = np.maximum(a[:, 2] - a[:, 0], 0.0) * np.maximum(a[:, 3] - a[:, 1], 0.0)
+    area_b = np.maximum(b[:, 2] - b[:, 0], 0.0) * np.maximum(b[:, 3] - b[:, 1], 0.0)
+    union = area_a[:, None] + area_b[None, :]
+    union -= inter
+    return np.divide(inter, union, out=np.zeros_like(inter), where=union > 0)
 
 
 def clip_boxes(boxes: torch.Tensor, *, width: float, height: float) -> torch.Tensor:

@@ -35,12 +35,13 @@ def draw_boxes(
     label_min_area: float = 0.0,
     labels: bool = True,
     line_width: int | None = None,
+    ids: Sequence[int] | None = None,
 ) -> np.ndarray:
     """A copy of uint8 BGR `image` with `boxes` (n, 4) xyxy pixels drawn in their class's colour, each labelled
     `name score` (`name` when `scores` is None; the class id when `names` has no entry for it) unless its area is
-    below `label_min_area` pixels or `labels` is False. Lines are `line_width` pixels wide (default: (height +
-    width) / 1000, rounded, at least 1). Rows are drawn last to first, so the first rows (the best scores)
-    end on top."""
+    below `label_min_area` pixels or `labels` is False. With track `ids`, boxes take the colour of their id and
+    labels start with it (`7 car 0.91`). Lines are `line_width` pixels wide (default: (height + width) / 1000,
+    rounded, at least 1). Rows are drawn last to first, so the first rows (the best scores) end on top."""
     canvas = image.copy()
     thickness = line_width if line_width is not None else max(1, round(sum(image.shape[:2]) / 1000))
     font_scale = thickness / 3
@@ -50,12 +51,12 @@ def draw_boxes(
     for i in reversed(range(len(boxes))):
         x1, y1, x2, y2 = boxes[i]
         label = classes[i]
-        colour = class_colour(label)
+        colour = class_colour(label if ids is None else ids[i])
         p1, p2 = (round(x1), round(y1)), (round(x2), round(y2))
         cv2.rectangle(canvas, p1, p2, colour, thickness, cv2.LINE_AA)
         if not labels or (x2 - x1) * (y2 - y1) < label_min_area:
             continue
-        text = class_name(names, label)
+        text = class_name(names, label) if ids is None else f"{ids[i]} {class_name(names, label)}"
         text = text if scores is None else f"{text} {scores[i]:.2f}"
         (tw, th), _ = cv2.getTextSize(text, cv2.FONT_HERSHEY_SIMPLEX, font_scale, 1)
         top = max(p1[1] - th - 3, 0)
@@ -71,9 +72,10 @@ def draw_detections(
     *,
     scores: bool = True,
     style: DrawStyle = DEFAULT_STYLE,
+    ids: Sequence[int] | None = None,
 ) -> np.ndarray:
     """A copy of uint8 BGR `image` with each detection's box and `name score` (or `name`) drawn as `style` says,
-    best on top (detections come sorted by descending score)."""
+    best on top (detections come sorted by descending score); with track `ids`, coloured and labelled by id."""
     return draw_boxes(
         image,
         detections.boxes.tolist(),
@@ -82,6 +84,7 @@ def draw_detections(
         scores=detections.scores.tolist() if scores and not style.hide_conf else None,
         labels=not style.hide_labels,
         line_width=style.line_width,
+        ids=ids,
     )
 
 

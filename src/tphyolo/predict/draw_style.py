@@ -5,7 +5,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from tphyolo.flags import flag
+from tphyolo.flags import Bounds, check_field_types, flag
+
+MAX_LINE_WIDTH = 32767  # the thickest line OpenCV draws
 
 
 @dataclass(frozen=True)
@@ -15,11 +17,17 @@ class DrawStyle:
 
     hide_labels: bool = flag(False, "--hide-labels", help="draw boxes without class names or scores")
     hide_conf: bool = flag(False, "--hide-conf", help="draw class names without scores")
-    line_width: int | None = flag(None, "--line-width", metavar="PX", help="box line width (default: from image size)")
+    line_width: int | None = flag(
+        None,
+        "--line-width",
+        "--line-thickness",
+        metavar="PX",
+        help="box line width (default: from image size)",
+        bounds=Bounds(1, MAX_LINE_WIDTH),
+    )
 
     def __post_init__(self) -> None:
-        if self.line_width is not None and self.line_width < 1:
-            raise ValueError(f"--line-width must be at least 1 pixel, got {self.line_width}")
+        check_field_types(self)  # types and the flags' bounds
 
 
 DEFAULT_STYLE = DrawStyle()

@@ -6,7 +6,8 @@
         result.save(f"out/{result.path.name}")  # see tphyolo.predict.results.Results
 
 How one image is processed: it is cut into windows (the whole image unless slicing), each window is
-letterboxed to `imgsz` (long side; short side padded to a stride multiple) and run through the inference core
+letterboxed to `imgsz` (long side; short side padded to a stride multiple; for a fixed-size export, to its
+shape, padded the whole way) and run through the inference core
 (`tphyolo.infer.detector.Detector`): every model with every TTA pass, each run suppressed by NMS and mapped
 back to original pixels. The runs of one (model, pass) over all windows form one detection list; the lists of
 an image are merged by WBF (weights: the per-model weights) or by NMS. With a crop classifier, the merged
@@ -15,25 +16,40 @@ detections of its classes are then re-labelled from crops of the original image 
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import replace
 from pathlib import Path
+from typing import Any, Protocol
 
 import numpy as np
 import torch
 
 from tphyolo.classify.classifier import CropClassifier, as_classifier
-from tphyolo.data.letterbox import check_imgsz, letterbox
+from tphyolo.data.letterbox import LetterboxInfo, check_imgsz, letterbox
 from tphyolo.infer.backends.pytorch import Weights, load_backends
 from tphyolo.infer.config import InferenceConfig, inference_config
-from tphyolo.infer.detector import Detector, View
+from tphyolo.infer.detector import Detector, View, ViewBatch
 from tphyolo.infer.slicing import SliceConfig, slice_windows
 from tphyolo.infer.tta_config import TTAConfig
 from tphyolo.ops.detections import Detections
 from tphyolo.predict.inputs import in_memory_images
 from tphyolo.predict.results import Results
-from tphyolo.predict.sources import Frame, Stream, iter_frames, resolve_source
+from tphyolo.predict.sequences import VideoSequence, resolve_sequences
+from tphyolo.predict.sources import Frame, Stream, iter_frames, resolve_source, source_units
 from tphyolo.runtime.config import RuntimeConfig, resolve_device
+
+LOGGER = logging.getLogger(__name__)
+
+
+class FrameTracker(Protocol):
+    """What `Predictor.track` needs of a tracker (`tphyolo.track.tracker.Tracker` is one): `reset()` before each
+    sequence, and `update(boxes (N, 4) xyxy, scores (N,), labels (N,), *, frame)` per frame (numpy arrays and
+    the uint8 BGR image) returning the tracks seen, with `boxes`, `ids`, `scores` and `labels` arrays."""
+
+    def reset(self) -> None: ...
+
+    def update(self, boxes: np.ndarray, scores: np.ndarray, labels: np.ndarray, *, frame: np.ndarray) -> Any: ...
 
 
 class Predictor:
@@ -53,7 +69,7 @@ class Predictor:
     the helpers plot/save/crop/to_dict) per image or video frame. A source is a path, folder, glob, .txt list,
     video, webcam index or video URL (`tphyolo.predict.sources`), or a sequence of paths; or in-memory images
     (`tphyolo.predict.inputs`): uint8 numpy arrays (BGR, or RGB with `rgb=True`), PIL images, torch tensors
-    (RGB), or a list of them.
+    (RGB), or a list of them. `track(source, tracker)` streams the results of videos with track ids.
     """
 
     def __init__(
@@ -80,6 +96,11 @@ class Predictor:
             classifier = as_classifier(classifier, detector_names=backends[0].names, device=self.device,
                                        runtime=self.runtime, weight=classifier_weight)  # fmt: skip
         self.detector = Detector(backends, self.config, weights=model_weights, classifier=classifier)
+        fixed = self.detector.fixed_shape
+        if fixed is not None and max(fixed) != self.config.imgsz:
+            LOGGER.warning("a fixed-size export: images are letterboxed to its %dx%d, not to --img %d",
+                           fixed[1], fixed[0], self.config.imgsz)  # fmt: skip
+            self.config = replace(self.config, imgsz=max(fixed))
         self.slicing = SliceConfig(slice) if isinstance(slice, int) else slice
 
     @property
@@ -112,18 +133,61 @@ class Predictor:
         *,
         on_skip: Callable[[Path | Stream, Exception], None] | None = None,
         vid_stride: int = 1,
+        units: Sequence[Sequence[int]] | None = None,
     ) -> Iterator[tuple[Frame, Results]]:
-        """Each frame of a file or stream `source` with its results (image kept), `config.batch` frames at a
-        time; every `vid_stride`-th frame of a video. A file that does not decode stops the stream, or with
-        `on_skip` is passed to it (file, error) and skipped."""
+        """Each frame of a file or stream `source` with its results (image kept), up to `config.batch` frames
+        at a time and never frames of two units (`sources.source_units`: a group of images, a video), so that
+        a batch is the same whatever else runs; every `vid_stride`-th frame of a video. units: only these
+        groups of file positions, in this order (default: all of them). A file that does not decode stops the
+        stream, or with `on_skip` is passed to it (file, error) and skipped."""
+        files = resolve_source(source)
+        units = source_units(files, batch=self.config.batch) if units is None else units
+        unit_of = {position: k for k, unit in enumerate(units) for position in unit}
         batch: list[Frame] = []
-        for frame in iter_frames(resolve_source(source), on_skip=on_skip, vid_stride=vid_stride):
+        only = [position for unit in units for position in unit]
+        for frame in iter_frames(files, only=only, on_skip=on_skip, vid_stride=vid_stride):
+            if batch and unit_of[frame.file] != unit_of[batch[0].file]:
+                yield from self._frames_results(batch)
+                batch = []
             batch.append(frame)
             if len(batch) == self.config.batch:
                 yield from self._frames_results(batch)
                 batch = []
         if batch:
             yield from self._frames_results(batch)
+
+    def track(
+        self,
+        source,
+        tracker: FrameTracker,
+        *,
+        on_skip: Callable[[Path | Stream, Exception], None] | None = None,
+        vid_stride: int = 1,
+    ) -> Iterator[Results]:
+        """The results of every frame of the video sequences of `source` (`tphyolo.predict.sequences`), holding
+        the tracks seen in that frame: boxes from `tracker`, `ids` its track ids, `frame` the frame's index in
+        its sequence (from 0), image kept. `tracker` (a `tphyolo.track.tracker.Tracker`, or anything with its
+        `reset` and `update`) starts afresh at each sequence. `on_skip`, `vid_stride`: as `stream`."""
+        for sequence in resolve_sequences(source):
+            for _, result in self.track_sequence(sequence, tracker, on_skip=on_skip, vid_stride=vid_stride):
+                yield result
+
+    def track_sequence(
+        self,
+        sequence: VideoSequence,
+        tracker: FrameTracker,
+        *,
+        on_skip: Callable[[Path | Stream, Exception], None] | None = None,
+        vid_stride: int = 1,
+    ) -> Iterator[tuple[Frame, Results]]:
+        """`track` over one sequence, from a reset tracker: each frame with its tracked results."""
+        tracker.reset()
+        frames = self.stream(list(sequence.files), on_skip=on_skip, vid_stride=vid_stride)
+        for position, (frame, result) in enumerate(frames):
+            tracks = tracker.update(result.boxes.numpy(), result.scores.numpy(), result.labels.numpy(),
+                                    frame=frame.image)  # fmt: skip
+            tracked = result.tracked(tracks.boxes, tracks.ids, tracks.scores, tracks.labels)
+            yield frame, replace(tracked, frame=sequence.frame_number(frame, position) - 1)
 
     def _frames_results(self, frames: list[Frame]) -> Iterator[tuple[Frame, Results]]:
         results = self.predict_images([f.image for f in frames])
@@ -132,32 +196,35 @@ class Predictor:
 
     def predict_images(self, images: Sequence[np.ndarray]) -> list[Results]:
         """Results of uint8 BGR (H, W, 3) images, in original pixels, each with its image."""
-        views = []  # (image index, window)
+        owners, windows = [], []  # per view: its image, its window
         for i, image in enumerate(images):
             if image.ndim != 3 or image.shape[2] != 3 or image.dtype != np.uint8:
                 raise ValueError(f"image {i}: expected uint8 (H, W, 3), got {image.dtype} {image.shape}")
             h, w = image.shape[:2]
-            windows = slice_windows(h, w, self.slicing) if self.slicing else [(0, 0, w, h)]
-            views += [(i, window) for window in windows]
-        runs = self._run_views(images, views)  # [run][view] (n, 6) original pixels
-        merged = []
-        for i, image in enumerate(images):
-            mine = [v for v, (j, _) in enumerate(views) if j == i]
-            h, w = image.shape[:2]
-            merged.append(self.detector.combine([[run[v] for v in mine] for run in runs], width=w, height=h))
+            for window in slice_windows(h, w, self.slicing) if self.slicing else [(0, 0, w, h)]:
+                owners.append(i)
+                windows.append(window)
+        sizes = [image.shape[:2] for image in images]
+        rows = self.detector(self._view_batches(images, owners, windows), owners=owners, sizes=sizes, images=images)
         names = tuple(self.names)
         return [
-            _with_source(Detections.from_rows(rows), names=names, image=image)
-            for rows, image in zip(self.detector.reclassify(merged, images), images, strict=True)
+            _with_source(Detections.from_rows(r), names=names, image=image)
+            for r, image in zip(rows, images, strict=True)
         ]
 
-    def _run_views(self, images: Sequence[np.ndarray], views: list) -> list[list[torch.Tensor]]:
-        """Every run on every view, in batches of views of one shape; [run][view] rows in original pixels."""
+    def _letterbox(self, image: np.ndarray) -> tuple[np.ndarray, LetterboxInfo]:
+        """`image` letterboxed for the detector: to the shape of a fixed-size export, padded the whole way, else
+        to `imgsz` with the short side padded to the next stride multiple."""
+        if self.detector.fixed_shape is not None:
+            return letterbox(image, self.detector.fixed_shape, stride=self.detector.stride, auto=False)
+        return letterbox(image, self.config.imgsz, stride=self.detector.stride, auto=True)
+
+    def _view_batches(self, images: Sequence[np.ndarray], owners: list[int], windows: list) -> Iterator[ViewBatch]:
+        """Every view letterboxed and prepared, in batches of views of one shape (at most `config.batch`)."""
         boxed = []
-        for i, (x1, y1, x2, y2) in views:
-            crop, info = letterbox(images[i][y1:y2, x1:x2], self.config.imgsz, stride=self.detector.stride, auto=True)
-            boxed.append((crop, View(info.ratio, info.pad, x2 - x1, y2 - y1, offset=(x1, y1))))
-        runs: list[list] = [[None] * len(views) for _ in range(self.detector.num_runs)]
+        for i, (x1, y1, x2, y2) in zip(owners, windows, strict=True):
+            crop, info = self._letterbox(images[i][y1:y2, x1:x2])
+            boxed.append((crop, View.of(info, x2 - x1, y2 - y1, offset=(x1, y1))))
         by_shape: dict[tuple[int, ...], list[int]] = {}
         for v, (crop, _) in enumerate(boxed):
             by_shape.setdefault(crop.shape, []).append(v)
@@ -166,10 +233,7 @@ class Predictor:
                 chunk = members[start : start + self.config.batch]
                 array = np.stack([boxed[v][0] for v in chunk])[..., ::-1].transpose(0, 3, 1, 2)  # BGR -> RGB, NCHW
                 x = self.detector.prepare(torch.from_numpy(np.ascontiguousarray(array)))  # (B, 3, H, W)
-                for r, per_view in enumerate(self.detector.detect(x)):
-                    for v, rows in zip(chunk, per_view, strict=True):
-                        runs[r][v] = boxed[v][1].rows_to_original(rows)
-        return runs
+                yield ViewBatch(x, [boxed[v][1] for v in chunk], chunk)
 
 
 def _with_source(detections: Detections, *, names: tuple[str, ...], image: np.ndarray) -> Results:

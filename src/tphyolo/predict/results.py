@@ -12,13 +12,14 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import cv2
 import numpy as np
+import torch
 
-from tphyolo.data.image_io import write_image
+from tphyolo.data.files.image_io import write_image
 from tphyolo.ops.detections import Detections, class_name
 from tphyolo.predict.draw import draw_detections
 from tphyolo.predict.draw_style import DrawStyle
@@ -62,18 +63,37 @@ class Results(Detections):
     """Detections of one image (boxes (N, 4) xyxy in original pixels, scores (N,), labels (N,), by descending
     score; see Detections) with `names` (class id -> name), `path` (the file it came from, a stream's source
     text, or None for an in-memory image), `shape` (original height, width), `frame` (the frame number in a
-    video; 0 for an image) and `image` (the uint8 BGR image, or None where it can be read again from `path`)."""
+    video; 0 for an image), `image` (the uint8 BGR image, or None where it can be read again from `path`) and
+    `ids` ((N,) int64 track ids >= 1 when the results come from tracking, `Predictor.track`; else None)."""
 
     names: tuple[str, ...] = ()
     path: Path | str | None = None
     shape: tuple[int, int] = (0, 0)
     frame: int = 0
     image: np.ndarray | None = field(default=None, repr=False, compare=False)
+    ids: torch.Tensor | None = None
+
+    def __post_init__(self) -> None:
+        if self.ids is not None and self.ids.shape != self.scores.shape:
+            raise ValueError(f"Results: {tuple(self.ids.shape)} track ids for {len(self.scores)} detections")
+
+    def tracked(self, boxes, ids, scores, labels) -> Results:
+        """These results replaced by the tracks seen in this frame: (M, 4) xyxy boxes, (M,) ids, scores and
+        labels (array-likes), sorted by descending score like any Results."""
+        scores = torch.as_tensor(np.asarray(scores), dtype=torch.float32).reshape(-1)
+        order = scores.argsort(descending=True, stable=True)
+        return replace(
+            self,
+            boxes=torch.as_tensor(np.asarray(boxes), dtype=torch.float32).reshape(-1, 4)[order],
+            scores=scores[order],
+            labels=torch.as_tensor(np.asarray(labels), dtype=torch.int64).reshape(-1)[order],
+            ids=torch.as_tensor(np.asarray(ids), dtype=torch.int64).reshape(-1)[order],
+        )
 
     def load_image(self) -> np.ndarray:
         """The uint8 BGR image: kept, or read again from an image file or a video file's frame. Raises
         ValueError when neither is possible (an in-memory image dropped, a stream)."""
-        from tphyolo.data.image_io import read_image
+        from tphyolo.data.files.image_io import read_image
         from tphyolo.predict.sources import is_video_name, video_capture
 
         if self.image is not None:
@@ -97,7 +117,8 @@ class Results(Detections):
         (`name` without `conf`; boxes only without `labels`), lines `line_width` pixels wide (default: from the
         image size)."""
         style = DrawStyle(hide_labels=not labels, hide_conf=not conf, line_width=line_width)
-        return draw_detections(self.load_image(), self, self.names, style=style)
+        ids = None if self.ids is None else self.ids.tolist()
+        return draw_detections(self.load_image(), self, self.names, style=style, ids=ids)
 
     def save(self, path: str | Path, **plot_options) -> Path:
         """Write `plot(**plot_options)` to `path` (its suffix picks the format); returns the path."""
@@ -118,12 +139,15 @@ class Results(Detections):
 
     def to_dict(self) -> dict:
         """Plain data: {"path": str or None, "shape": [height, width], "frame": int, "detections": [{"box":
-        [x1, y1, x2, y2], "score": float, "class": int, "name": str}, ...]} in original pixels, best first."""
+        [x1, y1, x2, y2], "score": float, "class": int, "name": str}, ...]} in original pixels, best first;
+        tracked results give each detection its "id" too."""
         detections = []
         rows = zip(self.boxes.tolist(), self.scores.tolist(), self.labels.tolist(), strict=True)
-        for box, score, label in rows:
+        ids = [None] * len(self) if self.ids is None else self.ids.tolist()
+        for (box, score, label), track_id in zip(rows, ids, strict=True):
             name = class_name(self.names, label)
-            detections.append({"box": box, "score": score, "class": label, "name": name})
+            record = {"box": box, "score": score, "class": label, "name": name}
+            detections.append(record if track_id is None else record | {"id": track_id})
         path = None if self.path is None else str(self.path)
         return {"path": path, "shape": list(self.shape), "frame": self.frame, "detections": detections}
 

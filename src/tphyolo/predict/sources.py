@@ -4,6 +4,12 @@ stream (a webcam index such as `0`, or an rtsp/rtmp/http(s) video URL, opened by
 `resolve_source(source)` lists the files (and streams) a source names (images and videos, in a stable order);
 `iter_frames(files)` decodes them one frame at a time as uint8 BGR (H, W, 3) arrays, each with an output name
 unique among the files (`source_names`), and can skip the files that do not decode instead of stopping.
+
+Every entry named like an image or a video is listed, whatever it is: one that is not a regular file (a
+folder named x.jpg, a FIFO, a link to /dev/zero, a dangling link, a link loop) is skipped when its turn comes,
+named with what it is, and never opened. An image file is read by `tphyolo.data.files.image_io.load_image`: a JPEG
+cut short is used with its missing part grey and a file of several frames gives its first frame, each told
+on its Frame (`Frame.notes`) for the command to show.
 """
 
 from __future__ import annotations
@@ -18,7 +24,8 @@ from pathlib import Path
 import cv2
 import numpy as np
 
-from tphyolo.data.image_io import ImageError, is_image_name, read_image
+from tphyolo.data.files.image_io import ImageError, is_image_name, load_image
+from tphyolo.data.files.paths import NO_SUCH_FILE, regular_file_problem
 
 VIDEO_SUFFIXES = frozenset({".mp4", ".avi", ".mov", ".mkv", ".m4v", ".mpeg", ".mpg", ".wmv", ".webm", ".asf"})
 STREAM_SCHEMES = ("rtsp://", "rtmp://", "http://", "https://")
@@ -59,13 +66,17 @@ class Frame:
     """One decoded image: `image` uint8 BGR (H, W, 3); `path` the file it came from (a stream's source text
     for a stream); `index` the frame number in a video or stream (0 for an image); `fps` the rate of the frames
     yielded (the video's frame rate divided by the frame stride; None for an image); `name` the file's output
-    name (see `source_names`; the file's stem when the frame was made without one)."""
+    name (see `source_names`; the file's stem when the frame was made without one); `notes` what reading the
+    file found that the user should be told, each naming the file (a partial JPEG, the first of several
+    frames); `file` the position of its file among the files `iter_frames` was given."""
 
     image: np.ndarray
     path: Path | str
     index: int = 0
     fps: float | None = None
     name: str | None = None
+    notes: tuple[str, ...] = ()
+    file: int = 0
 
     @property
     def is_video(self) -> bool:
@@ -76,8 +87,14 @@ def is_video_name(path: Path) -> bool:
     return path.suffix.lower() in VIDEO_SUFFIXES
 
 
+def _is_media_name(path: Path) -> bool:
+    return is_image_name(path) or is_video_name(path)
+
+
 def _media_in(paths: Sequence[Path]) -> list[Path]:
-    return sorted(p for p in paths if p.is_file() and (is_image_name(p) or is_video_name(p)))
+    """The entries of `paths` named like an image or a video, sorted; regular files or not (see the module
+    docstring: the others are skipped by name when read)."""
+    return sorted(p for p in paths if _is_media_name(p))
 
 
 def _once_each(paths: Sequence[Path]) -> list[Path]:
@@ -85,7 +102,7 @@ def _once_each(paths: Sequence[Path]) -> list[Path]:
     link back up the tree many times over), the shortest."""
     shortest: dict[str, Path] = {}
     for path in paths:
-        key = str(path.resolve())
+        key = os.path.realpath(path)  # a link loop resolves to itself, never raises
         if key not in shortest or (len(path.parts), str(path)) < (len(shortest[key].parts), str(shortest[key])):
             shortest[key] = path
     return list(shortest.values())
@@ -99,9 +116,9 @@ def _from_list(path: Path) -> list[Path]:
             continue
         p = Path(line).expanduser()
         p = p if p.is_absolute() else path.parent / p
-        if not p.is_file():
+        if not os.path.lexists(p):  # there but not a regular file: skipped by name when read
             raise FileNotFoundError(f"{path}:{n}: listed file {p} does not exist")
-        if not (is_image_name(p) or is_video_name(p)):
+        if not _is_media_name(p):
             raise ValueError(f"{path}:{n}: {p} is not an image or video file")
         files.append(p)
     return files
@@ -110,10 +127,12 @@ def _from_list(path: Path) -> list[Path]:
 def resolve_source(source: str | Path | Stream | Sequence[str | Path | Stream]) -> list[Path | Stream]:
     """The image and video files named by `source` (or by each entry of a sequence), in order.
 
-    A folder gives its images and videos (not recursive, sorted by name); a pattern with `*`, `?` or `[`
-    is a glob (recursive with `**`); a `.txt` file lists one path per line (relative to the list's folder,
-    `#` comments allowed); a webcam index or a video URL gives a Stream (`is_stream`). Raises
-    FileNotFoundError or ValueError naming the source when it yields nothing usable.
+    An image or video name gives that entry (a folder named x.jpg too: it is skipped when read, not listed); a
+    folder gives its images and videos (not recursive, sorted by name); a path that exists is that path,
+    even when its name holds `*`, `?` or `[`; otherwise such a name is a glob pattern (recursive with `**`); a
+    `.txt` file lists one path per line (relative to the list's folder, `#` comments allowed); a webcam index
+    or a video URL gives a Stream (`is_stream`). Raises FileNotFoundError or ValueError naming the source when
+    it yields nothing usable.
     """
     if isinstance(source, (list, tuple)):
         return [f for s in source for f in resolve_source(s)]
@@ -122,26 +141,28 @@ def resolve_source(source: str | Path | Stream | Sequence[str | Path | Stream]) 
     text = str(source)
     if is_stream(text):
         return [Stream(text)]
-    if any(ch in text for ch in "*?["):
+    if any(ch in text for ch in "*?[") and not os.path.lexists(Path(text).expanduser()):
         files = _media_in(_once_each([Path(p) for p in glob.glob(text, recursive=True)]))
         if not files:
             raise FileNotFoundError(f"source {text!r}: the pattern matches no image or video file")
         return files
     path = Path(text).expanduser()
+    if _is_media_name(path) and os.path.lexists(path):  # a file, or something named like one: skipped when read
+        return [path]
     if path.is_dir():
         files = _media_in(list(path.iterdir()))
         if not files:
             raise FileNotFoundError(f"source {path}: the folder holds no image or video file")
         return files
-    if not path.is_file():
+    if (problem := regular_file_problem(path)) == NO_SUCH_FILE:
         raise FileNotFoundError(f"source {path}: no such file or folder")
+    if problem is not None:
+        raise ValueError(f"source {path}: not a regular file ({problem})")
     if path.suffix.lower() == ".txt":
         files = _from_list(path)
         if not files:
             raise ValueError(f"source {path}: the list names no file")
         return files
-    if is_image_name(path) or is_video_name(path):
-        return [path]
     raise ValueError(f"source {path}: not an image, a video, a folder, a glob or a .txt list")
 
 
@@ -176,6 +197,9 @@ def video_capture(video: Path | Stream) -> cv2.VideoCapture:
         label, target = video.source, video.target
     else:
         label = target = str(video)
+        problem = regular_file_problem(video)
+        if problem not in (None, NO_SUCH_FILE):  # a FIFO would block, a device never ends
+            raise ImageError(f"{video}: not a regular file ({problem})")
         try:
             target.encode("utf-8")
         except UnicodeEncodeError:
@@ -210,9 +234,11 @@ def count_frames(files: Sequence[Path | Stream], *, vid_stride: int = 1) -> int 
     return total
 
 
-def _video_frames(capture: cv2.VideoCapture, source: Path | Stream, name: str, vid_stride: int) -> Iterator[Frame]:
-    """Frames 0, vid_stride, 2 * vid_stride, ... of an opened capture (released at the end); the frames in
-    between are grabbed without decoding."""
+def _video_frames(
+    capture: cv2.VideoCapture, source: Path | Stream, name: str, vid_stride: int, position: int
+) -> Iterator[Frame]:
+    """Frames 0, vid_stride, 2 * vid_stride, ... of an opened capture (released at the end), of the file at
+    `position`; the frames in between are grabbed without decoding."""
     fps = (capture.get(cv2.CAP_PROP_FPS) or 30.0) / vid_stride
     path = source.source if isinstance(source, Stream) else source
     try:
@@ -221,7 +247,7 @@ def _video_frames(capture: cv2.VideoCapture, source: Path | Stream, name: str, v
             ok, image = capture.read()
             if not ok:
                 break
-            yield Frame(image, path, index, fps, name)
+            yield Frame(image, path, index, fps, name, file=position)
             if not all(capture.grab() for _ in range(vid_stride - 1)):
                 break
             index += vid_stride
@@ -229,23 +255,45 @@ def _video_frames(capture: cv2.VideoCapture, source: Path | Stream, name: str, v
         capture.release()
 
 
+def source_units(files: Sequence[Path | Stream], *, batch: int) -> list[list[int]]:
+    """The files (positions in `files`) that are predicted together: each run of consecutive images cut into
+    groups of `batch`, each video or stream alone. A batch of frames never spans two units, so that the
+    batches, and the floats they give, depend on the file list alone; the units are what the ranks of a
+    distributed prediction share out (`tphyolo.runtime.sharding`) and what a resumed one redoes whole."""
+    if batch < 1:
+        raise ValueError(f"batch must be at least 1, got {batch}")
+    units: list[list[int]] = []
+    for i, f in enumerate(files):
+        if _is_video(f):
+            units.append([i])
+        elif units and not _is_video(files[units[-1][-1]]) and len(units[-1]) < batch:
+            units[-1].append(i)
+        else:
+            units.append([i])
+    return units
+
+
 def iter_frames(
     files: Sequence[Path | Stream],
     *,
+    only: Sequence[int] | None = None,
     on_skip: Callable[[Path | Stream, Exception], None] | None = None,
     vid_stride: int = 1,
 ) -> Iterator[Frame]:
-    """Decode `files` in order: an image gives one Frame, a video or stream one Frame per `vid_stride` frames
-    (the first, then every `vid_stride`-th).
+    """Decode `files` in order (only those at the positions `only`, in that order, when given; the output
+    names are those of the whole list): an image gives one Frame, a video or stream one Frame per
+    `vid_stride` frames (the first, then every `vid_stride`-th).
 
     A file that cannot be read or decoded (OSError, ImageError) stops the iteration, unless `on_skip` is
     given: then it is called with the file and the error, and the next file follows."""
     if vid_stride < 1:
         raise ValueError(f"vid_stride must be at least 1, got {vid_stride}")
-    for f, name in zip(files, source_names(files), strict=True):
+    names = source_names(files)
+    for position in range(len(files)) if only is None else only:
+        f, name = files[position], names[position]
         try:
             if not _is_video(f):
-                image = read_image(f)
+                image, info = load_image(f)
             else:
                 capture = video_capture(f)
         except (OSError, ImageError) as error:
@@ -254,10 +302,11 @@ def iter_frames(
             on_skip(f, error)
             continue
         if not _is_video(f):
-            yield Frame(image, f, name=name)
+            notes = tuple(f"{f}: {warning}" for warning in info.warnings)
+            yield Frame(image, f, name=name, notes=notes, file=position)
             continue
         count = 0
-        for frame in _video_frames(capture, f, name, vid_stride):
+        for frame in _video_frames(capture, f, name, vid_stride, position):
             count += 1
             yield frame
         if count == 0:

@@ -6,7 +6,8 @@ folder without its suffix, e.g. `a/x` and `b/x`; a plain stem for files of one f
 number, 6 digits) for a video frame. Annotated images keep the source's suffix (`a/x.jpg`); videos are `NAME.mp4`.
 
 - VisDrone (`visdrone/NAME.txt`): `x,y,w,h,score,category,-1,-1` per line, left/top/width/height in pixels,
-  category = class id + 1, lines by descending score (the VisDrone2019-DET submission format).
+  category the VisDrone category of the class's name (`category_ids`: a model whose classes are not VisDrone's
+  is refused), lines by descending score (the VisDrone2019-DET submission format).
 - YOLO (`labels/NAME.txt`): `class cx cy w h [score]`, normalised to [0, 1].
 - COCO (`predictions.json`): a list of `{"image_id": id, "category_id": class id, "bbox": [x, y, w, h],
   "score": s}`; integer image ids by `tphyolo.metrics.coco.coco_image_ids` over the output names in the order
@@ -25,7 +26,9 @@ from pathlib import Path, PurePosixPath
 import cv2
 import numpy as np
 
-from tphyolo.data.image_io import write_image
+from tphyolo.data.files.image_io import write_image
+from tphyolo.data.files.json_files import load_json_file
+from tphyolo.data.formats.visdrone import category_ids
 from tphyolo.metrics.coco import coco_image_ids
 from tphyolo.ops.detections import Detections
 from tphyolo.predict.draw import draw_detections
@@ -39,13 +42,13 @@ def output_name(frame: Frame) -> str:
     return f"{name}_{frame.index:06d}" if frame.is_video else name
 
 
-def visdrone_lines(detections: Detections) -> list[str]:
-    """VisDrone submission lines, by descending score."""
+def visdrone_lines(detections: Detections, categories: Sequence[int]) -> list[str]:
+    """VisDrone submission lines, by descending score; `categories[class id]` is the class's VisDrone category."""
     order = detections.scores.argsort(descending=True, stable=True)
     lines = []
     for i in order.tolist():
         x1, y1, x2, y2 = detections.boxes[i].tolist()
-        score, category = float(detections.scores[i]), int(detections.labels[i]) + 1
+        score, category = float(detections.scores[i]), categories[int(detections.labels[i])]
         lines.append(f"{x1:.2f},{y1:.2f},{x2 - x1:.2f},{y2 - y1:.2f},{score:.5f},{category},-1,-1")
     return lines
 
@@ -86,10 +89,7 @@ def coco_gt_image_ids(path: Path) -> dict[str, int]:
     """The image ids of the COCO dataset json `path` by file name without its suffix, posix-style (`x`,
     `sub/x`): the output names of the images they match. Raises ValueError naming the file when it is not a
     COCO dataset with integer image ids, or when two of its images share a name."""
-    try:
-        data = json.loads(Path(path).read_text(encoding="utf-8"))
-    except (json.JSONDecodeError, UnicodeDecodeError) as error:
-        raise ValueError(f"{path}: not valid JSON (COCO dataset): {error}") from None
+    data = load_json_file(path, what="COCO dataset")
     images = data.get("images") if isinstance(data, dict) else None
     if not isinstance(images, list):
         raise ValueError(f"{path}: a COCO dataset needs an 'images' list")
@@ -124,6 +124,7 @@ class PredictionWriter:
         style: DrawStyle = DEFAULT_STYLE,
         image_ids: Mapping[str, int] | None = None,
     ) -> None:
+        self.categories = category_ids(names) if save_visdrone else []  # refused before anything is written
         self.save_dir = Path(save_dir)
         self.names = names
         self.save_img, self.save_txt, self.save_conf = save_img, save_txt, save_conf
@@ -148,7 +149,7 @@ class PredictionWriter:
                 path.parent.mkdir(parents=True, exist_ok=True)
                 self.saved.append(write_image(path, canvas))
         if self.save_visdrone:
-            self._text(self.save_dir / "visdrone" / f"{name}.txt", visdrone_lines(detections))
+            self._text(self.save_dir / "visdrone" / f"{name}.txt", visdrone_lines(detections, self.categories))
         if self.save_txt:
             lines = yolo_lines(detections, width=width, height=height, with_score=self.save_conf)
             self._text(self.save_dir / "labels" / f"{name}.txt", lines)
@@ -174,6 +175,13 @@ class PredictionWriter:
             self.videos[path] = writer
             self.saved.append(path)
         writer.write(canvas)
+
+    def end_file(self, name: str) -> None:
+        """Finish the outputs of the file whose output name is `name` (its annotated video): call after its last
+        frame, so that its files are complete before the run ends."""
+        writer = self.videos.pop(self.save_dir / f"{name}.mp4", None)
+        if writer is not None:
+            writer.release()
 
     def close(self) -> None:
         for writer in self.videos.values():

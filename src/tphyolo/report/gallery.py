@@ -13,7 +13,7 @@ from pathlib import Path
 import cv2
 import numpy as np
 
-from tphyolo.data.image_io import read_image
+from tphyolo.data.files.image_io import read_image
 from tphyolo.report.data import GALLERY_SCORE, ReportData
 from tphyolo.report.matching import ImageMatch
 from tphyolo.report.sizes import box_side
@@ -60,7 +60,7 @@ def draw_errors(image: np.ndarray, match: ImageMatch) -> np.ndarray:
     positives and misses drawn in the LEGEND colours, misses and false positives on top."""
     h, w = image.shape[:2]
     scale = min(1.0, IMAGE_WIDTH / w)
-    canvas = cv2.resize(image, (round(w * scale), round(h * scale)), interpolation=cv2.INTER_AREA)
+    canvas = cv2.resize(image, (max(1, round(w * scale)), max(1, round(h * scale))), interpolation=cv2.INTER_AREA)
     misses = match.misses(GALLERY_SCORE)
     _rectangles(canvas, match.gt_boxes[match.gt_counted & ~misses], "ground truth (found)", scale)
     _rectangles(canvas, match.det_rows[match.true_positives(GALLERY_SCORE), :4], "true positive", scale)

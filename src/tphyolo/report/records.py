@@ -27,6 +27,7 @@ from pathlib import Path
 
 import torch
 
+from tphyolo.data.files.json_files import load_json_file
 from tphyolo.metrics.protocol import ImageResult
 from tphyolo.metrics.registry import PROTOCOLS
 
@@ -140,10 +141,7 @@ def load_records(run_dir: Path) -> Records:
         raise FileNotFoundError(
             f"{path}: no evaluation records; write them with 'tphyolo val --report' or 'tphyolo eval --report DIR'"
         )
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (json.JSONDecodeError, UnicodeDecodeError) as error:
-        raise ValueError(f"{path}: not valid JSON: {error}") from None
+    data = load_json_file(path, what="evaluation records")  # bounded: a file nested 100,000 deep is one line
     if not isinstance(data, dict) or data.get("format") != FORMAT:
         raise ValueError(f'{path}: not a tphyolo evaluation file (no "format": "{FORMAT}")')
     if data.get("version") != VERSION:

@@ -145,13 +145,17 @@ def resolve_device(spec: str, *, local_rank: int = 0) -> torch.device:
     if names == ["cpu"]:
         return torch.device("cpu")
     if names == ["mps"]:
+        if not torch.backends.mps.is_built():
+            raise ValueError(f"--device {spec}: this PyTorch build has no MPS support (try --device cpu)")
+        if not torch.backends.mps.is_available():
+            raise ValueError(f"--device {spec}: no MPS device is available on this machine (try --device cpu)")
         return torch.device("mps")
     if not torch.cuda.is_available():
-        raise ValueError(f"device {spec!r} asks for CUDA, but no CUDA device is available (try --device cpu)")
+        raise ValueError(f"--device {spec}: asks for CUDA, but no CUDA device is available (try --device cpu)")
     if names == ["cuda"]:
         return torch.device("cuda", local_rank)
     if max(torch.device(name).index for name in names) >= torch.cuda.device_count():
-        raise ValueError(f"device {spec!r}: only {torch.cuda.device_count()} CUDA device(s) visible")
+        raise ValueError(f"--device {spec}: only {torch.cuda.device_count()} CUDA device(s) visible")
     return torch.device(names[min(local_rank, len(names) - 1)])
 
 

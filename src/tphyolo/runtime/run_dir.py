@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -32,6 +33,18 @@ def remove_if_empty(path: Path) -> bool:
     with contextlib.suppress(OSError):
         path.rmdir()
     return not path.exists()
+
+
+@contextlib.contextmanager
+def removed_if_left_empty(path: str | Path | None) -> Iterator[None]:
+    """Run the block; should it raise, remove folder `path` when it holds no file (`remove_if_empty`): a command
+    that fails before producing anything leaves no numbered folder behind to shift the next run's name."""
+    try:
+        yield
+    except BaseException:
+        if path is not None:
+            remove_if_empty(Path(path))
+        raise
 
 
 @dataclass(frozen=True)

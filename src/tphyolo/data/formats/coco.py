@@ -18,6 +18,7 @@ from pathlib import Path
 
 import numpy as np
 
+from tphyolo.data.files.json_files import load_json_file
 from tphyolo.data.formats.base import LabeledImage, LabelEntry, LabelFormat, images_folder
 from tphyolo.data.labels import ImageLabels, LabelError
 from tphyolo.ops.boxes import xywh_to_xyxy
@@ -35,6 +36,11 @@ class CocoImage:
 
 def _number(value: object) -> bool:
     return type(value) in (int, float) and math.isfinite(value)
+
+
+def _is_id(value: object) -> bool:
+    """An image id: an int or a string (json's true and false are not ids, nor are lists)."""
+    return type(value) in (int, str)
 
 
 def coco_box_problem(bbox: object) -> str | None:
@@ -58,17 +64,49 @@ def _entries(data: dict, key: str, path: Path, *, required: bool = True) -> list
     return entries
 
 
+def _check_flag(record: dict, key: str, where: str) -> None:
+    """`record[key]`, when present, must be 0 or 1 (json true/false too): a string such as "0" is truthy and
+    would turn every box into a crowd region."""
+    if key in record and (type(record[key]) not in (int, bool) or record[key] not in (0, 1)):
+        raise LabelError(f"{where}: '{key}' must be 0 or 1, got {record[key]!r:.40}")
+
+
+def _check_annotation(a: dict, where: str, image_ids: set, category_ids: set, annotation_ids: set) -> None:
+    if "id" in a:
+        if not _is_id(a["id"]) or a["id"] in annotation_ids:
+            raise LabelError(f"{where}: 'id' must be a unique int or string, got {a['id']!r:.40}")
+        annotation_ids.add(a["id"])
+    if not _is_id(a.get("image_id")):
+        raise LabelError(f"{where}: 'image_id' must be an int or a string, got {a.get('image_id')!r:.40}")
+    if a["image_id"] not in image_ids:
+        raise LabelError(f"{where}: unknown image_id {a['image_id']!r:.40}")
+    if (problem := coco_box_problem(a.get("bbox"))) is not None:
+        raise LabelError(f"{where}: {problem}")
+    for key in ("iscrowd", "ignore"):
+        _check_flag(a, key, where)
+    if "area" in a and (not _number(a["area"]) or a["area"] < 0):
+        raise LabelError(f"{where}: 'area' must be a finite number >= 0, got {a['area']!r:.40}")
+    crowd = a.get("iscrowd", 0)
+    if ("category_id" in a or not crowd) and type(a.get("category_id")) is not int:
+        raise LabelError(f"{where}: 'category_id' must be an int, got {a.get('category_id')!r:.40}")
+    if not crowd and a["category_id"] not in category_ids:  # a crowd region may ignore every category
+        raise LabelError(f"{where}: unknown category_id {a['category_id']!r:.40}")
+
+
 def check_coco_dataset(data: object, path: Path, *, image_files: bool = True) -> None:
-    """Raises LabelError naming `path` and the entry for the first malformed part of COCO dataset `data`:
+    """Raises LabelError naming `path`, the record (`images[3]`, `annotations[12]`) and the field for the first
+    malformed part of COCO dataset `data`; every field the package reads is type-checked:
     images (unique int or str `id`; with `image_files`, a unique relative `file_name` that stays inside the
-    images folder and whole-number `width` and `height` >= 1), categories (unique int `id`), annotations
-    (a known `image_id`, a `bbox` as `coco_box_problem` wants it, a known `category_id` unless `iscrowd`)."""
+    images folder and whole-number `width` and `height` >= 1), categories (unique int `id`, a str `name` when
+    given), annotations (a unique int or str `id` when given, a known int or str `image_id`, a `bbox` as
+    `coco_box_problem` wants it, `iscrowd` and `ignore` 0 or 1 when given, a finite `area` >= 0 when given, a
+    known int `category_id`; a crowd region's may be unknown or left out)."""
     if not isinstance(data, dict):
         raise LabelError(f"{path}: a COCO dataset is a mapping with 'images', 'annotations', 'categories'")
-    image_ids, file_names, category_ids = set(), {}, set()
+    image_ids, file_names, category_ids, annotation_ids = set(), {}, set(), set()
     for i, im in enumerate(_entries(data, "images", path)):
         where = f"{path}: images[{i}]"
-        if type(im.get("id")) not in (int, str) or im["id"] in image_ids:
+        if not _is_id(im.get("id")) or im["id"] in image_ids:
             raise LabelError(f"{where}: 'id' must be a unique int or string, got {im.get('id')!r:.60}")
         image_ids.add(im["id"])
         if not image_files:
@@ -85,25 +123,20 @@ def check_coco_dataset(data: object, path: Path, *, image_files: bool = True) ->
     for i, c in enumerate(_entries(data, "categories", path)):
         if type(c.get("id")) is not int or c["id"] in category_ids:
             raise LabelError(f"{path}: categories[{i}]: 'id' must be a unique int, got {c.get('id')!r:.40}")
+        if "name" in c and not isinstance(c["name"], str):
+            raise LabelError(f"{path}: categories[{i}]: 'name' must be a string, got {c['name']!r:.40}")
         category_ids.add(c["id"])
     for i, a in enumerate(_entries(data, "annotations", path, required=False)):
-        where = f"{path}: annotation {a.get('id', f'[{i}]')}"
-        if a.get("image_id") not in image_ids:
-            raise LabelError(f"{where}: unknown image_id {a.get('image_id')!r:.40}")
-        problem = coco_box_problem(a.get("bbox"))
-        if problem:
-            raise LabelError(f"{where}: {problem}")
-        if not a.get("iscrowd", 0) and a.get("category_id") not in category_ids:
-            raise LabelError(f"{where}: unknown category_id {a.get('category_id')!r:.40}")
+        _check_annotation(a, f"{path}: annotations[{i}]", image_ids, category_ids, annotation_ids)
 
 
 def load_coco(path: Path) -> tuple[list[str], dict[str, CocoImage]]:
     """Class names (by ascending category id) and the images keyed by `file_name` (as written in the json).
     Raises LabelError naming the file (and the entry) when it is not a valid COCO detection file."""
     try:
-        data = json.loads(Path(path).read_text(encoding="utf-8"))
-    except (json.JSONDecodeError, UnicodeDecodeError) as error:
-        raise LabelError(f"{path}: not a COCO detection file ({error})") from None
+        data = load_json_file(path, what="COCO dataset")
+    except ValueError as error:
+        raise LabelError(str(error)) from None
     check_coco_dataset(data, path)
     categories = sorted(data["categories"], key=lambda c: c["id"])
     images = data["images"]

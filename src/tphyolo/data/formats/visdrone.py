@@ -30,6 +30,20 @@ NUM_CLASSES = len(NAMES)  # categories 1..NUM_CLASSES are classes
 WHOLE_COLUMNS = (5, 6, 7)  # category, truncation, occlusion
 
 
+def category_ids(names: Sequence[str]) -> list[int]:
+    """The VisDrone-DET category (1..NUM_CLASSES) of each class name, matched by name (a model of VisDrone's
+    classes in another order, or of some of them, maps too). Raises ValueError naming the classes that are
+    not VisDrone's: their detections would otherwise be written under the wrong categories."""
+    foreign = [name for name in names if name not in NAMES]
+    if foreign:
+        shown = ", ".join(foreign[:5]) + (f" and {len(foreign) - 5} more" if len(foreign) > 5 else "")
+        raise ValueError(
+            f"the model's classes {shown} are not VisDrone-DET's ({', '.join(NAMES)}): a VisDrone submission "
+            "needs a model of those classes"
+        )
+    return [NAMES.index(name) + 1 for name in names]
+
+
 def read_visdrone_line(line: str, where: str, *, max_values: int | None = None) -> list[float] | None:
     """The values of one VisDrone line `left,top,width,height,score,category[,truncation,occlusion,...]`, or
     None for a blank line; trailing commas are tolerated. Raises LabelError prefixed by `where` (file:line) for
@@ -54,6 +68,28 @@ def read_visdrone_line(line: str, where: str, *, max_values: int | None = None) 
     return values
 
 
+def _category(values: list[float], where: str, *, num_classes: int) -> int:
+    """The category of a line's values; LabelError prefixed by `where` when it is outside 0..num_classes + 1."""
+    category = values[5]
+    if not 0 <= category <= num_classes + 1:
+        raise LabelError(f"{where}: category {category:g} outside 0..{num_classes + 1}")
+    return int(category)
+
+
+def read_visdrone_rows(path: Path, *, num_classes: int = NUM_CLASSES) -> np.ndarray:
+    """(n, 8) float64 rows of a VisDrone txt file, annotations or results alike (missing truncation and
+    occlusion read as 0), as `tphyolo eval` scores them. Raises LabelError naming the file and line of an
+    unusable line (`read_visdrone_line`, at most 8 values) or a category outside 0..num_classes + 1, and
+    naming the file when it is not UTF-8 text or not a regular file (`read_label_text`)."""
+    rows = []
+    for n, line in enumerate(read_label_text(path).splitlines(), start=1):
+        values = read_visdrone_line(line, f"{path}:{n}", max_values=8)
+        if values is not None:
+            _category(values, f"{path}:{n}", num_classes=num_classes)
+            rows.append(values + [0.0] * (8 - len(values)))
+    return np.array(rows, dtype=np.float64).reshape(-1, 8)
+
+
 def parse_visdrone(path: Path, *, num_classes: int = NUM_CLASSES) -> ImageLabels:
     """Read one annotation file. Raises LabelError naming the file and line for an unusable line.
 
@@ -66,10 +102,8 @@ def parse_visdrone(path: Path, *, num_classes: int = NUM_CLASSES) -> ImageLabels
         values = read_visdrone_line(line, f"{path}:{n}")
         if values is None:
             continue
-        left, top, width, height, _score, category = values[:6]
-        if not 0 <= category <= num_classes + 1:
-            raise LabelError(f"{path}:{n}: category {category:g} outside 0..{num_classes + 1}")
-        category = int(category)
+        left, top, width, height = values[:4]
+        category = _category(values, f"{path}:{n}", num_classes=num_classes)
         if category == IGNORED_CATEGORY:
             ignore.append((left, top, width, height))
         elif category <= num_classes:

@@ -7,6 +7,7 @@ Ignore regions live in an optional side file `ignore/STEM.txt`, one normalised `
 
 from __future__ import annotations
 
+import os
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -48,7 +49,7 @@ def parse_yolo(label_path: Path, ignore_path: Path | None, *, width: int, height
         classes.append(int(cls))
         boxes.append(box * scale)
     ignore = []
-    if ignore_path is not None and Path(ignore_path).is_file():
+    if ignore_path is not None and os.path.lexists(ignore_path):  # not a regular file: named by the reader
         for n, values in _rows(ignore_path):
             if len(values) != 4:
                 raise LabelError(f"{ignore_path}:{n}: expected 'cx cy w h', got {len(values)} values")

@@ -21,8 +21,9 @@ class ExportedBackend:
     """A model read from an exported file: metadata, input checks, dtype and device handling.
 
     Subclasses implement `_forward(x)` for inputs already checked and converted to `dtype` on `device`.
-    A fixed-size export refuses other batch sizes and image sizes; a dynamic one refuses sides that are not
-    multiples of the stride.
+    A fixed-size export runs its own image size (`fixed_shape`; callers letterbox to it) and at most its own
+    batch (`max_batch`; a smaller batch is padded to it and the padding's outputs dropped); a dynamic one
+    refuses sides that are not multiples of the stride.
     """
 
     format: str  # the export format it runs (the `format` of the file's metadata)
@@ -60,12 +61,20 @@ class ExportedBackend:
     def batch(self) -> int:
         return self.metadata.batch
 
+    @property
+    def fixed_shape(self) -> tuple[int, int] | None:
+        return None if self.dynamic else self.imgsz
+
+    @property
+    def max_batch(self) -> int | None:
+        return None if self.dynamic else self.batch
+
     def check_input(self, x: torch.Tensor) -> None:
         """ValueError, naming the file, when this model cannot run on a batch shaped like `x`."""
         if x.ndim != 4 or x.shape[1] != 3:
             raise ValueError(f"{self.path}: input must be (B, 3, H, W) images, got shape {tuple(x.shape)}")
         b, _, h, w = x.shape
-        if not self.dynamic and (b != self.batch or (h, w) != self.imgsz):
+        if not self.dynamic and (b > self.batch or (h, w) != self.imgsz):
             raise ValueError(
                 f"{self.path}: exported for a fixed input ({self.batch}, 3, {self.imgsz[0]}, {self.imgsz[1]}), "
                 f"got ({b}, 3, {h}, {w}); export with --dynamic to run other batch or image sizes "
@@ -82,7 +91,11 @@ class ExportedBackend:
         """Images (B, 3, H, W) in [0, 1] -> (B, N, 5 + nc) float32 on `device`; any float dtype and device is
         accepted and converted."""
         self.check_input(x)
-        out = self._forward(x.to(self.device, self.dtype).contiguous())
+        x = x.to(self.device, self.dtype)
+        count = x.shape[0]
+        if not self.dynamic and count < self.batch:  # the file's batch, the padding's outputs dropped
+            x = torch.cat([x, x.new_zeros((self.batch - count, *x.shape[1:]))])
+        out = self._forward(x.contiguous())[:count]
         return out.to(self.device, torch.float32)
 
     def _forward(self, x: torch.Tensor) -> torch.Tensor:

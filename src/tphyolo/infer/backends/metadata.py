@@ -17,7 +17,8 @@ Where it is stored:
 | TorchScript | the archive's extra file `extra/tphyolo.json`: the fields as one JSON object |
 | TensorRT | a prefix of the .engine file: 4-byte little-endian length, then the fields as one JSON object |
 
-Reading never runs code: values are parsed with `json.loads` and checked field by field.
+Reading never runs code: values are parsed by the bounded JSON reader (`tphyolo.data.files.json_files`) and checked
+field by field.
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ from dataclasses import MISSING, asdict, dataclass, fields
 from typing import Any
 
 from tphyolo._version import __version__
+from tphyolo.data.files.json_files import load_json_text
 
 SCHEMA = 1  # bump when a field changes meaning
 FORMATS = ("onnx", "openvino", "torchscript", "engine")  # the rows of `tphyolo.export.formats` (tested)
@@ -133,9 +135,10 @@ class ExportMetadata:
     @classmethod
     def from_json(cls, text: str | bytes, *, source: str) -> ExportMetadata:
         try:
-            data = json.loads(text)
-        except (json.JSONDecodeError, UnicodeDecodeError) as error:
-            raise ValueError(f"{source}: metadata is not valid JSON ({error})") from error
+            text = text.decode("utf-8") if isinstance(text, bytes) else text
+        except UnicodeDecodeError as error:
+            raise ValueError(f"{source}: metadata is not UTF-8 text (byte {error.start})") from None
+        data = load_json_text(text, source, what="metadata")
         if not isinstance(data, dict):
             raise ValueError(f"{source}: metadata must be a JSON object, got {type(data).__name__}")
         return cls.from_dict(data, source=source)
@@ -146,10 +149,7 @@ class ExportMetadata:
         data = {}
         for f in fields(cls):
             if f.name in entries:
-                try:
-                    data[f.name] = json.loads(entries[f.name])
-                except json.JSONDecodeError as error:
-                    raise ValueError(f"{source}: metadata {f.name!r} is not valid JSON ({error})") from error
+                data[f.name] = load_json_text(entries[f.name], source, what=f"metadata {f.name!r}")
         return cls.from_dict(data, source=source)
 
 

@@ -26,13 +26,17 @@ class Backend(Protocol):
     """A loaded detection model.
 
     names: class names (index = class id); stride: the largest stride (input sides must be multiples of it);
-    device: where its inputs live; dtype: the dtype of its inputs.
+    device: where its inputs live; dtype: the dtype of its inputs. Optional (a backend without them takes any
+    input): fixed_shape, the (h, w) every input must have (a fixed-size export), None for any stride multiple;
+    max_batch, the most images one `run` takes (a fixed-size export's batch), None for any number.
     """
 
     names: list[str]
     stride: int
     device: torch.device
     dtype: torch.dtype
+    fixed_shape: tuple[int, int] | None
+    max_batch: int | None
 
     def prepare(self, images: torch.Tensor) -> torch.Tensor:
         """(B, 3, H, W) uint8 RGB images -> the input `run` takes: values in [0, 1], on `device`, in `dtype`."""
@@ -55,6 +59,9 @@ class TorchBackend:
     """A PyTorch detection model that is already prepared: on `device`, in eval mode, in the runtime's weights
     dtype and memory format. `run` applies the runtime's autocast and attention-kernel choice."""
 
+    fixed_shape = None  # any input size
+    max_batch = None  # any batch
+
     def __init__(
         self, model: nn.Module, *, runtime: RuntimeConfig, device: torch.device, names: Sequence[str] | None = None
     ) -> None:
@@ -71,10 +78,10 @@ class TorchBackend:
             model, names = weights, list(getattr(weights, "names", []))
         else:
             from tphyolo.checkpoint.format import load_checkpoint
-            from tphyolo.checkpoint.release import is_release_name
+            from tphyolo.checkpoint.release import is_release_name, missing_weights_message
 
             if not Path(weights).exists() and not is_release_name(weights):
-                raise FileNotFoundError(f"weights file {weights} does not exist")
+                raise FileNotFoundError(missing_weights_message(weights))
             checkpoint = load_checkpoint(weights)
             model, names = checkpoint.build_model(), list(checkpoint.names)
         if fuse and hasattr(model, "fuse"):

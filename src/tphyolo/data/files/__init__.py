@@ -1,0 +1,5 @@
+"""Reading files safely: images (the one image reader, its pixel and side limits, the RAM cache), bounded JSON,
+and the label-path rule (images/ -> labels/).
+
+Importing this package imports none of its modules; import them directly (`tphyolo.data.files.image_io`).
+"""

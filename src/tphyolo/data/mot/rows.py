@@ -1,0 +1,83 @@
+"""The comma-separated number rows every MOT text format is made of, read with one-line errors.
+
+A line is `frame,id,left,top,width,height,...` (MOTChallenge, VisDrone-MOT, UAVDT); blank lines and trailing
+commas are tolerated, as the published files have them.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+
+from tphyolo.data.labels import LabelError, finite_numbers, read_label_text
+
+ROW_START = ("frame", "id", "left", "top", "width", "height")
+
+
+def read_rows(path: Path, *, min_values: int, max_values: int, whole: tuple[int, ...] = ()) -> np.ndarray:
+    """The rows of `path` as (N, max_values) float64, missing trailing values as -1.
+
+    Raises LabelError naming the file and line for a line with fewer than `min_values` or more than
+    `max_values` values, an empty or non-numeric field, a frame below 1 or not whole, an id that is not whole,
+    a value of a column of `whole` (0-based: levels, categories) that is not a whole number >= -1, or a
+    negative width or height."""
+    path = Path(path)
+    rows = []
+    for n, line in enumerate(read_label_text(path).splitlines(), start=1):
+        fields = [f.strip() for f in line.strip().split(",")]
+        while fields and fields[-1] == "":
+            fields.pop()
+        if not fields:
+            continue
+        where = f"{path}:{n}"
+        if not min_values <= len(fields) <= max_values:
+            raise LabelError(f"{where}: expected {min_values} to {max_values} comma-separated values "
+                             f"({','.join(ROW_START)},...), got {len(fields)}: {line.strip()!r:.80}")  # fmt: skip
+        if "" in fields:
+            raise LabelError(f"{where}: field {fields.index('') + 1} is empty in {line.strip()!r:.80}")
+        values = finite_numbers(fields, where, line)
+        if values[0] < 1 or values[0] != int(values[0]):
+            raise LabelError(f"{where}: frame {values[0]:g} is not a frame number (whole, from 1)")
+        for i in (1, *whole):
+            if i < len(values) and (values[i] != int(values[i]) or (i in whole and values[i] < -1)):
+                kind = "a whole number" if i == 1 else "a level or category (a whole number >= -1)"
+                raise LabelError(f"{where}: field {i + 1} ({_column_name(i)}) {values[i]:g} is not {kind}")
+        if values[4] < 0 or values[5] < 0:
+            raise LabelError(f"{where}: negative box size {values[4]:g}x{values[5]:g}")
+        rows.append(values + [-1.0] * (max_values - len(values)))
+    return np.array(rows, dtype=np.float64).reshape(-1, max_values)
+
+
+def _column_name(i: int) -> str:
+    return ROW_START[i] if i < len(ROW_START) else f"column {i + 1}"
+
+
+def xywh_columns(rows: np.ndarray) -> np.ndarray:
+    """(N, 4) xyxy boxes of rows whose columns 2-5 are left, top, width, height."""
+    boxes = rows[:, 2:6].copy()
+    boxes[:, 2:] += boxes[:, :2]
+    return boxes
+
+
+def number(value: float, decimals: int = 2) -> str:
+    """A value as the published files write it: whole numbers without a point, others with up to `decimals`."""
+    r = round(value)
+    if abs(value - r) < 0.5 * 10**-decimals:
+        return str(int(r))
+    return f"{value:.{decimals}f}".rstrip("0")
+
+
+def box_fields(table_boxes: np.ndarray) -> list[str]:
+    """`left,top,width,height` text of each (N, 4) xyxy box."""
+    return [
+        f"{number(x1)},{number(y1)},{number(x2 - x1)},{number(y2 - y1)}" for x1, y1, x2, y2 in table_boxes.tolist()
+    ]
+
+
+def write_text(path: Path, text: str) -> Path:
+    """Write `text` (UTF-8) to `path`, making its folders; returns the path."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text, encoding="utf-8")
+    return path

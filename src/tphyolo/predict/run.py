@@ -1,0 +1,166 @@
+"""A prediction over files into one run folder, as `tphyolo predict` runs it: in one process, or shared by the
+ranks of a torchrun run; resumable either way.
+
+The files are cut into units (`sources.source_units`: groups of images, a video) and unit k goes to rank
+k % world_size (`runtime.sharding`). Every rank writes the outputs of its files into the one run folder, with
+the names one process gives them, and journals each unit it finishes (`journal`). At the end rank 0 gathers
+every rank's detections and writes predictions.json in file order, as one process writes it. A resumed run
+leaves out the units the journal records as finished (whatever number of processes finished them) and deals
+the others anew; one stopped by a fault still writes predictions.json of what it did, in one process.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from tphyolo.ops.detections import Detections
+from tphyolo.predict.journal import FrameRecord, Journal, UnitRecord, clear_journal, finished_units
+from tphyolo.predict.predictor import Predictor
+from tphyolo.predict.sources import Stream, count_frames, source_names, source_units
+from tphyolo.predict.writers import PredictionWriter, coco_predictions, output_name
+from tphyolo.runtime.distributed import DistContext, GlobalCount, barrier, gather_to_main
+from tphyolo.runtime.sharding import deal
+
+
+@dataclass(frozen=True)
+class PredictionRun:
+    """What a prediction run did, over all ranks and, when resumed, with what was finished before: detections
+    found, files predicted and skipped (undecodable), how many of the files were finished before, and how many
+    frames came with a warning (`Frame.notes`)."""
+
+    save_dir: Path
+    detections: int
+    files: int
+    skipped: int
+    finished_before: int
+    warned: int = 0
+
+
+class _Progress:
+    """This rank's state: the units it runs, each finished unit's record, and the frames of the current one."""
+
+    def __init__(self, units: Sequence[Sequence[int]], names: Sequence[str], journal: Journal) -> None:
+        self.units, self.names, self.journal = list(units), names, journal
+        self.unit_of = {position: k for k, unit in enumerate(self.units) for position in unit}
+        self.next = 0  # the first unit not journaled yet
+        self.finished: list[UnitRecord] = []
+        self.frames: list[FrameRecord] = []
+        self.detections = 0
+        self.warned = 0
+        self.skipped: dict[int, int] = {}
+
+    def finish_before(self, unit: int, writer: PredictionWriter) -> None:
+        """Journal every unit before `unit` (all of them for len(units)): their outputs are complete."""
+        while self.next < min(unit, len(self.units)):
+            files = [self.names[i] for i in self.units[self.next]]
+            for name in files:
+                writer.end_file(name)
+            record = UnitRecord(tuple(files), self.detections, self.skipped.get(self.next, 0), tuple(self.frames),
+                                self.warned)  # fmt: skip
+            self.journal.record(record)
+            self.finished.append(record)
+            self.frames, self.detections, self.warned = [], 0, 0
+            self.next += 1
+
+
+def predict_into(
+    predictor: Predictor,
+    files: Sequence[Path | Stream],
+    writer: PredictionWriter,
+    *,
+    dist: DistContext,
+    save_json: bool = False,
+    image_ids: dict[str, int] | None = None,
+    resume: bool = False,
+    vid_stride: int = 1,
+    on_skip: Callable[[Path | Stream, Exception], None] | None = None,
+    on_note: Callable[[str], None] | None = None,
+    progress: bool = True,
+) -> PredictionRun:
+    """Predict `files` (`sources.resolve_source`) and write each frame with `writer` into its folder, and
+    predictions.json there with `save_json` (COCO image ids from `image_ids` by output name when given);
+    module docstring. Every rank of a torchrun run calls this with the same arguments (`writer` on the same
+    folder). resume: leave out what the folder's journal records as finished. on_skip: as `Predictor.stream`
+    (called on the rank that met the file); on_note: called with each warning a frame comes with
+    (`Frame.notes`). The counts returned are rank 0's (each rank gets its own)."""
+    save_dir = writer.save_dir
+    names = source_names(files)
+    before = finished_units(save_dir) if resume else []
+    if dist.is_main and not resume:
+        clear_journal(save_dir)
+    barrier(dist)  # no rank journals into a folder rank 0 is still clearing
+    done = {unit.files for unit in before}
+    units = [u for u in source_units(files, batch=predictor.config.batch) if tuple(names[i] for i in u) not in done]
+    state = _Progress(deal(units, rank=dist.rank, world_size=dist.world_size), names, Journal(save_dir, dist.rank))
+    positions: dict[Path | Stream, list[int]] = {}  # this rank's positions of each file, in the order it reads them
+    for unit in state.units:
+        for i in unit:
+            positions.setdefault(files[i], []).append(i)
+
+    def skip(file: Path | Stream, error: Exception) -> None:
+        unit = state.unit_of[positions[file].pop(0)]
+        state.skipped[unit] = state.skipped.get(unit, 0) + 1
+        if on_skip is not None:
+            on_skip(file, error)
+
+    counter = GlobalCount(dist)
+    bar = None
+    if progress and dist.is_main:
+        from tqdm import tqdm
+
+        total = count_frames([files[i] for unit in units for i in unit], vid_stride=vid_stride)
+        bar = tqdm(total=total, unit="img", desc="predict")
+    failed = True
+    try:
+        stream = predictor.stream(files, units=state.units, on_skip=skip, vid_stride=vid_stride)
+        for frame, detections in stream:
+            state.finish_before(state.unit_of[frame.file], writer)
+            for note in frame.notes if on_note is not None else ():
+                on_note(note)
+            state.warned += bool(frame.notes)
+            name = output_name(frame)
+            if save_json and image_ids is not None and name not in image_ids:
+                raise ValueError(f"{frame.path}: the COCO ground truth has no image named {name!r}")
+            writer.write(frame, detections)
+            state.detections += len(detections)
+            if save_json:
+                state.frames.append(FrameRecord(names[frame.file], frame.index, name, detections.rows()))
+            done_frames = counter.add(1)
+            if bar is not None:
+                bar.update(done_frames - bar.n)
+        state.finish_before(len(state.units), writer)
+        failed = False
+    finally:
+        if bar is not None:
+            bar.close()
+        writer.close()
+        if failed and save_json and not dist.distributed:  # what was written before the fault
+            partial = UnitRecord((), 0, 0, tuple(state.frames))
+            _write_json(save_dir / "predictions.json", [*before, *state.finished, partial], names, image_ids)
+    gathered = gather_to_main(dist, state.finished)
+    units_done = [*before, *(unit for rank in gathered or [state.finished] for unit in rank)]
+    if save_json and gathered is not None:
+        _write_json(save_dir / "predictions.json", units_done, names, image_ids)
+    skipped = sum(unit.skipped for unit in units_done)
+    return PredictionRun(
+        save_dir=save_dir,
+        detections=sum(unit.detections for unit in units_done),
+        files=len(files) - skipped,
+        skipped=skipped,
+        finished_before=sum(len(unit.files) for unit in before),
+        warned=sum(unit.warned for unit in units_done),
+    )
+
+
+def _write_json(path: Path, units: Sequence[UnitRecord], names: Sequence[str], image_ids: dict[str, int] | None):
+    """predictions.json of the frames of `units`, in file order (the position of a file's output name among
+    `names`, then frame index): the order one process writes them in."""
+    first = {}
+    for position, name in enumerate(names):
+        first.setdefault(name, position)
+    frames = sorted((f for unit in units for f in unit.frames), key=lambda f: (first[f.file], f.index))
+    named = [(f.name, Detections.from_rows(f.rows)) for f in frames]
+    path.write_text(json.dumps(coco_predictions(named, image_ids)), encoding="utf-8")

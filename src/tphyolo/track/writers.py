@@ -1,0 +1,108 @@
+"""Tracking outputs, sequence by sequence, in `save_dir`:
+
+- `mot/<seq>.txt` (`save_mot`): MOTChallenge rows `frame,id,left,top,width,height,score,-1,-1,-1`;
+- `visdrone/<seq>.txt` (`save_visdrone`): VisDrone-MOT rows `frame,id,left,top,width,height,score,category,-1,-1`
+  (category: the caller's, e.g. class id + 1 as `tphyolo predict --save-visdrone` numbers VisDrone's classes);
+- drawn frames (`save_img`), with track ids and trails (`tphyolo.track.draw.TrailPainter`): `<seq>.mp4` for a
+  video or a stream, `<seq>/<frame file name>` for image frames.
+
+Frames are numbered from 1 in their sequence; boxes are in pixels of the frame. The text files of a sequence
+are written when it ends (`end_sequence`, or `close`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+
+import cv2
+import numpy as np
+
+from tphyolo.data.files.image_io import write_image
+from tphyolo.data.mot.motchallenge import write_mot
+from tphyolo.data.mot.table import TrackTable
+from tphyolo.data.mot.visdrone_mot import write_visdrone_mot
+from tphyolo.predict.draw_style import DEFAULT_STYLE, DrawStyle
+from tphyolo.track.draw import TrailPainter
+
+
+class TrackWriter:
+    """Writes what the flags ask for (see the module docstring); `saved` lists the files and folders written.
+
+    Per sequence: `start_sequence(name, fps=...)`, then `write(...)` per frame, then `end_sequence()`;
+    `close()` ends the sequence in progress."""
+
+    def __init__(
+        self,
+        save_dir: Path,
+        *,
+        names: Sequence[str],
+        save_mot: bool = False,
+        save_visdrone: bool = False,
+        save_img: bool = True,
+        style: DrawStyle = DEFAULT_STYLE,
+    ) -> None:
+        self.save_dir = Path(save_dir)
+        self.save_mot, self.save_visdrone, self.save_img = save_mot, save_visdrone, save_img
+        self.painter = TrailPainter(names, style=style)
+        self.saved: list[Path] = []
+        self.save_dir.mkdir(parents=True, exist_ok=True)
+        self._name: str | None = None
+        self._rows: list[TrackTable] = []
+        self._video: cv2.VideoWriter | None = None
+        self._fps: float | None = None
+
+    def start_sequence(self, name: str, *, fps: float | None = None) -> None:
+        """Begin sequence `name`; `fps` is the frame rate of its drawn video (None: its frames are images)."""
+        self.end_sequence()
+        self._name, self._fps, self._rows = name, fps, []
+        self.painter.reset()
+
+    def write(self, number: int, boxes, ids, scores, labels, categories, *, image: np.ndarray | None = None,
+              image_name: str | None = None) -> None:  # fmt: skip
+        """The tracks seen in frame `number` (from 1): (M, 4) xyxy `boxes`, (M,) `ids`, `scores`, `labels` (class
+        ids, for drawing) and `categories` (the VisDrone-MOT category column); `image` to draw on, saved as
+        `image_name` when the sequence has no frame rate."""
+        if self._name is None:
+            raise RuntimeError("TrackWriter.write before start_sequence")
+        ids = np.asarray(ids).reshape(-1)
+        if self.save_mot or self.save_visdrone:
+            self._rows.append(TrackTable.from_columns(np.full(len(ids), number), ids, boxes, scores, categories))
+        if self.save_img and image is not None:
+            canvas = self.painter.paint(image, boxes, ids, scores, labels)
+            if self._fps is not None:
+                self._video_frame(canvas)
+            else:
+                path = self.save_dir / self._name / (image_name or f"{number:07d}.jpg")
+                path.parent.mkdir(parents=True, exist_ok=True)
+                write_image(path, canvas)
+                if path.parent not in self.saved:
+                    self.saved.append(path.parent)
+
+    def _video_frame(self, canvas: np.ndarray) -> None:
+        if self._video is None:
+            path = self.save_dir / f"{self._name}.mp4"
+            height, width = canvas.shape[:2]
+            self._video = cv2.VideoWriter(str(path), cv2.VideoWriter_fourcc(*"mp4v"), self._fps, (width, height))
+            if not self._video.isOpened():
+                raise OSError(f"{path}: cannot open a video writer")
+            self.saved.append(path)
+        self._video.write(canvas)
+
+    def end_sequence(self) -> None:
+        """Write the text files of the sequence in progress and finish its video (nothing when none is)."""
+        if self._name is None:
+            return
+        rows = TrackTable.concatenate(self._rows)
+        rows = TrackTable(**{**vars(rows), "truncation": np.full(len(rows), -1), "occlusion": np.full(len(rows), -1)})
+        if self.save_mot:
+            self.saved.append(write_mot(self.save_dir / "mot" / f"{self._name}.txt", rows))
+        if self.save_visdrone:
+            self.saved.append(write_visdrone_mot(self.save_dir / "visdrone" / f"{self._name}.txt", rows))
+        if self._video is not None:
+            self._video.release()
+            self._video = None
+        self._name, self._rows = None, []
+
+    def close(self) -> None:
+        self.end_sequence()

@@ -1,0 +1,456 @@
+"""The training run: a `Trainer` built from a TrainConfig by small builders, then `fit()`: the epochs,
+validation, checkpoints and logs.
+
+`train(cfg, runtime)` is the Python API behind `tphyolo train`. One process trains on one device; under
+torchrun every process runs the same code, rank 0 alone logs, validates and saves, and the others wait for it.
+The parts are built by `train.data`, `train.model.setup`, `train.optim.optimization` and `train.state`; the
+epoch itself is `train.loop.train_one_epoch`.
+"""
+
+from __future__ import annotations
+
+import copy
+import logging
+import math
+import time
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+import yaml
+
+from tphyolo.checkpoint.format import load_checkpoint, save_checkpoint
+from tphyolo.data.letterbox import check_imgsz
+from tphyolo.data.loader import set_loader_epoch, step_size
+from tphyolo.metrics import fitness
+from tphyolo.runtime.config import RuntimeConfig
+from tphyolo.runtime.distributed import (
+    DistContext,
+    barrier,
+    broadcast_module,
+    broadcast_object,
+    destroy_process_group,
+    init_process_group,
+)
+from tphyolo.runtime.run_dir import new_run_dir, remove_if_empty
+from tphyolo.training.config import TrainConfig
+from tphyolo.training.data import build_data, grid_stride, load_train_data_config
+from tphyolo.training.hyp import scale_hyp, train_hyp
+from tphyolo.training.loop import LOSS_NAMES, train_one_epoch
+from tphyolo.training.loss import YoloLoss
+from tphyolo.training.model.setup import (
+    build_model_for_training,
+    check_freeze,
+    prepare_model_for_training,
+    wrap_for_training,
+)
+from tphyolo.training.optim.optimization import build_optimization, warmup_note, warmup_plan
+from tphyolo.training.optim.rules import optimiser_steps
+from tphyolo.training.recipes import resolve_recipe
+from tphyolo.training.rng import seed_everything
+from tphyolo.training.startup import StartupClock
+from tphyolo.training.state import (
+    TrainProgress,
+    epoch_checkpoints,
+    reconcile_weights,
+    release_payload,
+    restore_gradients,
+    restore_training,
+    resume_config,
+    strip_for_release,
+    training_checkpoint,
+    with_resolved_paths,
+)
+
+LOGGER = logging.getLogger("tphyolo.train")
+SINGLE_CLASS_NAMES = ("item",)  # --single-cls
+METRIC_COLUMNS = ("metrics/precision", "metrics/recall", "metrics/mAP50", "metrics/mAP50-95")
+VALIDATION_COLUMNS = (*METRIC_COLUMNS, *(f"val/{name}_loss" for name in LOSS_NAMES))  # nan under --noval
+
+
+@dataclass
+class TrainResult:
+    """What a finished run produced."""
+
+    run_dir: Path
+    last: Path
+    best: Path
+    epochs_run: int
+    best_fitness: float
+    final_metrics: dict[str, float] = field(default_factory=dict)
+
+
+class Trainer:
+    """One training run: building it prepares everything (run folder, data, model, optimisation, state
+    restored when resuming); `fit()` trains.
+
+    Parts: `run_dir`; `data` (TrainData: sets, loaders, imgsz); `model` (the plain module on `device`, which
+    is saved); `train_model` (what the loop calls: `model` in DDP and/or compiled); `hyp` (scaled to the model);
+    `loss_fn`; `optim` (Optimization: optimiser, scheduler, scaler, EMA, accumulation, warm-up); `progress`
+    (TrainProgress: start epoch, best fitness, step counters).
+    verbose: False hides the progress bars (log records go where the process's logging sends them).
+    on_epoch: called on rank 0 after each epoch is validated and saved, with the epoch (from 0) and its
+    results.csv values (a hyperparameter search reports them; it may raise to stop the run).
+    Resuming: `Trainer.resume(path, runtime)` restores model, EMA, optimiser, scaler, scheduler, epoch, step
+    counters and RNG state from a `last.pt`, and continues the same run folder.
+    """
+
+    def __init__(
+        self,
+        cfg: TrainConfig,
+        runtime: RuntimeConfig,
+        *,
+        resume_from: str | Path | None = None,
+        verbose: bool = True,
+        on_epoch: Callable[[int, dict[str, float]], None] | None = None,
+    ) -> None:
+        if runtime.half:
+            raise ValueError("half (fp16 weights) is for inference only; train with amp (bf16/fp16 autocast)")
+        self.startup = clock = StartupClock()  # imports: the process's start up to here
+        if resume_from is None:
+            cfg = with_resolved_paths(cfg, Path.cwd())
+        self.cfg, self.runtime, self.verbose, self.on_epoch = cfg, runtime, verbose, on_epoch
+        self._best_payload: dict[str, Any] | None = None  # --nosave: best.pt's contents until the end
+        self._ema_copy: torch.nn.Module | None = None  # ranks other than 0: rank 0's EMA, for validation
+        self.dist = dist = DistContext.from_env()
+        self.device = device = runtime.torch_device(dist.local_rank)
+        init_process_group(dist, device)
+        seed_everything(cfg.seed + dist.rank)
+        reused = cfg.exist_ok and (Path(cfg.project) / cfg.name).exists()
+        run_dir = new_run_dir(cfg.project, cfg.name, exist_ok=cfg.exist_ok) if dist.is_main else None
+        self.run_dir = Path(broadcast_object(dist, str(run_dir) if run_dir else None))
+        (self.run_dir / "weights").mkdir(parents=True, exist_ok=True)
+        clock.mark("setup")
+        try:
+            self._build(resume_from)
+        except BaseException:
+            if dist.is_main and not reused and remove_if_empty(self.run_dir):
+                LOGGER.debug("removed the empty run folder %s", self.run_dir)
+            raise
+
+    def _build(self, resume_from: str | Path | None) -> None:
+        cfg, runtime, dist, device, clock = self.cfg, self.runtime, self.dist, self.device, self.startup
+        data_config = load_train_data_config(cfg.data, dist, datasets_dir=cfg.datasets_dir, scan_cache=cfg.scan_cache)
+        self.cfg = cfg = self._resolve_recipe(cfg, data_config, resumed=resume_from is not None)
+        clock.mark("data")
+        resume = load_checkpoint(resume_from) if resume_from is not None else None
+        names = SINGLE_CLASS_NAMES if cfg.single_cls else data_config.names
+        model = build_model_for_training(cfg.model, names=names, resume=resume)
+        check_freeze(model, cfg.freeze)
+        hyp_raw = train_hyp(cfg.hyp, label_smoothing=cfg.label_smoothing)
+        stride = grid_stride(model)
+        imgsz = check_imgsz(cfg.imgsz, stride)
+        self.hyp = scale_hyp(hyp_raw, num_levels=model.head.nl, num_classes=model.nc, imgsz=imgsz)
+        clock.mark("model")
+        self.data = build_data(cfg, data_config, hyp=self.hyp, imgsz=imgsz, stride=stride, dist=dist, device=device)
+        clock.mark("data")
+        self.model = prepare_model_for_training(
+            model, cfg, train_set=self.data.train_set, imgsz=imgsz, anchor_t=self.hyp["anchor_t"],
+            resumed=resume is not None, dist=dist, runtime=runtime, device=device,
+        )  # fmt: skip
+        clock.mark("model")
+        self.optim = build_optimization(
+            cfg, self.model, self.hyp, batches_per_epoch=len(self.data.train_loader), world_size=dist.world_size,
+            with_ema=dist.is_main, runtime=runtime, device=device,
+        )  # fmt: skip
+        if dist.is_main:
+            batches = len(self.data.train_loader)
+            warn_if_few_steps(cfg, self.optim, batches_per_epoch=batches, world_size=dist.world_size)
+        self.loss_fn = YoloLoss.from_model(self.model, self.hyp)
+        self.progress = TrainProgress()
+        if resume is not None:
+            self.progress = restore_training(resume, self.optim, epochs=cfg.epochs, restore_rng=dist.rank == 0)
+            restore_gradients(resume, self.model)
+        clock.mark("optimiser")
+        self.train_model = wrap_for_training(self.model, sync_bn=cfg.sync_bn, dist=dist, runtime=runtime, device=device)
+        clock.mark("compile")
+        if dist.is_main:
+            if resume is not None:
+                LOGGER.info("resuming %s from epoch %d of %d", resume.path, self.progress.start_epoch + 1, cfg.epochs)
+                reconcile_weights(self.weights_dir, resume, self.progress, save_period=cfg.save_period)
+            elif (self.weights_dir / "best.pt").exists():
+                LOGGER.warning("%s: removing best.pt of an earlier run in this folder", self.weights_dir)
+                (self.weights_dir / "best.pt").unlink()
+            self._write_settings(hyp_raw)
+
+    def _resolve_recipe(self, cfg: TrainConfig, data_config: Any, *, resumed: bool) -> TrainConfig:
+        """`cfg` with the dataset's recipe filling the settings left to it; the main process logs which."""
+        resolved, recipe = resolve_recipe(cfg, data_config)
+        if self.dist.is_main:
+            LOGGER.info("%s", recipe.describe(resolved, resumed=resumed))
+        return resolved
+
+    @classmethod
+    def resume(cls, path: str | Path, runtime: RuntimeConfig, *, verbose: bool = True) -> Trainer:
+        """A trainer that continues the run whose checkpoint is `path` (its train_args come from the file)."""
+        path = Path(path)
+        return cls(resume_config(path, load_checkpoint(path)), runtime, resume_from=path, verbose=verbose)
+
+    @property
+    def weights_dir(self) -> Path:
+        return self.run_dir / "weights"
+
+    @property
+    def names(self) -> list[str]:
+        """The class names (index = class id)."""
+        return list(self.model.names)
+
+    def _write_settings(self, hyp_raw: dict[str, float]) -> None:
+        """args.yaml, hyp.yaml (the file's values with the run's overrides) and, on a new run, labels.jpg."""
+        with (self.run_dir / "args.yaml").open("w") as f:
+            yaml.safe_dump({**self.cfg.to_dict(), "runtime": asdict(self.runtime)}, f, sort_keys=False)
+        with (self.run_dir / "hyp.yaml").open("w") as f:
+            yaml.safe_dump(hyp_raw, f, sort_keys=False)
+        if self.cfg.plots and self.progress.start_epoch == 0:
+            from tphyolo.ops.boxes import xyxy_to_cxcywh
+            from tphyolo.training.plots import plot_labels
+
+            records = self.data.train_set.records
+            classes = np.concatenate([r.labels.classes for r in records] + [np.zeros(0, np.int64)])
+            boxes = [r.labels.boxes / np.array([r.width, r.height] * 2, dtype=np.float32) for r in records]
+            cxcywh = xyxy_to_cxcywh(np.concatenate([*boxes, np.zeros((0, 4), np.float32)]))
+            plot_labels(classes, cxcywh, self.names, self.run_dir / "labels.jpg")
+
+    # ---------------------------------------------------------------------------------------------- the loop
+    def fit(self) -> TrainResult:
+        """Train for the configured epochs (or until early stopping); returns where the results are."""
+        cfg, dist, progress = self.cfg, self.dist, self.progress
+        log = None
+        if dist.is_main:
+            from tphyolo.training.log import TrainLog
+
+            log = TrainLog(self.run_dir, start_epoch=progress.start_epoch)
+            LOGGER.info(
+                "training %s on %s for %d epochs, %d px, batch %d x %d process(es), accumulate %d, results in %s",
+                cfg.model, cfg.data, cfg.epochs, self.data.imgsz, cfg.batch, dist.world_size, self.optim.accumulate,
+                self.run_dir,
+            )  # fmt: skip
+            if progress.steps.step < self.optim.warmup_steps:
+                LOGGER.info("%s", warmup_plan(self.optim.warmup_steps, len(self.data.train_loader)))
+        epochs_without_gain = 0
+        metrics: dict[str, float] = {}
+        epoch = progress.start_epoch
+        best = self.weights_dir / "best.pt"
+        try:
+            for epoch in range(progress.start_epoch, cfg.epochs):
+                metrics = self._run_epoch(epoch, log)
+                if dist.is_main:
+                    score = fitness(metrics.get("metrics/mAP50", 0.0), metrics.get("metrics/mAP50-95", 0.0))
+                    first = progress.best_epoch < 0 and progress.best_fitness <= 0  # best.pt is always written
+                    improved = not cfg.val or score > progress.best_fitness or first  # --noval: the latest
+                    if improved:
+                        progress.best_fitness, progress.best_epoch = (score if cfg.val else 0.0), epoch
+                        epochs_without_gain = 0
+                    else:
+                        epochs_without_gain += 1
+                    final = epoch == cfg.epochs - 1 or (cfg.patience > 0 and epochs_without_gain >= cfg.patience)
+                    self._save(epoch, improved, final=final)
+                    if self.on_epoch is not None:
+                        self.on_epoch(epoch, metrics)
+                stop = cfg.patience > 0 and epochs_without_gain >= cfg.patience
+                if broadcast_object(dist, stop):
+                    if dist.is_main:
+                        LOGGER.info("no improvement for %d epochs: stopping early at epoch %d", cfg.patience, epoch)
+                    break
+            if dist.is_main:
+                for path in (self.weights_dir / "last.pt", best):
+                    before, after = strip_for_release(path)
+                    LOGGER.info("%s: optimiser state stripped, %.1f MB -> %.1f MB", path, before / 1e6, after / 1e6)
+            barrier(dist)  # best.pt is written for good before every rank reads it
+            metrics = self._final_validation(best)
+        finally:
+            if log is not None:
+                log.close()
+            destroy_process_group(dist)
+            if dist.is_main and cfg.plots and (self.run_dir / "results.csv").exists():
+                from tphyolo.training.log import plot_results
+
+                plot_results(self.run_dir / "results.csv")  # an interrupted run's curves too
+        return TrainResult(
+            run_dir=self.run_dir,
+            last=self.weights_dir / "last.pt",
+            best=best,
+            epochs_run=epoch + 1 - progress.start_epoch,
+            best_fitness=progress.best_fitness,
+            final_metrics=metrics,
+        )
+
+    def _final_validation(self, best: Path) -> dict[str, float]:
+        """Validate the weights of `best` on the val split (every rank its share) and log the table with a row
+        per class (rank 0)."""
+        from tphyolo.evaluation.loop import format_results
+
+        model = self.runtime.place_model(load_checkpoint(best).build_model(), self.device)
+        if self.dist.is_main:
+            LOGGER.info("validating %s", best)
+        results = self._evaluate(model)
+        if self.dist.is_main:
+            LOGGER.info("%s", format_results(results, verbose=True))
+        return self._metrics(results)
+
+    def _report_startup(self, clock: StartupClock) -> None:
+        """Logs the time to the first step and writes it to startup.json (main process)."""
+        if self.runtime.compile != "off":
+            from tphyolo.runtime.compile_cache import cache_counters
+
+            clock.notes["compile_cache"] = cache_counters()
+        if self.dist.is_main:
+            cache = clock.notes.get("compile_cache")
+            LOGGER.info("%s%s", clock.summary(), f"; compile cache {cache}" if cache else "")
+            clock.write(self.run_dir / "startup.json")
+
+    def _run_epoch(self, epoch: int, log: Any) -> dict[str, float]:
+        cfg, dist, data, optim = self.cfg, self.dist, self.data, self.optim
+        set_loader_epoch(data.train_loader, epoch)  # this epoch's order and augmentation, resumed or not
+        multi_scale = None
+        if cfg.multi_scale:
+            multi_scale = lambda step: step_size(data.imgsz, seed=cfg.seed, step=step, stride=data.stride)  # noqa: E731
+        bar = None
+        progress = None
+        if dist.is_main:
+            from tqdm import tqdm
+
+            bar = tqdm(
+                total=len(data.train_loader), desc=f"epoch {epoch + 1}/{cfg.epochs}", leave=False,
+                disable=not self.verbose,
+            )  # fmt: skip
+
+            def progress(i: int, mean_items: torch.Tensor, batch: Any) -> None:
+                memory = torch.cuda.memory_reserved(self.device) / 2**30 if self.device.type == "cuda" else 0.0
+                box, obj, cls = mean_items.tolist()
+                bar.set_postfix_str(
+                    f"box {box:.4f} obj {obj:.4f} cls {cls:.4f} inst {batch.targets.shape[0]} "
+                    f"img {batch.images.shape[-1]} mem {memory:.2f}G"
+                )
+                bar.update(1)
+
+        on_batch = None
+        if dist.is_main and cfg.plots and epoch == self.progress.start_epoch:
+            from tphyolo.training.plots import plot_batch
+
+            def on_batch(i: int, batch: Any) -> None:
+                if i < 3:
+                    plot_batch(batch.images, batch.targets, self.names, self.run_dir / f"train_batch{i}.jpg")
+
+        start = time.perf_counter()
+        steps_before = self.progress.steps.step
+        batches = data.train_loader
+        if "first step" not in self.startup.phases and epoch == self.progress.start_epoch:
+            batches = self.startup.first_step(batches, self._report_startup)
+        mean_items = train_one_epoch(
+            self.train_model, self.loss_fn, batches, optim, state=self.progress.steps, epoch=epoch, hyp=self.hyp,
+            runtime=self.runtime, device=self.device, dist_ctx=dist, grad_clip=cfg.grad_clip,
+            multi_scale_size=multi_scale, progress=progress, on_batch=on_batch,
+        )  # fmt: skip
+        if bar is not None:
+            bar.close()
+        lrs = [group["lr"] for group in optim.optimizer.param_groups]
+        optim.scheduler.step()
+        seconds = time.perf_counter() - start
+        metrics = self.validate() if cfg.val else dict.fromkeys(VALIDATION_COLUMNS, math.nan)  # every rank
+        if not dist.is_main:
+            barrier(dist)
+            return {}
+        values = {f"train/{name}_loss": float(v) for name, v in zip(LOSS_NAMES, mean_items.tolist(), strict=True)}
+        values.update(metrics)
+        values.update({f"lr/pg{i}": lr for i, lr in enumerate(lrs)})
+        values["time/epoch_s"] = seconds
+        log.log(epoch, values)
+        LOGGER.info(
+            "epoch %d/%d  loss %.4f %.4f %.4f  P %.3f R %.3f mAP50 %.3f mAP50-95 %.3f  %.1f img/s%s",
+            epoch + 1, cfg.epochs, *mean_items.tolist(), metrics.get("metrics/precision", 0.0),
+            metrics.get("metrics/recall", 0.0), metrics.get("metrics/mAP50", 0.0),
+            metrics.get("metrics/mAP50-95", 0.0), len(data.train_set) / max(seconds, 1e-9),
+            warmup_note(steps_before, self.progress.steps.step, optim.warmup_steps),
+        )  # fmt: skip
+        barrier(dist)
+        return metrics
+
+    def validate(self) -> dict[str, float]:
+        """Validate the EMA model on the val split: metrics and the validation losses (`ValLoss`), keyed as in
+        results.csv. In a distributed run every rank calls this and validates its share of the batches with
+        rank 0's EMA weights; the numbers are rank 0's (gathered there, as one process would compute them)."""
+        from tphyolo.training.val_loss import ValLoss
+
+        model = self._validation_model()
+        tracker = ValLoss(model, self.loss_fn)
+        metrics = self._metrics(self._evaluate(model, tracker.batches(self.data.val_loader)))
+        losses = tracker.mean(self.data.val_shard).tolist()
+        return {**metrics, **{f"val/{name}_loss": v for name, v in zip(LOSS_NAMES, losses, strict=True)}}
+
+    def _validation_model(self) -> torch.nn.Module:
+        """The EMA model, rank 0's on every rank (the other ranks keep no average: they get a copy of it)."""
+        if self.dist.is_main:
+            model = self.optim.ema.ema
+        else:
+            if self._ema_copy is None:
+                self._ema_copy = copy.deepcopy(self.model).eval().requires_grad_(False)
+            model = self._ema_copy
+        broadcast_module(self.dist, model)  # every rank takes part: rank 0 sends
+        return model
+
+    def _evaluate(self, model: torch.nn.Module, batches: Any = None) -> Any:
+        from tphyolo.evaluation.loop import evaluate
+        from tphyolo.infer.config import InferenceConfig
+
+        config = InferenceConfig(conf=self.cfg.val_conf, iou=self.cfg.val_iou, max_det=self.cfg.max_det)
+        batches = self.data.val_loader if batches is None else batches
+        return evaluate(model, batches, names=self.names, config=config, runtime=self.runtime, device=self.device,
+                        progress=self.verbose, shard=self.data.val_shard)  # fmt: skip
+
+    @staticmethod
+    def _metrics(results: Any) -> dict[str, float]:
+        values = (results.mp, results.mr, results.map50, results.map)
+        return {name: float(v) for name, v in zip(METRIC_COLUMNS, values, strict=True)}
+
+    def _save(self, epoch: int, improved: bool, *, final: bool) -> None:
+        """The epoch's checkpoints (`epoch_checkpoints`): last.pt commits the epoch (its results.csv row is
+        already written); should the run stop before the others are written, a resume writes them from it
+        (`reconcile_weights`). With --nosave only the `final` epoch writes: last.pt, and best.pt from the best
+        epoch's weights, kept in memory until then."""
+        payload = training_checkpoint(self.model, self.optim, cfg=self.cfg, epoch=epoch, progress=self.progress)
+        if not self.cfg.save:
+            if improved:
+                self._best_payload = release_payload(payload, copy=True)
+            if final:
+                for path, saved in ((self.weights_dir / "last.pt", payload), (self.weights_dir / "best.pt",
+                                                                             self._best_payload)):  # fmt: skip
+                    LOGGER.debug("saved %s", save_checkpoint(path, saved))
+            return
+        for name in epoch_checkpoints(epoch, improved=improved, save_period=self.cfg.save_period):
+            LOGGER.debug("saved %s", save_checkpoint(self.weights_dir / name, payload))
+
+
+def warn_if_few_steps(cfg: TrainConfig, optim: Any, *, batches_per_epoch: int, world_size: int) -> None:
+    """Logs a warning when the nominal batch accumulates more batches than an epoch has (a tiny dataset with a
+    recipe's nbs 64): the run then takes only a handful of optimiser steps."""
+    if optim.accumulate <= batches_per_epoch:
+        return
+    steps = optimiser_steps(
+        batches=cfg.epochs * batches_per_epoch, warmup_steps=optim.warmup_steps, accumulate=optim.accumulate
+    )
+    images = cfg.batch * world_size
+    LOGGER.warning(
+        "%d optimiser steps in this run: an epoch has %d batches of %d images, and --nbs %d accumulates %d of "
+        "them per step; lower --nbs (--nbs %d steps every batch)",
+        steps, batches_per_epoch, images, cfg.nominal_batch, optim.accumulate, images,
+    )  # fmt: skip
+
+
+def train(
+    cfg: TrainConfig | None = None, runtime: RuntimeConfig | None = None, *, verbose: bool = True, **overrides: Any
+) -> TrainResult:
+    """Train a model: `tphyolo.train(data="my.yaml", model="tph-yolov5s", epochs=65)`.
+
+    Keyword overrides are TrainConfig fields; the result says where the weights and logs are. It reports
+    progress as `tphyolo train` does (the recipe, one line per epoch, progress bars); `verbose=False` keeps
+    it to warnings (`engine.console.progress_output`).
+    """
+    from tphyolo.runtime.console import progress_output
+
+    cfg = replace(cfg or TrainConfig(), **overrides)
+    with progress_output(verbose):
+        return Trainer(cfg, runtime or RuntimeConfig(), verbose=verbose).fit()

@@ -1,0 +1,228 @@
+"""A hyperparameter search on Ray Tune, as `tphyolo tune` runs it, and its Python form `tphyolo.tune(...)`.
+
+    result = tphyolo.tune(data="my.yaml", model="tph-yolov5s", epochs=30, trials=50, img=640)
+    result.best_hyp, result.trials, result.table()
+
+The search runs in one folder (`runs/tune/exp`): tune.yaml (its settings, which `resume` reads), trials.csv (a
+row per trial, kept current), trials/trialN/ (each trial's training run and hyp.yaml), best_hyp.yaml and
+trials.png at the end, and ray.log with everything Ray, Tune and Optuna printed. While it runs it prints a
+line per trial that ends; at the end, the fittest trials.
+
+Resuming (`resume=RUN_DIR`) reads the folder's settings and trials.csv: the trials that ended count, their
+results go to the searcher, and the search runs the trials still missing (a trial that was running is run
+anew, under a new number; its row stays, marked interrupted). Ray's own saved state (pickles) is not read.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Callable
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any, TextIO
+
+import yaml
+
+from tphyolo.runtime.config import RuntimeConfig
+from tphyolo.runtime.run_dir import new_run_dir
+from tphyolo.training.config import TrainConfig
+from tphyolo.training.tune.config import ASHA_REDUCTION, SEARCH_OWNED, TuneConfig
+from tphyolo.training.tune.trials import COUNTED, TrialRow, best_trial, read_trials, write_best_hyp, write_trials
+from tphyolo.yaml_files import load_yaml_file
+
+SETTINGS_FILE = "tune.yaml"
+TRIALS_FILE = "trials.csv"
+# TrainConfig settings a search sets itself: trials write into the search's folder and validate every epoch.
+
+
+@dataclass(frozen=True)
+class TuneResult:
+    """A finished search: its folder, the fittest trial's whole hyp (None when no trial finished) and every
+    trial's row (trials.csv), by trial number."""
+
+    run_dir: Path
+    best_hyp: dict[str, float] | None
+    trials: list[TrialRow] = field(default_factory=list)
+
+    def table(self, most: int = 10) -> str:
+        """The `most` fittest trials as the command prints them."""
+        from tphyolo.training.tune.reporter import final_table
+
+        return final_table(self.trials, most=most)
+
+
+def _base_hyp(train: TrainConfig) -> tuple[TrainConfig, str, dict[str, float]]:
+    """The training settings with the dataset's recipe filled in and paths made absolute (trials run in Ray's
+    folders), the hyp file the search starts from, and its values."""
+    from tphyolo.data.dataset_config import BUILTIN_DATA
+    from tphyolo.runtime.distributed import DistContext
+    from tphyolo.training.data import load_train_data_config
+    from tphyolo.training.hyp import hyp_path, load_hyp
+    from tphyolo.training.recipes import resolve_recipe
+    from tphyolo.training.state import with_resolved_paths
+
+    train = with_resolved_paths(train, Path.cwd())
+    if train.datasets_dir is not None or train.data in BUILTIN_DATA:  # built-in configs start from ./datasets
+        train = replace(train, datasets_dir=str(Path(train.datasets_dir or "datasets").resolve()))
+    data = load_train_data_config(train.data, DistContext(), datasets_dir=train.datasets_dir,
+                                  scan_cache=train.scan_cache)  # fmt: skip
+    train, _ = resolve_recipe(train, data)
+    path = hyp_path(train.hyp)
+    return replace(train, hyp=str(path.resolve())), str(path), load_hyp(path)
+
+
+def _settings(run_dir: Path, tune: TuneConfig | None, train: TrainConfig | None) -> tuple[TuneConfig, TrainConfig]:
+    """The settings of a resumed search (`tune` may change `trials` only), or those given, saved for later."""
+    path = run_dir / SETTINGS_FILE
+    if tune is not None and train is not None:
+        path.write_text(yaml.safe_dump({"tune": tune.to_dict(), "train": train.to_dict()}, sort_keys=False))
+        return tune, train
+    if not path.is_file():
+        raise FileNotFoundError(f"{run_dir}: not a search folder (no {SETTINGS_FILE})")
+    saved = load_yaml_file(path)
+    if not isinstance(saved, dict) or not isinstance(saved.get("tune"), dict) or not isinstance(saved.get("train"),
+                                                                                               dict):  # fmt: skip
+        raise ValueError(f"{path}: expected the mappings 'tune' and 'train'")
+    resumed = TuneConfig.from_dict(saved["tune"])
+    if tune is not None:
+        resumed = replace(resumed, trials=tune.trials)
+    train_values = {k: tuple(v) if isinstance(v, list) else v for k, v in saved["train"].items()}  # yaml lists
+    return resumed, TrainConfig.from_dict(train_values)
+
+
+def _scheduler(tune: TuneConfig, epochs: int) -> Any:
+    if tune.scheduler == "fifo":
+        return None
+    from ray.tune.schedulers import ASHAScheduler
+
+    grace = min(tune.grace_epochs, epochs)
+    return ASHAScheduler(time_attr="training_iteration", max_t=epochs, grace_period=grace,
+                         reduction_factor=ASHA_REDUCTION)  # fmt: skip
+
+
+def run_search(
+    tune: TuneConfig | None,
+    train: TrainConfig | None,
+    runtime: RuntimeConfig,
+    *,
+    resume: str | Path | None = None,
+    stream: TextIO | None = None,
+    trainable: Callable[..., None] | None = None,
+) -> TuneResult:
+    """Run a search (module docstring): `tune` its settings, `train` its trials' (their hyp is the search's
+    start), `runtime` how trials run. resume: the folder of a search to continue (then `tune` and `train` may
+    be None; a given `tune` only changes the number of trials). stream: where the lines of ended trials go
+    (default: stdout). trainable: what a trial runs (`trainable.run_trial`, called with `setup=TrialSetup`).
+    Raises ImportError naming the extra to install when Ray Tune or Optuna is missing."""
+    from tphyolo.training.tune.ray_session import ray_output_to, require_ray_tune
+
+    require_ray_tune()
+    if resume is not None:
+        run_dir = Path(resume).resolve()
+        tune, train = _settings(run_dir, tune, None)
+    elif tune is None or train is None:
+        raise ValueError("a new search needs its settings (tune and train)")
+    else:
+        run_dir = new_run_dir(tune.project, tune.name, exist_ok=tune.exist_ok).resolve()
+        train = replace(train, val=True)
+        _settings(run_dir, tune, train)
+    train, base_file, base = _base_hyp(train)
+    rows = _resumed_rows(run_dir / TRIALS_FILE) if resume is not None else []
+    stream = stream or sys.stdout  # taken before Ray's output is sent to ray.log
+    with ray_output_to(run_dir / "ray.log"):
+        _fit(tune, train, runtime, run_dir=run_dir, base=base, rows=rows, stream=stream, trainable=trainable)
+    return _finish(run_dir, base_file=base_file, stream=stream)
+
+
+def _resumed_rows(path: Path) -> list[TrialRow]:
+    """The rows of an earlier session, a trial it left running marked interrupted."""
+    if not path.is_file():
+        return []
+    rows = read_trials(path)
+    return [replace(row, state="interrupted") if row.state == "running" else row for row in rows]
+
+
+def _fit(tune: TuneConfig, train: TrainConfig, runtime: RuntimeConfig, *, run_dir: Path, base: dict[str, float],
+         rows: list[TrialRow], stream: TextIO, trainable: Callable[..., None] | None) -> None:  # fmt: skip
+    """The Ray Tune part: the trials still missing, run with the searcher, scheduler and reporter."""
+    from ray import tune as ray_tune
+
+    from tphyolo.training.tune.ray_session import ray_cluster
+    from tphyolo.training.tune.reporter import TrialReporter
+    from tphyolo.training.tune.searchers import METRIC, build_searcher
+    from tphyolo.training.tune.space import build_search_space, load_space_overrides
+    from tphyolo.training.tune.trainable import TrialSetup, run_trial, trial_dirname
+    from tphyolo.training.tune.trials import history
+
+    space = build_search_space(base, overrides=load_space_overrides(tune.space) if tune.space else None)
+    remaining = tune.trials - sum(row.state in COUNTED for row in rows)
+    if remaining <= 0:
+        return
+    first = max((row.trial for row in rows), default=0) + 1
+    searcher = build_searcher(tune.searcher, space, seed=train.seed, history=history(rows, space.keys),
+                              first_trial=first)  # fmt: skip
+    reporter = TrialReporter(run_dir / TRIALS_FILE, space=space, epochs=train.epochs, total=tune.trials,
+                             stream=stream, rows=rows)  # fmt: skip
+    with ray_cluster(address=tune.address, dashboard=tune.dashboard) as resources:
+        gpus = tune.gpus_per_trial
+        if gpus is None:
+            gpus = 1.0 if resources.get("GPU", 0) > 0 and runtime.device != "cpu" else 0.0
+        setup = TrialSetup(train, runtime, space, str(run_dir), gpu=gpus > 0)
+        function = ray_tune.with_parameters(trainable or run_trial, setup=setup)
+        sessions = run_dir / "ray"
+        session = f"session{len(list(sessions.glob('session*'))) + 1}" if sessions.is_dir() else "session1"
+        tuner = ray_tune.Tuner(
+            ray_tune.with_resources(function, {"cpu": tune.cpus_per_trial, "gpu": gpus}),
+            tune_config=ray_tune.TuneConfig(search_alg=searcher, scheduler=_scheduler(tune, train.epochs),
+                                            num_samples=remaining, metric=METRIC, mode="max",
+                                            trial_dirname_creator=trial_dirname, trial_name_creator=trial_dirname),
+            run_config=ray_tune.RunConfig(name=session, storage_path=str(sessions), verbose=0, callbacks=[reporter],
+                                          log_to_file=True),
+        )  # fmt: skip
+        try:
+            tuner.fit()
+        finally:
+            reporter.interrupted()  # a trial still running when the search stops, for any reason
+
+
+def _finish(run_dir: Path, *, base_file: str, stream: TextIO) -> TuneResult:
+    """best_hyp.yaml, trials.png and the final table, from trials.csv."""
+    from tphyolo.training.tune.plots import plot_trials
+    from tphyolo.training.tune.reporter import final_table
+
+    rows = read_trials(run_dir / TRIALS_FILE) if (run_dir / TRIALS_FILE).is_file() else []
+    write_trials(run_dir / TRIALS_FILE, rows)
+    best = best_trial(rows)
+    varied = [key for key in (rows[0].hyp if rows else {}) if len({row.hyp[key] for row in rows}) > 1]
+    plot_trials(rows, varied, run_dir / "trials.png")  # a panel per hyperparameter the trials varied
+    print(final_table(rows), file=stream)
+    if best is None:
+        print(f"no trial finished; see {run_dir / 'ray.log'}", file=stream)
+        return TuneResult(run_dir, None, rows)
+    write_best_hyp(run_dir / "best_hyp.yaml", best, base=base_file)
+    print(f"best: trial {best.trial}, fitness {best.fitness:.4f}; hyp in {run_dir / 'best_hyp.yaml'}", file=stream)
+    return TuneResult(run_dir, dict(best.hyp), rows)
+
+
+def tune(*, resume: str | Path | None = None, device: str | None = None, runtime: RuntimeConfig | None = None,
+         verbose: bool = True, **settings: Any) -> TuneResult:  # fmt: skip
+    """Search hyperparameters as `tphyolo tune` does: keywords are TuneConfig fields (trials, searcher,
+    scheduler, gpus_per_trial, ...) and TrainConfig fields (data, model, weights, imgsz, batch, epochs, hyp,
+    ...); `device` (or a whole `runtime`) how trials run; `resume` a search folder to continue. Returns the
+    best hyp and the table of trials (TuneResult). verbose=False prints nothing."""
+    import io
+
+    tune_fields = set(TuneConfig.__dataclass_fields__)
+    train_fields = set(TrainConfig.__dataclass_fields__) - set(SEARCH_OWNED)
+    unknown = sorted(set(settings) - tune_fields - train_fields)
+    if unknown:
+        raise TypeError(f"tune() got unknown settings {unknown}; it takes TuneConfig and TrainConfig fields")
+    tune_cfg = TuneConfig(**{k: v for k, v in settings.items() if k in tune_fields})
+    train_cfg = TrainConfig(**{k: v for k, v in settings.items() if k in train_fields})
+    runtime = runtime or RuntimeConfig()
+    if device is not None:
+        runtime = replace(runtime, device=device)
+    stream = None if verbose else io.StringIO()
+    given = tune_cfg if resume is None or "trials" in settings else None
+    return run_search(given, train_cfg if resume is None else None, runtime, resume=resume, stream=stream)
+

@@ -1,0 +1,82 @@
+"""Validation under torchrun (2 CPU processes, gloo) against one process: the same numbers, table and files.
+
+Five images in batches of two make three batches, dealt 2 + 1 over the two ranks (an uneven share)."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import numpy as np
+import pytest
+from tests.evaluation.distributed_val_worker import main as val_worker
+from tests.torchrun import REPO, same_files, torchrun
+
+from tphyolo.data.formats.visdrone import NAMES
+
+pytestmark = pytest.mark.slow
+
+
+@pytest.fixture(scope="module")
+def five_images(visdrone_mini, tmp_path_factory) -> Path:
+    root = tmp_path_factory.mktemp("visdrone5")
+    for folder in ("images", "annotations"):
+        (root / folder).mkdir()
+    for image in sorted((visdrone_mini / "images").glob("*.jpg"))[:5]:
+        shutil.copy(image, root / "images" / image.name)
+        shutil.copy(visdrone_mini / "annotations" / f"{image.stem}.txt", root / "annotations" / f"{image.stem}.txt")
+    path = root / "data.yaml"
+    path.write_text(f"path: {root}\ntrain: images\nval: images\nnames: {list(NAMES)}\n")
+    return path
+
+
+def test_two_processes_score_and_save_what_one_does(five_images, tmp_path):
+    one, two = tmp_path / "one", tmp_path / "two"
+    one.mkdir(), two.mkdir()
+    val_worker(str(five_images), str(one))
+    run = torchrun(str(REPO / "tests" / "evaluation" / "distributed_val_worker.py"), str(five_images), str(two))
+    assert "/3 [" in run.stderr and "/2 [" not in run.stderr  # rank 0's bar alone, counting the 3 batches of all
+    for protocol in ("yolo", "visdrone"):
+        a, b = (json.loads((d / f"{protocol}.json").read_text()) for d in (one, two))
+        assert a["images"] == b["images"] == 5 and a["table"] == b["table"]
+        assert 0.1 < a["metrics"]["mAP50"] < 0.9  # the noisy oracle is neither useless nor perfect
+        for key, value in a["metrics"].items():
+            assert b["metrics"][key] == pytest.approx(value, abs=1e-9), key
+        assert a["per_class"] == b["per_class"]
+        files = same_files(one / protocol, two / protocol)
+        assert {"predictions.json", "confusion_matrix.png", "PR_curve.png", "val_batch0_pred.jpg"} <= set(files)
+        assert sum(f.startswith("labels/") for f in files) == 5
+
+
+def noisy_visdrone_predictions(annotations: Path, out: Path) -> Path:
+    """VisDrone result files for `annotations`: four objects in five found, with a jittered box, a random
+    score and now and then the wrong category, plus a false alarm per file; the same every run."""
+    rng = np.random.default_rng(0)
+    out.mkdir()
+    for path in sorted(annotations.glob("*.txt")):
+        lines = []
+        for line in path.read_text().splitlines():
+            x, y, w, h, _, category, *_ = (float(v) for v in line.split(",")[:8])
+            if category == 0 or rng.random() < 0.2:
+                continue  # an ignored region, or a missed object
+            x, y = x + rng.normal(0, 0.15) * w, y + rng.normal(0, 0.15) * h
+            category = category if rng.random() < 0.85 else rng.integers(1, 11)
+            lines.append(f"{x:.1f},{y:.1f},{w:.1f},{h:.1f},{rng.uniform(0.05, 1):.4f},{int(category)},-1,-1")
+        lines.append(f"10,10,30,30,{rng.uniform(0.05, 0.5):.4f},4,-1,-1")
+        (out / path.name).write_text("\n".join(lines) + "\n")
+    return out
+
+
+def test_eval_scores_saved_detections_as_one_process_does(five_images, tmp_path, capsys):
+    from tphyolo.cli import main
+
+    root = five_images.parent
+    pred = noisy_visdrone_predictions(root / "annotations", tmp_path / "pred")
+    args = ["eval", "--gt", str(root / "annotations"), "--pred", str(pred), "--protocol", "visdrone"]
+    assert main([*args, "--json", str(tmp_path / "one.json")]) == 0
+    table = capsys.readouterr().out
+    run = torchrun("-m", "tphyolo", *args, "--json", str(tmp_path / "two.json"))
+    assert run.stdout == table  # printed once, by rank 0
+    one, two = (json.loads((tmp_path / f"{n}.json").read_text()) for n in ("one", "two"))
+    assert 10 < one["AP50"] < 90 and one == two

@@ -1,0 +1,52 @@
+"""Tracker settings: presets, yaml files that override a preset, and the errors for bad settings."""
+
+import pytest
+
+from tphyolo.track.config import TRACKER_PRESETS, TrackerConfig, tracker_config
+
+
+def test_presets_differ_where_the_methods_do():
+    byte, bot = TRACKER_PRESETS["bytetrack"], TRACKER_PRESETS["botsort"]
+    assert (byte.cmc, bot.cmc, byte.new_track_thresh, bot.new_track_thresh) == ("none", "sparse", 0.6, 0.7)
+    assert tracker_config("botsort") == bot
+    assert tracker_config("bytetrack", track_buffer=60).track_buffer == 60
+    assert tracker_config(bot, cmc="ecc").cmc == "ecc"
+
+
+def test_a_yaml_overrides_its_preset(tmp_path):
+    path = tmp_path / "drone.yaml"
+    path.write_text("tracker: botsort\ntrack_buffer: 90\ncmc: orb\n", encoding="utf-8")
+    config = tracker_config(path)
+    assert config == TrackerConfig(**{**vars(TRACKER_PRESETS["botsort"]), "track_buffer": 90, "cmc": "orb"})
+    assert tracker_config(path, cmc="none").cmc == "none"  # keywords win over the file
+    empty = tmp_path / "empty.yaml"
+    empty.write_text("", encoding="utf-8")
+    assert tracker_config(empty) == TRACKER_PRESETS["bytetrack"]
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("trak_buffer: 3\n", r"unknown tracker setting\(s\) \['trak_buffer'\]"),
+        ("track_buffer: many\n", "track_buffer must be int"),
+        ("tracker: sort\n", "tracker 'sort' is not one of"),
+        ("cmc: gyro\n", "unknown camera-motion compensation 'gyro'"),
+        ("track_low_thresh: 0.7\n", "track_low_thresh 0.7 is above track_high_thresh"),
+        ("- 1\n", "expected a mapping"),
+    ],
+)
+def test_bad_yaml_names_the_file_and_the_problem(tmp_path, text, message):
+    path = tmp_path / "bad.yaml"
+    path.write_text(text, encoding="utf-8")
+    with pytest.raises(ValueError, match=message) as error:
+        tracker_config(path)
+    assert str(path) in str(error.value)
+
+
+def test_bad_names_and_values():
+    with pytest.raises(ValueError, match="neither a tracker name"):
+        tracker_config("deepsort")
+    with pytest.raises(ValueError, match="match_thresh"):
+        TrackerConfig(match_thresh=0.0)
+    with pytest.raises(ValueError, match="unknown motion model"):
+        TrackerConfig(motion="xy")

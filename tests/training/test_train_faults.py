@@ -1,0 +1,100 @@
+"""Faults during training: a run stopped at each write point of an epoch resumes into one consistent record.
+
+The write points of an epoch, in order: its results.csv row, `last.pt` (which commits the epoch), `best.pt`.
+A stop is injected as an exception that nothing in the trainer catches (as a kill or Ctrl-C would end it), and,
+for a kill inside the save of `last.pt`, as the temporary file such a kill leaves behind.
+"""
+
+import pytest
+
+from tphyolo.checkpoint.format import load_checkpoint
+from tphyolo.runtime.config import RuntimeConfig
+from tphyolo.training import trainer as trainer_module
+from tphyolo.training.config import TrainConfig
+from tphyolo.training.log import TrainLog, read_results
+from tphyolo.training.trainer import Trainer
+
+CPU = RuntimeConfig(device="cpu")
+FITNESS = {0: 0.3, 1: 0.5, 2: 0.1}  # epoch 1 is the best one
+
+
+class Stop(BaseException):
+    """The process ends here (kill -9, Ctrl-C, disk full)."""
+
+
+class ScriptedTrainer(Trainer):
+    """Validation returns the scripted fitness of the epoch (mAP50 = mAP50-95 = fitness)."""
+
+    def _run_epoch(self, epoch, log):
+        self.epoch_now = epoch
+        return super()._run_epoch(epoch, log)
+
+    def validate(self):
+        value = FITNESS[self.epoch_now]
+        return {"metrics/mAP50": value, "metrics/mAP50-95": value}
+
+
+def _inject(monkeypatch, point: str) -> None:
+    """Stop the run at `point` of epoch 1: after its csv row, inside or after its last.pt save, after best.pt."""
+    log = TrainLog.log
+
+    def log_then_stop(self, epoch, values):
+        log(self, epoch, values)
+        if point == "csv" and epoch == 1:
+            raise Stop
+
+    save = trainer_module.save_checkpoint
+
+    def save_then_stop(path, payload):
+        if payload["epoch"] == 1 and path.name == "last.pt" and point == "inside-last":
+            path.with_name(".last.pt.x1y2z3.tmp").write_bytes(b"PK\x03\x04 half a checkpoint")
+            raise Stop
+        written = save(path, payload)
+        if payload["epoch"] == 1 and path.name == {"last": "last.pt", "best": "best.pt"}.get(point):
+            raise Stop
+        return written
+
+    monkeypatch.setattr(TrainLog, "log", log_then_stop)
+    monkeypatch.setattr(trainer_module, "save_checkpoint", save_then_stop)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("point", ["csv", "inside-last", "last", "best"])
+def test_a_run_stopped_at_any_write_point_resumes_into_one_record(point, tiny_synthetic, tmp_path, monkeypatch):
+    cfg = TrainConfig(
+        data=str(tiny_synthetic), imgsz=64, batch=8, epochs=3, workers=0, project=str(tmp_path), name="run",
+        plots=False, autoanchor=False, warmup_min_steps=0, save_period=2,
+    )  # fmt: skip
+    with monkeypatch.context() as patch:
+        _inject(patch, point)
+        with pytest.raises(Stop):
+            ScriptedTrainer(cfg, CPU).fit()
+    weights = tmp_path / "run" / "weights"
+    committed = 1 if point in ("last", "best") else 0
+    assert load_checkpoint(weights / "last.pt").state["epoch"] == committed
+
+    result = ScriptedTrainer.resume(weights / "last.pt", CPU).fit()
+    assert result.run_dir == tmp_path / "run"
+    columns = read_results(result.run_dir / "results.csv")
+    assert columns["epoch"] == [0.0, 1.0, 2.0]
+    assert columns["metrics/mAP50"] == pytest.approx([FITNESS[0], FITNESS[1], FITNESS[2]])
+    last, best = load_checkpoint(weights / "last.pt"), load_checkpoint(weights / "best.pt")
+    assert last.state["epoch"] == 2 and best.state["epoch"] == 1
+    assert load_checkpoint(weights / "epoch2.pt").state["epoch"] == 1  # written after best.pt, every 2 epochs
+    assert last.state["best_fitness"] == best.state["best_fitness"] == pytest.approx(FITNESS[1])
+    assert not list(weights.glob(".*.tmp")), "temporary files of the interrupted save remain"
+
+
+def test_results_rows_after_the_resumed_epoch_and_torn_rows_are_dropped(tmp_path):
+    csv_path = tmp_path / "results.csv"
+    csv_path.write_text("epoch,a,b\n0,1,2\n1,3,4\n2,5,6\n3,7")
+    log = TrainLog(tmp_path, start_epoch=2, tensorboard=False)
+    log.log(2, {"a": 9.0, "b": 9.0})
+    assert csv_path.read_text().splitlines() == ["epoch,a,b", "0,1,2", "1,3,4", "2,9,9"]
+
+
+def test_a_fresh_run_in_a_reused_folder_starts_a_new_results_file(tmp_path):
+    (tmp_path / "results.csv").write_text("epoch,a\n0,1\n1,2\n")
+    log = TrainLog(tmp_path, start_epoch=0, tensorboard=False)
+    log.log(0, {"a": 5.0, "c": 6.0})
+    assert (tmp_path / "results.csv").read_text().splitlines() == ["epoch,a,c", "0,5,6"]

@@ -1,0 +1,117 @@
+"""What a run leaves behind: validation losses, stripped final checkpoints, the final per-class validation,
+results.png of an interrupted run, and the resume line."""
+
+import logging
+
+import pytest
+import torch
+
+from tphyolo.checkpoint.format import load_checkpoint
+from tphyolo.data.dataset_config import load_data_config
+from tphyolo.data.loader import build_dataloader, build_dataset
+from tphyolo.evaluation.loop import evaluate
+from tphyolo.runtime.config import RuntimeConfig
+from tphyolo.training.config import TrainConfig
+from tphyolo.training.hyp import load_hyp, scale_hyp
+from tphyolo.training.log import read_results
+from tphyolo.training.loss import YoloLoss
+from tphyolo.training.model.setup import build_model_for_training
+from tphyolo.training.trainer import Trainer
+from tphyolo.training.val_loss import ValLoss
+
+CPU = RuntimeConfig(device="cpu")
+
+
+@pytest.mark.parametrize("name", ["yolov5n", "tph-yolov5ppn"])
+def test_val_loss_is_the_training_loss_of_the_eval_mode_model(tiny_synthetic, name):
+    data = load_data_config(tiny_synthetic)
+    dataset, _ = build_dataset(data, "val", imgsz=128, augment=False, rect=True, batch_size=4, stride=32)
+    loader = build_dataloader(dataset, batch_size=4, workers=0, shuffle=False)
+    torch.manual_seed(0)
+    model = build_model_for_training(name, names=data.names)
+    hyp = scale_hyp(load_hyp("scratch-low"), num_levels=model.head.nl, num_classes=model.nc, imgsz=128)
+    loss_fn = YoloLoss.from_model(model, hyp)
+    tracker = ValLoss(model, loss_fn)
+    head_runs = []
+    hook = model.head.register_forward_hook(lambda *_: head_runs.append(1))
+    level_runs = [0] * model.head.nl  # every output convolution runs once per batch: the loss reuses the maps
+    counters = [conv.register_forward_hook(lambda *_, i=i: level_runs.__setitem__(i, level_runs[i] + 1))
+                for i, conv in enumerate(model.head.output_convs())]  # fmt: skip
+    evaluate(model, tracker.batches(loader), names=data.names, runtime=CPU, device=torch.device("cpu"))
+    for handle in (hook, *counters):
+        handle.remove()
+    assert level_runs == [len(head_runs)] * model.head.nl and len(head_runs) == 1
+
+    model.eval()
+    model.head.train()  # the oracle: eval-mode features, raw maps from the head
+    expected = []
+    with torch.no_grad():
+        for batch in loader:
+            expected.append(loss_fn(model(batch.images.float() / 255), batch.targets)[1])
+    assert sum(v is not None for v in tracker.items) == len(expected) == 1
+    assert torch.allclose(tracker.mean(), torch.stack(expected).mean(0), rtol=1e-5)
+    assert (tracker.mean() > 0).all()
+
+
+def _cfg(data, tmp_path, **values) -> TrainConfig:
+    settings = dict(data=str(data), imgsz=128, batch=4, workers=0, plots=False, warmup_min_steps=1,
+                    project=str(tmp_path), name="run", epochs=1)  # fmt: skip
+    return TrainConfig(**{**settings, **values})
+
+
+@pytest.mark.slow
+def test_a_finished_run_logs_val_losses_strips_its_weights_and_validates_best(
+    tiny_synthetic, tmp_path, caplog, monkeypatch
+):
+    from tphyolo.evaluation import loop as evaluate_module
+
+    formats = evaluate_module.format_results
+    tables = []
+
+    def format_results(results, *, verbose=False):
+        tables.append(verbose)
+        return formats(results, verbose=verbose)
+
+    monkeypatch.setattr(evaluate_module, "format_results", format_results)
+    with caplog.at_level(logging.INFO, logger="tphyolo"):
+        result = Trainer(_cfg(tiny_synthetic, tmp_path, save_period=1), CPU).fit()
+    columns = read_results(result.run_dir / "results.csv")
+    for name in ("val/box_loss", "val/obj_loss", "val/cls_loss"):
+        assert len(columns[name]) == 1 and 0 < columns[name][0] < 100
+    full = result.run_dir / "weights" / "epoch1.pt"  # kept as written: resumable
+    unstripped = load_checkpoint(full)
+    assert "optimizer" in unstripped.state
+    for path in (result.last, result.best):
+        ckpt = load_checkpoint(path)
+        assert ckpt.ema is None and not {"optimizer", "scheduler", "scaler", "rng_state"} & set(ckpt.state)
+        assert ckpt.state["epoch"] == 0 and path.stat().st_size < 0.6 * full.stat().st_size
+        assert all(torch.equal(v, unstripped.ema[k]) for k, v in ckpt.model.items())
+    text = caplog.text
+    assert f"validating {result.best}" in text
+    after = text[text.index(f"validating {result.best}") :]
+    assert "Class" in after and any(line.split()[:2] == ["all", "4"] for line in after.splitlines())
+    assert tables == [True]  # the table with a row per class (an untrained model detects nothing: 'all' only)
+    assert set(result.final_metrics) >= {"metrics/mAP50", "metrics/mAP50-95"}
+
+
+@pytest.mark.slow
+def test_an_interrupted_run_plots_its_results_and_resume_says_where_it_continues(
+    tiny_synthetic, tmp_path, caplog, monkeypatch
+):
+    saves = Trainer._save
+
+    def save_then_stop(self, epoch, improved, *, final):
+        if epoch == 1:
+            raise KeyboardInterrupt
+        saves(self, epoch, improved, final=final)
+
+    monkeypatch.setattr(Trainer, "_save", save_then_stop)
+    trainer = Trainer(_cfg(tiny_synthetic, tmp_path, epochs=2, plots=True), CPU)
+    with pytest.raises(KeyboardInterrupt):
+        trainer.fit()
+    assert (trainer.run_dir / "results.png").is_file()
+    assert "optimizer" in load_checkpoint(trainer.weights_dir / "last.pt").state  # not stripped: resumable
+    monkeypatch.undo()
+    with caplog.at_level(logging.INFO, logger="tphyolo"):
+        Trainer.resume(trainer.weights_dir / "last.pt", CPU)
+    assert f"resuming {trainer.weights_dir / 'last.pt'} from epoch 2 of 2" in caplog.text
