@@ -41,7 +41,6 @@ def dynamic_exports(tmp_path_factory) -> dict[str, Path]:
     return {"model": model, **{r.format: r.path for r in results}}
 
 
-
 @pytest.fixture(scope="session")
 def blocks_data(tmp_path_factory) -> Path:
     """A data yaml of 16 block images at 64 px (`write_blocks`), the same images as train and val split: what
@@ -54,6 +53,19 @@ def blocks_data(tmp_path_factory) -> Path:
     (root / "data.yaml").write_text(yaml.safe_dump(data))
     return root / "data.yaml"
 
+
+@pytest.fixture(scope="session")
+def grey_calibration_data(blocks_data, tmp_path_factory) -> Path:
+    """A data yaml whose train split is 4 flat grey images without objects and whose val split is
+    `blocks_data`'s: an INT8 file calibrated on it learns ranges that the val images overflow."""
+    import yaml
+
+    root = tmp_path_factory.mktemp("grey")
+    write_blocks(root / "grey", count=4, size=BLOCKS_SIZE, seed=0, grey=True)
+    val = blocks_data.parent / "blocks" / "images"
+    data = {"path": str(root), "train": "grey/images", "val": str(val), "names": {0: "red", 1: "blue"}}
+    (root / "data.yaml").write_text(yaml.safe_dump(data))
+    return root / "data.yaml"
 
 
 @pytest.fixture(scope="session")

@@ -197,3 +197,53 @@ def test_a_dynamic_int8_file_plugs_into_prediction_and_validation(int8_trained, 
         assert len(Predictor(str(result.path), **common, **extra)(image)[0]) > 0, extra
     both = Predictor([model, str(result.path)], merge="wbf", **common)
     assert both.names == model.names and len(both(image)[0]) > 0
+
+
+@pytest.mark.slow
+def test_an_int8_file_above_max_drop_exits_1_is_kept_and_runs(int8_trained, grey_calibration_data, blocks_data,
+                                                               tmp_path, capsys):  # fmt: skip
+    """Calibrated on flat grey images, the INT8 ranges are too narrow for the block images it is checked on
+    and it finds fewer blocks than the float model: with `--max-drop 0` the command exits 1 naming the loss and
+    the kept file, whose metadata records both scores; `val` and `predict` take the file as any export."""
+    import shutil
+
+    from tphyolo.cli import main
+
+    weights = tmp_path / "m.pt"
+    shutil.copy(int8_trained("tph-yolov5n", TRAIN_STEPS["tph-yolov5n"]), weights)
+    argv = ["export", "--weights", str(weights), "--format", "onnx", "--int8", "--data", str(grey_calibration_data),
+            "--img", str(BLOCKS_SIZE), "--calib-images", "4", "--max-drop", "0", "--device", "cpu"]  # fmt: skip
+    assert main(argv) == 1
+    error = capsys.readouterr().err.strip().splitlines()[-1]
+    int8_file = tmp_path / "m_int8.onnx"
+    assert error.startswith(f"tphyolo export: error: {int8_file} loses ") and error.endswith("the file is kept")
+    assert "above --max-drop 0.0" in error
+    meta = load_backend(int8_file).metadata
+    assert meta.int8 and "train: 4 of 4 images" in meta.int8_calibration
+    (float_map50, int8_map50) = meta.int8_map50
+    assert float_map50 > 0.01 and int8_map50 < float_map50, meta.int8_map50  # the float model finds blocks
+    common = ["--weights", str(int8_file), "--img", str(BLOCKS_SIZE), "--batch", "1", "--device", "cpu",
+              "--project", str(tmp_path)]  # fmt: skip
+    assert main(["val", *common, "--data", str(blocks_data), "--workers", "0", "--name", "v"]) == 0
+    assert "mAP" in capsys.readouterr().out
+    source = blocks_data.parent / "blocks" / "images"
+    assert main(["predict", *common, "--source", str(source), "--save-txt", "--conf", "0.01", "--name", "p"]) == 0
+    assert len(list((tmp_path / "p" / "labels").iterdir())) > 0
+
+
+@pytest.mark.slow
+def test_bench_predict_times_int8_files_against_the_baseline(blocks_data, tmp_path):
+    from tphyolo.bench.export import BASELINES, BackendBenchSettings, bench_backends
+    from tphyolo.export.parity import INT8_TOLERANCE
+
+    settings = BackendBenchSettings(model="yolov5n", imgsz=BLOCKS_SIZE, backends=("onnxruntime-int8", "openvino-int8"),
+                                    warmup=0, repeats=2, int8_data=str(blocks_data), calib_images=4)  # fmt: skip
+    lines = []
+    rows = bench_backends(settings, workdir=tmp_path, log=lines.append)
+    assert [r.name for r in rows] == ["predict/onnxruntime-int8", "predict/openvino-int8"]
+    for row in rows:
+        data = row.to_json()
+        assert data["config"] == f"yolov5n img{BLOCKS_SIZE} b1 int8, vs {BASELINES['ours']}"
+        assert data["baseline_ms"] > 0 and data["ours_ms"] > 0 and data["extra"]["export_s"] > 0
+        assert 0 < data["extra"]["rel_error"] <= INT8_TOLERANCE  # quantized: close to the float model, not equal
+    assert any(f"INT8 files within {INT8_TOLERANCE}" in line for line in lines)
