@@ -14,8 +14,7 @@ from pathlib import Path
 from tphyolo.errors import UsageError
 from tphyolo.flags import add_flags, from_flags, setting_name
 from tphyolo.training.config import TrainConfig
-from tphyolo.training.tune.config import TuneConfig
-from tphyolo.training.tune.search import SEARCH_OWNED
+from tphyolo.training.tune.config import SEARCH_OWNED, TuneConfig
 
 USES_RUNTIME = True
 
