@@ -80,3 +80,42 @@ def test_eval_scores_saved_detections_as_one_process_does(five_images, tmp_path,
     assert run.stdout == table  # printed once, by rank 0
     one, two = (json.loads((tmp_path / f"{n}.json").read_text()) for n in ("one", "two"))
     assert 10 < one["AP50"] < 90 and one == two
+
+
+def without_speed(value):
+    """`value` (parsed json) without the timings, which no two runs share."""
+    if isinstance(value, dict):
+        return {k: without_speed(v) for k, v in value.items() if "speed" not in k.lower()}
+    if isinstance(value, list):
+        return [without_speed(v) for v in value]
+    return value
+
+
+def test_the_val_command_under_torchrun_prints_and_writes_what_one_process_does(five_images, tmp_path, capsys):
+    """`torchrun ... -m tphyolo val` with a real (random-weight) model on real VisDrone images: the table, the
+    report's numbers (--json with --report), predictions.json, labels and plots of one process."""
+    import torch
+    from tests.helpers import save_model_checkpoint
+
+    from tphyolo.cli import main
+    from tphyolo.models import build_model
+
+    torch.manual_seed(0)
+    weights = save_model_checkpoint(tmp_path / "tiny.pt", build_model("yolov5n", names=list(NAMES)), list(NAMES))
+    common = ["val", "--weights", str(weights), "--data", str(five_images), "--img", "128", "--batch", "2",
+              "--device", "cpu", "--workers", "0", "--save-json", "--save-txt", "--plots", "--report",
+              "--project", str(tmp_path)]  # fmt: skip
+    torch.set_num_threads(1)  # as each torchrun process (conftest restores the count)
+    assert main([*common, "--name", "one", "--json", str(tmp_path / "one.json")]) == 0
+    alone = capsys.readouterr().out
+    run = torchrun("-m", "tphyolo", *common, "--name", "two", "--json", str(tmp_path / "two.json"))
+
+    def table(out: str) -> list[str]:
+        return [line for line in out.splitlines() if not line.startswith(("Speed:", "results in", "report in"))]
+
+    assert table(run.stdout) == table(alone) and "all" in alone
+    one, two = (json.loads((tmp_path / f"{n}.json").read_text()) for n in ("one", "two"))
+    assert without_speed(one) == without_speed(two)
+    files = same_files(tmp_path / "one", tmp_path / "two", ignore=("report.html", "evaluation.json"))
+    assert {"predictions.json", "confusion_matrix.png"} <= set(files) and len(json.loads(
+        (tmp_path / "one" / "predictions.json").read_text())) > 100  # fmt: skip
