@@ -95,6 +95,24 @@ def exit_code(argv: Sequence[str]) -> int:
         return int(stop.code or 0)
 
 
+@contextmanager
+def constructions(cls: type) -> Iterator[list[None]]:
+    """A list that gains one entry per instance of `cls` constructed while open: a measure of work done that
+    does not depend on the machine's speed (e.g. "refused before any layer was built")."""
+    original = cls.__init__
+    made: list[None] = []
+
+    def counting_init(self, *args, **kwargs):
+        made.append(None)
+        original(self, *args, **kwargs)
+
+    cls.__init__ = counting_init
+    try:
+        yield made
+    finally:
+        cls.__init__ = original
+
+
 def one_error_line(err: str, command: str) -> str:
     """The one error line of a command's stderr (progress bars aside); fails on a traceback or a second line."""
     assert "Traceback" not in err, err

@@ -99,19 +99,26 @@ COMMANDS: dict[str, Command] = {
 
 
 class _Parser(argparse.ArgumentParser):
-    """An ArgumentParser whose errors are one line on stderr and exit code 2 (no usage dump)."""
+    """An ArgumentParser whose errors are one line on stderr and exit code 2 (no usage dump), followed by a
+    line for each of `notes`."""
 
-    def error(self, message: str) -> None:  # type: ignore[override]
-        self.exit(2, f"{self.prog}: error: {message} (see '{self.prog} -h')\n")
+    def error(self, message: str, notes: Iterable[str] = ()) -> None:  # type: ignore[override]
+        lines = [f"{self.prog}: error: {message} (see '{self.prog} -h')", *(f"{self.prog}: {n}" for n in notes)]
+        self.exit(2, "\n".join(lines) + "\n")
 
     def parse_args(self, args=None, namespace=None):  # type: ignore[override]
         """As argparse's, but an unknown argument is reported by the (sub)command that was given it, with the
         closest flag of that command: `tphyolo val: error: unrecognized argument --imgsz-x; did you mean
-        --imgsz? (see 'tphyolo val -h')`."""
+        --imgsz? (see 'tphyolo val -h')`. A YOLOv5 flag tphyolo does not take gets a line saying what to do
+        instead (`tphyolo.commands.options.yolov5`), in place of the closest flag."""
         parsed, unknown = self.parse_known_args(args, namespace)
         if unknown:
+            from tphyolo.commands.options.yolov5 import unknown_flag_hints
+
             owner = self.command_parser(parsed)
-            owner.error(owner.unknown_argument(unknown))
+            command = owner.prog.split()[1] if len(owner.prog.split()) > 1 else ""
+            hints = unknown_flag_hints(command, unknown)
+            owner.error(owner.unknown_argument(unknown, suggest=not hints), notes=hints)
         return parsed
 
     def command_parser(self, parsed: argparse.Namespace) -> argparse.ArgumentParser:
@@ -125,13 +132,13 @@ class _Parser(argparse.ArgumentParser):
                 return parser
             parser = chooser.choices[name]
 
-    def unknown_argument(self, unknown: Sequence[str]) -> str:
-        """The message for `unknown` arguments: the first unknown flag and the closest of this parser's flags,
-        or the unknown words when none is a flag."""
+    def unknown_argument(self, unknown: Sequence[str], *, suggest: bool = True) -> str:
+        """The message for `unknown` arguments: the first unknown flag and (with `suggest`) the closest of this
+        parser's flags, or the unknown words when none is a flag."""
         flag = next((word.split("=", 1)[0] for word in unknown if word.startswith("-")), None)
         if flag is None:
             return f"unrecognized arguments: {' '.join(unknown)}"
-        close = difflib.get_close_matches(flag, list(self._option_string_actions), n=1, cutoff=0.6)
+        close = difflib.get_close_matches(flag, list(self._option_string_actions), n=1, cutoff=0.6) if suggest else []
         return f"unrecognized argument {flag}" + (f"; did you mean {close[0]}?" if close else "")
 
 

@@ -16,6 +16,7 @@ the parsed namespace. So a setting's name, default, choices and help live in one
 - A numeric field may declare `bounds` (`Bounds`: the values the setting means something for): argparse
   refuses a value outside them at once, in one line naming the flag, before any work, and
   `check_field_types` refuses it on a config built in Python. NaN and infinities are outside every bound.
+- A `const` lets the flag be given bare (`--cache` means `--cache ram`).
 """
 
 from __future__ import annotations
@@ -90,8 +91,9 @@ def bounded(kind: Callable[[str], float], low: float | None = None, high: float 
 
 @dataclass(frozen=True)
 class FlagSpec:
-    """How a config field appears on the command line: its names (first is shown), help, choices, nargs, and
-    the numbers it takes (`bounds`, None for any)."""
+    """How a config field appears on the command line: its names (first is shown), help, choices, nargs, the
+    numbers it takes (`bounds`, None for any) and the value of the bare flag (`const`, None: a value must
+    follow)."""
 
     names: tuple[str, ...]
     help: str
@@ -99,6 +101,7 @@ class FlagSpec:
     nargs: str | int | None = None
     metavar: str | None = None
     bounds: Bounds | None = None
+    const: Any = None
 
 
 def flag(
@@ -109,13 +112,16 @@ def flag(
     nargs: str | int | None = None,
     metavar: str | None = None,
     bounds: Bounds | None = None,
+    const: Any = None,
 ) -> Any:
     """A dataclass field with `default` that is also the command-line flag `names` (see the module docstring)."""
     if not names or not all(n.startswith("--") for n in names):
         raise ValueError(f"flag names must start with '--', got {names!r}")
     if isinstance(default, (list, dict, set)):
         raise TypeError(f"{names[0]}: use an immutable default (a tuple), got {type(default).__name__}")
-    spec = FlagSpec(tuple(names), help, tuple(choices) if choices is not None else None, nargs, metavar, bounds)
+    spec = FlagSpec(
+        tuple(names), help, tuple(choices) if choices is not None else None, nargs, metavar, bounds, const
+    )
     return dataclasses.field(default=default, metadata={_METADATA_KEY: spec})
 
 
@@ -172,8 +178,10 @@ def add_flags(
             kwargs.update(
                 default=default,
                 help=spec.help if default is None else f"{spec.help} (default: {shown})",
-                nargs=spec.nargs or ("+" if is_tuple else None),
+                nargs=spec.nargs or ("+" if is_tuple else "?" if spec.const is not None else None),
             )
+            if spec.const is not None:
+                kwargs["const"] = spec.const
             if value_type is not None:
                 kwargs["type"] = value_type if spec.bounds is None else spec.bounds.parser(value_type)
             if spec.choices is not None:

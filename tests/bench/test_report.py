@@ -30,3 +30,11 @@ def test_table_has_a_line_per_row():
     lines = table.splitlines()
     assert len(lines) == 4
     assert "2.00x" in lines[2] and "second" in lines[3]
+
+
+def test_measured_numbers_keep_significant_digits_never_a_rounded_zero():
+    """A fast export took 0.04 s and was written as round(0.04, 1) = 0.0; the rows keep 3 significant digits."""
+    from tphyolo.bench.report import significant
+
+    assert significant(0.0412345) == 0.0412 and significant(1234.5678) == 1230.0 and significant(0.0) == 0.0
+    assert significant(3e-7) > 0

@@ -2,7 +2,6 @@
 uses (what the scan verifies is what training decodes), and one policy for partial and multi-frame files."""
 
 import os
-import time
 
 import cv2
 import numpy as np
@@ -41,17 +40,19 @@ def test_a_name_that_is_not_utf8_reads_and_writes(tmp_path):
     np.testing.assert_array_equal(read_image(out), image)
 
 
-def test_a_small_file_declaring_a_huge_image_is_refused_before_decoding(tmp_path):
+def test_a_small_file_declaring_a_huge_image_is_refused_before_decoding(tmp_path, monkeypatch):
+    def no_decoding(*args, **kwargs):
+        raise AssertionError("the pixels were decoded")
+
+    monkeypatch.setattr(cv2, "imdecode", no_decoding)  # the image reader's decoder
     for width, height in ((40000, 40000), (12000, 12000)):  # above PIL's own limit, and between the two
         path = tmp_path / f"bomb{width}.png"
         path.write_bytes(png_declaring(width, height))
         assert path.stat().st_size < 1024
-        start = time.perf_counter()
         with pytest.raises(ImageError, match=f"{path.name}: declares .*pixels, over the limit of {MAX_IMAGE_PIXELS:,}"):
             read_image(path)
         with pytest.raises(ImageError, match="over the limit"):
             verify_image(path)
-        assert time.perf_counter() - start < 1
 
 
 def test_verify_uses_the_training_decoder(tmp_path):

@@ -3,7 +3,6 @@ are one ValueError naming the file; a byte-order mark is read; the readers built
 cache) answer the same way."""
 
 import json
-import time
 
 import pytest
 from tests.reliability.corpus import deep_json, jpeg_bytes
@@ -17,7 +16,6 @@ from tphyolo.data.scan import scan_split
 def test_deep_nesting_is_refused_in_one_line_naming_the_file(tmp_path):
     path = tmp_path / "deep.json"
     path.write_text(deep_json())
-    start = time.perf_counter()
     with pytest.raises(ValueError, match=f"^{path}: COCO dataset nested deeper than the JSON reader allows"):
         load_json_file(path, what="COCO dataset")
     with pytest.raises(LabelError, match=f"^{path}: COCO dataset nested deeper"):
@@ -25,7 +23,6 @@ def test_deep_nesting_is_refused_in_one_line_naming_the_file(tmp_path):
     path.write_text('{"images": ' + deep_json() + "}")
     with pytest.raises(LabelError, match=f"^{path}: COCO dataset nested deeper"):
         load_coco(path)
-    assert time.perf_counter() - start < 5
     assert load_json_text("[" * 50 + "]" * 50, "shallow") == json.loads("[" * 50 + "]" * 50)
 
 

@@ -1,6 +1,5 @@
 """The synthetic dataset: deterministic by seed, fast, in VisDrone format with learnable objects."""
 
-import time
 
 import numpy as np
 import pytest
@@ -23,11 +22,8 @@ def test_deterministic_by_seed(tmp_path):
 
 
 @pytest.mark.slow
-def test_default_dataset_content_and_timing(tmp_path):
-    start = time.perf_counter()
+def test_default_dataset_content(tmp_path):
     data_yaml = load_data_config("synthetic", cache_dir=tmp_path).source
-    seconds = time.perf_counter() - start
-    assert seconds < 60, f"generating 100 images took {seconds:.1f} s"
     mtime = data_yaml.stat().st_mtime_ns
     cfg = load_data_config("synthetic", cache_dir=tmp_path)  # generated once, then reused
     assert cfg.source.stat().st_mtime_ns == mtime and cfg.names == NAMES

@@ -1,6 +1,5 @@
 """The synthetic-fine dataset: deterministic, and its confusable classes differ only in a full-resolution detail."""
 
-import time
 
 import cv2
 import numpy as np
@@ -82,10 +81,7 @@ def test_confusable_classes_look_alike_at_detector_size_and_differ_at_full_size(
 
 @pytest.mark.slow
 def test_builtin_name_generates_once_and_lists_the_confusable_classes(tmp_path):
-    start = time.perf_counter()
     cfg = load_data_config("synthetic-fine", cache_dir=tmp_path)
-    seconds = time.perf_counter() - start
-    assert seconds < 60, f"generating the default set took {seconds:.1f} s"
     mtime = cfg.source.stat().st_mtime_ns
     again = load_data_config("synthetic-fine", cache_dir=tmp_path)
     assert again.source.stat().st_mtime_ns == mtime and again.names == NAMES

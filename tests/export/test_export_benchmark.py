@@ -44,7 +44,7 @@ def test_tta_rows_time_predict_end_to_end_with_the_same_detections(tmp_path):
     lines = []
     (row,) = bench_tta(settings, workdir=tmp_path, log=lines.append)
     assert row.name == "predict/tta/onnxruntime"
-    assert row.config == f"yolov5n 128x72 img128 TTA 8 passes + WBF, vs {BASELINES['ours']}"
+    assert row.config == f"yolov5n 128x72 img128 TTA 8 passes + WBF fp32, vs {BASELINES['ours']}"
     assert row.ours_ms > 0 and row.baseline_ms > 0
     detections, expected = row.extra["detections"], row.extra["baseline_detections"]
     assert expected > 10 and abs(detections - expected) <= 0.05 * expected

@@ -148,7 +148,7 @@ def test_a_new_run_stores_its_paths_resolved(tmp_path):
         ({"grad_clip": math.nan}, r"--grad-clip must be a finite number >= 0"),
         ({"imgsz": 0}, "--img must be at least 1, got 0"),
         ({"batch": -1}, "--batch must be at least 1, got -1"),
-        ({"freeze": -1}, "--freeze must be at least 0"),
+        ({"freeze": -1}, "--freeze must be >= 0"),
         ({"max_det": 0}, "max_det must be at least 1"),
         ({"epochs": True}, "--epochs must be int, got True"),
     ],

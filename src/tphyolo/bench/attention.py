@@ -25,7 +25,7 @@ from torch import nn
 from torch.utils.flop_counter import FlopCounterMode
 
 from tphyolo.bench.baselines import original_from
-from tphyolo.bench.report import Row
+from tphyolo.bench.report import Row, significant
 from tphyolo.bench.timing import paired_speedup, peak_memory_mb, time_calls
 from tphyolo.models.attention import C3TR
 from tphyolo.models.build import SCALES
@@ -217,13 +217,13 @@ def _measure(settings, device, timed, backend, flops, dtype, log, case, config, 
             return Row(name, config, None, None, baseline_peak_mb=base_mb, extra={"error": message})
         base_t, ours_t = time_calls([base_fn, ours_fn], device=device, warmup=settings.warmup, repeats=settings.repeats)
         ours_mb = peak_memory_mb(ours_fn, device=device)
-    extra["paired_speedup"] = round(paired_speedup(base_t, ours_t), 3)
+    extra["paired_speedup"] = significant(paired_speedup(base_t, ours_t))
     if flops is not None:
         rate = flops / (ours_t.median_ms / 1e3)
-        extra["gflop"] = round(flops / 1e9, 3)
-        extra["gflops"] = round(rate / 1e9, 1)
+        extra["gflop"] = significant(flops / 1e9)
+        extra["gflops"] = significant(rate / 1e9)
         if settings.matmul_flops and dtype == torch.float32:
-            extra["of_matmul_peak"] = round(rate / settings.matmul_flops, 2)
+            extra["of_matmul_peak"] = significant(rate / settings.matmul_flops)
     row = Row(
         name, config, ours_t.median_ms, base_t.median_ms, ours_peak_mb=ours_mb, baseline_peak_mb=base_mb,
         ours_spread_ms=ours_t.spread_ms, baseline_spread_ms=base_t.spread_ms, extra=extra,

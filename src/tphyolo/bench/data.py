@@ -11,7 +11,7 @@ import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from tphyolo.bench.report import Row
+from tphyolo.bench.report import Row, significant
 
 
 def bench_data(
@@ -48,7 +48,7 @@ def bench_data(
                 "data/loader",
                 f"{data} img{image_size} b{batch} mosaic workers={count}",
                 1e3 * seconds / batches,
-                extra={"images_per_s": round(per_s, 1)},
+                extra={"images_per_s": significant(per_s)},
             )
         )
         del iterator, loader

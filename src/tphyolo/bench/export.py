@@ -34,7 +34,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from tphyolo.bench.report import Row
+from tphyolo.bench.report import Row, significant
 from tphyolo.bench.timing import Timing, paired_speedup, time_calls
 from tphyolo.export.config import ExportConfig
 from tphyolo.export.exporter import ExportResult, export_model
@@ -200,9 +200,9 @@ def _rows(prefix, config, settings, timings, exports, log, *, extra) -> list[Row
             if name == base:
                 continue
             base_t, ours_t = timings[base], timings[name]
-            details = {"paired_speedup": round(paired_speedup(base_t, ours_t), 3), **extra(base, name)}
+            details = {"paired_speedup": significant(paired_speedup(base_t, ours_t)), **extra(base, name)}
             if backend in exports:
-                details["export_s"] = round(exports[backend].seconds, 1)
+                details["export_s"] = significant(exports[backend].seconds)
             details["torch_threads"] = torch.get_num_threads()
             described = f"{config} {'int8' if is_int8(backend) else 'fp32'}, vs {BASELINES[base]}"
             row = Row(f"{prefix}/{backend}", described, ours_t.median_ms, base_t.median_ms,

@@ -28,7 +28,7 @@ from torch import nn
 
 from tphyolo.bench.baseline_loss import OriginalLoss
 from tphyolo.bench.baselines import with_original_attention
-from tphyolo.bench.report import Row
+from tphyolo.bench.report import Row, significant
 from tphyolo.bench.timing import paired_speedup, peak_memory_mb, time_calls
 from tphyolo.data.letterbox import check_imgsz
 from tphyolo.runtime.config import RuntimeConfig, autocast, sdpa_context
@@ -220,9 +220,9 @@ def _bench_variant(ours, baseline, mode, variant, run, settings, images, targets
         f"{settings.model} img{settings.image_size} b{settings.batch} {variant}",
         ours_t.median_ms, base_t.median_ms, ours_peak_mb=ours_mb, baseline_peak_mb=base_mb,
         ours_spread_ms=ours_t.spread_ms, baseline_spread_ms=base_t.spread_ms,
-        extra={"ours_img_s": round(per_s / ours_t.median_ms, 2),
-               "base_img_s": round(per_s / base_t.median_ms, 2),
-               "paired_speedup": round(paired_speedup(base_t, ours_t), 3),
+        extra={"ours_img_s": significant(per_s / ours_t.median_ms),
+               "base_img_s": significant(per_s / base_t.median_ms),
+               "paired_speedup": significant(paired_speedup(base_t, ours_t)),
                "amp": run.amp, "memory_format": layout, "compile": run.compile},
     )  # fmt: skip
     log(f"{row.name} {row.config}: baseline {base_t.median_ms:.0f} ms, ours {ours_t.median_ms:.0f} ms, "

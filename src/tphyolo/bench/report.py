@@ -3,6 +3,8 @@
 JSON layout: {"machine": {...}, "rows": [{"name", "config", "baseline_ms", "ours_ms", "speedup",
 "baseline_peak_mb", "ours_peak_mb", ...}, ...]}. Times are medians in milliseconds per call; `speedup` is
 baseline_ms / ours_ms; a null baseline means the comparison has no baseline on this machine (see `extra`).
+Measured numbers in `extra` (seconds, rates, ratios) keep 3 significant digits (`significant`): a fast step
+is 0.0123 s, never a rounded 0.0.
 """
 
 from __future__ import annotations
@@ -17,6 +19,11 @@ from typing import Any
 import torch
 
 from tphyolo.bench.timing import memory_method
+
+
+def significant(value: float, digits: int = 3) -> float:
+    """`value` to `digits` significant digits: short to print, and never 0 unless it was 0."""
+    return float(f"{value:.{digits}g}")
 
 
 @dataclass(frozen=True)

@@ -128,6 +128,7 @@ def _attention(
     args: argparse.Namespace, device: torch.device, log: Callable[[str], None], measured: dict[str, float]
 ) -> list[Row]:
     from tphyolo.bench.attention import BLOCKS, DTYPES, AttentionCase, AttentionSettings, bench_attention
+    from tphyolo.bench.report import significant
     from tphyolo.bench.timing import matmul_flops_per_s
 
     runtime: RuntimeConfig = args.runtime
@@ -158,7 +159,7 @@ def _attention(
             for size in args.sizes
         )
     rate = matmul_flops_per_s(device=device, size=512 if args.quick else 2048)
-    measured["matmul_fp32_gflops"] = round(rate / 1e9, 1)
+    measured["matmul_fp32_gflops"] = significant(rate / 1e9)
     log(f"measured fp32 matmul rate: {rate / 1e9:.1f} GFLOP/s")
     settings = AttentionSettings(
         cases=cases,

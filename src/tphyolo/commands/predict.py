@@ -14,7 +14,7 @@ from pathlib import Path
 
 import yaml
 
-from tphyolo.commands.inference_args import (
+from tphyolo.commands.options.inference import (
     add_classifier_flags,
     add_inference_flags,
     add_slice_flags,
@@ -49,7 +49,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_inference_flags(parser)
     add_classifier_flags(parser)
     add_slice_flags(parser)
-    parser.add_argument("--no-save-img", action="store_true", help="do not write annotated images/videos")
+    parser.add_argument("--no-save-img", "--nosave", action="store_true", help="do not write annotated images/videos")
     parser.add_argument("--save-txt", action="store_true", help="YOLO txt per image (labels/)")
     parser.add_argument("--save-conf", action="store_true", help="scores in --save-txt files")
     parser.add_argument("--save-visdrone", action="store_true", help="VisDrone submission txt per image (visdrone/)")

@@ -14,7 +14,7 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, NamedTuple
 
-from tphyolo.commands.inference_args import (
+from tphyolo.commands.options.inference import (
     add_classifier_flags,
     add_inference_flags,
     add_slice_flags,

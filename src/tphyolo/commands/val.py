@@ -7,7 +7,7 @@ import json
 import sys
 from pathlib import Path
 
-from tphyolo.commands.inference_args import (
+from tphyolo.commands.options.inference import (
     add_classifier_flags,
     add_inference_flags,
     classifier_settings,

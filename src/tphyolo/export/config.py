@@ -30,9 +30,14 @@ class ExportConfig:
         help=f"one or more of {', '.join(EXPORT_FORMATS)}",
     )
     imgsz: int = flag(
-        640, "--img", "--imgsz", help="image size, pixels (rounded up to a multiple of the stride)", bounds=IMGSZ_BOUNDS
+        640,
+        "--img",
+        "--imgsz",
+        "--img-size",
+        help="image size, pixels (rounded up to a multiple of the stride)",
+        bounds=IMGSZ_BOUNDS,
     )
-    batch: int = flag(1, "--batch", help="batch size", bounds=AT_LEAST_ONE)
+    batch: int = flag(1, "--batch", "--batch-size", help="batch size", bounds=AT_LEAST_ONE)
     dynamic: bool = flag(False, "--dynamic", help="batch, height and width free (multiples of the stride)")
     half: bool = flag(
         False, "--half", help="fp16 weights (ONNX, TorchScript, engine: with a CUDA --device; OpenVINO: fp16 IR)"

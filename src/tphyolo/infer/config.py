@@ -35,10 +35,14 @@ class InferenceConfig:
     "nms" for combining runs; merge_iou: its IoU threshold (default `merge_threshold`).
     """
 
-    imgsz: int = flag(640, "--img", "--imgsz", help="inference size (long side), pixels", bounds=IMGSZ_BOUNDS)
-    batch: int = flag(1, "--batch", help="images (or slices) per forward pass", bounds=AT_LEAST_ONE)
-    conf: float = flag(PREDICT_CONF, "--conf", help="confidence threshold", bounds=FRACTION)
-    iou: float = flag(PREDICT_IOU, "--iou", help="NMS IoU threshold", bounds=FRACTION)
+    imgsz: int = flag(
+        640, "--img", "--imgsz", "--img-size", help="inference size (long side), pixels", bounds=IMGSZ_BOUNDS
+    )
+    batch: int = flag(
+        1, "--batch", "--batch-size", help="images (or slices) per forward pass", bounds=AT_LEAST_ONE
+    )
+    conf: float = flag(PREDICT_CONF, "--conf", "--conf-thres", help="confidence threshold", bounds=FRACTION)
+    iou: float = flag(PREDICT_IOU, "--iou", "--iou-thres", help="NMS IoU threshold", bounds=FRACTION)
     max_det: int = flag(MAX_DET, "--max-det", help="most detections per image", bounds=AT_LEAST_ONE)
     classes: tuple[int, ...] | None = flag(None, "--classes", help="keep only these class ids", bounds=NON_NEGATIVE)
     agnostic: bool = flag(False, "--agnostic-nms", help="suppress across classes")

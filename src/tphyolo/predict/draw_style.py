@@ -20,6 +20,7 @@ class DrawStyle:
     line_width: int | None = flag(
         None,
         "--line-width",
+        "--line-thickness",
         metavar="PX",
         help="box line width (default: from image size)",
         bounds=Bounds(1, MAX_LINE_WIDTH),

@@ -197,7 +197,8 @@ def video_capture(video: Path | Stream) -> cv2.VideoCapture:
         label, target = video.source, video.target
     else:
         label = target = str(video)
-        if (problem := regular_file_problem(video)) is not None:  # a FIFO would block, a device never end
+        problem = regular_file_problem(video)
+        if problem not in (None, NO_SUCH_FILE):  # a FIFO would block, a device never ends
             raise ImageError(f"{video}: not a regular file ({problem})")
         try:
             target.encode("utf-8")

@@ -43,7 +43,12 @@ class TrainConfig:
         None, "--hyp", help="hyp yaml or built-in name (visdrone, scratch-low, ...); default: the dataset's recipe"
     )
     imgsz: int = flag(
-        320, "--img", "--imgsz", help="train size, pixels (rounded up to a stride multiple)", bounds=IMGSZ_BOUNDS
+        320,
+        "--img",
+        "--imgsz",
+        "--img-size",
+        help="train size, pixels (rounded up to a stride multiple)",
+        bounds=IMGSZ_BOUNDS,
     )
     batch: int = flag(8, "--batch", "--batch-size", help="images per process per batch", bounds=AT_LEAST_ONE)
     nominal_batch: int | None = flag(
@@ -67,7 +72,13 @@ class TrainConfig:
         help="class label smoothing epsilon; replaces the hyp file's value, 0 included",
         bounds=FRACTION,
     )
-    cache: str | None = flag(None, "--cache", help="cache images", choices=[c for c in CACHE_CHOICES if c])
+    cache: str | None = flag(
+        None,
+        "--cache",
+        const="ram",
+        choices=[c for c in CACHE_CHOICES if c],
+        help="cache images: ram (also a bare --cache) or disk",
+    )
     scan_cache: bool = scan_cache_flag()
     rect: bool = flag(False, "--rect", help="rectangular training batches (no mosaic shuffle)")
     multi_scale: bool = flag(False, "--multi-scale", help="vary the image size +/- 50%% per batch")

@@ -47,7 +47,7 @@ from tphyolo.training.model.setup import (
     prepare_model_for_training,
     wrap_for_training,
 )
-from tphyolo.training.optim.optimization import build_optimization
+from tphyolo.training.optim.optimization import build_optimization, warmup_note, warmup_plan
 from tphyolo.training.optim.rules import optimiser_steps
 from tphyolo.training.recipes import resolve_recipe
 from tphyolo.training.rng import seed_everything
@@ -228,6 +228,8 @@ class Trainer:
                 cfg.model, cfg.data, cfg.epochs, self.data.imgsz, cfg.batch, dist.world_size, self.optim.accumulate,
                 self.run_dir,
             )  # fmt: skip
+            if progress.steps.step < self.optim.warmup_steps:
+                LOGGER.info("%s", warmup_plan(self.optim.warmup_steps, len(self.data.train_loader)))
         epochs_without_gain = 0
         metrics: dict[str, float] = {}
         epoch = progress.start_epoch
@@ -334,6 +336,7 @@ class Trainer:
                     plot_batch(batch.images, batch.targets, self.names, self.run_dir / f"train_batch{i}.jpg")
 
         start = time.perf_counter()
+        steps_before = self.progress.steps.step
         batches = data.train_loader
         if "first step" not in self.startup.phases and epoch == self.progress.start_epoch:
             batches = self.startup.first_step(batches, self._report_startup)
@@ -357,10 +360,11 @@ class Trainer:
         values["time/epoch_s"] = seconds
         log.log(epoch, values)
         LOGGER.info(
-            "epoch %d/%d  loss %.4f %.4f %.4f  P %.3f R %.3f mAP50 %.3f mAP50-95 %.3f  %.1f img/s",
+            "epoch %d/%d  loss %.4f %.4f %.4f  P %.3f R %.3f mAP50 %.3f mAP50-95 %.3f  %.1f img/s%s",
             epoch + 1, cfg.epochs, *mean_items.tolist(), metrics.get("metrics/precision", 0.0),
             metrics.get("metrics/recall", 0.0), metrics.get("metrics/mAP50", 0.0),
             metrics.get("metrics/mAP50-95", 0.0), len(data.train_set) / max(seconds, 1e-9),
+            warmup_note(steps_before, self.progress.steps.step, optim.warmup_steps),
         )  # fmt: skip
         barrier(dist)
         return metrics

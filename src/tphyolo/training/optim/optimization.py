@@ -73,3 +73,22 @@ def warmup_length(warmup_epochs: float, batches_per_epoch: int, min_steps: int, 
     more than half the run, so that a short run is not all warm-up (a 3-epoch run of 10 batches would otherwise
     end before its learning rate ever reached lr0). Runs of at least twice the warm-up are unaffected."""
     return min(max(round(warmup_epochs * batches_per_epoch), min_steps), max(1, epochs * batches_per_epoch // 2))
+
+
+def warmup_plan(warmup_steps: int, batches_per_epoch: int) -> str:
+    """The line a run logs before its first epoch: how long the warm-up lasts and what it does to the metrics."""
+    epochs = warmup_steps / max(batches_per_epoch, 1)
+    return (
+        f"warm-up: the first {warmup_steps} batches ({epochs:.1f} epochs) raise the learning rate from 0; "
+        "P, R and mAP often stay near 0 until the model finds its first objects"
+    )
+
+
+def warmup_note(steps_before: int, steps_after: int, warmup_steps: int) -> str:
+    """What an epoch's line says about the warm-up, given the batches done before and after the epoch:
+    `  warm-up 30/100 batches` while it runs, `  warm-up 100/100 batches, done` in the epoch that
+    ends it, '' after."""
+    if steps_before >= warmup_steps:
+        return ""
+    done = min(steps_after, warmup_steps)
+    return f"  warm-up {done}/{warmup_steps} batches" + (", done" if done == warmup_steps else "")
