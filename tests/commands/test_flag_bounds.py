@@ -33,5 +33,5 @@ def test_a_number_outside_the_flag_is_one_line_naming_it(tmp_path, monkeypatch, 
     runtime = ["--device", "cpu"] if argv[0] in ("bench", "classify", "val", "train") and "--device" not in argv else []
     assert exit_code([*argv, *runtime]) == 2
     err = capsys.readouterr().err
-    assert err.startswith(f"tphyolo {argv[0]}: error: ") and message in err and err.count("\n") == 1, err
+    assert err.startswith(f"tphyolo {argv[0]}") and ": error: " in err and message in err and err.count("\n") == 1, err
     assert not any(tmp_path.iterdir())

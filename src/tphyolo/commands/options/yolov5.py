@@ -47,7 +47,7 @@ _TFJS_NMS = "for TF.js NMS; exported models end before NMS, which `tphyolo predi
 # tphyolo command -> YOLOv5 flag it does not take -> what to do instead (one line).
 HINTS: dict[str, dict[str, str]] = {
     "train": {
-        "--evolve": "hyperparameter evolution is not built into train; edit a hyp yaml and give it to --hyp",
+        "--evolve": "hyperparameter search is its own command: `tphyolo tune` (YOLOv5's evolution is its default)",
         "--bucket": "no cloud storage: copy the dataset to a local folder and give its yaml to --data",
         "--image-weights": "class-weighted image sampling is not implemented",
         "--adam": "use `--optimizer Adam` (or AdamW, SGD)",
@@ -71,7 +71,6 @@ HINTS: dict[str, dict[str, str]] = {
         "--dnn": "no OpenCV DNN backend: `tphyolo export --format onnx`, then `--weights W.onnx` runs ONNX Runtime",
     },
     "export": {
-        "--data": "not needed: class names and image size come from the checkpoint",
         "--inplace": "not needed: the exported head always decodes out of place",
         "--train": "exports are for inference only (fused, eval mode)",
         "--optimize": "no mobile optimisation; `--format openvino` or `onnx` are the fast CPU formats",
