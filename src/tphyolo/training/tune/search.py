@@ -143,7 +143,9 @@ def _resumed_rows(path: Path) -> list[TrialRow]:
 
 def _fit(tune: TuneConfig, train: TrainConfig, runtime: RuntimeConfig, *, run_dir: Path, base: dict[str, float],
          rows: list[TrialRow], stream: TextIO, trainable: Callable[..., None] | None) -> None:  # fmt: skip
-    """The Ray Tune part: the trials still missing, run with the searcher, scheduler and reporter."""
+    """The Ray Tune part: the trials still missing, run with the searcher, scheduler and reporter. A trial
+    process runs the next trial once its own has ended (Ray's `reuse_actors`): torch and the package are imported
+    once per process, not once per trial."""
     from ray import tune as ray_tune
 
     from tphyolo.training.tune.ray_adapters import ray_classes
@@ -174,7 +176,7 @@ def _fit(tune: TuneConfig, train: TrainConfig, runtime: RuntimeConfig, *, run_di
         tuner = ray_tune.Tuner(
             ray_tune.with_resources(function, {"cpu": tune.cpus_per_trial, "gpu": gpus}),
             tune_config=ray_tune.TuneConfig(search_alg=searcher, scheduler=_scheduler(tune, train.epochs),
-                                            num_samples=remaining, metric=METRIC, mode="max",
+                                            num_samples=remaining, metric=METRIC, mode="max", reuse_actors=True,
                                             trial_dirname_creator=trial_dirname, trial_name_creator=trial_dirname),
             run_config=ray_tune.RunConfig(name=session, storage_path=str(sessions), verbose=0, log_to_file=True,
                                           callbacks=[ray_classes().TableCallback(table)]),
