@@ -1,14 +1,15 @@
 """What the gathering of a distributed validation costs: the share of a 2-process validation (torchrun, gloo, CPU)
 spent outside inference, against one process validating alone.
 
-    python benchmarks/gather_cost.py [--images 32] [--img 320] [--batch 4] [--model tph-yolov5n]
+    python benchmarks/gather_cost.py [--images 32] [--img 320] [--batch 4] [--model tph-yolov5n] [--rounds 2]
 
 A random-weight model at conf 0.001 keeps `--max-det` detections an image, the most a gather carries. The script
-runs itself under torchrun twice, each process with 1 thread: 1 process (the baseline: one process validating
-alone), then 2 processes (ideally 2x faster). Each process validates twice and keeps the second (the first
-warms up oneDNN) and times: inference (its batches), waiting for the other rank (a barrier: the imbalance of the
-shares), the gather of the per-image results and speeds on rank 0, and rank 0's scoring. "Outside inference"
-is wait + gather + scoring.
+runs itself under torchrun, each process with 1 thread, alternating 1 process (the baseline: one process
+validating alone) and 2 processes (ideally 2x faster), `--rounds` times each, so that a machine shared with
+other work slows both alike; each round is reported on its own. Each process validates twice and keeps the
+second (the first warms up oneDNN) and times: inference (its batches), waiting for the other rank (a barrier: the
+imbalance of the shares), the gather of the per-image results and speeds on rank 0, and rank 0's scoring.
+"Outside inference" is wait + gather + scoring.
 """
 
 from __future__ import annotations
@@ -32,6 +33,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--batch", type=int, default=4, help="validation batch")
     parser.add_argument("--model", default="tph-yolov5n", help="model yaml or built-in name (random weights)")
     parser.add_argument("--max-det", type=int, default=300, help="detections kept per image")
+    parser.add_argument("--rounds", type=int, default=2, help="pairs of runs (1 process, then 2)")
     parser.add_argument("--work", type=Path, default=None, help="folder for the data and results (default: temp)")
     return parser.parse_args(argv)
 
@@ -112,20 +114,23 @@ def main(argv: list[str] | None = None) -> None:
     args = parse_args(argv)
     if "RANK" in os.environ:
         return worker(args)
-    from tphyolo.data.synthetic import generate_synthetic
+    from tphyolo.data.builtin.synthetic import generate_synthetic
 
     with tempfile.TemporaryDirectory() as tmp:
         args.work = Path(args.work or tmp).resolve()
         generate_synthetic(args.work, n_train=1, n_val=args.images, imgsz=max(args.img, 256), seed=0)
-        for processes in (1, 2):
-            env = dict(os.environ, OMP_NUM_THREADS="1",
-                       PYTHONPATH=os.pathsep.join([str(REPO / "src"), os.environ.get("PYTHONPATH", "")]))  # fmt: skip
-            cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc_per_node={processes}",
-                   __file__, "--images", str(args.images), "--img", str(args.img), "--batch", str(args.batch),
-                   "--model", args.model, "--max-det", str(args.max_det), "--work", str(args.work)]  # fmt: skip
-            subprocess.run(cmd, check=True, env=env)
-        (one,) = json.loads((args.work / "processes1.json").read_text())
-        report(one, json.loads((args.work / "processes2.json").read_text()))
+        path = os.pathsep.join([str(REPO / "src"), os.environ.get("PYTHONPATH", "")])
+        env = dict(os.environ, OMP_NUM_THREADS="1", PYTHONPATH=path)
+        for round_ in range(1, args.rounds + 1):
+            for processes in (1, 2):
+                cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc_per_node={processes}",
+                       __file__, "--images", str(args.images), "--img", str(args.img), "--batch", str(args.batch),
+                       "--model", args.model, "--max-det", str(args.max_det), "--work", str(args.work)]  # fmt: skip
+                subprocess.run(cmd, check=True, env=env)
+            (one,) = json.loads((args.work / "processes1.json").read_text())
+            print(f"round {round_} of {args.rounds}")
+            report(one, json.loads((args.work / "processes2.json").read_text()))
+
 
 if __name__ == "__main__":
     main()

@@ -10,6 +10,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+import torch
 
 from tests.helpers import process_state_restored, require_shared
 from tphyolo.data.builtin.synthetic import generate_synthetic
@@ -20,6 +21,12 @@ REPO_ROOT = Path(__file__).resolve().parents[1]
 SHARED_DIR = Path(os.environ.get("TPHYOLO_SHARED", REPO_ROOT.parent / "shared"))
 PARITY_DIR = SHARED_DIR / "fixtures" / "parity"
 VISDRONE_MINI_DIR = SHARED_DIR / "data" / "visdrone-mini"
+
+if os.environ.get("PYTEST_XDIST_WORKER"):
+    # `pytest -n N` runs N tests at once: one thread each (and in the processes they start), so that N workers
+    # on N cores do not oversubscribe them. A test that needs more threads sets them (restored after it).
+    torch.set_num_threads(1)
+    os.environ["OMP_NUM_THREADS"] = "1"
 
 
 @pytest.fixture(autouse=True)

@@ -22,7 +22,7 @@ from tests.helpers import exit_code
         (["classify", "train", "--seed", "-1"], "argument --seed: must be in [0, 4294967295], got -1"),
         (["classify", "train", "--batch", "1"], "argument --batch/--batch-size: must be >= 2, got 1"),
         (["export", "--weights", "w.pt", "--opset", "99"], "argument --opset: must be in [14, 20], got 99"),
-        (["export", "--weights", "w.pt", "--img", "100000"], "argument --img/--imgsz: must be in [1, 11584]"),
+        (["export", "--weights", "w.pt", "--img", "100000"], "--img/--imgsz/--img-size: must be in [1, 11584]"),
         (["val", "--weights", "w.pt", "--workers", "-1"], "argument --workers: must be >= 0, got -1"),
         (["train", "--epochs", "0"], "argument --epochs: must be >= 1, got 0"),
         (["train", "--device", "mps"], "--device mps: "),

@@ -77,7 +77,7 @@ def test_hide_conf_draws_names_without_scores(weights, source, tmp_path):
     ("flags", "message"),
     [
         (["--vid-stride", "0"], "argument --vid-stride: must be >= 1, got 0"),
-        (["--line-width", "0"], "argument --line-width: must be in [1, 32767], got 0"),
+        (["--line-width", "0"], "argument --line-width/--line-thickness: must be in [1, 32767], got 0"),
         (["--no-save-img", "--hide-labels"], "style the annotated images; drop --no-save-img"),
     ],
 )

@@ -123,7 +123,7 @@ def test_several_gpus_relaunch_torchrun_with_the_given_argv_not_sys_argv(monkeyp
         (["--grad-clip", "-1"], "argument --grad-clip: must be >= 0, got -1"),
         (["--grad-clip", "inf"], "argument --grad-clip: must be >= 0, got inf"),
         (["--batch", "-1"], "argument --batch/--batch-size: must be >= 1, got -1"),
-        (["--img", "0"], "argument --img/--imgsz: must be in [1, 11584], got 0"),
+        (["--img", "0"], "argument --img/--imgsz/--img-size: must be in [1, 11584], got 0"),
         (["--seed", "-1"], "argument --seed: must be in [0, 4294967295], got -1"),
         (["--workers", "-1"], "argument --workers: must be >= 0, got -1"),
         (["--amp", "bf16", "--no-amp"], "--amp bf16 and --no-amp contradict each other"),

@@ -31,24 +31,6 @@ def five_images(visdrone_mini, tmp_path_factory) -> Path:
     return path
 
 
-def test_two_processes_score_and_save_what_one_does(five_images, tmp_path):
-    one, two = tmp_path / "one", tmp_path / "two"
-    one.mkdir(), two.mkdir()
-    val_worker(str(five_images), str(one))
-    run = torchrun(str(REPO / "tests" / "evaluation" / "distributed_val_worker.py"), str(five_images), str(two))
-    assert "/3 [" in run.stderr and "/2 [" not in run.stderr  # rank 0's bar alone, counting the 3 batches of all
-    for protocol in ("yolo", "visdrone"):
-        a, b = (json.loads((d / f"{protocol}.json").read_text()) for d in (one, two))
-        assert a["images"] == b["images"] == 5 and a["table"] == b["table"]
-        assert 0.1 < a["metrics"]["mAP50"] < 0.9  # the noisy oracle is neither useless nor perfect
-        for key, value in a["metrics"].items():
-            assert b["metrics"][key] == pytest.approx(value, abs=1e-9), key
-        assert a["per_class"] == b["per_class"]
-        files = same_files(one / protocol, two / protocol)
-        assert {"predictions.json", "confusion_matrix.png", "PR_curve.png", "val_batch0_pred.jpg"} <= set(files)
-        assert sum(f.startswith("labels/") for f in files) == 5
-
-
 def noisy_visdrone_predictions(annotations: Path, out: Path) -> Path:
     """VisDrone result files for `annotations`: four objects in five found, with a jittered box, a random
     score and now and then the wrong category, plus a false alarm per file; the same every run."""
@@ -68,15 +50,58 @@ def noisy_visdrone_predictions(annotations: Path, out: Path) -> Path:
     return out
 
 
-def test_eval_scores_saved_detections_as_one_process_does(five_images, tmp_path, capsys):
-    from tphyolo.cli import main
+def without_speed(value):
+    """`value` (parsed json) without the timings, which no two runs share."""
+    if isinstance(value, dict):
+        return {k: without_speed(v) for k, v in value.items() if "speed" not in k.lower()}
+    if isinstance(value, list):
+        return [without_speed(v) for v in value]
+    return value
 
+
+def test_two_processes_score_print_and_save_what_one_does(five_images, tmp_path):
+    """The worker's three runs (the API with a noisy oracle, the eval and val commands, a random-weight model on
+    real VisDrone images) in one process and under torchrun: the same numbers, tables, json and files."""
+    import torch
+    from tests.helpers import save_model_checkpoint
+
+    from tphyolo.models import build_model
+
+    torch.manual_seed(0)
+    weights = save_model_checkpoint(tmp_path / "tiny.pt", build_model("yolov5n", names=list(NAMES)), list(NAMES))
     root = five_images.parent
     pred = noisy_visdrone_predictions(root / "annotations", tmp_path / "pred")
-    args = ["eval", "--gt", str(root / "annotations"), "--pred", str(pred), "--protocol", "visdrone"]
-    assert main([*args, "--json", str(tmp_path / "one.json")]) == 0
-    table = capsys.readouterr().out
-    run = torchrun("-m", "tphyolo", *args, "--json", str(tmp_path / "two.json"))
-    assert run.stdout == table  # printed once, by rank 0
-    one, two = (json.loads((tmp_path / f"{n}.json").read_text()) for n in ("one", "two"))
-    assert 10 < one["AP50"] < 90 and one == two
+    inputs = [str(five_images), str(weights), str(root / "annotations"), str(pred)]
+    one, two = tmp_path / "one", tmp_path / "two"
+    one.mkdir(), two.mkdir()
+    torch.set_num_threads(1)  # as each torchrun process (conftest restores the count)
+    val_worker(inputs[0], str(one), *inputs[1:])
+    run = torchrun(str(REPO / "tests" / "evaluation" / "distributed_val_worker.py"), inputs[0], str(two),
+                   *inputs[1:])  # fmt: skip
+    assert "/3 [" in run.stderr and "/2 [" not in run.stderr  # rank 0's bar alone, counting the 3 batches of all
+
+    for protocol in ("yolo", "visdrone"):  # the API
+        a, b = (json.loads((d / f"{protocol}.json").read_text()) for d in (one, two))
+        assert a["images"] == b["images"] == 5 and a["table"] == b["table"]
+        assert 0.1 < a["metrics"]["mAP50"] < 0.9  # the noisy oracle is neither useless nor perfect
+        for key, value in a["metrics"].items():
+            assert b["metrics"][key] == pytest.approx(value, abs=1e-9), key
+        assert a["per_class"] == b["per_class"]
+        files = same_files(one / protocol, two / protocol)
+        assert {"predictions.json", "confusion_matrix.png", "PR_curve.png", "val_batch0_pred.jpg"} <= set(files)
+        assert sum(f.startswith("labels/") for f in files) == 5
+
+    def printed(folder: Path, command: str, rank: int = 0) -> list[str]:
+        """What a rank printed, the exit code first, without the lines naming the run's folder or its speed."""
+        lines = (folder / f"{command}.rank{rank}.out").read_text().splitlines()
+        return [line for line in lines if not line.startswith(("Speed:", "results in", "report in"))]
+
+    for command in ("eval", "val"):  # the command line
+        assert printed(one, command)[0] == "0" and printed(one, command) == printed(two, command)
+        assert printed(two, command, rank=1) == ["0"]  # printed once, by rank 0
+        a, b = (json.loads((d / f"{command}.json").read_text()) for d in (one, two))
+        assert without_speed(a) == without_speed(b)
+    assert 10 < json.loads((one / "eval.json").read_text())["AP50"] < 90 and "all" in "".join(printed(one, "val"))
+    files = same_files(one / "val", two / "val", ignore=("report.html", "evaluation.json"))
+    assert {"predictions.json", "confusion_matrix.png"} <= set(files)
+    assert len(json.loads((one / "val" / "predictions.json").read_text())) > 100

@@ -16,6 +16,7 @@ from tests.helpers import save_model_checkpoint
 from tests.torchrun import same_files, torchrun
 
 from tphyolo.cli import main
+from tphyolo.data.formats.visdrone import NAMES
 from tphyolo.models import build_model
 
 pytestmark = pytest.mark.slow
@@ -24,9 +25,10 @@ BOOKKEEPING = (".journal",)  # which process journaled what differs; every outpu
 
 @pytest.fixture(scope="module")
 def weights(tmp_path_factory) -> Path:
+    """A random-weight model of VisDrone's classes (--save-visdrone writes only those)."""
     torch.manual_seed(0)
-    return save_model_checkpoint(tmp_path_factory.mktemp("w") / "tiny.pt", build_model("yolov5n", num_classes=10),
-                                 [f"c{i}" for i in range(10)])  # fmt: skip
+    model = build_model("yolov5n", names=list(NAMES))
+    return save_model_checkpoint(tmp_path_factory.mktemp("w") / "tiny.pt", model, list(NAMES))
 
 
 @pytest.fixture(scope="module")

@@ -180,8 +180,6 @@ def run(args: argparse.Namespace) -> int:
         save_dir = args.resume
         if save_dir is None:
             save_dir = from_flags(OutputDir, args).create("runs/predict") if dist.is_main else None
-            if dist.is_main:
-                (save_dir / SETTINGS_FILE).write_text(yaml.safe_dump({"argv": saved_settings(args)}))
             save_dir = Path(broadcast_object(dist, None if save_dir is None else str(save_dir)))
         with removed_if_left_empty(save_dir if dist.is_main and args.resume is None else None):
             result = _predict_into(save_dir, predictor, files, args, style=style, image_ids=image_ids, dist=dist)
@@ -216,6 +214,9 @@ def _predict_into(save_dir, predictor, files, args: argparse.Namespace, *, style
 
     def note(text: str) -> None:  # a partial JPEG, the first of several frames
         tqdm.write(f"tphyolo predict: warning: {text}", file=sys.stderr)
+
+    if dist.is_main and args.resume is None:  # once the writer took the settings: a refusal leaves no folder
+        (save_dir / SETTINGS_FILE).write_text(yaml.safe_dump({"argv": saved_settings(args)}))
 
     return predict_into(
         predictor, files, writer, dist=dist, save_json=args.save_json, image_ids=image_ids,

@@ -8,7 +8,7 @@ trials off the GPUs).
 from __future__ import annotations
 
 import argparse
-from dataclasses import fields
+from dataclasses import fields, replace
 from pathlib import Path
 
 from tphyolo.errors import UsageError
@@ -39,11 +39,12 @@ def run(args: argparse.Namespace) -> int:
     except ImportError as error:
         raise UsageError(str(error)) from None
     tune = from_flags(TuneConfig, args)
-    train = from_flags(TrainConfig, args)
+    untouched = TrainConfig()  # --project, --name, --exist-ok are the search's; the search sets its trials'
+    train = replace(from_flags(TrainConfig, args), **{name: getattr(untouched, name) for name in SEARCH_OWNED})
     if args.resume is not None:
         changed = [
             setting_name(config, f.name)
-            for config, default in ((tune, TuneConfig()), (train, TrainConfig()))
+            for config, default in ((tune, TuneConfig()), (train, untouched))
             for f in fields(config)
             if f.name != "trials" and getattr(config, f.name) != getattr(default, f.name)
         ]

@@ -57,11 +57,17 @@ class UnitRecord:
 
 
 class Journal:
-    """The journal file of one process (rank `rank`) in `run_dir`; `record` appends a finished unit."""
+    """The journal file of one process (rank `rank`) in `run_dir`; `record` appends a finished unit. A line an
+    interrupted run left cut short is ended first, so that the lines appended after it parse."""
 
     def __init__(self, run_dir: Path, rank: int) -> None:
         self.path = Path(run_dir) / JOURNAL_DIR / f"rank{rank}.jsonl"
         self.path.parent.mkdir(parents=True, exist_ok=True)
+        if self.path.is_file() and self.path.stat().st_size:
+            with self.path.open("rb+") as f:
+                f.seek(-1, 2)
+                if f.read(1) != b"\n":
+                    f.write(b"\n")
 
     def record(self, unit: UnitRecord) -> None:
         with self.path.open("a", encoding="utf-8") as f:

@@ -9,7 +9,8 @@ import pytest
 from ray.tune.search import Searcher
 
 from tphyolo.training.tune.evolution import Scored
-from tphyolo.training.tune.ray_searchers import TRIAL_KEY, EvolutionSearcher, NumberedSearcher
+from tphyolo.training.tune.proposals import EvolutionProposals
+from tphyolo.training.tune.ray_adapters import TRIAL_KEY, ray_classes
 from tphyolo.training.tune.searchers import METRIC, SEARCHERS, build_searcher
 from tphyolo.training.tune.space import HypRange, SearchSpace
 
@@ -58,7 +59,7 @@ def test_tpe_is_told_the_finished_trials():
 
 
 def test_evolution_mutates_the_best_finished_trial():
-    searcher = EvolutionSearcher(SPACE, metric=METRIC, seed=1)
+    searcher = EvolutionProposals(SPACE, metric=METRIC, seed=1)
     assert searcher.suggest("base") == SPACE.baseline()
     searcher.suggest("failed")
     searcher.on_trial_complete("failed", None, error=True)
@@ -75,7 +76,7 @@ def test_evolution_mutates_the_best_finished_trial():
 
 
 def test_the_state_round_trips_as_json_and_the_proposals_go_on_alike(tmp_path):
-    searcher = EvolutionSearcher(SPACE, metric=METRIC, seed=4)
+    searcher = EvolutionProposals(SPACE, metric=METRIC, seed=4)
     for i in range(3):
         searcher.suggest(f"t{i}")
         searcher.on_trial_complete(f"t{i}", {METRIC: 0.2 * i})
@@ -83,7 +84,7 @@ def test_the_state_round_trips_as_json_and_the_proposals_go_on_alike(tmp_path):
     path = tmp_path / "state.json"
     searcher.save(str(path))
     assert json.loads(path.read_text())["pending"] == {"running": searcher.pending["running"]}
-    copy = EvolutionSearcher(SPACE, metric=METRIC, seed=99)
+    copy = EvolutionProposals(SPACE, metric=METRIC, seed=99)
     copy.restore(str(path))
     assert [copy.suggest(f"n{i}") for i in range(5)] == [searcher.suggest(f"n{i}") for i in range(5)]
 
@@ -105,7 +106,7 @@ def test_the_numbered_wrapper_passes_everything_else_through():
             self.calls.append(("complete", trial_id, error))
 
     inner = Fixed()
-    searcher = NumberedSearcher(inner, first=7)
+    searcher = ray_classes().NumberedSearcher(inner, first=7)
     assert (searcher.metric, searcher.mode) == (METRIC, "max")
     assert searcher.suggest("a") == {"x": 1, TRIAL_KEY: 7}
     assert searcher.suggest("b") is None and searcher.suggest("c") == Searcher.FINISHED
@@ -120,4 +121,4 @@ def test_bad_requests_are_refused():
     with pytest.raises(ValueError, match="searches no key"):
         build_searcher("evolve", SearchSpace(BASE, {}))
     with pytest.raises(ValueError, match="maximises"):
-        EvolutionSearcher(SPACE, metric=METRIC, mode="min")
+        EvolutionProposals(SPACE, metric=METRIC, mode="min")

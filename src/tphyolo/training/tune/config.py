@@ -13,11 +13,10 @@ from typing import Any
 from tphyolo.flags import check_field_types, flag, setting_name
 from tphyolo.training.tune.searchers import SEARCHERS
 
+# TrainConfig settings a search sets itself: trials write into the search's folder and validate every epoch.
+SEARCH_OWNED = ("project", "name", "exist_ok", "val")
 SCHEDULERS = ("fifo", "asha")  # fifo: every trial trains all its epochs; asha: Ray Tune's ASHA stops the worst
 ASHA_REDUCTION = 2  # ASHA keeps the best 1/2 of the trials at each rung (successive halving)
-
-
-SEARCH_OWNED = ("project", "name", "exist_ok", "val")  # train settings the search sets itself, not flags of `tune`
 
 
 @dataclass(frozen=True)

@@ -1,8 +1,9 @@
 """What the driver of a search keeps and prints as trials run: trials.csv, and a line per finished trial.
 
-`TrialReporter` is a Ray Tune callback (it runs in the process that started the search). It reads each trial's
-number and searched values from its config (`ray_searchers.TRIAL_KEY`), and each epoch's report from the trial
-(`REPORT_KEYS`, sent by `trainable.run_trial`).
+`TrialTable` gets the trials' starts, results and ends from Ray Tune (through `ray_adapters`' TableCallback, in
+the process that started the search). It reads each trial's number and searched values from its config
+(`ray_adapters.TRIAL_KEY`), and each epoch's report from the trial (`REPORT_KEYS`, sent by
+`trainable.run_trial`).
 """
 
 from __future__ import annotations
@@ -13,9 +14,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any, TextIO
 
-from ray.tune import Callback
-
-from tphyolo.training.tune.ray_searchers import TRIAL_KEY
+from tphyolo.training.tune.ray_adapters import TRIAL_KEY
 from tphyolo.training.tune.space import SearchSpace
 from tphyolo.training.tune.trials import TrialRow, write_trials
 
@@ -52,7 +51,7 @@ def final_table(rows: Sequence[TrialRow], *, most: int = 10) -> str:
     return "\n".join(lines)
 
 
-class TrialReporter(Callback):
+class TrialTable:
     """Keeps trials.csv (`table`) current: a row when a trial starts, its numbers after each epoch, its state
     when it ends (done when it trained all `epochs`, stopped when it ended before); prints `trial_line` to
     `stream` for each trial that ends. `rows`: the trials of an earlier session of the search (resumed);
@@ -91,18 +90,18 @@ class TrialReporter(Callback):
         write_trials(self.table, list(self.rows.values()))
         return row
 
-    def on_trial_start(self, iteration: int, trials: list, trial: Any, **info: Any) -> None:
+    def on_trial_start(self, trial: Any) -> None:
         self._update(self._row(trial), None)
 
-    def on_trial_result(self, iteration: int, trials: list, trial: Any, result: dict, **info: Any) -> None:
+    def on_trial_result(self, trial: Any, result: dict) -> None:
         self._update(self._row(trial), result)
 
-    def on_trial_complete(self, iteration: int, trials: list, trial: Any, **info: Any) -> None:
+    def on_trial_complete(self, trial: Any) -> None:
         row = self._update(self._row(trial), trial.last_result)
         row = self._update(row, None, state="done" if row.epochs >= self.epochs else "stopped")
         print(trial_line(row, total=self.total), file=self.stream, flush=True)
 
-    def on_trial_error(self, iteration: int, trials: list, trial: Any, **info: Any) -> None:
+    def on_trial_error(self, trial: Any) -> None:
         row = self._update(self._row(trial), trial.last_result, state="error")
         print(f"{trial_line(row, total=self.total)}  {error_summary(trial)}", file=self.stream, flush=True)
 

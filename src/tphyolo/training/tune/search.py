@@ -32,7 +32,6 @@ from tphyolo.yaml_files import load_yaml_file
 
 SETTINGS_FILE = "tune.yaml"
 TRIALS_FILE = "trials.csv"
-# TrainConfig settings a search sets itself: trials write into the search's folder and validate every epoch.
 
 
 @dataclass(frozen=True)
@@ -144,11 +143,14 @@ def _resumed_rows(path: Path) -> list[TrialRow]:
 
 def _fit(tune: TuneConfig, train: TrainConfig, runtime: RuntimeConfig, *, run_dir: Path, base: dict[str, float],
          rows: list[TrialRow], stream: TextIO, trainable: Callable[..., None] | None) -> None:  # fmt: skip
-    """The Ray Tune part: the trials still missing, run with the searcher, scheduler and reporter."""
+    """The Ray Tune part: the trials still missing, run with the searcher, scheduler and reporter. A trial
+    process runs the next trial once its own has ended (Ray's `reuse_actors`): torch and the package are imported
+    once per process, not once per trial."""
     from ray import tune as ray_tune
 
+    from tphyolo.training.tune.ray_adapters import ray_classes
     from tphyolo.training.tune.ray_session import ray_cluster
-    from tphyolo.training.tune.reporter import TrialReporter
+    from tphyolo.training.tune.reporter import TrialTable
     from tphyolo.training.tune.searchers import METRIC, build_searcher
     from tphyolo.training.tune.space import build_search_space, load_space_overrides
     from tphyolo.training.tune.trainable import TrialSetup, run_trial, trial_dirname
@@ -161,8 +163,8 @@ def _fit(tune: TuneConfig, train: TrainConfig, runtime: RuntimeConfig, *, run_di
     first = max((row.trial for row in rows), default=0) + 1
     searcher = build_searcher(tune.searcher, space, seed=train.seed, history=history(rows, space.keys),
                               first_trial=first)  # fmt: skip
-    reporter = TrialReporter(run_dir / TRIALS_FILE, space=space, epochs=train.epochs, total=tune.trials,
-                             stream=stream, rows=rows)  # fmt: skip
+    table = TrialTable(run_dir / TRIALS_FILE, space=space, epochs=train.epochs, total=tune.trials, stream=stream,
+                       rows=rows)  # fmt: skip
     with ray_cluster(address=tune.address, dashboard=tune.dashboard) as resources:
         gpus = tune.gpus_per_trial
         if gpus is None:
@@ -174,15 +176,15 @@ def _fit(tune: TuneConfig, train: TrainConfig, runtime: RuntimeConfig, *, run_di
         tuner = ray_tune.Tuner(
             ray_tune.with_resources(function, {"cpu": tune.cpus_per_trial, "gpu": gpus}),
             tune_config=ray_tune.TuneConfig(search_alg=searcher, scheduler=_scheduler(tune, train.epochs),
-                                            num_samples=remaining, metric=METRIC, mode="max",
+                                            num_samples=remaining, metric=METRIC, mode="max", reuse_actors=True,
                                             trial_dirname_creator=trial_dirname, trial_name_creator=trial_dirname),
-            run_config=ray_tune.RunConfig(name=session, storage_path=str(sessions), verbose=0, callbacks=[reporter],
-                                          log_to_file=True),
+            run_config=ray_tune.RunConfig(name=session, storage_path=str(sessions), verbose=0, log_to_file=True,
+                                          callbacks=[ray_classes().TableCallback(table)]),
         )  # fmt: skip
         try:
             tuner.fit()
         finally:
-            reporter.interrupted()  # a trial still running when the search stops, for any reason
+            table.interrupted()  # a trial still running when the search stops, for any reason
 
 
 def _finish(run_dir: Path, *, base_file: str, stream: TextIO) -> TuneResult:

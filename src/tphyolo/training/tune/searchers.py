@@ -5,7 +5,7 @@
     SEARCHERS["random"]  uniform random draws from the ranges
 
 Every searcher's trial 1 trains on the hyp file as it is (unless a resumed search already has finished trials),
-and its configs are numbered (`ray_searchers.TRIAL_KEY`). Ray Tune and Optuna are imported when a searcher is
+and its configs are numbered (`ray_adapters.TRIAL_KEY`). Ray Tune and Optuna are imported when a searcher is
 built, not when this module is.
 """
 
@@ -15,21 +15,18 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from tphyolo.training.tune.evolution import Scored
+from tphyolo.training.tune.proposals import EvolutionProposals, RandomProposals
 from tphyolo.training.tune.space import SearchSpace
 
 METRIC = "fitness"  # what every searcher maximises: 0.1 mAP50 + 0.9 mAP50-95 of the trial's best epoch so far
 
 
 def _evolution(space: SearchSpace, *, seed: int, history: Sequence[Scored]) -> Any:
-    from tphyolo.training.tune.ray_searchers import EvolutionSearcher
-
-    return EvolutionSearcher(space, metric=METRIC, seed=seed, history=history)
+    return EvolutionProposals(space, metric=METRIC, seed=seed, history=history)
 
 
 def _random(space: SearchSpace, *, seed: int, history: Sequence[Scored]) -> Any:
-    from tphyolo.training.tune.ray_searchers import RandomSearcher
-
-    return RandomSearcher(space, metric=METRIC, seed=seed, history=history)
+    return RandomProposals(space, metric=METRIC, seed=seed, history=history)
 
 
 def _tpe(space: SearchSpace, *, seed: int, history: Sequence[Scored]) -> Any:
@@ -65,6 +62,6 @@ def build_searcher(
         raise ValueError(f"unknown searcher {name!r}; known: {sorted(SEARCHERS)}")
     if not space.keys:
         raise ValueError("the search space searches no key (every range is fixed or has gain 0)")
-    from tphyolo.training.tune.ray_searchers import NumberedSearcher
+    from tphyolo.training.tune.ray_adapters import ray_classes
 
-    return NumberedSearcher(SEARCHERS[name](space, seed=seed, history=history), first=first_trial)
+    return ray_classes().NumberedSearcher(SEARCHERS[name](space, seed=seed, history=history), first=first_trial)

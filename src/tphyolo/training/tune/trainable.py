@@ -18,7 +18,7 @@ import yaml
 from tphyolo.metrics import fitness
 from tphyolo.runtime.config import RuntimeConfig
 from tphyolo.training.config import TrainConfig
-from tphyolo.training.tune.ray_searchers import TRIAL_KEY
+from tphyolo.training.tune.ray_adapters import TRIAL_KEY
 from tphyolo.training.tune.space import SearchSpace
 
 TRIALS_DIR = "trials"

@@ -1,29 +1,28 @@
-"""The search space's own Ray Tune searchers (YOLOv5-style evolution, uniform random), and the wrapper that
-numbers the trials of any searcher.
+"""The search space's own searchers: YOLOv5-style evolution and uniform random draws.
 
-Importing this module imports Ray Tune; `searchers.build_searcher` imports it only when a search is built.
-Every searcher here proposes the hyp file's own values first when it has no finished trial yet, and states
-what it knows as plain data (`get_state`): Tune's periodic `save` writes that as JSON, never a pickle.
+They have the methods of a Ray Tune `Searcher` (suggest, on_trial_complete, save, ...) without importing Ray,
+which `ray_adapters` imports when a search starts. Each proposes the hyp file's own values first when it has no
+finished trial yet, and states what it knows as plain data (`get_state`): Tune's periodic `save` writes that as
+JSON, never a pickle.
 """
 
 from __future__ import annotations
 
 import json
 import math
+import os
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 import numpy as np
-from ray.tune.search import Searcher
 
 from tphyolo.training.tune.evolution import Scored, propose
 from tphyolo.training.tune.space import SearchSpace
 
-TRIAL_KEY = "trial"  # the config key NumberedSearcher adds: the trial's number in the search, from 1
 
-
-class SpaceSearcher(Searcher):
-    """A searcher over a SearchSpace: trial configs are the searched keys' values.
+class SpaceProposals:
+    """A searcher over a SearchSpace, with the methods of a Ray Tune `Searcher` (`ray_adapters` hands it to Ray):
+    trial configs are the searched keys' values.
 
     history: trials finished before this searcher started (a resumed search); they count as results.
     seed: with the number of finished trials, seeds the proposals, so that a resumed search draws anew.
@@ -41,7 +40,7 @@ class SpaceSearcher(Searcher):
     ) -> None:
         if mode != "max":
             raise ValueError(f"{type(self).__name__} maximises its metric; got mode {mode!r}")
-        super().__init__(metric=metric, mode=mode)
+        self.metric, self.mode = metric, mode
         self.space = space
         self.seed = seed
         self.history: list[Scored] = list(history)
@@ -58,6 +57,12 @@ class SpaceSearcher(Searcher):
         if metric not in (None, self.metric) or mode not in (None, self.mode):
             raise ValueError(f"{type(self).__name__} searches {self.metric}/{self.mode}, Tune asked {metric}/{mode}")
         return True
+
+    def set_max_concurrency(self, max_concurrent: int) -> bool:
+        return False  # no limit of its own
+
+    def on_trial_result(self, trial_id: str, result: dict) -> None:
+        """Epochs in between teach nothing: a trial counts when it ends."""
 
     def suggest(self, trial_id: str) -> dict[str, float]:
         first = self.proposed == 0 and not self.history
@@ -108,71 +113,20 @@ class SpaceSearcher(Searcher):
         with open(checkpoint_path) as f:
             self.set_state(json.load(f))
 
+    def save_to_dir(self, checkpoint_dir: str, session_str: str = "default") -> None:
+        """Tune's periodic save of the searcher it was given: the state as JSON in `checkpoint_dir`."""
+        self.save(os.path.join(checkpoint_dir, f"searcher-state-{session_str}.json"))
 
-class EvolutionSearcher(SpaceSearcher):
+
+class EvolutionProposals(SpaceProposals):
     """YOLOv5-style evolution: each proposal mutates one of the best trials so far (`evolution.propose`)."""
 
     def propose(self) -> dict[str, float]:
         return propose(self.space, self.history, self.rng)
 
 
-class RandomSearcher(SpaceSearcher):
+class RandomProposals(SpaceProposals):
     """Uniform random search over the ranges (log-uniform where a range says so)."""
 
     def propose(self) -> dict[str, float]:
         return self.space.sample(self.rng)
-
-
-class NumberedSearcher(Searcher):
-    """`searcher`, with each config numbered in the order trials are created (`TRIAL_KEY`, from `first`), so
-    that trial folders, the printed lines and trials.csv share one number; everything else is the wrapped
-    searcher's."""
-
-    def __init__(self, searcher: Searcher, *, first: int = 1) -> None:
-        super().__init__(metric=searcher.metric, mode=searcher.mode)
-        self.searcher = searcher
-        self.next_number = first
-
-    def set_search_properties(self, metric: str | None, mode: str | None, config: dict, **spec: Any) -> bool:
-        return self.searcher.set_search_properties(metric, mode, config, **spec)
-
-    def set_max_concurrency(self, max_concurrent: int) -> bool:
-        return self.searcher.set_max_concurrency(max_concurrent)
-
-    def suggest(self, trial_id: str) -> dict | str | None:
-        config = self.searcher.suggest(trial_id)
-        if not isinstance(config, dict):
-            return config  # None (nothing now) or Searcher.FINISHED
-        config = {**config, TRIAL_KEY: self.next_number}
-        self.next_number += 1
-        return config
-
-    def on_trial_result(self, trial_id: str, result: dict) -> None:
-        self.searcher.on_trial_result(trial_id, result)
-
-    def on_trial_complete(self, trial_id: str, result: dict | None = None, error: bool = False) -> None:
-        self.searcher.on_trial_complete(trial_id, result=result, error=error)
-
-    def add_evaluated_point(self, parameters: dict, value: float, **kwargs: Any) -> None:
-        self.searcher.add_evaluated_point(parameters, value, **kwargs)
-
-    def save(self, checkpoint_path: str) -> None:
-        self.searcher.save(checkpoint_path)
-
-    def restore(self, checkpoint_path: str) -> None:
-        self.searcher.restore(checkpoint_path)
-
-    def get_state(self) -> dict:
-        """The wrapper's own state (Tune saves a wrapped searcher's apart, with its `save`)."""
-        return {"next_number": self.next_number}
-
-    def set_state(self, state: Mapping[str, Any]) -> None:
-        self.next_number = int(state["next_number"])
-
-    @property
-    def metric(self) -> str:
-        return self.searcher.metric
-
-    @property
-    def mode(self) -> str:
-        return self.searcher.mode
