@@ -4,10 +4,13 @@ same runtime, and agreement and mAP against the float model, for several choices
     python benchmarks/int8_float_parts.py --model tph-yolov5l --img 640 --variants ov,ov-t,ov-t-head --pairs 5
     python benchmarks/int8_float_parts.py --weights best.pt --img 320 --variants ov-t-head,ort-head --map
 
-A variant is `<runtime>[-t][-<part>...]`: runtime `ov` (NNCF, OpenVINO) or `ort` (ONNX Runtime QDQ); `-t` NNCF's
-transformer model type; each part a name of `tphyolo.export.int8_policy.FLOAT_PARTS` with its words joined
-(`head` = head-convs, `attn` = attention-products) kept in float. The model is traced once at a fixed size,
-batch 1, and calibrated on `--calib` images of `--data`'s train split (letterboxed as prediction does).
+A variant is `<runtime>[-t][-fix][-<part>...]`: runtime `ov` (NNCF, OpenVINO) or `ort` (ONNX Runtime QDQ); `-t`
+NNCF's transformer model type; `-first` NNCF's overflow fix in the first layer only (NNCF's default; tphyolo fixes
+every layer: 7-bit weights, against the saturation of the 16-bit sums of CPUs without VNNI); `-ent`, `-pct` ONNX
+Runtime's entropy or percentile calibration instead of min/max; each part, a name of
+`tphyolo.export.int8_policy.FLOAT_PARTS` (`head` = head-convs, `attn` = attention-products), kept in float. The
+model is traced once at a fixed size, batch 1, and calibrated on `--calib` images of `--data`'s train split
+(letterboxed as prediction does).
 
 Printed per variant: the seconds quantization took; the paired speedup over the float file of its runtime
 (the calls of all files interleaved, which runs first rotating; medians on a shared machine are inflated, the
@@ -41,12 +44,19 @@ PART_WORDS = {"head": "head-convs", "attn": "attention-products"}
 RUNTIMES = {"ov": "openvino", "ort": "onnx"}
 
 
-def parse_variant(name: str) -> tuple[str, bool, tuple[str, ...]]:
-    """(format, transformer, float parts) of a variant name (see the module docstring)."""
+CALIBRATION_WORDS = {"ent": "Entropy", "pct": "Percentile"}  # ONNX Runtime's range choice (default MinMax)
+
+
+def parse_variant(name: str) -> tuple[str, bool, bool, tuple[str, ...], str]:
+    """(format, transformer, overflow fix in the first layer only, float parts, ORT calibration method) of a
+    variant name."""
     runtime, *words = name.split("-")
-    if runtime not in RUNTIMES or any(w not in (*PART_WORDS, "t") for w in words):
-        raise SystemExit(f"variant {name!r}: expected ov|ort followed by -t and parts of {sorted(PART_WORDS)}")
-    return RUNTIMES[runtime], "t" in words, tuple(PART_WORDS[w] for w in words if w != "t")
+    known = (*PART_WORDS, *CALIBRATION_WORDS, "t", "first")
+    if runtime not in RUNTIMES or any(w not in known for w in words):
+        raise SystemExit(f"variant {name!r}: expected ov|ort followed by some of {known}")
+    parts = tuple(PART_WORDS[w] for w in words if w in PART_WORDS)
+    method = next((CALIBRATION_WORDS[w] for w in words if w in CALIBRATION_WORDS), "MinMax")
+    return RUNTIMES[runtime], "t" in words, "first" in words, parts, method
 
 
 def load_model(args: argparse.Namespace) -> tuple[torch.nn.Module, str]:
@@ -61,13 +71,15 @@ def load_model(args: argparse.Namespace) -> tuple[torch.nn.Module, str]:
 
 
 def write(variant: str, trace: Path, model, calibration, metadata: ExportMetadata, folder: Path) -> Path:  # noqa: ANN001
-    fmt, transformer, parts = parse_variant(variant)
+    fmt, transformer, first_only, parts, method = parse_variant(variant)
     keep = float_nodes(trace, model, parts)
     int8 = ExportMetadata(**{**metadata.__dict__, "format": fmt, "int8": True, "int8_float_parts": parts})
     if fmt == "openvino":
-        quantized = quantize_openvino(trace, calibration.batches, keep_float=keep, transformer=transformer)
+        quantized = quantize_openvino(trace, calibration.batches, keep_float=keep, transformer=transformer,
+                                      overflow_fix="first_layer_only" if first_only else "enable")  # fmt: skip
         return save_ir(quantized, folder / f"{variant}_openvino_model", metadata=int8)
-    path = quantize_onnx(trace, folder / f"{variant}.onnx", calibration.batches, keep_float=keep)
+    path = quantize_onnx(trace, folder / f"{variant}.onnx", calibration.batches, keep_float=keep,
+                         calibrate_method=method)  # fmt: skip
     rewrite_metadata(path, int8)
     return path
 
@@ -135,12 +147,18 @@ def main() -> None:
             reference = [model(torch.from_numpy(x).float() / 255)[0] for x in val_images]
         floats = float_files(trace, metadata, folder)
         files = {f"float-{fmt}": path for fmt, path in floats.items()}
+        variants = []
         for variant in args.variants.split(","):
             start = time.perf_counter()
-            files[variant] = write(variant, trace, model, calibration, metadata, folder)
+            try:
+                files[variant] = write(variant, trace, model, calibration, metadata, folder)
+            except ValueError as error:  # e.g. ONNX Runtime's histogram of an activation with no spread
+                print(f"{variant}: quantization failed: {error}")
+                continue
+            variants.append(variant)
             print(f"{variant}: quantized in {time.perf_counter() - start:.1f} s on {calibration.images} images")
         backends = {key: load_backend(path, threads=args.threads) for key, path in files.items()}
-        for variant in args.variants.split(","):
+        for variant in variants:
             boxes, scores = agreement(backends[variant], reference, val_images)
             print(f"{variant}: top-20 rows vs PyTorch: box error <= {boxes:.2f} px, score error <= {scores:.3f}")
         if args.pairs:
@@ -152,8 +170,8 @@ def main() -> None:
                 print(f"{key:24s} median {1e3 * statistics.median(spent):8.1f} ms; "
                       f"float {fmt} / this, paired: {statistics.median(ratios):.2f}x")  # fmt: skip
         if args.map:
-            for variant in args.variants.split(","):
-                fmt, _, _ = parse_variant(variant)
+            for variant in variants:
+                fmt = parse_variant(variant)[0]
                 accuracy, _ = check_int8_accuracy(floats[fmt], files[variant], data, count=args.val, protocol="yolo",
                                                   max_drop=1.0, progress=False)  # fmt: skip
                 print(f"{variant}: {accuracy.summary()}")

@@ -227,3 +227,34 @@ def process_state_restored() -> Iterator[ProcessState]:
         yield saved
     finally:
         restore_process_state(saved)
+
+
+
+BLOCKS_SIZE = 64  # side of the block images of the INT8 tests
+BLOCK_COLOURS = ((40, 40, 220), (220, 120, 30))  # BGR of the two classes, "red" and "blue"
+
+
+def write_blocks(folder: Path, *, count: int, size: int, seed: int, grey: bool = False) -> None:
+    """`count` images `size` px square in YOLO format under `folder` (images/, labels/): a noisy grey ground
+    with one or two filled rectangles of the two classes, 1/5 to 1/2 of the side; `grey`: flat grey images
+    without objects (a calibration set that tells a quantizer nothing)."""
+    import cv2
+    import numpy as np
+
+    rng = np.random.default_rng(seed)
+    (folder / "images").mkdir(parents=True)
+    (folder / "labels").mkdir()
+    for i in range(count):
+        image = np.full((size, size, 3), 114, np.uint8)
+        lines = []
+        if not grey:
+            image += rng.integers(0, 30, image.shape, dtype=np.uint8)
+            for _ in range(int(rng.integers(1, 3))):
+                cls = int(rng.integers(0, 2))
+                w, h = (int(v) for v in rng.integers(size // 5, size // 2, 2))
+                x, y = int(rng.integers(0, size - w)), int(rng.integers(0, size - h))
+                cv2.rectangle(image, (x, y), (x + w - 1, y + h - 1), BLOCK_COLOURS[cls], -1)
+                lines.append(f"{cls} {(x + w / 2) / size} {(y + h / 2) / size} {w / size} {h / size}\n")
+        cv2.imwrite(str(folder / "images" / f"{i:03d}.png"), image)
+        (folder / "labels" / f"{i:03d}.txt").write_text("".join(lines))
+

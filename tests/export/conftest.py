@@ -4,6 +4,7 @@ from pathlib import Path
 
 import pytest
 import torch
+from tests.helpers import BLOCKS_SIZE, write_blocks
 
 from tphyolo.export import ExportConfig, export_model
 from tphyolo.models import build_model
@@ -41,24 +42,38 @@ def dynamic_exports(tmp_path_factory) -> dict[str, Path]:
 
 
 @pytest.fixture(scope="session")
-def memorised_data(tiny_synthetic, tmp_path_factory) -> Path:
-    """The 8 training scenes of `tiny_synthetic` as both splits: a model trained on them detects them, so an
-    INT8 file's accuracy check has something to lose."""
+def blocks_data(tmp_path_factory) -> Path:
+    """A data yaml of 16 block images at 64 px (`write_blocks`), the same images as train and val split: what
+    the INT8 tests train, calibrate and score on."""
     import yaml
 
-    root = tiny_synthetic.parent
-    path = tmp_path_factory.mktemp("memorised") / "data.yaml"
-    names = yaml.safe_load(tiny_synthetic.read_text())["names"]
-    path.write_text(yaml.safe_dump({"path": str(root), "train": "train/images", "val": "train/images", "names": names}))
-    return path
+    root = tmp_path_factory.mktemp("blocks")
+    write_blocks(root / "blocks", count=16, size=BLOCKS_SIZE, seed=0)
+    data = {"path": str(root), "train": "blocks/images", "val": "blocks/images", "names": {0: "red", 1: "blue"}}
+    (root / "data.yaml").write_text(yaml.safe_dump(data))
+    return root / "data.yaml"
 
 
 @pytest.fixture(scope="session")
-def int8_trained(memorised_data, tmp_path_factory):
-    """`int8_trained(model, imgsz, epochs)`: the checkpoint of built-in `model` trained on `memorised_data` at
-    `imgsz` px for `epochs` epochs of one step (no augmentation, a high learning rate), trained once per
-    session. Weights that have seen images give the activation ranges and the confident
-    detections that quantization is judged on; random weights give neither."""
+def grey_calibration_data(blocks_data, tmp_path_factory) -> Path:
+    """A data yaml whose train split is 4 flat grey images without objects and whose val split is
+    `blocks_data`'s: an INT8 file calibrated on it learns ranges that the val images overflow."""
+    import yaml
+
+    root = tmp_path_factory.mktemp("grey")
+    write_blocks(root / "grey", count=4, size=BLOCKS_SIZE, seed=0, grey=True)
+    val = blocks_data.parent / "blocks" / "images"
+    data = {"path": str(root), "train": "grey/images", "val": str(val), "names": {0: "red", 1: "blue"}}
+    (root / "data.yaml").write_text(yaml.safe_dump(data))
+    return root / "data.yaml"
+
+
+@pytest.fixture(scope="session")
+def int8_trained(blocks_data, tmp_path_factory):
+    """`int8_trained(model, steps)`: the checkpoint of built-in `model` trained `steps` steps on `blocks_data`
+    at 64 px (the whole set per step, no augmentation, a high learning rate), once per session. Weights that
+    have seen images give the activation ranges and confident detections that quantization is judged on;
+    random weights give neither."""
     import yaml
 
     from tphyolo.runtime.config import RuntimeConfig
@@ -71,17 +86,16 @@ def int8_trained(memorised_data, tmp_path_factory):
     hyp.update(lr0=0.01, lrf=0.5, warmup_epochs=0.0, weight_decay=0.0, hsv_v=0.0, translate=0.0, scale=0.0, fliplr=0.0)
     hyp_path = folder / "hyp.yaml"
     hyp_path.write_text(yaml.safe_dump(hyp))
-    trained: dict[tuple[str, int, int], Path] = {}
+    trained: dict[tuple[str, int], Path] = {}
 
-    def train(model: str, imgsz: int, epochs: int) -> Path:
-        key = (model, imgsz, epochs)
-        if key not in trained:
+    def train(model: str, steps: int) -> Path:
+        if (model, steps) not in trained:
             cfg = TrainConfig(
-                data=str(memorised_data), model=model, hyp=str(hyp_path), imgsz=imgsz, batch=8, nominal_batch=8,
-                epochs=epochs, workers=0, optimizer="AdamW", val=False, plots=False, warmup_min_steps=0,
-                patience=0, autoanchor=False, project=str(folder), name=f"{model}-{imgsz}-{epochs}", seed=0,
+                data=str(blocks_data), model=model, hyp=str(hyp_path), imgsz=BLOCKS_SIZE, batch=16, nominal_batch=16,
+                epochs=steps, workers=0, optimizer="AdamW", val=False, plots=False, warmup_min_steps=0,
+                patience=0, project=str(folder), name=f"{model}-{steps}", seed=0,
             )  # fmt: skip
-            trained[key] = Trainer(cfg, RuntimeConfig(device="cpu")).fit().best
-        return trained[key]
+            trained[model, steps] = Trainer(cfg, RuntimeConfig(device="cpu")).fit().best
+        return trained[model, steps]
 
     return train

@@ -10,7 +10,7 @@ exporter's dispatch and the benchmarked runtimes are derived.
 
 With `--int8` a format with an INT8 writer is quantized instead (`W_int8.onnx` by ONNX Runtime's static QDQ
 quantization, `W_int8_openvino_model/` by NNCF, `W_int8.engine` by TensorRT's entropy calibrator), calibrated
-on images of `--data` (see `tphyolo.export.int8`); the INT8 file runs on the same backend as the float one, so
+on images of `--data` (see `tphyolo.export.calibration`); the INT8 file runs on the same backend as the float one, so
 benchmarks list it as its runtime's `-int8` variant (`openvino-int8`, `onnxruntime-int8`).
 
 A new format is its writer module (with `check(cfg, device)` and `write(job)`), its backend (a class of

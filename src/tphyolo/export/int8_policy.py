@@ -12,7 +12,7 @@ policy names parts of the model that keep float inputs and weights too (`FLOAT_P
   per-tensor int8 activations on both sides round the small scores that the softmax spreads; at 20x20 tokens
   they are a small share of the work.
 
-The measured effect of each part per family (speed and mAP against the float model) is in docs/int8.md;
+The measured effect of each part per family (mAP and box error against the float model) is in docs/int8.md;
 `FAMILY_POLICIES` holds what that measurement chose. `transformer`: NNCF's transformer model type (SmoothQuant
 on the matrix products of attention; no quantizers on elementwise operations).
 """

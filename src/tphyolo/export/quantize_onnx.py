@@ -1,20 +1,24 @@
 """INT8 ONNX (`--format onnx --int8`) by ONNX Runtime's static quantization in QDQ format.
 
-The float trace is first prepared as ONNX Runtime recommends (`quant_pre_process`: shape inference and the
-basic graph optimisations, which keep the node names). Calibration runs it on the batches and records each
-activation's range (min/max); QuantizeLinear/DequantizeLinear pairs are then inserted around the inputs of the
-quantized operation types (`OP_TYPES`: convolutions and matrix products): uint8 activations, asymmetric per
-tensor; int8 weights, symmetric per output channel, in 7 bits (`reduce_range`) so that the vpmaddubsw kernels
-of x86 CPUs without VNNI cannot saturate their 16-bit sums. ONNX Runtime fuses each Q/DQ group into an integer
-kernel when it loads the file. Nodes named in `keep_float` stay float; the writer takes them from the family's
-policy (`tphyolo.export.int8_policy`). ONNX Runtime has no transformer mode: attention's matrix products are
-quantized like the others unless the policy keeps them.
+The float trace is first prepared as ONNX Runtime recommends (`quant_pre_process`: shape inference and the basic
+graph optimisations, which keep the node names). Calibration runs it on the batches and records each activation's
+range (min/max; ONNX Runtime's percentile ranges were tried and not kept: their histogram stops with "Too many bins
+for data range" on an activation without spread, as tph-yolov5n's random weights at 320 px have, docs/int8.md).
+QuantizeLinear/DequantizeLinear pairs are then inserted around the inputs of the quantized operation types
+(`OP_TYPES`: convolutions and matrix products): uint8 activations, asymmetric per tensor; int8 weights, symmetric
+per output channel, in 7 bits (`reduce_range`) so that the vpmaddubsw kernels of x86 CPUs without VNNI cannot
+saturate their 16-bit sums. ONNX Runtime fuses each Q/DQ group into an integer kernel when it loads the file.
+Nodes named in `keep_float` stay float; the writer takes them from the family's policy
+(`tphyolo.export.int8_policy`). ONNX Runtime has no transformer mode: attention's matrix products are quantized
+like the others unless the policy keeps them.
 
 The file is written as `W_int8.onnx` with the metadata of the float file plus the `int8_*` fields.
 """
 
 from __future__ import annotations
 
+import contextlib
+import io
 import tempfile
 from collections.abc import Iterator, Sequence
 from dataclasses import replace
@@ -47,10 +51,13 @@ def quantize_onnx(
     *,
     keep_float: Sequence[str] = (),
     reduce_range: bool = True,
+    calibrate_method: str = "MinMax",
 ) -> Path:
     """Writes the INT8 QDQ model of the float ONNX file `float_path` to `out_path`, calibrated on the batches
     of `calibration` (uint8 RGB images (B, 3, H, W), letterboxed as the model sees them). `keep_float`: node
-    names left in float (ValueError for a name the graph lacks). Metadata of the float file is not carried
+    names left in float (ValueError for a name the graph lacks). `calibrate_method`: how ranges are chosen
+    from the calibration activations, a name of ONNX Runtime's `CalibrationMethod` (MinMax, Entropy,
+    Percentile). Metadata of the float file is not carried
     over; the caller writes it. Returns `out_path`."""
     onnx = require("onnx", purpose=PURPOSE)
     quantization = require("onnxruntime.quantization", purpose=PURPOSE)
@@ -61,28 +68,31 @@ def quantize_onnx(
         missing = sorted(set(keep_float) - {node.name for node in graph.node})
         if missing:
             raise ValueError(f"{float_path}: no node named {missing} to keep in float")
-        quantization.quantize_static(
-            str(prepared),
-            str(out_path),
-            _Reader(quantization.CalibrationDataReader, graph.input[0].name, calibration),
-            quant_format=quantization.QuantFormat.QDQ,
-            op_types_to_quantize=list(OP_TYPES),
-            per_channel=True,
-            reduce_range=reduce_range,
-            activation_type=quantization.QuantType.QUInt8,
-            weight_type=quantization.QuantType.QInt8,
-            nodes_to_exclude=list(keep_float),
-            calibrate_method=quantization.CalibrationMethod.MinMax,
-        )
+        with contextlib.redirect_stdout(io.StringIO()):  # the histogram calibrators print their settings
+            quantization.quantize_static(
+                str(prepared),
+                str(out_path),
+                _Reader(quantization.CalibrationDataReader, graph.input[0].name, calibration),
+                quant_format=quantization.QuantFormat.QDQ,
+                op_types_to_quantize=list(OP_TYPES),
+                per_channel=True,
+                reduce_range=reduce_range,
+                activation_type=quantization.QuantType.QUInt8,
+                weight_type=quantization.QuantType.QInt8,
+                nodes_to_exclude=list(keep_float),
+                calibrate_method=quantization.CalibrationMethod[calibrate_method],
+            )
     return out_path
 
 
 def _Reader(base: type, input_name: str, batches: Sequence[np.ndarray]):  # noqa: ANN202, N802
-    """A CalibrationDataReader (`base`, ONNX Runtime's abstract class) feeding `batches` once."""
+    """A CalibrationDataReader (`base`, ONNX Runtime's abstract class) feeding `batches` once, with a progress
+    bar (ONNX Runtime shows none)."""
+    from tqdm import tqdm
 
     class Reader(base):
         def __init__(self) -> None:
-            self.batches: Iterator[np.ndarray] = iter(batches)
+            self.batches: Iterator[np.ndarray] = iter(tqdm(batches, desc="ONNX Runtime calibration"))
 
         def get_next(self) -> dict[str, np.ndarray] | None:
             batch = next(self.batches, None)

@@ -8,8 +8,8 @@ its ONNX node) are held in fp32 by a precision constraint. Calibration batches h
 size: those of a dynamic export (each letterboxed to the smallest stride multiple) are padded to the square
 with the letterbox's grey, as a fixed-size letterbox would be.
 
-tphyolo does not run engines, so the accuracy check is not run for this format; written on a machine with a
-GPU (`benchmarks/gpu_check.sh`), where it is tested when one is present.
+tphyolo does not run engines, so the accuracy check is not run for this format. Not run yet: no machine this
+project was measured on had a GPU, and no test or benchmark builds an INT8 engine (docs/int8.md).
 """
 
 from __future__ import annotations
