@@ -1,12 +1,26 @@
-"""A short training on real VisDrone images learns: the loss falls and detections beat an untrained model's."""
+"""A short training on real VisDrone images learns: the loss falls and the detections, from none at all,
+come to cover the objects.
+
+What made the earlier version flaky (a mean best IoU of 0.077 one run, 0.14 another, against 0.1): a third of
+the objects are 1-5 px at the CPU-sized 256 px input, so the score rested on sub-pixel objects no model finds,
+and the float sums of a run depend on the number of threads. Here the objects under `MIN_SIDE` px at 256 px
+are ignore regions (painted grey in training, not scored), the threads are fixed and the data order and
+augmentation seeded: two runs on one machine give the same losses to the last digit. Measured here (100 steps):
+the summed loss falls from 0.233 to 0.080 (34 %), the mean best IoU of the scored objects rises from 0.0 to
+0.096. mAP50 stays near 0.01 after 100 steps from scratch, too low to be the check."""
 
 from pathlib import Path
 
+import numpy as np
 import pytest
 import torch
 import yaml
 
 from tphyolo.data.dataset_config import load_data_config
+from tphyolo.data.files.image_io import read_image_size
+from tphyolo.data.formats.visdrone import NAMES, parse_visdrone
+from tphyolo.data.formats.yolo import format_yolo
+from tphyolo.data.labels import ImageLabels
 from tphyolo.data.loader import build_dataloader, build_dataset
 from tphyolo.ops import box_iou, cxcywh_to_xyxy, non_max_suppression
 from tphyolo.runtime.config import RuntimeConfig
@@ -15,23 +29,37 @@ from tphyolo.training.hyp import load_hyp
 from tphyolo.training.log import read_results
 from tphyolo.training.trainer import Trainer
 
-# The four visdrone-mini images with the largest objects (median box side 75-107 px at full resolution), so
-# that the objects stay several pixels wide at the small training size a CPU test can afford.
+# The four visdrone-mini images with the largest objects (median box side 75-107 px at full resolution).
 IMAGES = (
     "0000006_01111_d_0000003",
     "9999942_00000_d_0000214",
     "9999951_00000_d_0000241",
     "0000006_01659_d_0000004",
 )
-NAMES = ["pedestrian", "people", "bicycle", "car", "van", "truck", "tricycle", "awning-tricycle", "bus", "motor"]
 IMGSZ = 256
+MIN_SIDE = 6  # px at IMGSZ: 87 of the 110 objects; the other 23 become ignore regions
+EPOCHS = 100
+THREADS = 2  # the float sums of a run depend on it: fixed, whatever the machine
 
 
 @pytest.fixture
 def four_images(visdrone_mini: Path, tmp_path: Path) -> Path:
-    listing = tmp_path / "images.txt"
-    listing.write_text("".join(f"{visdrone_mini / 'images' / stem}.jpg\n" for stem in IMAGES))
-    data = {"path": str(tmp_path), "train": "images.txt", "val": "images.txt", "names": dict(enumerate(NAMES))}
+    """The four images (linked) with YOLO labels of their objects of at least MIN_SIDE px at IMGSZ, and the
+    smaller objects plus VisDrone's own ignored regions as ignore regions; returns the data yaml."""
+    for folder in ("images", "labels", "ignore"):
+        (tmp_path / "data" / folder).mkdir(parents=True)
+    for stem in IMAGES:
+        image = visdrone_mini / "images" / f"{stem}.jpg"
+        (tmp_path / "data" / "images" / image.name).symlink_to(image)
+        height, width = read_image_size(image)
+        labels = parse_visdrone(visdrone_mini / "annotations" / f"{stem}.txt")
+        sides = (labels.boxes[:, 2:] - labels.boxes[:, :2]).min(1) * IMGSZ / max(height, width)
+        big = sides >= MIN_SIDE
+        kept = ImageLabels(labels.classes[big], labels.boxes[big], np.concatenate([labels.ignore, labels.boxes[~big]]))
+        label_text, ignore_text = format_yolo(kept, width=width, height=height)
+        (tmp_path / "data" / "labels" / f"{stem}.txt").write_text(label_text)
+        (tmp_path / "data" / "ignore" / f"{stem}.txt").write_text(ignore_text)
+    data = {"path": str(tmp_path / "data"), "train": "images", "val": "images", "names": dict(enumerate(NAMES))}
     (tmp_path / "data.yaml").write_text(yaml.safe_dump(data))
     return tmp_path / "data.yaml"
 
@@ -50,7 +78,8 @@ def memorising_hyp(tmp_path: Path) -> Path:
 
 @torch.no_grad()
 def mean_best_iou(model: torch.nn.Module, data: Path) -> float:
-    """Mean over ground-truth boxes of the best IoU with a detection of confidence >= 0.05 (any class)."""
+    """Mean over the labelled objects (those of at least MIN_SIDE px) of the best IoU with a detection of
+    confidence >= 0.05 (any class)."""
     dataset, _ = build_dataset(load_data_config(data), "val", imgsz=IMGSZ, rect=True, batch_size=4, stride=32)
     model.eval()
     best = []
@@ -68,10 +97,11 @@ def mean_best_iou(model: torch.nn.Module, data: Path) -> float:
 
 @pytest.mark.slow
 def test_short_training_on_visdrone_learns(four_images, memorising_hyp, tmp_path):
+    torch.set_num_threads(THREADS)  # restored after the test (tests/conftest.py)
     cfg = TrainConfig(
         data=str(four_images), model="tph-yolov5n", hyp=str(memorising_hyp), imgsz=IMGSZ, batch=4,
-        nominal_batch=4, epochs=100, workers=0, optimizer="AdamW", project=str(tmp_path / "runs"), name="learn",
-        plots=False, warmup_min_steps=5, patience=0, seed=0,
+        nominal_batch=4, epochs=EPOCHS, workers=0, optimizer="AdamW", project=str(tmp_path / "runs"), name="learn",
+        plots=False, val=False, warmup_min_steps=5, patience=0, seed=0,
     )  # fmt: skip
     trainer = Trainer(cfg, RuntimeConfig(device="cpu"))
     untrained = mean_best_iou(trainer.optim.ema.ema, four_images)
@@ -80,7 +110,6 @@ def test_short_training_on_visdrone_learns(four_images, memorising_hyp, tmp_path
     columns = read_results(result.run_dir / "results.csv")
     parts = (columns["train/box_loss"], columns["train/obj_loss"], columns["train/cls_loss"])
     losses = [sum(v) for v in zip(*parts, strict=True)]
-    assert losses[-1] < 0.6 * losses[0], losses
     trained = mean_best_iou(trainer.optim.ema.ema, four_images)
-    # Measured here: 0.0 before (no detection reaches 0.05), 0.14 after, over all objects tiny ones included.
-    assert trained > 0.1 and trained > 5 * untrained, (untrained, trained)
+    assert losses[-1] < 0.5 * losses[0], losses
+    assert trained > max(0.05, 5 * untrained), (untrained, trained)  # untrained: no detection reaches 0.05
