@@ -29,14 +29,6 @@ if os.environ.get("PYTEST_XDIST_WORKER"):
     os.environ["OMP_NUM_THREADS"] = "1"
 
 
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """The files that hold tests marked slow run first, each file's tests together and in their order: under
-    `-n`, the minutes-long ones (the notebook, training runs, torchrun) then start early, and the many short
-    tests fill the end, instead of one long test forming a tail that one worker runs while the others idle."""
-    slow_files = {item.nodeid.split("::")[0] for item in items if item.get_closest_marker("slow")}
-    items.sort(key=lambda item: item.nodeid.split("::")[0] not in slow_files)
-
-
 @pytest.fixture(autouse=True)
 def _restore_process_state() -> Iterator[None]:
     """Every test leaves os.environ and torch's global flags (TF32, cuDNN, determinism, threads) as it found
