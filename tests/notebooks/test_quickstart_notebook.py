@@ -46,6 +46,7 @@ def _execute_as_documented(folder: Path) -> Path:
 
 
 @pytest.mark.slow
+@pytest.mark.notebook  # on its own, after the parallel run: beside it a pytest-xdist worker died twice
 def test_quickstart_notebook_runs_top_to_bottom(tmp_path):
     notebook = json.loads(_execute_as_documented(tmp_path).read_text())
 
