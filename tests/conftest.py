@@ -5,16 +5,14 @@ fail instead (`tests.helpers.require_shared`).
 """
 
 import os
-import shutil
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 import torch
 
-from tests.helpers import process_state_restored, require_shared
+from tests.helpers import process_state_restored, require_shared, visdrone_subset
 from tphyolo.data.builtin.synthetic import generate_synthetic
-from tphyolo.data.formats.visdrone import NAMES
 from tphyolo.runtime import cpu_memory
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
@@ -74,12 +72,4 @@ def tiny_synthetic(tmp_path_factory) -> Path:
 @pytest.fixture(scope="module")
 def data_yaml(visdrone_mini, tmp_path_factory):
     """Four VisDrone images with their annotations, copied so that the scan cache is written here."""
-    root = tmp_path_factory.mktemp("visdrone")
-    for folder in ("images", "annotations"):
-        (root / folder).mkdir()
-    for image in sorted((visdrone_mini / "images").glob("*.jpg"))[:4]:
-        shutil.copy(image, root / "images" / image.name)
-        shutil.copy(visdrone_mini / "annotations" / f"{image.stem}.txt", root / "annotations" / f"{image.stem}.txt")
-    path = root / "data.yaml"
-    path.write_text(f"path: {root}\ntrain: images\nval: images\nnames: {list(NAMES)}\n")
-    return path
+    return visdrone_subset(visdrone_mini, tmp_path_factory.mktemp("visdrone"), 4)

@@ -5,6 +5,7 @@ process state (environment and torch's global flags) that `conftest.py` restores
 from __future__ import annotations
 
 import os
+import shutil
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -16,6 +17,7 @@ import torch
 from torch import nn
 
 from tphyolo.checkpoint.format import save_checkpoint
+from tphyolo.data.formats.visdrone import NAMES as VISDRONE_NAMES
 from tphyolo.models import DetectionModel, build_model, convert_original_state_dict
 from tphyolo.models.swin import DropPath
 
@@ -258,3 +260,15 @@ def write_blocks(folder: Path, *, count: int, size: int, seed: int, grey: bool =
         cv2.imwrite(str(folder / "images" / f"{i:03d}.png"), image)
         (folder / "labels" / f"{i:03d}.txt").write_text("".join(lines))
 
+
+def visdrone_subset(visdrone_mini: Path, root: Path, count: int) -> Path:
+    """The first `count` visdrone-mini images with their annotations, copied under `root` (so that scan caches
+    are written there), and a data yaml naming them as both splits; returns the yaml's path."""
+    for folder in ("images", "annotations"):
+        (root / folder).mkdir()
+    for image in sorted((visdrone_mini / "images").glob("*.jpg"))[:count]:
+        shutil.copy(image, root / "images" / image.name)
+        shutil.copy(visdrone_mini / "annotations" / f"{image.stem}.txt", root / "annotations" / f"{image.stem}.txt")
+    path = root / "data.yaml"
+    path.write_text(f"path: {root}\ntrain: images\nval: images\nnames: {list(VISDRONE_NAMES)}\n")
+    return path

@@ -5,12 +5,12 @@ Five images in batches of two make three batches, dealt 2 + 1 over the two ranks
 from __future__ import annotations
 
 import json
-import shutil
 from pathlib import Path
 
 import numpy as np
 import pytest
 from tests.evaluation.distributed_val_worker import main as val_worker
+from tests.helpers import visdrone_subset
 from tests.torchrun import REPO, same_files, torchrun
 
 from tphyolo.data.formats.visdrone import NAMES
@@ -20,15 +20,7 @@ pytestmark = pytest.mark.slow
 
 @pytest.fixture(scope="module")
 def five_images(visdrone_mini, tmp_path_factory) -> Path:
-    root = tmp_path_factory.mktemp("visdrone5")
-    for folder in ("images", "annotations"):
-        (root / folder).mkdir()
-    for image in sorted((visdrone_mini / "images").glob("*.jpg"))[:5]:
-        shutil.copy(image, root / "images" / image.name)
-        shutil.copy(visdrone_mini / "annotations" / f"{image.stem}.txt", root / "annotations" / f"{image.stem}.txt")
-    path = root / "data.yaml"
-    path.write_text(f"path: {root}\ntrain: images\nval: images\nnames: {list(NAMES)}\n")
-    return path
+    return visdrone_subset(visdrone_mini, tmp_path_factory.mktemp("visdrone5"), 5)
 
 
 def noisy_visdrone_predictions(annotations: Path, out: Path) -> Path:
