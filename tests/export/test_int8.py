@@ -2,6 +2,7 @@
 TPH family against their float model, the accuracy check and its metadata, and the refusals."""
 
 import sys
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
@@ -15,7 +16,7 @@ from tphyolo.data.scan import scan_split
 from tphyolo.export import ExportConfig, MissingExtraError, export_model
 from tphyolo.export.calibration import calibration_batches, spread_indices
 from tphyolo.export.exporter import check_can_export
-from tphyolo.export.int8_check import Int8Accuracy
+from tphyolo.export.int8_check import Int8Accuracy, confusable_ap50
 from tphyolo.export.int8_policy import FAMILY_POLICIES, float_nodes, int8_policy, model_family
 from tphyolo.export.onnx_file import trace_onnx
 from tphyolo.infer.backends import load_backend
@@ -107,6 +108,18 @@ def test_accuracy_check_passes_at_the_bound_and_fails_above_it():
     assert within.ok and not above.ok and above.drop == pytest.approx(0.02)
     assert "ABOVE --max-drop" in above.summary() and "(van)" in above.summary()
     assert Int8Accuracy("val", 0.5, 0.6, 0.3, 0.3, max_drop=0.0).ok  # INT8 may score higher
+
+
+def test_the_check_compares_the_confusable_classes_it_has_objects_of():
+    def scores(**ap50):
+        return SimpleNamespace(per_class=[SimpleNamespace(name=n, map50=v) for n, v in ap50.items()])
+
+    before, after = scores(car=0.9, tricycle=0.6, awning=0.4), scores(car=0.9, tricycle=0.5, awning=0.2)
+    names, float_ap50, int8_ap50 = confusable_ap50(before, after, ("tricycle", "awning", "absent"))
+    assert names == ("tricycle", "awning") and (float_ap50, int8_ap50) == pytest.approx((0.5, 0.35))
+    assert confusable_ap50(before, after, ("absent",)) is None and confusable_ap50(before, after, ()) is None
+    line = Int8Accuracy("val", 0.8, 0.8, 0.5, 0.5, 0.01, confusable=(("tricycle", "awning"), 0.5, 0.35)).summary()
+    assert "confusable classes (tricycle, awning) AP50 float 0.5000, INT8 0.3500 (drop +0.1500)" in line
 
 
 @pytest.mark.parametrize(

@@ -5,7 +5,9 @@ otherwise spread evenly over the split), with validation's thresholds (conf 0.00
 protocol. A dynamic export is scored as `tphyolo val` scores a model (rectangular batches, long side at the
 export size); a fixed-size one at its size and batch, every image letterboxed to the square (whole batches
 only: the last images that do not fill one are left out). The drop is float mAP50 minus INT8 mAP50, in
-absolute terms; `Int8Accuracy.ok` says whether it is within `max_drop`.
+absolute terms; `Int8Accuracy.ok` says whether it is within `max_drop`. When the dataset lists `confusable:`
+classes (`synthetic-fine`, the crop classifier's datasets), their mean AP50 is reported too: small score shifts
+are what swaps them.
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from pathlib import Path
 
+from tphyolo.classify.data import confusable_classes
 from tphyolo.data.dataset import DetectionDataset
 from tphyolo.data.dataset_config import DataConfig
 from tphyolo.data.loader import build_dataloader
@@ -29,8 +32,9 @@ RECT_PAD = 0.5  # strides of padding of validation's rectangular batches (`build
 @dataclass(frozen=True)
 class Int8Accuracy:
     """What the check measured: `scored` (which images, which protocol, in words), mAP50 and mAP50-95 of the
-    float and the INT8 file (fractions), the allowed mAP50 drop, and the class whose AP50 dropped most
-    (name, drop), None when no class has objects."""
+    float and the INT8 file (fractions), the allowed mAP50 drop, the class whose AP50 dropped most
+    (name, drop), None when no class has objects, and the mean AP50 of the dataset's confusable classes
+    (names, float, INT8), None when it lists none with objects in the scored images."""
 
     scored: str
     float_map50: float
@@ -39,6 +43,7 @@ class Int8Accuracy:
     int8_map: float
     max_drop: float
     worst_class: tuple[str, float] | None = None
+    confusable: tuple[tuple[str, ...], float, float] | None = None
 
     @property
     def drop(self) -> float:
@@ -50,14 +55,20 @@ class Int8Accuracy:
         return self.drop <= self.max_drop
 
     def summary(self) -> str:
-        worst = ""
+        details = ""
         if self.worst_class is not None:
-            worst = f"; largest class AP50 drop {self.worst_class[1]:+.4f} ({self.worst_class[0]})"
+            details = f"; largest class AP50 drop {self.worst_class[1]:+.4f} ({self.worst_class[0]})"
+        if self.confusable is not None:
+            names, before, after = self.confusable
+            details += (
+                f"; confusable classes ({', '.join(names)}) AP50 float {before:.4f}, INT8 {after:.4f} "
+                f"(drop {before - after:+.4f})"
+            )
         verdict = "ok" if self.ok else "ABOVE --max-drop"
         return (
             f"INT8 accuracy on {self.scored}: mAP50 float {self.float_map50:.4f}, INT8 {self.int8_map50:.4f} "
             f"(drop {self.drop:+.4f}, max {self.max_drop}); mAP50-95 float {self.float_map:.4f}, INT8 "
-            f"{self.int8_map:.4f} (drop {self.float_map - self.int8_map:+.4f}){worst}: {verdict}"
+            f"{self.int8_map:.4f} (drop {self.float_map - self.int8_map:+.4f}){details}: {verdict}"
         )
 
 
@@ -97,7 +108,7 @@ def check_int8_accuracy(
         scores.append(evaluate(backend, loader, names=names, config=config, protocol=protocol, progress=progress))
     scored = f"{data_name(data)} val: {len(chosen)} of {len(records)} images, {protocol} protocol"
     accuracy = Int8Accuracy(scored, scores[0].map50, scores[1].map50, scores[0].map, scores[1].map, max_drop,
-                            worst_class_drop(*scores))  # fmt: skip
+                            worst_class_drop(*scores), confusable_ap50(*scores, confusable_classes(data)))  # fmt: skip
     recorded = replace(meta, int8_check=scored, int8_map50=(accuracy.float_map50, accuracy.int8_map50),
                        int8_map=(accuracy.float_map, accuracy.int8_map))  # fmt: skip
     return accuracy, recorded
@@ -108,3 +119,18 @@ def worst_class_drop(float_scores: EvalResults, int8_scores: EvalResults) -> tup
     int8_ap50 = {c.name: c.map50 for c in int8_scores.per_class}
     drops = [(c.name, c.map50 - int8_ap50[c.name]) for c in float_scores.per_class if c.name in int8_ap50]
     return max(drops, key=lambda item: item[1], default=None)
+
+
+def confusable_ap50(
+    float_scores: EvalResults, int8_scores: EvalResults, names: tuple[str, ...]
+) -> tuple[tuple[str, ...], float, float] | None:
+    """(names, float mean AP50, INT8 mean AP50) over those of `names` with objects in the scored images, or
+    None when none has any."""
+    float_ap50 = {c.name: c.map50 for c in float_scores.per_class}
+    int8_ap50 = {c.name: c.map50 for c in int8_scores.per_class}
+    present = tuple(n for n in names if n in float_ap50 and n in int8_ap50)
+    if not present:
+        return None
+    before = sum(float_ap50[n] for n in present) / len(present)
+    after = sum(int8_ap50[n] for n in present) / len(present)
+    return present, before, after
