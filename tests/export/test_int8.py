@@ -264,14 +264,20 @@ def test_bench_predict_times_int8_files_against_the_baseline(blocks_data, tmp_pa
     from tphyolo.bench.export import BASELINES, BackendBenchSettings, bench_backends
     from tphyolo.export.parity import INT8_TOLERANCE
 
-    settings = BackendBenchSettings(model="yolov5n", imgsz=BLOCKS_SIZE, backends=("onnxruntime-int8", "openvino-int8"),
-                                    warmup=0, repeats=2, int8_data=str(blocks_data), calib_images=4)  # fmt: skip
+    backends = ("onnxruntime-int8", "openvino", "openvino-int8")
+    settings = BackendBenchSettings(model="yolov5n", imgsz=BLOCKS_SIZE, backends=backends, warmup=0, repeats=2,
+                                    int8_data=str(blocks_data), calib_images=4)  # fmt: skip
     lines = []
-    rows = bench_backends(settings, workdir=tmp_path, log=lines.append)
-    assert [r.name for r in rows] == ["predict/onnxruntime-int8", "predict/openvino-int8"]
-    for row in rows:
-        data = row.to_json()
+    rows = {r.name: r.to_json() for r in bench_backends(settings, workdir=tmp_path, log=lines.append)}
+    assert list(rows) == [f"predict/{b}" for b in backends]
+    for name in ("predict/onnxruntime-int8", "predict/openvino-int8"):
+        data = rows[name]
         assert data["config"] == f"yolov5n img{BLOCKS_SIZE} b1 int8, vs {BASELINES['ours']}"
         assert data["baseline_ms"] > 0 and data["ours_ms"] > 0 and data["extra"]["export_s"] > 0
         assert 0 < data["extra"]["rel_error"] <= INT8_TOLERANCE  # quantized: close to the float model, not equal
     assert any(f"INT8 files within {INT8_TOLERANCE}" in line for line in lines)
+    # An INT8 file is also timed against the float file of its runtime when that ran too, and only then.
+    assert rows["predict/openvino-int8"]["extra"]["paired_vs_float"] > 0
+    assert "paired_vs_float" not in rows["predict/onnxruntime-int8"]["extra"]
+    assert "paired_vs_float" not in rows["predict/openvino"]["extra"]
+    assert any("x openvino (paired)" in line for line in lines if line.startswith("predict/openvino-int8"))

@@ -38,7 +38,7 @@ from tphyolo.bench.report import Row, significant
 from tphyolo.bench.timing import Timing, paired_speedup, time_calls
 from tphyolo.export.config import ExportConfig
 from tphyolo.export.exporter import ExportResult, export_model
-from tphyolo.export.formats import RUNTIMES
+from tphyolo.export.formats import INT8_RUNTIME_SUFFIX, RUNTIMES
 from tphyolo.export.parity import FP32_TOLERANCE, INT8_TOLERANCE, relative_error, sample_images
 from tphyolo.infer.backends import load_backend
 
@@ -117,6 +117,11 @@ def _export(model, settings, workdir, *, imgsz, batch, dynamic, log) -> dict[str
 
 def is_int8(backend: str) -> bool:
     return RUNTIMES.get(backend, ("", False))[1]
+
+
+def float_twin(backend: str) -> str | None:
+    """The float backend of an INT8 one ("openvino" for "openvino-int8"), None for a float backend."""
+    return backend.removesuffix(INT8_RUNTIME_SUFFIX) if is_int8(backend) else None
 
 
 def bench_backends(
@@ -201,13 +206,17 @@ def _rows(prefix, config, settings, timings, exports, log, *, extra) -> list[Row
                 continue
             base_t, ours_t = timings[base], timings[name]
             details = {"paired_speedup": significant(paired_speedup(base_t, ours_t)), **extra(base, name)}
+            twin = float_twin(backend)
+            if twin in timings:  # an INT8 file against the float file of its runtime, timed in the same run
+                details["paired_vs_float"] = significant(paired_speedup(timings[twin], ours_t))
             if backend in exports:
                 details["export_s"] = significant(exports[backend].seconds)
             details["torch_threads"] = torch.get_num_threads()
             described = f"{config} {'int8' if is_int8(backend) else 'fp32'}, vs {BASELINES[base]}"
             row = Row(f"{prefix}/{backend}", described, ours_t.median_ms, base_t.median_ms,
                       ours_spread_ms=ours_t.spread_ms, baseline_spread_ms=base_t.spread_ms, extra=details)  # fmt: skip
+            against_float = f"; {details['paired_vs_float']:.2f}x {twin} (paired)" if twin in timings else ""
             log(f"{row.name} {row.config}: baseline {base_t.median_ms:.0f} ms, ours {ours_t.median_ms:.0f} ms, "
-                f"speedup {row.speedup:.2f}x (paired {details['paired_speedup']:.2f}x)")  # fmt: skip
+                f"speedup {row.speedup:.2f}x (paired {details['paired_speedup']:.2f}x){against_float}")  # fmt: skip
             rows.append(row)
     return rows

@@ -103,10 +103,15 @@ FORMATS: tuple[ExportFormat, ...] = (
 FORMAT_BY_NAME: dict[str, ExportFormat] = {f.name: f for f in FORMATS}
 EXPORT_FORMATS: tuple[str, ...] = tuple(FORMAT_BY_NAME)
 INT8_FORMATS: tuple[str, ...] = tuple(f.name for f in FORMATS if f.int8_writer is not None)
-# runtime -> (format, INT8 form): what `bench predict --backends` names; a runtime's INT8 files are `<runtime>-int8`
+INT8_RUNTIME_SUFFIX = "-int8"  # a runtime's INT8 files in `bench predict --backends`: openvino-int8
+# runtime -> (format, INT8 form): what `bench predict --backends` names
 RUNTIMES: dict[str, tuple[str, bool]] = {
     **{f.runtime: (f.name, False) for f in FORMATS if f.runtime is not None},
-    **{f"{f.runtime}-int8": (f.name, True) for f in FORMATS if f.runtime is not None and f.int8_writer is not None},
+    **{
+        f"{f.runtime}{INT8_RUNTIME_SUFFIX}": (f.name, True)
+        for f in FORMATS
+        if f.runtime is not None and f.int8_writer is not None
+    },
 }
 
 
