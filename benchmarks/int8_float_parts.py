@@ -4,10 +4,11 @@ same runtime, and agreement and mAP against the float model, for several choices
     python benchmarks/int8_float_parts.py --model tph-yolov5l --img 640 --variants ov,ov-t,ov-t-head --pairs 5
     python benchmarks/int8_float_parts.py --weights best.pt --img 320 --variants ov-t-head,ort-head --map
 
-A variant is `<runtime>[-t][-fix][-<part>...]`: runtime `ov` (NNCF, OpenVINO) or `ort` (ONNX Runtime QDQ); `-t`
+A variant is `<runtime>[-<word>...]`: runtime `ov` (NNCF, OpenVINO) or `ort` (ONNX Runtime QDQ); `-t`
 NNCF's transformer model type; `-first` NNCF's overflow fix in the first layer only (NNCF's default; tphyolo fixes
 every layer: 7-bit weights, against the saturation of the 16-bit sums of CPUs without VNNI); `-ent`, `-pct` ONNX
-Runtime's entropy or percentile calibration instead of min/max; each part, a name of
+Runtime's entropy or percentile calibration instead of min/max; `-global` NNCF's activation ranges from the smallest
+min and largest max over the images (NNCF's default: the mean of each image's min and max); each part, a name of
 `tphyolo.export.int8_policy.FLOAT_PARTS` (`head` = head-convs, `attn` = attention-products), kept in float. The
 model is traced once at a fixed size, batch 1, and calibrated on `--calib` images of `--data`'s train split
 (letterboxed as prediction does).
@@ -26,6 +27,7 @@ import statistics
 import tempfile
 import time
 from pathlib import Path
+from typing import NamedTuple
 
 import torch
 
@@ -47,16 +49,24 @@ RUNTIMES = {"ov": "openvino", "ort": "onnx"}
 CALIBRATION_WORDS = {"ent": "Entropy", "pct": "Percentile"}  # ONNX Runtime's range choice (default MinMax)
 
 
-def parse_variant(name: str) -> tuple[str, bool, bool, tuple[str, ...], str]:
-    """(format, transformer, overflow fix in the first layer only, float parts, ORT calibration method) of a
-    variant name."""
+class Variant(NamedTuple):
+    format: str
+    transformer: bool  # NNCF's transformer model type
+    first_only: bool  # NNCF's overflow fix in the first layer only
+    parts: tuple[str, ...]  # FLOAT_PARTS kept in float
+    method: str  # ONNX Runtime's calibration method
+    activation_ranges: str  # NNCF's activation ranges: "global" or "mean"
+
+
+def parse_variant(name: str) -> Variant:
     runtime, *words = name.split("-")
-    known = (*PART_WORDS, *CALIBRATION_WORDS, "t", "first")
+    known = (*PART_WORDS, *CALIBRATION_WORDS, "t", "first", "global")
     if runtime not in RUNTIMES or any(w not in known for w in words):
         raise SystemExit(f"variant {name!r}: expected ov|ort followed by some of {known}")
     parts = tuple(PART_WORDS[w] for w in words if w in PART_WORDS)
     method = next((CALIBRATION_WORDS[w] for w in words if w in CALIBRATION_WORDS), "MinMax")
-    return RUNTIMES[runtime], "t" in words, "first" in words, parts, method
+    ranges = "global" if "global" in words else "mean"
+    return Variant(RUNTIMES[runtime], "t" in words, "first" in words, parts, method, ranges)
 
 
 def load_model(args: argparse.Namespace) -> tuple[torch.nn.Module, str]:
@@ -71,15 +81,16 @@ def load_model(args: argparse.Namespace) -> tuple[torch.nn.Module, str]:
 
 
 def write(variant: str, trace: Path, model, calibration, metadata: ExportMetadata, folder: Path) -> Path:  # noqa: ANN001
-    fmt, transformer, first_only, parts, method = parse_variant(variant)
-    keep = float_nodes(trace, model, parts)
-    int8 = ExportMetadata(**{**metadata.__dict__, "format": fmt, "int8": True, "int8_float_parts": parts})
-    if fmt == "openvino":
-        quantized = quantize_openvino(trace, calibration.batches, keep_float=keep, transformer=transformer,
-                                      overflow_fix="first_layer_only" if first_only else "enable")  # fmt: skip
+    v = parse_variant(variant)
+    keep = float_nodes(trace, model, v.parts)
+    int8 = ExportMetadata(**{**metadata.__dict__, "format": v.format, "int8": True, "int8_float_parts": v.parts})
+    if v.format == "openvino":
+        quantized = quantize_openvino(trace, calibration.batches, keep_float=keep, transformer=v.transformer,
+                                      overflow_fix="first_layer_only" if v.first_only else "enable",
+                                      activation_ranges=v.activation_ranges)  # fmt: skip
         return save_ir(quantized, folder / f"{variant}_openvino_model", metadata=int8)
     path = quantize_onnx(trace, folder / f"{variant}.onnx", calibration.batches, keep_float=keep,
-                         calibrate_method=method)  # fmt: skip
+                         calibrate_method=v.method)  # fmt: skip
     rewrite_metadata(path, int8)
     return path
 
@@ -171,7 +182,7 @@ def main() -> None:
                       f"float {fmt} / this, paired: {statistics.median(ratios):.2f}x")  # fmt: skip
         if args.map:
             for variant in variants:
-                fmt = parse_variant(variant)[0]
+                fmt = parse_variant(variant).format
                 accuracy, _ = check_int8_accuracy(floats[fmt], files[variant], data, count=args.val, protocol="yolo",
                                                   max_drop=1.0, progress=False)  # fmt: skip
                 print(f"{variant}: {accuracy.summary()}")

@@ -32,11 +32,9 @@ TRAIN_STEPS = {"tph-yolov5n": 60, "tph-yolov5-swins": 20, "tph-yolov5ppn": 40}
 # Runtime) and 0.15 (tph-yolov5ppn, ONNX Runtime); the bounds leave twice that.
 BOX_TOLERANCE = 8.0
 SCORE_TOLERANCE = 0.3
-# A pair whose disagreement is known and not understood yet: the test is an expected failure when it shows.
-KNOWN_DISAGREEMENT = {
-    ("tph-yolov5n", "openvino"): "NNCF's INT8 tph-yolov5n: up to 13 px and 0.58 on the top rows in one run (0.29 "
-    "score error on a model trained to mAP50 0.92, docs/int8.md)",
-}
+# The OpenVINO files are calibrated with global activation ranges here: NNCF's default (the mean of each image's
+# range) clips activations that only some images reach, which moved tph-yolov5n's top rows by up to 13-18 px
+# and 0.58 in score; with global ranges 0.5 px and 0.05 on the block model of docs/int8.md.
 
 
 def test_spread_indices_cover_the_split_evenly():
@@ -130,6 +128,7 @@ def test_the_check_compares_the_confusable_classes_it_has_objects_of():
         ({"formats": ("openvino",), "data": "d", "half": True}, "exclude each other"),
         ({"formats": ("onnx",), "data": "d", "calib_images": 0}, "must be positive"),
         ({"formats": ("onnx",), "data": "d", "max_drop": -0.1}, "--max-drop"),
+        ({"formats": ("openvino",), "data": "d", "calib_ranges": "median"}, "--calib-ranges must be one of"),
     ],
 )
 def test_bad_int8_config_is_refused(kwargs, message):
@@ -161,7 +160,7 @@ def test_int8_files_of_each_family_run_and_agree_with_the_float_model(name, int8
 
     model = load_checkpoint(int8_trained(name, TRAIN_STEPS[name])).build_model().eval()
     cfg = ExportConfig(formats=("onnx", "openvino"), imgsz=BLOCKS_SIZE, int8=True, data=str(blocks_data),
-                       calib_images=16, calib_val=8, max_drop=1.0)  # fmt: skip
+                       calib_images=16, calib_ranges="global", calib_val=8, max_drop=1.0)  # fmt: skip
     results = export_model(model, cfg, stem=tmp_path / "m", model_name=name)
     policy = int8_policy(model)
     images = calibration_batches(load_data_config(blocks_data), split="val", count=8, imgsz=BLOCKS_SIZE, stride=32,
@@ -170,13 +169,13 @@ def test_int8_files_of_each_family_run_and_agree_with_the_float_model(name, int8
         fused = model.fuse()
         reference = [fused(torch.from_numpy(x).float() / 255)[0] for x in images]
     assert max(float((r[:, 4] * r[:, 5:].max(1).values).max()) for r in reference) > 0.1  # it has learned
-    known = []  # (format, box error, score error) beyond the bounds, of a pair in KNOWN_DISAGREEMENT
     for result in results:  # the verdict of the check is tested above; weak models lose a noisy few points here
         assert result.ok, result.summary()
         assert result.path.name.startswith("m_int8")
         backend = load_backend(result.path)
         meta = backend.metadata
         assert meta.int8 and meta.int8_float_parts == policy.float_parts and "16 of 16 images" in meta.int8_calibration
+        assert ("global activation ranges" in meta.int8_method) == (result.format == "openvino"), meta.int8_method
         accuracy = result.accuracy
         assert meta.int8_map50 == (accuracy.float_map50, accuracy.int8_map50)
         assert meta.int8_map == (accuracy.float_map, accuracy.int8_map) and "8 of 16 images" in meta.int8_check
@@ -187,19 +186,13 @@ def test_int8_files_of_each_family_run_and_agree_with_the_float_model(name, int8
             score = out[rows, 4] * out[rows, 5:].max(1).values
             score_error = (score - ref[rows, 4] * ref[rows, 5:].max(1).values).abs().max()
             where = (result.format, float(box_error), float(score_error))
-            within = box_error <= BOX_TOLERANCE and score_error <= SCORE_TOLERANCE
-            if (name, result.format) in KNOWN_DISAGREEMENT and not within:
-                known.append(where)
-                continue
-            assert within, where
+            assert box_error <= BOX_TOLERANCE and score_error <= SCORE_TOLERANCE, where
     graph = onnx.load(str(results[0].path)).graph  # the INT8 ONNX file: what is quantized and what is not
     weights = {init.name for init in graph.initializer}
     convs = [n for n in graph.node if n.op_type == "Conv"]
     float_convs = [n.name for n in convs if n.input[1] in weights]  # a quantized one reads a DequantizeLinear
     assert len(float_convs) == model.head.nl and len(convs) > 5 * len(float_convs)
     assert all(n.startswith(f"/model.{len(model.model) - 1}/") for n in float_convs)  # the head's, kept float
-    if known:
-        pytest.xfail(f"{KNOWN_DISAGREEMENT[name, 'openvino']}: {max(known)}")
 
 @pytest.mark.slow
 def test_a_dynamic_int8_file_plugs_into_prediction_and_validation(int8_trained, blocks_data, tmp_path):

@@ -6,7 +6,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from tphyolo.export.config import ExportConfig
+from tphyolo.export.config import CALIBRATION_RANGES, ExportConfig
 from tphyolo.flags import add_flags, from_flags
 
 
@@ -18,7 +18,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     from tphyolo.export.exporter import export_checkpoint
 
-    results = export_checkpoint(args.weights, from_flags(ExportConfig, args), log=print)
+    cfg = from_flags(ExportConfig, args)
+    results = export_checkpoint(args.weights, cfg, log=print)
     failed = [r for r in results if not r.ok]
     for result in failed:
         if not result.matches:
@@ -29,10 +30,12 @@ def run(args: argparse.Namespace) -> int:
             )
         else:
             accuracy = result.accuracy
+            other = next(r for r in CALIBRATION_RANGES if r != cfg.calib_ranges)
+            hint = f" (--calib-ranges {other} may lose less)" if result.format == "openvino" else ""
             print(
                 f"tphyolo export: error: {result.path} loses {accuracy.drop:.4f} mAP50 against the float model "
                 f"({accuracy.float_map50:.4f} -> {accuracy.int8_map50:.4f}), above --max-drop {accuracy.max_drop}; "
-                "the file is kept",
+                f"the file is kept{hint}",
                 file=sys.stderr,
             )
     if failed:

@@ -15,6 +15,8 @@ MIN_OPSET = 14  # scaled_dot_product_attention needs 14
 MAX_OPSET = 20  # the newest the TorchScript-based ONNX exporter writes (torch.onnx ONNX_TORCHSCRIPT_EXPORTER_MAX_OPSET)
 DEFAULT_CALIBRATION_IMAGES = 300  # NNCF's default subset size; fewer when the train split is smaller
 DEFAULT_MAX_DROP = 0.01  # mAP50, absolute: what an INT8 file may lose against its float model
+# NNCF's activation ranges: which loses less varies by model (docs/int8.md), so the accuracy check decides
+CALIBRATION_RANGES = ("mean", "global")
 
 
 @dataclass(frozen=True)
@@ -68,6 +70,13 @@ class ExportConfig:
     calib_images: int = flag(
         DEFAULT_CALIBRATION_IMAGES, "--calib-images", help="--int8: calibration images from the train split"
     )
+    calib_ranges: str = flag(
+        "mean",
+        "--calib-ranges",
+        choices=CALIBRATION_RANGES,
+        help="--int8, OpenVINO: activation ranges from the mean over calibration images of each image's min and max "
+        "(NNCF's default) or from the global min and max (ONNX Runtime's files always take the global ones)",
+    )
     calib_val: int | None = flag(
         None, "--calib-val", help="--int8: score the accuracy check on this many val images (default: all of them)"
     )
@@ -85,6 +94,8 @@ class ExportConfig:
         if len(set(self.formats)) != len(self.formats):
             raise ValueError(f"export format listed twice: {list(self.formats)}")
         check_field_types(self)  # types and the flags' bounds
+        if self.calib_ranges not in CALIBRATION_RANGES:
+            raise ValueError(f"--calib-ranges must be one of {list(CALIBRATION_RANGES)}, got {self.calib_ranges!r}")
         if self.int8:
             self._check_int8()
 

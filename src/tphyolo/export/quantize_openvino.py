@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from tphyolo.export.config import CALIBRATION_RANGES
 from tphyolo.export.int8_policy import float_nodes, int8_policy
 from tphyolo.export.openvino_ir import export_openvino, save_ir
 from tphyolo.imports import require
@@ -47,6 +48,7 @@ def quantize_openvino(
     keep_float: Sequence[str] = (),
     transformer: bool = False,
     overflow_fix: str = "enable",
+    activation_ranges: str = "mean",
 ):  # noqa: ANN201 - an openvino.Model; openvino is imported at call time
     """The INT8 `openvino.Model` of the float model at `model_path` (.onnx or .xml), calibrated on the batches
     of `calibration`: uint8 RGB images (B, 3, H, W), letterboxed as the model sees them (NNCF reads them more
@@ -55,7 +57,10 @@ def quantize_openvino(
     "first_layer_only", "disable"): weights in 7 bits, so that the 16-bit sums of vpmaddubsw cannot
     saturate. NNCF fixes the first layer only by default; on this project's AVX2 CPU that lost 0.024 mAP50
     of the main job's tph-yolov5n where fixing every layer lost 0.006 (docs/int8.md), so every layer is
-    fixed. MissingExtraError when nncf or openvino is missing."""
+    fixed. `activation_ranges`: "mean" (the mean over images of each image's minimum and maximum, NNCF's
+    default: it clips what only some images reach, and keeps finer steps for the rest) or "global" (the
+    smallest minimum and largest maximum over the images, as ONNX Runtime's min/max); which loses less varies
+    by model (docs/int8.md). MissingExtraError when nncf or openvino is missing."""
     ov = require("openvino", purpose=PURPOSE)
     nncf = require("nncf", purpose=PURPOSE)
     advanced = require("nncf.quantization.advanced_parameters", purpose=PURPOSE)
@@ -77,9 +82,17 @@ def quantize_openvino(
             preset=nncf.QuantizationPreset.MIXED,
             ignored_scope=nncf.IgnoredScope(patterns=patterns) if patterns else None,
             advanced_parameters=advanced.AdvancedQuantizationParameters(
-                overflow_fix=advanced.OverflowFix(overflow_fix)
+                overflow_fix=advanced.OverflowFix(overflow_fix),
+                activations_range_estimator_params=_activation_ranges(activation_ranges),
             ),
         )
+
+
+def _activation_ranges(kind: str):  # noqa: ANN202 - an nncf RangeEstimatorParameters
+    if kind not in CALIBRATION_RANGES:
+        raise ValueError(f"activation ranges must be one of {list(CALIBRATION_RANGES)}, got {kind!r}")
+    ranges = require("nncf.quantization.range_estimator", purpose=PURPOSE).RangeEstimatorParametersSet
+    return ranges.MEAN_MINMAX if kind == "mean" else ranges.MINMAX
 
 
 def model_input(images: np.ndarray) -> np.ndarray:
@@ -99,8 +112,9 @@ class _nncf_warnings_only:  # noqa: N801 - a context manager
         self.logger.setLevel(self.level)
 
 
-def method(transformer: bool) -> str:
-    return f"NNCF post-training quantization, mixed preset{', transformer model type' if transformer else ''}"
+def method(transformer: bool, activation_ranges: str = "mean") -> str:
+    model_type = ", transformer model type" if transformer else ""
+    return f"NNCF post-training quantization, mixed preset{model_type}, {activation_ranges} activation ranges"
 
 
 def check(cfg: ExportConfig, device: torch.device) -> None:
@@ -115,8 +129,10 @@ def write(job: ExportJob) -> None:
     trace = job.fp32_onnx()
     calibration = job.calibration()
     keep = float_nodes(trace, job.model, policy.float_parts)
-    model = quantize_openvino(trace, calibration.batches, keep_float=keep, transformer=policy.transformer)
-    metadata = replace(job.metadata, int8=True, int8_method=method(policy.transformer),
+    ranges = job.cfg.calib_ranges
+    model = quantize_openvino(trace, calibration.batches, keep_float=keep, transformer=policy.transformer,
+                              activation_ranges=ranges)  # fmt: skip
+    metadata = replace(job.metadata, int8=True, int8_method=method(policy.transformer, ranges),
                        int8_float_parts=policy.float_parts, int8_calibration=calibration.description)  # fmt: skip
     save_ir(model, job.path, metadata=metadata)
 
