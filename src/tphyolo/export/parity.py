@@ -12,7 +12,10 @@ import torch
 
 FP32_TOLERANCE = 1e-4  # exported fp32 models must match PyTorch fp32 this closely
 FP16_TOLERANCE = 1e-2  # fp16 weights (and fp16 arithmetic where the target uses it) against PyTorch fp32
-INT8_TOLERANCE = 0.25  # a sanity bound for INT8 files on random images; their accuracy check is what decides
+# A sanity bound for INT8 files on random images; their accuracy check is what decides. Measured on the main
+# job's and the synthetic-fine tph-yolov5n (trained): INT8 files 0.12-0.27 (one shifted score decides the max);
+# the same float model fed channel-swapped, mirrored, 8-pixel-shifted or 255-times-scaled images 0.74-1.34.
+INT8_TOLERANCE = 0.5
 TEST_SEED = 0
 
 
