@@ -1,5 +1,5 @@
-"""What keeping large freed CPU blocks for reuse (`tphyolo.runtime.cpu_memory`, on by default in every command that runs a
-model) gains: the same model and pass timed in child processes with glibc's default malloc thresholds (the
+"""What keeping large freed CPU blocks for reuse (`tphyolo.runtime.cpu_memory`, on by default in every command that
+runs a model) gains: the same model and pass timed in child processes with glibc's default malloc thresholds (the
 baseline) and with tphyolo's, alternated round by round. Prints, per round, the median time of a pass in each and
 their ratio, then the median of the paired ratios, with page faults per pass and peak resident memory.
 
