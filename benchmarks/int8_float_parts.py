@@ -8,7 +8,8 @@ A variant is `<runtime>[-<word>...]`: runtime `ov` (NNCF, OpenVINO) or `ort` (ON
 NNCF's transformer model type; `-first` NNCF's overflow fix in the first layer only (NNCF's default; tphyolo fixes
 every layer: 7-bit weights, against the saturation of the 16-bit sums of CPUs without VNNI); `-ent`, `-pct` ONNX
 Runtime's entropy or percentile calibration instead of min/max; `-global` NNCF's activation ranges from the smallest
-min and largest max over the images (NNCF's default: the mean of each image's min and max); each part, a name of
+min and largest max over the images (NNCF's default: the mean of each image's min and max); `-nosq` the
+transformer mode without SmoothQuant (one calibration pass instead of two); each part, a name of
 `tphyolo.export.int8_policy.FLOAT_PARTS` (`head` = head-convs, `attn` = attention-products), kept in float. The
 model is traced once at a fixed size, batch 1, and calibrated on `--calib` images of `--data`'s train split
 (letterboxed as prediction does).
@@ -56,17 +57,18 @@ class Variant(NamedTuple):
     parts: tuple[str, ...]  # FLOAT_PARTS kept in float
     method: str  # ONNX Runtime's calibration method
     activation_ranges: str  # NNCF's activation ranges: "global" or "mean"
+    smooth_quant: bool  # SmoothQuant on matrix products in NNCF's transformer mode
 
 
 def parse_variant(name: str) -> Variant:
     runtime, *words = name.split("-")
-    known = (*PART_WORDS, *CALIBRATION_WORDS, "t", "first", "global")
+    known = (*PART_WORDS, *CALIBRATION_WORDS, "t", "first", "global", "nosq")
     if runtime not in RUNTIMES or any(w not in known for w in words):
         raise SystemExit(f"variant {name!r}: expected ov|ort followed by some of {known}")
     parts = tuple(PART_WORDS[w] for w in words if w in PART_WORDS)
     method = next((CALIBRATION_WORDS[w] for w in words if w in CALIBRATION_WORDS), "MinMax")
     ranges = "global" if "global" in words else "mean"
-    return Variant(RUNTIMES[runtime], "t" in words, "first" in words, parts, method, ranges)
+    return Variant(RUNTIMES[runtime], "t" in words, "first" in words, parts, method, ranges, "nosq" not in words)
 
 
 def load_model(args: argparse.Namespace) -> tuple[torch.nn.Module, str]:
@@ -87,7 +89,7 @@ def write(variant: str, trace: Path, model, calibration, metadata: ExportMetadat
     if v.format == "openvino":
         quantized = quantize_openvino(trace, calibration.batches, keep_float=keep, transformer=v.transformer,
                                       overflow_fix="first_layer_only" if v.first_only else "enable",
-                                      activation_ranges=v.activation_ranges)  # fmt: skip
+                                      activation_ranges=v.activation_ranges, smooth_quant=v.smooth_quant)  # fmt: skip
         return save_ir(quantized, folder / f"{variant}_openvino_model", metadata=int8)
     path = quantize_onnx(trace, folder / f"{variant}.onnx", calibration.batches, keep_float=keep,
                          calibrate_method=v.method)  # fmt: skip

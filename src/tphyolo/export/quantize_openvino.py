@@ -49,6 +49,7 @@ def quantize_openvino(
     transformer: bool = False,
     overflow_fix: str = "enable",
     activation_ranges: str = "mean",
+    smooth_quant: bool = True,
 ):  # noqa: ANN201 - an openvino.Model; openvino is imported at call time
     """The INT8 `openvino.Model` of the float model at `model_path` (.onnx or .xml), calibrated on the batches
     of `calibration`: uint8 RGB images (B, 3, H, W), letterboxed as the model sees them (NNCF reads them more
@@ -60,7 +61,9 @@ def quantize_openvino(
     fixed. `activation_ranges`: "mean" (the mean over images of each image's minimum and maximum, NNCF's
     default: it clips what only some images reach, and keeps finer steps for the rest) or "global" (the
     smallest minimum and largest maximum over the images, as ONNX Runtime's min/max); which loses less varies
-    by model (docs/int8.md). MissingExtraError when nncf or openvino is missing."""
+    by model (docs/int8.md). `smooth_quant`: with `transformer`, SmoothQuant on the matrix products (a second
+    pass over the calibration images; off only to measure what it buys). MissingExtraError when nncf or
+    openvino is missing."""
     ov = require("openvino", purpose=PURPOSE)
     nncf = require("nncf", purpose=PURPOSE)
     advanced = require("nncf.quantization.advanced_parameters", purpose=PURPOSE)
@@ -84,6 +87,7 @@ def quantize_openvino(
             advanced_parameters=advanced.AdvancedQuantizationParameters(
                 overflow_fix=advanced.OverflowFix(overflow_fix),
                 activations_range_estimator_params=_activation_ranges(activation_ranges),
+                **({} if smooth_quant else {"smooth_quant_alphas": advanced.AdvancedSmoothQuantParameters(matmul=-1)}),
             ),
         )
 
