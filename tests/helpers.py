@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import signal
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -157,10 +158,11 @@ def _readable(getter: Callable[[], Any]) -> Any:
 
 @dataclass(frozen=True)
 class ProcessState:
-    """The environment and torch's process-wide flags at one moment."""
+    """The environment, torch's process-wide flags and the SIGCHLD handler at one moment."""
 
     environ: dict[str, str]
     torch_flags: dict[str, Any]
+    sigchld: Any = signal.SIG_DFL
 
 
 def torch_flags() -> dict[str, Any]:
@@ -206,12 +208,17 @@ def _set_torch_flags(flags: Mapping[str, Any]) -> None:
 
 def process_state() -> ProcessState:
     environ = {k: v for k, v in os.environ.items() if k not in _NOT_RESTORED}
-    return ProcessState(environ, torch_flags())
+    return ProcessState(environ, torch_flags(), signal.getsignal(signal.SIGCHLD))
 
 
 def restore_process_state(saved: ProcessState) -> None:
     """Makes the environment equal to `saved.environ` (removing variables set since, putting back those
-    removed or changed) and sets torch's flags back where they differ."""
+    removed or changed), sets torch's flags back where they differ and puts back the SIGCHLD handler.
+
+    The handler matters: a multi-worker DataLoader installs torch's, which checks its workers whenever a child
+    process ends. Left installed after the test that created it, it killed the process (SIGSEGV, no Python
+    traceback) at the next child a later test started: a `bash -n` after the INT8, benchmark and
+    torch.compile tests, every time in that order (3 runs of 3), never with the handler put back."""
     for name in set(os.environ) - set(saved.environ) - _NOT_RESTORED:
         del os.environ[name]
     for name, value in saved.environ.items():
@@ -219,6 +226,8 @@ def restore_process_state(saved: ProcessState) -> None:
             os.environ[name] = value
     if torch_flags() != saved.torch_flags:
         _set_torch_flags(saved.torch_flags)
+    if signal.getsignal(signal.SIGCHLD) is not saved.sigchld and saved.sigchld is not None:
+        signal.signal(signal.SIGCHLD, saved.sigchld)
 
 
 @contextmanager

@@ -4,6 +4,7 @@ missing shared fixture a failure."""
 from __future__ import annotations
 
 import os
+import signal
 from pathlib import Path
 
 import pytest
@@ -71,6 +72,15 @@ def test_float32_matmul_precision_is_restored() -> None:
         with process_state_restored():
             torch.set_float32_matmul_precision(precision)
         assert _older_flags() == before, precision
+
+
+def test_a_sigchld_handler_installed_by_a_test_is_put_back() -> None:
+    """A multi-worker DataLoader installs torch's SIGCHLD handler; it must not outlive the test (helpers.py)."""
+    before = signal.getsignal(signal.SIGCHLD)
+    with process_state_restored():
+        signal.signal(signal.SIGCHLD, lambda signum, frame: None)
+        assert signal.getsignal(signal.SIGCHLD) is not before
+    assert signal.getsignal(signal.SIGCHLD) is before
 
 
 def test_missing_shared_file_is_a_skip_by_default(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
