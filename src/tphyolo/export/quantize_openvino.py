@@ -76,6 +76,9 @@ def quantize_openvino(
     # A Conv node becomes a Convolution named "<name>/WithoutBiases" and an Add named "<name>".
     patterns = [f"^{re.escape(name)}(/WithoutBiases)?$" for name in keep_float]
     dataset = nncf.Dataset(list(calibration), lambda images: {input_name: model_input(images)})
+    smoothing = advanced.AdvancedSmoothQuantParameters()  # NNCF's alphas; -1 for matrix products turns it off
+    if not smooth_quant:
+        smoothing = replace(smoothing, matmul=-1)
     with _nncf_warnings_only():
         return nncf.quantize(
             model,
@@ -87,7 +90,7 @@ def quantize_openvino(
             advanced_parameters=advanced.AdvancedQuantizationParameters(
                 overflow_fix=advanced.OverflowFix(overflow_fix),
                 activations_range_estimator_params=_activation_ranges(activation_ranges),
-                **({} if smooth_quant else {"smooth_quant_alphas": advanced.AdvancedSmoothQuantParameters(matmul=-1)}),
+                smooth_quant_alphas=smoothing,
             ),
         )
 
