@@ -218,7 +218,8 @@ def restore_process_state(saved: ProcessState) -> None:
     The handler matters: a multi-worker DataLoader installs torch's, which checks its workers whenever a child
     process ends. Left installed after the test that created it, it killed the process (SIGSEGV, no Python
     traceback) at the next child a later test started: a `bash -n` after the INT8, benchmark and
-    torch.compile tests, every time in that order (3 runs of 3), never with the handler put back."""
+    torch.compile tests, in 3 of 3 two-worker runs and 3 of 4 single-process ones (the fourth under gdb),
+    never with the handler put back."""
     for name in set(os.environ) - set(saved.environ) - _NOT_RESTORED:
         del os.environ[name]
     for name, value in saved.environ.items():
