@@ -77,7 +77,9 @@ def test_bounds_refuse_outside_values_nan_and_infinities():
     for bounds in (Bounds(), Bounds(0), Bounds(high=5)):
         assert all(v not in bounds for v in (math.nan, math.inf, -math.inf))
     assert (str(Bounds(0, low_open=True)), str(Bounds(high=2**32 - 1)), str(Bounds())) == (
-        "> 0", "<= 4294967295", "any finite number"
+        "> 0",
+        "<= 4294967295",
+        "any finite number",
     )
     parse = Bounds(1, 10).parser(int)
     assert parse("7") == 7
@@ -107,3 +109,34 @@ def test_a_flag_with_bounds_is_checked_by_argparse_and_by_the_config(capsys):
         Bounded(size=0)
     with pytest.raises(ValueError, match="^--scales must be in \\(0, 4\\], got nan$"):
         Bounded(scales=(1.0, math.nan))
+
+
+@dataclass(frozen=True)
+class Sized:
+    imgsz: int = flag(640, "--img", "--img-size", help="image side", bounds=Bounds(1, 4096), square=True)
+
+
+def parse_sized(*argv):
+    parser = argparse.ArgumentParser(prog="tphyolo predict")
+    add_flags(parser, Sized)
+    return from_flags(Sized, parser.parse_args(list(argv)))
+
+
+def test_a_square_side_takes_yolov5s_two_equal_numbers_as_one(capsys):
+    assert parse_sized("--img-size", "512", "512").imgsz == 512
+    assert parse_sized("--img", "320").imgsz == 320
+    assert capsys.readouterr().err == ""
+
+
+def test_two_different_sides_are_said_in_one_line_and_the_larger_is_used(capsys):
+    assert parse_sized("--img-size", "480", "640").imgsz == 640
+    lines = capsys.readouterr().err.splitlines()
+    assert lines == ["tphyolo predict: --img-size 480 640: tphyolo letterboxes to a square of one side, "
+                     "so it uses --img-size 640 (the larger)"]  # fmt: skip
+
+
+def test_a_square_side_keeps_its_bounds_and_takes_at_most_two_numbers():
+    with pytest.raises(SystemExit):
+        parse_sized("--img-size", "640", "640", "640")
+    with pytest.raises(SystemExit):
+        parse_sized("--img-size", "640", "0")

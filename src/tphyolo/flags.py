@@ -17,6 +17,9 @@ the parsed namespace. So a setting's name, default, choices and help live in one
   refuses a value outside them at once, in one line naming the flag, before any work, and
   `check_field_types` refuses it on a config built in Python. NaN and infinities are outside every bound.
 - A `const` lets the flag be given bare (`--cache` means `--cache ram`).
+- A `square` int field is an image side: it also takes YOLOv5's two-number form (`--img-size 640 640`). Two
+  equal numbers are one; two different ones print one line saying the image is letterboxed to a square of the
+  larger side, which is then used.
 """
 
 from __future__ import annotations
@@ -24,6 +27,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import math
+import sys
 import types
 import typing
 from collections.abc import Callable, Iterable, Mapping
@@ -102,6 +106,7 @@ class FlagSpec:
     metavar: str | None = None
     bounds: Bounds | None = None
     const: Any = None
+    square: bool = False
 
 
 def flag(
@@ -113,6 +118,7 @@ def flag(
     metavar: str | None = None,
     bounds: Bounds | None = None,
     const: Any = None,
+    square: bool = False,
 ) -> Any:
     """A dataclass field with `default` that is also the command-line flag `names` (see the module docstring)."""
     if not names or not all(n.startswith("--") for n in names):
@@ -120,7 +126,7 @@ def flag(
     if isinstance(default, (list, dict, set)):
         raise TypeError(f"{names[0]}: use an immutable default (a tuple), got {type(default).__name__}")
     spec = FlagSpec(
-        tuple(names), help, tuple(choices) if choices is not None else None, nargs, metavar, bounds, const
+        tuple(names), help, tuple(choices) if choices is not None else None, nargs, metavar, bounds, const, square
     )
     return dataclasses.field(default=default, metadata={_METADATA_KEY: spec})
 
@@ -188,7 +194,27 @@ def add_flags(
                 kwargs["choices"] = spec.choices
             if spec.metavar is not None:
                 kwargs["metavar"] = spec.metavar
+            if spec.square:
+                kwargs.update(nargs="+", action=_SquareSide, metavar=spec.metavar or "PIXELS")
         parser.add_argument(*spec.names, **kwargs)
+
+
+class _SquareSide(argparse.Action):
+    """Stores one image side from one number or YOLOv5's two (`--img-size 640 640`): equal numbers are one
+    side; two different ones are letterboxed to a square of the larger, said in one line on stderr."""
+
+    def __call__(self, parser, namespace, values, option_string=None) -> None:
+        if len(values) > 2:
+            parser.error(f"argument {option_string}: takes one size, or two as YOLOv5's H W; got {len(values)}")
+        side = max(values)
+        if len(set(values)) > 1:
+            shown = " ".join(map(str, values))
+            print(
+                f"{parser.prog}: {option_string} {shown}: tphyolo letterboxes to a square of one side, "
+                f"so it uses {option_string} {side} (the larger)",
+                file=sys.stderr,
+            )
+        setattr(namespace, self.dest, side)
 
 
 def from_flags(cls: type, args: argparse.Namespace, **overrides: Any) -> Any:

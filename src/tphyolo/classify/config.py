@@ -26,7 +26,9 @@ class ClassifyConfig:
         None, "--classes", help="class names to classify (default: the dataset's 'confusable' list, else all)"
     )
     arch: str = flag(DEFAULT_ARCH, "--arch", help="crop-cnn or a torchvision classification architecture")
-    img: int = flag(64, "--img", "--imgsz", "--img-size", help="crop size, pixels", bounds=Bounds(8, MAX_IMGSZ))
+    img: int = flag(
+        64, "--img", "--imgsz", "--img-size", help="crop size, pixels", bounds=Bounds(8, MAX_IMGSZ), square=True
+    )
     context: float = flag(
         0.1, "--context", help="context added on each side of a box, as a fraction of its size", bounds=NON_NEGATIVE
     )

@@ -38,6 +38,7 @@ class ExportConfig:
         "--img-size",
         help="image size, pixels (rounded up to a multiple of the stride)",
         bounds=IMGSZ_BOUNDS,
+        square=True,
     )
     batch: int = flag(1, "--batch", "--batch-size", help="batch size", bounds=AT_LEAST_ONE)
     dynamic: bool = flag(False, "--dynamic", help="batch, height and width free (multiples of the stride)")

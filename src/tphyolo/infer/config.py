@@ -36,7 +36,13 @@ class InferenceConfig:
     """
 
     imgsz: int = flag(
-        640, "--img", "--imgsz", "--img-size", help="inference size (long side), pixels", bounds=IMGSZ_BOUNDS
+        640,
+        "--img",
+        "--imgsz",
+        "--img-size",
+        help="inference size (long side), pixels",
+        bounds=IMGSZ_BOUNDS,
+        square=True,
     )
     batch: int = flag(
         1, "--batch", "--batch-size", help="images (or slices) per forward pass", bounds=AT_LEAST_ONE

@@ -49,6 +49,7 @@ class TrainConfig:
         "--img-size",
         help="train size, pixels (rounded up to a stride multiple)",
         bounds=IMGSZ_BOUNDS,
+        square=True,
     )
     batch: int = flag(8, "--batch", "--batch-size", help="images per process per batch", bounds=AT_LEAST_ONE)
     nominal_batch: int | None = flag(
