@@ -36,9 +36,9 @@ def sample_table() -> TrackTable:
 def test_mot_output_text_and_round_trip(tmp_path):
     table = sample_table()
     assert format_mot(table).splitlines() == [
-        "1,3,10,20,30,15.5,0.9123,-1,-1,-1",
-        "1,7,0.25,1,8,8,1,-1,-1,-1",
-        "2,3,12,21,30,15.5,0.5,-1,-1,-1",
+        "1,3,10,20,30,15.5,0.9123,4,-1,-1",
+        "1,7,0.25,1,8,8,1,1,-1,-1",
+        "2,3,12,21,30,15.5,0.5,4,-1,-1",
     ]
     back = read_mot(write_mot(tmp_path / "out" / "seq.txt", table))
     np.testing.assert_allclose(back.boxes, table.boxes)

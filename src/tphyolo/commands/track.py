@@ -79,7 +79,8 @@ def _check(args: argparse.Namespace) -> None:
 
 class TrackedFrame(NamedTuple):
     """One frame's tracks: frame number (from 1), image (None without frames), its file name (None for a video
-    frame), frame rate (None for image frames), and the tracks' boxes, ids, scores, class ids and categories."""
+    frame), frame rate (None for image frames), and the tracks' boxes, ids, scores, class ids and categories
+    (None: the writer derives them from the class ids)."""
 
     number: int
     image: np.ndarray | None
@@ -89,7 +90,7 @@ class TrackedFrame(NamedTuple):
     ids: np.ndarray
     scores: np.ndarray
     labels: np.ndarray
-    categories: np.ndarray
+    categories: np.ndarray | None
 
 
 def run(args: argparse.Namespace) -> int:
@@ -164,10 +165,9 @@ def _detector_sequences(args: argparse.Namespace, tracker, split):
 
     def frames(sequence):
         for frame, result in predictor.track_sequence(sequence, tracker, on_skip=skip, vid_stride=args.vid_stride):
-            labels = result.labels.numpy()
             yield TrackedFrame(result.frame + 1, frame.image, None if frame.is_video else Path(frame.path).name,
-                               frame.fps, result.boxes.numpy(), result.ids.numpy(), result.scores.numpy(), labels,
-                               labels + 1)  # fmt: skip
+                               frame.fps, result.boxes.numpy(), result.ids.numpy(), result.scores.numpy(),
+                               result.labels.numpy(), None)  # fmt: skip
 
     return predictor.names, ((sequence.name, frames(sequence)) for sequence in sequences)
 

@@ -1,8 +1,12 @@
 """Tracking outputs, sequence by sequence, in `save_dir`:
 
-- `mot/<seq>.txt` (`save_mot`): MOTChallenge rows `frame,id,left,top,width,height,score,-1,-1,-1`;
-- `visdrone/<seq>.txt` (`save_visdrone`): VisDrone-MOT rows `frame,id,left,top,width,height,score,category,-1,-1`
-  (category: the caller's, e.g. class id + 1 as `tphyolo predict --save-visdrone` numbers VisDrone's classes);
+- `mot/<seq>.txt` (`save_mot`): MOTChallenge rows `frame,id,left,top,width,height,score,category,-1,-1`;
+- `visdrone/<seq>.txt` (`save_visdrone`): VisDrone-MOT rows `frame,id,left,top,width,height,score,category,-1,-1`.
+
+A row's category is the caller's (precomputed detections keep their files' numbers) or, from a class id, the
+VisDrone category of the class's name (`category_ids`, the mapping `tphyolo predict --save-visdrone` uses);
+-1 for a track without a class. A model whose classes are not VisDrone's is refused for `save_visdrone`, and
+its MOT rows carry -1.
 - drawn frames (`save_img`), with track ids and trails (`tphyolo.track.draw.TrailPainter`): `<seq>.mp4` for a
   video or a stream, `<seq>/<frame file name>` for image frames.
 
@@ -19,6 +23,8 @@ import cv2
 import numpy as np
 
 from tphyolo.data.files.image_io import write_image
+from tphyolo.data.formats.visdrone import NAMES as VISDRONE_NAMES
+from tphyolo.data.formats.visdrone import category_ids
 from tphyolo.data.mot.motchallenge import write_mot
 from tphyolo.data.mot.table import TrackTable
 from tphyolo.data.mot.visdrone_mot import write_visdrone_mot
@@ -45,6 +51,10 @@ class TrackWriter:
         self.save_dir = Path(save_dir)
         self.save_mot, self.save_visdrone, self.save_img = save_mot, save_visdrone, save_img
         self.painter = TrailPainter(names, style=style)
+        if save_visdrone or all(name in VISDRONE_NAMES for name in names):  # refused before anything is written
+            self._categories = np.array([*category_ids(names), -1])  # [-1]: a track without a class
+        else:
+            self._categories = np.full(len(names) + 1, -1)
         self.saved: list[Path] = []
         self.save_dir.mkdir(parents=True, exist_ok=True)
         self._name: str | None = None
@@ -58,14 +68,16 @@ class TrackWriter:
         self._name, self._fps, self._rows = name, fps, []
         self.painter.reset()
 
-    def write(self, number: int, boxes, ids, scores, labels, categories, *, image: np.ndarray | None = None,
+    def write(self, number: int, boxes, ids, scores, labels, categories=None, *, image: np.ndarray | None = None,
               image_name: str | None = None) -> None:  # fmt: skip
         """The tracks seen in frame `number` (from 1): (M, 4) xyxy `boxes`, (M,) `ids`, `scores`, `labels` (class
-        ids, for drawing) and `categories` (the VisDrone-MOT category column); `image` to draw on, saved as
-        `image_name` when the sequence has no frame rate."""
+        ids into `names`, -1 for none) and `categories` (the category column; None: from `labels`, see the module
+        docstring); `image` to draw on, saved as `image_name` when the sequence has no frame rate."""
         if self._name is None:
             raise RuntimeError("TrackWriter.write before start_sequence")
         ids = np.asarray(ids).reshape(-1)
+        if categories is None:
+            categories = self.categories(labels)
         if self.save_mot or self.save_visdrone:
             self._rows.append(TrackTable.from_columns(np.full(len(ids), number), ids, boxes, scores, categories))
         if self.save_img and image is not None:
@@ -78,6 +90,11 @@ class TrackWriter:
                 write_image(path, canvas)
                 if path.parent not in self.saved:
                     self.saved.append(path.parent)
+
+    def categories(self, labels) -> np.ndarray:
+        """The category column of class ids `labels` (-1: no class), as the module docstring says."""
+        labels = np.asarray(labels, dtype=np.int64).reshape(-1)
+        return self._categories[np.where((labels >= 0) & (labels < len(self._categories) - 1), labels, -1)]
 
     def _video_frame(self, canvas: np.ndarray) -> None:
         if self._video is None:

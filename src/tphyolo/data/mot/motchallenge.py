@@ -5,6 +5,9 @@
   MOT15 writes `-1` for class and visibility (no classes);
 - tracker output (`<seq>.txt`) and detections (`<seq>/det/det.txt`): `frame,id,left,top,width,height,score,x,y,z`
   with id -1 for detections and x, y, z world coordinates (-1 when unknown); 7 values are accepted too.
+  tphyolo writes a box's class (its category number, as ground truth's column 8) in place of x, -1 when it has
+  none; readers of tracker output ignore the column, and TrackEval's MOTChallenge benchmark takes 1
+  (pedestrian) or -1 there.
 """
 
 from __future__ import annotations
@@ -37,12 +40,11 @@ def read_mot(path: Path, *, ground_truth: bool = False) -> TrackTable:
 
 
 def format_mot(table: TrackTable) -> str:
-    """Tracker-output text: `frame,id,left,top,width,height,score,-1,-1,-1` per row, in the table's order."""
-    lines = [
-        f"{frame},{track_id},{box},{number(score, 4)},-1,-1,-1"
-        for frame, track_id, box, score in zip(table.frames.tolist(), table.ids.tolist(), box_fields(table.boxes),
-                                               table.scores.tolist(), strict=True)  # fmt: skip
-    ]
+    """Tracker-output text: `frame,id,left,top,width,height,score,class,-1,-1` per row (class: the table's
+    category number, -1 for none), in the table's order."""
+    columns = zip(table.frames.tolist(), table.ids.tolist(), box_fields(table.boxes), table.scores.tolist(),
+                  table.classes.tolist(), strict=True)  # fmt: skip
+    lines = [f"{frame},{track_id},{box},{number(score, 4)},{cls},-1,-1" for frame, track_id, box, score, cls in columns]
     return "".join(line + "\n" for line in lines)
 
 
