@@ -105,8 +105,8 @@ def _export(model, settings, workdir, *, imgsz, batch, dynamic, log) -> dict[str
             continue
         cfg = ExportConfig(formats=tuple(RUNTIMES[b][0] for b in chosen), imgsz=imgsz, batch=batch, dynamic=dynamic,
                            int8=int8, data=settings.int8_data if int8 else None,
-                           calib_images=settings.calib_images)  # fmt: skip
-        written = export_model(model, cfg, stem=stem, model_name=settings.model, log=log, check_accuracy=False)
+                           calib_images=settings.calib_images, accuracy_check=False)  # fmt: skip
+        written = export_model(model, cfg, stem=stem, model_name=settings.model, log=log)
         results = {r.format: r for r in written}
         for result in results.values():
             if not result.ok:

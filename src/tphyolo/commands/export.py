@@ -22,7 +22,14 @@ def run(args: argparse.Namespace) -> int:
     results = export_checkpoint(args.weights, cfg, log=print)
     failed = [r for r in results if not r.ok]
     for result in failed:
-        if not result.matches:
+        if result.accuracy is not None and result.accuracy.says_nothing:
+            print(
+                f"tphyolo export: error: {result.path}: the accuracy check says nothing: "
+                f"{result.accuracy.unchecked_reason}; the file is kept and marked unchecked (check on data the "
+                "model has learned, or give --no-accuracy-check)",
+                file=sys.stderr,
+            )
+        elif not result.matches:
             print(
                 f"tphyolo export: error: {result.path} differs from PyTorch by {result.max_error:.1e} relative, "
                 f"above the tolerance {result.tolerance:.0e}",

@@ -87,6 +87,11 @@ class ExportConfig:
         help="--int8: largest mAP50 drop (absolute) from the float model; above it the command exits with 1",
     )
     protocol: str = flag("yolo", "--protocol", choices=tuple(PROTOCOLS), help="--int8: scoring rules of the check")
+    accuracy_check: bool = flag(
+        True,
+        "--no-accuracy-check",
+        help="--int8: do not score the INT8 file against the float model; its metadata then marks it unchecked",
+    )
 
     def __post_init__(self) -> None:
         unknown = [f for f in self.formats if f not in EXPORT_FORMATS]

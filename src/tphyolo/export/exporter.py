@@ -15,7 +15,8 @@ calibrated on `cfg.calib_images` images of `cfg.data`'s train split (`tphyolo.ex
 relative error against PyTorch is reported with a loose bound (`INT8_TOLERANCE`, a sanity check: rounding to
 8 bits moves outputs by percents), and the accuracy check (`tphyolo.export.int8_check`) scores it against its
 float twin on the val split; the numbers go into the file's metadata, and a drop above `cfg.max_drop` makes
-the result not `ok` (the file stays).
+the result not `ok` (the file stays), and so does a check whose float side scores near zero (it says nothing;
+the metadata marks the file unchecked, as it does when `cfg.accuracy_check` is off).
 """
 
 from __future__ import annotations
@@ -42,6 +43,7 @@ from tphyolo.models import DetectionModel
 from tphyolo.runtime.config import resolve_device
 
 LOGGER = logging.getLogger("tphyolo")
+SKIPPED = "the accuracy check was skipped (--no-accuracy-check)"  # an INT8 file's `int8_unchecked` without it
 
 
 @dataclass(frozen=True)
@@ -126,12 +128,10 @@ def export_model(
     model_name: str,
     source: str = "",
     log: Callable[[str], None] = LOGGER.info,
-    check_accuracy: bool = True,
 ) -> list[ExportResult]:
     """Writes `model` in each of `cfg.formats` (paths from `output_paths(cfg, stem)`), checks each against
     PyTorch, and returns the results in the order written. ValueError / MissingExtraError (one line) for what
-    cannot be exported here; the caller decides what an export above tolerance means (`ExportResult.ok`).
-    `check_accuracy`: with `cfg.int8`, run the accuracy check (benchmarks of random weights skip it)."""
+    cannot be exported here; the caller decides what an export above tolerance means (`ExportResult.ok`)."""
     device = resolve_device(cfg.device)
     check_can_export(cfg, device)
     stride = int(model.stride.max())
@@ -176,6 +176,7 @@ def export_model(
                 dtype="float16" if fp16_graph else "float32",
                 half=cfg.half,
                 source=source,
+                int8_unchecked=SKIPPED if cfg.int8 and not cfg.accuracy_check else "",
             )
             log(f"{fmt.name}: exporting {what}{', fp16' if cfg.half else ''}{', INT8' if cfg.int8 else ''} ...")
             path = paths[fmt.name]
@@ -189,7 +190,7 @@ def export_model(
             checks = check_export(path, fmt, refs, device)
             tolerance = INT8_TOLERANCE if cfg.int8 else tolerance_for(cfg.half)
             accuracy = None
-            if cfg.int8 and check_accuracy and fmt.backend is not None:
+            if cfg.int8 and cfg.accuracy_check and fmt.backend is not None:
                 accuracy = int8_accuracy(job, fmt, Path(tmp) / f"float{fmt.suffix}")
             result = ExportResult(fmt.name, path, seconds, checks, tolerance, accuracy)
             log(result.summary())

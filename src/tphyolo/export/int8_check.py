@@ -5,7 +5,10 @@ otherwise spread evenly over the split), with validation's thresholds (conf 0.00
 protocol. A dynamic export is scored as `tphyolo val` scores a model (rectangular batches, long side at the
 export size); a fixed-size one at its size and batch, every image letterboxed to the square (whole batches
 only: the last images that do not fill one are left out). The drop is float mAP50 minus INT8 mAP50, in
-absolute terms; `Int8Accuracy.ok` says whether it is within `max_drop`. When the dataset lists `confusable:`
+absolute terms; `Int8Accuracy.ok` says whether it is within `max_drop`. A float model that scores below
+`MIN_FLOAT_MAP50` finds (almost) nothing on these images, so its INT8 twin cannot be shown to lose anything: the
+check then says nothing (`says_nothing`), is not `ok`, and the file's metadata marks it unchecked
+(`int8_unchecked`). When the dataset lists `confusable:`
 classes (`synthetic-fine`, the crop classifier's datasets), their mean AP50 is reported too: small score shifts
 are what swaps them.
 """
@@ -27,6 +30,9 @@ from tphyolo.infer.backends.metadata import ExportMetadata
 from tphyolo.infer.config import VALIDATION, inference_config
 
 RECT_PAD = 0.5  # strides of padding of validation's rectangular batches (`build_dataset`)
+# Below this float mAP50 the check cannot tell a good INT8 file from a useless one (at the default --max-drop
+# 0.01 even an INT8 file that finds nothing would pass).
+MIN_FLOAT_MAP50 = 0.01
 
 
 @dataclass(frozen=True)
@@ -51,8 +57,20 @@ class Int8Accuracy:
         return self.float_map50 - self.int8_map50
 
     @property
+    def says_nothing(self) -> bool:
+        """The float model scores (near) zero: no drop can be measured from it."""
+        return self.float_map50 < MIN_FLOAT_MAP50
+
+    @property
     def ok(self) -> bool:
-        return self.drop <= self.max_drop
+        return not self.says_nothing and self.drop <= self.max_drop
+
+    @property
+    def unchecked_reason(self) -> str:
+        """What the metadata records when the check says nothing ("" when it says something)."""
+        if not self.says_nothing:
+            return ""
+        return f"the float model scores mAP50 {self.float_map50:.4f} on the check's images, below {MIN_FLOAT_MAP50}"
 
     def summary(self) -> str:
         details = ""
@@ -65,6 +83,8 @@ class Int8Accuracy:
                 f"(drop {before - after:+.4f})"
             )
         verdict = "ok" if self.ok else "ABOVE --max-drop"
+        if self.says_nothing:
+            verdict = "UNCHECKED (the float model finds almost nothing)"
         return (
             f"INT8 accuracy on {self.scored}: mAP50 float {self.float_map50:.4f}, INT8 {self.int8_map50:.4f} "
             f"(drop {self.drop:+.4f}, max {self.max_drop}); mAP50-95 float {self.float_map:.4f}, INT8 "
@@ -84,8 +104,8 @@ def check_int8_accuracy(
 ) -> tuple[Int8Accuracy, ExportMetadata]:
     """Scores the float and the INT8 export on `count` val images of `data` (None: all); see the module
     docstring. Returns what was measured and the INT8 file's metadata with it recorded (`int8_check`,
-    `int8_map50`, `int8_map`), for the caller to write. ValueError naming the data when its val split has no
-    usable image."""
+    `int8_map50`, `int8_map`, `int8_unchecked`), for the caller to write. ValueError naming the data when its
+    val split has no usable image."""
     float_backend, int8_backend = load_backend(float_path), load_backend(int8_path)
     meta = int8_backend.metadata
     records = scan_split(data.split("val"), names=data.names).records if data.split("val") else []
@@ -110,7 +130,8 @@ def check_int8_accuracy(
     accuracy = Int8Accuracy(scored, scores[0].map50, scores[1].map50, scores[0].map, scores[1].map, max_drop,
                             worst_class_drop(*scores), confusable_ap50(*scores, confusable_classes(data)))  # fmt: skip
     recorded = replace(meta, int8_check=scored, int8_map50=(accuracy.float_map50, accuracy.int8_map50),
-                       int8_map=(accuracy.float_map, accuracy.int8_map))  # fmt: skip
+                       int8_map=(accuracy.float_map, accuracy.int8_map),
+                       int8_unchecked=accuracy.unchecked_reason)  # fmt: skip
     return accuracy, recorded
 
 

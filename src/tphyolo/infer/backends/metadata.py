@@ -6,7 +6,8 @@ its input, whether its weights are fp16, the tphyolo version that wrote it and t
 An INT8 file (`tphyolo export --int8`) also says how it was quantized and what its accuracy check measured:
 `int8`, `int8_method`, `int8_float_parts` (what was kept in floating point), `int8_calibration` (which images),
 `int8_check` (which images were scored, by which protocol) and `int8_map50`, `int8_map`: (float model, INT8
-model) mAP50 and mAP50-95 on them, empty when the check did not run.
+model) mAP50 and mAP50-95 on them, empty when the check did not run; `int8_unchecked` says why the file's
+accuracy is not vouched for (the check was skipped, or its float side scores near zero), empty when it is.
 
 Where it is stored:
 
@@ -65,6 +66,7 @@ class ExportMetadata:
     int8_check: str = ""
     int8_map50: tuple[float, ...] = ()  # (float model, INT8 model) on the `int8_check` images
     int8_map: tuple[float, ...] = ()  # mAP50-95, likewise
+    int8_unchecked: str = ""  # why the accuracy check does not vouch for the file; "" when it does
     tphyolo_version: str = __version__
     schema: int = SCHEMA
 
@@ -171,6 +173,7 @@ _TYPES: dict[str, type] = {
     "int8_check": str,
     "int8_map50": tuple,
     "int8_map": tuple,
+    "int8_unchecked": str,
     "tphyolo_version": str,
     "schema": int,
 }
