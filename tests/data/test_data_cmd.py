@@ -32,3 +32,29 @@ def test_data_check_bare_folder_with_problems(visdrone_copy, capsys):
     assert "0000001_02999_d_0000005.txt:1: expected at least 6" in out
     assert "broken.jpg: cannot read image" in out
     assert not (visdrone_copy / "annotations.cache.json").exists()
+
+
+def test_data_check_of_visdrone_with_only_the_val_split_names_each_missing_download_and_checks_val(
+    visdrone_mini, tmp_path, capsys
+):
+    from tests.helpers import visdrone_subset
+
+    datasets = tmp_path / "datasets"
+    (datasets / "VisDrone" / "VisDrone2019-DET-val").mkdir(parents=True)
+    visdrone_subset(visdrone_mini, datasets / "VisDrone" / "VisDrone2019-DET-val", 3)
+    assert main(["data", "check", "--data", "visdrone", "--datasets-dir", str(datasets)]) == 0
+    out = capsys.readouterr().out.splitlines()
+    root = (datasets / "VisDrone").resolve()
+    for split, folder in (("train", "VisDrone2019-DET-train"), ("test", "VisDrone2019-DET-test-dev")):
+        (line,) = [line for line in out if line.startswith(f"[{split}]")]
+        assert line == (f"[{split}] missing {root / folder / 'images'}; get it from https://github.com/VisDrone/"
+                        f"VisDrone-Dataset (VisDrone2019-DET train, val and test-dev zips) and unzip it into {root}")
+    assert "[val] 3 images: 3 labels found, 0 missing, 0 empty, 0 corrupt" in "\n".join(out)
+
+
+def test_data_check_with_none_of_the_asked_splits_on_disk_is_one_error_line(tmp_path, capsys):
+    data = tmp_path / "d.yaml"
+    data.write_text(yaml.safe_dump({"path": str(tmp_path), "train": "a/images", "val": "b/images", "names": ["x"]}))
+    assert main(["data", "check", "--data", str(data), "--splits", "train,val"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err == [f"tphyolo data: error: --data {data}: none of the splits train, val is on disk"]

@@ -23,7 +23,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    """Exit code 0 when every scanned file is usable, 1 when some were skipped as corrupt."""
+    """Exit code 0 when every scanned file is usable, 1 when some were skipped as corrupt. A split not on disk
+    is one line (what is missing, where to get it) and the others are scanned; none on disk is an error."""
+    from tphyolo.data.dataset_config import missing_split
     from tphyolo.data.report import format_report
     from tphyolo.data.scan import scan_split
 
@@ -31,8 +33,12 @@ def run(args: argparse.Namespace) -> int:
     print(f"data: {data.source or data.root} ({data.nc or 'unknown number of'} classes)")
     corrupt = 0
     seen: dict[tuple, str] = {}
-    for split in [s.strip() for s in args.splits.split(",") if s.strip()]:
-        sources = data.split(split)
+    splits = [s.strip() for s in args.splits.split(",") if s.strip()]
+    missing = {split: line for split in splits if (line := missing_split(data, split)) is not None}
+    for split, line in missing.items():
+        print(f"[{split}] {line}")
+    for split in splits:
+        sources = tuple(source for source in data.split(split) if source.exists())
         if not sources:
             continue
         if sources in seen:
@@ -42,4 +48,6 @@ def run(args: argparse.Namespace) -> int:
         scan = scan_split(sources, names=data.names, cache=from_flags(ScanOptions, args).scan_cache)
         print(format_report(split, scan, max_problems=args.max_problems))
         corrupt += scan.report.counts["corrupt"]
+    if not seen and missing:
+        raise FileNotFoundError(f"--data {args.data}: none of the splits {', '.join(splits)} is on disk")
     return 1 if corrupt else 0

@@ -178,12 +178,30 @@ def _check_downloaded(data: DataConfig, name: str, yaml_path: Path) -> None:
     sources = [source for split in SPLITS for source in data.split(split)]
     if any(source.exists() for source in sources):
         return
-    download = load_yaml_file(yaml_path).get("download")
+    download = _download(yaml_path)
     get = f"; get it from {download} and unzip it into {data.root}" if download else ""
     raise FileNotFoundError(
         f"dataset {name!r} is not downloaded: looked for {', '.join(map(str, sources))} (its folder {data.root} "
         f"is relative to the datasets folder, ./datasets unless --datasets-dir says otherwise){get}"
     )
+
+
+def _download(yaml_path: Path | None) -> str | None:
+    """The `download` entry of a data yaml (where to get the data, in words), None when it has none."""
+    download = load_yaml_file(yaml_path).get("download") if yaml_path is not None else None
+    return str(download) if download else None
+
+
+def missing_split(data: DataConfig, split: str) -> str | None:
+    """One line for a split whose sources are not all on disk: which are missing, and the download that
+    gives them (the yaml's `download` entry, unzipped into the dataset's folder); None when all are there
+    (or the split names none). A partly present split is scanned from the sources that are there."""
+    missing = [source for source in data.split(split) if not source.exists()]
+    if not missing:
+        return None
+    download = _download(data.source)
+    get = f"; get it from {download} and unzip it into {data.root}" if download else ""
+    return f"missing {', '.join(map(str, missing))}{get}"
 
 
 def _synthetic_recipe(config: DataConfig) -> DataConfig:
