@@ -16,9 +16,10 @@ here, after the arguments are parsed and before the command touches CUDA.
 
 Error policy: a bad input or a fault (every OSError — no space left, read-only, permission denied, missing
 file —, an undecodable image or yaml, a value that fails validation) ends the command with one line on stderr,
-`tphyolo COMMAND: error: PATH: cause`, and exit code 2; Ctrl-C ends it with exit code 130; a reader that closes
-the pipe early (`tphyolo ... | head`) ends it quietly with exit code 141, as a shell pipeline expects. With
-`TPHYOLO_DEBUG=1` the error propagates with its traceback.
+`tphyolo COMMAND: error: PATH: cause`, and exit code 2, as does a torch and torchvision that do not go together
+(both versions and the pip command of a matching pair: `tphyolo.runtime.install`); Ctrl-C ends it with exit
+code 130; a reader that closes the pipe early (`tphyolo ... | head`) ends it quietly with exit code 141, as a
+shell pipeline expects. With `TPHYOLO_DEBUG=1` the error propagates with its traceback.
 """
 
 from __future__ import annotations
@@ -34,6 +35,7 @@ from typing import NamedTuple
 from tphyolo._version import __version__
 from tphyolo.errors import UsageError
 from tphyolo.runtime.console import progress_output
+from tphyolo.runtime.install import torch_install_checked
 
 __all__ = ["COMMANDS", "Command", "UsageError", "build_parser", "main"]
 
@@ -186,13 +188,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     debug = bool(os.environ.get("TPHYOLO_DEBUG"))
     _configure_output(debug=debug)
     try:
-        if getattr(module, "USES_RUNTIME", False):
-            from tphyolo.runtime.config import configure_process, runtime_from_args
+        with torch_install_checked():
+            if getattr(module, "USES_RUNTIME", False):
+                from tphyolo.runtime.config import configure_process, runtime_from_args
 
-            args.runtime = runtime_from_args(args)
-            configure_process(args.runtime)
-        with progress_output(True):  # tphyolo's log lines (progress of long steps) to stdout, for this command
-            code = int(module.run(args) or 0)
+                args.runtime = runtime_from_args(args)
+                configure_process(args.runtime)
+            with progress_output(True):  # tphyolo's log lines (progress of long steps) to stdout, for this command
+                code = int(module.run(args) or 0)
         sys.stdout.flush()  # a closed pipe shows here, not at interpreter exit
         return code
     except BrokenPipeError:

@@ -162,6 +162,26 @@ def _pinned_memory() -> dict:
         return {"supported": False, "reason": str(error).splitlines()[0]}
 
 
+def _torchvision() -> tuple[str | None, dict | None]:
+    """(torchvision's version, None when not installed; the problem of the torch/torchvision pair as
+    {"message", "fix"}, None when they import and go together). Never raises for a broken pair: doctor goes on
+    with its other checks."""
+    from tphyolo.runtime.install import install_problem, installed_version, pair_problem
+
+    try:
+        import torchvision
+    except Exception as error:  # a broken pair fails in many ways; install_problem says which it knows
+        problem = install_problem(error)
+        if problem is None and not isinstance(error, ImportError):
+            raise
+        version = installed_version("torchvision") if problem is not None else None
+        return version, (asdict(problem) if problem is not None else None)
+    import torch
+
+    problem = pair_problem(torch.__version__, torchvision.__version__)
+    return torchvision.__version__, (asdict(problem) if problem is not None else None)
+
+
 def collect_report(*, compile_check: bool | None = None, progress=None) -> dict:
     """Everything doctor knows, as JSON-ready data (see `tphyolo doctor --json`).
 
@@ -178,12 +198,7 @@ def collect_report(*, compile_check: bool | None = None, progress=None) -> dict:
     device = torch.device("cuda", 0) if cuda_available else torch.device("cpu")
     if compile_check is None:
         compile_check = cuda_available
-    try:
-        import torchvision
-
-        torchvision_version = torchvision.__version__
-    except ImportError:
-        torchvision_version = None
+    torchvision_version, torchvision_problem = _torchvision()
     cudnn_version = torch.backends.cudnn.version() if torch.backends.cudnn.is_available() else None
     probe_dtype = torch.bfloat16 if cuda_available and torch.cuda.is_bf16_supported() else torch.float32
     affinity = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
@@ -198,7 +213,12 @@ def collect_report(*, compile_check: bool | None = None, progress=None) -> dict:
         "tphyolo": __version__,
         "python": {"version": platform.python_version(), "executable": sys.executable},
         "platform": platform.platform(),
-        "torch": {"version": torch.__version__, "torchvision": torchvision_version, "debug": torch.version.debug},
+        "torch": {
+            "version": torch.__version__,
+            "torchvision": torchvision_version,
+            "debug": torch.version.debug,
+            "pair_problem": torchvision_problem,
+        },
         "cuda": {
             "built_with": torch.version.cuda,
             "available": cuda_available,
@@ -255,8 +275,11 @@ def find_problems(report: dict) -> list[Problem]:
     problems: list[Problem] = []
     if _version_tuple(report["torch"]["version"]) < MIN_TORCH:
         problems.append(Problem(f"torch {report['torch']['version']} is too old", "pip install -U 'torch>=2.4'"))
+    pair = report["torch"].get("pair_problem")
     if report["torch"]["torchvision"] is None:
         problems.append(Problem("torchvision is not installed", "pip install torchvision (matching your torch)"))
+    elif pair is not None:
+        problems.append(Problem(pair["message"], pair["fix"]))
     cuda = report["cuda"]
     for dev in report["devices"]:
         if not dev["arch_in_build"]:
@@ -302,13 +325,14 @@ def find_problems(report: dict) -> list[Problem]:
             )
         )
     install = report.get("install") or {}
-    if cuda["built_with"] and not cuda["available"] and install.get("cuda_libraries_bytes"):
-        gigabytes = (install["torch_bytes"] + install["cuda_libraries_bytes"]) / 1e9
+    if cuda["built_with"] and not cuda["available"]:  # a CUDA wheel, whether its libraries are packages or inside
+        gigabytes = (install.get("torch_bytes", 0) + install.get("cuda_libraries_bytes", 0)) / 1e9
+        libraries = install.get("cuda_libraries_bytes", 0) / 1e9
+        held = f", {libraries:.1f} GB of it CUDA libraries (nvidia-*, triton)" if libraries else ""
         problems.append(
             Problem(
-                f"torch {report['torch']['version']} is a CUDA build and no GPU is visible: it takes "
-                f"{gigabytes:.1f} GB here, {install['cuda_libraries_bytes'] / 1e9:.1f} GB of it CUDA libraries "
-                "(nvidia-*, triton) that run only on a GPU",
+                f"torch {report['torch']['version']} is a CUDA build (CUDA {cuda['built_with']}) and no GPU is "
+                f"visible: it takes {gigabytes:.1f} GB here{held}, downloaded for a GPU that is not there",
                 "on a machine without a GPU, the CPU build is enough: pip install --force-reinstall torch "
                 f"torchvision --index-url {CPU_WHEEL_INDEX}, then pip uninstall triton and the nvidia-* packages",
             )
@@ -419,9 +443,18 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    """Exit code 0, or 1 when torch and torchvision do not go together (every other command fails then): the
+    report is printed whole and the pair's problem is also one line on stderr."""
+
     def progress(line: str) -> None:
         print(line, file=sys.stderr, flush=True)
 
     report = collect_report(compile_check=args.compile_check, progress=progress)
     print(json.dumps(report, indent=2) if args.json else format_report(report))
+    pair = report["torch"]["pair_problem"]
+    if pair is not None:
+        from tphyolo.runtime.install import PairProblem
+
+        print(f"tphyolo doctor: error: {PairProblem(**pair)}", file=sys.stderr)
+        return 1
     return 0

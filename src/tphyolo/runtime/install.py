@@ -1,0 +1,139 @@
+"""Whether the installed torch and torchvision go together, and what to install when they do not.
+
+torchvision is compiled against one torch release: torchvision 0.(m + 15) goes with torch 2.m (0.19 with 2.4,
+0.20 with 2.5, ..., 0.29 with 2.14), and a CPU build (`+cpu`) with a CPU build. pip does not enforce either when
+the two come from different indexes (PyTorch's CPU index for one, PyPI for the other), and the mismatch shows
+only when torchvision is imported: `RuntimeError: operator torchvision::nms does not exist`, or an undefined
+symbol in its compiled extension.
+
+- `pair_problem(torch_version, torchvision_version)`: the mismatch of two version strings, as a `PairProblem`
+  (what is wrong, the pip command that installs a matching pair), None when they go together;
+- `install_problem(error)`: the same for an error raised while importing torchvision, naming the installed
+  versions (read from the package metadata, without importing either);
+- `torch_install_checked()`: a context in which such an error becomes `BrokenInstallError`, one line on the
+  command line. Importing this module imports neither torch nor torchvision.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import sys
+import traceback
+from collections.abc import Iterator
+from dataclasses import dataclass
+from importlib import metadata
+
+TORCHVISION_MINOR_OFFSET = 15  # torchvision 0.(m + 15) is built for torch 2.m
+PYTORCH_INDEX = "https://download.pytorch.org/whl"  # PyTorch's wheel indexes: /cpu, /cu126, ...
+
+
+class BrokenInstallError(RuntimeError, ValueError):
+    """torch and torchvision are installed but do not work together. A ValueError too, so that the command line
+    reports it in one line (as bad input) instead of a traceback."""
+
+
+@dataclass(frozen=True)
+class PairProblem:
+    """What is wrong with the installed pair (`message`) and the pip command that installs one that works."""
+
+    message: str
+    fix: str
+
+    def __str__(self) -> str:
+        return f"{self.message}; install a matching pair: {self.fix}"
+
+
+def installed_version(package: str) -> str | None:
+    """The version of `package` as pip installed it, None when it is not installed."""
+    try:
+        return metadata.version(package)
+    except metadata.PackageNotFoundError:
+        return None
+
+
+def _release(version: str) -> tuple[int, int] | None:
+    parts = version.split("+")[0].split(".")
+    if len(parts) < 2 or not (parts[0].isdigit() and parts[1].isdigit()):
+        return None
+    return int(parts[0]), int(parts[1])
+
+
+def _build(version: str) -> str | None:
+    """The local build tag of a PyTorch wheel version (`cpu`, `cu126`, `rocm6.2`), None for a plain one."""
+    return version.partition("+")[2] or None
+
+
+def matching_torchvision(torch_version: str) -> str | None:
+    """The torchvision release (`0.29`) built for torch `torch_version` (`2.14.1+cpu`); None for a torch that
+    is not 2.x."""
+    release = _release(torch_version)
+    if release is None or release[0] != 2:
+        return None
+    return f"0.{release[1] + TORCHVISION_MINOR_OFFSET}"
+
+
+def pip_command(torch_version: str) -> str:
+    """The pip command that installs torch `torch_version` with the torchvision built for it, from the index of
+    its build (PyTorch's CPU index for `+cpu`; PyPI for a plain version)."""
+    torchvision = matching_torchvision(torch_version)
+    wanted = f'"torchvision=={torchvision}.*"' if torchvision else "torchvision"
+    build = _build(torch_version)
+    index = f" --index-url {PYTORCH_INDEX}/{build}" if build else ""
+    return f'pip install --force-reinstall "torch=={torch_version.split("+")[0]}" {wanted}{index}'
+
+
+def pair_problem(torch_version: str, torchvision_version: str | None) -> PairProblem | None:
+    """Why torch `torch_version` and torchvision `torchvision_version` do not go together (release or build),
+    None when they do or torchvision is not installed."""
+    if torchvision_version is None:
+        return None
+    wanted = matching_torchvision(torch_version)
+    release = _release(torchvision_version)
+    pair = f"torch {torch_version} and torchvision {torchvision_version}"
+    if wanted is not None and release is not None and f"{release[0]}.{release[1]}" != wanted:
+        needs = f"torch {'.'.join(map(str, _release(torch_version)))} needs torchvision {wanted}"
+        return PairProblem(f"{pair} do not go together ({needs})", pip_command(torch_version))
+    builds = _build(torch_version), _build(torchvision_version)
+    if None not in builds and builds[0] != builds[1]:
+        return PairProblem(f"{pair} are different builds ({builds[0]}, {builds[1]})", pip_command(torch_version))
+    return None
+
+
+def _raised_by_torchvision(error: BaseException) -> bool:
+    if "torchvision" in str(error):
+        return True
+    frames = traceback.extract_tb(error.__traceback__)
+    return any("/torchvision/" in frame.filename.replace("\\", "/") for frame in frames)
+
+
+def install_problem(error: BaseException) -> PairProblem | None:
+    """The pair problem behind `error`, an exception raised while importing torchvision (its operators not
+    registered, its extension not loading), naming the installed versions; None for any other error."""
+    if isinstance(error, ValueError) or not isinstance(error, (RuntimeError, ImportError, OSError)):
+        return None  # a ValueError (a missing extra, bad input) is already one line
+    if not _raised_by_torchvision(error):
+        return None
+    torch_version = getattr(sys.modules.get("torch"), "__version__", None) or installed_version("torch")
+    torchvision_version = installed_version("torchvision")  # with its build tag where the wheel has one
+    if torch_version is None or torchvision_version is None:
+        return None
+    cause = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
+    problem = pair_problem(torch_version, torchvision_version)
+    if problem is None:  # the versions say they pair: the install itself is broken
+        problem = PairProblem(
+            f"torchvision {torchvision_version} does not load with torch {torch_version}", pip_command(torch_version)
+        )
+    return PairProblem(f"{problem.message}: importing torchvision fails with '{cause}'", problem.fix)
+
+
+@contextlib.contextmanager
+def torch_install_checked() -> Iterator[None]:
+    """While open, an error that `install_problem` explains is raised as BrokenInstallError (one line: both
+    versions and the pip command), from the original; any other error passes unchanged."""
+    try:
+        yield
+    except (RuntimeError, ImportError, OSError) as error:
+        problem = install_problem(error)
+        if problem is None:
+            raise
+        raise BrokenInstallError(str(problem)) from error
