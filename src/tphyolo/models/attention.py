@@ -20,7 +20,12 @@ ORIGINAL_DROPOUT = 0.1  # residual-branch dropout of the original layer (its att
 
 class TransformerLayer(nn.Module):
     """Pre-norm encoder layer on (B, L, C) tokens:
-    x + drop(MHSA(LN1(x))), then x + drop(fc2(drop(relu(fc1(LN2(x)))))), fc1/fc2 without bias (4C hidden)."""
+    x + drop(MHSA(LN1(x))), then x + drop(fc2(drop(relu(fc1(LN2(x)))))), fc1/fc2 without bias (4C hidden).
+
+    The MLP's dropout runs before its ReLU, which then works in place: dropout zeroes and scales by a positive
+    factor, so relu(drop(h)) is drop(relu(h)) bit for bit (the same mask from the same random draws), and in
+    training the (B, L, 4C) activations are kept once for backward instead of twice (the ReLU's output and the
+    dropout's): 3 x 36 MiB less for the l-width C3TR at 48 x 48 tokens, batch 2."""
 
     def __init__(self, c: int, num_heads: int, dropout: float = ORIGINAL_DROPOUT) -> None:
         super().__init__()
@@ -34,7 +39,7 @@ class TransformerLayer(nn.Module):
         self.fc1 = nn.Linear(c, 4 * c, bias=False)
         self.fc2 = nn.Linear(4 * c, c, bias=False)
         self.dropout = nn.Dropout(dropout)
-        self.act = nn.ReLU()
+        self.act = nn.ReLU(inplace=True)  # on the dropout's fresh output (see the class docstring)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         n, l, c = x.shape
@@ -43,7 +48,7 @@ class TransformerLayer(nn.Module):
         attn = F.scaled_dot_product_attention(q, k, v)  # (B, nh, L, hs)
         attn = attn.transpose(1, 2).reshape(n, l, c)  # (B, L, C)
         x = x + self.dropout(self.out_proj(attn))
-        y = self.fc2(self.dropout(self.act(self.fc1(self.ln2(x)))))  # (B, L, C)
+        y = self.fc2(self.act(self.dropout(self.fc1(self.ln2(x)))))  # (B, L, C)
         return x + self.dropout(y)
 
     @staticmethod
