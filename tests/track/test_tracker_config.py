@@ -7,7 +7,7 @@ from tphyolo.track.config import TRACKER_PRESETS, TrackerConfig, tracker_config
 
 def test_presets_differ_where_the_methods_do():
     byte, bot = TRACKER_PRESETS["bytetrack"], TRACKER_PRESETS["botsort"]
-    assert (byte.cmc, bot.cmc, byte.new_track_thresh, bot.new_track_thresh) == ("none", "sparse", 0.6, 0.7)
+    assert (byte.cmc, bot.cmc, byte.new_track_thresh, bot.new_track_thresh) == ("none", "sparse", 0.5, 0.7)
     assert tracker_config("botsort") == bot
     assert tracker_config("bytetrack", track_buffer=60).track_buffer == 60
     assert tracker_config(bot, cmc="ecc").cmc == "ecc"
@@ -50,3 +50,16 @@ def test_bad_names_and_values():
         TrackerConfig(match_thresh=0.0)
     with pytest.raises(ValueError, match="unknown motion model"):
         TrackerConfig(motion="xy")
+
+
+def test_bytetrack_starts_tracks_from_every_confident_detection_left_over():
+    """A detection just above the high threshold starts a track (BoxMOT's rule; ByteTrack's code asks 0.1
+    more), which gets its id when it is matched in the next frame."""
+    from tphyolo.track.tracker import Tracker
+
+    tracker = Tracker("bytetrack")
+    tracker.update([[0, 0, 10, 10]], [0.9])  # first frame: a track at once, id 1
+    box = [[100, 100, 120, 120]]
+    assert len(tracker.update(box, [0.55])) == 0  # a new track, not yet confirmed
+    tracks = tracker.update(box, [0.55])
+    assert tracks.ids.tolist() == [2] and tracks.scores.tolist() == [0.55]

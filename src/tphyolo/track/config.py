@@ -5,10 +5,13 @@
     config = tracker_config("bytetrack", track_buffer=60)  # keywords win over both
 
 The presets are the published defaults of each method (ByteTrack: Zhang et al. 2022; BoT-SORT: Aharon et al.
-2022), with two changes: BoT-SORT runs without its appearance (re-identification) cue, which costs a network
-pass per box and tells little about objects of 10-30 pixels seen from above; and ByteTrack uses BoT-SORT's
+2022), with three changes: BoT-SORT runs without its appearance (re-identification) cue, which costs a network
+pass per box and tells little about objects of 10-30 pixels seen from above; ByteTrack uses BoT-SORT's
 Kalman state (`motion: xywh`) instead of its own (`xyah`), which localises boxes that change shape better
-(UAVDT M0101 with simulated detections: HOTA 78.5 against 77.0, `benchmarks/tracking_vs_boxmot.py`).
+(UAVDT M0101 with simulated detections: HOTA 78.5 against 77.0, `benchmarks/tracking_vs_boxmot.py`); and
+ByteTrack starts a track from any confident detection left over (`new_track_thresh` = `track_high_thresh`, as
+BoxMOT does) where ByteTrack's code asks 0.1 more: on M0101 and synthetic-mot, over 5 noise seeds and two noise
+levels, MOTA and IDF1 gain 0.1-0.3 points and no mean falls behind BoxMOT's.
 """
 
 from __future__ import annotations
@@ -45,7 +48,7 @@ class TrackerConfig:
     tracker: str = "bytetrack"
     track_high_thresh: float = 0.5
     track_low_thresh: float = 0.1
-    new_track_thresh: float = 0.6
+    new_track_thresh: float = 0.5
     match_thresh: float = 0.8
     second_match_thresh: float = 0.5
     unconfirmed_match_thresh: float = 0.7
