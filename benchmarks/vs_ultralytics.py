@@ -1,0 +1,237 @@
+"""The README's main job beside what a user would pick instead: tphyolo's tph-yolov5n and ultralytics' YOLO11n and
+YOLOv8n, each trained from scratch on the built-in synthetic set with the same epochs, image size and batch,
+then scored by one evaluator.
+
+    PYTHONPATH=/path/to/ultralytics python benchmarks/vs_ultralytics.py               # the README's 20 epochs
+    PYTHONPATH=/path/to/ultralytics python benchmarks/vs_ultralytics.py --epochs 3 --json out.json
+
+What runs: the synthetic set (`tphyolo.data.builtin.synthetic`, 80 training and 20 validation scenes at 640 px,
+VisDrone format) is converted to YOLO format with `tphyolo.data.convert.convert_visdrone` (class = VisDrone
+category - 1, ten class names) for ultralytics; `tphyolo train` trains on the set as the README's first command
+does (tph-yolov5n, AdamW, its synthetic recipe) and ultralytics trains `yolo11n.yaml` and `yolov8n.yaml` (no
+pretrained weights, so nothing is downloaded; plots off; its own default recipe), each training in a child
+process of its own, timed in wall-clock seconds and in CPU seconds of that child. Each tool's own val mAP50 is
+the last epoch's of its results.csv. Then every model predicts the 20 validation images at the same size,
+conf 0.001, one image at a time, in this process: the detections are written as VisDrone result files and
+scored by `tphyolo eval --protocol coco` against the set's VisDrone annotations (COCO mAP50 and mAP50-95:
+the same evaluator, images and thresholds for all three). The inference time is the median milliseconds per
+image at conf 0.25 (both tools' predict default), the three models taking turns image by image over --rounds
+passes, after two warm-up images each.
+
+ultralytics is a baseline only (AGPL-3.0): it is imported here and nowhere in the package or the tests. Install it
+outside the project's environment without replacing torch, e.g. `pip install --no-deps --target DIR ultralytics
+ultralytics-thop py-cpuinfo`, and put DIR on PYTHONPATH for this script.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import resource
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from tphyolo.data.dataset_config import load_data_config
+from tphyolo.data.files.image_io import read_image
+from tphyolo.data.formats.visdrone import NAMES
+
+# row -> what trains it: tphyolo's command, or the ultralytics model yaml
+MODELS = {
+    "tphyolo tph-yolov5n": "tphyolo",
+    "ultralytics YOLO11n": "yolo11n.yaml",
+    "ultralytics YOLOv8n": "yolov8n.yaml",
+}
+PRED_CONF = 0.001  # what the scores are computed from
+TIMED_CONF = 0.25  # what the inference time is measured at: both tools' predict default
+WARMUP_IMAGES = 2
+
+ULTRALYTICS_TRAIN = """
+import sys
+from ultralytics import YOLO
+yaml, data, epochs, imgsz, batch, workers, project, name = sys.argv[1:]
+YOLO(yaml).train(data=data, epochs=int(epochs), imgsz=int(imgsz), batch=int(batch), workers=int(workers),
+                 device="cpu", plots=False, pretrained=False, amp=False, seed=0, project=project, name=name,
+                 exist_ok=True, verbose=False)
+"""
+
+
+def timed_child(argv: list[str], env: dict[str, str]) -> tuple[float, float]:
+    """(wall seconds, CPU seconds) of a child process running `argv`; raises when it fails."""
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    start = time.perf_counter()
+    subprocess.run(argv, env=env, check=True)
+    wall = time.perf_counter() - start
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return wall, (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+
+
+def yolo_copy(work: Path) -> tuple[Path, Path, Path]:
+    """(ultralytics data yaml, val image folder, val VisDrone annotation folder) of the synthetic set."""
+    from tphyolo.data.convert import convert_visdrone
+
+    data = load_data_config("synthetic")
+    shutil.rmtree(work / "yolo", ignore_errors=True)  # a fresh copy, also over an earlier run's
+    train_split, val_split = data.train[0].parent, data.val[0].parent  # <split>/images -> <split>
+    for role, split in (("train", train_split), ("val", val_split)):
+        convert_visdrone(split, work / "yolo" / role, log=lambda line: None)
+    names = "\n".join(f"  {i}: {name}" for i, name in enumerate(NAMES))
+    yaml = work / "yolo" / "data.yaml"
+    yaml.write_text(f"path: {work / 'yolo'}\ntrain: train/images\nval: val/images\nnames:\n{names}\n")
+    return yaml, val_split / "images", val_split / "annotations"
+
+
+def last_row(csv_path: Path, column: str) -> float:
+    """The value of `column` in the last row of a results.csv (headers may be padded with spaces)."""
+    lines = [line for line in csv_path.read_text().splitlines() if line.strip()]
+    header = [h.strip() for h in lines[0].split(",")]
+    return float(lines[-1].split(",")[header.index(column)])
+
+
+def train_all(args, work: Path, yaml: Path, env: dict[str, str], record: Path) -> dict[str, dict]:
+    """Train each model of `MODELS`: {row: {wall_s, cpu_s, own_map50, weights}}, written to `record` after each
+    training; with `args.reuse_training`, the rows `record` already holds are taken as they are."""
+    runs = work / "runs"
+    out = json.loads(record.read_text()) if args.reuse_training and record.is_file() else {}
+    for row, model in MODELS.items():
+        if row in out:
+            continue
+        name = row.split()[-1]
+        if model == "tphyolo":
+            argv = [sys.executable, "-m", "tphyolo", "train", "--epochs", str(args.epochs), "--img", str(args.img),
+                    "--batch", str(args.batch), "--workers", str(args.workers), "--device", "cpu",
+                    "--project", str(runs), "--name", name, "--exist-ok"]  # fmt: skip
+            wall, cpu = timed_child(argv, env)
+            folder = runs / name
+            own = last_row(folder / "results.csv", "metrics/mAP50")
+        else:
+            argv = [sys.executable, "-c", ULTRALYTICS_TRAIN, model, str(yaml), str(args.epochs), str(args.img),
+                    str(args.batch), str(args.workers), str(runs), name]  # fmt: skip
+            wall, cpu = timed_child(argv, env)
+            folder = runs / name
+            own = last_row(folder / "results.csv", "metrics/mAP50(B)")
+        out[row] = {"wall_s": wall, "cpu_s": cpu, "own_map50": own, "weights": str(folder / "weights" / "best.pt")}
+        record.write_text(json.dumps(out, indent=2))
+        print(f"{row}: trained in {wall:.0f} s wall, {cpu:.0f} s CPU; own val mAP50 {own:.4f}", flush=True)
+    return out
+
+
+def detector(row: str, weights: str, imgsz: int, conf: float):
+    """A function image (BGR uint8) -> (boxes (N, 4) xyxy pixels, scores (N,), class names) for `row`."""
+    if MODELS[row] == "tphyolo":
+        from tphyolo.predict.predictor import Predictor
+
+        predictor = Predictor(weights, imgsz=imgsz, conf=conf, device="cpu")
+
+        def run_tphyolo(image):
+            result = predictor(image)[0]
+            names = [predictor.names[int(c)] for c in result.labels]
+            return result.boxes.numpy(), result.scores.numpy(), names
+
+        return run_tphyolo
+    from ultralytics import YOLO
+
+    model = YOLO(weights)
+
+    def run_ultralytics(image):
+        boxes = model.predict(image, imgsz=imgsz, conf=conf, device="cpu", verbose=False)[0].boxes
+        names = [model.names[int(c)] for c in boxes.cls]
+        return boxes.xyxy.numpy(), boxes.conf.numpy(), names
+
+    return run_ultralytics
+
+
+def predict(row: str, weights: str, images: list[Path], imgsz: int, out: Path) -> None:
+    """Write `row`'s VisDrone result file per image under `out`, at conf `PRED_CONF`."""
+    run = detector(row, weights, imgsz, PRED_CONF)
+    out.mkdir(parents=True, exist_ok=True)
+    for path in images:
+        boxes, scores, names = run(read_image(path))
+        lines = [f"{x1:.2f},{y1:.2f},{x2 - x1:.2f},{y2 - y1:.2f},{s:.5f},{NAMES.index(n) + 1},-1,-1"
+                 for (x1, y1, x2, y2), s, n in zip(boxes.tolist(), scores.tolist(), names, strict=True)]  # fmt: skip
+        (out / f"{path.stem}.txt").write_text("".join(line + "\n" for line in lines))
+
+
+def inference_ms(trained: dict[str, dict], images: list[Path], imgsz: int, rounds: int) -> dict[str, float]:
+    """Median milliseconds per image of each model at conf `TIMED_CONF`, one image at a time, after
+    `WARMUP_IMAGES` warm-up calls (at conf 0.001 an early model's thousands of candidate boxes would time NMS, not
+    the model). The models take turns image by image, `rounds` times over the images, so that a machine whose
+    load changes slows all of them alike."""
+    runners = {row: detector(row, result["weights"], imgsz, TIMED_CONF) for row, result in trained.items()}
+    loaded = [read_image(path) for path in images]
+    for run in runners.values():
+        for image in loaded[:WARMUP_IMAGES]:
+            run(image)
+    times: dict[str, list[float]] = {row: [] for row in runners}
+    for _ in range(rounds):
+        for image in loaded:
+            for row, run in runners.items():
+                start = time.perf_counter()
+                run(image)
+                times[row].append(time.perf_counter() - start)
+    return {row: 1000 * statistics.median(values) for row, values in times.items()}
+
+
+def common_scores(annotations: Path, images: Path, predictions: Path, report: Path) -> dict[str, float]:
+    """COCO mAP50 and mAP50-95 (fractions) of VisDrone result files, by `tphyolo eval`."""
+    from tphyolo.cli import main
+
+    code = main(["eval", "--gt", str(annotations), "--images", str(images), "--pred", str(predictions),
+                 "--protocol", "coco", "--json", str(report)])  # fmt: skip
+    if code != 0:
+        raise RuntimeError(f"tphyolo eval exited with {code} on {predictions}")
+    numbers = json.loads(report.read_text())  # percent
+    return {"map50": numbers["AP50"] / 100, "map": numbers["AP"] / 100}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--epochs", type=int, default=20, help="epochs of every training (README: 20)")
+    parser.add_argument("--img", type=int, default=320, help="train and predict size (README: 320)")
+    parser.add_argument("--batch", type=int, default=8, help="batch of every training (README: 8)")
+    parser.add_argument("--workers", type=int, default=2, help="data-loading workers of every training")
+    parser.add_argument("--threads", type=int, default=2, help="OMP_NUM_THREADS of every process")
+    parser.add_argument("--rounds", type=int, default=3, help="timed passes over the val images, models in turn")
+    parser.add_argument("--workdir", type=Path, help="where data, runs and predictions go (default: a temp folder)")
+    parser.add_argument("--json", type=Path, help="also write the results here")
+    parser.add_argument("--reuse-training", action="store_true",
+                        help="keep the trainings an earlier run with the same --workdir finished (its trained.json)")
+    args = parser.parse_args()
+    os.environ["OMP_NUM_THREADS"] = str(args.threads)
+    import torch
+
+    torch.set_num_threads(args.threads)
+    with tempfile.TemporaryDirectory(prefix="tphyolo-vs-ultralytics-") as tmp:
+        work = Path(args.workdir or tmp)
+        os.environ["YOLO_CONFIG_DIR"] = str(work / "ultralytics-settings")  # not the user's ~/.config
+        os.environ["YOLO_OFFLINE"] = "1"
+        env = dict(os.environ)
+        yaml, val_images, annotations = yolo_copy(work)
+        trained = train_all(args, work, yaml, env, work / "trained.json")
+        images = sorted(p for p in val_images.iterdir() if p.suffix.lower() in (".jpg", ".png"))
+        for row, result in trained.items():
+            predictions = work / "predictions" / row.split()[-1]
+            predict(row, result["weights"], images, args.img, predictions)
+            result.update(common_scores(annotations, val_images, predictions, work / f"{row.split()[-1]}.json"))
+        for row, ms in inference_ms(trained, images, args.img, args.rounds).items():
+            trained[row]["ms_per_image"] = ms
+    settings = f"{args.epochs} epochs, {args.img} px, batch {args.batch}, {args.threads} threads"
+    print(f"\n{settings}; common evaluator: tphyolo eval --protocol coco on the {len(images)} val images, "
+          f"conf {PRED_CONF}; ms/image at conf {TIMED_CONF}, batch 1\n")  # fmt: skip
+    print("| model | train wall s | train CPU s | own val mAP50 | COCO mAP50 | COCO mAP50-95 | ms/image |")
+    print("|---|---|---|---|---|---|---|")
+    for row, r in trained.items():
+        print(f"| {row} | {r['wall_s']:.0f} | {r['cpu_s']:.0f} | {r['own_map50']:.3f} | {r['map50']:.3f} | "
+              f"{r['map']:.3f} | {r['ms_per_image']:.1f} |")  # fmt: skip
+    if args.json:
+        args.json.write_text(json.dumps({"settings": vars(args) | {"json": str(args.json)}, "results": trained},
+                                        indent=2, default=str))  # fmt: skip
+
+
+if __name__ == "__main__":
+    main()
