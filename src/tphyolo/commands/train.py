@@ -65,7 +65,7 @@ def _spell(dest: str, value: object, actions: list[argparse.Action]) -> list[str
             return [name]  # a switch, or a bare optional-value flag (--resume, --compile)
         if isinstance(action, argparse._AppendAction):
             return [f"{name}={v}" for v in value]
-        if action.nargs in ("+", "*") or isinstance(action.nargs, int) and action.nargs > 0:
+        if isinstance(value, (list, tuple)) and (action.nargs in ("+", "*") or isinstance(action.nargs, int)):
             return [name, *map(str, value)]
         if action.nargs != 0:
             return [f"{name}={value}"]
