@@ -15,7 +15,7 @@ units of lower layers, never one of its own layer or above, so the units form a 
 | 6 | `infer` | the inference core and every backend (PyTorch and exported runtimes) |
 | 7 | `predict` | sources, the Predictor, results, writers, drawing |
 | 8 | `track`, `evaluation` | tracking on top of prediction; validation and scoring |
-| 9 | `training` | the trainer (it validates every epoch), the classifier's training, tuning |
+| 9 | `training`, `analyze` | the trainer, the classifier's training, tuning; video analytics on top of tracking |
 | 10 | `export`, `report` | file writers and the format table; the html evaluation report |
 | 11 | `bench` | benchmarks |
 | 12 | `commands` | one module per CLI command: parsing and printing |
@@ -46,7 +46,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("infer",),
     ("predict",),
     ("track", "evaluation"),
-    ("training",),
+    ("training", "analyze"),
     ("export", "report"),
     ("bench",),
     ("commands",),

@@ -21,7 +21,7 @@ from typing import Any
 import numpy as np
 
 from tphyolo.ops.boxes import box_iou
-from tphyolo.track.cmc import CameraMotion
+from tphyolo.track.cmc import IDENTITY, CameraMotion
 from tphyolo.track.config import TrackerConfig, tracker_config
 from tphyolo.track.kalman import KalmanBoxFilter, KalmanStates
 from tphyolo.track.matching import match_pairs, overlaps
@@ -76,7 +76,9 @@ class Tracker:
     """Tracks objects over the frames of one stream (see the module docstring); `reset()` starts a new one.
 
     `config`: a TrackerConfig, a preset name or a yaml file (`tphyolo.track.config.tracker_config`); keywords
-    override single settings. `update` takes one frame's detections and returns the tracks seen in it.
+    override single settings. `update` takes one frame's detections and returns the tracks seen in it;
+    `camera_motion` is then the (2, 3) affine it applied, from the previous frame's pixels to this frame's (the
+    identity without compensation), for callers that follow the ground (`tphyolo.analyze`).
     """
 
     def __init__(self, config: TrackerConfig | str | Path = "bytetrack", **overrides: Any) -> None:
@@ -91,6 +93,7 @@ class Tracker:
         self.frame_count = 0
         self.next_id = 1
         self.camera.reset()
+        self.camera_motion = IDENTITY.copy()
 
     def update(
         self,
@@ -112,6 +115,7 @@ class Tracker:
             raise ValueError(f"{len(boxes)} boxes, {len(scores)} scores and {len(labels)} labels")
         self.frame_count += 1
         motion = self._camera_motion(frame, boxes, camera_motion)
+        self.camera_motion = IDENTITY.copy() if motion is None else motion
         t, cfg = self.tracks, self.config
         if len(t):
             t.states = self.kalman.predict(t.states, hold_size=t.state == LOST)

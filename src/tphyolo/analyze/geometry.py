@@ -1,0 +1,86 @@
+"""Plane geometry of counting lines and zones, in image coordinates (x right, y down), vectorised over points.
+
+A line is a polyline (K >= 2 points, first -> last is its direction). A point is on the line's left when the
+cross product (B - A) x (p - A) = dx * (py - Ay) - dy * (px - Ax) is negative, on its right when positive, for
+the segment A -> B of the polyline nearest the point. A zone is a simple polygon (K >= 3 points, no two edges
+crossing), closed from its last point back to its first.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+
+def cross_sides(points: np.ndarray, a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """(N,) (B - A) x (p - A) for points (N, 2) and the segment a -> b: < 0 on the left, > 0 on the right."""
+    dx, dy = b - a
+    return dx * (points[:, 1] - a[1]) - dy * (points[:, 0] - a[0])
+
+
+def signed_distance(points: np.ndarray, polyline: np.ndarray, *, closed: bool = False) -> np.ndarray:
+    """(N,) distance of each point (N, 2) to the nearest segment of `polyline` (K, 2), negative on that
+    segment's left, positive on its right (`closed`: with the segment from the last point back to the first)."""
+    a, b = _segments(polyline, closed=closed)  # (S, 2) each
+    d = b - a
+    length2 = np.maximum((d**2).sum(1), 1e-12)
+    rel = points[:, None, :] - a[None]  # (N, S, 2)
+    t = np.clip((rel * d).sum(-1) / length2, 0.0, 1.0)
+    gap = rel - t[..., None] * d  # (N, S, 2)
+    distance = np.sqrt((gap**2).sum(-1))
+    nearest = distance.argmin(1)
+    rows = np.arange(len(points))
+    cross = d[nearest, 0] * rel[rows, nearest, 1] - d[nearest, 1] * rel[rows, nearest, 0]
+    return np.where(cross < 0, -1.0, 1.0) * distance[rows, nearest]
+
+
+def paths_cross(start: np.ndarray, end: np.ndarray, polyline: np.ndarray) -> np.ndarray:
+    """(N,) whether the straight path start[i] -> end[i] ((N, 2) each) meets a segment of `polyline` (K, 2)."""
+    a, b = _segments(polyline, closed=False)
+    return _intersect(start[:, None], end[:, None], a[None], b[None]).any(1)
+
+
+def inside_polygon(points: np.ndarray, polygon: np.ndarray) -> np.ndarray:
+    """(N,) whether each point (N, 2) is inside `polygon` (K, 2) (even-odd rule; a point on an edge may go
+    either way)."""
+    x, y = points[:, :1], points[:, 1:]
+    a, b = _segments(polygon, closed=True)
+    (ax, ay), (bx, by) = a.T[:, None], b.T[:, None]  # (1, S) each
+    straddles = (ay > y) != (by > y)
+    at_x = ax + (y - ay) * (bx - ax) / np.where(by == ay, 1e-12, by - ay)
+    return ((straddles & (x < at_x)).sum(1) % 2) == 1
+
+
+def is_simple_polygon(polygon: np.ndarray) -> bool:
+    """Whether no two non-adjacent edges of `polygon` (K >= 3, closed) meet."""
+    a, b = _segments(polygon, closed=True)
+    k = len(a)
+    meet = _intersect(a[:, None], b[:, None], a[None], b[None])
+    i, j = np.triu_indices(k, 1)
+    adjacent = (j == i + 1) | ((i == 0) & (j == k - 1))
+    return not meet[i[~adjacent], j[~adjacent]].any()
+
+
+def _segments(points: np.ndarray, *, closed: bool) -> tuple[np.ndarray, np.ndarray]:
+    ends = np.roll(points, -1, axis=0) if closed else points[1:]
+    return (points, ends) if closed else (points[:-1], ends)
+
+
+def _intersect(p, q, a, b) -> np.ndarray:
+    """Whether segments p -> q and a -> b meet (broadcast over leading axes; touching counts)."""
+
+    def orient(u, v, w):
+        return np.sign(
+            (v[..., 0] - u[..., 0]) * (w[..., 1] - u[..., 1]) - (v[..., 1] - u[..., 1]) * (w[..., 0] - u[..., 0])
+        )
+
+    o1, o2, o3, o4 = orient(p, q, a), orient(p, q, b), orient(a, b, p), orient(a, b, q)
+    proper = (o1 * o2 <= 0) & (o3 * o4 <= 0)
+    collinear = (o1 == 0) & (o2 == 0)
+    overlap = collinear & _boxes_meet(p, q, a, b)
+    return np.where(collinear, overlap, proper)
+
+
+def _boxes_meet(p, q, a, b) -> np.ndarray:
+    lo1, hi1 = np.minimum(p, q), np.maximum(p, q)
+    lo2, hi2 = np.minimum(a, b), np.maximum(a, b)
+    return ((lo1 <= hi2) & (lo2 <= hi1)).all(-1)
