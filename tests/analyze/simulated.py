@@ -3,6 +3,7 @@ camera motion, and what the world knows (each object's ground path and speed) fo
 
 from __future__ import annotations
 
+from collections import Counter as Tally
 from dataclasses import dataclass
 
 import numpy as np
@@ -13,6 +14,9 @@ from tphyolo.data.builtin.synthetic_mot import FPS, WORLD_GSD, SimulatedSequence
 from tphyolo.data.formats.visdrone import NAMES
 
 SEED, LENGTH = (5, 0), 90
+H_LINE, V_LINE = 192.0, 320.0  # a horizontal and a vertical line through the first frame's centre
+LINES = [("h", [[0, H_LINE], [640, H_LINE]]), ("v", [[V_LINE, 0], [V_LINE, 384]])]
+MARGIN = 2.0
 
 
 def simulate(*, draw: bool = False, length: int = LENGTH) -> SimulatedSequence:
@@ -75,3 +79,31 @@ class Truth:
     def name(self, track: int) -> str:
         rows = self.rows
         return NAMES[int(rows.classes[rows.ids == track][0]) - 1]
+
+
+def observed(truth: Truth, track: int) -> np.ndarray:
+    """Frame indices (from 0) where `track` is among the rows the analytics read."""
+    rows = truth.rows
+    return rows.frames[rows.ids == track] - 1
+
+
+def expected_counts(truth: Truth) -> dict:
+    """Counts of LINES: per line, direction and class, the tracks whose straight ground path, from where it is
+    first seen to where it is last seen, goes from more than MARGIN on one side of the line to more than MARGIN
+    on the other, within the line's extent (forward: left to right of the line's direction, i.e. down for h,
+    left for v)."""
+    counts = {"h": {"forward": Tally(), "backward": Tally()}, "v": {"forward": Tally(), "backward": Tally()}}
+    for track in np.unique(truth.rows.ids).tolist():
+        frames = observed(truth, track)
+        (x0, y0), (x1, y1) = truth.ground_path(track, [frames[0], frames[-1]])
+        for name, a, b, along, extent, at in (
+            ("h", y0, y1, (x0, x1), 640, H_LINE),
+            ("v", x0, x1, (y0, y1), 384, V_LINE),
+        ):
+            if min(a, b) < at - MARGIN and at + MARGIN < max(a, b):
+                where = along[0] + (along[1] - along[0]) * (at - a) / (b - a)
+                if 0 <= where <= extent:
+                    # h: (640, 0) x (p - A) = 640 (py - 192) > 0 below: down is forward; v: (0, 384): -384 (px - 320)
+                    forward = b > a if name == "h" else b < a
+                    counts[name]["forward" if forward else "backward"][truth.name(track)] += 1
+    return {line: {d: dict(c) for d, c in per.items()} for line, per in counts.items()}

@@ -2,18 +2,15 @@
 counts, dwell, speeds and the heatmap against what the generator knows (each object's straight world path and
 speed), with the camera motion removed through the true frame-to-frame motion."""
 
-from collections import Counter as Tally
-
 import numpy as np
 import pytest
-from tests.analyze.simulated import Truth, simulate
+from tests.analyze.simulated import LINES, MARGIN, Truth, expected_counts, observed, simulate
 
 from tphyolo.analyze import Counter, Heatmap, Speed, Zones
 from tphyolo.data.formats.visdrone import NAMES
 
-H_LINE, V_LINE = 192.0, 320.0  # a horizontal and a vertical line through the first frame's centre
 ZONE = (150.0, 220.0, 300.0, 280.0)  # x1, y1, x2, y2 in the first frame: over a road
-MARGIN, WINDOW = 2.0, 10
+WINDOW = 10
 
 
 @pytest.fixture(scope="module")
@@ -24,8 +21,7 @@ def truth():
 @pytest.fixture(scope="module")
 def analysed(truth):
     x1, y1, x2, y2 = ZONE
-    counter = Counter([("h", [[0, H_LINE], [640, H_LINE]]), ("v", [[V_LINE, 0], [V_LINE, 384]])], names=NAMES,
-                      fps=25, margin=MARGIN)  # fmt: skip
+    counter = Counter(LINES, names=NAMES, fps=25, margin=MARGIN)  # fmt: skip
     zones = Zones([("z", [[x1, y1], [x2, y1], [x2, y2], [x1, y2]])], names=NAMES, fps=25, margin=MARGIN)
     speed, heatmap = Speed(fps=25, window=WINDOW), Heatmap((640, 384), cell=8)
     for t, points in truth.points():
@@ -34,30 +30,6 @@ def analysed(truth):
         speed.update(points, gsd=truth.gsd(t))
         heatmap.update(points)
     return counter, zones, speed, heatmap
-
-
-def observed(truth, track):
-    rows = truth.rows
-    return rows.frames[rows.ids == track] - 1  # frame indices from 0
-
-
-def expected_counts(truth):
-    """Per line, direction and class: tracks whose straight ground path, from where it is first seen to where it
-    is last seen, goes from more than MARGIN on one side of the line to more than MARGIN on the other, within
-    the line's extent (forward: left to right of the line's direction, i.e. down for h, left for v)."""
-    counts = {"h": {"forward": Tally(), "backward": Tally()}, "v": {"forward": Tally(), "backward": Tally()}}
-    for track in np.unique(truth.rows.ids).tolist():
-        frames = observed(truth, track)
-        (x0, y0), (x1, y1) = truth.ground_path(track, [frames[0], frames[-1]])
-        for name, a, b, along, extent in (("h", y0, y1, (x0, x1), 640), ("v", x0, x1, (y0, y1), 384)):
-            if min(a, b) < (H_LINE if name == "h" else V_LINE) - MARGIN < (H_LINE if name == "h" else V_LINE) + \
-                    MARGIN < max(a, b):  # fmt: skip
-                at = along[0] + (along[1] - along[0]) * ((H_LINE if name == "h" else V_LINE) - a) / (b - a)
-                if 0 <= at <= extent:
-                    # h: (640, 0) x (p - A) = 640 (py - 192) > 0 below: down is forward; v: (0, 384): -384 (px - 320)
-                    forward = b > a if name == "h" else b < a
-                    counts[name]["forward" if forward else "backward"][truth.name(track)] += 1
-    return {line: {d: dict(c) for d, c in per.items()} for line, per in counts.items()}
 
 
 def test_line_counts_per_class_and_direction_are_exact(truth, analysed):
