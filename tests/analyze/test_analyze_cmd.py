@@ -116,3 +116,26 @@ def test_detections_tracked_with_camera_motion_count_as_the_truth(recorded, tmp_
         for direction in ("forward", "backward"):
             found, true = sum(counts[line][direction].values()), sum(expected[line][direction].values())
             assert abs(found - true) <= max(1, 0.05 * true), (line, direction, counts, expected)
+
+
+def test_eval_count_scores_a_run_against_the_true_tracks(recorded, tmp_path, capsys):
+    truth, tracks, frames, _ = recorded
+    lines = tmp_path / "lines.yaml"
+    lines.write_text(yaml.safe_dump({"lines": [{"name": n, "points": p} for n, p in LINES]}))
+    run = tmp_path / "run"
+    run.mkdir()
+    expected = expected_counts(truth)
+    (run / "counts.json").write_text(json.dumps({"lines": expected, "zones": {}}))
+    argv = ["eval", "--task", "count", "--gt", str(tracks), "--pred", str(run), "--lines", str(lines),
+            "--source", str(frames), "--json", str(tmp_path / "score.json")]  # fmt: skip
+    true_total = sum(sum(c.values()) for per in expected.values() for c in per.values())
+    assert main(argv) == 0
+    assert f"count error 0 of {true_total} (0.0 %)" in capsys.readouterr().out
+    forward = expected["h"]["forward"]
+    wrong = {"lines": {**expected, "h": {**expected["h"], "forward": {"bus": forward.get("bus", 0) + 1}}}}
+    (run / "counts.json").write_text(json.dumps(wrong))  # one bus too many, every other class forgotten
+    assert main(argv) == 0
+    score = json.loads((tmp_path / "score.json").read_text())
+    assert (
+        score["error"] == 1 + sum(n for label, n in forward.items() if label != "bus") and score["true"] == true_total
+    )

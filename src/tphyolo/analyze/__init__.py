@@ -22,6 +22,7 @@ __getattr__, __dir__, __all__ = lazy_exports(
         "tphyolo.analyze.pipeline": ("Analysis", "analyze"),
         "tphyolo.analyze.points": ("TrackPoints", "anchor_points"),
         "tphyolo.analyze.regions": ("Line", "Regions", "Zone", "load_regions"),
+        "tphyolo.analyze.scoring": ("CountScore", "read_counts", "score_counts", "true_counts"),
         "tphyolo.analyze.speed": ("Speed",),
         "tphyolo.analyze.zones": ("Zones",),
     },
