@@ -5,13 +5,17 @@ from __future__ import annotations
 
 from collections import Counter as Tally
 from dataclasses import dataclass
+from pathlib import Path
 
 import numpy as np
+import yaml
 
 from tphyolo.analyze.motion import GroundMotion
 from tphyolo.analyze.points import TrackPoints
 from tphyolo.data.builtin.synthetic_mot import FPS, WORLD_GSD, SimulatedSequence, simulate_sequence
+from tphyolo.data.files.image_io import write_image
 from tphyolo.data.formats.visdrone import NAMES
+from tphyolo.data.mot.visdrone_mot import write_visdrone_mot
 
 SEED, LENGTH = (5, 0), 90
 H_LINE, V_LINE = 192.0, 320.0  # a horizontal and a vertical line through the first frame's centre
@@ -79,6 +83,20 @@ class Truth:
     def name(self, track: int) -> str:
         rows = self.rows
         return NAMES[int(rows.classes[rows.ids == track][0]) - 1]
+
+
+def record(truth: Truth, root: Path, *, zones=()) -> tuple[Path, Path, Path]:
+    """Write the drawn sequence of `truth` under `root`: (folder of its track file seq.txt, folder of its frames
+    frames/seq, lines yaml with LINES and `zones` (name, points))."""
+    frames = root / "frames" / "seq"
+    frames.mkdir(parents=True)
+    for t, frame in enumerate(truth.sequence.frames, start=1):
+        write_image(frames / f"{t:07d}.png", frame)
+    write_visdrone_mot(root / "tracks" / "seq.txt", truth.rows)
+    lines = root / "lines.yaml"
+    lines.write_text(yaml.safe_dump({"lines": [{"name": n, "points": p} for n, p in LINES],
+                                     "zones": [{"name": n, "points": p} for n, p in zones]}))  # fmt: skip
+    return root / "tracks", root / "frames", lines
 
 
 def observed(truth: Truth, track: int) -> np.ndarray:

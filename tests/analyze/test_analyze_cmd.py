@@ -8,11 +8,10 @@ import json
 import numpy as np
 import pytest
 import yaml
-from tests.analyze.simulated import LINES, Truth, expected_counts, simulate
+from tests.analyze.simulated import LINES, Truth, expected_counts, record, simulate
 
 from tphyolo.cli import main
 from tphyolo.data.builtin.synthetic_mot import WORLD_GSD
-from tphyolo.data.files.image_io import write_image
 from tphyolo.data.mot.table import TrackTable
 from tphyolo.data.mot.visdrone_mot import write_visdrone_mot
 
@@ -22,16 +21,8 @@ def recorded(tmp_path_factory):
     """(truth, folder of track files, folder of frames, lines yaml) of a drawn sequence."""
     root = tmp_path_factory.mktemp("analyze")
     truth = Truth(simulate(draw=True))
-    frames = root / "frames" / "seq"
-    frames.mkdir(parents=True)
-    for t, frame in enumerate(truth.sequence.frames, start=1):
-        write_image(frames / f"{t:07d}.png", frame)
-    write_visdrone_mot(root / "tracks" / "seq.txt", truth.rows)
-    lines = root / "lines.yaml"
-    zone = [[150, 220], [300, 220], [300, 280], [150, 280]]
-    lines.write_text(yaml.safe_dump({"lines": [{"name": n, "points": p} for n, p in LINES],
-                                     "zones": [{"name": "road", "points": zone}]}))  # fmt: skip
-    return truth, root / "tracks", frames, lines
+    tracks, frames, lines = record(truth, root, zones=[("road", [[150, 220], [300, 220], [300, 280], [150, 280]])])
+    return truth, tracks, frames / "seq", lines
 
 
 def test_tracks_with_their_frames_give_every_output_and_the_true_counts(recorded, tmp_path, capsys):

@@ -178,9 +178,6 @@ def _analyze_stream(stream: TrackStream, regions_path, config: AnalyzeConfig, fo
     fixed_gsd = _fixed_gsd(config, size)
     analysis = Analysis(regions, names=stream.names, fps=fps, config=config, frame_size=size or (1, 1),
                         measure_speed=fixed_gsd is not None or telemetry is not None)  # fmt: skip
-    if fixed_gsd is None and telemetry is None:
-        LOGGER.warning("no ground sampling distance (--gsd, --altitude/--focal-mm/--sensor-mm or an SRT sidecar): "
-                       "positions stay in pixels and speeds are not measured")  # fmt: skip
     writer = VideoFile(folder / f"{stream.name}.mp4", fps) if save_video and first.image is not None else None
     geo_rows, seconds, count, first_image = [], 0.0, 0, None
     try:
@@ -237,6 +234,8 @@ def _telemetry(config: AnalyzeConfig, video) -> dict[int, Telemetry] | None:
     """The SRT telemetry by frame, or None with one warning when it is missing or unreadable."""
     path = Path(config.srt) if config.srt else _sidecar(video)
     if path is None:
+        LOGGER.warning("no ground sampling distance (--gsd, --altitude/--focal-mm/--sensor-mm or an SRT sidecar): "
+                       "positions stay in pixels and speeds are not measured")  # fmt: skip
         return None
     try:
         return read_srt(path)
