@@ -8,7 +8,8 @@
 Every stream yields `StreamFrame`s in order with the camera motion from the previous frame: the tracker's
 estimate (`Tracker.camera_motion`), or for track files one estimated from the frames when `source` gives them
 and `cmc` is not "none" (else the identity: a still camera). Files' categories are VisDrone's (class id =
-category - 1); rows without an id (ignored regions) are left out.
+category - 1); rows without an id (ignored regions) and of VisDrone's "others" (category 11, not scored) are left
+out.
 """
 
 from __future__ import annotations
@@ -88,7 +89,7 @@ def track_streams(folder: Path, source=None, *, cmc: str = "sparse") -> Iterator
     `cmc` from the frames of the sequence of the same name in `source` when given."""
     for name, path, sequence in _paired(folder, source):
         table = read_detections(path)
-        table = table.select(table.ids > 0)
+        table = table.select((table.ids > 0) & (table.classes <= len(VISDRONE_NAMES)))
         yield TrackStream(name, tuple(VISDRONE_NAMES), _table_frames(table, sequence, cmc))
 
 
