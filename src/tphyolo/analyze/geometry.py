@@ -22,15 +22,18 @@ def signed_distance(points: np.ndarray, polyline: np.ndarray, *, closed: bool = 
     segment's left, positive on its right (`closed`: with the segment from the last point back to the first)."""
     a, b = _segments(polyline, closed=closed)  # (S, 2) each
     d = b - a
-    length2 = np.maximum((d**2).sum(1), 1e-12)
     rel = points[:, None, :] - a[None]  # (N, S, 2)
-    t = np.clip((rel * d).sum(-1) / length2, 0.0, 1.0)
-    gap = rel - t[..., None] * d  # (N, S, 2)
+    t = (rel * d).sum(-1) / np.maximum((d**2).sum(1), 1e-12)
+    t = np.minimum(np.maximum(t, 0.0), 1.0)  # np.clip costs more on a few points
+    gap = rel - t[..., None] * d
     distance = np.sqrt((gap**2).sum(-1))
-    nearest = distance.argmin(1)
-    rows = np.arange(len(points))
-    cross = d[nearest, 0] * rel[rows, nearest, 1] - d[nearest, 1] * rel[rows, nearest, 0]
-    return np.where(cross < 0, -1.0, 1.0) * distance[rows, nearest]
+    if distance.shape[1] == 1:
+        nearest, cross = np.zeros(len(points), np.int64), d[0, 0] * rel[:, 0, 1] - d[0, 1] * rel[:, 0, 0]
+    else:
+        nearest = distance.argmin(1)
+        rows = np.arange(len(points))
+        cross = d[nearest, 0] * rel[rows, nearest, 1] - d[nearest, 1] * rel[rows, nearest, 0]
+    return np.where(cross < 0, -1.0, 1.0) * distance[np.arange(len(points)), nearest]
 
 
 def paths_cross(start: np.ndarray, end: np.ndarray, polyline: np.ndarray) -> np.ndarray:

@@ -22,21 +22,25 @@ class GroundMotion:
     def reset(self) -> None:
         """Start a new stream: the next frame is the first (ground = image)."""
         self.ground_to_image = np.eye(3)  # (3, 3): first-frame pixels -> current frame pixels
+        self._image_to_ground = np.eye(3)
+        self._scale = 1.0
 
     def advance(self, motion: np.ndarray | None) -> None:
         """The next frame, `motion` (2, 3) from the previous frame's pixels to its own (None: the identity)."""
         if motion is not None:
             step = np.vstack([np.asarray(motion, dtype=np.float64).reshape(2, 3), [0.0, 0.0, 1.0]])
             self.ground_to_image = step @ self.ground_to_image
+            self._image_to_ground = np.linalg.inv(self.ground_to_image)
+            self._scale = float(np.sqrt(abs(np.linalg.det(self.ground_to_image[:2, :2]))))
 
     @property
     def scale(self) -> float:
         """Current-frame pixels per ground pixel (the accumulated zoom)."""
-        return float(np.sqrt(abs(np.linalg.det(self.ground_to_image[:2, :2]))))
+        return self._scale
 
     def to_ground(self, points: np.ndarray) -> np.ndarray:
         """(N, 2) ground coordinates of points (N, 2) in current-frame pixels."""
-        return _apply(np.linalg.inv(self.ground_to_image), points)
+        return _apply(self._image_to_ground, points)
 
     def to_image(self, points: np.ndarray) -> np.ndarray:
         """(N, 2) current-frame pixels of ground points (N, 2)."""

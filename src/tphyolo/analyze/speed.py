@@ -11,11 +11,9 @@ flagged as implausible (a wrong match, a bad motion estimate).
 
 from __future__ import annotations
 
-from collections import deque
-
 import numpy as np
 
-from tphyolo.analyze.points import TrackPoints
+from tphyolo.analyze.points import TrackPoints, TrackSlots, grown
 
 SPEED_COLUMNS = ("frame", "track", "class", "speed_kmh", "implausible")
 
@@ -38,31 +36,54 @@ class Speed:
 
     def reset(self) -> None:
         """Forget every track."""
-        self._history: dict[int, deque] = {}  # id -> (frame, ground xy, metres per ground pixel)
-        self.rows: list[tuple[int, int, int, float, bool]] = []
+        self._slots = TrackSlots()
+        w = self.window
+        # per track, its last `window` observations in a ring: frame (-inf: none), ground xy, metres per ground px
+        self._frame = np.zeros((0, w))
+        self._xy = np.zeros((0, w, 2))
+        self._mpp = np.zeros((0, w))
+        self._seen = np.zeros(0, np.int64)  # observations so far (the ring's next slot is seen % window)
+        self._rows: list[np.ndarray] = []  # (K, 5) per frame: frame, id, class id, km/h, flagged
 
     def update(self, points: TrackPoints, *, gsd: float | None = None) -> np.ndarray:
         """(N,) km/h of the frame's tracks; `gsd`: this frame's metres per pixel (default: the stream's)."""
         gsd = self.gsd if gsd is None else gsd
         if gsd is None or not gsd > 0:
             raise ValueError(f"frame {points.number}: no ground sampling distance (> 0 metres per pixel), got {gsd}")
-        metres_per_ground_pixel = gsd * points.scale
-        speeds = np.full(len(points), np.nan)
-        for i, (track, label) in enumerate(zip(points.ids.tolist(), points.labels.tolist(), strict=True)):
-            history = self._history.setdefault(track, deque())
-            history.append((points.number, points.ground[i], metres_per_ground_pixel))
-            while history[0][0] <= points.number - self.window:
-                history.popleft()
-            if len(history) < 2:
-                continue
-            frame, start, _ = history[0]
-            metres = np.hypot(*(points.ground[i] - start)) * np.mean([h[2] for h in history])
-            speeds[i] = metres / ((points.number - frame) / self.fps) * 3.6
-            flagged = self.max_speed is not None and speeds[i] > self.max_speed
-            self.rows.append((points.number, track, label, float(speeds[i]), flagged))
+        rows = self._slots.rows(points.ids)
+        size = len(self._slots)
+        self._frame, self._xy = grown(self._frame, size, -np.inf), grown(self._xy, size, 0.0)
+        self._mpp, self._seen = grown(self._mpp, size, 0.0), grown(self._seen, size, 0)
+        at = self._seen[rows] % self.window
+        self._frame[rows, at], self._xy[rows, at], self._mpp[rows, at] = (
+            points.number,
+            points.ground,
+            gsd * points.scale,
+        )
+        self._seen[rows] += 1
+        frames = self._frame[rows]  # (N, W)
+        recent = frames > points.number - self.window
+        oldest = np.where(recent, frames, np.inf).argmin(1)
+        n = np.arange(len(rows))
+        elapsed = (points.number - frames[n, oldest]) / self.fps  # seconds
+        metres = np.hypot(*(points.ground - self._xy[rows, oldest]).T)
+        metres *= np.where(recent, self._mpp[rows], 0.0).sum(1) / recent.sum(1)
+        measured = (recent.sum(1) >= 2) & (elapsed > 0)
+        speeds = np.full(len(rows), np.nan)
+        speeds[measured] = metres[measured] / elapsed[measured] * 3.6
+        flagged = speeds > self.max_speed if self.max_speed is not None else np.zeros(len(rows), dtype=bool)
+        self._rows.append(np.column_stack([np.full(len(rows), points.number), points.ids, points.labels, speeds,
+                                           flagged])[measured])  # fmt: skip
         return speeds
+
+    @property
+    def rows(self) -> list[tuple[int, int, int, float, bool]]:
+        """(frame, track id, class id, km/h, flagged) of every measured track-frame, in order."""
+        table = np.concatenate(self._rows) if self._rows else np.zeros((0, 5))
+        return [(int(f), int(t), int(c), float(s), bool(x)) for f, t, c, s, x in table.tolist()]
 
     def mean_speed(self, track: int) -> float:
         """Mean km/h of track `track` over its measured frames (NaN when none)."""
-        speeds = [row[3] for row in self.rows if row[1] == track]
-        return float(np.mean(speeds)) if speeds else float("nan")
+        table = np.concatenate(self._rows) if self._rows else np.zeros((0, 5))
+        speeds = table[table[:, 1] == track, 3]
+        return float(speeds.mean()) if len(speeds) else float("nan")

@@ -50,25 +50,29 @@ class Zones:
         size = len(self._slots)
         self._inside, self._entered = grown(self._inside, size, False), grown(self._entered, size, 0)
         self._last_inside, self._frames = grown(self._last_inside, size, 0), grown(self._frames, size, 0)
-        labels = [class_name(self.names, label) for label in points.labels.tolist()]
         found = []
         for k, zone in enumerate(self.zones):
-            clear = np.abs(signed_distance(points.ground, zone.points, closed=True)) > self.margin
             inside = inside_polygon(points.ground, zone.points)
             before = self._inside[rows, k]
-            now = np.where(clear, inside, before)
+            now = before.copy()
+            changing = np.flatnonzero(inside != before)  # few: the band is measured for these only
+            if len(changing):
+                clear = np.abs(signed_distance(points.ground[changing], zone.points, closed=True)) > self.margin
+                now[changing[clear]] = inside[changing[clear]]
             for i in np.flatnonzero(now != before).tolist():
-                kind = "entry" if now[i] else "exit"
-                found.append(Event(kind, zone.name, int(points.ids[i]), labels[i], points.number,
+                kind, label = ("entry" if now[i] else "exit"), class_name(self.names, points.labels[i])
+                found.append(Event(kind, zone.name, int(points.ids[i]), label, points.number,
                                    (points.number - 1) / self.fps))  # fmt: skip
                 tally = self.entries if now[i] else self.exits
-                tally[zone.name][labels[i]] = tally[zone.name].get(labels[i], 0) + 1
+                tally[zone.name][label] = tally[zone.name].get(label, 0) + 1
             entering, leaving = rows[now & ~before], rows[~now & before]
             self._frames[leaving, k] += self._last_inside[leaving, k] - self._entered[leaving, k] + 1
             self._entered[entering, k] = points.number
             self._last_inside[rows[now], k] = points.number
             self._inside[rows, k] = now
-            self.live[zone.name] = _tally([labels[i] for i in np.flatnonzero(now).tolist()])
+            labels, counts = np.unique(points.labels[now], return_counts=True)
+            self.live[zone.name] = {class_name(self.names, label): n
+                                    for label, n in zip(labels.tolist(), counts.tolist(), strict=True)}  # fmt: skip
         self.events.extend(found)
         return found
 
@@ -100,10 +104,3 @@ class Zones:
                 "dwell_s": {i: s for i, s in dwell.items() if s > 0},
             }
         return out
-
-
-def _tally(labels: list[str]) -> dict[str, int]:
-    counts: dict[str, int] = {}
-    for label in labels:
-        counts[label] = counts.get(label, 0) + 1
-    return counts
