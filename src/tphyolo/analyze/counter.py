@@ -16,7 +16,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from tphyolo.analyze.events import Event, class_name
-from tphyolo.analyze.geometry import paths_cross, signed_distance
+from tphyolo.analyze.geometry import paths_cross, signed_distances
 from tphyolo.analyze.points import TrackPoints, TrackSlots, grown
 from tphyolo.analyze.regions import Line
 
@@ -51,23 +51,26 @@ class Counter:
         self._side, self._last = grown(self._side, size, 0), grown(self._last, size, 0.0)
         self._counted = grown(self._counted, size, False)
         found = []
-        for k, line in enumerate(self.lines):
-            distance = signed_distance(points.ground, line.points)
-            now = np.where(distance > self.margin, 1, np.where(distance < -self.margin, -1, 0)).astype(np.int8)
-            before = self._side[rows, k]
-            flipped = (now != 0) & (before != 0) & (now != before) & ~self._counted[rows, k]
-            if flipped.any():
-                flipped[flipped] = paths_cross(self._last[rows[flipped], k], points.ground[flipped], line.points)
-            for i in np.flatnonzero(flipped).tolist():
-                direction = "forward" if before[i] < 0 else "backward"
-                label = class_name(self.names, points.labels[i])
-                found.append(Event("crossing", line.name, int(points.ids[i]), label, points.number,
-                                   (points.number - 1) / self.fps, direction))  # fmt: skip
-                per_class = self.counts[line.name][direction]
-                per_class[label] = per_class.get(label, 0) + 1
-            self._counted[rows[flipped], k] = True
-            sided = now != 0
-            self._side[rows[sided], k] = now[sided]
-            self._last[rows[sided], k] = points.ground[sided]
+        if not self.lines or not len(points):
+            return found
+        distance = signed_distances(points.ground, [line.points for line in self.lines])  # (N, L)
+        now = np.where(distance > self.margin, 1, np.where(distance < -self.margin, -1, 0)).astype(np.int8)
+        before = self._side[rows]
+        flipped = (now != 0) & (before != 0) & (now != before) & ~self._counted[rows]
+        for i, k in np.argwhere(flipped).tolist():  # rare: a change of side; does the path meet the line?
+            line = self.lines[k]
+            if not paths_cross(self._last[rows[i], k][None], points.ground[i][None], line.points)[0]:
+                flipped[i, k] = False
+                continue
+            direction = "forward" if before[i, k] < 0 else "backward"
+            label = class_name(self.names, points.labels[i])
+            found.append(Event("crossing", line.name, int(points.ids[i]), label, points.number,
+                               (points.number - 1) / self.fps, direction))  # fmt: skip
+            per_class = self.counts[line.name][direction]
+            per_class[label] = per_class.get(label, 0) + 1
+        self._counted[rows] |= flipped
+        sided = now != 0
+        self._side[rows] = np.where(sided, now, before)
+        self._last[rows] = np.where(sided[..., None], points.ground[:, None, :], self._last[rows])
         self.events.extend(found)
         return found

@@ -36,6 +36,25 @@ def signed_distance(points: np.ndarray, polyline: np.ndarray, *, closed: bool = 
     return np.where(cross < 0, -1.0, 1.0) * distance[np.arange(len(points)), nearest]
 
 
+def signed_distances(points: np.ndarray, polylines: list[np.ndarray]) -> np.ndarray:
+    """(N, L) `signed_distance` of each point (N, 2) to each of the L open polylines, in one pass over all
+    their segments (the cost of one polyline, not L)."""
+    starts = np.cumsum([0] + [len(p) - 1 for p in polylines])
+    a = np.concatenate([p[:-1] for p in polylines])  # (S, 2)
+    d = np.concatenate([p[1:] for p in polylines]) - a
+    rel = points[:, None, :] - a[None]  # (N, S, 2)
+    t = (rel * d).sum(-1) / np.maximum((d**2).sum(1), 1e-12)
+    t = np.minimum(np.maximum(t, 0.0), 1.0)
+    gap = rel - t[..., None] * d
+    distance = np.sqrt((gap**2).sum(-1))  # (N, S)
+    signed = np.where(d[:, 0] * rel[..., 1] - d[:, 1] * rel[..., 0] < 0, -distance, distance)
+    if starts[-1] == len(polylines):  # every polyline one segment: a column each
+        return signed
+    rows = np.arange(len(points))
+    columns = [signed[rows, s0 + distance[:, s0:s1].argmin(1)] for s0, s1 in zip(starts[:-1], starts[1:], strict=True)]
+    return np.stack(columns, axis=1) if columns else np.zeros((len(points), 0))
+
+
 def paths_cross(start: np.ndarray, end: np.ndarray, polyline: np.ndarray) -> np.ndarray:
     """(N,) whether the straight path start[i] -> end[i] ((N, 2) each) meets a segment of `polyline` (K, 2)."""
     a, b = _segments(polyline, closed=False)

@@ -70,9 +70,9 @@ class Zones:
             self._entered[entering, k] = points.number
             self._last_inside[rows[now], k] = points.number
             self._inside[rows, k] = now
-            labels, counts = np.unique(points.labels[now], return_counts=True)
-            self.live[zone.name] = {class_name(self.names, label): n
-                                    for label, n in zip(labels.tolist(), counts.tolist(), strict=True)}  # fmt: skip
+            counts = np.bincount(points.labels[now] + 1)  # labels from -1 (no class)
+            self.live[zone.name] = {class_name(self.names, label - 1): int(counts[label])
+                                    for label in np.flatnonzero(counts).tolist()}  # fmt: skip
         self.events.extend(found)
         return found
 
