@@ -2,10 +2,13 @@
 on a synthetic-mot sequence, and the fallback to pixels with one warning for a missing or garbled file."""
 
 import csv
+import json
 
+import cv2
 import numpy as np
 import pytest
-from tests.analyze.simulated import Truth, record, simulate
+import yaml
+from tests.analyze.simulated import LINES, Truth, record, simulate
 
 from tphyolo.analyze import read_srt
 from tphyolo.analyze.geo import EARTH_RADIUS, FULL_FRAME_WIDTH_MM
@@ -117,3 +120,31 @@ def test_a_missing_or_garbled_sidecar_leaves_pixels_with_one_warning(sequence, t
     assert len(warnings) == 1 and str(srt) in warnings[0]
     names = {p.name for p in (tmp_path / "run").iterdir()}
     assert "counts.json" in names and "tracks_geo.csv" not in names and "tracks_speed.csv" not in names
+
+
+def test_lines_in_latitude_longitude_count_as_the_same_lines_in_pixels(sequence, tmp_path):
+    truth, root = sequence
+    srt = write_srt(tmp_path / "seq.SRT", truth)
+    to_world = cv2.invertAffineTransform(truth.sequence.camera.affine(0))  # first-frame pixels -> world
+    entries = [{"name": n, "latlon": world_to_wgs84(np.asarray(p, float) @ to_world[:, :2].T + to_world[:, 2]).tolist()}
+               for n, p in LINES]  # fmt: skip
+    lines = tmp_path / "latlon.yaml"
+    lines.write_text(yaml.safe_dump({"lines": entries}))
+    counts = {}
+    for name, path in (("degrees", lines), ("pixels", root / "lines.yaml")):
+        argv = ["analyze", "--tracks", str(root / "tracks"), "--source", str(root / "frames"), "--lines", str(path),
+                "--srt", str(srt), "--no-save-video", "--project", str(tmp_path), "--name", name]  # fmt: skip
+        assert main(argv) == 0
+        counts[name] = json.loads((tmp_path / name / "counts.json").read_text())["lines"]
+    assert counts["degrees"] == counts["pixels"]
+    assert sum(sum(c.values()) for per in counts["pixels"].values() for c in per.values()) >= 5
+
+
+def test_lines_in_latitude_longitude_without_telemetry_get_one_line(sequence, tmp_path, capsys):
+    _, root = sequence
+    lines = tmp_path / "latlon.yaml"
+    lines.write_text("lines:\n  - {name: a, latlon: [[47.1, 8.1], [47.2, 8.2]]}\n")
+    argv = ["analyze", "--tracks", str(root / "tracks"), "--source", str(root / "frames"), "--lines", str(lines),
+            "--gsd", "0.1", "--no-save-video", "--project", str(tmp_path)]  # fmt: skip
+    assert main(argv) == 2
+    assert f"{lines}: line 'a' is in latitude/longitude: it needs the video's SRT telemetry" in capsys.readouterr().err

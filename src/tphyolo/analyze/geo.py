@@ -53,3 +53,16 @@ def pixels_to_wgs84(points: np.ndarray, telemetry: Telemetry, *, image_size: tup
     latitude = telemetry.latitude + np.degrees(north / EARTH_RADIUS)
     longitude = telemetry.longitude + np.degrees(east / (EARTH_RADIUS * np.cos(np.radians(telemetry.latitude))))
     return np.stack([latitude, longitude], axis=1)
+
+
+def wgs84_to_pixels(latlon: np.ndarray, telemetry: Telemetry, *, image_size: tuple[int, int],
+                    gsd: float) -> np.ndarray:  # fmt: skip
+    """(K, 2) image points of latitude, longitude pairs (K, 2) in the frame filmed from `telemetry`: the
+    inverse of `pixels_to_wgs84`."""
+    latlon = np.asarray(latlon, dtype=np.float64).reshape(-1, 2)
+    north = np.radians(latlon[:, 0] - telemetry.latitude) * EARTH_RADIUS
+    east = np.radians(latlon[:, 1] - telemetry.longitude) * EARTH_RADIUS * np.cos(np.radians(telemetry.latitude))
+    yaw = np.radians(telemetry.yaw)
+    right = east * np.cos(yaw) - north * np.sin(yaw)
+    up = east * np.sin(yaw) + north * np.cos(yaw)
+    return np.stack([image_size[0] / 2 + right / gsd, image_size[1] / 2 - up / gsd], axis=1)

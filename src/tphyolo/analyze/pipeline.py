@@ -14,6 +14,7 @@ positions in pixels and speeds unmeasured, with one warning.
 
 from __future__ import annotations
 
+import bisect
 import itertools
 import logging
 import time
@@ -26,7 +27,7 @@ import numpy as np
 from tphyolo.analyze.config import AnalyzeConfig
 from tphyolo.analyze.counter import Counter
 from tphyolo.analyze.events import class_name
-from tphyolo.analyze.geo import ground_sampling_distance, pixels_to_wgs84, telemetry_gsd
+from tphyolo.analyze.geo import ground_sampling_distance, pixels_to_wgs84, telemetry_gsd, wgs84_to_pixels
 from tphyolo.analyze.heatmap import Heatmap
 from tphyolo.analyze.inputs.streams import (
     StreamFrame,
@@ -172,10 +173,10 @@ def _analyze_stream(stream: TrackStream, regions_path, config: AnalyzeConfig, fo
         return SequenceReport(stream.name, {"lines": {}, "zones": {}})
     frames = itertools.chain([first], stream.frames)
     size = None if first.image is None else (first.image.shape[1], first.image.shape[0])
-    regions = load_regions(regions_path, frame_size=size)
     fps = config.fps or first.fps or DEFAULT_FPS
     telemetry = _telemetry(config, video) if config.gsd is None and config.altitude is None else None
     fixed_gsd = _fixed_gsd(config, size)
+    regions = load_regions(regions_path, frame_size=size, from_latlon=_latlon_mapper(telemetry, first.number, size))
     analysis = Analysis(regions, names=stream.names, fps=fps, config=config, frame_size=size or (1, 1),
                         measure_speed=fixed_gsd is not None or telemetry is not None)  # fmt: skip
     writer = VideoFile(folder / f"{stream.name}.mp4", fps) if save_video and first.image is not None else None
@@ -219,6 +220,15 @@ def _analyze_stream(stream: TrackStream, regions_path, config: AnalyzeConfig, fo
     return report
 
 
+def _latlon_mapper(telemetry: dict[int, Telemetry] | None, number: int, size: tuple[int, int] | None):
+    """Latitude, longitude -> pixels of the first frame (number `number`), or None without telemetry for it."""
+    here = _at(telemetry, number) if telemetry and size else None
+    if here is None:
+        return None
+    gsd = telemetry_gsd(here, size[0])
+    return lambda latlon: wgs84_to_pixels(latlon, here, image_size=size, gsd=gsd)
+
+
 def _fixed_gsd(config: AnalyzeConfig, size: tuple[int, int] | None) -> float | None:
     if config.gsd is not None:
         return config.gsd
@@ -259,5 +269,6 @@ def _at(telemetry: dict[int, Telemetry], number: int) -> Telemetry | None:
     """The telemetry of frame `number`, else of the nearest earlier frame that has some."""
     if number in telemetry:
         return telemetry[number]
-    earlier = [n for n in telemetry if n < number]
-    return telemetry[max(earlier)] if earlier else None
+    numbers = sorted(telemetry)
+    earlier = bisect.bisect_right(numbers, number)
+    return telemetry[numbers[earlier - 1]] if earlier else None

@@ -7,14 +7,17 @@
       - name: junction
         points: [[200, 100], [800, 100], [800, 440], [200, 440]]   # a simple polygon, three or more points
 
-Coordinates are pixels of the stream's first frame (the ground, `tphyolo.analyze.motion`). `load_regions`
-refuses, in one line naming the file and the line or zone: an empty file or one with neither list, a point
-outside the first frame, a line with fewer than 2 points, a zone with fewer than 3 or whose edges cross, a name
-given twice.
+Coordinates are pixels of the stream's first frame (the ground, `tphyolo.analyze.motion`), or, for a video with
+telemetry, WGS84 degrees: `latlon: [[lat, lon], ...]` in place of `points`, turned into first-frame pixels by
+the caller's `from_latlon` (`tphyolo.analyze.geo.wgs84_to_pixels` with the first frame's telemetry).
+`load_regions` refuses, in one line naming the file and the line or zone: an empty file or one with neither
+list, a point outside the first frame (of a line or zone in pixels), a line with fewer than 2 points, a zone
+with fewer than 3 or whose edges cross, a name given twice, a `latlon` entry without telemetry.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -48,9 +51,12 @@ class Regions:
     zones: tuple[Zone, ...] = ()
 
 
-def load_regions(path: str | Path, *, frame_size: tuple[int, int] | None = None) -> Regions:
+def load_regions(path: str | Path, *, frame_size: tuple[int, int] | None = None,
+                 from_latlon: Callable[[np.ndarray], np.ndarray] | None = None) -> Regions:  # fmt: skip
     """The lines and zones of yaml file `path` (see the module docstring); `frame_size` (width, height) of the
-    first frame, when known, bounds the points. Raises ValueError naming the file and the problem."""
+    first frame, when known, bounds the points; `from_latlon` maps (K, 2) latitude, longitude to first-frame
+    pixels (None: no telemetry; `latlon` entries are then refused, unless `frame_size` is None too: a first
+    look at the file before any frame). Raises ValueError naming the file and the problem."""
     path = Path(path)
     data = load_yaml_file(path)
     if not data:
@@ -61,37 +67,50 @@ def load_regions(path: str | Path, *, frame_size: tuple[int, int] | None = None)
     if unknown:
         raise ValueError(f"{path}: unknown key(s) {unknown}; known: ['lines', 'zones']")
     try:
-        lines = tuple(Line(name, points) for name, points in _entries(data, "lines", 2))
-        zones = tuple(Zone(name, points) for name, points in _entries(data, "zones", 3))
+        lines = [(Line(name, points), geo) for name, points, geo in _entries(data, "lines", 2, from_latlon, frame_size)]
+        zones = [(Zone(name, points), geo) for name, points, geo in _entries(data, "zones", 3, from_latlon, frame_size)]
+        for region, geographic in (*lines, *zones):
+            if not geographic:
+                _check(region, frame_size)
+            elif from_latlon is not None:  # the ground a drone pans to may lie beyond the first frame
+                _check(region, None)
+        lines, zones = tuple(line for line, _ in lines), tuple(zone for zone, _ in zones)
         if not lines and not zones:
             raise ValueError("no lines and no zones")
         names = [r.name for r in (*lines, *zones)]
         twice = sorted({n for n in names if names.count(n) > 1})
         if twice:
             raise ValueError(f"name {twice[0]!r} is given twice")
-        for region in (*lines, *zones):
-            _check(region, frame_size)
     except ValueError as error:
         raise ValueError(f"{path}: {error}") from None
     return Regions(lines, zones)
 
 
-def _entries(data: dict, key: str, least: int):
+def _entries(data: dict, key: str, least: int, from_latlon, frame_size):
     entries = data.get(key) or []
     if not isinstance(entries, list):
         raise ValueError(f"'{key}' must be a list of entries with name and points")
     for i, entry in enumerate(entries):
         where = f"{key}[{i}]"
-        if not isinstance(entry, dict) or set(entry) != {"name", "points"}:
-            raise ValueError(f"{where}: expected exactly 'name' and 'points'")
-        name = str(entry["name"])
+        if (
+            not isinstance(entry, dict)
+            or len(entry) != 2
+            or "name" not in entry
+            or not {"points", "latlon"} & set(entry)
+        ):
+            raise ValueError(f"{where}: expected exactly 'name' and 'points' (or 'latlon')")
+        name, field = str(entry["name"]), "points" if "points" in entry else "latlon"
         try:
-            points = np.asarray(entry["points"], dtype=np.float64)
+            points = np.asarray(entry[field], dtype=np.float64)
         except (TypeError, ValueError):
-            raise ValueError(f"{key[:-1]} {name!r}: points must be [[x, y], ...] numbers") from None
+            raise ValueError(f"{key[:-1]} {name!r}: {field} must be [[x, y], ...] numbers") from None
         if points.ndim != 2 or points.shape[1] != 2 or len(points) < least or not np.isfinite(points).all():
-            raise ValueError(f"{key[:-1]} {name!r}: needs {least} or more [x, y] points, got {entry['points']!r:.80}")
-        yield name, points
+            raise ValueError(f"{key[:-1]} {name!r}: needs {least} or more [x, y] points, got {entry[field]!r:.80}")
+        if field == "latlon":
+            if from_latlon is None and frame_size is not None:
+                raise ValueError(f"{key[:-1]} {name!r} is in latitude/longitude: it needs the video's SRT telemetry")
+            points = from_latlon(points) if from_latlon is not None else points  # degrees: a first look only
+        yield name, points, field == "latlon"
 
 
 def _check(region: Line | Zone, frame_size: tuple[int, int] | None) -> None:
