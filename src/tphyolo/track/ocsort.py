@@ -32,7 +32,6 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
-from scipy.optimize import linear_sum_assignment
 
 from tphyolo.flags import check_field_types
 from tphyolo.track.interface import Tracks, detections_of_frame
@@ -131,6 +130,8 @@ def direction(start: np.ndarray, end: np.ndarray) -> np.ndarray:
 def assign(score: np.ndarray, iou: np.ndarray, threshold: float) -> np.ndarray:
     """(K, 2) (row, column) pairs of the largest total `score`, keeping those whose IoU reaches `threshold`;
     when the pairs above the threshold are already one to one, they are taken as they are."""
+    from scipy.optimize import linear_sum_assignment  # as track.matching: scipy only when a frame needs it
+
     if not iou.size:
         return np.zeros((0, 2), np.int64)
     above = iou > threshold

@@ -12,33 +12,39 @@
 | `ocsort` | `track.ocsort.OCSort` | `OCSortConfig` (OC-SORT, Cao et al. 2023) |
 
 A new tracker is its module (a class with `config`, `reset()` and `update(...) -> Tracks`, and a frozen settings
-dataclass whose `tracker` field is its name) and one row here.
+dataclass whose `tracker` field is its name) and one row here. A row names its class by its dotted path, imported
+when a tracker is made, so that reading the names and settings (`tphyolo track -h`) imports no torch.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import importlib
 from dataclasses import dataclass
 from typing import Any
 
 from tphyolo.track.config import TRACKER_PRESETS, settings_from
 from tphyolo.track.interface import MultiObjectTracker
-from tphyolo.track.ocsort import OCSort, OCSortConfig
-from tphyolo.track.tracker import Tracker
+from tphyolo.track.ocsort import OCSortConfig
 
 
 @dataclass(frozen=True)
 class TrackerKind:
-    """One registered tracker: `make(settings)` builds it; `preset` is its default settings."""
+    """One registered tracker: `cls`, the dotted path (`module:Class`) of the class built from its settings;
+    `preset`, its default settings."""
 
-    make: Callable[[Any], MultiObjectTracker]
+    cls: str
     preset: Any
+
+    def make(self, settings: Any) -> MultiObjectTracker:
+        """The tracker built from `settings`."""
+        module, name = self.cls.split(":")
+        return getattr(importlib.import_module(module), name)(settings)
 
 
 TRACKERS: dict[str, TrackerKind] = {
-    "bytetrack": TrackerKind(Tracker, TRACKER_PRESETS["bytetrack"]),
-    "botsort": TrackerKind(Tracker, TRACKER_PRESETS["botsort"]),
-    "ocsort": TrackerKind(OCSort, OCSortConfig()),
+    "bytetrack": TrackerKind("tphyolo.track.tracker:Tracker", TRACKER_PRESETS["bytetrack"]),
+    "botsort": TrackerKind("tphyolo.track.tracker:Tracker", TRACKER_PRESETS["botsort"]),
+    "ocsort": TrackerKind("tphyolo.track.ocsort:OCSort", OCSortConfig()),
 }
 TRACKER_NAMES: tuple[str, ...] = tuple(TRACKERS)
 
