@@ -185,7 +185,7 @@ def _public_sequences(args: argparse.Namespace, tracker):
     from tphyolo.errors import UsageError
     from tphyolo.predict.sequences import resolve_sequences
     from tphyolo.predict.sources import iter_frames
-    from tphyolo.track.public import track_detections
+    from tphyolo.track.precomputed import track_detections
 
     files = detection_files(args.detections)
     if args.source is None and _cmc(tracker.config) != "none":

@@ -143,7 +143,7 @@ def assign(score: np.ndarray, iou: np.ndarray, threshold: float) -> np.ndarray:
     return np.stack([rows[keep], cols[keep]], axis=1).astype(np.int64)
 
 
-class _Tracks:
+class _LiveTracks:
     """All live tracks as parallel arrays (row i is one track). `last_obs` (N, 5) is the last matched box and
     its score (-1 everywhere before the first match); `history` (N, delta_t, 5) holds the observations of the
     last `delta_t` ages at row `age % delta_t`, with `history_age` the age each was seen at (-1: none);
@@ -215,7 +215,7 @@ class OCSort:
 
     def reset(self) -> None:
         """Forget every track, the frame count and the id counter."""
-        self.tracks = _Tracks(self.config.delta_t)
+        self.tracks = _LiveTracks(self.config.delta_t)
         self.frame_count = 0
         self.next_id = 1
 
@@ -273,7 +273,7 @@ class OCSort:
             iou = np.where(det_labels[:, None] == track_labels[None, :], iou, 0.0)
         return iou
 
-    def _apply(self, t: _Tracks, dets: np.ndarray, rows: np.ndarray, boxes, scores, labels) -> None:
+    def _apply(self, t: _LiveTracks, dets: np.ndarray, rows: np.ndarray, boxes, scores, labels) -> None:
         """Update tracks `rows` with detections `dets`: the direction of motion, the observation history, the
         re-update of tracks that missed frames, the filter."""
         if not len(rows):
@@ -295,7 +295,7 @@ class OCSort:
         t.score[rows], t.label[rows], t.detection[rows] = scores[dets], labels[dets], dets
 
     @staticmethod
-    def _reupdate(t: _Tracks, row: int, box: np.ndarray) -> None:
+    def _reupdate(t: _LiveTracks, row: int, box: np.ndarray) -> None:
         """Track `row`'s filter rewound to its last observation and fed the virtual boxes of the frames it
         missed, on the straight line (in centre, width and height) from that observation to `box`; left
         predicted to this frame, for the real update."""

@@ -29,7 +29,7 @@ from tphyolo.track.matching import match_pairs, overlaps
 NEW, TRACKED, LOST = 0, 1, 2  # track states: born in the last frame (no id yet), seen in this frame, missing
 
 
-class _TrackTable:
+class _LiveTracks:
     """All live tracks as parallel arrays (row i is one track)."""
 
     def __init__(self) -> None:
@@ -71,7 +71,7 @@ class Tracker:
 
     def reset(self) -> None:
         """Forget every track, the frame count, the id counter and the camera's last frame."""
-        self.tracks = _TrackTable()
+        self.tracks = _LiveTracks()
         self.frame_count = 0
         self.next_id = 1
         self.camera.reset()
