@@ -214,12 +214,16 @@ def test_test_modules_have_unique_names():
 
 MAX_MODULES_PER_FOLDER = 15
 MAX_ROOT_MODULES = 8
+MAX_MODULE_LINES = 450
 
 
 def test_the_package_has_a_readable_shape():
     """No folder holds more than MAX_MODULES_PER_FOLDER modules (a package waiting to be made), and at most
-    MAX_ROOT_MODULES modules sit at the package root (`__init__` aside)."""
+    MAX_ROOT_MODULES modules sit at the package root (`__init__` aside), and no module is longer than
+    MAX_MODULE_LINES lines."""
     counts: dict[str, int] = {}
+    lines = {str(path.relative_to(ROOT.parent)): len(path.read_text().splitlines()) for path in ROOT.rglob("*.py")}
+    assert {name: n for name, n in lines.items() if n > MAX_MODULE_LINES} == {}
     for path in ROOT.rglob("*.py"):
         if path.name != "__init__.py":
             folder = str(path.parent.relative_to(ROOT.parent))

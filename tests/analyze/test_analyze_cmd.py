@@ -91,14 +91,17 @@ def _exit_code(argv):
         return exit_.code
 
 
-def test_detections_tracked_with_camera_motion_count_as_the_truth(recorded, tmp_path):
-    """The true boxes without their ids, tracked by ByteTrack with sparse camera-motion compensation."""
+@pytest.mark.parametrize("tracker", ["bytetrack", "ocsort"])
+def test_detections_tracked_with_camera_motion_count_as_the_truth(recorded, tmp_path, tracker):
+    """The true boxes without their ids, tracked by ByteTrack with its sparse camera-motion compensation, or by
+    OC-SORT, which has none: the camera motion is then estimated from the frames beside it."""
     truth, _, frames, lines = recorded
     rows = truth.rows
     detections = TrackTable.from_columns(rows.frames, np.full(len(rows), -1), rows.boxes, np.full(len(rows), 0.9),
                                          rows.classes)  # fmt: skip
     write_visdrone_mot(tmp_path / "detections" / "seq.txt", detections)
     argv = ["analyze", "--detections", str(tmp_path / "detections"), "--source", str(frames), "--lines", str(lines),
+            "--tracker", tracker,
             "--fps", "25", "--no-save-video", "--project", str(tmp_path), "--name", "run"]  # fmt: skip
     assert main(argv) == 0
     counts = json.loads((tmp_path / "run" / "counts.json").read_text())["lines"]

@@ -44,7 +44,8 @@ from tphyolo.analyze.points import TrackPoints
 from tphyolo.analyze.regions import Regions, load_regions
 from tphyolo.analyze.speed import SPEED_COLUMNS, Speed
 from tphyolo.analyze.zones import Zones
-from tphyolo.track.tracker import Tracker
+from tphyolo.track.interface import MultiObjectTracker
+from tphyolo.track.registry import make_tracker
 
 LOGGER = logging.getLogger(__name__)
 DEFAULT_FPS = 30.0
@@ -114,27 +115,27 @@ def analyze(
     predictor=None,
     detections: Path | None = None,
     tracks: Path | None = None,
-    tracker: Tracker | None = None,
+    tracker: MultiObjectTracker | None = None,
     cmc: str = "sparse",
     save_video: bool = True,
     progress: bool = True,
 ) -> list[SequenceReport]:
     """Analyse one input (exactly one of: `predictor`, a Predictor run on `source`; `detections`, a folder of
     detection files; `tracks`, a folder of track files) with the lines and zones of yaml `regions`; detections
-    are tracked by `tracker` (default ByteTrack); track files take their camera motion from the frames of
-    `source` (when given) with `cmc`. Writes into `save_dir` (see the module docstring) and returns a report per
-    sequence; `progress` draws a bar with frames per second."""
+    are tracked by `tracker` (default: ByteTrack with `cmc`); the camera motion is the tracker's when it
+    compensates it, else estimated from the frames of `source` (when given) with `cmc`. Writes into `save_dir`
+    (see the module docstring) and returns a report per sequence; `progress` draws a bar with frames per second."""
     if sum(x is not None for x in (predictor, detections, tracks)) != 1:
         raise ValueError("analyze needs one input: a predictor (with a source), detections or tracks")
     if predictor is not None and source is None:
         raise ValueError("a predictor needs a source to run on")
     config = config or AnalyzeConfig()
     load_regions(regions)  # a bad file fails here, before any frame is read; the frame's size is checked later
-    tracker = tracker or Tracker()
+    tracker = tracker or make_tracker("bytetrack", cmc=cmc if source is not None else "none")
     if predictor is not None:
-        streams = detector_streams(predictor, tracker, source)
+        streams = detector_streams(predictor, tracker, source, cmc=cmc)
     elif detections is not None:
-        streams = detection_streams(Path(detections), tracker, source)
+        streams = detection_streams(Path(detections), tracker, source, cmc=cmc)
     else:
         streams = track_streams(Path(tracks), source, cmc=cmc)
     video = source if source is not None and Path(str(source)).is_file() else None

@@ -18,7 +18,8 @@ TRACK_CONF = 0.1  # as `tphyolo track`: ByteTrack's second association uses the 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     from tphyolo.analyze.config import AnalyzeConfig
     from tphyolo.flags import add_flags
-    from tphyolo.track.config import CMC_METHODS, TRACKER_NAMES
+    from tphyolo.track.config import CMC_METHODS
+    from tphyolo.track.registry import TRACKER_NAMES
 
     inputs = parser.add_argument_group("what to analyse")
     inputs.add_argument("--lines", required=True, metavar="YAML", help="the lines and zones (first-frame pixels)")
@@ -31,7 +32,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                           help=f"{' or '.join(TRACKER_NAMES)}, or a yaml of settings (default: bytetrack)")  # fmt: skip
     tracking.add_argument(
         "--cmc", choices=CMC_METHODS, default="sparse",
-        help="camera-motion compensation: keeps lines and zones on the ground (default: sparse)",
+        help="camera-motion estimate that keeps lines and zones on the ground; also the tracker's, when it has the "
+        "setting (default: sparse)",
     )  # fmt: skip
     add_flags(parser.add_argument_group("analytics"), AnalyzeConfig)
     add_inference_flags(parser, defaults={"conf": TRACK_CONF})
@@ -46,7 +48,7 @@ def run(args: argparse.Namespace) -> int:
     from tphyolo.errors import UsageError
     from tphyolo.flags import from_flags
     from tphyolo.runtime.run_dir import OutputDir
-    from tphyolo.track.tracker import Tracker
+    from tphyolo.track.registry import make_tracker, tracker_settings
 
     given = [name for name in ("weights", "detections", "tracks") if getattr(args, name) is not None]
     if len(given) != 1:
@@ -54,7 +56,8 @@ def run(args: argparse.Namespace) -> int:
     if args.weights is not None and args.source is None:
         raise UsageError("--weights needs --source: the video or frames to run on")
     config = from_flags(AnalyzeConfig, args)
-    tracker = Tracker(args.tracker, cmc=args.cmc if (args.weights or args.source) else "none")
+    cmc = args.cmc if (args.weights or args.source) else "none"  # without frames there is nothing to estimate from
+    tracker = make_tracker(args.tracker, **({"cmc": cmc} if hasattr(tracker_settings(args.tracker), "cmc") else {}))
     predictor = None
     if args.weights is not None:
         from tphyolo.infer.config import InferenceConfig

@@ -5,9 +5,10 @@
 - `track_streams`: track files of an earlier `track` run, or ground truth (MOT or VisDrone-MOT rows with ids):
   nothing is detected or tracked again.
 
-Every stream yields `StreamFrame`s in order with the camera motion from the previous frame: the tracker's
-estimate (`Tracker.camera_motion`), or for track files one estimated from the frames when `source` gives them
-and `cmc` is not "none" (else the identity: a still camera). Files' categories are VisDrone's (class id =
+Every stream yields `StreamFrame`s in order with the camera motion from the previous frame: the tracker's own
+estimate when it compensates camera motion (`Tracker.camera_motion`, BoT-SORT or ByteTrack with `cmc`), else
+one estimated with `cmc` from the frames when there are frames and `cmc` is not "none" (OC-SORT, track files),
+else the identity: a still camera. Files' categories are VisDrone's (class id =
 category - 1); rows without an id (ignored regions) and of VisDrone's "others" (category 11, not scored) are left
 out.
 """
@@ -26,8 +27,8 @@ from tphyolo.data.mot.table import TrackTable
 from tphyolo.predict.sequences import VideoSequence, resolve_sequences
 from tphyolo.predict.sources import iter_frames
 from tphyolo.track.cmc import IDENTITY, CameraMotion
-from tphyolo.track.public import track_detections
-from tphyolo.track.tracker import Tracker
+from tphyolo.track.interface import MultiObjectTracker
+from tphyolo.track.precomputed import track_detections
 
 
 @dataclass(frozen=True)
@@ -54,20 +55,38 @@ class TrackStream:
     frames: Iterator[StreamFrame]
 
 
-def detector_streams(predictor, tracker: Tracker, source) -> Iterator[TrackStream]:
+class FrameMotion:
+    """The camera motion of each frame of one stream, after `tracker` has seen it: the tracker's own estimate
+    when it compensates camera motion, else one estimated with `cmc` from the image (identity without one)."""
+
+    def __init__(self, tracker: MultiObjectTracker | None, cmc: str) -> None:
+        compensates = getattr(getattr(tracker, "config", None), "cmc", "none") != "none"
+        self.tracker = tracker if compensates and hasattr(tracker, "camera_motion") else None
+        self.camera = CameraMotion(cmc)
+
+    def __call__(self, image: np.ndarray | None, boxes: np.ndarray) -> np.ndarray:
+        if self.tracker is not None:
+            return np.array(self.tracker.camera_motion, dtype=np.float64)
+        return IDENTITY.copy() if image is None else self.camera(image, boxes)
+
+
+def detector_streams(predictor, tracker: MultiObjectTracker, source, *, cmc: str = "sparse") -> Iterator[TrackStream]:
     """Streams of `predictor` detections tracked by `tracker` over each sequence of `source`."""
     names = tuple(predictor.names) if not isinstance(predictor.names, dict) else tuple(predictor.names.values())
 
     def frames(sequence: VideoSequence) -> Iterator[StreamFrame]:
+        motion = FrameMotion(tracker, cmc)
         for frame, result in predictor.track_sequence(sequence, tracker):
-            yield StreamFrame(result.frame + 1, frame.image, frame.fps, result.boxes.numpy(), result.ids.numpy(),
-                              result.labels.numpy(), tracker.camera_motion.copy())  # fmt: skip
+            boxes = result.boxes.numpy()
+            yield StreamFrame(result.frame + 1, frame.image, frame.fps, boxes, result.ids.numpy(),
+                              result.labels.numpy(), motion(frame.image, boxes))  # fmt: skip
 
     for sequence in resolve_sequences(source):
         yield TrackStream(sequence.name, names, frames(sequence))
 
 
-def detection_streams(folder: Path, tracker: Tracker, source=None) -> Iterator[TrackStream]:
+def detection_streams(folder: Path, tracker: MultiObjectTracker, source=None, *,
+                      cmc: str = "sparse") -> Iterator[TrackStream]:  # fmt: skip
     """Streams of the detection files in `folder` (`<seq>.txt`) tracked by `tracker`, with the frames of the
     sequence of the same name in `source` when given (needed for the tracker's camera-motion compensation)."""
     for name, path, sequence in _paired(folder, source):
@@ -75,11 +94,12 @@ def detection_streams(folder: Path, tracker: Tracker, source=None) -> Iterator[T
         fps: dict[int, float | None] = {}
 
         def frames(path=path, images=images, fps=fps) -> Iterator[StreamFrame]:
+            motion = FrameMotion(tracker, cmc)
             for number, image, tracks in track_detections(read_detections(path), tracker,
                                                           frames=_recording(images, fps)):  # fmt: skip
                 labels = np.where(tracks.labels > 0, tracks.labels - 1, -1)
                 yield StreamFrame(number, image, fps.get(number), tracks.boxes, tracks.ids, labels,
-                                  tracker.camera_motion.copy())  # fmt: skip
+                                  motion(image, tracks.boxes))  # fmt: skip
 
         yield TrackStream(name, tuple(VISDRONE_NAMES), frames())
 
@@ -95,16 +115,15 @@ def track_streams(folder: Path, source=None, *, cmc: str = "sparse") -> Iterator
 
 def _table_frames(table: TrackTable, sequence: VideoSequence | None, cmc: str) -> Iterator[StreamFrame]:
     by_frame = dict(table.by_frame())
-    camera = CameraMotion(cmc)
+    motion = FrameMotion(None, cmc)
     if sequence is None:
         numbered = ((number, None, None) for number in range(1, table.last_frame + 1))
     else:
         numbered = _images(sequence)
     for number, image, fps in numbered:
         rows = by_frame.get(number, TrackTable.empty())
-        motion = IDENTITY.copy() if image is None else camera(image, rows.boxes)
         labels = np.where(rows.classes > 0, rows.classes - 1, -1)
-        yield StreamFrame(number, image, fps, rows.boxes, rows.ids, labels, motion)
+        yield StreamFrame(number, image, fps, rows.boxes, rows.ids, labels, motion(image, rows.boxes))
 
 
 def _images(sequence: VideoSequence) -> Iterator[tuple[int, np.ndarray, float | None]]:
