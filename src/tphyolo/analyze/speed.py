@@ -5,8 +5,8 @@ taken out through the accumulated camera motion) are turned into metres by the g
 metres per pixel of the current frame (a number for the whole stream, or one per frame given to `update`),
 times the frame's pixels per ground pixel. The speed in a frame is the straight distance between the track's
 ground point now and its oldest point within the last `window` frames, over the time between them: a window
-smooths the jitter of the boxes. A track seen once has no speed yet (NaN). A speed above `max_speed` km/h is
-flagged as implausible (a wrong match, a bad motion estimate).
+smooths the jitter of the boxes. A track seen in fewer than half the window's frames (and at least two) has no
+speed yet (NaN). A speed above `max_speed` km/h is flagged as implausible (a wrong match, a bad motion estimate).
 """
 
 from __future__ import annotations
@@ -20,8 +20,8 @@ SPEED_COLUMNS = ("frame", "track", "class", "speed_kmh", "implausible")
 
 class Speed:
     """Measures speeds frame by frame (see the module docstring): `update(points, gsd=...)` returns (N,) km/h for
-    the frame's tracks (NaN for a track seen once); `rows` keeps (frame, id, class id, km/h, flagged) of every
-    measured track-frame and `mean_speed(track)` a track's mean."""
+    the frame's tracks (NaN for a track not yet seen long enough); `rows` keeps (frame, id, class id, km/h,
+    flagged) of every measured track-frame and `mean_speed(track)` a track's mean."""
 
     def __init__(self, *, fps: float, gsd: float | None = None, window: int = 10,
                  max_speed: float | None = None) -> None:  # fmt: skip
@@ -68,7 +68,7 @@ class Speed:
         elapsed = (points.number - frames[n, oldest]) / self.fps  # seconds
         metres = np.hypot(*(points.ground - self._xy[rows, oldest]).T)
         metres *= np.where(recent, self._mpp[rows], 0.0).sum(1) / recent.sum(1)
-        measured = (recent.sum(1) >= 2) & (elapsed > 0)
+        measured = (recent.sum(1) >= max(2, (self.window + 1) // 2)) & (elapsed > 0)
         speeds = np.full(len(rows), np.nan)
         speeds[measured] = metres[measured] / elapsed[measured] * 3.6
         flagged = speeds > self.max_speed if self.max_speed is not None else np.zeros(len(rows), dtype=bool)
