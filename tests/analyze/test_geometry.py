@@ -76,3 +76,16 @@ def test_the_live_count_holds_the_tracks_inside_now():
                              np.array([[50.0, 50], [60, 60], [5, 5]])))  # fmt: skip
     assert zones.live["z"] == {"a": 1, "b": 1}
     assert zones.summary()["z"]["dwell_s"] == {1: pytest.approx(1 / 30, abs=1e-3), 2: pytest.approx(1 / 30, abs=1e-3)}
+
+
+def test_the_anchor_is_the_box_centre_or_its_bottom_middle():
+    from tphyolo.analyze import anchor_points
+
+    boxes = np.array([[10.0, 20, 30, 60]])
+    assert anchor_points(boxes).tolist() == [[20.0, 40.0]] and anchor_points(boxes, "bottom").tolist() == [[20.0, 60.0]]
+    counter = Counter([("h", [[0, 50], [100, 50]])])  # a box whose bottom crosses the line before its centre does
+    for n, top in enumerate([0.0, 20.0], start=1):
+        counter.update(TrackPoints.from_boxes(n, [[40, top, 60, top + 40]], [1], [0], anchor="bottom"))
+    assert counter.counts["h"]["forward"] == {"0": 1}
+    with pytest.raises(ValueError, match="unknown anchor 'top'"):
+        anchor_points(boxes, "top")
