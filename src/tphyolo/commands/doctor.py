@@ -162,26 +162,6 @@ def _pinned_memory() -> dict:
         return {"supported": False, "reason": str(error).splitlines()[0]}
 
 
-def _torchvision() -> tuple[str | None, dict | None]:
-    """(torchvision's version, None when not installed; the problem of the torch/torchvision pair as
-    {"message", "fix"}, None when they import and go together). Never raises for a broken pair: doctor goes on
-    with its other checks."""
-    from tphyolo.runtime.install import install_problem, installed_version, pair_problem
-
-    try:
-        import torchvision
-    except Exception as error:  # a broken pair fails in many ways; install_problem says which it knows
-        problem = install_problem(error)
-        if problem is None and not isinstance(error, ImportError):
-            raise
-        version = installed_version("torchvision") if problem is not None else None
-        return version, (asdict(problem) if problem is not None else None)
-    import torch
-
-    problem = pair_problem(torch.__version__, torchvision.__version__)
-    return torchvision.__version__, (asdict(problem) if problem is not None else None)
-
-
 def collect_report(*, compile_check: bool | None = None, progress=None) -> dict:
     """Everything doctor knows, as JSON-ready data (see `tphyolo doctor --json`).
 
@@ -198,7 +178,9 @@ def collect_report(*, compile_check: bool | None = None, progress=None) -> dict:
     device = torch.device("cuda", 0) if cuda_available else torch.device("cpu")
     if compile_check is None:
         compile_check = cuda_available
-    torchvision_version, torchvision_problem = _torchvision()
+    from tphyolo.runtime.install import torchvision_status
+
+    torchvision_version, torchvision_problem = torchvision_status()
     cudnn_version = torch.backends.cudnn.version() if torch.backends.cudnn.is_available() else None
     probe_dtype = torch.bfloat16 if cuda_available and torch.cuda.is_bf16_supported() else torch.float32
     affinity = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()

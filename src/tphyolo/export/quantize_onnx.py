@@ -21,13 +21,12 @@ import contextlib
 import io
 import tempfile
 from collections.abc import Iterator, Sequence
-from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 import numpy as np
 
-from tphyolo.export.int8_policy import float_nodes, int8_policy
+from tphyolo.export.int8_policy import int8_plan
 from tphyolo.export.onnx_file import embed_metadata
 from tphyolo.export.quantize_openvino import model_input
 from tphyolo.imports import require
@@ -109,14 +108,9 @@ def check(cfg: ExportConfig, device: torch.device) -> None:
 
 def write(job: ExportJob) -> None:
     """The INT8 ONNX file of `job`, quantized from the fp32 ONNX trace on `job.calibration()`."""
-    policy = int8_policy(job.model)
-    trace = job.fp32_onnx()
-    calibration = job.calibration()
-    keep = float_nodes(trace, job.model, policy.float_parts)
-    quantize_onnx(trace, job.path, calibration.batches, keep_float=keep)
-    metadata = replace(job.metadata, int8=True, int8_method=METHOD, int8_float_parts=policy.float_parts,
-                       int8_calibration=calibration.description)  # fmt: skip
-    rewrite_metadata(job.path, metadata)
+    plan = int8_plan(job)
+    quantize_onnx(plan.trace, job.path, plan.calibration.batches, keep_float=plan.keep_float)
+    rewrite_metadata(job.path, plan.metadata(job, METHOD))
 
 
 def write_float(job: ExportJob, path: Path) -> Path:

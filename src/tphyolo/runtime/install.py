@@ -10,6 +10,8 @@ symbol in its compiled extension.
   (what is wrong, the pip command that installs a matching pair), None when they go together;
 - `install_problem(error)`: the same for an error raised while importing torchvision, naming the installed
   versions (read from the package metadata, without importing either);
+- `torchvision_status()`: torchvision's version and the pair's problem, whatever importing it does (`tphyolo
+  doctor` reports it and goes on with its other checks);
 - `torch_install_checked()`: a context in which such an error becomes `BrokenInstallError`, one line on the
   command line. Importing this module imports neither torch nor torchvision.
 """
@@ -20,7 +22,7 @@ import contextlib
 import sys
 import traceback
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from importlib import metadata
 
 TORCHVISION_MINOR_OFFSET = 15  # torchvision 0.(m + 15) is built for torch 2.m
@@ -137,3 +139,20 @@ def torch_install_checked() -> Iterator[None]:
         if problem is None:
             raise
         raise BrokenInstallError(str(problem)) from error
+
+
+def torchvision_status() -> tuple[str | None, dict | None]:
+    """(torchvision's version, None when it is not installed; the problem of the torch/torchvision pair as
+    {"message", "fix"}, None when they import and go together). Never raises for a broken pair."""
+    try:
+        import torchvision
+    except Exception as error:  # a broken pair fails in many ways; install_problem says which it knows
+        problem = install_problem(error)
+        if problem is None and not isinstance(error, ImportError):
+            raise
+        version = installed_version("torchvision") if problem is not None else None
+        return version, (asdict(problem) if problem is not None else None)
+    import torch
+
+    problem = pair_problem(torch.__version__, torchvision.__version__)
+    return torchvision.__version__, (asdict(problem) if problem is not None else None)

@@ -1,6 +1,6 @@
 """Tracking precomputed detections ("public detections", as the MOT benchmarks hand them out): no model runs.
 
-    for number, image, tracks in track_detections(read_detections(path), Tracker("bytetrack")):
+    for number, image, tracks in track_detections(read_detections(path), make_tracker("bytetrack")):
         ...
 
 A sequence's detections are a `TrackTable` (`tphyolo.data.mot.sequences.read_detections`: MOTChallenge or
@@ -17,11 +17,11 @@ from collections.abc import Iterable, Iterator
 import numpy as np
 
 from tphyolo.data.mot.table import TrackTable
-from tphyolo.track.tracker import Tracker, Tracks
+from tphyolo.track.interface import MultiObjectTracker, Tracks
 
 
 def track_detections(
-    detections: TrackTable, tracker: Tracker, *, frames: Iterable[tuple[int, np.ndarray]] | None = None
+    detections: TrackTable, tracker: MultiObjectTracker, *, frames: Iterable[tuple[int, np.ndarray]] | None = None
 ) -> Iterator[tuple[int, np.ndarray | None, Tracks]]:
     """(frame number, image or None, tracks seen) for each frame of one sequence, from a reset tracker (see the
     module docstring). `frames` come in ascending number."""
