@@ -192,7 +192,8 @@ def create_app(
 
     @app.get("/healthz", summary="the process answers")
     async def healthz():
-        return {"status": "ok"}
+        """Alive; with the inference worker's process id (null while none runs) and how often it restarted."""
+        return {"status": "ok", "worker": {"pid": service.worker.pid, "restarts": service.worker.restarts}}
 
     @app.get("/readyz", summary="the model is loaded and warm")
     async def readyz(request: fastapi.Request):

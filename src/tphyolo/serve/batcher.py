@@ -88,6 +88,7 @@ class Batcher:
         self._stopping = False
         self._thread: threading.Thread | None = None
         self.ready = False
+        self.in_flight = 0  # images of the batch in the worker now
 
     @property
     def depth(self) -> int:
@@ -169,6 +170,7 @@ class Batcher:
                 self._answer(live, now)
 
     def _answer(self, jobs: list[_Job], started: float) -> None:
+        self.in_flight = len(jobs)
         try:
             rows, seconds = self.worker.detect([job.image for job in jobs], jobs[0].settings)
         except WorkerCrashed as error:
@@ -181,6 +183,8 @@ class Batcher:
             for job in jobs:
                 job.future.set_exception(RequestProblem(500, f"inference failed: {error}"))
             return
+        finally:
+            self.in_flight = 0
         self.on_batch(len(jobs), seconds)
         for job, image_rows in zip(jobs, rows, strict=True):
             job.future.set_result(ImageAnswer(image_rows, started - job.enqueued, seconds, len(jobs)))

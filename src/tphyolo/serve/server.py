@@ -4,38 +4,55 @@
 
 SIGTERM or SIGINT stop the listener (new connections are refused), give the requests in flight up to `grace`
 seconds to be answered, then stop the app (its queue answered, its worker stopped). One log line per error
-request (the app's), no access log.
+request (the app's), no access log. When the model does not load, the server stops and `run_server` raises
+ValueError with the worker's one-line reason.
 """
 
 from __future__ import annotations
+
+import asyncio
+import threading
+from collections.abc import Callable
 
 from tphyolo.imports import require
 from tphyolo.serve.config import ServeConfig
 from tphyolo.serve.metrics import SERVE_INSTALL_HINT
 
+_POLL_S = 0.05
 
-def run_server(app, settings: ServeConfig, *, on_listening=None) -> None:
-    """Serve `app` on `settings.host:settings.port` until SIGTERM/SIGINT (see the module docstring);
-    `on_listening(host, port)` is called once the socket listens (port 0: the port the OS picked)."""
+
+def run_server(
+    app,
+    settings: ServeConfig,
+    *,
+    on_listening: Callable[[str, int], None] | None = None,
+    stop: threading.Event | None = None,
+) -> None:
+    """Serve `app` (from `create_app`) on `settings.host:settings.port` until SIGTERM/SIGINT or `stop` is set
+    (which shuts down as SIGTERM does; for a server run in a thread, where signals do not reach it); see the
+    module docstring. `on_listening(host, port)` is called once the socket listens (port 0: the one the OS
+    picked)."""
     uvicorn = require("uvicorn", purpose="tphyolo serve", install=SERVE_INSTALL_HINT)
     config = uvicorn.Config(
         app, host=settings.host, port=settings.port, timeout_graceful_shutdown=settings.grace, access_log=False,
         log_level="warning", lifespan="on",
     )  # fmt: skip
     server = uvicorn.Server(config)
-    if on_listening is None:
-        server.run()
-        return
-
-    import asyncio
+    service = app.state.service
 
     async def serve() -> None:
         task = asyncio.create_task(server.serve())
         while not server.started and not task.done():
-            await asyncio.sleep(0.02)
-        if server.started:
+            await asyncio.sleep(_POLL_S)
+        if server.started and on_listening is not None:
             host, port = server.servers[0].sockets[0].getsockname()[:2]
             on_listening(host, port)
+        while not task.done():
+            if service.failure is not None or (stop is not None and stop.is_set()):
+                server.should_exit = True
+            await asyncio.sleep(_POLL_S)
         await task
 
     asyncio.run(serve())
+    if service.failure is not None:
+        raise ValueError(service.failure)
