@@ -91,7 +91,7 @@ def serving(weights, *, serve=None, **settings) -> Iterator[tuple[str, object]]:
         assert not thread.is_alive(), "the server did not stop"
 
 
-@pytest.fixture(scope="package")
+@pytest.fixture(scope="session")
 def server(tiny_weights) -> Iterator[str]:
     """The URL of a service of the tiny model at 128 px, conf 0.001."""
     with serving(tiny_weights) as (url, _):

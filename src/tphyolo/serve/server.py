@@ -11,8 +11,10 @@ ValueError with the worker's one-line reason.
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import signal
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 
 from tphyolo.imports import require
 from tphyolo.serve.config import ServeConfig
@@ -53,6 +55,23 @@ def run_server(
             await asyncio.sleep(_POLL_S)
         await task
 
-    asyncio.run(serve())
+    with _signals_end_quietly():
+        asyncio.run(serve())
     if service.failure is not None:
         raise ValueError(service.failure)
+
+
+@contextlib.contextmanager
+def _signals_end_quietly() -> Iterator[None]:
+    """While open (in the main thread): SIGTERM and SIGINT do nothing but what uvicorn does with them (a
+    graceful shutdown). uvicorn raises the signal again once it has shut down, for the handler it found; with
+    this one, the command then ends normally (exit 0) instead of being killed by it."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    kept = {sig: signal.signal(sig, lambda number, frame: None) for sig in (signal.SIGTERM, signal.SIGINT)}
+    try:
+        yield
+    finally:
+        for sig, handler in kept.items():
+            signal.signal(sig, handler)
