@@ -58,7 +58,7 @@ CASES = {
     "conf=2": (jpeg_bytes(), JPEG, {"conf": "2"}, 422, ["conf", "[0, 1]"]),
     "slice=10": (jpeg_bytes(), JPEG, {"slice": "10"}, 422, ["slice", ">= 32"]),
     "unknown option": (jpeg_bytes(), JPEG, {"confidence": "0.3"}, 422, ["confidence", "unknown option"]),
-    "class the model lacks": (jpeg_bytes(), JPEG, {"classes": "0,7"}, 422, ["classes", "7"]),
+    "class the model lacks": (jpeg_bytes(), JPEG, {"classes": "0,7"}, 422, ["classes:", "got 7"]),
     "format": (jpeg_bytes(), JPEG, {"format": "xml"}, 422, ["format", "xml"]),
 }
 

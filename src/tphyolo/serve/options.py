@@ -91,9 +91,11 @@ def request_settings(
         fields["augment"] = _switch("augment", last["augment"])
     try:
         config = replace(defaults.config, **fields)
-        config.check_classes(num_classes)
-    except ValueError as error:  # a combination the config refuses (an input too large for TTA, a class id)
-        raise bad_option(next(iter(fields), "options"), str(error)) from None
+    except ValueError as error:  # a combination the config refuses: an input too large for TTA's scales
+        raise bad_option("imgsz" if "imgsz" in fields else "augment", str(error)) from None
+    unknown = [c for c in config.classes or () if c >= num_classes]
+    if unknown:
+        raise bad_option("classes", f"the model has {num_classes} classes (ids 0..{num_classes - 1}), got {unknown[0]}")
     return Settings(config, _slicing(last, defaults.slicing), _classifier(last, defaults, has_classifier))
 
 
