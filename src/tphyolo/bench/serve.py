@@ -193,7 +193,7 @@ class ServeBenchSettings:
     image: str | None = None
     time_limit_s: float = 300.0
     baseline_repeats: int = 10
-    server_flags: tuple[str, ...] = field(default=("--device", "cpu"))
+    server_flags: tuple[str, ...] = field(default=("--device", "cpu", "--timeout", "600"))  # no 504 under load
 
 
 def predict_ms(settings: ServeBenchSettings, image: np.ndarray) -> float:

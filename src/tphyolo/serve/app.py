@@ -43,6 +43,7 @@ from tphyolo.serve.worker import InferenceWorker
 
 LOGGER = logging.getLogger(__name__)
 PAGE = "page.html"  # the drop-an-image page, a file of this package
+CLIENT_GONE = 499  # the status counted (and logged) for a client that left before its request was read
 
 
 class Service:
@@ -86,7 +87,11 @@ class Service:
         """The answer of a POST /v1/detect request (JSON data) and its status; RequestProblem otherwise."""
         arrived = time.monotonic()
         self.check_ready()
-        uploads, form_options = await read_uploads(request, self.settings.max_body_bytes)
+        try:  # a client sending its body slowly (slowloris) holds no more than the deadline
+            reading = read_uploads(request, self.settings.max_body_bytes)
+            uploads, form_options = await asyncio.wait_for(reading, timeout=self.settings.timeout)
+        except asyncio.TimeoutError:
+            raise RequestProblem(408, f"body not received within {self.settings.timeout:g} s (--timeout)") from None
         options: dict[str, list[str]] = {}
         for name, value in request.query_params.multi_items():
             options.setdefault(name, []).append(value)
@@ -143,6 +148,7 @@ def create_app(
     FastAPI is not installed."""
     fastapi = require("fastapi", purpose="tphyolo serve", install=SERVE_INSTALL_HINT)
     from fastapi.responses import HTMLResponse, JSONResponse, Response
+    from starlette.requests import ClientDisconnect
 
     paths = (weights,) if isinstance(weights, str) else tuple(str(w) for w in weights)
     spec = EngineSpec(
@@ -176,6 +182,8 @@ def create_app(
             response = JSONResponse(data, status_code=status)
         except RequestProblem as error:
             response = problem(request, error)
+        except ClientDisconnect:  # nobody to answer: counted as nginx counts it, logged once
+            response = problem(request, RequestProblem(CLIENT_GONE, "the client disconnected before sending its body"))
         except Exception as error:  # noqa: BLE001 - one line and a 500, never a traceback in an answer
             response = problem(request, RequestProblem(500, f"internal error: {describe_error(error)}"))
         service.metrics.observe_request(response.status_code, time.monotonic() - arrived)
