@@ -24,7 +24,7 @@ RUNTIME_INFERENCE = True
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     from tphyolo.infer.config import InferenceConfig
-    from tphyolo.serve.config import ServeConfig
+    from tphyolo.serve.config import RayConfig, ServeConfig
 
     parser.add_argument(
         "--weights",
@@ -39,26 +39,27 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_classifier_flags(parser)
     add_slice_flags(parser)
     add_flags(parser, ServeConfig)
+    add_flags(parser.add_argument_group("Ray Serve"), RayConfig)
 
 
 def run(args: argparse.Namespace) -> int:
     from tphyolo.flags import from_flags
     from tphyolo.infer.config import InferenceConfig
-    from tphyolo.serve.app import create_app
-    from tphyolo.serve.config import ServeConfig
-    from tphyolo.serve.server import run_server
+    from tphyolo.serve.config import RayConfig, ServeConfig
+    from tphyolo.serve.server import serve_weights
 
     device = inference_device(args.runtime)
-    settings = from_flags(ServeConfig, args)
-    app = create_app(
-        args.weights, from_flags(InferenceConfig, args), serve=settings, slice=slice_settings(args),
-        model_weights=args.model_weights, runtime=args.runtime, device=str(device), **classifier_settings(args),
-    )  # fmt: skip
+    settings, cluster = from_flags(ServeConfig, args), from_flags(RayConfig, args)
+    where = "on Ray Serve" if cluster.ray else "on"
 
     def listening(host: str, port: int) -> None:
-        print(f"tphyolo serve: {' '.join(args.weights)} on http://{host}:{port} (ready when /readyz says so)",
+        print(f"tphyolo serve: {' '.join(args.weights)} {where} http://{host}:{port} (ready when /readyz says so)",
               flush=True)  # fmt: skip
 
-    run_server(app, settings, on_listening=listening)
+    serve_weights(
+        args.weights, from_flags(InferenceConfig, args), serve=settings, cluster=cluster, on_listening=listening,
+        slice=slice_settings(args), model_weights=args.model_weights, runtime=args.runtime, device=str(device),
+        **classifier_settings(args),
+    )  # fmt: skip
     print("tphyolo serve: stopped")
     return 0

@@ -20,6 +20,7 @@ imported when the app is made, as objects.)
 import asyncio
 import contextlib
 import logging
+import os
 import threading
 import time
 from collections.abc import Sequence
@@ -39,7 +40,7 @@ from tphyolo.serve.metrics import SERVE_INSTALL_HINT, ServiceMetrics
 from tphyolo.serve.options import answer_format, request_settings
 from tphyolo.serve.problems import RequestProblem, unavailable
 from tphyolo.serve.uploads import read_uploads
-from tphyolo.serve.worker import InferenceWorker
+from tphyolo.serve.worker import InferenceWorker, InProcessWorker
 
 LOGGER = logging.getLogger(__name__)
 PAGE = "page.html"  # the drop-an-image page, a file of this package
@@ -50,11 +51,14 @@ class Service:
     """What the routes share: the spec of the model, the service settings, the batcher and its worker, the
     metrics. `start()` loads the model in the background; `stop()` answers what is queued, then stops."""
 
-    def __init__(self, spec: EngineSpec, settings: ServeConfig) -> None:
+    def __init__(self, spec: EngineSpec, settings: ServeConfig, *, in_process: bool = False) -> None:
+        """in_process: run the model in this process (`InProcessWorker`: a Ray Serve replica, which Ray
+        supervises), not in a child process."""
         device = resolve_device(spec.device) if spec.device is not None else spec.runtime.torch_device()
         self.spec, self.settings = spec, settings
         self.max_batch = settings.batch_size(device.type)
-        self.worker = InferenceWorker(spec, max_batch=self.max_batch)
+        worker_kind = InProcessWorker if in_process else InferenceWorker
+        self.worker = worker_kind(spec, max_batch=self.max_batch)
         self.metrics = ServiceMetrics(queue_depth=lambda: self.batcher.depth, restarts=lambda: self.worker.restarts)
         self.batcher = Batcher(
             self.worker, max_batch=self.max_batch, max_wait_s=settings.max_wait_ms / 1000,
@@ -130,41 +134,55 @@ class Service:
         return {"model": {"name": info.name, "hash": info.hash}, "timings": timings, "images": entries}, 200
 
 
-def create_app(
-    weights: str | Sequence[str],
+def engine_spec(
+    weights: str | os.PathLike | Sequence[str | os.PathLike],
     config: InferenceConfig | None = None,
     *,
-    serve: ServeConfig | None = None,
     slice: SliceConfig | None = None,  # noqa: A002 - the public keyword is `slice`, as Predictor's
     model_weights: Sequence[float] | None = None,
     classifier: str | None = None,
     classifier_weight: float | None = None,
     runtime: RuntimeConfig | None = None,
     device: str | None = None,
-):
-    """The FastAPI app serving `weights` (a checkpoint or exported model path, or several: an ensemble) with
-    the default inference settings `config`, `slice`, `model_weights`, `classifier` (as `Predictor` takes them)
-    and the service settings `serve` (ServeConfig). Raises MissingExtraError naming the `serve` extra when
-    FastAPI is not installed."""
-    fastapi = require("fastapi", purpose="tphyolo serve", install=SERVE_INSTALL_HINT)
-    from fastapi.responses import HTMLResponse, JSONResponse, Response
-    from starlette.requests import ClientDisconnect
-
-    paths = (weights,) if isinstance(weights, str) else tuple(str(w) for w in weights)
-    spec = EngineSpec(
+) -> EngineSpec:
+    """The EngineSpec of `weights` (a path, or several: an ensemble) with these defaults, as Predictor takes them."""
+    paths = (weights,) if isinstance(weights, (str, os.PathLike)) else tuple(weights)
+    return EngineSpec(
         weights=tuple(str(w) for w in paths), config=config or InferenceConfig(), slicing=slice,
         model_weights=None if model_weights is None else tuple(model_weights), classifier=classifier,
         classifier_weight=classifier_weight, runtime=runtime or RuntimeConfig(), device=device,
     )  # fmt: skip
-    service = Service(spec, serve or ServeConfig())
+
+
+def create_app(
+    weights: str | os.PathLike | Sequence[str | os.PathLike],
+    config: InferenceConfig | None = None,
+    *,
+    serve: ServeConfig | None = None,
+    **engine,
+):
+    """The FastAPI app serving `weights` (a checkpoint or exported model path, or several: an ensemble) with
+    the default inference settings `config` and `engine` keywords (`slice`, `model_weights`, `classifier`,
+    `classifier_weight`, `runtime`, `device`: see `engine_spec`) and the service settings `serve`
+    (ServeConfig). Raises MissingExtraError naming the `serve` extra when FastAPI is not installed."""
+    require("fastapi", purpose="tphyolo serve", install=SERVE_INSTALL_HINT)
+    return build_app(Service(engine_spec(weights, config, **engine), serve or ServeConfig()))
+
+
+def build_app(service: Service, *, lifespan: bool = True):
+    """The FastAPI app of `service` (its routes, module docstring); with `lifespan`, the app starts the service
+    when it starts and stops it when it stops (else the caller does: a Ray Serve replica)."""
+    fastapi = require("fastapi", purpose="tphyolo serve", install=SERVE_INSTALL_HINT)
+    from fastapi.responses import HTMLResponse, JSONResponse, Response
+    from starlette.requests import ClientDisconnect
 
     @contextlib.asynccontextmanager
-    async def lifespan(app):
+    async def lifespan_of_service(app):
         service.start()
         yield
         await asyncio.get_running_loop().run_in_executor(None, service.stop)
 
-    app = fastapi.FastAPI(title="tphyolo detection service", lifespan=lifespan)
+    app = fastapi.FastAPI(title="tphyolo detection service", lifespan=lifespan_of_service if lifespan else None)
     app.state.service = service
 
     def problem(request, error: RequestProblem) -> JSONResponse:

@@ -53,3 +53,33 @@ class ServeConfig:
         if self.max_batch is not None:
             return self.max_batch
         return CPU_MAX_BATCH if device_type == "cpu" else GPU_MAX_BATCH
+
+
+@dataclass(frozen=True)
+class RayConfig:
+    """Where and how the service runs on Ray Serve (`tphyolo serve --ray`): `address` of a cluster to join
+    ("auto", HOST:PORT; None: a local Ray started for it), `replicas`, `gpus_per_replica` and
+    `cpus_per_replica` (each replica holds one model), and autoscaling between `min_replicas` and
+    `max_replicas` when both are given."""
+
+    ray: bool = flag(False, "--ray", help="run on Ray Serve (the same app in each replica)")
+    address: str | None = flag(None, "--address", help="Ray cluster to join: auto or HOST:PORT (default: local)")
+    replicas: int = flag(1, "--replicas", help="replicas (each loads the model)", bounds=AT_LEAST_ONE)
+    gpus_per_replica: float = flag(0.0, "--gpus-per-replica", help="GPUs each replica takes", bounds=NON_NEGATIVE)
+    cpus_per_replica: float = flag(1.0, "--cpus-per-replica", help="CPUs each replica takes", bounds=POSITIVE)
+    min_replicas: int | None = flag(None, "--min-replicas", help="autoscaling: fewest replicas", bounds=AT_LEAST_ONE)
+    max_replicas: int | None = flag(None, "--max-replicas", help="autoscaling: most replicas", bounds=AT_LEAST_ONE)
+
+    def __post_init__(self) -> None:
+        """Raises ValueError naming the flag of a setting out of bounds, or used without --ray."""
+        check_field_types(self)
+        if (self.min_replicas is None) != (self.max_replicas is None):
+            raise ValueError("--min-replicas and --max-replicas set autoscaling up together; give both or neither")
+        if self.min_replicas is not None and not self.min_replicas <= self.replicas <= self.max_replicas:
+            raise ValueError(
+                f"--replicas {self.replicas} must lie in [--min-replicas {self.min_replicas}, "
+                f"--max-replicas {self.max_replicas}]"
+            )
+        if not self.ray and (self.address is not None or self.replicas != 1 or self.gpus_per_replica or
+                             self.min_replicas is not None):  # fmt: skip
+            raise ValueError("--address, --replicas, --gpus-per-replica and --min/--max-replicas need --ray")

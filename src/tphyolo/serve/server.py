@@ -17,7 +17,7 @@ import threading
 from collections.abc import Callable, Iterator
 
 from tphyolo.imports import require
-from tphyolo.serve.config import ServeConfig
+from tphyolo.serve.config import RayConfig, ServeConfig
 from tphyolo.serve.metrics import SERVE_INSTALL_HINT
 
 _POLL_S = 0.05
@@ -75,3 +75,25 @@ def _signals_end_quietly() -> Iterator[None]:
     finally:
         for sig, handler in kept.items():
             signal.signal(sig, handler)
+
+
+def serve_weights(
+    weights,
+    config=None,
+    *,
+    serve: ServeConfig,
+    cluster: RayConfig | None = None,
+    on_listening: Callable[[str, int], None] | None = None,
+    **engine,
+) -> None:
+    """Serve `weights` with the default inference `config` and `engine` keywords (`tphyolo.serve.app.
+    engine_spec`) until SIGTERM/SIGINT: on Ray Serve when `cluster.ray` (`tphyolo.serve.ray_app`), else with
+    uvicorn in this process (`run_server`)."""
+    from tphyolo.serve.app import create_app, engine_spec
+
+    if cluster is not None and cluster.ray:
+        from tphyolo.serve.ray_app import serve_on_ray
+
+        serve_on_ray(engine_spec(weights, config, **engine), serve, cluster, on_listening=on_listening)
+        return
+    run_server(create_app(weights, config, serve=serve, **engine), serve, on_listening=on_listening)

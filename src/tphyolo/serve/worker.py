@@ -159,3 +159,52 @@ class InferenceWorker:
             if process.is_alive():
                 process.kill()
                 process.join(timeout)
+
+
+class InProcessWorker:
+    """InferenceWorker's interface over an engine in this process: for a process that is itself supervised
+    (a Ray Serve replica, which Ray restarts when it dies). `restart` loads the weights again."""
+
+    def __init__(self, spec: EngineSpec, *, max_batch: int) -> None:
+        self.spec, self.max_batch = spec, max_batch
+        self.engine = None
+        self.info: ModelInfo | None = None
+        self.restarts = 0
+
+    @property
+    def pid(self) -> int:
+        import os
+
+        return os.getpid()
+
+    def start(self) -> ModelInfo:
+        from tphyolo.serve.engine import InferenceEngine
+
+        try:
+            engine = InferenceEngine(self.spec, max_batch=self.max_batch)
+            engine.warm_up()
+        except Exception as error:  # noqa: BLE001 - as the child process reports it: one line, no start
+            from tphyolo.errors import describe_error
+
+            raise RuntimeError(f"the inference worker did not start: {describe_error(error)}") from None
+        self.engine, self.info = engine, engine.info
+        return engine.info
+
+    def detect(self, images: Sequence[np.ndarray], settings: Settings) -> tuple[list[np.ndarray], float]:
+        if self.engine is None:
+            raise WorkerCrashed("the inference worker is not running")
+        start = time.perf_counter()
+        try:
+            rows = self.engine.detect(images, settings)
+        except Exception as error:  # noqa: BLE001 - one line for the requests of the batch
+            from tphyolo.errors import describe_error
+
+            raise WorkerFailed(describe_error(error)) from None
+        return rows, time.perf_counter() - start
+
+    def restart(self) -> ModelInfo:
+        self.restarts += 1
+        return self.start()
+
+    def stop(self, timeout: float = 5.0) -> None:
+        self.engine = None
