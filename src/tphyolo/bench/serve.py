@@ -1,8 +1,9 @@
 """`tphyolo bench serve`: closed-loop load on the detection service, dynamic batching against `--max-batch 1`.
 
-For each `max_batch` (the service's default and 1, each a fresh `tphyolo serve` on 127.0.0.1; or one server
-already running on this machine, `url`) and each concurrency C: C clients send the same image back to back,
-`requests` in all (and at most `time_limit_s`), each waiting for its answer before the next (closed loop).
+For each `max_batch` (the service's default and 1, each a `tphyolo serve` on 127.0.0.1, side by side; or one
+server already running on this machine, `url`) and each concurrency C: C clients send the same image back to
+back, `requests` in all (in `rounds` slices alternating between the servers, each at most `time_limit_s`),
+each waiting for its answer before the next (closed loop).
 Measured: throughput (images/s), latency p50/p95/p99, answers by status, mean batch size (from the service's
 /metrics). The baseline of the per-image cost is `Predictor` on the same image in this process, one at a time
 (`tphyolo predict`'s path without the HTTP), median of `baseline_repeats`.
@@ -46,6 +47,14 @@ class LoadResult:
     @property
     def throughput(self) -> float:
         return len(self.latencies) / self.seconds if self.seconds > 0 else 0.0
+
+    def merged(self, other: LoadResult) -> LoadResult:
+        """This run and `other` as one (seconds added, batch sizes weighted by the images of each)."""
+        sizes = [(r.mean_batch, len(r.latencies)) for r in (self, other) if r.mean_batch is not None]
+        images = sum(n for _, n in sizes)
+        mean = significant(sum(m * n for m, n in sizes) / images) if images else None
+        return LoadResult(self.seconds + other.seconds, self.latencies + other.latencies,
+                          self.statuses + other.statuses, mean)  # fmt: skip
 
     def percentile_ms(self, q: float) -> float | None:
         return significant(1000 * float(np.percentile(self.latencies, q))) if self.latencies else None
@@ -182,7 +191,8 @@ def bench_image(path: str | None, *, size: tuple[int, int] = (720, 1280), seed: 
 class ServeBenchSettings:
     """weights: what the servers load (paths); imgsz; concurrency levels; requests per level; max_batches:
     the servers started (None: the service's default); url: a running loopback server instead (one pass);
-    image: a file (default: a generated 1280x720 scene); time_limit_s per level."""
+    image: a file (default: a generated 1280x720 scene); time_limit_s per slice of a level; rounds: slices
+    per level and server, alternating between the servers."""
 
     weights: tuple[str, ...]
     imgsz: int = 640
@@ -192,6 +202,7 @@ class ServeBenchSettings:
     url: str | None = None
     image: str | None = None
     time_limit_s: float = 300.0
+    rounds: int = 2
     baseline_repeats: int = 10
     server_flags: tuple[str, ...] = field(default=("--device", "cpu", "--timeout", "600"))  # no 504 under load
 
@@ -211,24 +222,37 @@ def predict_ms(settings: ServeBenchSettings, image: np.ndarray) -> float:
 
 
 def bench_serve(settings: ServeBenchSettings, *, log: Callable[[str], None] = print) -> list[Row]:
-    """The rows of the module docstring."""
+    """The rows of the module docstring. The servers run side by side (one idle while the other is loaded)
+    and each level is measured in `rounds` alternating slices, so that a machine whose load drifts (other
+    jobs) weighs on both alike."""
+    import contextlib
+
     body, image = bench_image(settings.image)
     baseline = predict_ms(settings, image)
     log(f"predict (in-process Predictor, one image at a time): {baseline:.1f} ms per image")
     results: dict[tuple[int | None, int], LoadResult] = {}
     passes = [None] if settings.url is not None else list(settings.max_batches)
-    for max_batch in passes:
-        flags = ["--weights", *settings.weights, "--img", str(settings.imgsz), *settings.server_flags]
-        flags += [] if max_batch is None else ["--max-batch", str(max_batch)]
-        server = _Running(settings.url) if settings.url is not None else ServerProcess(flags)
-        with server as url:
-            for concurrency in settings.concurrency:
-                load = [(body, "image/jpeg", {})] * settings.requests
-                closed_loop(url, load[: max(concurrency, 4)], concurrency=concurrency, time_limit_s=60)  # warm-up
-                result = closed_loop(url, load, concurrency=concurrency, time_limit_s=settings.time_limit_s)
-                results[(max_batch, concurrency)] = result
-                log(f"max_batch {max_batch or 'default'} concurrency {concurrency}: {result.throughput:.2f} images/s, "
-                    f"p50 {result.percentile_ms(50)} ms, p99 {result.percentile_ms(99)} ms, "
+    with contextlib.ExitStack() as stack:
+        urls = {}
+        for max_batch in passes:
+            flags = ["--weights", *settings.weights, "--img", str(settings.imgsz), *settings.server_flags]
+            flags += [] if max_batch is None else ["--max-batch", str(max_batch)]
+            server = _Running(settings.url) if settings.url is not None else ServerProcess(flags)
+            urls[max_batch] = stack.enter_context(server)
+        for concurrency in settings.concurrency:
+            share = max(settings.requests // settings.rounds, 1)
+            load = [(body, "image/jpeg", {})] * share
+            for url in urls.values():  # warm-up at this concurrency
+                closed_loop(url, load[: max(concurrency, 4)], concurrency=concurrency, time_limit_s=60)
+            for _ in range(settings.rounds):
+                for max_batch, url in urls.items():
+                    part = closed_loop(url, load, concurrency=concurrency, time_limit_s=settings.time_limit_s)
+                    key = (max_batch, concurrency)
+                    results[key] = part if key not in results else results[key].merged(part)
+            for max_batch in urls:
+                result = results[(max_batch, concurrency)]
+                log(f"max_batch {max_batch or 'default'} concurrency {concurrency}: {result.throughput:.2f} "
+                    f"images/s, p50 {result.percentile_ms(50)} ms, p99 {result.percentile_ms(99)} ms, "
                     f"mean batch {result.mean_batch}, statuses {dict(result.statuses)}")  # fmt: skip
     return _rows(results, baseline)
 
