@@ -45,14 +45,15 @@ def test_two_ray_replicas_answer_as_the_plain_server(server, tiny_weights, image
         deadline = time.monotonic() + READY_TIMEOUT_S
         pids = set()
         while len(pids) < 2 and time.monotonic() < deadline:  # the second replica may still be warming up
-            health = httpx.get(f"{url}/healthz", timeout=30).json()
-            if httpx.get(f"{url}/readyz", timeout=30).status_code == 200:
-                pids.add(health["worker"]["pid"])
+            worker = httpx.get(f"{url}/healthz", timeout=30).json()["worker"]
+            if worker["ready"]:
+                pids.add(worker["pid"])
         assert len(pids) == 2, "not both replicas answered"
         for path in image_files[:4]:
             headers = {"Content-Type": MEDIA[path.suffix]}
             plain = httpx.post(f"{server}/v1/detect", content=path.read_bytes(), headers=headers, timeout=60).json()
             on_ray = httpx.post(f"{url}/v1/detect", content=path.read_bytes(), headers=headers, timeout=60).json()
+            assert "images" in on_ray, on_ray
             assert on_ray["images"] == plain["images"] and on_ray["model"] == plain["model"]
         refused = httpx.post(f"{url}/v1/detect", content=b"text", headers={"Content-Type": "text/plain"}, timeout=60)
         assert refused.status_code == 415 and "text/plain" in refused.json()["error"]

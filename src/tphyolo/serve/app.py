@@ -218,8 +218,10 @@ def build_app(service: Service, *, lifespan: bool = True):
 
     @app.get("/healthz", summary="the process answers")
     async def healthz():
-        """Alive; with the inference worker's process id (null while none runs) and how often it restarted."""
-        return {"status": "ok", "worker": {"pid": service.worker.pid, "restarts": service.worker.restarts}}
+        """Alive; with the inference worker's process id (null while none runs), how often it restarted and
+        whether it is ready (as /readyz, for this process: behind Ray's proxy, for the replica that answers)."""
+        worker = {"pid": service.worker.pid, "restarts": service.worker.restarts, "ready": service.batcher.ready}
+        return {"status": "ok", "worker": worker}
 
     @app.get("/readyz", summary="the model is loaded and warm")
     async def readyz(request: fastapi.Request):
