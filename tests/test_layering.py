@@ -16,7 +16,7 @@ units of lower layers, never one of its own layer or above, so the units form a 
 | 7 | `predict` | sources, the Predictor, results, writers, drawing |
 | 8 | `track`, `evaluation` | tracking on top of prediction; validation and scoring |
 | 9 | `training`, `analyze` | the trainer, the classifier's training, tuning; video analytics on top of tracking |
-| 10 | `export`, `report` | file writers and the format table; the html evaluation report |
+| 10 | `export`, `report`, `serve` | file writers and the format table; the html evaluation report; the service |
 | 11 | `bench` | benchmarks |
 | 12 | `commands` | one module per CLI command: parsing and printing |
 | 13 | `cli` | the entry point and command registry |
@@ -47,7 +47,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("predict",),
     ("track", "evaluation"),
     ("training", "analyze"),
-    ("export", "report"),
+    ("export", "report", "serve"),
     ("bench",),
     ("commands",),
     ("cli",),

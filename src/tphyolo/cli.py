@@ -65,6 +65,9 @@ COMMANDS: dict[str, Command] = {
     "predict": Command(
         "tphyolo.commands.predict", "detect objects in images or videos (TTA, sliced inference, ensembles)"
     ),
+    "serve": Command(
+        "tphyolo.commands.serve", "an HTTP detection service (batching, load shedding, metrics; Ray Serve)"
+    ),
     "track": Command(
         "tphyolo.commands.track",
         "follow objects through videos (ByteTrack, BoT-SORT with camera-motion compensation); MOT files, videos",

@@ -32,6 +32,8 @@ ALLOWED = {  # first words of shell commands that name nothing of this project's
     "apt-get": lambda argv: argv[1] == "install",
     "tensorboard": lambda argv: argv[1].startswith("--logdir"),
     "jupyter": lambda argv: argv[1] == "nbconvert" and (ROOT / argv[-1]).is_file(),
+    # docs/serving.md's requests to a local service, which tests/serve/test_docs_examples.py runs
+    "curl": lambda argv: any(a.startswith(("http://127.0.0.1:8000/", "'http://127.0.0.1:8000/")) for a in argv),
 }
 
 

@@ -8,6 +8,7 @@
     tphyolo bench data --workers 0,1,2
     tphyolo bench attention model --quick     # tiny sizes, seconds
     tphyolo bench startup --model tph-yolov5n --img 320 --compile   # cold vs warm start, fresh processes
+    tphyolo bench serve --weights best.pt --concurrency 1,4,16,64 --requests 200   # the HTTP service's load
     tphyolo bench predict --model tph-yolov5l --img 640 --batch 1 --backends torch,onnxruntime,openvino \
         --baselines ours,original --tta        # exported runtimes against PyTorch eager, plus TTA end to end
 
@@ -42,7 +43,7 @@ if TYPE_CHECKING:  # the benchmarks import torch when they run, not when `tphyol
 
 USES_RUNTIME = True
 
-BENCHMARKS = ("attention", "model", "wbf", "eval", "data", "predict", "startup")
+BENCHMARKS = ("attention", "model", "wbf", "eval", "data", "predict", "startup", "serve")
 
 
 def _csv(text: str) -> tuple[str, ...]:
@@ -107,6 +108,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--tta-img", type=IMGSZ_BOUNDS.parser(int), default=1536, help="TTA image width, pixels (default 1536)"
     )
     group.add_argument("--export-dir", metavar="DIR", help="where the exports go (default: a temporary folder)")
+    group = parser.add_argument_group("serve (also --img)")
+    group.add_argument("--weights", nargs="+", help="weights the servers load (required for bench serve)")
+    group.add_argument("--url", help="a running service on this machine (http://127.0.0.1:PORT) instead")
+    group.add_argument(
+        "--concurrency", type=lambda t: _ints(t, AT_LEAST_ONE), default=(1, 4, 16, 64), help="default 1,4,16,64"
+    )
+    group.add_argument("--requests", type=AT_LEAST_ONE.parser(int), default=200, help="per level (default 200)")
+    group.add_argument("--image", help="the image sent (default: a generated 1280x720 scene)")
     group = parser.add_argument_group("wbf / eval / data")
     group.add_argument("--workers", type=_ints, default=(0, 1, 2), help="loader worker counts (default 0,1,2)")
     group.add_argument(
@@ -229,6 +238,20 @@ def _predict(args: argparse.Namespace, device: torch.device, log: Callable[[str]
     return rows
 
 
+def _serve(args: argparse.Namespace) -> list[Row]:
+    from tphyolo.bench.serve import ServeBenchSettings, bench_serve, check_loopback
+
+    if not args.weights:
+        raise UsageError("bench serve needs --weights (what the servers load, and the in-process baseline)")
+    try:
+        url = None if args.url is None else check_loopback(args.url)
+    except ValueError as error:
+        raise UsageError(str(error)) from error
+    settings = ServeBenchSettings(weights=tuple(args.weights), imgsz=args.img, concurrency=args.concurrency,
+                                  requests=args.requests, url=url, image=args.image)  # fmt: skip
+    return bench_serve(settings, log=print)
+
+
 def _pick(explicit: int | None, quick: bool, normal: int, tiny: int) -> int:
     return explicit if explicit is not None else (tiny if quick else normal)
 
@@ -280,6 +303,8 @@ def run(args: argparse.Namespace) -> int:
             rows += bench_startup(settings, log=print)
         elif what == "predict":
             rows += _predict(args, device, print)
+        elif what == "serve":
+            rows += _serve(args)
     machine = machine_info(device, **measured)
     print()
     print(format_table(rows))

@@ -16,6 +16,7 @@ detections of its classes are then re-labelled from crops of the original image 
 
 from __future__ import annotations
 
+import copy
 import logging
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import replace
@@ -91,17 +92,33 @@ class Predictor:
         self.runtime = runtime or RuntimeConfig()
         self.device = resolve_device(str(device)) if device is not None else self.runtime.torch_device()
         backends = load_backends(weights, runtime=self.runtime, device=self.device, fuse=fuse)
-        self.config = replace(config, imgsz=check_imgsz(config.imgsz, max(b.stride for b in backends)))
         if classifier is not None:
             classifier = as_classifier(classifier, detector_names=backends[0].names, device=self.device,
                                        runtime=self.runtime, weight=classifier_weight)  # fmt: skip
-        self.detector = Detector(backends, self.config, weights=model_weights, classifier=classifier)
+        self.model_weights = model_weights
+        self._configure(backends, config, slice, classifier)
+
+    def _configure(
+        self, backends: Sequence, config: InferenceConfig, slicing: int | SliceConfig | None, classifier
+    ) -> None:
+        self.config = replace(config, imgsz=check_imgsz(config.imgsz, max(b.stride for b in backends)))
+        self.detector = Detector(backends, self.config, weights=self.model_weights, classifier=classifier)
         fixed = self.detector.fixed_shape
         if fixed is not None and max(fixed) != self.config.imgsz:
             LOGGER.warning("a fixed-size export: images are letterboxed to its %dx%d, not to --img %d",
                            fixed[1], fixed[0], self.config.imgsz)  # fmt: skip
             self.config = replace(self.config, imgsz=max(fixed))
-        self.slicing = SliceConfig(slice) if isinstance(slice, int) else slice
+        self.slicing = SliceConfig(slicing) if isinstance(slicing, int) else slicing
+
+    def with_settings(
+        self, config: InferenceConfig, *, slice: SliceConfig | None = None, classifier: bool = True  # noqa: A002
+    ) -> Predictor:
+        """A Predictor sharing these loaded models (and crop classifier, unless `classifier` is False) with
+        other settings: `config`, `slice`. Nothing is loaded again; this Predictor is unchanged. Raises
+        ValueError as the constructor does (a class id the models do not have)."""
+        other = copy.copy(self)
+        other._configure(self.backends, config, slice, self.detector.classifier if classifier else None)
+        return other
 
     @property
     def names(self) -> list[str]:

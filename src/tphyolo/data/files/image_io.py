@@ -44,6 +44,10 @@ class ImageError(ValueError):
     """An image that cannot be used; the message names the file and the problem."""
 
 
+class ImageTooLargeError(ImageError):
+    """An image whose header declares more than MAX_IMAGE_PIXELS (a decompression bomb, or just too large)."""
+
+
 @dataclass(frozen=True)
 class ImageInfo:
     """Size of the displayed image (after EXIF orientation) and what reading it found; no text names the file.
@@ -94,11 +98,11 @@ def read_header(data: bytes, path: Path | str) -> ImageHeader:
     except Image.DecompressionBombError as error:  # PIL's own, higher, limit: its message gives the size
         declared = re.search(r"\((\d+) pixels\)", str(error))
         size = f"{int(declared.group(1)):,} pixels" if declared else "more pixels"
-        raise ImageError(f"{path}: declares {size}, over the limit of {MAX_IMAGE_PIXELS:,}") from None
+        raise ImageTooLargeError(f"{path}: declares {size}, over the limit of {MAX_IMAGE_PIXELS:,}") from None
     except (UnidentifiedImageError, OSError, SyntaxError, ValueError, EOFError) as error:
         raise ImageError(f"{path}: cannot read image ({error})") from None
     if width * height > MAX_IMAGE_PIXELS:
-        raise ImageError(
+        raise ImageTooLargeError(
             f"{path}: declares {width}x{height} = {width * height:,} pixels, over the limit of {MAX_IMAGE_PIXELS:,}"
         )
     return ImageHeader(width, height, orientation or 1, fmt, frames)

@@ -1,0 +1,65 @@
+"""`tphyolo serve`: an HTTP detection service over the same inference as `tphyolo predict`.
+
+The inference flags are predict's (`InferenceConfig`, slicing, crop classifier, runtime): they set the
+service's defaults, which a request may override (`tphyolo.serve.options`). The service flags come from
+`ServeConfig`. See docs/serving.md.
+"""
+
+from __future__ import annotations
+
+import argparse
+
+from tphyolo.commands.options.inference import (
+    add_classifier_flags,
+    add_slice_flags,
+    classifier_settings,
+    inference_device,
+    slice_settings,
+)
+from tphyolo.flags import add_flags, bounded
+
+USES_RUNTIME = True
+RUNTIME_INFERENCE = True
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    from tphyolo.infer.config import InferenceConfig
+    from tphyolo.serve.config import RayConfig, ServeConfig
+
+    parser.add_argument(
+        "--weights",
+        nargs="+",
+        required=True,
+        help="checkpoint(s) or exported model(s) (.onnx, OpenVINO, .torchscript); several form an ensemble",
+    )
+    parser.add_argument(
+        "--model-weights", nargs="+", type=bounded(float, 0), default=None, help="WBF weight of each model"
+    )
+    add_flags(parser, InferenceConfig, exclude=("batch",))  # the service batches by --max-batch
+    add_classifier_flags(parser)
+    add_slice_flags(parser)
+    add_flags(parser, ServeConfig)
+    add_flags(parser.add_argument_group("Ray Serve"), RayConfig)
+
+
+def run(args: argparse.Namespace) -> int:
+    from tphyolo.flags import from_flags
+    from tphyolo.infer.config import InferenceConfig
+    from tphyolo.serve.config import RayConfig, ServeConfig
+    from tphyolo.serve.server import serve_weights
+
+    device = inference_device(args.runtime)
+    settings, cluster = from_flags(ServeConfig, args), from_flags(RayConfig, args)
+    where = "on Ray Serve" if cluster.ray else "on"
+
+    def listening(host: str, port: int) -> None:
+        print(f"tphyolo serve: {' '.join(args.weights)} {where} http://{host}:{port} (ready when /readyz says so)",
+              flush=True)  # fmt: skip
+
+    serve_weights(
+        args.weights, from_flags(InferenceConfig, args), serve=settings, cluster=cluster, on_listening=listening,
+        slice=slice_settings(args), model_weights=args.model_weights, runtime=args.runtime, device=str(device),
+        **classifier_settings(args),
+    )  # fmt: skip
+    print("tphyolo serve: stopped")
+    return 0

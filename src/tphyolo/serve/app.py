@@ -1,0 +1,243 @@
+"""The detection service as an ASGI app: `create_app(weights, ...)` and its routes.
+
+    app = create_app("best.pt", InferenceConfig(imgsz=640), serve=ServeConfig(max_batch=8))
+    # uvicorn.run(app, host="127.0.0.1", port=8000), or `tphyolo serve --weights best.pt`
+
+Routes:
+- `POST /v1/detect`: images (a raw body, or multipart `file` parts) and options (query string or form fields,
+  `tphyolo.serve.options`) -> detections in original pixels (`tphyolo.serve.answers`);
+- `GET /v1/models`: what is loaded; `GET /healthz`: the process answers; `GET /readyz`: 200 once the model is
+  loaded and warm (503 before, and while a crashed worker restarts); `GET /metrics`: Prometheus text;
+  `GET /docs`: the OpenAPI page; `GET /`: a page to drop an image on and see its boxes.
+
+The model runs in a worker process fed by the batcher (`tphyolo.serve.batcher`); it starts when the app starts
+(the port answers /healthz meanwhile) and stops, after the requests queued are answered, when the app stops.
+Every answer other than 200 is `{"error": LINE}` with its status (`tphyolo.serve.problems`), logged once.
+(No `from __future__ import annotations` here: FastAPI reads the routes' annotations, `fastapi.Request`
+imported when the app is made, as objects.)
+"""
+
+import asyncio
+import contextlib
+import logging
+import os
+import threading
+import time
+from collections.abc import Sequence
+from importlib import resources
+
+from tphyolo.errors import describe_error
+from tphyolo.imports import require
+from tphyolo.infer.config import InferenceConfig
+from tphyolo.infer.slicing import SliceConfig
+from tphyolo.runtime.config import RuntimeConfig, resolve_device
+from tphyolo.serve.answers import coco_answer, image_answer
+from tphyolo.serve.batcher import Batcher
+from tphyolo.serve.config import ServeConfig
+from tphyolo.serve.engine import EngineSpec
+from tphyolo.serve.images import decode_request_image
+from tphyolo.serve.metrics import SERVE_INSTALL_HINT, ServiceMetrics
+from tphyolo.serve.options import answer_format, request_settings
+from tphyolo.serve.problems import RequestProblem, unavailable
+from tphyolo.serve.uploads import read_uploads
+from tphyolo.serve.worker import InferenceWorker, InProcessWorker
+
+LOGGER = logging.getLogger(__name__)
+PAGE = "page.html"  # the drop-an-image page, a file of this package
+CLIENT_GONE = 499  # the status counted (and logged) for a client that left before its request was read
+
+
+class Service:
+    """What the routes share: the spec of the model, the service settings, the batcher and its worker, the
+    metrics. `start()` loads the model in the background; `stop()` answers what is queued, then stops."""
+
+    def __init__(self, spec: EngineSpec, settings: ServeConfig, *, in_process: bool = False) -> None:
+        """in_process: run the model in this process (`InProcessWorker`: a Ray Serve replica, which Ray
+        supervises), not in a child process."""
+        device = resolve_device(spec.device) if spec.device is not None else spec.runtime.torch_device()
+        self.spec, self.settings = spec, settings
+        self.max_batch = settings.batch_size(device.type)
+        worker_kind = InProcessWorker if in_process else InferenceWorker
+        self.worker = worker_kind(spec, max_batch=self.max_batch)
+        self.metrics = ServiceMetrics(queue_depth=lambda: self.batcher.depth, restarts=lambda: self.worker.restarts)
+        self.batcher = Batcher(
+            self.worker, max_batch=self.max_batch, max_wait_s=settings.max_wait_ms / 1000,
+            max_queue=settings.max_queue, on_batch=self.metrics.observe_batch,
+        )  # fmt: skip
+        self.failure: str | None = None  # why the model did not load
+
+    def start(self) -> None:
+        def load() -> None:
+            try:
+                self.batcher.start()
+                LOGGER.info("model %s loaded and warm; ready", self.worker.info.name)
+            except RuntimeError as error:
+                self.failure = describe_error(error)
+                LOGGER.error("%s", self.failure)
+
+        threading.Thread(target=load, name="tphyolo-serve-load", daemon=True).start()
+
+    def stop(self) -> None:
+        self.batcher.stop(timeout=self.settings.grace + 1)
+
+    def check_ready(self) -> None:
+        """Raises a 503 RequestProblem while no model is ready."""
+        if self.failure is not None:
+            raise unavailable(f"the model did not load: {self.failure}")
+        if not self.batcher.ready:
+            raise unavailable("the model is loading" if self.worker.info is None else "the inference worker restarts")
+
+    async def detect(self, request) -> tuple:
+        """The answer of a POST /v1/detect request (JSON data) and its status; RequestProblem otherwise."""
+        arrived = time.monotonic()
+        self.check_ready()
+        try:  # a client sending its body slowly (slowloris) holds no more than the deadline
+            reading = read_uploads(request, self.settings.max_body_bytes)
+            uploads, form_options = await asyncio.wait_for(reading, timeout=self.settings.timeout)
+        except asyncio.TimeoutError:
+            raise RequestProblem(408, f"body not received within {self.settings.timeout:g} s (--timeout)") from None
+        options: dict[str, list[str]] = {}
+        for name, value in request.query_params.multi_items():
+            options.setdefault(name, []).append(value)
+        for name, values in form_options.items():
+            options.setdefault(name, []).extend(values)
+        kind = answer_format(options)
+        info = self.worker.info
+        settings = request_settings(
+            {k: v for k, v in options.items() if k != "format"}, info.defaults,
+            num_classes=len(info.names), has_classifier=info.classifier,
+        )  # fmt: skip
+        images = [decode_request_image(upload.data, where=upload.name) for upload in uploads]
+        futures = self.batcher.submit(images, settings, deadline=arrived + self.settings.timeout)
+        waiting = asyncio.gather(*(asyncio.wrap_future(f) for f in futures))
+        try:
+            answers = await asyncio.wait_for(
+                waiting, timeout=max(arrived + self.settings.timeout - time.monotonic(), 0)
+            )
+        except asyncio.TimeoutError:
+            raise RequestProblem(
+                504, f"no answer within the deadline of {self.settings.timeout:g} s (--timeout)"
+            ) from None
+        for answer in answers:
+            self.metrics.queue_seconds.observe(answer.queue_s)
+        if kind == "coco":
+            return coco_answer([a.rows for a in answers]), 200
+        entries = [
+            image_answer(a.rows, names=info.names, shape=image.shape[:2], file=None if u.name == "body" else u.name)
+            for a, image, u in zip(answers, images, uploads, strict=True)
+        ]
+        timings = {
+            "queue_ms": 1000 * max(a.queue_s for a in answers),
+            "inference_ms": 1000 * max(a.inference_s for a in answers),
+            "total_ms": 1000 * (time.monotonic() - arrived),
+        }
+        return {"model": {"name": info.name, "hash": info.hash}, "timings": timings, "images": entries}, 200
+
+
+def engine_spec(
+    weights: str | os.PathLike | Sequence[str | os.PathLike],
+    config: InferenceConfig | None = None,
+    *,
+    slice: SliceConfig | None = None,  # noqa: A002 - the public keyword is `slice`, as Predictor's
+    model_weights: Sequence[float] | None = None,
+    classifier: str | None = None,
+    classifier_weight: float | None = None,
+    runtime: RuntimeConfig | None = None,
+    device: str | None = None,
+) -> EngineSpec:
+    """The EngineSpec of `weights` (a path, or several: an ensemble) with these defaults, as Predictor takes them."""
+    paths = (weights,) if isinstance(weights, (str, os.PathLike)) else tuple(weights)
+    return EngineSpec(
+        weights=tuple(str(w) for w in paths), config=config or InferenceConfig(), slicing=slice,
+        model_weights=None if model_weights is None else tuple(model_weights), classifier=classifier,
+        classifier_weight=classifier_weight, runtime=runtime or RuntimeConfig(), device=device,
+    )  # fmt: skip
+
+
+def create_app(
+    weights: str | os.PathLike | Sequence[str | os.PathLike],
+    config: InferenceConfig | None = None,
+    *,
+    serve: ServeConfig | None = None,
+    **engine,
+):
+    """The FastAPI app serving `weights` (a checkpoint or exported model path, or several: an ensemble) with
+    the default inference settings `config` and `engine` keywords (`slice`, `model_weights`, `classifier`,
+    `classifier_weight`, `runtime`, `device`: see `engine_spec`) and the service settings `serve`
+    (ServeConfig). Raises MissingExtraError naming the `serve` extra when FastAPI is not installed."""
+    require("fastapi", purpose="tphyolo serve", install=SERVE_INSTALL_HINT)
+    return build_app(Service(engine_spec(weights, config, **engine), serve or ServeConfig()))
+
+
+def build_app(service: Service, *, lifespan: bool = True):
+    """The FastAPI app of `service` (its routes, module docstring); with `lifespan`, the app starts the service
+    when it starts and stops it when it stops (else the caller does: a Ray Serve replica)."""
+    fastapi = require("fastapi", purpose="tphyolo serve", install=SERVE_INSTALL_HINT)
+    from fastapi.responses import HTMLResponse, JSONResponse, Response
+    from starlette.requests import ClientDisconnect
+
+    @contextlib.asynccontextmanager
+    async def lifespan_of_service(app):
+        service.start()
+        yield
+        await asyncio.get_running_loop().run_in_executor(None, service.stop)
+
+    app = fastapi.FastAPI(title="tphyolo detection service", lifespan=lifespan_of_service if lifespan else None)
+    app.state.service = service
+
+    def problem(request, error: RequestProblem) -> JSONResponse:
+        LOGGER.warning("%s %s -> %d: %s", request.method, request.url.path, error.status, error.message)
+        return JSONResponse({"error": error.message}, status_code=error.status, headers=error.headers)
+
+    @app.post("/v1/detect", summary="detect objects in images")
+    async def detect(request: fastapi.Request):
+        """Images as the raw body (image/jpeg, image/png, image/webp, image/tiff) or multipart `file` parts;
+        options conf, iou, max_det, classes, imgsz, augment, slice, overlap, classifier, format=json|coco
+        in the query string or form fields. See docs/serving.md."""
+        arrived = time.monotonic()
+        try:
+            data, status = await service.detect(request)
+            response = JSONResponse(data, status_code=status)
+        except RequestProblem as error:
+            response = problem(request, error)
+        except ClientDisconnect:  # nobody to answer: counted as nginx counts it, logged once
+            response = problem(request, RequestProblem(CLIENT_GONE, "the client disconnected before sending its body"))
+        except Exception as error:  # noqa: BLE001 - one line and a 500, never a traceback in an answer
+            response = problem(request, RequestProblem(500, f"internal error: {describe_error(error)}"))
+        service.metrics.observe_request(response.status_code, time.monotonic() - arrived)
+        return response
+
+    @app.get("/v1/models", summary="what is loaded")
+    async def models(request: fastapi.Request):
+        try:
+            service.check_ready()
+        except RequestProblem as error:
+            return problem(request, error)
+        info = service.worker.info
+        return {"models": [info.as_json() | {"max_batch": service.max_batch}]}
+
+    @app.get("/healthz", summary="the process answers")
+    async def healthz():
+        """Alive; with the inference worker's process id (null while none runs), how often it restarted and
+        whether it is ready (as /readyz, for this process: behind Ray's proxy, for the replica that answers)."""
+        worker = {"pid": service.worker.pid, "restarts": service.worker.restarts, "ready": service.batcher.ready}
+        return {"status": "ok", "worker": worker}
+
+    @app.get("/readyz", summary="the model is loaded and warm")
+    async def readyz(request: fastapi.Request):
+        try:
+            service.check_ready()
+        except RequestProblem as error:
+            return JSONResponse({"error": error.message}, status_code=error.status, headers=error.headers)
+        return {"status": "ready"}
+
+    @app.get("/metrics", summary="Prometheus metrics")
+    async def metrics():
+        text, content_type = service.metrics.text()
+        return Response(text, media_type=content_type)
+
+    @app.get("/", summary="a page to try the service", response_class=HTMLResponse)
+    async def page():
+        return HTMLResponse(resources.files(__package__).joinpath(PAGE).read_text(encoding="utf-8"))
+
+    return app

@@ -1,0 +1,85 @@
+"""How the detection service runs, as plain data: `ServeConfig`, whose fields are also `tphyolo serve`'s flags.
+
+It imports no torch and no web framework: the command line derives its flags from it cheaply.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from tphyolo.flags import AT_LEAST_ONE, NON_NEGATIVE, Bounds, check_field_types, flag
+
+CPU_MAX_BATCH = 8  # images per forward pass unless --max-batch: on a CPU, a larger batch only adds latency
+GPU_MAX_BATCH = 32  # ... and on a GPU, where batching is what fills it
+PORT_BOUNDS = Bounds(0, 65535)  # 0: a free port the OS picks
+POSITIVE = Bounds(0, low_open=True)
+
+
+@dataclass(frozen=True)
+class ServeConfig:
+    """The service's settings (the model's are the predict flags: `InferenceConfig`, slicing, classifier).
+
+    host, port: where to listen (127.0.0.1 unless told: the service is not exposed by default). max_batch:
+    most images per forward pass (None: CPU_MAX_BATCH on a CPU, GPU_MAX_BATCH on a GPU); max_wait_ms: how long
+    the first image of a batch waits for others of its shape. max_queue: images waiting at most; one more is
+    answered 503 with Retry-After at once. timeout: seconds a request may take in all (else 504). max_body_mb:
+    largest request body (else 413). grace: seconds SIGTERM/SIGINT leave requests in flight to finish.
+    """
+
+    host: str = flag("127.0.0.1", "--host", help="address to listen on")
+    port: int = flag(8000, "--port", help="port to listen on (0: a free one)", bounds=PORT_BOUNDS)
+    max_batch: int | None = flag(
+        None,
+        "--max-batch",
+        help=f"most images per forward pass (default: {CPU_MAX_BATCH} on CPU, {GPU_MAX_BATCH} on GPU)",
+        bounds=AT_LEAST_ONE,
+    )
+    max_wait_ms: float = flag(5.0, "--max-wait-ms", help="milliseconds a batch waits to fill", bounds=Bounds(0, 10_000))
+    max_queue: int = flag(64, "--max-queue", help="images waiting at most (more: 503)", bounds=AT_LEAST_ONE)
+    timeout: float = flag(30.0, "--timeout", help="seconds a request may take (more: 504)", bounds=POSITIVE)
+    max_body_mb: float = flag(32.0, "--max-body-mb", help="largest request body, MB (more: 413)", bounds=POSITIVE)
+    grace: float = flag(10.0, "--grace", help="seconds in-flight requests get on SIGTERM", bounds=NON_NEGATIVE)
+
+    def __post_init__(self) -> None:
+        """Raises ValueError naming the flag of a setting out of its bounds."""
+        check_field_types(self)
+
+    @property
+    def max_body_bytes(self) -> int:
+        return int(self.max_body_mb * 1_000_000)
+
+    def batch_size(self, device_type: str) -> int:
+        """`max_batch`, or the default of a device of `device_type` ("cpu", "cuda", ...)."""
+        if self.max_batch is not None:
+            return self.max_batch
+        return CPU_MAX_BATCH if device_type == "cpu" else GPU_MAX_BATCH
+
+
+@dataclass(frozen=True)
+class RayConfig:
+    """Where and how the service runs on Ray Serve (`tphyolo serve --ray`): `address` of a cluster to join
+    ("auto", HOST:PORT; None: a local Ray started for it), `replicas`, `gpus_per_replica` and
+    `cpus_per_replica` (each replica holds one model), and autoscaling between `min_replicas` and
+    `max_replicas` when both are given."""
+
+    ray: bool = flag(False, "--ray", help="run on Ray Serve (the same app in each replica)")
+    address: str | None = flag(None, "--address", help="Ray cluster to join: auto or HOST:PORT (default: local)")
+    replicas: int = flag(1, "--replicas", help="replicas (each loads the model)", bounds=AT_LEAST_ONE)
+    gpus_per_replica: float = flag(0.0, "--gpus-per-replica", help="GPUs each replica takes", bounds=NON_NEGATIVE)
+    cpus_per_replica: float = flag(1.0, "--cpus-per-replica", help="CPUs each replica takes", bounds=POSITIVE)
+    min_replicas: int | None = flag(None, "--min-replicas", help="autoscaling: fewest replicas", bounds=AT_LEAST_ONE)
+    max_replicas: int | None = flag(None, "--max-replicas", help="autoscaling: most replicas", bounds=AT_LEAST_ONE)
+
+    def __post_init__(self) -> None:
+        """Raises ValueError naming the flag of a setting out of bounds, or used without --ray."""
+        check_field_types(self)
+        if (self.min_replicas is None) != (self.max_replicas is None):
+            raise ValueError("--min-replicas and --max-replicas set autoscaling up together; give both or neither")
+        if self.min_replicas is not None and not self.min_replicas <= self.replicas <= self.max_replicas:
+            raise ValueError(
+                f"--replicas {self.replicas} must lie in [--min-replicas {self.min_replicas}, "
+                f"--max-replicas {self.max_replicas}]"
+            )
+        if not self.ray and (self.address is not None or self.replicas != 1 or self.gpus_per_replica or
+                             self.min_replicas is not None):  # fmt: skip
+            raise ValueError("--address, --replicas, --gpus-per-replica and --min/--max-replicas need --ray")

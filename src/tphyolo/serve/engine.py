@@ -1,0 +1,153 @@
+"""The service's inference: one Predictor, the same path as `tphyolo predict`, run on batches of decoded images
+with each request's settings.
+
+    engine = InferenceEngine(EngineSpec(weights=["best.pt"], config=InferenceConfig(imgsz=640)), max_batch=8)
+    rows = engine.detect(images, settings)  # per image: (n, 6) float32 x1, y1, x2, y2, score, class
+
+`EngineSpec` is plain, picklable data (paths, configs): what a worker process needs to load the engine on its
+own. The Predictor of other settings shares the loaded models (`Predictor.with_settings`); the last few are
+kept, so that a request with the defaults or a recent combination loads nothing.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import time
+from collections import OrderedDict
+from collections.abc import Sequence
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+
+import numpy as np
+
+from tphyolo.infer.config import InferenceConfig
+from tphyolo.infer.slicing import SliceConfig
+from tphyolo.runtime.config import RuntimeConfig
+from tphyolo.serve.options import Settings
+
+SETTINGS_KEPT = 16  # predictors of recent request settings kept (they share the models: a few objects each)
+WARMUP_SIDE = 320  # side of the grey image of the warm-up passes
+WARMUP_PASSES = 2
+
+
+@dataclass(frozen=True)
+class EngineSpec:
+    """What loads an engine: weights (paths: checkpoints or exported models; several form an ensemble), the
+    default inference `config`, `slicing`, `model_weights` (WBF weight per model), a crop `classifier` path and
+    its `classifier_weight`, the `runtime` (device, precision) and `device` (None: the runtime's)."""
+
+    weights: tuple[str, ...]
+    config: InferenceConfig = field(default_factory=InferenceConfig)
+    slicing: SliceConfig | None = None
+    model_weights: tuple[float, ...] | None = None
+    classifier: str | None = None
+    classifier_weight: float | None = None
+    runtime: RuntimeConfig = field(default_factory=RuntimeConfig)
+    device: str | None = None
+
+
+@dataclass(frozen=True)
+class ModelInfo:
+    """What is loaded, as `GET /v1/models` shows it: `name` (the weights' file names), `hash` (sha256 of their
+    bytes, 16 hex digits), `names` (class names), `stride`, `imgsz`, `backend` (formats), `precision`,
+    `device`, `classifier` (a crop classifier is loaded), `defaults` (the settings requests start from)."""
+
+    name: str
+    hash: str
+    names: tuple[str, ...]
+    stride: int
+    imgsz: int
+    backend: str
+    precision: str
+    device: str
+    classifier: bool
+    defaults: Settings
+
+    def as_json(self) -> dict:
+        config = self.defaults.config
+        slicing = self.defaults.slicing
+        return {
+            "name": self.name, "hash": self.hash, "classes": list(self.names), "stride": self.stride,
+            "imgsz": self.imgsz, "backend": self.backend, "precision": self.precision, "device": self.device,
+            "classifier": self.classifier,
+            "defaults": {
+                "conf": config.conf, "iou": config.iou, "max_det": config.max_det,
+                "classes": None if config.classes is None else list(config.classes), "imgsz": config.imgsz,
+                "augment": config.augment, "slice": None if slicing is None else slicing.size,
+                "overlap": None if slicing is None else slicing.overlap, "classifier": self.defaults.classifier,
+            },
+        }  # fmt: skip
+
+
+def weights_hash(paths: Sequence[str]) -> str:
+    """sha256 of the bytes of every file of `paths` (a folder: its files, by name), 16 hex digits."""
+    digest = hashlib.sha256()
+    for path in map(Path, paths):
+        for file in sorted(path.rglob("*")) if path.is_dir() else [path]:
+            if file.is_file():
+                with open(file, "rb") as f:
+                    for chunk in iter(lambda f=f: f.read(1 << 20), b""):
+                        digest.update(chunk)
+    return digest.hexdigest()[:16]
+
+
+class InferenceEngine:
+    """A loaded model (or ensemble) that detects batches of images with per-request settings.
+
+    max_batch: images per forward pass (the predictor's `batch`). The images of one `detect` call are letterboxed
+    and grouped by shape as `Predictor.predict_images` does, so that an answer does not depend on the batch it
+    went in, beyond the float rounding of a batched convolution."""
+
+    def __init__(self, spec: EngineSpec, *, max_batch: int) -> None:
+        from tphyolo.predict.predictor import Predictor
+
+        config = replace(spec.config, batch=max_batch)
+        self.predictor = Predictor(
+            list(spec.weights), config, runtime=spec.runtime, device=spec.device, slice=spec.slicing,
+            model_weights=spec.model_weights, classifier=spec.classifier, classifier_weight=spec.classifier_weight,
+        )  # fmt: skip
+        self.max_batch = max_batch
+        self.defaults = Settings(
+            replace(self.predictor.config, batch=1), self.predictor.slicing, spec.classifier is not None
+        )
+        self._predictors: OrderedDict[Settings, object] = OrderedDict({self.defaults: self.predictor})
+        backends = self.predictor.backends
+        self.info = ModelInfo(
+            name="+".join(Path(w).name for w in spec.weights), hash=weights_hash(spec.weights),
+            names=tuple(self.predictor.names), stride=max(b.stride for b in backends),
+            imgsz=self.predictor.config.imgsz,
+            backend="+".join(sorted({getattr(b, "format", "pytorch") for b in backends})),
+            precision=str(backends[0].dtype).removeprefix("torch."), device=str(self.predictor.device),
+            classifier=spec.classifier is not None, defaults=self.defaults,
+        )  # fmt: skip
+
+    def predictor_for(self, settings: Settings):
+        """The Predictor of `settings` (sharing the loaded models)."""
+        predictor = self._predictors.get(settings)
+        if predictor is None:
+            config = replace(settings.config, batch=self.max_batch)
+            predictor = self.predictor.with_settings(config, slice=settings.slicing, classifier=settings.classifier)
+            self._predictors[settings] = predictor
+            while len(self._predictors) > SETTINGS_KEPT:
+                self._predictors.popitem(last=False)
+        self._predictors.move_to_end(settings)
+        return predictor
+
+    def detect(self, images: Sequence[np.ndarray], settings: Settings) -> list[np.ndarray]:
+        """Per uint8 BGR image: its detections (n, 6) float32 x1, y1, x2, y2 (original pixels), score, class id,
+        by descending score."""
+        results = self.predictor_for(settings).predict_images(list(images))
+        return [
+            np.concatenate([r.boxes.numpy(), r.scores.numpy()[:, None], r.labels.numpy()[:, None]], axis=1).astype(
+                np.float32
+            )
+            for r in results
+        ]
+
+    def warm_up(self) -> float:
+        """Run WARMUP_PASSES passes on a grey image (first-call costs: allocations, kernel choice); seconds taken."""
+        start = time.perf_counter()
+        image = np.full((WARMUP_SIDE, WARMUP_SIDE, 3), 114, np.uint8)
+        for _ in range(WARMUP_PASSES):
+            self.detect([image], self.defaults)
+        return time.perf_counter() - start

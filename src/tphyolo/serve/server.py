@@ -1,0 +1,99 @@
+"""Running the service: uvicorn on the app, with graceful shutdown.
+
+    run_server(app, ServeConfig(host="127.0.0.1", port=8000, grace=10))
+
+SIGTERM or SIGINT stop the listener (new connections are refused), give the requests in flight up to `grace`
+seconds to be answered, then stop the app (its queue answered, its worker stopped). One log line per error
+request (the app's), no access log. When the model does not load, the server stops and `run_server` raises
+ValueError with the worker's one-line reason.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import signal
+import threading
+from collections.abc import Callable, Iterator
+
+from tphyolo.imports import require
+from tphyolo.serve.config import RayConfig, ServeConfig
+from tphyolo.serve.metrics import SERVE_INSTALL_HINT
+
+_POLL_S = 0.05
+
+
+def run_server(
+    app,
+    settings: ServeConfig,
+    *,
+    on_listening: Callable[[str, int], None] | None = None,
+    stop: threading.Event | None = None,
+) -> None:
+    """Serve `app` (from `create_app`) on `settings.host:settings.port` until SIGTERM/SIGINT or `stop` is set
+    (which shuts down as SIGTERM does; for a server run in a thread, where signals do not reach it); see the
+    module docstring. `on_listening(host, port)` is called once the socket listens (port 0: the one the OS
+    picked)."""
+    uvicorn = require("uvicorn", purpose="tphyolo serve", install=SERVE_INSTALL_HINT)
+    config = uvicorn.Config(
+        app, host=settings.host, port=settings.port, timeout_graceful_shutdown=settings.grace, access_log=False,
+        log_level="warning", lifespan="on",
+    )  # fmt: skip
+    server = uvicorn.Server(config)
+    service = app.state.service
+
+    async def serve() -> None:
+        task = asyncio.create_task(server.serve())
+        while not server.started and not task.done():
+            await asyncio.sleep(_POLL_S)
+        if server.started and on_listening is not None:
+            host, port = server.servers[0].sockets[0].getsockname()[:2]
+            on_listening(host, port)
+        while not task.done():
+            if service.failure is not None or (stop is not None and stop.is_set()):
+                server.should_exit = True
+            await asyncio.sleep(_POLL_S)
+        await task
+
+    with _signals_end_quietly():
+        asyncio.run(serve())
+    if service.failure is not None:
+        raise ValueError(service.failure)
+
+
+@contextlib.contextmanager
+def _signals_end_quietly() -> Iterator[None]:
+    """While open (in the main thread): SIGTERM and SIGINT do nothing but what uvicorn does with them (a
+    graceful shutdown). uvicorn raises the signal again once it has shut down, for the handler it found; with
+    this one, the command then ends normally (exit 0) instead of being killed by it."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    kept = {sig: signal.signal(sig, lambda number, frame: None) for sig in (signal.SIGTERM, signal.SIGINT)}
+    try:
+        yield
+    finally:
+        for sig, handler in kept.items():
+            signal.signal(sig, handler)
+
+
+def serve_weights(
+    weights,
+    config=None,
+    *,
+    serve: ServeConfig,
+    cluster: RayConfig | None = None,
+    on_listening: Callable[[str, int], None] | None = None,
+    **engine,
+) -> None:
+    """Serve `weights` with the default inference `config` and `engine` keywords (`tphyolo.serve.app.
+    engine_spec`) until SIGTERM/SIGINT: on Ray Serve when `cluster.ray` (`tphyolo.serve.ray_app`), else with
+    uvicorn in this process (`run_server`)."""
+    from tphyolo.serve.app import create_app, engine_spec
+
+    if cluster is not None and cluster.ray:
+        from tphyolo.serve.ray_app import serve_on_ray
+
+        serve_on_ray(engine_spec(weights, config, **engine), serve, cluster, on_listening=on_listening)
+        return
+    run_server(create_app(weights, config, serve=serve, **engine), serve, on_listening=on_listening)

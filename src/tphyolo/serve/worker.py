@@ -1,0 +1,210 @@
+"""The inference worker: an `InferenceEngine` in a child process of its own, and its supervision.
+
+    worker = InferenceWorker(spec, max_batch=8)
+    info = worker.start()                   # spawns the process, loads and warms the model: ModelInfo
+    rows, seconds = worker.detect(images, settings)   # raises WorkerCrashed when the process died
+    worker.restart(); worker.stop()
+
+Why a process: a model that crashes (a native fault, an out-of-memory kill, a SIGKILL) takes only the worker
+with it; the service sees the pipe close, answers that batch's requests 503 and starts a new worker, which loads
+the weights again (a file replaced meanwhile gives the new model, with its new hash). The child is spawned (not
+forked: the parent runs threads), applies the runtime's process settings as any entry point does, and talks over
+one pipe: a batch of images and their settings in, the rows of each image (or a one-line error) out. One
+worker per device, one batch at a time.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import multiprocessing
+import time
+from collections.abc import Sequence
+from multiprocessing.connection import Connection
+
+import numpy as np
+
+from tphyolo.serve.engine import EngineSpec, ModelInfo
+from tphyolo.serve.options import Settings
+
+LOGGER = logging.getLogger(__name__)
+START_TIMEOUT_S = 600.0  # loading and warming a model (an ensemble of exported models on a busy machine)
+_POLL_S = 0.05
+
+
+class WorkerCrashed(RuntimeError):
+    """The worker process ended without answering (killed, crashed, out of memory)."""
+
+
+class WorkerFailed(RuntimeError):
+    """The worker answered a batch with an error (one line), e.g. an exported model refusing the input."""
+
+
+def _serve_batches(connection: Connection, spec: EngineSpec, max_batch: int) -> None:
+    """The child's main: load and warm the engine, say ready with its ModelInfo, then answer batches until told
+    to stop (None) or the pipe closes."""
+    from tphyolo.errors import describe_error
+    from tphyolo.runtime.config import configure_process
+    from tphyolo.serve.engine import InferenceEngine
+
+    try:
+        configure_process(spec.runtime)  # this process's entry point: its settings, before CUDA starts
+        engine = InferenceEngine(spec, max_batch=max_batch)
+        engine.warm_up()
+    except Exception as error:  # noqa: BLE001 - reported to the parent in one line, which refuses to start
+        connection.send(("failed", describe_error(error)))
+        return
+    connection.send(("ready", engine.info))
+    while True:
+        try:
+            message = connection.recv()
+        except (EOFError, OSError):
+            return
+        if message is None:
+            return
+        images, settings = message
+        start = time.perf_counter()
+        try:
+            rows = engine.detect(images, settings)
+        except Exception as error:  # noqa: BLE001 - one line to the parent, which answers the requests with it
+            connection.send(("error", describe_error(error)))
+            continue
+        connection.send(("ok", rows, time.perf_counter() - start))
+
+
+class InferenceWorker:
+    """An InferenceEngine of `spec` in a child process (see the module docstring); `max_batch` images per pass.
+    Methods are called from one thread (the batcher's)."""
+
+    def __init__(self, spec: EngineSpec, *, max_batch: int) -> None:
+        self.spec, self.max_batch = spec, max_batch
+        self._context = multiprocessing.get_context("spawn")
+        self._process = None
+        self._connection: Connection | None = None
+        self.info: ModelInfo | None = None
+        self.restarts = 0
+
+    @property
+    def pid(self) -> int | None:
+        return None if self._process is None else self._process.pid
+
+    def start(self) -> ModelInfo:
+        """Spawn the process and wait until its model is loaded and warm. Raises RuntimeError with the child's
+        one-line reason when it cannot load (or does not answer within START_TIMEOUT_S)."""
+        parent, child = self._context.Pipe()
+        process = self._context.Process(
+            target=_serve_batches, args=(child, self.spec, self.max_batch), name="tphyolo-serve-worker", daemon=True
+        )
+        process.start()
+        child.close()
+        self._process, self._connection = process, parent
+        message = self._receive(timeout=START_TIMEOUT_S)
+        if message[0] != "ready":
+            self.stop()
+            raise RuntimeError(f"the inference worker did not start: {message[1]}")
+        self.info = message[1]
+        return self.info
+
+    def detect(self, images: Sequence[np.ndarray], settings: Settings) -> tuple[list[np.ndarray], float]:
+        """The rows of each image and the seconds the worker spent. Raises WorkerCrashed when the process ended
+        (it is then stopped: `restart` it), WorkerFailed when it answered with an error."""
+        if self._connection is None:
+            raise WorkerCrashed("the inference worker is not running")
+        try:
+            self._connection.send((list(images), settings))
+        except (BrokenPipeError, ConnectionResetError, EOFError, OSError) as error:
+            self.stop()
+            raise WorkerCrashed(f"the inference worker is gone ({error})") from None
+        message = self._receive(timeout=None)
+        if message[0] == "error":
+            raise WorkerFailed(message[1])
+        return message[1], message[2]
+
+    def _receive(self, *, timeout: float | None):
+        """The worker's next message, waiting while the process lives (and at most `timeout` seconds)."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        assert self._connection is not None and self._process is not None
+        while True:
+            try:
+                if self._connection.poll(_POLL_S):
+                    return self._connection.recv()
+                alive = self._process.is_alive()
+            except (EOFError, OSError):  # the pipe closed: the process ended
+                alive = False
+            if alive and (deadline is None or time.monotonic() < deadline):
+                continue
+            self._process.join(1.0)  # reaped, so that its exit code is known
+            code = self._process.exitcode
+            self.stop()
+            why = "did not answer in time" if code is None else f"ended with exit code {code}"
+            raise WorkerCrashed(f"the inference worker {why}")
+
+    def restart(self) -> ModelInfo:
+        """Stop what is left of the worker and start a new one (the weights loaded again)."""
+        self.stop()
+        self.restarts += 1
+        LOGGER.warning("restarting the inference worker (restart %d)", self.restarts)
+        return self.start()
+
+    def stop(self, timeout: float = 5.0) -> None:
+        """Ask the worker to end, then end it."""
+        process, connection = self._process, self._connection
+        self._process, self._connection = None, None
+        if connection is not None:
+            with contextlib.suppress(BrokenPipeError, ConnectionResetError, OSError):
+                connection.send(None)
+            connection.close()
+        if process is not None:
+            process.join(timeout)
+            if process.is_alive():
+                process.kill()
+                process.join(timeout)
+
+
+class InProcessWorker:
+    """InferenceWorker's interface over an engine in this process: for a process that is itself supervised
+    (a Ray Serve replica, which Ray restarts when it dies). `restart` loads the weights again."""
+
+    def __init__(self, spec: EngineSpec, *, max_batch: int) -> None:
+        self.spec, self.max_batch = spec, max_batch
+        self.engine = None
+        self.info: ModelInfo | None = None
+        self.restarts = 0
+
+    @property
+    def pid(self) -> int:
+        import os
+
+        return os.getpid()
+
+    def start(self) -> ModelInfo:
+        from tphyolo.serve.engine import InferenceEngine
+
+        try:
+            engine = InferenceEngine(self.spec, max_batch=self.max_batch)
+            engine.warm_up()
+        except Exception as error:  # noqa: BLE001 - as the child process reports it: one line, no start
+            from tphyolo.errors import describe_error
+
+            raise RuntimeError(f"the inference worker did not start: {describe_error(error)}") from None
+        self.engine, self.info = engine, engine.info
+        return engine.info
+
+    def detect(self, images: Sequence[np.ndarray], settings: Settings) -> tuple[list[np.ndarray], float]:
+        if self.engine is None:
+            raise WorkerCrashed("the inference worker is not running")
+        start = time.perf_counter()
+        try:
+            rows = self.engine.detect(images, settings)
+        except Exception as error:  # noqa: BLE001 - one line for the requests of the batch
+            from tphyolo.errors import describe_error
+
+            raise WorkerFailed(describe_error(error)) from None
+        return rows, time.perf_counter() - start
+
+    def restart(self) -> ModelInfo:
+        self.restarts += 1
+        return self.start()
+
+    def stop(self, timeout: float = 5.0) -> None:
+        self.engine = None
