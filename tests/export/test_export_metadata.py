@@ -68,7 +68,7 @@ def test_values_are_parsed_as_json_only():
 
 @pytest.mark.parametrize("fmt", ["onnx", "openvino", "torchscript"])
 def test_exported_files_carry_the_metadata(fixed_exports, fmt):
-    backend = load_backend(fixed_exports[fmt])
+    backend = load_backend(fixed_exports[fmt], trust_code=True)
     meta = backend.metadata
     assert meta.format == fmt and meta.model == "yolov5n" and meta.source == "y5n.pt"
     assert backend.names == [f"class{i}" for i in range(80)]
