@@ -40,7 +40,7 @@ def test_other_tools_entries_are_ignored():
         ({"dynamic": 1}, "'dynamic' should be bool"),
         ({"imgsz": [640]}, "imgsz"),
         ({"names": [1, 2]}, "'names' should be tuple"),
-        ({"format": "pickle"}, "format must be one of"),
+        ({"format": "pickle"}, "'format' must be one of"),
         ({"schema": 99}, "schema 99"),
     ],
 )
