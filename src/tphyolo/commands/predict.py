@@ -183,6 +183,10 @@ def run(args: argparse.Namespace) -> int:
             save_dir = Path(broadcast_object(dist, None if save_dir is None else str(save_dir)))
         with removed_if_left_empty(save_dir if dist.is_main and args.resume is None else None):
             result = _predict_into(save_dir, predictor, files, args, style=style, image_ids=image_ids, dist=dist)
+    if dist.is_main and result.skipped and not result.files and not result.finished_before:
+        print(f"tphyolo predict: error: --source {args.source}: no file or stream could be read "
+              f"({result.skipped} skipped, named above)", file=sys.stderr)  # fmt: skip
+        return 1
     if dist.is_main:
         warnings = f" ({result.warned} with a warning)" if result.warned else ""
         before = f" ({result.finished_before} finished before)" if result.finished_before else ""
