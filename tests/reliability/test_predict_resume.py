@@ -73,9 +73,14 @@ def _spoil(record: dict, kind: str) -> str:
     return json.dumps(record)
 
 
+SLOW = pytest.mark.slow  # each resume loads the model and predicts one image: the fast lane keeps three kinds
+
+
 @pytest.mark.parametrize(
-    "kind", ["row_shape", "infinity", "nan", "class_999", "unknown_file", "unknown_unit", "negative_index", "deep"]
-)
+    "kind",
+    ["nan", "class_999", "deep", *(pytest.param(k, marks=SLOW) for k in
+                                    ("row_shape", "infinity", "unknown_file", "unknown_unit", "negative_index"))],
+)  # fmt: skip
 def test_a_bad_journal_line_is_reported_and_its_unit_redone(kind, finished_run, tmp_path, capsys):
     run = _copy(finished_run, tmp_path)
     journal = run / JOURNAL_DIR / "rank0.jsonl"
