@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from tphyolo.data.files.atomic import atomic_path
 from tphyolo.export.int8_policy import float_nodes, int8_policy
 from tphyolo.export.onnx_file import embed_metadata
 from tphyolo.export.quantize_openvino import model_input
@@ -113,10 +114,11 @@ def write(job: ExportJob) -> None:
     trace = job.fp32_onnx()
     calibration = job.calibration()
     keep = float_nodes(trace, job.model, policy.float_parts)
-    quantize_onnx(trace, job.path, calibration.batches, keep_float=keep)
     metadata = replace(job.metadata, int8=True, int8_method=METHOD, int8_float_parts=policy.float_parts,
                        int8_calibration=calibration.description)  # fmt: skip
-    rewrite_metadata(job.path, metadata)
+    with atomic_path(job.path) as tmp:  # a file there stays whole until the quantized one has its metadata
+        quantize_onnx(trace, tmp, calibration.batches, keep_float=keep)
+        rewrite_metadata(tmp, metadata)
 
 
 def write_float(job: ExportJob, path: Path) -> Path:
@@ -124,7 +126,8 @@ def write_float(job: ExportJob, path: Path) -> Path:
     onnx = require("onnx", purpose=PURPOSE)
     proto = onnx.load(str(job.fp32_onnx()))
     embed_metadata(proto, job.metadata)
-    onnx.save(proto, str(path))
+    with atomic_path(path) as tmp:
+        onnx.save(proto, str(tmp))
     return path
 
 
@@ -133,4 +136,5 @@ def rewrite_metadata(path: Path, metadata: ExportMetadata) -> None:
     onnx = require("onnx", purpose=PURPOSE)
     proto = onnx.load(str(path))
     embed_metadata(proto, metadata)
-    onnx.save(proto, str(path))
+    with atomic_path(path) as tmp:
+        onnx.save(proto, str(tmp))

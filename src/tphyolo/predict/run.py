@@ -16,6 +16,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from tphyolo.data.files.atomic import write_text_atomic
 from tphyolo.ops.detections import Detections
 from tphyolo.predict.journal import FrameRecord, Journal, UnitRecord, clear_journal, finished_units
 from tphyolo.predict.predictor import Predictor
@@ -169,4 +170,4 @@ def _write_json(path: Path, units: Sequence[UnitRecord], names: Sequence[str], i
         first.setdefault(name, position)
     frames = sorted((f for unit in units for f in unit.frames), key=lambda f: (first[f.file], f.index))
     named = [(f.name, Detections.from_rows(f.rows)) for f in frames]
-    path.write_text(json.dumps(coco_predictions(named, image_ids)), encoding="utf-8")
+    write_text_atomic(path, json.dumps(coco_predictions(named, image_ids)))

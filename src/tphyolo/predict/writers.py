@@ -26,6 +26,7 @@ from pathlib import Path, PurePosixPath
 import cv2
 import numpy as np
 
+from tphyolo.data.files.atomic import write_text_atomic
 from tphyolo.data.files.image_io import write_image
 from tphyolo.data.files.json_files import load_json_file
 from tphyolo.data.formats.visdrone import category_ids
@@ -189,5 +190,5 @@ class PredictionWriter:
         self.videos.clear()
         if self.save_json:
             path = self.save_dir / "predictions.json"
-            path.write_text(json.dumps(coco_predictions(self.json_images, self.image_ids)), encoding="utf-8")
+            write_text_atomic(path, json.dumps(coco_predictions(self.json_images, self.image_ids)))
             self.saved.append(path)

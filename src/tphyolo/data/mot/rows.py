@@ -13,6 +13,7 @@ from pathlib import Path
 
 import numpy as np
 
+from tphyolo.data.files.atomic import write_text_atomic
 from tphyolo.data.labels import LabelError, finite_numbers, read_label_text
 
 ROW_START = ("frame", "id", "left", "top", "width", "height")
@@ -89,5 +90,4 @@ def write_text(path: Path, text: str) -> Path:
     """Write `text` (UTF-8) to `path`, making its folders; returns the path."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(text, encoding="utf-8")
-    return path
+    return write_text_atomic(path, text)

@@ -1,0 +1,58 @@
+"""A write that fails (no space left) is one line naming the file, exit 2, and leaves the previous version of
+the file whole with nothing half-written beside it: `export` onto a good earlier export in a filesystem too
+small for the new one (a tmpfs of 256 KB, mounted by the test when it may, else skipped), and the same fault
+injected into the write path where no filesystem can be mounted."""
+
+from __future__ import annotations
+
+import errno
+import os
+import subprocess
+from pathlib import Path
+
+import pytest
+from tests.helpers import exit_code, one_error_line
+
+
+@pytest.fixture
+def small_disk(tmp_path) -> Path:
+    folder = tmp_path / "small"
+    folder.mkdir()
+    mounted = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=256k", "tmpfs", str(folder)], capture_output=True)
+    if mounted.returncode != 0:
+        pytest.skip("cannot mount a tmpfs here (needs root)")
+    try:
+        yield folder
+    finally:
+        subprocess.run(["umount", str(folder)], check=True)
+
+
+def _export(weights: Path, out: Path) -> list[str]:
+    return ["export", "--weights", str(weights), "--format", "onnx", "--img", "64", "--out", str(out)]  # the file
+
+
+@pytest.mark.slow
+def test_export_onto_a_full_disk_names_the_file_and_keeps_the_old_one(weights, small_disk, capsys):
+    earlier = small_disk / f"{weights.stem}.onnx"
+    earlier.write_bytes(b"an earlier good export")
+    assert exit_code(_export(weights, earlier)) == 2
+    line = one_error_line(capsys.readouterr().err, "export")
+    assert str(earlier) in line and "no space left on device" in line
+    assert earlier.read_bytes() == b"an earlier good export" and os.listdir(small_disk) == [earlier.name]
+
+
+def test_a_failed_export_write_keeps_the_old_file(weights, tmp_path, monkeypatch, capsys):
+    """Where no filesystem can be mounted: the trace writes half a file, then the disk is full."""
+    import torch
+
+    def half_then_full(model, args, path, **kwargs):
+        Path(path).write_bytes(b"half")
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+    monkeypatch.setattr(torch.onnx, "export", half_then_full)
+    earlier = tmp_path / f"{weights.stem}.onnx"
+    earlier.write_bytes(b"an earlier good export")
+    assert exit_code(_export(weights, earlier)) == 2
+    line = one_error_line(capsys.readouterr().err, "export")
+    assert str(earlier) in line and "no space left on device" in line
+    assert earlier.read_bytes() == b"an earlier good export" and os.listdir(tmp_path) == [earlier.name]
