@@ -27,18 +27,20 @@ def small_disk(tmp_path) -> Path:
         subprocess.run(["umount", str(folder)], check=True)
 
 
-def _export(weights: Path, out: Path) -> list[str]:
-    return ["export", "--weights", str(weights), "--format", "onnx", "--img", "64", "--out", str(out)]  # the file
+def _refused_keeping_the_earlier_file(weights: Path, folder: Path, capsys) -> None:
+    """Export over a good earlier file in `folder`: one line naming it, the file as it was, nothing beside it."""
+    earlier = folder / f"{weights.stem}.onnx"
+    earlier.write_bytes(b"an earlier good export")
+    argv = ["export", "--weights", str(weights), "--format", "onnx", "--img", "64", "--out", str(earlier)]
+    assert exit_code(argv) == 2
+    line = one_error_line(capsys.readouterr().err, "export")
+    assert str(earlier) in line and "no space left on device" in line
+    assert earlier.read_bytes() == b"an earlier good export" and os.listdir(folder) == [earlier.name]
 
 
 @pytest.mark.slow
 def test_export_onto_a_full_disk_names_the_file_and_keeps_the_old_one(weights, small_disk, capsys):
-    earlier = small_disk / f"{weights.stem}.onnx"
-    earlier.write_bytes(b"an earlier good export")
-    assert exit_code(_export(weights, earlier)) == 2
-    line = one_error_line(capsys.readouterr().err, "export")
-    assert str(earlier) in line and "no space left on device" in line
-    assert earlier.read_bytes() == b"an earlier good export" and os.listdir(small_disk) == [earlier.name]
+    _refused_keeping_the_earlier_file(weights, small_disk, capsys)
 
 
 def test_a_failed_export_write_keeps_the_old_file(weights, tmp_path, monkeypatch, capsys):
@@ -50,9 +52,4 @@ def test_a_failed_export_write_keeps_the_old_file(weights, tmp_path, monkeypatch
         raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
 
     monkeypatch.setattr(torch.onnx, "export", half_then_full)
-    earlier = tmp_path / f"{weights.stem}.onnx"
-    earlier.write_bytes(b"an earlier good export")
-    assert exit_code(_export(weights, earlier)) == 2
-    line = one_error_line(capsys.readouterr().err, "export")
-    assert str(earlier) in line and "no space left on device" in line
-    assert earlier.read_bytes() == b"an earlier good export" and os.listdir(tmp_path) == [earlier.name]
+    _refused_keeping_the_earlier_file(weights, tmp_path, capsys)
