@@ -107,6 +107,13 @@ def saved_settings(args: argparse.Namespace) -> list[str]:
     return flags_for(command_parser(), argparse.Namespace(**values))
 
 
+class _SavedArgvParser(argparse.ArgumentParser):
+    """A parser of a run folder's saved argv: a bad value raises ValueError, for the caller to name the file."""
+
+    def error(self, message: str):  # noqa: ANN201 - argparse's hook, which must not return
+        raise ValueError(message)
+
+
 def resumed_args(args: argparse.Namespace) -> argparse.Namespace:
     """`args` of `--resume RUN_DIR`: the settings saved in the run folder, with this run's runtime flags.
     Raises UsageError when other flags are given too, or RUN_DIR is not a prediction run folder."""
@@ -123,10 +130,12 @@ def resumed_args(args: argparse.Namespace) -> argparse.Namespace:
     saved = load_yaml_file(path)
     if not isinstance(saved, dict) or not isinstance(saved.get("argv"), list):
         raise ValueError(f"{path}: expected a mapping with an 'argv' list")
+    parser = _SavedArgvParser(prog="tphyolo predict", add_help=False)
+    add_arguments(parser)
     try:
-        values = vars(command_parser().parse_args([str(word) for word in saved["argv"]]))
-    except SystemExit:
-        raise ValueError(f"{path}: 'argv' holds flags predict does not take (see the message above)") from None
+        values = vars(parser.parse_args([str(word) for word in saved["argv"]]))
+    except ValueError as error:
+        raise ValueError(f"{path}: 'argv' (the run's saved settings): {error}") from None
     missing = [flag for flag in ("--source", "--weights") if values[flag[2:]] is None]
     if missing:
         raise ValueError(f"{path}: 'argv' has no {' and no '.join(missing)}; not the settings of a prediction run")
