@@ -36,6 +36,7 @@ from tphyolo.predict.draw import draw_detections
 from tphyolo.predict.draw_style import DEFAULT_STYLE, DrawStyle
 from tphyolo.predict.results import save_crops
 from tphyolo.predict.sources import Frame
+from tphyolo.predict.video_out import open_video_writer
 
 
 def output_name(frame: Frame) -> str:
@@ -132,7 +133,7 @@ class PredictionWriter:
         self.save_visdrone, self.save_json, self.save_crop = save_visdrone, save_json, save_crop
         self.style, self.image_ids = style, image_ids
         self.json_images: list[tuple[str, Detections]] = []
-        self.videos: dict[Path, cv2.VideoWriter] = {}
+        self.videos: dict[str, cv2.VideoWriter] = {}  # by output name
         self.saved: list[Path] = []
         self.save_dir.mkdir(parents=True, exist_ok=True)
 
@@ -165,22 +166,19 @@ class PredictionWriter:
         self.saved.append(path)
 
     def _video_frame(self, frame: Frame, canvas: np.ndarray) -> None:
-        path = self.save_dir / f"{frame.name if frame.name is not None else frame.path.stem}.mp4"
-        writer = self.videos.get(path)
+        name = frame.name if frame.name is not None else frame.path.stem
+        writer = self.videos.get(name)
         if writer is None:
             height, width = canvas.shape[:2]
-            path.parent.mkdir(parents=True, exist_ok=True)
-            writer = cv2.VideoWriter(str(path), cv2.VideoWriter_fourcc(*"mp4v"), frame.fps, (width, height))
-            if not writer.isOpened():
-                raise OSError(f"{path}: cannot open a video writer")
-            self.videos[path] = writer
+            writer, path = open_video_writer(self.save_dir / f"{name}.mp4", frame.fps, width, height)
+            self.videos[name] = writer
             self.saved.append(path)
         writer.write(canvas)
 
     def end_file(self, name: str) -> None:
         """Finish the outputs of the file whose output name is `name` (its annotated video): call after its last
         frame, so that its files are complete before the run ends."""
-        writer = self.videos.pop(self.save_dir / f"{name}.mp4", None)
+        writer = self.videos.pop(name, None)
         if writer is not None:
             writer.release()
 

@@ -23,6 +23,7 @@ from tphyolo.data.mot.motchallenge import write_mot
 from tphyolo.data.mot.table import TrackTable
 from tphyolo.data.mot.visdrone_mot import write_visdrone_mot
 from tphyolo.predict.draw_style import DEFAULT_STYLE, DrawStyle
+from tphyolo.predict.video_out import open_video_writer
 from tphyolo.track.draw import TrailPainter
 
 
@@ -81,11 +82,8 @@ class TrackWriter:
 
     def _video_frame(self, canvas: np.ndarray) -> None:
         if self._video is None:
-            path = self.save_dir / f"{self._name}.mp4"
             height, width = canvas.shape[:2]
-            self._video = cv2.VideoWriter(str(path), cv2.VideoWriter_fourcc(*"mp4v"), self._fps, (width, height))
-            if not self._video.isOpened():
-                raise OSError(f"{path}: cannot open a video writer")
+            self._video, path = open_video_writer(self.save_dir / f"{self._name}.mp4", self._fps, width, height)
             self.saved.append(path)
         self._video.write(canvas)
 
