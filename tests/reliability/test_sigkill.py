@@ -1,0 +1,134 @@
+"""Fault injection: long-running commands killed with SIGKILL at a seeded random step, then resumed or run again.
+Nothing finished is lost or corrupted, nothing half-written is taken as finished. Each command runs in its own
+process (`python -m tphyolo`), with a tiny model on a few small images.
+
+- `predict --save-json`, killed after a seeded number of finished units (journal lines): `--resume` gives the
+  files and predictions.json of an uninterrupted run.
+- `export` over a good earlier .onnx, killed once it writes the new one: the earlier file is whole and loads;
+  the run again gives a file that loads.
+- `track`, killed a seeded moment after its first drawn frame, then run again into the same folder: the MOT file is
+  the uninterrupted run's.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import cv2
+import numpy as np
+import pytest
+from tests.reliability.corpus import jpeg_bytes
+
+pytestmark = pytest.mark.slow
+SEED = 36
+LIMIT_S = 120
+
+
+def _command(*argv: str) -> list[str]:
+    return [sys.executable, "-m", "tphyolo", *argv]
+
+
+def _environment() -> dict[str, str]:
+    src = str(Path(__file__).resolve().parents[2] / "src")
+    return os.environ | {"PYTHONPATH": src + os.pathsep + os.environ.get("PYTHONPATH", ""), "OMP_NUM_THREADS": "1"}
+
+
+def _run(argv: list[str]) -> subprocess.CompletedProcess:
+    done = subprocess.run(_command(*argv), env=_environment(), capture_output=True, text=True, timeout=LIMIT_S)
+    assert done.returncode == 0, done.stderr
+    return done
+
+
+def _kill_when(argv: list[str], ready: Callable[[], bool]) -> None:
+    """Start `tphyolo ARGV` and SIGKILL it as soon as `ready()` (polled every 10 ms); fails the test when it
+    ends first or when `LIMIT_S` passes."""
+    process = subprocess.Popen(_command(*argv), env=_environment(), stdout=subprocess.DEVNULL,
+                               stderr=subprocess.DEVNULL)  # fmt: skip
+    deadline = time.monotonic() + LIMIT_S
+    try:
+        while not ready():
+            assert process.poll() is None, "the command ended before the fault"
+            assert time.monotonic() < deadline, "the fault's moment never came"
+            time.sleep(0.01)
+    finally:
+        process.send_signal(signal.SIGKILL)
+        process.wait()
+
+
+def _tree(folder: Path) -> dict[str, bytes]:
+    return {str(p.relative_to(folder)): p.read_bytes() for p in sorted(folder.rglob("*")) if p.is_file()}
+
+
+def test_predict_killed_then_resumed_equals_an_uninterrupted_run(weights, tmp_path):
+    source = tmp_path / "src"
+    source.mkdir()
+    for i in range(6):
+        (source / f"{i}.jpg").write_bytes(jpeg_bytes(i, (64, 80)))
+    argv = ["predict", "--weights", str(weights), "--source", str(source), "--img", "64", "--conf", "0.001",
+            "--save-json", "--save-txt", "--device", "cpu", "--project", str(tmp_path)]  # fmt: skip
+    _run([*argv, "--name", "whole"])
+    finished = random.Random(SEED).randint(1, 4)  # units finished before the fault
+    journal = tmp_path / "cut" / ".journal" / "rank0.jsonl"
+    _kill_when([*argv, "--name", "cut"], lambda: journal.is_file() and journal.read_text().count("\n") >= finished)
+    resumed = _run(["predict", "--resume", str(tmp_path / "cut"), "--device", "cpu"])
+    assert "finished before" in resumed.stdout
+    whole, cut = _tree(tmp_path / "whole"), _tree(tmp_path / "cut")
+    for tree in (whole, cut):
+        tree.pop("args.yaml"), [tree.pop(k) for k in list(tree) if k.startswith(".journal")]
+    assert json.loads(cut.pop("predictions.json")) == json.loads(whole.pop("predictions.json"))
+    assert cut == whole  # labels and drawn images, each whole
+
+
+def test_export_killed_while_writing_keeps_the_earlier_file(weights, tmp_path):
+    from tphyolo.infer.backends import load_backend
+
+    out = tmp_path / "m.onnx"
+    argv = ["export", "--weights", str(weights), "--format", "onnx", "--img", "64", "--out", str(out)]
+    _run(argv)
+    earlier = out.read_bytes()
+    delay = random.Random(SEED).uniform(0.0, 0.2)  # into the trace's writing
+    started: list[float] = []
+
+    def writing() -> bool:
+        if not started and any(p.name.startswith(".m.") for p in tmp_path.iterdir()):
+            started.append(time.monotonic())
+        return bool(started) and time.monotonic() - started[0] >= delay
+
+    _kill_when(argv, writing)
+    assert out.read_bytes() == earlier and load_backend(out).names == ["a", "b"]
+    _run(argv)  # again: a whole new file
+    assert load_backend(out).names == ["a", "b"]
+
+
+def test_track_killed_then_run_again_equals_an_uninterrupted_run(weights, tmp_path):
+    video = tmp_path / "clip.avi"
+    writer = cv2.VideoWriter(str(video), cv2.VideoWriter_fourcc(*"MJPG"), 10, (96, 64))
+    rng = np.random.default_rng(SEED)
+    for _ in range(60):
+        writer.write(rng.integers(0, 255, (64, 96, 3), dtype=np.uint8))
+    writer.release()
+    argv = ["track", "--weights", str(weights), "--source", str(video), "--img", "64", "--conf", "0.001",
+            "--save-mot", "--device", "cpu", "--project", str(tmp_path)]  # fmt: skip
+    _run([*argv, "--name", "whole"])
+    delay = random.Random(SEED).uniform(0.0, 0.3)  # after the first frame is drawn, well before the 60th
+    drawn = tmp_path / "cut" / "clip.mp4"
+    started: list[float] = []
+
+    def tracking() -> bool:
+        if not started and drawn.is_file():
+            started.append(time.monotonic())
+        return bool(started) and time.monotonic() - started[0] >= delay
+
+    _kill_when([*argv, "--name", "cut"], tracking)
+    assert not (tmp_path / "cut" / "mot" / "clip.txt").exists()  # nothing half-written stands as finished
+    _run([*argv, "--name", "cut", "--exist-ok"])
+    mot = "mot/clip.txt"
+    assert (tmp_path / "cut" / mot).read_text() == (tmp_path / "whole" / mot).read_text()
