@@ -8,6 +8,8 @@ process (`python -m tphyolo`), with a tiny model on a few small images.
   the run again gives a file that loads.
 - `track`, killed a seeded moment after its first drawn frame, then run again into the same folder: the MOT file is
   the uninterrupted run's.
+- `train`, killed once a seeded epoch's row is in results.csv: `--resume` ends with the uninterrupted run's
+  rows and weights, bit for bit.
 """
 
 from __future__ import annotations
@@ -132,3 +134,24 @@ def test_track_killed_then_run_again_equals_an_uninterrupted_run(weights, tmp_pa
     _run([*argv, "--name", "cut", "--exist-ok"])
     mot = "mot/clip.txt"
     assert (tmp_path / "cut" / mot).read_text() == (tmp_path / "whole" / mot).read_text()
+
+
+def test_train_killed_then_resumed_equals_an_uninterrupted_run(tiny_synthetic, tmp_path):
+    """Killed once a seeded epoch's row is in results.csv (its checkpoint being written, or the next epoch
+    running), `train --resume` ends with the uninterrupted run's epochs, losses and weights."""
+    import torch
+
+    from tphyolo.checkpoint.format import load_checkpoint
+
+    argv = ["train", "--data", str(tiny_synthetic), "--model", "yolov5n", "--img", "64", "--batch", "4",
+            "--epochs", "4", "--workers", "0", "--noval", "--no-plots", "--noautoanchor", "--seed", "0",
+            "--device", "cpu", "--project", str(tmp_path)]  # fmt: skip
+    _run([*argv, "--name", "whole"])
+    epoch = random.Random(SEED).randint(1, 2)  # epoch 0's last.pt is saved before epoch 1's row
+    results = tmp_path / "cut" / "results.csv"
+    _kill_when([*argv, "--name", "cut"], lambda: results.is_file() and results.read_text().count("\n") >= epoch + 2)
+    _run(["train", "--resume", str(tmp_path / "cut" / "weights" / "last.pt"), "--device", "cpu"])
+    rows = [(tmp_path / name / "results.csv").read_text().splitlines() for name in ("whole", "cut")]
+    assert len(rows[0]) == 5 and [r.split(",")[:5] for r in rows[1]] == [r.split(",")[:5] for r in rows[0]]
+    final = [load_checkpoint(tmp_path / name / "weights" / "last.pt").model for name in ("whole", "cut")]
+    assert all(torch.equal(value, final[1][key]) for key, value in final[0].items())
