@@ -38,3 +38,10 @@ def test_a_folder_is_replaced_whole(tmp_path):
         tmp.mkdir()
         raise RuntimeError("killed while writing")
     assert os.listdir(folder) == ["m.xml"] and os.listdir(tmp_path) == ["m_openvino_model"]
+
+
+def test_text_naming_a_file_that_is_not_utf8_keeps_its_bytes(tmp_path):
+    """A report names `caf\\xe9.jpg` (Latin-1), as Python decodes it: the file holds the name's own bytes."""
+    name = os.fsdecode(b"caf\xe9.jpg")
+    path = write_text_atomic(tmp_path / "report.html", f"<td>{name}</td>")
+    assert path.read_bytes() == b"<td>caf\xe9.jpg</td>"

@@ -10,6 +10,10 @@ process (`python -m tphyolo`), with a tiny model on a few small images.
   the uninterrupted run's.
 - `train`, killed once a seeded epoch's row is in results.csv: `--resume` ends with the uninterrupted run's
   rows and weights, bit for bit.
+- `val --report`, killed a seeded moment after its folder appears: no half-written JSON; run again, its
+  evaluation.json and report.json are the uninterrupted run's (timings aside).
+
+Not here: `export --int8` (its quantizer writes through the same atomic files as `export`) and `tune` (Ray).
 """
 
 from __future__ import annotations
@@ -155,3 +159,31 @@ def test_train_killed_then_resumed_equals_an_uninterrupted_run(tiny_synthetic, t
     assert len(rows[0]) == 5 and [r.split(",")[:5] for r in rows[1]] == [r.split(",")[:5] for r in rows[0]]
     final = [load_checkpoint(tmp_path / name / "weights" / "last.pt").model for name in ("whole", "cut")]
     assert all(torch.equal(value, final[1][key]) for key, value in final[0].items())
+
+
+def test_val_report_killed_then_run_again_equals_an_uninterrupted_run(weights, tmp_path):
+    """Killed a seeded moment after its run folder appears, `val --report` leaves no half-written report, and
+    run again into the same folder writes the uninterrupted run's evaluation.json and report.json."""
+    from tests.reliability.corpus import write_dataset
+
+    write_dataset(tmp_path / "data", good=6)
+    argv = ["val", "--weights", str(weights), "--data", str(tmp_path / "data" / "data.yaml"), "--img", "64",
+            "--report", "--no-scan-cache", "--device", "cpu", "--project", str(tmp_path)]  # fmt: skip
+    _run([*argv, "--name", "whole"])
+    delay = random.Random(SEED).uniform(0.0, 1.0)
+    folder, started = tmp_path / "cut", []
+
+    def validating() -> bool:
+        if not started and folder.is_dir():
+            started.append(time.monotonic())
+        return bool(started) and time.monotonic() - started[0] >= delay
+
+    _kill_when([*argv, "--name", "cut"], validating)
+    for name in ("report.json", "evaluation.json", "report.html"):  # whole or absent
+        if (folder / name).is_file() and name.endswith(".json"):
+            json.loads((folder / name).read_text())
+    _run([*argv, "--name", "cut", "--exist-ok"])
+    for name in ("report.json", "evaluation.json"):
+        cut, whole = (json.loads((f / name).read_text()) for f in (folder, tmp_path / "whole"))
+        cut.pop("speed", None), whole.pop("speed", None)  # timings: the only numbers a rerun may change
+        assert cut == whole, name

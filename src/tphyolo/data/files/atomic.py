@@ -53,8 +53,9 @@ def write_bytes_atomic(path: str | Path, data: bytes) -> Path:
 
 
 def write_text_atomic(path: str | Path, text: str) -> Path:
-    """Write `text` (UTF-8) to `path` in one step (module docstring); returns the path."""
-    return write_bytes_atomic(path, text.encode("utf-8"))
+    """Write `text` (UTF-8) to `path` in one step (module docstring); returns the path. File names that are not
+    UTF-8 (decoded by Python with surrogate escapes) keep their original bytes."""
+    return write_bytes_atomic(path, text.encode("utf-8", errors="surrogateescape"))
 
 
 def _remove(path: Path) -> None:
