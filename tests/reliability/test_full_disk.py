@@ -53,3 +53,21 @@ def test_a_failed_export_write_keeps_the_old_file(weights, tmp_path, monkeypatch
 
     monkeypatch.setattr(torch.onnx, "export", half_then_full)
     _refused_keeping_the_earlier_file(weights, tmp_path, capsys)
+
+
+def test_track_onto_a_full_disk_names_the_video(weights, small_disk, tmp_path, capsys):
+    """OpenCV's video writer reports no failed write: the finished file is read back (a full disk cuts an .mp4
+    before its index)."""
+    import cv2
+    import numpy as np
+
+    video = tmp_path / "clip.avi"
+    writer = cv2.VideoWriter(str(video), cv2.VideoWriter_fourcc(*"MJPG"), 10, (256, 256))
+    rng = np.random.default_rng(0)
+    for _ in range(12):  # about 40 KB a frame drawn: over the disk's 256 KB
+        writer.write(rng.integers(0, 255, (256, 256, 3), dtype=np.uint8))
+    writer.release()
+    argv = ["track", "--weights", str(weights), "--source", str(video), "--img", "64", "--device", "cpu"]
+    assert exit_code([*argv, "--project", str(small_disk), "--name", "t"]) == 2
+    line = one_error_line(capsys.readouterr().err, "track")
+    assert str(small_disk / "t" / "clip.mp4") in line and "no space left on device" in line

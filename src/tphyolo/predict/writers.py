@@ -23,7 +23,6 @@ import json
 from collections.abc import Mapping, Sequence
 from pathlib import Path, PurePosixPath
 
-import cv2
 import numpy as np
 
 from tphyolo.data.files.atomic import write_text_atomic
@@ -36,7 +35,7 @@ from tphyolo.predict.draw import draw_detections
 from tphyolo.predict.draw_style import DEFAULT_STYLE, DrawStyle
 from tphyolo.predict.results import save_crops
 from tphyolo.predict.sources import Frame
-from tphyolo.predict.video_out import open_video_writer
+from tphyolo.predict.video_out import VideoOut
 
 
 def output_name(frame: Frame) -> str:
@@ -133,7 +132,7 @@ class PredictionWriter:
         self.save_visdrone, self.save_json, self.save_crop = save_visdrone, save_json, save_crop
         self.style, self.image_ids = style, image_ids
         self.json_images: list[tuple[str, Detections]] = []
-        self.videos: dict[str, cv2.VideoWriter] = {}  # by output name
+        self.videos: dict[str, VideoOut] = {}  # by output name
         self.saved: list[Path] = []
         self.save_dir.mkdir(parents=True, exist_ok=True)
 
@@ -170,9 +169,9 @@ class PredictionWriter:
         writer = self.videos.get(name)
         if writer is None:
             height, width = canvas.shape[:2]
-            writer, path = open_video_writer(self.save_dir / f"{name}.mp4", frame.fps, width, height)
+            writer = VideoOut(self.save_dir / f"{name}.mp4", frame.fps, width, height)
             self.videos[name] = writer
-            self.saved.append(path)
+            self.saved.append(writer.path)
         writer.write(canvas)
 
     def end_file(self, name: str) -> None:
@@ -180,12 +179,12 @@ class PredictionWriter:
         frame, so that its files are complete before the run ends."""
         writer = self.videos.pop(name, None)
         if writer is not None:
-            writer.release()
+            writer.close()
 
     def close(self) -> None:
-        for writer in self.videos.values():
-            writer.release()
-        self.videos.clear()
+        videos, self.videos = list(self.videos.values()), {}
+        for writer in videos:
+            writer.close()
         if self.save_json:
             path = self.save_dir / "predictions.json"
             write_text_atomic(path, json.dumps(coco_predictions(self.json_images, self.image_ids)))
