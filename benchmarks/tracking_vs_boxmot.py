@@ -1,4 +1,4 @@
-"""Our ByteTrack and BoT-SORT against BoxMOT's on the same detections: HOTA, IDF1, MOTA, IDSW and tracker speed.
+"""Our ByteTrack, BoT-SORT and OC-SORT against BoxMOT's on the same detections: HOTA, IDF1, MOTA, IDSW, speed.
 
     python benchmarks/tracking_vs_boxmot.py                  # UAVDT M0101 from the shared folder, 3 noise seeds
     python benchmarks/tracking_vs_boxmot.py --gt path/M0101_gt_whole.txt --seeds 0 1 2 3 4 --json out.json
@@ -11,7 +11,7 @@ one detection set; every tracker tracks the same sets. Both libraries run withou
 (there are no pixels) and without appearance features, with our presets' thresholds. BoxMOT's ByteTrack has no
 threshold of its own for starting a track (it starts them at the high threshold, where our preset starts them
 0.1 higher, as ByteTrack's code does) and uses the xyah Kalman state: two rows run ours with its rule, the second
-with its Kalman state too; the others run our presets. Scores use the
+with its Kalman state too; the others run our presets (BoxMOT's OC-SORT gets every setting of ours). Scores use the
 UAVDT protocol of `tphyolo eval --task track` (class-agnostic, ignore regions of M0101_gt_ignore.txt).
 
 Speed is the tracker alone (detections in memory): each tracker runs the whole sequence in turn, ours and
@@ -30,6 +30,7 @@ import logging
 import os
 import statistics
 import time
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -39,12 +40,15 @@ from tphyolo.data.mot.uavdt import read_uavdt
 from tphyolo.metrics.track_protocols import prepare
 from tphyolo.metrics.tracking import score_sequences
 from tphyolo.track.config import TRACKER_PRESETS
-from tphyolo.track.tracker import Tracker
+from tphyolo.track.ocsort import OCSortConfig
+from tphyolo.track.registry import make_tracker
 
 SHARED = Path(os.environ.get("TPHYOLO_SHARED", Path(__file__).resolve().parents[2] / "shared"))
 DEFAULT_GT = SHARED / "data" / "other" / "uavdt-gt-only" / "M0101_gt_whole.txt"
 FIELDS = ("HOTA", "AssA", "DetA", "IDF1", "MOTA", "IDSW", "FP", "FN")
-# row -> (library, tracker, our overrides)
+# OC-SORT's published thresholds (det_thresh 0.6, min_hits 3) report few boxes of these detections' scores
+OCSORT_FOR_DRONES = {"det_thresh": 0.5, "use_byte": True, "min_hits": 1}
+# row -> (library, tracker, overrides: ours, or for BoxMOT's OC-SORT the settings of ours it gets)
 VARIANTS = {
     "ours bytetrack (preset)": ("ours", "bytetrack", {}),
     "ours bytetrack, tracks started at the high threshold": ("ours", "bytetrack", {"new_track_thresh": 0.5}),
@@ -52,7 +56,12 @@ VARIANTS = {
     "BoxMOT bytetrack": ("boxmot", "bytetrack", {}),
     "ours botsort": ("ours", "botsort", {}),
     "BoxMOT botsort": ("boxmot", "botsort", {}),
+    "ours ocsort": ("ours", "ocsort", {}),
+    "BoxMOT ocsort": ("boxmot", "ocsort", {}),
+    "ours ocsort, BYTE, det_thresh 0.5, min_hits 1": ("ours", "ocsort", OCSORT_FOR_DRONES),
+    "BoxMOT ocsort, BYTE, det_thresh 0.5, min_hits 1": ("boxmot", "ocsort", OCSORT_FOR_DRONES),
 }
+SPEED_TRACKERS = ("bytetrack", "botsort", "ocsort")
 
 
 def noisy_detections(truth: TrackTable, *, seed: int, drop: float, jitter: float, fp: float) -> TrackTable:
@@ -88,7 +97,7 @@ def per_frame(detections: TrackTable, length: int) -> list[np.ndarray]:
 
 def run_ours(name: str, frames: list[np.ndarray], **overrides) -> tuple[TrackTable, float, float]:
     """(output, wall seconds, CPU seconds) of our tracker `name` (no camera-motion compensation)."""
-    tracker = Tracker(name, **({"cmc": "none"} | overrides))
+    tracker = make_tracker(name, **(({"cmc": "none"} if name in TRACKER_PRESETS else {}) | overrides))
     out = []
     start, cpu = time.perf_counter(), time.process_time()
     for t, rows in enumerate(frames, start=1):
@@ -97,10 +106,16 @@ def run_ours(name: str, frames: list[np.ndarray], **overrides) -> tuple[TrackTab
     return _table(out), time.perf_counter() - start, time.process_time() - cpu
 
 
-def boxmot_tracker(name: str):
-    """BoxMOT's tracker with our preset's thresholds, no camera-motion compensation, no appearance."""
-    from boxmot import BotSort, ByteTrack
+def boxmot_tracker(name: str, **overrides):
+    """BoxMOT's tracker with our preset's thresholds, no camera-motion compensation, no appearance; OC-SORT
+    with every setting of ours (`overrides` change OCSortConfig's)."""
+    from boxmot import BotSort, ByteTrack, OcSort
 
+    if name == "ocsort":
+        cfg = replace(OCSortConfig(), **overrides)
+        return OcSort(det_thresh=cfg.det_thresh, min_conf=cfg.low_thresh, iou_threshold=cfg.iou_threshold,
+                      max_age=cfg.max_age, min_hits=cfg.min_hits, delta_t=cfg.delta_t, inertia=cfg.inertia,
+                      use_byte=cfg.use_byte, asso_func="iou")  # fmt: skip
     preset = TRACKER_PRESETS[name]
     if name == "bytetrack":
         return ByteTrack(min_conf=preset.track_low_thresh, track_thresh=preset.track_high_thresh,
@@ -110,9 +125,9 @@ def boxmot_tracker(name: str):
                    match_thresh=preset.match_thresh, use_cmc=False, use_embeddings=False, frame_rate=30)  # fmt: skip
 
 
-def run_boxmot(name: str, frames: list[np.ndarray], image: np.ndarray) -> tuple[TrackTable, float, float]:
+def run_boxmot(name: str, frames: list[np.ndarray], image: np.ndarray, **overrides) -> tuple[TrackTable, float, float]:
     """(output, wall seconds, CPU seconds) of BoxMOT's tracker `name`."""
-    tracker = boxmot_tracker(name)
+    tracker = boxmot_tracker(name, **overrides)
     out = []
     start, cpu = time.perf_counter(), time.process_time()
     for t, rows in enumerate(frames, start=1):
@@ -184,7 +199,8 @@ def main() -> None:
         for seed in args.seeds:
             detections = noisy_detections(truth, seed=seed, drop=args.drop, jitter=args.jitter, fp=args.fp)
             frames = per_frame(detections, length)
-            run = run_ours(name, frames, **overrides) if library == "ours" else run_boxmot(name, frames, image)
+            run = (run_ours(name, frames, **overrides) if library == "ours"
+                   else run_boxmot(name, frames, image, **overrides))  # fmt: skip
             prepared[f"seed{seed}"] = prepare(truth, run[0], "uavdt", ignore=ignore, length=length)
         combined = score_sequences(prepared, protocol="uavdt").combined
         results["accuracy"][row] = {f: combined[f] for f in FIELDS}
@@ -200,7 +216,7 @@ def main() -> None:
     }
     print("\n| scene | tracker | ours fps (CPU) | BoxMOT fps (CPU) | ours / BoxMOT (CPU) |\n|---|---|---|---|---|")
     for scene, frames in scenes.items():
-        for name in ("bytetrack", "botsort"):
+        for name in SPEED_TRACKERS:
             speed = paired_speed(name, frames, image, args.repeats)
             results["speed"][f"{scene} {name}"] = speed
             print(f"| {scene} | {name} | {speed['ours_fps']:.0f} ({speed['ours_cpu_fps']:.0f}) | "

@@ -15,7 +15,7 @@ units of lower layers, never one of its own layer or above, so the units form a 
 | 6 | `infer` | the inference core and every backend (PyTorch and exported runtimes) |
 | 7 | `predict` | sources, the Predictor, results, writers, drawing |
 | 8 | `track`, `evaluation` | tracking on top of prediction; validation and scoring |
-| 9 | `training` | the trainer (it validates every epoch), the classifier's training, tuning |
+| 9 | `training`, `analyze` | the trainer, the classifier's training, tuning; video analytics on top of tracking |
 | 10 | `export`, `report` | file writers and the format table; the html evaluation report |
 | 11 | `bench` | benchmarks |
 | 12 | `commands` | one module per CLI command: parsing and printing |
@@ -46,7 +46,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("infer",),
     ("predict",),
     ("track", "evaluation"),
-    ("training",),
+    ("training", "analyze"),
     ("export", "report"),
     ("bench",),
     ("commands",),
@@ -214,12 +214,16 @@ def test_test_modules_have_unique_names():
 
 MAX_MODULES_PER_FOLDER = 15
 MAX_ROOT_MODULES = 8
+MAX_MODULE_LINES = 450
 
 
 def test_the_package_has_a_readable_shape():
     """No folder holds more than MAX_MODULES_PER_FOLDER modules (a package waiting to be made), and at most
-    MAX_ROOT_MODULES modules sit at the package root (`__init__` aside)."""
+    MAX_ROOT_MODULES modules sit at the package root (`__init__` aside), and no module is longer than
+    MAX_MODULE_LINES lines."""
     counts: dict[str, int] = {}
+    lines = {str(path.relative_to(ROOT.parent)): len(path.read_text().splitlines()) for path in ROOT.rglob("*.py")}
+    assert {name: n for name, n in lines.items() if n > MAX_MODULE_LINES} == {}
     for path in ROOT.rglob("*.py"):
         if path.name != "__init__.py":
             folder = str(path.parent.relative_to(ROOT.parent))

@@ -67,6 +67,10 @@ COMMANDS: dict[str, Command] = {
         "tphyolo.commands.track",
         "follow objects through videos (ByteTrack, BoT-SORT with camera-motion compensation); MOT files, videos",
     ),
+    "analyze": Command(
+        "tphyolo.commands.analyze",
+        "drone video analytics on tracks: line counts, zones and dwell, ground speed (km/h), heatmaps",
+    ),
     "eval": Command(
         "tphyolo.commands.eval",
         "score saved detections or tracks against ground truth (VisDrone, COCO, YOLO; HOTA/CLEAR/IDF1)",

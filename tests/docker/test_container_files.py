@@ -19,8 +19,9 @@ DOCKER = ROOT / "docker"
 DOCKERFILES = [DOCKER / "Dockerfile", DOCKER / "Dockerfile.cpu"]
 
 
-def run_script(*args, env=None):
-    full_env = {k: v for k, v in os.environ.items()} | (env or {})
+def run_script(*args, env=None, unset=()):
+    """Runs bash with the caller's environment, `env` added and the names in `unset` removed."""
+    full_env = {k: v for k, v in os.environ.items() if k not in unset} | (env or {})
     return subprocess.run(["bash", *args], capture_output=True, text=True, env=full_env, timeout=60)
 
 
@@ -44,14 +45,21 @@ def test_scripts_parse(script):
 
 def test_start_script_dry_run_sets_the_environment_and_starts_jupyterlab():
     env = {"TPHYOLO_DRY_RUN": "1", "CUDA_LAUNCH_BLOCKING": "1", "JUPYTER_PORT": "9999"}
-    env.pop("PYTORCH_CUDA_ALLOC_CONF", None)
-    result = run_script(str(DOCKER / "start-dev.sh"), env=env)
+    result = run_script(str(DOCKER / "start-dev.sh"), env=env, unset=("PYTORCH_CUDA_ALLOC_CONF",))
     assert result.returncode == 0, result.stderr
     lines = result.stdout.splitlines()
     assert "PYTHONFAULTHANDLER=1" in lines
+    assert "PYTORCH_CUDA_ALLOC_CONF=<unset: tphyolo applies --alloc-conf>" in lines
     assert "CUDA_LAUNCH_BLOCKING=<unset>" in lines  # removed even when the caller set it
     assert "would run: tphyolo doctor --no-compile-check" in lines
     assert any(line.startswith("would run: jupyter lab") and "--port=9999" in line for line in lines)
+
+
+def test_start_script_keeps_the_callers_allocator_setting():
+    env = {"TPHYOLO_DRY_RUN": "1", "PYTORCH_CUDA_ALLOC_CONF": "max_split_size_mb:64"}
+    result = run_script(str(DOCKER / "start-dev.sh"), env=env)
+    assert result.returncode == 0, result.stderr
+    assert "PYTORCH_CUDA_ALLOC_CONF=max_split_size_mb:64" in result.stdout.splitlines()
 
 
 def test_start_script_runs_a_given_command_and_can_skip_the_doctor():

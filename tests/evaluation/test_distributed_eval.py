@@ -93,7 +93,12 @@ def test_two_processes_score_print_and_save_what_one_does(five_images, tmp_path)
         assert printed(two, command, rank=1) == ["0"]  # printed once, by rank 0
         a, b = (json.loads((d / f"{command}.json").read_text()) for d in (one, two))
         assert without_speed(a) == without_speed(b)
-    assert 10 < json.loads((one / "eval.json").read_text())["AP50"] < 90 and "all" in "".join(printed(one, "val"))
+    assert 10 < json.loads((one / "eval.json").read_text())["AP50"] < 90
+    # the table's row for all classes: 5 images and the numbers val.json holds, as the table rounds them
+    (row,) = [line.split() for line in printed(one, "val") if line.split()[:1] == ["all"]]
+    metrics = json.loads((one / "val.json").read_text())["metrics"]
+    expected = [f"{metrics[key]:.3g}" for key in ("P", "R", "mAP50", "mAP50-95")]
+    assert row[1] == "5" and int(row[2]) > 0 and row[3:] == expected, (row, expected)
     files = same_files(one / "val", two / "val", ignore=("report.html", "evaluation.json"))
     assert {"predictions.json", "confusion_matrix.png"} <= set(files)
     assert len(json.loads((one / "val" / "predictions.json").read_text())) > 100

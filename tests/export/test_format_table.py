@@ -9,7 +9,7 @@ import pytest
 from tphyolo.bench.export import BACKENDS as BENCHED
 from tphyolo.export.config import ExportConfig
 from tphyolo.export.exporter import output_paths, selected_formats
-from tphyolo.export.formats import EXPORT_FORMATS, FORMATS, INT8_FORMATS, RUNTIMES
+from tphyolo.export.formats import EXPORT_FORMATS, FORMATS, INT8_FORMATS, RUNTIMES, FormatWriter, Int8Writer
 from tphyolo.flags import flag_spec
 from tphyolo.infer.backends import BACKENDS, exported_format
 from tphyolo.infer.backends.metadata import FORMATS as METADATA_FORMATS
@@ -21,8 +21,7 @@ def test_every_format_can_be_named_in_metadata():
 
 @pytest.mark.parametrize("fmt", FORMATS, ids=lambda f: f.name)
 def test_each_row_has_a_writer_and_its_backend_runs_its_files(fmt, tmp_path):
-    writer = fmt.writer_module()
-    assert callable(writer.check) and callable(writer.write)
+    assert isinstance(fmt.writer_module(), FormatWriter)
     if fmt.backend is None:
         assert fmt.runtime is None and fmt.suffix_written
         return
@@ -57,8 +56,7 @@ def test_int8_forms_come_from_the_rows_that_have_an_int8_writer():
     int8_rows = [f for f in FORMATS if f.int8_writer is not None]
     assert [f.name for f in int8_rows] == list(INT8_FORMATS) and {"onnx", "openvino"} <= set(INT8_FORMATS)
     for fmt in int8_rows:
-        writer = fmt.writer_module(int8=True)
-        assert all(callable(getattr(writer, name)) for name in ("check", "write", "write_float", "rewrite_metadata"))
+        assert isinstance(fmt.writer_module(int8=True), Int8Writer)
         if fmt.runtime is not None:
             assert RUNTIMES[f"{fmt.runtime}-int8"] == (fmt.name, True)
     cfg = ExportConfig(formats=("onnx", "openvino"), int8=True, data="synthetic")

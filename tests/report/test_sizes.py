@@ -1,13 +1,15 @@
 """Size buckets and the one matching the report reads: bucket edges, the bucket rule for detections, and ignore
 regions and crowd objects treated as each protocol treats them."""
 
+import math
+
 import numpy as np
 import pytest
 import torch
 
 from tphyolo.metrics.protocol import ImageResult
 from tphyolo.report.matching import match_image
-from tphyolo.report.sizes import BUCKET_LABELS, bucket_index, size_table
+from tphyolo.report.sizes import BUCKET_LABELS, bucket_index, bucket_label, size_table
 
 
 def _image(boxes, classes, detections, *, ignore=(), crowd=None, shape=(200, 200)) -> ImageResult:
@@ -26,7 +28,13 @@ def test_bucket_edges_by_sqrt_area():
     sides = np.array([7.9, 8.0, 15.9, 16.0, 31.9, 32.0, 95.9, 96.0, 500.0])
     boxes = np.stack([np.zeros_like(sides), np.zeros_like(sides), sides, sides], 1)
     assert bucket_index(boxes).tolist() == [0, 1, 1, 2, 2, 3, 3, 4, 4]
-    assert BUCKET_LABELS == ("<8", "8-16", "16-32", "32-96", ">96")
+    # each object is listed under the label that names its size
+    labels = [BUCKET_LABELS[i] for i in bucket_index(boxes)]
+    assert labels == ["<8", "8-16", "8-16", "16-32", "16-32", "32-96", "32-96", ">96", ">96"]
+
+
+def test_bucket_labels_name_their_edges():
+    assert [bucket_label(b) for b in ((0, 5), (4, 12.5), (50, math.inf))] == ["<5", "4-12.5", ">50"]
 
 
 def test_bucket_edges_use_the_area_not_the_long_side():

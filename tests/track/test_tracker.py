@@ -3,23 +3,11 @@ and a camera pan with the motion given (the image-based estimate is in test_came
 
 import numpy as np
 import pytest
-from track_scenes import Frame, box_at, identity_switches, run
+from track_scenes import Frame, box_at, crossing_scene, identity_switches, run
 
 from tphyolo.track.tracker import Tracker
 
 TRACKERS = ["bytetrack", "botsort"]
-
-
-def crossing_scene() -> list[Frame]:
-    """A moves right, B moves left 4 px lower; they meet at frame 30, where B is hidden behind A for 5 frames."""
-    frames = []
-    for t in range(60):
-        frame = Frame()
-        frame.add(box_at(20 + 4 * t, 100), 0.9, truth=0)
-        if not 28 <= t <= 32:
-            frame.add(box_at(260 - 4 * t, 104), 0.85, truth=1)
-        frames.append(frame)
-    return frames
 
 
 @pytest.mark.parametrize("name", TRACKERS)

@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from tphyolo.track.tracker import Tracker
+from tphyolo.track.interface import MultiObjectTracker
 
 
 @dataclass
@@ -32,7 +32,19 @@ def box_at(cx: float, cy: float, size: float = 20.0) -> list[float]:
     return [cx - size / 2, cy - size / 2, cx + size / 2, cy + size / 2]
 
 
-def run(tracker: Tracker, frames: list[Frame], *, give_motion: bool = False) -> dict[int, list[int]]:
+def crossing_scene() -> list[Frame]:
+    """A moves right, B moves left 4 px lower; they meet at frame 30, where B is hidden behind A for 5 frames."""
+    frames = []
+    for t in range(60):
+        frame = Frame()
+        frame.add(box_at(20 + 4 * t, 100), 0.9, truth=0)
+        if not 28 <= t <= 32:
+            frame.add(box_at(260 - 4 * t, 104), 0.85, truth=1)
+        frames.append(frame)
+    return frames
+
+
+def run(tracker: MultiObjectTracker, frames: list[Frame], *, give_motion: bool = False) -> dict[int, list[int]]:
     """The track ids each true object was given, frame by frame (objects never output are absent)."""
     ids: dict[int, list[int]] = defaultdict(list)
     for frame in frames:

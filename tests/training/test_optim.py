@@ -211,7 +211,7 @@ def test_a_run_of_a_few_steps_says_so(caplog) -> None:
     from types import SimpleNamespace
 
     from tphyolo.training.config import TrainConfig
-    from tphyolo.training.trainer import warn_if_few_steps
+    from tphyolo.training.optim.optimization import warn_if_few_steps
 
     cfg = TrainConfig(epochs=6, batch=4, nominal_batch=64)
     warn_if_few_steps(cfg, SimpleNamespace(accumulate=16, warmup_steps=15), batches_per_epoch=5, world_size=1)

@@ -42,7 +42,9 @@ import torch
 from torch import nn
 
 from tphyolo._version import __version__
+from tphyolo.checkpoint.errors import CheckpointError
 from tphyolo.checkpoint.legacy import read_yolov5_checkpoint
+from tphyolo.checkpoint.release import is_release_name, release_weights
 from tphyolo.models import build_model, convert_original_state_dict
 
 LOGGER = logging.getLogger("tphyolo")
@@ -63,10 +65,6 @@ METADATA_KEYS = ("format_version", "tphyolo_version", "date", "origin")
 KNOWN_KEYS = (*REQUIRED_KEYS, "ema", *RESUME_KEYS, *METADATA_KEYS)
 
 _PLAIN_SCALARS = (str, int, float, bool, complex, type(None), torch.dtype, torch.Size, torch.device)
-
-
-class CheckpointError(ValueError):
-    """A checkpoint that cannot be saved or loaded; the message names the file and the problem."""
 
 
 @dataclass(frozen=True)
@@ -365,9 +363,7 @@ def load_checkpoint(path: str | Path, *, map_location: str | torch.device = "cpu
     or CheckpointError / LegacyCheckpointError (both ValueError) naming the file for truncated, corrupt or
     foreign files.
     """
-    from tphyolo.checkpoint.release import is_release_name, release_weights
-
-    path = release_weights(str(path)) if is_release_name(path) else Path(path)
+    path = release_weights(str(path), check=_check_loads) if is_release_name(path) else Path(path)
     if path.is_dir():
         raise CheckpointError(f"{path}: a folder, not a checkpoint file; give its .pt file (e.g. weights/best.pt)")
     if not path.is_file():
@@ -384,6 +380,11 @@ def load_checkpoint(path: str | Path, *, map_location: str | torch.device = "cpu
     checkpoint = _from_payload(path, payload)
     _warn_non_finite(checkpoint)
     return checkpoint
+
+
+def _check_loads(path: Path) -> None:
+    """Raises ValueError naming `path` when it does not load as a checkpoint (a download's last check)."""
+    load_checkpoint(path)
 
 
 def _warn_non_finite(checkpoint: Checkpoint) -> None:

@@ -6,10 +6,10 @@ URL is `DEFAULT_ASSETS_URL` or the environment's `TPHYOLO_ASSETS_URL` (a mirror,
 air-gapped site).
 
 Integrity: a download counts only when it is complete (as many bytes as the server announced), matches the
-sha256 in `RELEASE_SHA256` where the table has one for that name, and loads through the restricted unpickler
-(`tphyolo.checkpoint.format.load_checkpoint`, which runs no code from the file); until then it is a temporary file that
-is removed on failure, so the cache never holds a partial or foreign file. Without network the error names the
-file, its URL and where to put it.
+sha256 in `RELEASE_SHA256` where the table has one for that name, and passes the caller's `check` (the loader
+passes its own loading, through the restricted unpickler, which runs no code from the file); until then it is a
+temporary file that is removed on failure, so the cache never holds a partial or foreign file. Without network
+the error names the file, its URL and where to put it.
 """
 
 from __future__ import annotations
@@ -18,8 +18,10 @@ import hashlib
 import os
 import urllib.error
 import urllib.request
+from collections.abc import Callable
 from pathlib import Path
 
+from tphyolo.checkpoint.errors import CheckpointError
 from tphyolo.models.build import builtin_model_names
 from tphyolo.user_cache import user_cache_dir
 
@@ -68,12 +70,19 @@ def assets_url(name: str) -> str:
     return f"{(os.environ.get(ASSETS_URL_ENV) or DEFAULT_ASSETS_URL).rstrip('/')}/{name}"
 
 
-def release_weights(name: str, *, cache_dir: Path | None = None, progress: bool = True) -> Path:
-    """The local file of release weights `name` (one of RELEASE_NAMES), downloading it the first time.
+def release_weights(
+    name: str,
+    *,
+    cache_dir: Path | None = None,
+    progress: bool = True,
+    check: Callable[[Path], None] | None = None,
+) -> Path:
+    """The local file of release weights `name` (one of RELEASE_NAMES), downloading it the first time; a
+    download is kept only when `check(path)` raises no ValueError (the checkpoint loader passes its loading).
 
     Raises WeightsDownloadError (a FileNotFoundError) when it cannot be fetched, naming the URL and where to put
-    the file; ValueError (a CheckpointError) when the downloaded file is incomplete, has the wrong sha256 or is
-    not a checkpoint."""
+    the file; ValueError (a CheckpointError) when the downloaded file is incomplete, has the wrong sha256 or
+    fails `check`."""
     if name not in RELEASE_NAMES:
         raise ValueError(f"{name!r} is not a release weights name; known: {list(RELEASE_NAMES)}")
     final = cached_path(name, cache_dir)
@@ -84,7 +93,7 @@ def release_weights(name: str, *, cache_dir: Path | None = None, progress: bool 
     tmp = final.with_name(f".{name}.{os.getpid()}.part")
     try:
         _download(url, tmp, name=name, progress=progress)
-        _verify(tmp, name=name, url=url)
+        _verify(tmp, name=name, url=url, check=check)
         os.replace(tmp, final)
     finally:
         tmp.unlink(missing_ok=True)
@@ -109,15 +118,11 @@ def _download(url: str, tmp: Path, *, name: str, progress: bool) -> None:
             f"and put it at {tmp.with_name(name)}, or give its path to --weights (a mirror: set {ASSETS_URL_ENV})"
         ) from error
     if total and tmp.stat().st_size != total:
-        from tphyolo.checkpoint.format import CheckpointError
-
         raise CheckpointError(f"{url}: download incomplete ({tmp.stat().st_size} of {total} bytes); try again")
 
 
-def _verify(tmp: Path, *, name: str, url: str) -> None:
-    """Raises CheckpointError when `tmp` has another sha256 than RELEASE_SHA256 gives, or does not load."""
-    from tphyolo.checkpoint.format import CheckpointError, load_checkpoint
-
+def _verify(tmp: Path, *, name: str, url: str, check: Callable[[Path], None] | None) -> None:
+    """Raises CheckpointError when `tmp` has another sha256 than RELEASE_SHA256 gives, or fails `check`."""
     expected = RELEASE_SHA256.get(name)
     if expected is not None:
         digest = hashlib.sha256()
@@ -126,7 +131,9 @@ def _verify(tmp: Path, *, name: str, url: str) -> None:
                 digest.update(chunk)
         if digest.hexdigest() != expected:
             raise CheckpointError(f"{url}: sha256 {digest.hexdigest()} is not the release file's {expected}")
+    if check is None:
+        return
     try:
-        load_checkpoint(tmp)
+        check(tmp)
     except (ValueError, FileNotFoundError) as error:
         raise CheckpointError(f"{url}: the download is not usable weights: {error}") from error

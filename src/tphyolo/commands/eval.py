@@ -1,5 +1,6 @@
 """`tphyolo eval`: score saved detections against ground truth with a protocol of the registry, or, with
-`--task track`, saved tracks with HOTA, CLEAR and Identity metrics (`tphyolo.metrics.tracking`).
+`--task track`, saved tracks with HOTA, CLEAR and Identity metrics (`tphyolo.metrics.tracking`), or, with
+`--task count`, the counts of an analyze run against those of ground-truth tracks (`tphyolo.analyze.scoring`).
 
 The inputs (VisDrone txt folders, COCO json files) are read by `tphyolo.evaluation.detection_files`; this
 module parses the flags and prints. `--save-gt PATH` writes the COCO dataset json of a VisDrone annotation
@@ -21,7 +22,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     from tphyolo.data.mot.sequences import TRACK_FORMATS
     from tphyolo.metrics.registry import PROTOCOLS
 
-    parser.add_argument("--task", choices=("detect", "track"), default="detect", help="what --pred holds")
+    parser.add_argument("--task", choices=("detect", "track", "count"), default="detect", help="what --pred holds")
     parser.add_argument("--gt", type=Path, help="folder of VisDrone annotation txt, or COCO json; tracks: a folder")
     parser.add_argument(
         "--pred", type=Path, help="folder of VisDrone result txt, or COCO results json (optional with --save-gt)"
@@ -45,6 +46,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     tracks.add_argument("--data", help="a video data set (e.g. synthetic-mot) whose --split ground truth to use")
     tracks.add_argument("--split", default="val", choices=("train", "val", "test"), help="--data split (default: val)")
+    counts = parser.add_argument_group("--task count: --pred an analyze run (counts.json), --gt its true tracks")
+    counts.add_argument("--lines", help="the lines and zones yaml the run counted with")
+    counts.add_argument("--source", help="the frames, for the camera motion of the true tracks (a moving camera)")
     parser.set_defaults(detection_defaults={name: parser.get_default(name) for name in DETECTION_ONLY})
 
 
@@ -127,6 +131,20 @@ def _run_track(args: argparse.Namespace) -> int:
     return 0
 
 
+def _run_count(args: argparse.Namespace) -> int:
+    """`--task count`: line and zone counts of an analyze run against those of the ground-truth tracks."""
+    from tphyolo.analyze.scoring import read_counts, score_counts, true_counts
+    from tphyolo.errors import UsageError
+
+    if args.pred is None or args.gt is None or args.lines is None:
+        raise UsageError("--task count needs --pred (an analyze run), --gt (true track files) and --lines")
+    score = score_counts(true_counts(args.gt, args.lines, source=args.source), read_counts(args.pred))
+    print(score.table())
+    if args.json is not None:
+        args.json.write_text(json.dumps(score.to_dict(), indent=2))
+    return 0
+
+
 def run(args: argparse.Namespace) -> int:
     import torch
 
@@ -143,6 +161,8 @@ def _run(args: argparse.Namespace, dist) -> int:
 
     if args.task == "track":
         return _run_track(args) if dist.is_main else 0
+    if args.task == "count":
+        return _run_count(args) if dist.is_main else 0
     if args.gt is None:
         raise UsageError("--gt is required")
     if args.save_gt is not None:

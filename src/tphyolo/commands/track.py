@@ -1,4 +1,4 @@
-"""`tphyolo track`: follow objects through videos with a detector and ByteTrack or BoT-SORT, or track
+"""`tphyolo track`: follow objects through videos with a detector and ByteTrack, BoT-SORT or OC-SORT, or track
 precomputed detections (`--detections`); write MOT / VisDrone-MOT files and drawn videos with ids and trails.
 
 Sources are grouped into sequences by `tphyolo.predict.sequences` (a video, a folder of frames, a folder of
@@ -34,7 +34,8 @@ TRACK_CONF = 0.1  # the detector's threshold: ByteTrack's second association use
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     from tphyolo.flags import add_flags
     from tphyolo.predict.draw_style import DrawStyle
-    from tphyolo.track.config import CMC_METHODS, TRACKER_NAMES
+    from tphyolo.track.config import CMC_METHODS
+    from tphyolo.track.registry import TRACKER_NAMES
 
     inputs = parser.add_argument_group("what to track")
     inputs.add_argument("--weights", nargs="+", help="checkpoint(s) or exported model(s); several form an ensemble")
@@ -48,7 +49,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     tracking = parser.add_argument_group("tracker")
     tracking.add_argument(
         "--tracker", default="bytetrack", metavar="NAME|YAML",
-        help=f"{' or '.join(TRACKER_NAMES)}, or a yaml of settings over one (default: bytetrack)",
+        help=f"{', '.join(TRACKER_NAMES)}, or a yaml of settings over one (default: bytetrack)",
     )  # fmt: skip
     tracking.add_argument(
         "--cmc", choices=CMC_METHODS, help="camera-motion compensation (default: the tracker's; botsort: sparse)"
@@ -96,16 +97,15 @@ def run(args: argparse.Namespace) -> int:
     from tphyolo.flags import from_flags
     from tphyolo.predict.draw_style import DrawStyle
     from tphyolo.runtime.run_dir import OutputDir
-    from tphyolo.track.config import tracker_config
-    from tphyolo.track.tracker import Tracker
+    from tphyolo.track.registry import make_tracker
     from tphyolo.track.writers import TrackWriter
 
     _check(args)
-    config = tracker_config(args.tracker, **({} if args.cmc is None else {"cmc": args.cmc}))
+    tracker = make_tracker(args.tracker, **({} if args.cmc is None else {"cmc": args.cmc}))
+    config = tracker.config
     split = _data_split(args) if args.data is not None else None
     save_mot = args.save_mot or (split is not None and split.fmt in ("mot", "uavdt"))
     save_visdrone = args.save_visdrone or (split is not None and split.fmt == "visdrone-mot")
-    tracker = Tracker(config)
     if args.detections is not None:
         names, sequences = _public_sequences(args, tracker)
     else:
@@ -139,11 +139,16 @@ def run(args: argparse.Namespace) -> int:
                                                              ("--detections", args.detections)) if value is not None)
         print(f"tphyolo track: error: {given}: no frame could be read (skipped sources named above)", file=sys.stderr)
         return 1
-    print(f"{total_frames} frames tracked ({config.tracker}, cmc {config.cmc}) at "
+    print(f"{total_frames} frames tracked ({config.tracker}, cmc {_cmc(config)}) at "
           f"{total_frames / max(total_seconds, 1e-9):.1f} fps; results in {save_dir}")  # fmt: skip
     if split is not None:
         _score(split, save_dir)
     return 0
+
+
+def _cmc(config) -> str:
+    """The tracker's camera-motion compensation ('none' for a tracker without the setting)."""
+    return getattr(config, "cmc", "none")
 
 
 def _data_split(args: argparse.Namespace):
@@ -188,11 +193,11 @@ def _public_sequences(args: argparse.Namespace, tracker):
     from tphyolo.errors import UsageError
     from tphyolo.predict.sequences import resolve_sequences
     from tphyolo.predict.sources import iter_frames
-    from tphyolo.track.public import track_detections
+    from tphyolo.track.precomputed import track_detections
 
     files = detection_files(args.detections)
-    if args.source is None and tracker.config.cmc != "none":
-        raise UsageError(f"--tracker {tracker.config.tracker} compensates camera motion ({tracker.config.cmc}) from "
+    if args.source is None and _cmc(tracker.config) != "none":
+        raise UsageError(f"--tracker {tracker.config.tracker} compensates camera motion ({_cmc(tracker.config)}) from "
                          "the frames: give --source with them, or --cmc none")  # fmt: skip
     sequences = {s.name: s for s in resolve_sequences(args.source)} if args.source is not None else {}
     if len(files) == 1 and len(sequences) == 1:

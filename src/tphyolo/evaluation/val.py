@@ -15,7 +15,7 @@ from tphyolo.data.dataset_config import load_data_config
 from tphyolo.data.letterbox import check_imgsz
 from tphyolo.data.loader import build_dataloader, build_dataset
 from tphyolo.data.report import format_problems
-from tphyolo.evaluation.data_classes import check_data_classes, check_label_ids
+from tphyolo.evaluation.class_match import check_data_classes, check_label_ids
 from tphyolo.evaluation.loop import EvalResults, evaluate
 from tphyolo.evaluation.sharded import Shard
 from tphyolo.infer.backends.pytorch import Weights, load_backends

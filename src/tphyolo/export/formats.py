@@ -13,7 +13,8 @@ quantization, `W_int8_openvino_model/` by NNCF, `W_int8.engine` by TensorRT's en
 on images of `--data` (see `tphyolo.export.calibration`); the INT8 file runs on the same backend as the float one, so
 benchmarks list it as its runtime's `-int8` variant (`openvino-int8`, `onnxruntime-int8`).
 
-A new format is its writer module (with `check(cfg, device)` and `write(job)`), its backend (a class of
+A new format is its writer module (a `FormatWriter`: `check(cfg, device)` and `write(job)`; an INT8 writer is an
+`Int8Writer`, which also writes the float twin and rewrites the metadata), its backend (a class of
 `tphyolo.infer.backends`, which also says what its files are called) and one row here. The rows are written in
 table order, so that formats converted from the fp32 ONNX trace reuse the `onnx` file when it is written too.
 
@@ -27,7 +28,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
 if TYPE_CHECKING:
     import torch
@@ -37,13 +38,38 @@ if TYPE_CHECKING:
     from tphyolo.infer.backends.metadata import ExportMetadata
 
 
+@runtime_checkable
+class FormatWriter(Protocol):
+    """What a format's writer module provides (the exporter loads it by its dotted name)."""
+
+    def check(self, cfg: ExportConfig, device: torch.device) -> None:
+        """Refuses what cannot be done here (a missing extra, a device the format needs), before any tracing:
+        raises an error with one line naming what is missing."""
+
+    def write(self, job: ExportJob) -> None:
+        """Writes the format's file (or folder) at `job.path` from `job`, with `job.metadata` embedded."""
+
+
+@runtime_checkable
+class Int8Writer(FormatWriter, Protocol):
+    """What a format's INT8 writer module provides: `write(job)` quantizes on `job.calibration()` and embeds the
+    metadata with the `int8_*` fields; the accuracy check after it needs the two below."""
+
+    def write_float(self, job: ExportJob, path: Path) -> Path:
+        """Writes the float file that the INT8 file is scored against (same input and runtime) at `path`;
+        returns the path the backend loads."""
+
+    def rewrite_metadata(self, path: Path, metadata: ExportMetadata) -> None:
+        """Replaces the metadata embedded in the INT8 file at `path` (to add the check's numbers), leaving no
+        half-written file behind."""
+
+
 @dataclass(frozen=True)
 class ExportFormat:
     """One export format.
 
     name: the `--format` value and the `format` field of the file's metadata.
-    writer: the module that writes it: `check(cfg, device)` refuses what cannot be done here before any
-      tracing, `write(job)` writes `job.path`.
+    writer: the dotted name of the module that writes it, a `FormatWriter`.
     backend: the key of `tphyolo.infer.backends.BACKENDS` whose class runs the file (and names its suffix);
       None for a format tphyolo writes but does not run.
     runtime: the name under which benchmarks list the runtime (`bench predict --backends`).
@@ -51,7 +77,7 @@ class ExportFormat:
     onnx_trace: the file written is the ONNX trace itself, which converters reuse when it is fp32.
     fp16_graph: `--half` makes the whole graph fp16 (such files run on CUDA only); otherwise the weights are
       stored in fp16 where the format can.
-    int8_writer: the module that writes the INT8 file with `--int8` (`check` and `write` as `writer`), None
+    int8_writer: the dotted name of the module that writes the INT8 file with `--int8`, an `Int8Writer`; None
       for a format without one.
     """
 
@@ -65,7 +91,8 @@ class ExportFormat:
     int8_writer: str | None = None
 
     def writer_module(self, *, int8: bool = False) -> ModuleType:
-        """The module that writes this format, or its INT8 form (ValueError for a format without one)."""
+        """The module that writes this format (a `FormatWriter`), or its INT8 form (an `Int8Writer`; ValueError
+        for a format without one)."""
         if not int8:
             return importlib.import_module(self.writer)
         if self.int8_writer is None:

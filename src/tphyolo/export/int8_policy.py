@@ -15,13 +15,17 @@ policy names parts of the model that keep float inputs and weights too (`FLOAT_P
 The measured effect of each part per family (mAP and box error against the float model) is in docs/int8.md;
 `FAMILY_POLICIES` holds what that measurement chose. `transformer`: NNCF's transformer model type (SmoothQuant
 on the matrix products of attention; no quantizers on elementwise operations).
+
+Every INT8 writer starts from the same `Int8Plan` (`int8_plan(job)`): the family's policy, the fp32 ONNX trace,
+the calibration batches and the trace's nodes that stay float; and ends with the same metadata (`int8_metadata`).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from torch import nn
 
@@ -31,6 +35,11 @@ from tphyolo.models.cbam import CBAM
 from tphyolo.models.clla import CLLADetect
 from tphyolo.models.model import DetectionModel
 from tphyolo.models.swin import C3STR
+
+if TYPE_CHECKING:
+    from tphyolo.export.calibration import Calibration
+    from tphyolo.export.formats import ExportJob
+    from tphyolo.infer.backends.metadata import ExportMetadata
 
 
 @dataclass(frozen=True)
@@ -100,3 +109,28 @@ def float_nodes(onnx_path: Path, model: DetectionModel, parts: tuple[str, ...]) 
     graph = onnx.load(str(onnx_path), load_external_data=False).graph
     chosen = {name for part in parts for name in FLOAT_PARTS[part](graph, model)}
     return [node.name for node in graph.node if node.name in chosen]
+
+
+@dataclass(frozen=True)
+class Int8Plan:
+    """What an INT8 writer quantizes: the family's `policy`, the fp32 ONNX `trace` of the model, the
+    `calibration` batches and the names of the trace's nodes that `keep_float` (in graph order)."""
+
+    policy: Int8Policy
+    trace: Path
+    calibration: Calibration
+    keep_float: tuple[str, ...]
+
+    def metadata(self, job: ExportJob, method: str) -> ExportMetadata:
+        """`job`'s metadata with the INT8 fields: quantized by `method`, the float parts and the calibration."""
+        return replace(job.metadata, int8=True, int8_method=method, int8_float_parts=self.policy.float_parts,
+                       int8_calibration=self.calibration.description)  # fmt: skip
+
+
+def int8_plan(job: ExportJob) -> Int8Plan:
+    """The plan of `job`'s INT8 file: its model's policy, the fp32 trace (traced once per job), the calibration
+    batches (read once per job) and the nodes the policy keeps float."""
+    policy = int8_policy(job.model)
+    trace = job.fp32_onnx()
+    calibration = job.calibration()
+    return Int8Plan(policy, trace, calibration, tuple(float_nodes(trace, job.model, policy.float_parts)))

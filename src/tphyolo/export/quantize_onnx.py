@@ -21,14 +21,13 @@ import contextlib
 import io
 import tempfile
 from collections.abc import Iterator, Sequence
-from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 import numpy as np
 
 from tphyolo.data.files.atomic import atomic_path
-from tphyolo.export.int8_policy import float_nodes, int8_policy
+from tphyolo.export.int8_policy import int8_plan
 from tphyolo.export.onnx_file import embed_metadata
 from tphyolo.export.quantize_openvino import model_input
 from tphyolo.imports import require
@@ -110,15 +109,10 @@ def check(cfg: ExportConfig, device: torch.device) -> None:
 
 def write(job: ExportJob) -> None:
     """The INT8 ONNX file of `job`, quantized from the fp32 ONNX trace on `job.calibration()`."""
-    policy = int8_policy(job.model)
-    trace = job.fp32_onnx()
-    calibration = job.calibration()
-    keep = float_nodes(trace, job.model, policy.float_parts)
-    metadata = replace(job.metadata, int8=True, int8_method=METHOD, int8_float_parts=policy.float_parts,
-                       int8_calibration=calibration.description)  # fmt: skip
+    plan = int8_plan(job)
     with atomic_path(job.path) as tmp:  # a file there stays whole until the quantized one has its metadata
-        quantize_onnx(trace, tmp, calibration.batches, keep_float=keep)
-        rewrite_metadata(tmp, metadata)
+        quantize_onnx(plan.trace, tmp, plan.calibration.batches, keep_float=plan.keep_float)
+        rewrite_metadata(tmp, plan.metadata(job, METHOD))
 
 
 def write_float(job: ExportJob, path: Path) -> Path:

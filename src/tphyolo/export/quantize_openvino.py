@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from tphyolo.export.config import CALIBRATION_RANGES
-from tphyolo.export.int8_policy import float_nodes, int8_policy
+from tphyolo.export.int8_policy import int8_plan
 from tphyolo.export.openvino_ir import export_openvino, save_ir
 from tphyolo.imports import require
 from tphyolo.infer.backends.metadata import ExportMetadata
@@ -132,16 +132,10 @@ def check(cfg: ExportConfig, device: torch.device) -> None:
 
 def write(job: ExportJob) -> None:
     """The INT8 IR folder of `job`, quantized from the fp32 ONNX trace on `job.calibration()`."""
-    policy = int8_policy(job.model)
-    trace = job.fp32_onnx()
-    calibration = job.calibration()
-    keep = float_nodes(trace, job.model, policy.float_parts)
-    ranges = job.cfg.calib_ranges
-    model = quantize_openvino(trace, calibration.batches, keep_float=keep, transformer=policy.transformer,
-                              activation_ranges=ranges)  # fmt: skip
-    metadata = replace(job.metadata, int8=True, int8_method=method(policy.transformer, ranges),
-                       int8_float_parts=policy.float_parts, int8_calibration=calibration.description)  # fmt: skip
-    save_ir(model, job.path, metadata=metadata)
+    plan, ranges = int8_plan(job), job.cfg.calib_ranges
+    model = quantize_openvino(plan.trace, plan.calibration.batches, keep_float=plan.keep_float,
+                              transformer=plan.policy.transformer, activation_ranges=ranges)  # fmt: skip
+    save_ir(model, job.path, metadata=plan.metadata(job, method(plan.policy.transformer, ranges)))
 
 
 def write_float(job: ExportJob, folder: Path) -> Path:

@@ -14,7 +14,6 @@ project was measured on had a GPU, and no test or benchmark builds an INT8 engin
 
 from __future__ import annotations
 
-from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -22,7 +21,7 @@ import numpy as np
 import torch
 
 from tphyolo.data.letterbox import PAD_VALUE
-from tphyolo.export.int8_policy import float_nodes, int8_policy
+from tphyolo.export.int8_policy import int8_plan
 from tphyolo.export.quantize_openvino import model_input
 from tphyolo.export.tensorrt_engine import check_tensorrt, export_engine, write_engine_file
 from tphyolo.infer.backends.metadata import ExportMetadata
@@ -78,12 +77,10 @@ def check(cfg: ExportConfig, device: torch.device) -> None:
 
 def write(job: ExportJob) -> None:
     """The INT8 engine of `job`: the fp32 ONNX trace calibrated on `job.calibration()`."""
-    policy = int8_policy(job.model)
-    trace = job.fp32_onnx()
-    calibration = job.calibration()
-    keep = set(float_nodes(trace, job.model, policy.float_parts))
+    plan = int8_plan(job)
+    keep = set(plan.keep_float)
     h, w = job.metadata.imgsz
-    batches = [padded_to(batch, h, w) for batch in calibration.batches]
+    batches = [padded_to(batch, h, w) for batch in plan.calibration.batches]
 
     def configure(trt, network, config, profile) -> None:  # noqa: ANN001
         config.set_flag(trt.BuilderFlag.INT8)
@@ -96,9 +93,8 @@ def write(job: ExportJob) -> None:
             if layer.name in keep:
                 layer.precision = trt.float32
 
-    metadata = replace(job.metadata, int8=True, int8_method=METHOD, int8_float_parts=policy.float_parts,
-                       int8_calibration=calibration.description)  # fmt: skip
-    export_engine(trace, job.path, metadata=metadata, device=job.device, half=False, configure=configure)
+    export_engine(plan.trace, job.path, metadata=plan.metadata(job, METHOD), device=job.device, half=False,
+                  configure=configure)  # fmt: skip
 
 
 def write_float(job: ExportJob, path: Path) -> Path:

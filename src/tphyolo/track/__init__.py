@@ -1,5 +1,6 @@
-"""Multi-object tracking on top of any detector: ByteTrack and BoT-SORT (`Tracker`), their settings
-(`TrackerConfig`, `tracker_config`) and camera-motion compensation (`CameraMotion`).
+"""Multi-object tracking on top of any detector: the tracker contract (`MultiObjectTracker`, `Tracks`), the
+registry of trackers (`make_tracker`, `TRACKERS`), ByteTrack and BoT-SORT (`Tracker`, `TrackerConfig`), OC-SORT
+(`OCSort`, `OCSortConfig`) and camera-motion compensation (`CameraMotion`).
 
 Importing this package imports none of its modules; each name is imported from its module on first use.
 """
@@ -10,9 +11,12 @@ __getattr__, __dir__, __all__ = lazy_exports(
     __name__,
     {
         "tphyolo.track.cmc": ("CameraMotion",),
-        "tphyolo.track.config": ("CMC_METHODS", "TRACKER_NAMES", "TRACKER_PRESETS", "TrackerConfig", "tracker_config"),
+        "tphyolo.track.config": ("CMC_METHODS", "TRACKER_PRESETS", "TrackerConfig", "tracker_config"),
+        "tphyolo.track.interface": ("MultiObjectTracker", "Tracks"),
         "tphyolo.track.kalman": ("KalmanBoxFilter",),
         "tphyolo.track.matching": ("Matching", "match"),
-        "tphyolo.track.tracker": ("Tracker", "Tracks"),
+        "tphyolo.track.ocsort": ("OCSort", "OCSortConfig"),
+        "tphyolo.track.registry": ("TRACKERS", "TRACKER_NAMES", "make_tracker", "tracker_settings"),
+        "tphyolo.track.tracker": ("Tracker",),
     },
 )

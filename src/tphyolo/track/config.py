@@ -13,7 +13,8 @@ Kalman state (`motion: xywh`) instead of its own (`xyah`), which localises boxes
 
 from __future__ import annotations
 
-from dataclasses import dataclass, fields, replace
+from collections.abc import Mapping
+from dataclasses import dataclass, fields, is_dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -22,7 +23,7 @@ from tphyolo.track.kalman import MOTION_MODELS
 from tphyolo.yaml_files import load_yaml_file
 
 CMC_METHODS = ("sparse", "ecc", "orb", "none")
-TRACKER_NAMES = ("bytetrack", "botsort")
+BYTETRACK_FAMILY = ("bytetrack", "botsort")  # the trackers TrackerConfig sets up; all: tphyolo.track.registry
 
 
 @dataclass(frozen=True)
@@ -59,8 +60,8 @@ class TrackerConfig:
 
     def __post_init__(self) -> None:
         check_field_types(self)
-        if self.tracker not in TRACKER_NAMES:
-            raise ValueError(f"unknown tracker {self.tracker!r}; known: {list(TRACKER_NAMES)}")
+        if self.tracker not in BYTETRACK_FAMILY:
+            raise ValueError(f"TrackerConfig sets up {list(BYTETRACK_FAMILY)}, not {self.tracker!r}")
         if self.motion not in MOTION_MODELS:
             raise ValueError(f"unknown motion model {self.motion!r}; known: {list(MOTION_MODELS)}")
         if self.cmc not in CMC_METHODS:
@@ -87,30 +88,43 @@ TRACKER_PRESETS: dict[str, TrackerConfig] = {
 
 
 def tracker_config(source: str | Path | TrackerConfig = "bytetrack", **overrides: Any) -> TrackerConfig:
-    """The settings of `source`: a preset name (`TRACKER_NAMES`), a TrackerConfig, or a yaml file naming its
-    preset as `tracker:` (default bytetrack) and the fields that differ from it; `overrides` win over both.
-    Raises ValueError naming the file and the key for an unknown key or a value of the wrong type."""
-    if isinstance(source, TrackerConfig):
-        return replace(source, **overrides)
+    """The settings of `source` for the ByteTrack engine: a preset name (`BYTETRACK_FAMILY`), a TrackerConfig, or
+    a yaml file naming its preset as `tracker:` (default bytetrack) and the fields that differ from it;
+    `overrides` win over both. Raises ValueError naming the file and the key for an unknown key or a value of
+    the wrong type. (`tphyolo.track.registry.tracker_settings` does the same for every tracker.)"""
+    return settings_from(source, TRACKER_PRESETS, **overrides)
+
+
+def settings_from(source: Any, presets: Mapping[str, Any], **overrides: Any) -> Any:
+    """A tracker's settings from `source`: a settings object (returned with `overrides`), a name of `presets`
+    (its preset with `overrides`) or a yaml file naming a preset as `tracker:` (default: the first) and the
+    fields that differ from it. ValueError, naming the file and the key where there is one, for an unknown
+    name, key or value."""
+    if is_dataclass(source) and not isinstance(source, type):
+        return _replaced(source, overrides, where=f"tracker {source.tracker}")
     text = str(source)
-    if text in TRACKER_PRESETS:
-        return replace(TRACKER_PRESETS[text], **overrides)
+    if text in presets:
+        return _replaced(presets[text], overrides, where=f"tracker {text}")
     path = Path(text)
     if path.suffix.lower() not in (".yaml", ".yml"):
-        raise ValueError(f"tracker {text!r}: neither a tracker name ({', '.join(TRACKER_NAMES)}) nor a .yaml file")
+        raise ValueError(f"tracker {text!r}: neither a tracker name ({', '.join(presets)}) nor a .yaml file")
     data = load_yaml_file(path)
     if data is None:
         data = {}
     if not isinstance(data, dict):
         raise ValueError(f"{path}: expected a mapping of tracker settings, got {type(data).__name__}")
-    known = {f.name for f in fields(TrackerConfig)}
-    unknown = sorted(str(k) for k in data if k not in known)
+    base = data.get("tracker", next(iter(presets)))
+    if base not in presets:
+        raise ValueError(f"{path}: tracker {base!r} is not one of {list(presets)}")
+    return _replaced(presets[base], data | overrides, where=str(path))
+
+
+def _replaced(settings: Any, changes: Mapping[str, Any], *, where: str) -> Any:
+    known = {f.name for f in fields(settings)}
+    unknown = sorted(str(k) for k in changes if k not in known)
     if unknown:
-        raise ValueError(f"{path}: unknown tracker setting(s) {unknown}; known: {sorted(known)}")
-    base = data.get("tracker", "bytetrack")
-    if base not in TRACKER_PRESETS:
-        raise ValueError(f"{path}: tracker {base!r} is not one of {list(TRACKER_NAMES)}")
+        raise ValueError(f"{where}: unknown tracker setting(s) {unknown}; known: {sorted(known)}")
     try:
-        return replace(TRACKER_PRESETS[base], **(data | overrides))
+        return replace(settings, **changes)
     except ValueError as error:
-        raise ValueError(f"{path}: {error}") from None
+        raise ValueError(f"{where}: {error}") from None

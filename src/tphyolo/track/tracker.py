@@ -14,38 +14,22 @@ vectorised steps whatever the number of boxes.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from tphyolo.ops.boxes import box_iou
-from tphyolo.track.cmc import CameraMotion
+from tphyolo.track.cmc import IDENTITY, CameraMotion
 from tphyolo.track.config import TrackerConfig, tracker_config
+from tphyolo.track.interface import Tracks, detections_of_frame
 from tphyolo.track.kalman import KalmanBoxFilter, KalmanStates
 from tphyolo.track.matching import match_pairs, overlaps
 
 NEW, TRACKED, LOST = 0, 1, 2  # track states: born in the last frame (no id yet), seen in this frame, missing
 
 
-@dataclass(frozen=True)
-class Tracks:
-    """The tracks seen in one frame: `boxes` (M, 4) float64 xyxy pixels (the Kalman-filtered box), `ids` (M,)
-    int64 >= 1, `scores` (M,) and `labels` (M,) int64 of the detection each was matched with, and `detections`
-    (M,) int64, that detection's index in the frame's input; ordered by id."""
-
-    boxes: np.ndarray
-    ids: np.ndarray
-    scores: np.ndarray
-    labels: np.ndarray
-    detections: np.ndarray
-
-    def __len__(self) -> int:
-        return len(self.ids)
-
-
-class _TrackTable:
+class _LiveTracks:
     """All live tracks as parallel arrays (row i is one track)."""
 
     def __init__(self) -> None:
@@ -76,7 +60,9 @@ class Tracker:
     """Tracks objects over the frames of one stream (see the module docstring); `reset()` starts a new one.
 
     `config`: a TrackerConfig, a preset name or a yaml file (`tphyolo.track.config.tracker_config`); keywords
-    override single settings. `update` takes one frame's detections and returns the tracks seen in it.
+    override single settings. `update` takes one frame's detections and returns the tracks seen in it;
+    `camera_motion` is then the (2, 3) affine it applied, from the previous frame's pixels to this frame's (the
+    identity without compensation), for callers that follow the ground (`tphyolo.analyze`).
     """
 
     def __init__(self, config: TrackerConfig | str | Path = "bytetrack", **overrides: Any) -> None:
@@ -87,10 +73,11 @@ class Tracker:
 
     def reset(self) -> None:
         """Forget every track, the frame count, the id counter and the camera's last frame."""
-        self.tracks = _TrackTable()
+        self.tracks = _LiveTracks()
         self.frame_count = 0
         self.next_id = 1
         self.camera.reset()
+        self.camera_motion = IDENTITY.copy()
 
     def skip_empty(self, frames: int) -> None:
         """Advance `frames` frames that have no detection (and no image) at once, which only moves the frame count
@@ -112,13 +99,10 @@ class Tracker:
         ids (default 0); numpy arrays, tensors or lists. With camera-motion compensation (`config.cmc`), give the
         frame (uint8 BGR image) it is estimated from, or the motion itself, `camera_motion` (2, 3) from the
         previous frame's pixels to this frame's. Returns the confirmed tracks matched in this frame."""
-        boxes = np.asarray(boxes, dtype=np.float64).reshape(-1, 4)
-        scores = np.asarray(scores, dtype=np.float64).reshape(-1)
-        labels = np.zeros(len(boxes), np.int64) if labels is None else np.asarray(labels).astype(np.int64).reshape(-1)
-        if not len(boxes) == len(scores) == len(labels):
-            raise ValueError(f"{len(boxes)} boxes, {len(scores)} scores and {len(labels)} labels")
+        boxes, scores, labels = detections_of_frame(boxes, scores, labels)
         self.frame_count += 1
         motion = self._camera_motion(frame, boxes, camera_motion)
+        self.camera_motion = IDENTITY.copy() if motion is None else motion
         t, cfg = self.tracks, self.config
         if len(t):
             t.states = self.kalman.predict(t.states, hold_size=t.state == LOST)

@@ -14,7 +14,7 @@ from tphyolo.data.scan_options import scan_cache_flag
 from tphyolo.flags import AT_LEAST_ONE, FRACTION, NON_NEGATIVE, SEED, check_field_types, flag, setting_name
 from tphyolo.infer.config import MAX_DET, VAL_CONF, VAL_IOU
 
-OPTIMIZERS = ("SGD", "Adam", "AdamW")  # the optimisers `engine.optim.build_optimizer` builds
+OPTIMIZERS = ("SGD", "Adam", "AdamW")  # the optimisers `training.optim.rules.build_optimizer` builds
 CACHE_CHOICES = (None, "ram", "disk")
 IGNORE_MODES = ("fill", "keep")
 
@@ -23,7 +23,7 @@ IGNORE_MODES = ("fill", "keep")
 class TrainConfig:
     """A training run. The defaults are the built-in quick job: a small TPH model on the synthetic set.
 
-    hyp, optimizer, nominal_batch: None takes the dataset's recipe (`engine.recipes`: synthetic sets hyp
+    hyp, optimizer, nominal_batch: None takes the dataset's recipe (`training.recipes`: synthetic sets hyp
         synthetic, AdamW, 8; VisDrone hyp visdrone, SGD, 64; other data scratch-low, SGD, 64); the trainer
         resolves them once, and what it saves (args.yaml, checkpoints) holds the resolved values.
     batch: images per process per step; gradients accumulate over batches until an optimiser step has seen

@@ -3,8 +3,8 @@ validation, checkpoints and logs.
 
 `train(cfg, runtime)` is the Python API behind `tphyolo train`. One process trains on one device; under
 torchrun every process runs the same code, rank 0 alone logs, validates and saves, and the others wait for it.
-The parts are built by `train.data`, `train.model.setup`, `train.optim.optimization` and `train.state`; the
-epoch itself is `train.loop.train_one_epoch`.
+The parts are built by `training.data`, `training.model.setup`, `training.optim.optimization` and
+`training.state`; the epoch itself is `training.loop.train_one_epoch`.
 """
 
 from __future__ import annotations
@@ -47,8 +47,7 @@ from tphyolo.training.model.setup import (
     prepare_model_for_training,
     wrap_for_training,
 )
-from tphyolo.training.optim.optimization import build_optimization, warmup_note, warmup_plan
-from tphyolo.training.optim.rules import optimiser_steps
+from tphyolo.training.optim.optimization import build_optimization, warmup_note, warmup_plan, warn_if_few_steps
 from tphyolo.training.recipes import resolve_recipe
 from tphyolo.training.rng import seed_everything
 from tphyolo.training.startup import StartupClock
@@ -424,22 +423,6 @@ class Trainer:
             LOGGER.debug("saved %s", save_checkpoint(self.weights_dir / name, payload))
 
 
-def warn_if_few_steps(cfg: TrainConfig, optim: Any, *, batches_per_epoch: int, world_size: int) -> None:
-    """Logs a warning when the nominal batch accumulates more batches than an epoch has (a tiny dataset with a
-    recipe's nbs 64): the run then takes only a handful of optimiser steps."""
-    if optim.accumulate <= batches_per_epoch:
-        return
-    steps = optimiser_steps(
-        batches=cfg.epochs * batches_per_epoch, warmup_steps=optim.warmup_steps, accumulate=optim.accumulate
-    )
-    images = cfg.batch * world_size
-    LOGGER.warning(
-        "%d optimiser steps in this run: an epoch has %d batches of %d images, and --nbs %d accumulates %d of "
-        "them per step; lower --nbs (--nbs %d steps every batch)",
-        steps, batches_per_epoch, images, cfg.nominal_batch, optim.accumulate, images,
-    )  # fmt: skip
-
-
 def train(
     cfg: TrainConfig | None = None, runtime: RuntimeConfig | None = None, *, verbose: bool = True, **overrides: Any
 ) -> TrainResult:
@@ -447,7 +430,7 @@ def train(
 
     Keyword overrides are TrainConfig fields; the result says where the weights and logs are. It reports
     progress as `tphyolo train` does (the recipe, one line per epoch, progress bars); `verbose=False` keeps
-    it to warnings (`engine.console.progress_output`).
+    it to warnings (`runtime.console.progress_output`).
     """
     from tphyolo.runtime.console import progress_output
 

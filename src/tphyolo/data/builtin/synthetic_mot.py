@@ -5,7 +5,8 @@ Each sequence is a world (the textured ground, roads and object drawings of `tph
 vehicles drive along the roads (entering at one end, leaving at the other, one speed per lane), pedestrians
 walk, and a few "others" objects stand; trees and a bridge hide what passes under them, and a crowd patch is an
 ignored region. A drone camera films it: it pans with changing speed and a jitter, zooms in and out and turns
-slowly (`CameraPath`); the true frame-to-frame motion is known.
+slowly (`CameraPath`); the true frame-to-frame motion is known, and so is every object's ground speed
+(`simulate_sequence`: world pixels per frame, `WORLD_GSD` metres per world pixel, filmed at `FPS`).
 
 Layout of a split (VisDrone-MOT's, plus the same frames for detection):
 
@@ -47,6 +48,8 @@ HIDDEN = 0.8  # a box covered more than this is not annotated
 CATEGORY = {0: 4, 1: 9, 2: 1, 3: 6, 4: 10, 5: 5}
 _VEHICLES = (0, 0, 0, 1, 3, 4, 5)  # drawn classes of vehicles, cars most often
 _OTHERS_BGR = (150, 150, 160)
+FPS = 25.0  # the frame rate the sequences stand for
+WORLD_GSD = 0.15  # metres per world pixel: a car of 22-34 px is 3.3-5.1 m long
 
 
 @dataclass(frozen=True)
@@ -179,9 +182,30 @@ def _paint_occluders(image: np.ndarray, occluders: list[tuple[int, ...]], x0: in
                           colour, -1)  # fmt: skip
 
 
+@dataclass(frozen=True)
+class SimulatedSequence:
+    """One sequence as `simulate_sequence` films it: `frames` (uint8 BGR, FRAME_SIZE; empty when not drawn), the
+    ground truth `truth` (ids from 1; ignored regions as category 0 rows with id -1), the `camera` path, and per
+    object id k (row k - 1) its world box in frame 0 `world_boxes` (M, 4) xyxy and its `velocity` (M, 2) in world
+    pixels per frame (positions are rounded to whole world pixels in each frame)."""
+
+    frames: list[np.ndarray]
+    truth: TrackTable
+    camera: CameraPath
+    world_boxes: np.ndarray
+    velocity: np.ndarray
+
+
 def render_sequence(rng: np.random.Generator, length: int) -> tuple[list[np.ndarray], TrackTable, CameraPath]:
     """One sequence: `length` uint8 BGR frames (FRAME_SIZE), its ground truth (ids from 1; ignored regions as
     category 0 rows with id -1) and the camera path."""
+    sequence = simulate_sequence(rng, length)
+    return sequence.frames, sequence.truth, sequence.camera
+
+
+def simulate_sequence(rng: np.random.Generator, length: int, *, draw: bool = True) -> SimulatedSequence:
+    """One sequence of `length` frames with what is known about it (see `SimulatedSequence`); `draw=False` skips
+    the frames (the same truth, much faster). The same `rng` state gives what `render_sequence` gives."""
     ground, occluders, objects, crowd = _world(rng)
     cover = np.zeros(ground.shape[:2], np.uint8)
     _paint_occluders(cover, occluders)
@@ -191,16 +215,11 @@ def render_sequence(rng: np.random.Generator, length: int) -> tuple[list[np.ndar
     for t in range(length):
         affine = camera.affine(t)
         x0, y0, x1, y1 = _view(affine)  # the world region the frame shows, and a margin for whole objects
-        canvas = ground[y0:y1, x0:x1].copy()
         boxes = objects.boxes_at(t)
         seen = (boxes[:, 0] >= x0) & (boxes[:, 1] >= y0) & (boxes[:, 2] + 3 <= x1) & (boxes[:, 3] + 3 <= y1)
         seen = np.flatnonzero(seen)
-        for k in seen.tolist():
-            objects.draw(canvas, k, int(boxes[k, 0]) - x0, int(boxes[k, 1]) - y0)
-        _paint_occluders(canvas, occluders, x0, y0)
-        shifted = affine.copy()
-        shifted[:, 2] += affine[:, :2] @ [x0, y0]  # crop pixels -> frame pixels
-        frames.append(cv2.warpAffine(canvas, shifted, FRAME_SIZE, flags=cv2.INTER_LINEAR, borderValue=(60, 90, 80)))
+        if draw:
+            frames.append(_draw_frame(ground, occluders, objects, boxes, seen, affine, (x0, y0, x1, y1)))
         hidden = np.array([cover[b:d, a:c].mean() for a, b, c, d in boxes[seen].tolist()]).reshape(-1)
         projected = _project(boxes[seen].astype(float), affine)
         clipped = np.clip(projected, 0, limit)
@@ -216,7 +235,20 @@ def render_sequence(rng: np.random.Generator, length: int) -> tuple[list[np.ndar
         if (region[0, 2:] - region[0, :2]).min() > 4:
             tables.append(TrackTable.from_columns([t + 1], None, region, [0.0], [IGNORED_REGION], truncation=[0],
                                                   occlusion=[0]))  # fmt: skip
-    return frames, TrackTable.concatenate(tables), camera
+    return SimulatedSequence(frames, TrackTable.concatenate(tables), camera, objects.boxes.astype(float),
+                             objects.velocity.astype(float))  # fmt: skip
+
+
+def _draw_frame(ground, occluders, objects: _Objects, boxes, seen, affine, view) -> np.ndarray:
+    """Frame pixels under `affine`: the `view` (x0, y0, x1, y1) of the ground with objects `seen` and occluders."""
+    x0, y0, x1, y1 = view
+    canvas = ground[y0:y1, x0:x1].copy()
+    for k in seen.tolist():
+        objects.draw(canvas, k, int(boxes[k, 0]) - x0, int(boxes[k, 1]) - y0)
+    _paint_occluders(canvas, occluders, x0, y0)
+    shifted = affine.copy()
+    shifted[:, 2] += affine[:, :2] @ [x0, y0]  # crop pixels -> frame pixels
+    return cv2.warpAffine(canvas, shifted, FRAME_SIZE, flags=cv2.INTER_LINEAR, borderValue=(60, 90, 80))
 
 
 def _view(affine: np.ndarray, margin: int = 64) -> tuple[int, int, int, int]:

@@ -69,7 +69,7 @@ def freeze_layers(model: nn.Module, freeze: int | Sequence[int]) -> None:
 
 
 def transfer_pretrained(model: nn.Module, weights: str) -> tuple[int, int]:
-    """Copy the matching tensors of checkpoint `weights` into `model` (see `engine.transfer`); returns
+    """Copy the matching tensors of checkpoint `weights` into `model` (see `training.model.transfer`); returns
     (transferred, total)."""
     ckpt = load_checkpoint(weights)
     return transfer_weights(model, ckpt.weights, source_yaml=ckpt.model_yaml, target_yaml=getattr(model, "yaml", None))

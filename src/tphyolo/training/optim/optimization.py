@@ -1,8 +1,9 @@
 """The optimisation of a training run: optimiser, learning-rate schedule, loss scaler, EMA, accumulation and
-warm-up length, built together from the config, the hyperparameters and the model (rules in `engine.optim`)."""
+warm-up length, built together from the config, the hyperparameters and the model (rules in `training.optim.rules`)."""
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
@@ -12,7 +13,15 @@ from torch import nn
 from tphyolo.runtime.config import RuntimeConfig
 from tphyolo.training.config import TrainConfig
 from tphyolo.training.optim.ema import ModelEMA
-from tphyolo.training.optim.rules import accumulation_steps, build_optimizer, lr_lambda, scaled_weight_decay
+from tphyolo.training.optim.rules import (
+    accumulation_steps,
+    build_optimizer,
+    lr_lambda,
+    optimiser_steps,
+    scaled_weight_decay,
+)
+
+LOGGER = logging.getLogger("tphyolo.train")
 
 
 @dataclass(frozen=True)
@@ -47,7 +56,7 @@ def build_optimization(
     """The optimisation of `model` (already on `device`, its frozen layers already frozen): parameter groups
     with weight decay scaled to the images per step, the linear or cosine (`cfg.cos_lr`) schedule from lr0 to
     lr0 * lrf, a GradScaler enabled when the runtime trains in fp16, an EMA when `with_ema` (rank 0), and a
-    warm-up of `warmup_length` batches. `cfg` has its recipe resolved (`engine.recipes.resolve_recipe`)."""
+    warm-up of `warmup_length` batches. `cfg` has its recipe resolved (`training.recipes.resolve_recipe`)."""
     if cfg.optimizer is None or cfg.nominal_batch is None:
         raise ValueError("the optimiser and nominal batch are unset: resolve the run's recipe first (resolve_recipe)")
     ema = ModelEMA(model) if with_ema else None
@@ -92,3 +101,19 @@ def warmup_note(steps_before: int, steps_after: int, warmup_steps: int) -> str:
         return ""
     done = min(steps_after, warmup_steps)
     return f"  warm-up {done}/{warmup_steps} batches" + (", done" if done == warmup_steps else "")
+
+
+def warn_if_few_steps(cfg: TrainConfig, optim: Optimization, *, batches_per_epoch: int, world_size: int) -> None:
+    """Logs a warning when the nominal batch accumulates more batches than an epoch has (a tiny dataset with a
+    recipe's nbs 64): the run then takes only a handful of optimiser steps."""
+    if optim.accumulate <= batches_per_epoch:
+        return
+    steps = optimiser_steps(
+        batches=cfg.epochs * batches_per_epoch, warmup_steps=optim.warmup_steps, accumulate=optim.accumulate
+    )
+    images = cfg.batch * world_size
+    LOGGER.warning(
+        "%d optimiser steps in this run: an epoch has %d batches of %d images, and --nbs %d accumulates %d of "
+        "them per step; lower --nbs (--nbs %d steps every batch)",
+        steps, batches_per_epoch, images, cfg.nominal_batch, optim.accumulate, images,
+    )  # fmt: skip

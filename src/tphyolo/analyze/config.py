@@ -1,0 +1,48 @@
+"""The settings of an analysis: one frozen dataclass whose fields are also the flags of `tphyolo analyze`."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from tphyolo.analyze.points import ANCHORS
+from tphyolo.flags import AT_LEAST_ONE, Bounds, check_field_types, flag
+
+POSITIVE = Bounds(0, low_open=True)
+
+
+@dataclass(frozen=True)
+class AnalyzeConfig:
+    """How tracks are read into counts, dwell, speeds and heatmaps (see `tphyolo.analyze.pipeline`).
+
+    The ground sampling distance comes from `gsd`, else from `altitude` with `focal_mm` and `sensor_mm` (both
+    needed), else from the video's SRT telemetry sidecar (`srt`, or `<video>.SRT` next to it), per frame; with
+    none of them speeds are not measured (a warning says so) and positions stay in pixels.
+    """
+
+    anchor: str = flag("centre", "--anchor", choices=ANCHORS, help="a track's point: its box centre or bottom middle")
+    fps: float | None = flag(None, "--fps", help="frame rate of --tracks/--detections files without a video "
+                             "(default: the video's, else 30)", bounds=POSITIVE)  # fmt: skip
+    gsd: float | None = flag(None, "--gsd", metavar="M_PER_PX", help="ground sampling distance, metres per pixel",
+                             bounds=POSITIVE)  # fmt: skip
+    altitude: float | None = flag(None, "--altitude", metavar="M", help="flight height above the ground, metres "
+                                  "(with --focal-mm and --sensor-mm: the GSD)", bounds=POSITIVE)  # fmt: skip
+    focal_mm: float | None = flag(None, "--focal-mm", help="lens focal length, mm", bounds=POSITIVE)
+    sensor_mm: float | None = flag(None, "--sensor-mm", help="sensor width, mm", bounds=POSITIVE)
+    srt: str | None = flag(None, "--srt", metavar="FILE", help="DJI-style SRT telemetry (default: <video>.SRT)")
+    window: int = flag(10, "--speed-window", metavar="FRAMES", help="frames a speed is measured over",
+                       bounds=AT_LEAST_ONE)  # fmt: skip
+    max_speed: float | None = flag(None, "--max-speed", metavar="KMH", help="flag speeds above this as implausible",
+                                   bounds=POSITIVE)  # fmt: skip
+    margin: float = flag(2.0, "--margin", metavar="PX", help="hysteresis band around lines and zone edges, pixels",
+                         bounds=Bounds(0))  # fmt: skip
+    cell: int = flag(4, "--heatmap-cell", metavar="PX", help="heatmap cell size, pixels", bounds=AT_LEAST_ONE)
+
+    def __post_init__(self) -> None:
+        check_field_types(self)
+        if self.anchor not in ANCHORS:
+            raise ValueError(f"--anchor must be one of {list(ANCHORS)}, got {self.anchor!r}")
+        lens = (self.focal_mm is None, self.sensor_mm is None, self.altitude is None)
+        if len(set(lens)) > 1:
+            raise ValueError("--altitude, --focal-mm and --sensor-mm go together: give all three or none")
+        if self.gsd is not None and self.altitude is not None:
+            raise ValueError("give --gsd or --altitude/--focal-mm/--sensor-mm, not both")

@@ -1,0 +1,69 @@
+"""Where tracks spend their time: occupancy on the ground, in the first frame's coordinates.
+
+Each track seen in a frame adds one to the cell of its ground point (`tphyolo.analyze.points`): `cell` ground
+pixels square, the grid's origin at the first frame's top-left corner. The grid covers the first frame and
+grows (by whole cells) to take points the panning camera shows beyond it. `array` is the count grid
+(float32, (rows, columns)) with `origin`, the ground pixel of its top-left corner; `overlay(first_frame)`
+draws it over the first frame as a colour image.
+"""
+
+from __future__ import annotations
+
+import cv2
+import numpy as np
+
+from tphyolo.analyze.points import TrackPoints
+
+
+class Heatmap:
+    """Occupancy of ground cells (see the module docstring), for a first frame of `frame_size` (width, height)."""
+
+    def __init__(self, frame_size: tuple[int, int], *, cell: int = 4) -> None:
+        if cell < 1:
+            raise ValueError(f"cell must be >= 1 pixel, got {cell}")
+        self.frame_size, self.cell = (int(frame_size[0]), int(frame_size[1])), int(cell)
+        self.reset()
+
+    def reset(self) -> None:
+        """An empty grid over the first frame."""
+        width, height = self.frame_size
+        self._origin = np.zeros(2, np.int64)  # in cells
+        self.array = np.zeros((-(-height // self.cell), -(-width // self.cell)), np.float32)
+
+    @property
+    def origin(self) -> tuple[int, int]:
+        """The ground pixel (x, y) of the grid's top-left corner."""
+        return int(self._origin[0] * self.cell), int(self._origin[1] * self.cell)
+
+    def update(self, points: TrackPoints) -> None:
+        """Add one frame's tracks."""
+        if not len(points):
+            return
+        cells = np.floor(points.ground / self.cell).astype(np.int64)  # (N, 2) x, y
+        self._grow(cells.min(0), cells.max(0))
+        x, y = (cells - self._origin).T
+        np.add.at(self.array, (y, x), 1.0)
+
+    def _grow(self, low: np.ndarray, high: np.ndarray) -> None:
+        rows, columns = self.array.shape
+        before = np.maximum(self._origin - low, 0)  # x, y cells to add before
+        after = np.maximum(high - (self._origin + [columns - 1, rows - 1]), 0)
+        if before.any() or after.any():
+            self.array = np.pad(self.array, ((before[1], after[1]), (before[0], after[0])))
+            self._origin = self._origin - before
+
+    def overlay(self, first_frame: np.ndarray, *, alpha: float = 0.6) -> np.ndarray:
+        """uint8 BGR image of the grid's extent: the first frame in its place (grey elsewhere), the occupancy
+        over it in a colour scale (log-scaled, empty cells left clear)."""
+        rows, columns = self.array.shape
+        canvas = np.full((rows * self.cell, columns * self.cell, 3), 96, np.uint8)
+        x0, y0 = -self._origin * self.cell
+        height, width = first_frame.shape[:2]
+        canvas[y0 : y0 + height, x0 : x0 + width] = first_frame[: canvas.shape[0] - y0, : canvas.shape[1] - x0]
+        heat = np.log1p(self.array)
+        heat = (255 * heat / max(float(heat.max()), 1e-9)).astype(np.uint8)
+        heat = cv2.resize(heat, (canvas.shape[1], canvas.shape[0]), interpolation=cv2.INTER_NEAREST)
+        colour = cv2.applyColorMap(heat, cv2.COLORMAP_JET)
+        mask = heat > 0
+        canvas[mask] = (alpha * colour[mask] + (1 - alpha) * canvas[mask]).astype(np.uint8)
+        return canvas

@@ -1,0 +1,1 @@
+"""Where the analytics read from: track streams (a detector, detection files, tracking files) and telemetry."""

@@ -1,0 +1,151 @@
+"""Track streams for the analytics, one per video sequence, from whichever input a run has:
+
+- `detector_streams`: a detector (`tphyolo.predict.Predictor`) and a tracker over videos or frame folders;
+- `detection_streams`: detection files of an earlier run (MOT or VisDrone-MOT rows) through a tracker;
+- `track_streams`: track files of an earlier `track` run, or ground truth (MOT or VisDrone-MOT rows with ids):
+  nothing is detected or tracked again.
+
+Every stream yields `StreamFrame`s in order with the camera motion from the previous frame: the tracker's own
+estimate when it compensates camera motion (`Tracker.camera_motion`, BoT-SORT or ByteTrack with `cmc`), else
+one estimated with `cmc` from the frames when there are frames and `cmc` is not "none" (OC-SORT, track files),
+else the identity: a still camera. Files' categories are VisDrone's (class id =
+category - 1); rows without an id (ignored regions) and of VisDrone's "others" (category 11, not scored) are left
+out.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from tphyolo.data.formats.visdrone import NAMES as VISDRONE_NAMES
+from tphyolo.data.mot.sequences import detection_files, read_detections
+from tphyolo.data.mot.table import TrackTable
+from tphyolo.predict.sequences import VideoSequence, resolve_sequences
+from tphyolo.predict.sources import iter_frames
+from tphyolo.track.cmc import IDENTITY, CameraMotion
+from tphyolo.track.interface import MultiObjectTracker
+from tphyolo.track.precomputed import track_detections
+
+
+@dataclass(frozen=True)
+class StreamFrame:
+    """One frame: `number` (from 1), `image` (uint8 BGR, None without frames), `fps` (None when unknown),
+    tracks `boxes` (M, 4) xyxy pixels, `ids` (M,), `labels` (M,) class ids (-1: none), and `motion` (2, 3) the
+    camera motion from the previous frame's pixels to this frame's."""
+
+    number: int
+    image: np.ndarray | None
+    fps: float | None
+    boxes: np.ndarray
+    ids: np.ndarray
+    labels: np.ndarray
+    motion: np.ndarray
+
+
+@dataclass(frozen=True)
+class TrackStream:
+    """One sequence: its `name`, class `names` by id, and its `frames` (an iterator, read once)."""
+
+    name: str
+    names: tuple[str, ...]
+    frames: Iterator[StreamFrame]
+
+
+class FrameMotion:
+    """The camera motion of each frame of one stream, after `tracker` has seen it: the tracker's own estimate
+    when it compensates camera motion, else one estimated with `cmc` from the image (identity without one)."""
+
+    def __init__(self, tracker: MultiObjectTracker | None, cmc: str) -> None:
+        compensates = getattr(getattr(tracker, "config", None), "cmc", "none") != "none"
+        self.tracker = tracker if compensates and hasattr(tracker, "camera_motion") else None
+        self.camera = CameraMotion(cmc)
+
+    def __call__(self, image: np.ndarray | None, boxes: np.ndarray) -> np.ndarray:
+        if self.tracker is not None:
+            return np.array(self.tracker.camera_motion, dtype=np.float64)
+        return IDENTITY.copy() if image is None else self.camera(image, boxes)
+
+
+def detector_streams(predictor, tracker: MultiObjectTracker, source, *, cmc: str = "sparse") -> Iterator[TrackStream]:
+    """Streams of `predictor` detections tracked by `tracker` over each sequence of `source`."""
+    names = tuple(predictor.names) if not isinstance(predictor.names, dict) else tuple(predictor.names.values())
+
+    def frames(sequence: VideoSequence) -> Iterator[StreamFrame]:
+        motion = FrameMotion(tracker, cmc)
+        for frame, result in predictor.track_sequence(sequence, tracker):
+            boxes = result.boxes.numpy()
+            yield StreamFrame(result.frame + 1, frame.image, frame.fps, boxes, result.ids.numpy(),
+                              result.labels.numpy(), motion(frame.image, boxes))  # fmt: skip
+
+    for sequence in resolve_sequences(source):
+        yield TrackStream(sequence.name, names, frames(sequence))
+
+
+def detection_streams(folder: Path, tracker: MultiObjectTracker, source=None, *,
+                      cmc: str = "sparse") -> Iterator[TrackStream]:  # fmt: skip
+    """Streams of the detection files in `folder` (`<seq>.txt`) tracked by `tracker`, with the frames of the
+    sequence of the same name in `source` when given (needed for the tracker's camera-motion compensation)."""
+    for name, path, sequence in _paired(folder, source):
+        images = _images(sequence) if sequence is not None else None
+        fps: dict[int, float | None] = {}
+
+        def frames(path=path, images=images, fps=fps) -> Iterator[StreamFrame]:
+            motion = FrameMotion(tracker, cmc)
+            for number, image, tracks in track_detections(read_detections(path), tracker,
+                                                          frames=_recording(images, fps)):  # fmt: skip
+                labels = np.where(tracks.labels > 0, tracks.labels - 1, -1)
+                yield StreamFrame(number, image, fps.get(number), tracks.boxes, tracks.ids, labels,
+                                  motion(image, tracks.boxes))  # fmt: skip
+
+        yield TrackStream(name, tuple(VISDRONE_NAMES), frames())
+
+
+def track_streams(folder: Path, source=None, *, cmc: str = "sparse") -> Iterator[TrackStream]:
+    """Streams of the track files in `folder` (`<seq>.txt`, rows with ids), the camera motion estimated with
+    `cmc` from the frames of the sequence of the same name in `source` when given."""
+    for name, path, sequence in _paired(folder, source):
+        table = read_detections(path)
+        table = table.select((table.ids > 0) & (table.classes <= len(VISDRONE_NAMES)))
+        yield TrackStream(name, tuple(VISDRONE_NAMES), _table_frames(table, sequence, cmc))
+
+
+def _table_frames(table: TrackTable, sequence: VideoSequence | None, cmc: str) -> Iterator[StreamFrame]:
+    by_frame = dict(table.by_frame())
+    motion = FrameMotion(None, cmc)
+    if sequence is None:
+        numbered = ((number, None, None) for number in range(1, table.last_frame + 1))
+    else:
+        numbered = _images(sequence)
+    for number, image, fps in numbered:
+        rows = by_frame.get(number, TrackTable.empty())
+        labels = np.where(rows.classes > 0, rows.classes - 1, -1)
+        yield StreamFrame(number, image, fps, rows.boxes, rows.ids, labels, motion(image, rows.boxes))
+
+
+def _images(sequence: VideoSequence) -> Iterator[tuple[int, np.ndarray, float | None]]:
+    for position, frame in enumerate(iter_frames(list(sequence.files))):
+        yield sequence.frame_number(frame, position), frame.image, frame.fps
+
+
+def _recording(images, fps: dict) -> Iterator[tuple[int, np.ndarray]] | None:
+    """(number, image) of `images`, noting each frame's rate in `fps`; None without images."""
+    if images is None:
+        return None
+    return ((number, image) for number, image, fps[number] in images)
+
+
+def _paired(folder: Path, source) -> Iterator[tuple[str, Path, VideoSequence | None]]:
+    """(name, file, its sequence of `source` or None) for each file of `folder`; one file and one sequence are
+    paired whatever their names. Raises FileNotFoundError naming a file without its sequence."""
+    files = detection_files(folder)
+    sequences = {s.name: s for s in resolve_sequences(source)} if source is not None else {}
+    if len(files) == 1 and len(sequences) == 1:
+        sequences = {next(iter(files)): next(iter(sequences.values()))}
+    for name, path in files.items():
+        if sequences and name not in sequences:
+            raise FileNotFoundError(f"{source}: no sequence named {name!r} for {path}")
+        yield name, path, sequences.get(name)

@@ -1,0 +1,127 @@
+"""Counting lines and zones, and the yaml file that lists them.
+
+    lines:
+      - name: north_exit
+        points: [[0, 270], [1024, 270]]     # a polyline, two or more points, first -> last is its direction
+    zones:
+      - name: junction
+        points: [[200, 100], [800, 100], [800, 440], [200, 440]]   # a simple polygon, three or more points
+
+Coordinates are pixels of the stream's first frame (the ground, `tphyolo.analyze.motion`), or, for a video with
+telemetry, WGS84 degrees: `latlon: [[lat, lon], ...]` in place of `points`, turned into first-frame pixels by
+the caller's `from_latlon` (`tphyolo.analyze.geo.wgs84_to_pixels` with the first frame's telemetry).
+`load_regions` refuses, in one line naming the file and the line or zone: an empty file or one with neither
+list, a point outside the first frame (of a line or zone in pixels), a line with fewer than 2 points, a zone
+with fewer than 3 or whose edges cross, a name given twice, a `latlon` entry without telemetry.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from tphyolo.analyze.geometry import is_simple_polygon
+from tphyolo.yaml_files import load_yaml_file
+
+
+@dataclass(frozen=True)
+class Line:
+    """A counting line: `points` (K >= 2, 2) float64 ground pixels, first -> last its direction."""
+
+    name: str
+    points: np.ndarray
+
+
+@dataclass(frozen=True)
+class Zone:
+    """A zone: `points` (K >= 3, 2) float64 ground pixels, a simple polygon."""
+
+    name: str
+    points: np.ndarray
+
+
+@dataclass(frozen=True)
+class Regions:
+    """The lines and zones of one analysis."""
+
+    lines: tuple[Line, ...] = ()
+    zones: tuple[Zone, ...] = ()
+
+
+def load_regions(path: str | Path, *, frame_size: tuple[int, int] | None = None,
+                 from_latlon: Callable[[np.ndarray], np.ndarray] | None = None) -> Regions:  # fmt: skip
+    """The lines and zones of yaml file `path` (see the module docstring); `frame_size` (width, height) of the
+    first frame, when known, bounds the points; `from_latlon` maps (K, 2) latitude, longitude to first-frame
+    pixels (None: no telemetry; `latlon` entries are then refused, unless `frame_size` is None too: a first
+    look at the file before any frame). Raises ValueError naming the file and the problem."""
+    path = Path(path)
+    data = load_yaml_file(path)
+    if not data:
+        raise ValueError(f"{path}: empty; give 'lines:' and/or 'zones:' (lists of name and points)")
+    if not isinstance(data, dict):
+        raise ValueError(f"{path}: expected a mapping with 'lines:' and/or 'zones:', got {type(data).__name__}")
+    unknown = sorted(str(k) for k in data if k not in ("lines", "zones"))
+    if unknown:
+        raise ValueError(f"{path}: unknown key(s) {unknown}; known: ['lines', 'zones']")
+    try:
+        lines = [(Line(name, points), geo) for name, points, geo in _entries(data, "lines", 2, from_latlon, frame_size)]
+        zones = [(Zone(name, points), geo) for name, points, geo in _entries(data, "zones", 3, from_latlon, frame_size)]
+        for region, geographic in (*lines, *zones):
+            if not geographic:
+                _check(region, frame_size)
+            elif from_latlon is not None:  # the ground a drone pans to may lie beyond the first frame
+                _check(region, None)
+        lines, zones = tuple(line for line, _ in lines), tuple(zone for zone, _ in zones)
+        if not lines and not zones:
+            raise ValueError("no lines and no zones")
+        names = [r.name for r in (*lines, *zones)]
+        twice = sorted({n for n in names if names.count(n) > 1})
+        if twice:
+            raise ValueError(f"name {twice[0]!r} is given twice")
+    except ValueError as error:
+        raise ValueError(f"{path}: {error}") from None
+    return Regions(lines, zones)
+
+
+def _entries(data: dict, key: str, least: int, from_latlon, frame_size):
+    entries = data.get(key) or []
+    if not isinstance(entries, list):
+        raise ValueError(f"'{key}' must be a list of entries with name and points")
+    for i, entry in enumerate(entries):
+        where = f"{key}[{i}]"
+        if (
+            not isinstance(entry, dict)
+            or len(entry) != 2
+            or "name" not in entry
+            or not {"points", "latlon"} & set(entry)
+        ):
+            raise ValueError(f"{where}: expected exactly 'name' and 'points' (or 'latlon')")
+        name, field = str(entry["name"]), "points" if "points" in entry else "latlon"
+        try:
+            points = np.asarray(entry[field], dtype=np.float64)
+        except (TypeError, ValueError):
+            raise ValueError(f"{key[:-1]} {name!r}: {field} must be [[x, y], ...] numbers") from None
+        if points.ndim != 2 or points.shape[1] != 2 or len(points) < least or not np.isfinite(points).all():
+            raise ValueError(f"{key[:-1]} {name!r}: needs {least} or more [x, y] points, got {entry[field]!r:.80}")
+        if field == "latlon":
+            if from_latlon is None and frame_size is not None:
+                raise ValueError(f"{key[:-1]} {name!r} is in latitude/longitude: it needs the video's SRT telemetry")
+            points = from_latlon(points) if from_latlon is not None else points  # degrees: a first look only
+        yield name, points, field == "latlon"
+
+
+def _check(region: Line | Zone, frame_size: tuple[int, int] | None) -> None:
+    kind = "line" if isinstance(region, Line) else "zone"
+    if frame_size is not None:
+        width, height = frame_size
+        outside = (region.points[:, 0] < 0) | (region.points[:, 0] > width) | (region.points[:, 1] < 0) | (
+            region.points[:, 1] > height)  # fmt: skip
+        if outside.any():
+            x, y = region.points[np.argmax(outside)]
+            raise ValueError(f"{kind} {region.name!r}: point ({x:g}, {y:g}) is outside the first frame "
+                             f"({width} x {height} pixels)")  # fmt: skip
+    if kind == "zone" and not is_simple_polygon(region.points):
+        raise ValueError(f"zone {region.name!r}: its edges cross (a self-intersecting polygon)")

@@ -1,0 +1,73 @@
+"""`tphyolo analyze`: counts across lines and zones, dwell, ground speed and heatmaps from a drone video, on top of
+tracking (`tphyolo.analyze`): run a detector and a tracker on `--source`, or read the detections (`--detections`)
+or the tracks (`--tracks`) of an earlier run, so that nothing is detected twice.
+"""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from tphyolo.commands.options.inference import add_inference_flags, inference_device
+
+USES_RUNTIME = True
+RUNTIME_INFERENCE = True
+TRACK_CONF = 0.1  # as `tphyolo track`: ByteTrack's second association uses the weak detections
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    from tphyolo.analyze.config import AnalyzeConfig
+    from tphyolo.flags import add_flags
+    from tphyolo.track.config import CMC_METHODS
+    from tphyolo.track.registry import TRACKER_NAMES
+
+    inputs = parser.add_argument_group("what to analyse")
+    inputs.add_argument("--lines", required=True, metavar="YAML", help="the lines and zones (first-frame pixels)")
+    inputs.add_argument("--weights", nargs="+", help="detector checkpoint(s) or exported model(s) to run on --source")
+    inputs.add_argument("--source", help="video or frames: what the detector runs on, and what is drawn")
+    inputs.add_argument("--detections", type=Path, metavar="DIR", help="detection files (<seq>.txt) to track")
+    inputs.add_argument("--tracks", type=Path, metavar="DIR", help="track files (<seq>.txt) of a track run or truth")
+    tracking = parser.add_argument_group("tracker")
+    tracking.add_argument("--tracker", default="bytetrack", metavar="NAME|YAML",
+                          help=f"{' or '.join(TRACKER_NAMES)}, or a yaml of settings (default: bytetrack)")  # fmt: skip
+    tracking.add_argument(
+        "--cmc", choices=CMC_METHODS, default="sparse",
+        help="camera-motion estimate that keeps lines and zones on the ground; also the tracker's, when it has the "
+        "setting (default: sparse)",
+    )  # fmt: skip
+    add_flags(parser.add_argument_group("analytics"), AnalyzeConfig)
+    add_inference_flags(parser, defaults={"conf": TRACK_CONF})
+    outputs = parser.add_argument_group("outputs")
+    outputs.add_argument("--no-save-video", action="store_true", help="do not write the annotated video")
+
+
+def run(args: argparse.Namespace) -> int:
+    from tphyolo.analyze.config import AnalyzeConfig
+    from tphyolo.analyze.outputs.summary import summary_text
+    from tphyolo.analyze.pipeline import analyze
+    from tphyolo.errors import UsageError
+    from tphyolo.flags import from_flags
+    from tphyolo.runtime.run_dir import OutputDir
+    from tphyolo.track.registry import make_tracker, tracker_settings
+
+    given = [name for name in ("weights", "detections", "tracks") if getattr(args, name) is not None]
+    if len(given) != 1:
+        raise UsageError("give one of --weights (with --source), --detections or --tracks")
+    if args.weights is not None and args.source is None:
+        raise UsageError("--weights needs --source: the video or frames to run on")
+    config = from_flags(AnalyzeConfig, args)
+    cmc = args.cmc if (args.weights or args.source) else "none"  # without frames there is nothing to estimate from
+    tracker = make_tracker(args.tracker, **({"cmc": cmc} if hasattr(tracker_settings(args.tracker), "cmc") else {}))
+    predictor = None
+    if args.weights is not None:
+        from tphyolo.infer.config import InferenceConfig
+        from tphyolo.predict.predictor import Predictor
+
+        predictor = Predictor(args.weights, from_flags(InferenceConfig, args), runtime=args.runtime,
+                              device=inference_device(args.runtime))  # fmt: skip
+    save_dir = from_flags(OutputDir, args).create("runs/analyze")
+    reports = analyze(args.lines, save_dir, config=config, source=args.source, predictor=predictor,
+                      detections=args.detections, tracks=args.tracks, tracker=tracker, cmc=args.cmc,
+                      save_video=not args.no_save_video)  # fmt: skip
+    print(summary_text(reports, save_dir))
+    return 0
