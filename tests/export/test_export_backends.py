@@ -14,7 +14,7 @@ FORMATS = ["onnx", "openvino", "torchscript"]
 
 @pytest.mark.parametrize("fmt", FORMATS)
 def test_backend_runs_the_exported_size(fixed_exports, fmt):
-    backend = load_backend(fixed_exports[fmt])
+    backend = load_backend(fixed_exports[fmt], trust_code=True)
     x = sample_images(1, 64, 64, seed=1)
     with torch.no_grad():
         expected = fixed_exports["model"].fuse()(x)
@@ -26,7 +26,7 @@ def test_backend_runs_the_exported_size(fixed_exports, fmt):
 
 @pytest.mark.parametrize("fmt", FORMATS)
 def test_prepare_turns_uint8_images_into_the_input_of_run(fixed_exports, fmt):
-    backend = load_backend(fixed_exports[fmt])
+    backend = load_backend(fixed_exports[fmt], trust_code=True)
     images = torch.randint(0, 256, (1, 3, 64, 64), dtype=torch.uint8, generator=torch.Generator().manual_seed(4))
     x = backend.prepare(images)
     assert x.dtype == backend.dtype and x.device == backend.device
@@ -39,7 +39,7 @@ def test_prepare_turns_uint8_images_into_the_input_of_run(fixed_exports, fmt):
 @pytest.mark.parametrize("fmt", FORMATS)
 @pytest.mark.parametrize("shape", [(1, 3, 128, 128), (2, 3, 64, 64), (1, 3, 64, 96)])
 def test_fixed_size_export_refuses_other_sizes(fixed_exports, fmt, shape):
-    backend = load_backend(fixed_exports[fmt])
+    backend = load_backend(fixed_exports[fmt], trust_code=True)
     with pytest.raises(ValueError, match=r"fixed input \(1, 3, 64, 64\).*--dynamic") as error:
         backend.run(torch.zeros(shape))
     assert str(fixed_exports[fmt]) in str(error.value)
@@ -51,7 +51,7 @@ def test_a_batch_smaller_than_a_fixed_export_s_is_padded_to_it(fixed_exports, tm
     model = fixed_exports["model"]
     (result,) = export_model(model, ExportConfig(formats=("onnx",), imgsz=64, batch=3), stem=tmp_path / "b3",
                              model_name="yolov5n", source="b3.pt")  # fmt: skip
-    backend = load_backend(result.path)
+    backend = load_backend(result.path, trust_code=True)
     assert (backend.fixed_shape, backend.max_batch) == ((64, 64), 3)
     x = sample_images(2, 64, 64, seed=2)
     with torch.no_grad():
@@ -107,7 +107,7 @@ def test_damaged_file_is_a_one_line_error_naming_it(fixed_exports, tmp_path, fmt
     else:
         path.write_bytes(b"not a model " * 64)
     with pytest.raises(ValueError, match="truncated or corrupt") as error:
-        load_backend(path)
+        load_backend(path, trust_code=True)
     message = str(error.value)
     assert str(path) in message and "\n" not in message
 
@@ -128,7 +128,7 @@ def test_onnx_without_tphyolo_metadata_is_refused(tmp_path):
     path = trace_onnx(torch.nn.Conv2d(3, 4, 1).eval(), torch.zeros(1, 3, 8, 8), tmp_path / "plain.onnx",
                       dynamic=False, opset=17)  # fmt: skip
     with pytest.raises(ValueError, match="plain.onnx: no tphyolo metadata"):
-        load_backend(path)
+        load_backend(path, trust_code=True)
 
 
 def test_fp16_exports_need_cuda(fixed_exports, tmp_path):

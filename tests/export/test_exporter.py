@@ -94,7 +94,7 @@ def test_missing_extra_refuses_export_before_tracing(tiny_model, tmp_path, monke
 def test_missing_runtime_refuses_loading(fixed_exports, monkeypatch, module, fmt):
     monkeypatch.setitem(sys.modules, module, None)
     with pytest.raises(MissingExtraError, match=f"running .* models needs the {module} package"):
-        load_backend(fixed_exports[fmt])
+        load_backend(fixed_exports[fmt], trust_code=True)
 
 
 @pytest.mark.slow
@@ -102,7 +102,7 @@ def test_half_openvino_is_an_fp16_ir_close_to_pytorch(tiny_model, tmp_path):
     cfg = ExportConfig(formats=("openvino",), imgsz=64, half=True)
     (result,) = export_model(tiny_model, cfg, stem=tmp_path / "h", model_name="n")
     assert result.tolerance == FP16_TOLERANCE and result.ok, result.summary()
-    backend = load_backend(result.path)
+    backend = load_backend(result.path, trust_code=True)
     assert backend.metadata.half and backend.dtype == torch.float32  # fp16 weights, fp32 input
     full = export_model(tiny_model, ExportConfig(formats=("openvino",), imgsz=64), stem=tmp_path / "f", model_name="n")
     bin_half, bin_full = (next(p.glob("*.bin")).stat().st_size for p in (result.path, full[0].path))
@@ -123,4 +123,4 @@ def test_simplified_onnx_keeps_parity_and_metadata(tiny_model, tmp_path):
     plain = export_model(tiny_model, ExportConfig(formats=("onnx",), imgsz=64), stem=tmp_path / "p", model_name="n")
     nodes = [len(onnx.load(str(r.path)).graph.node) for r in (result, plain[0])]
     assert nodes[0] < nodes[1]  # onnxslim folded something
-    assert load_backend(result.path).names == ["0", "1"]
+    assert load_backend(result.path, trust_code=True).names == ["0", "1"]

@@ -140,7 +140,7 @@ def bench_backends(
     for name, module in eager.items():
         runners[name] = lambda module=module: _eager_forward(module, images)
     for name, result in exports.items():
-        backend = load_backend(result.path, threads=settings.threads)
+        backend = load_backend(result.path, threads=settings.threads, trust_code=True)  # exported just above
         runners[name] = lambda backend=backend: backend.run(images)
     outputs = {name: run() for name, run in runners.items()}
     reference = outputs["ours"] if "ours" in outputs else _eager_forward(baseline_model(model, "ours"), images)

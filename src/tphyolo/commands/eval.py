@@ -106,6 +106,7 @@ def _score_coco_files(args: argparse.Namespace):
 
 def _run_track(args: argparse.Namespace) -> int:
     """`--task track`: HOTA, CLEAR and Identity per class and combined; `--json` gets them all."""
+    from tphyolo.data.files.atomic import write_text_atomic
     from tphyolo.errors import UsageError
     from tphyolo.metrics.tracking import evaluate_tracking
 
@@ -126,7 +127,7 @@ def _run_track(args: argparse.Namespace) -> int:
     print(result.table())
     if args.json is not None:
         args.json.parent.mkdir(parents=True, exist_ok=True)
-        args.json.write_text(json.dumps(result.to_dict(), indent=2))
+        write_text_atomic(args.json, json.dumps(result.to_dict(), indent=2))
     return 0
 
 
@@ -155,6 +156,7 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _run(args: argparse.Namespace, dist) -> int:
+    from tphyolo.data.files.atomic import write_text_atomic
     from tphyolo.errors import UsageError
 
     if args.task == "track":
@@ -186,5 +188,5 @@ def _run(args: argparse.Namespace, dist) -> int:
     if args.json is not None:
         payload = dict(overall) | {"per_class": per_class}
         args.json.parent.mkdir(parents=True, exist_ok=True)
-        args.json.write_text(json.dumps(payload, indent=2))
+        write_text_atomic(args.json, json.dumps(payload, indent=2))
     return 0

@@ -107,6 +107,13 @@ def saved_settings(args: argparse.Namespace) -> list[str]:
     return flags_for(command_parser(), argparse.Namespace(**values))
 
 
+class _SavedArgvParser(argparse.ArgumentParser):
+    """A parser of a run folder's saved argv: a bad value raises ValueError, for the caller to name the file."""
+
+    def error(self, message: str):  # noqa: ANN201 - argparse's hook, which must not return
+        raise ValueError(message)
+
+
 def resumed_args(args: argparse.Namespace) -> argparse.Namespace:
     """`args` of `--resume RUN_DIR`: the settings saved in the run folder, with this run's runtime flags.
     Raises UsageError when other flags are given too, or RUN_DIR is not a prediction run folder."""
@@ -123,8 +130,16 @@ def resumed_args(args: argparse.Namespace) -> argparse.Namespace:
     saved = load_yaml_file(path)
     if not isinstance(saved, dict) or not isinstance(saved.get("argv"), list):
         raise ValueError(f"{path}: expected a mapping with an 'argv' list")
-    values = vars(command_parser().parse_args([str(word) for word in saved["argv"]]))
-    return argparse.Namespace(**(values | {"resume": args.resume, "runtime": args.runtime}))
+    parser = _SavedArgvParser(prog="tphyolo predict", add_help=False)
+    add_arguments(parser)
+    try:
+        values = vars(parser.parse_args([str(word) for word in saved["argv"]]))
+    except ValueError as error:
+        raise ValueError(f"{path}: 'argv' (the run's saved settings): {error}") from None
+    missing = [flag for flag in ("--source", "--weights") if values[flag[2:]] is None]
+    if missing:
+        raise ValueError(f"{path}: 'argv' has no {' and no '.join(missing)}; not the settings of a prediction run")
+    return argparse.Namespace(**(values | {"resume": args.resume, "runtime": args.runtime, "saved_run": saved}))
 
 
 def slice_config(args: argparse.Namespace):
@@ -147,6 +162,7 @@ def run(args: argparse.Namespace) -> int:
     from tphyolo.infer.config import InferenceConfig
     from tphyolo.predict.draw_style import DrawStyle
     from tphyolo.predict.predictor import Predictor
+    from tphyolo.predict.resume import check_resumed
     from tphyolo.predict.sources import resolve_source, source_names
     from tphyolo.predict.writers import coco_gt_image_ids
     from tphyolo.runtime.distributed import DistContext, broadcast_object, process_group
@@ -160,6 +176,10 @@ def run(args: argparse.Namespace) -> int:
     slicing = slice_config(args)
     style = from_flags(DrawStyle, args)
     files = resolve_source(args.source)
+    if args.resume is not None:
+        gone = check_resumed(args.saved_run, args.weights, files, where=str(args.resume / SETTINGS_FILE))
+        for source in gone:
+            print(f"tphyolo predict: warning: {source} of the run is gone; the rest goes on", file=sys.stderr)
     image_ids = None
     if args.coco_gt is not None:
         image_ids = coco_gt_image_ids(args.coco_gt)
@@ -183,6 +203,10 @@ def run(args: argparse.Namespace) -> int:
             save_dir = Path(broadcast_object(dist, None if save_dir is None else str(save_dir)))
         with removed_if_left_empty(save_dir if dist.is_main and args.resume is None else None):
             result = _predict_into(save_dir, predictor, files, args, style=style, image_ids=image_ids, dist=dist)
+    if dist.is_main and result.skipped and not result.files and not result.finished_before:
+        print(f"tphyolo predict: error: --source {args.source}: no file or stream could be read "
+              f"({result.skipped} skipped, named above)", file=sys.stderr)  # fmt: skip
+        return 1
     if dist.is_main:
         warnings = f" ({result.warned} with a warning)" if result.warned else ""
         before = f" ({result.finished_before} finished before)" if result.finished_before else ""
@@ -195,6 +219,8 @@ def _predict_into(save_dir, predictor, files, args: argparse.Namespace, *, style
     """Predict the files (this rank's share) into `save_dir`, writing each output as its frame is done."""
     from tqdm import tqdm
 
+    from tphyolo.data.files.atomic import write_text_atomic
+    from tphyolo.predict.resume import run_fingerprint
     from tphyolo.predict.run import predict_into
     from tphyolo.predict.writers import PredictionWriter
 
@@ -216,7 +242,8 @@ def _predict_into(save_dir, predictor, files, args: argparse.Namespace, *, style
         tqdm.write(f"tphyolo predict: warning: {text}", file=sys.stderr)
 
     if dist.is_main and args.resume is None:  # once the writer took the settings: a refusal leaves no folder
-        (save_dir / SETTINGS_FILE).write_text(yaml.safe_dump({"argv": saved_settings(args)}))
+        record = {"argv": saved_settings(args), **run_fingerprint(args.weights, files)}
+        write_text_atomic(save_dir / SETTINGS_FILE, yaml.safe_dump(record))
 
     return predict_into(
         predictor, files, writer, dist=dist, save_json=args.save_json, image_ids=image_ids,

@@ -127,11 +127,19 @@ def run(args: argparse.Namespace) -> int:
                 ids.update(frame.ids.tolist())
                 count += 1
             seconds = time.perf_counter() - start
+            if count == 0:
+                print(f"tphyolo track: warning: sequence {name}: no frame could be read", file=sys.stderr)
+                continue
             writer.end_sequence()
             total_frames, total_seconds = total_frames + count, total_seconds + seconds
             print(f"{name}: {len(ids)} tracks, {count} frames, {count / max(seconds, 1e-9):.1f} fps")
     finally:
         writer.close()
+    if total_frames == 0:
+        given = next(f"{flag} {value}" for flag, value in (("--source", args.source), ("--data", args.data),
+                                                             ("--detections", args.detections)) if value is not None)
+        print(f"tphyolo track: error: {given}: no frame could be read (skipped sources named above)", file=sys.stderr)
+        return 1
     print(f"{total_frames} frames tracked ({config.tracker}, cmc {_cmc(config)}) at "
           f"{total_frames / max(total_seconds, 1e-9):.1f} fps; results in {save_dir}")  # fmt: skip
     if split is not None:

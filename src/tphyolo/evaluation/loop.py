@@ -20,6 +20,7 @@ from torch import nn
 
 from tphyolo.classify.checkpoint import load_classifier
 from tphyolo.classify.classifier import CropClassifier, as_classifier
+from tphyolo.data.files.atomic import write_text_atomic
 from tphyolo.evaluation.sharded import Shard, gather_in_order, gather_speed, global_progress
 from tphyolo.infer.backends.pytorch import Backend, as_backend
 from tphyolo.infer.config import VALIDATION, InferenceConfig
@@ -152,7 +153,7 @@ def save_predictions(results: Sequence[ImageResult], save_dir: Path, *, save_txt
             lines = yolo_lines(detections, width=r.shape[1], height=r.shape[0], with_score=True)
             (save_dir / "labels" / f"{stem}.txt").write_text("".join(f"{line}\n" for line in lines))
     if save_json:
-        (save_dir / "predictions.json").write_text(json.dumps(coco_predictions(named)))
+        write_text_atomic(save_dir / "predictions.json", json.dumps(coco_predictions(named)))
 
 
 def save_batch_plots(results: Sequence[ImageResult], save_dir: Path, *, names: list[str], batches: int = 3) -> None:

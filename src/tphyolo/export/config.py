@@ -3,7 +3,7 @@ the rows of `tphyolo.export.formats`."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 
 from tphyolo.data.files.image_limits import IMGSZ_BOUNDS
 from tphyolo.export.formats import EXPORT_FORMATS, FORMAT_BY_NAME, INT8_FORMATS
@@ -104,6 +104,11 @@ class ExportConfig:
             raise ValueError(f"--calib-ranges must be one of {list(CALIBRATION_RANGES)}, got {self.calib_ranges!r}")
         if self.int8:
             self._check_int8()
+        else:
+            given = [f"--{name.replace('_', '-')}" for name in INT8_ONLY if getattr(self, name) != _DEFAULTS[name]]
+            if given:
+                raise ValueError(f"{' and '.join(given)} set(s) up INT8 quantization, which runs only with --int8; "
+                                 "add --int8 or drop it")  # fmt: skip
 
     def _check_int8(self) -> None:
         without = [f for f in self.formats if FORMAT_BY_NAME[f].int8_writer is None]
@@ -122,3 +127,7 @@ class ExportConfig:
             )
         if not 0 <= self.max_drop <= 1:
             raise ValueError(f"--max-drop is an mAP50 difference in [0, 1], got {self.max_drop}")
+
+
+INT8_ONLY = ("data", "calib_images", "calib_ranges", "calib_val", "max_drop", "protocol")  # fields --int8 reads
+_DEFAULTS = {f.name: f.default for f in fields(ExportConfig)}

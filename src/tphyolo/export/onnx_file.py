@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING
 import torch
 from torch import nn
 
+from tphyolo.data.files.atomic import atomic_path
 from tphyolo.export.config import DEFAULT_OPSET, MIN_OPSET
 from tphyolo.imports import require
 from tphyolo.infer.backends.metadata import ExportMetadata
@@ -68,13 +69,14 @@ def export_onnx(
     onnxslim when `simplify`); returns the path."""
     onnx = require("onnx", purpose="ONNX export")
     slim = require("onnxslim", purpose="--simplify") if simplify else None
-    trace_onnx(model, example, path, dynamic=dynamic, opset=opset)
-    proto = onnx.load(str(path))
-    if slim is not None:
-        proto = slim.slim(proto)
-    embed_metadata(proto, metadata)
-    onnx.checker.check_model(proto)
-    onnx.save(proto, str(path))
+    with atomic_path(path) as tmp:  # a file there stays whole until this one is
+        trace_onnx(model, example, tmp, dynamic=dynamic, opset=opset)
+        proto = onnx.load(str(tmp))
+        if slim is not None:
+            proto = slim.slim(proto)
+        embed_metadata(proto, metadata)
+        onnx.checker.check_model(proto)
+        onnx.save(proto, str(tmp))
     return path
 
 

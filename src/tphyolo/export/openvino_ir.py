@@ -14,6 +14,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from tphyolo.data.files.atomic import atomic_path
 from tphyolo.imports import require
 from tphyolo.infer.backends.metadata import ExportMetadata
 from tphyolo.infer.backends.openvino import RT_INFO_SECTION
@@ -39,9 +40,9 @@ def save_ir(model, folder: Path, *, metadata: ExportMetadata, half: bool = False
     ov = require("openvino", purpose="OpenVINO export")
     for key, value in metadata.to_strings().items():
         model.set_rt_info(value, [RT_INFO_SECTION, key])
-    folder.mkdir(parents=True, exist_ok=True)
-    xml = folder / f"{ir_stem(folder)}.xml"
-    ov.save_model(model, str(xml), compress_to_fp16=half)
+    with atomic_path(folder) as tmp:  # the folder is replaced once the new IR is whole
+        tmp.mkdir(parents=True)
+        ov.save_model(model, str(tmp / f"{ir_stem(folder)}.xml"), compress_to_fp16=half)
     return folder
 
 

@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from tphyolo.data.files.atomic import atomic_path
 from tphyolo.export.int8_policy import int8_plan
 from tphyolo.export.onnx_file import embed_metadata
 from tphyolo.export.quantize_openvino import model_input
@@ -109,8 +110,9 @@ def check(cfg: ExportConfig, device: torch.device) -> None:
 def write(job: ExportJob) -> None:
     """The INT8 ONNX file of `job`, quantized from the fp32 ONNX trace on `job.calibration()`."""
     plan = int8_plan(job)
-    quantize_onnx(plan.trace, job.path, plan.calibration.batches, keep_float=plan.keep_float)
-    rewrite_metadata(job.path, plan.metadata(job, METHOD))
+    with atomic_path(job.path) as tmp:  # a file there stays whole until the quantized one has its metadata
+        quantize_onnx(plan.trace, tmp, plan.calibration.batches, keep_float=plan.keep_float)
+        rewrite_metadata(tmp, plan.metadata(job, METHOD))
 
 
 def write_float(job: ExportJob, path: Path) -> Path:
@@ -118,7 +120,8 @@ def write_float(job: ExportJob, path: Path) -> Path:
     onnx = require("onnx", purpose=PURPOSE)
     proto = onnx.load(str(job.fp32_onnx()))
     embed_metadata(proto, job.metadata)
-    onnx.save(proto, str(path))
+    with atomic_path(path) as tmp:
+        onnx.save(proto, str(tmp))
     return path
 
 
@@ -127,4 +130,5 @@ def rewrite_metadata(path: Path, metadata: ExportMetadata) -> None:
     onnx = require("onnx", purpose=PURPOSE)
     proto = onnx.load(str(path))
     embed_metadata(proto, metadata)
-    onnx.save(proto, str(path))
+    with atomic_path(path) as tmp:
+        onnx.save(proto, str(tmp))

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING
 
 import torch
 
+from tphyolo.data.files.atomic import write_bytes_atomic
 from tphyolo.export.onnx_file import INPUT_NAME
 from tphyolo.infer.backends.metadata import ExportMetadata
 
@@ -88,11 +89,7 @@ def export_engine(
 def write_engine_file(path: Path, metadata: ExportMetadata, engine: bytes) -> Path:
     """Writes the serialized `engine` to `path`, prefixed by `metadata` (the layout of the module docstring)."""
     header = metadata.to_json().encode()
-    with open(path, "wb") as file:
-        file.write(struct.pack("<I", len(header)))
-        file.write(header)
-        file.write(engine)
-    return path
+    return write_bytes_atomic(path, struct.pack("<I", len(header)) + header + engine)
 
 
 def check(cfg: ExportConfig, device: torch.device) -> None:

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING
 import torch
 from torch import nn
 
+from tphyolo.data.files.atomic import atomic_path
 from tphyolo.infer.backends.metadata import ExportMetadata
 from tphyolo.infer.backends.torchscript import METADATA_FILE
 from tphyolo.infer.backends.tracing import quiet_jit
@@ -28,7 +29,8 @@ def export_torchscript(model: nn.Module, example: torch.Tensor, path: Path, *, m
     re-run by the tracer's own check: the export check compares outputs afterwards."""
     with torch.no_grad(), quiet_jit():
         traced = torch.jit.trace(model, example, check_trace=False)
-        torch.jit.save(traced, str(path), _extra_files={METADATA_FILE: metadata.to_json()})
+        with atomic_path(path) as tmp:
+            torch.jit.save(traced, str(tmp), _extra_files={METADATA_FILE: metadata.to_json()})
     return path
 
 

@@ -38,26 +38,32 @@ IGNORE_OVERLAP = 0.5  # a box this much inside ignore regions is dropped
 
 @dataclass(frozen=True)
 class FrameBoxes:
-    """One class of one sequence, frame by frame (index t is frame t + 1): ground-truth ids and boxes (xyxy)
-    and output ids and boxes."""
+    """One class of one sequence, frame by frame, sparse: `frames` are the numbers (from 1, ascending) of the
+    frames with a ground-truth or output box, and entry t of each list is frame `frames[t]`'s ground-truth ids
+    and boxes (xyxy) and output ids and boxes. `length` is the sequence's number of frames: the frames left out
+    hold nothing, and the metrics count them without visiting them, so a frame number's size costs nothing."""
 
     truth_ids: list[np.ndarray]
     truth_boxes: list[np.ndarray]
     output_ids: list[np.ndarray]
     output_boxes: list[np.ndarray]
+    frames: tuple[int, ...] = ()
+    length: int = 0
 
     @classmethod
     def split(cls, truth: TrackTable, output: TrackTable, length: int) -> FrameBoxes:
-        truth_ids, truth_boxes = _per_frame(truth, length)
-        output_ids, output_boxes = _per_frame(output, length)
-        return cls(truth_ids, truth_boxes, output_ids, output_boxes)
+        numbers = tuple(np.union1d(truth.frames, output.frames).astype(np.int64).tolist())
+        truth_ids, truth_boxes = _per_frame(truth, numbers)
+        output_ids, output_boxes = _per_frame(output, numbers)
+        return cls(truth_ids, truth_boxes, output_ids, output_boxes, numbers, length)
 
 
-def _per_frame(table: TrackTable, length: int) -> tuple[list[np.ndarray], list[np.ndarray]]:
-    ids = [np.zeros(0, np.int64) for _ in range(length)]
-    boxes = [np.zeros((0, 4)) for _ in range(length)]
+def _per_frame(table: TrackTable, numbers: tuple[int, ...]) -> tuple[list[np.ndarray], list[np.ndarray]]:
+    place = {number: t for t, number in enumerate(numbers)}
+    ids = [np.zeros(0, np.int64) for _ in numbers]
+    boxes = [np.zeros((0, 4)) for _ in numbers]
     for frame, rows in table.by_frame():
-        ids[frame - 1], boxes[frame - 1] = rows.ids, rows.boxes
+        ids[place[frame]], boxes[place[frame]] = rows.ids, rows.boxes
     return ids, boxes
 
 

@@ -160,11 +160,12 @@ def _summary(results: Mapping[str, Mapping[str, Any]]) -> dict[str, float]:
 def trackeval_data(boxes: FrameBoxes, *, where: str) -> dict[str, Any]:
     """The per-sequence dict trackeval's metrics read: ids relabelled 0..n-1, IoU similarity per frame.
     Raises ValueError naming `where` and the frame when an id appears twice in one frame."""
-    data: dict[str, Any] = {"num_timesteps": len(boxes.truth_ids)}
+    data: dict[str, Any] = {"num_timesteps": boxes.length}  # the frames without boxes are left out of the lists
     for side, ids, key in (("truth", boxes.truth_ids, "gt"), ("output", boxes.output_ids, "tracker")):
         for t, frame_ids in enumerate(ids):
             if len(np.unique(frame_ids)) != len(frame_ids):
-                raise ValueError(f"{where}: {side} id {_first_repeat(frame_ids)} appears twice in frame {t + 1}")
+                frame = boxes.frames[t]
+                raise ValueError(f"{where}: {side} id {_first_repeat(frame_ids)} appears twice in frame {frame}")
         unique = np.unique(np.concatenate(ids)) if ids else np.zeros(0, np.int64)
         data[f"{key}_ids"] = [np.searchsorted(unique, frame_ids) for frame_ids in ids]
         data[f"num_{key}_ids"] = len(unique)

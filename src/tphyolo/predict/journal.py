@@ -6,18 +6,26 @@ images, a video) once every output of every file in it is written: the output na
 detections and skipped files it had, and, when predictions.json is asked for, each frame's detections. A unit
 without a whole line (the run stopped while writing its outputs, or while writing the line) is not finished:
 a resumed run does it again, whole, so that its batches are those of an uninterrupted run.
+
+A journal is read as untrusted input: each line is checked (`UnitRecord.from_json`: JSON nested at most a few
+levels, counts whole and bounded, rows of six finite numbers with a score in [0, 1] and a known class, frames of
+the unit's own files) and must name a unit of the run; a line that fails is reported (file:line) and its unit
+is redone.
 """
 
 from __future__ import annotations
 
 import json
+import math
 import shutil
+from collections.abc import Callable, Collection
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import torch
 
 JOURNAL_DIR = ".journal"
+MAX_COUNT = 10**9  # detections, skipped files or frames of one unit
 
 
 @dataclass(frozen=True)
@@ -48,12 +56,54 @@ class UnitRecord:
                            "frames": frames, "warned": self.warned})  # fmt: skip
 
     @classmethod
-    def from_json(cls, line: str) -> UnitRecord:
-        data = json.loads(line)
-        frames = tuple(FrameRecord(f, int(i), n, torch.tensor(rows, dtype=torch.float32).reshape(-1, 6))
-                       for f, i, n, rows in data["frames"])  # fmt: skip
-        return cls(tuple(data["files"]), int(data["detections"]), int(data["skipped"]), frames,
-                   int(data.get("warned", 0)))  # fmt: skip
+    def from_json(cls, line: str, *, classes: int | None = None) -> UnitRecord:
+        """The unit of a journal line; ValueError saying what is wrong (module docstring), class ids checked
+        against `classes` when given."""
+        try:
+            data = json.loads(line)
+        except json.JSONDecodeError:
+            raise ValueError("not a whole JSON line (cut short?)") from None
+        except RecursionError:
+            raise ValueError("nested deeper than a journal line is") from None
+        if not isinstance(data, dict) or not {"files", "detections", "skipped", "frames"} <= data.keys():
+            raise ValueError("not a journal record (files, detections, skipped, frames)")
+        files = data["files"]
+        if not isinstance(files, list) or not files or not all(isinstance(f, str) for f in files):
+            raise ValueError("'files' is not a list of output names")
+        counts = [_count(data, key) for key in ("detections", "skipped", "warned")]
+        if not isinstance(data["frames"], list):
+            raise ValueError("'frames' is not a list")
+        frames = tuple(_frame(item, set(files), classes) for item in data["frames"])
+        if frames and sum(len(f.rows) for f in frames) != counts[0]:
+            raise ValueError(f"{sum(len(f.rows) for f in frames)} rows for {counts[0]} detections")
+        return cls(tuple(files), counts[0], counts[1], frames, counts[2])
+
+
+def _count(data: dict, key: str) -> int:
+    value = data.get(key, 0)
+    if type(value) is not int or not 0 <= value <= MAX_COUNT:
+        raise ValueError(f"{key!r} {str(value)[:40]} is not a count from 0 to {MAX_COUNT:,}")
+    return value
+
+
+def _frame(item, files: set[str], classes: int | None) -> FrameRecord:
+    """A FrameRecord from its JSON [file, index, name, rows]; ValueError saying what is wrong."""
+    if not isinstance(item, list) or len(item) != 4:
+        raise ValueError("a frame is not [file, index, name, rows]")
+    file, index, name, rows = item
+    if file not in files or not isinstance(name, str):
+        raise ValueError(f"a frame names file {str(file)[:80]!r}, not one of the unit's")
+    if type(index) is not int or not 0 <= index <= MAX_COUNT:
+        raise ValueError(f"frame index {str(index)[:40]} of {file} is not a whole number from 0")
+    if not isinstance(rows, list) or not all(isinstance(r, list) and len(r) == 6 for r in rows):
+        raise ValueError(f"rows of {file} frame {index} are not (N, 6) x1, y1, x2, y2, score, class")
+    for row in rows:
+        if not all(type(v) in (int, float) and math.isfinite(v) for v in row):
+            raise ValueError(f"a row of {file} frame {index} holds a value that is not a finite number")
+        score, label = row[4], row[5]
+        if not 0 <= score <= 1 or label != int(label) or label < 0 or (classes is not None and label >= classes):
+            raise ValueError(f"a row of {file} frame {index} has score {score} and class {label} (of {classes})")
+    return FrameRecord(file, index, name, torch.tensor(rows, dtype=torch.float32).reshape(-1, 6))
 
 
 class Journal:
@@ -75,18 +125,31 @@ class Journal:
             f.flush()
 
 
-def finished_units(run_dir: Path) -> list[UnitRecord]:
-    """The units the journals of `run_dir` (of any number of processes) record as finished; a line that does
-    not parse (cut short) does not count. A unit recorded twice counts once."""
-    units: dict[tuple[str, ...], UnitRecord] = {}
+def finished_units(
+    run_dir: Path,
+    *,
+    units: Collection[tuple[str, ...]] | None = None,
+    classes: int | None = None,
+    on_bad: Callable[[str], None] | None = None,
+) -> list[UnitRecord]:
+    """The units the journals of `run_dir` (of any number of processes) record as finished, each line checked
+    (`UnitRecord.from_json` with `classes`) and, given `units` (the output names of the run's units), naming one
+    of them. A line that fails does not count: `on_bad` gets "FILE:LINE: what is wrong; its unit is redone". A
+    unit recorded twice counts once."""
+    found: dict[tuple[str, ...], UnitRecord] = {}
+    known = None if units is None else set(units)
     for path in sorted((Path(run_dir) / JOURNAL_DIR).glob("rank*.jsonl")):
-        for line in path.read_text(encoding="utf-8", errors="replace").splitlines():
+        for n, line in enumerate(path.read_text(encoding="utf-8", errors="replace").splitlines(), start=1):
             try:
-                unit = UnitRecord.from_json(line)
-            except (ValueError, KeyError, TypeError):
+                unit = UnitRecord.from_json(line, classes=classes)
+                if known is not None and unit.files not in known:
+                    raise ValueError(f"unit {list(unit.files)[:3]} is not one of this run's (a source removed?)")
+            except ValueError as error:
+                if on_bad is not None:
+                    on_bad(f"{path}:{n}: {error}; its unit is redone")
                 continue
-            units[unit.files] = unit
-    return list(units.values())
+            found[unit.files] = unit
+    return list(found.values())
 
 
 def clear_journal(run_dir: Path) -> None:

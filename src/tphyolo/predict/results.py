@@ -45,14 +45,16 @@ def save_crops(
     image: np.ndarray, detections: Detections, names: Sequence[str], folder: str | Path, stem: str
 ) -> list[Path]:
     """Write each detection's crop to `folder/CLASS/STEM_K.jpg` (CLASS: its class name with every run of
-    characters other than letters, digits, `-`, `_` and `.` made one `_`; K its rank in the image, 0 for the best
-    score); returns the files written (boxes outside the image write nothing)."""
+    characters other than letters, digits, `-`, `_` and `.` made one `_`, and leading dots made `_`, so that a
+    name such as `..` stays inside `folder`; K its rank in the image, 0 for the best score); returns the files
+    written (boxes outside the image write nothing)."""
     written = []
     for k, (crop, label) in enumerate(zip(crop_boxes(image, detections), detections.labels.tolist(), strict=True)):
         if not crop.size:
             continue
         name = class_name(names, label)
-        path = Path(folder) / (re.sub(r"[^\w.-]+", "_", name) or str(label)) / f"{stem}_{k}.jpg"
+        safe = re.sub(r"^\.+", lambda dots: "_" * len(dots.group()), re.sub(r"[^\w.-]+", "_", name))
+        path = Path(folder) / (safe or str(label)) / f"{stem}_{k}.jpg"
         path.parent.mkdir(parents=True, exist_ok=True)
         written.append(write_image(path, crop))
     return written

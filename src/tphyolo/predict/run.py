@@ -16,6 +16,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from tphyolo.data.files.atomic import write_text_atomic
 from tphyolo.ops.detections import Detections
 from tphyolo.predict.journal import FrameRecord, Journal, UnitRecord, clear_journal, finished_units
 from tphyolo.predict.predictor import Predictor
@@ -83,17 +84,23 @@ def predict_into(
     """Predict `files` (`sources.resolve_source`) and write each frame with `writer` into its folder, and
     predictions.json there with `save_json` (COCO image ids from `image_ids` by output name when given);
     module docstring. Every rank of a torchrun run calls this with the same arguments (`writer` on the same
-    folder). resume: leave out what the folder's journal records as finished. on_skip: as `Predictor.stream`
+    folder). resume: leave out what the folder's journal records as finished (each line checked; a bad one is
+    passed to `on_note` and its unit redone). on_skip: as `Predictor.stream`
     (called on the rank that met the file); on_note: called with each warning a frame comes with
     (`Frame.notes`). The counts returned are rank 0's (each rank gets its own)."""
     save_dir = writer.save_dir
     names = source_names(files)
-    before = finished_units(save_dir) if resume else []
+    all_units = source_units(files, batch=predictor.config.batch)
+    before = []
+    if resume:
+        report = on_note if dist.is_main else None  # every rank reads the journals; one reports them
+        before = finished_units(save_dir, units={tuple(names[i] for i in u) for u in all_units},
+                                classes=len(predictor.names), on_bad=report)  # fmt: skip
     if dist.is_main and not resume:
         clear_journal(save_dir)
     barrier(dist)  # no rank journals into a folder rank 0 is still clearing
     done = {unit.files for unit in before}
-    units = [u for u in source_units(files, batch=predictor.config.batch) if tuple(names[i] for i in u) not in done]
+    units = [u for u in all_units if tuple(names[i] for i in u) not in done]
     state = _Progress(deal(units, rank=dist.rank, world_size=dist.world_size), names, Journal(save_dir, dist.rank))
     positions: dict[Path | Stream, list[int]] = {}  # this rank's positions of each file, in the order it reads them
     for unit in state.units:
@@ -163,4 +170,4 @@ def _write_json(path: Path, units: Sequence[UnitRecord], names: Sequence[str], i
         first.setdefault(name, position)
     frames = sorted((f for unit in units for f in unit.frames), key=lambda f: (first[f.file], f.index))
     named = [(f.name, Detections.from_rows(f.rows)) for f in frames]
-    path.write_text(json.dumps(coco_predictions(named, image_ids)), encoding="utf-8")
+    write_text_atomic(path, json.dumps(coco_predictions(named, image_ids)))

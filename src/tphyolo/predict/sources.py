@@ -14,7 +14,6 @@ on its Frame (`Frame.notes`) for the command to show.
 
 from __future__ import annotations
 
-import glob
 import os
 import re
 from collections.abc import Callable, Iterator, Sequence
@@ -24,6 +23,7 @@ from pathlib import Path
 import cv2
 import numpy as np
 
+from tphyolo.data.files.globbing import glob_once
 from tphyolo.data.files.image_io import ImageError, is_image_name, load_image
 from tphyolo.data.files.paths import NO_SUCH_FILE, regular_file_problem
 
@@ -142,7 +142,7 @@ def resolve_source(source: str | Path | Stream | Sequence[str | Path | Stream]) 
     if is_stream(text):
         return [Stream(text)]
     if any(ch in text for ch in "*?[") and not os.path.lexists(Path(text).expanduser()):
-        files = _media_in(_once_each([Path(p) for p in glob.glob(text, recursive=True)]))
+        files = _media_in(_once_each(glob_once(text)))  # each real folder once: link loops end
         if not files:
             raise FileNotFoundError(f"source {text!r}: the pattern matches no image or video file")
         return files

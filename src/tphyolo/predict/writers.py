@@ -23,9 +23,9 @@ import json
 from collections.abc import Mapping, Sequence
 from pathlib import Path, PurePosixPath
 
-import cv2
 import numpy as np
 
+from tphyolo.data.files.atomic import write_text_atomic
 from tphyolo.data.files.image_io import write_image
 from tphyolo.data.files.json_files import load_json_file
 from tphyolo.data.formats.visdrone import category_ids
@@ -35,6 +35,7 @@ from tphyolo.predict.draw import draw_detections
 from tphyolo.predict.draw_style import DEFAULT_STYLE, DrawStyle
 from tphyolo.predict.results import save_crops
 from tphyolo.predict.sources import Frame
+from tphyolo.predict.video_out import VideoOut
 
 
 def output_name(frame: Frame) -> str:
@@ -131,7 +132,7 @@ class PredictionWriter:
         self.save_visdrone, self.save_json, self.save_crop = save_visdrone, save_json, save_crop
         self.style, self.image_ids = style, image_ids
         self.json_images: list[tuple[str, Detections]] = []
-        self.videos: dict[Path, cv2.VideoWriter] = {}
+        self.videos: dict[str, VideoOut] = {}  # by output name
         self.saved: list[Path] = []
         self.save_dir.mkdir(parents=True, exist_ok=True)
 
@@ -164,30 +165,27 @@ class PredictionWriter:
         self.saved.append(path)
 
     def _video_frame(self, frame: Frame, canvas: np.ndarray) -> None:
-        path = self.save_dir / f"{frame.name if frame.name is not None else frame.path.stem}.mp4"
-        writer = self.videos.get(path)
+        name = frame.name if frame.name is not None else frame.path.stem
+        writer = self.videos.get(name)
         if writer is None:
             height, width = canvas.shape[:2]
-            path.parent.mkdir(parents=True, exist_ok=True)
-            writer = cv2.VideoWriter(str(path), cv2.VideoWriter_fourcc(*"mp4v"), frame.fps, (width, height))
-            if not writer.isOpened():
-                raise OSError(f"{path}: cannot open a video writer")
-            self.videos[path] = writer
-            self.saved.append(path)
+            writer = VideoOut(self.save_dir / f"{name}.mp4", frame.fps, width, height)
+            self.videos[name] = writer
+            self.saved.append(writer.path)
         writer.write(canvas)
 
     def end_file(self, name: str) -> None:
         """Finish the outputs of the file whose output name is `name` (its annotated video): call after its last
         frame, so that its files are complete before the run ends."""
-        writer = self.videos.pop(self.save_dir / f"{name}.mp4", None)
+        writer = self.videos.pop(name, None)
         if writer is not None:
-            writer.release()
+            writer.close()
 
     def close(self) -> None:
-        for writer in self.videos.values():
-            writer.release()
-        self.videos.clear()
+        videos, self.videos = list(self.videos.values()), {}
+        for writer in videos:
+            writer.close()
         if self.save_json:
             path = self.save_dir / "predictions.json"
-            path.write_text(json.dumps(coco_predictions(self.json_images, self.image_ids)), encoding="utf-8")
+            write_text_atomic(path, json.dumps(coco_predictions(self.json_images, self.image_ids)))
             self.saved.append(path)

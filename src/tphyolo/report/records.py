@@ -27,6 +27,7 @@ from pathlib import Path
 
 import torch
 
+from tphyolo.data.files.atomic import write_text_atomic
 from tphyolo.data.files.json_files import load_json_file
 from tphyolo.metrics.protocol import ImageResult
 from tphyolo.metrics.registry import PROTOCOLS
@@ -78,7 +79,7 @@ def save_records(save_dir: Path, records: Records) -> Path:
     }
     path = Path(save_dir) / RECORDS_NAME
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(payload))
+    write_text_atomic(path, json.dumps(payload))
     return path
 
 

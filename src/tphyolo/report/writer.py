@@ -7,6 +7,7 @@ import json
 import shutil
 from pathlib import Path
 
+from tphyolo.data.files.atomic import write_text_atomic
 from tphyolo.report.data import ReportData, build_report
 from tphyolo.report.figures import write_figures
 from tphyolo.report.gallery import write_galleries
@@ -27,9 +28,9 @@ def write_report(data: ReportData, run_dir: Path, *, title: str = "tphyolo evalu
         shutil.rmtree(files_dir)
     figures = write_figures(data, files_dir)
     galleries = write_galleries(data, files_dir, run_dir)
-    (run_dir / JSON_NAME).write_text(json.dumps(data.as_json(), indent=2))
+    write_text_atomic(run_dir / JSON_NAME, json.dumps(data.as_json(), indent=2))
     path = run_dir / REPORT_NAME
-    path.write_text(render_html(data, figures, galleries, FILES_NAME, title=title), encoding="utf-8")
+    write_text_atomic(path, render_html(data, figures, galleries, FILES_NAME, title=title))
     return path
 
 

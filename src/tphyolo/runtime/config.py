@@ -52,6 +52,8 @@ class RuntimeConfig:
     alloc_conf: CUDA caching-allocator settings, applied only when the user's environment sets none.
     keep_cpu_memory: keep large freed CPU blocks in the process for reuse (glibc malloc thresholds, see
         `tphyolo.runtime.cpu_memory`) instead of page-faulting them in again on every pass.
+    trust_code: load model files that are programs (TorchScript runs the code it carries); off, they are
+        refused before anything in them is read.
     """
 
     device: str = "auto"
@@ -64,6 +66,7 @@ class RuntimeConfig:
     cudnn_benchmark: bool = True
     alloc_conf: str = DEFAULT_ALLOC_CONF
     keep_cpu_memory: bool = True
+    trust_code: bool = False
 
     def __post_init__(self) -> None:
         if self.amp not in AMP_CHOICES:
@@ -248,4 +251,5 @@ def runtime_from_args(args: argparse.Namespace) -> RuntimeConfig:
         cudnn_benchmark=not args.no_cudnn_benchmark,
         alloc_conf=args.alloc_conf,
         keep_cpu_memory=not args.no_keep_cpu_memory,
+        trust_code=getattr(args, "trust_code", False),
     )

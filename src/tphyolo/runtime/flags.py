@@ -32,6 +32,9 @@ def parse_device(spec: str) -> list[str]:
     raise ValueError(f"bad device {spec!r}: use auto, cpu, cuda, cuda:N, N or N,M,...")
 
 
+TRUST_CODE_FLAG = "--trust-code"  # allows loading weights that run their own code (TorchScript)
+
+
 def add_runtime_arguments(parser: argparse.ArgumentParser, *, inference: bool = False) -> None:
     """The runtime flags shared by train, val, predict, bench and profile; `inference` adds `--half`
     (fp16 weights, for commands that only run models forward)."""
@@ -62,6 +65,11 @@ def add_runtime_arguments(parser: argparse.ArgumentParser, *, inference: bool = 
     )
     if inference:
         group.add_argument("--half", action="store_true", help="fp16 weights and inputs, no autocast (CUDA only)")
+        group.add_argument(
+            TRUST_CODE_FLAG,
+            action="store_true",
+            help="load weights that are programs (.torchscript runs the code it carries); only for files you trust",
+        )
     group.add_argument(
         "--sdpa-backend",
         action="append",

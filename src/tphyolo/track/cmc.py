@@ -78,8 +78,8 @@ class CameraMotion:
         grey = frame if frame.ndim == 2 else cv2.cvtColor(frame, cv2.COLOR_BGR2GRAY)
         scale = min(1.0, self.size / max(grey.shape))
         if scale < 1.0:
-            grey = cv2.resize(grey, (round(grey.shape[1] * scale), round(grey.shape[0] * scale)),
-                              interpolation=cv2.INTER_AREA)  # fmt: skip
+            size = (max(1, round(grey.shape[1] * scale)), max(1, round(grey.shape[0] * scale)))  # 20000x16: 960x1
+            grey = cv2.resize(grey, size, interpolation=cv2.INTER_AREA)
         return grey, scale
 
     @staticmethod

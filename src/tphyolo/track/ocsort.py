@@ -219,6 +219,13 @@ class OCSort:
         self.frame_count = 0
         self.next_id = 1
 
+    def skip_empty(self, frames: int) -> None:
+        """Advance `frames` frames that have no detection at once, which only moves the frame count while no
+        track is kept. ValueError when a track is kept (its age must move frame by frame)."""
+        if len(self.tracks) or frames < 0:
+            raise ValueError(f"skip_empty({frames}) with {len(self.tracks)} track(s) kept; update frame by frame")
+        self.frame_count += frames
+
     def update(self, boxes, scores, labels=None, *, frame=None, camera_motion=None) -> Tracks:
         """Advance one frame: `boxes` (N, 4) xyxy pixels, `scores` (N,), `labels` (N,) class ids (default 0).
         `frame` and `camera_motion` are accepted for the common contract and not used. Returns the tracks

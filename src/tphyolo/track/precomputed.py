@@ -7,7 +7,11 @@ A sequence's detections are a `TrackTable` (`tphyolo.data.mot.sequences.read_det
 VisDrone-MOT rows); the tracker's labels are their category column (-1 where the file gives none). With the
 sequence's frames (frame number, uint8 BGR image), each frame's image is handed to the tracker (for its
 camera-motion compensation) and to the caller (for drawing); detections of frames that have no image are then
-left out. Without frames, every frame from 1 to the last one with a detection is tracked, none skipped.
+left out. Without frames, the frames from 1 to the last one with a detection are tracked sparsely: each frame
+with a detection, and the empty frames after it while a track is kept; an empty stretch with no track kept is
+passed in one step by trackers that offer `skip_empty(frames)` (ByteTrack, BoT-SORT, OC-SORT), which gives the
+same tracks as visiting it, so that a frame number of 10^9 costs no more than a small one; a tracker without it
+visits every frame.
 """
 
 from __future__ import annotations
@@ -28,7 +32,22 @@ def track_detections(
     tracker.reset()
     by_frame = dict(detections.by_frame())
     if frames is None:
-        frames = ((number, None) for number in range(1, detections.last_frame + 1))
+        frames = ((number, None) for number in _visited_frames(sorted(by_frame), tracker))
     for number, image in frames:
         rows = by_frame.get(number, TrackTable.empty())
         yield number, image, tracker.update(rows.boxes, rows.scores, rows.classes, frame=image)
+
+
+def _visited_frames(numbers: list[int], tracker: MultiObjectTracker) -> Iterator[int]:
+    """The frames to update `tracker` with, up to the last of `numbers` (the frames with detections, ascending),
+    read lazily: between two of them, the empty frames while the tracker keeps a track, the rest skipped."""
+    sparse = hasattr(tracker, "skip_empty")
+    last = 0
+    for number in numbers:
+        for empty in range(last + 1, number):
+            if sparse and not len(tracker.tracks):
+                tracker.skip_empty(number - empty)
+                break
+            yield empty
+        yield number
+        last = number

@@ -79,6 +79,13 @@ class Tracker:
         self.camera.reset()
         self.camera_motion = IDENTITY.copy()
 
+    def skip_empty(self, frames: int) -> None:
+        """Advance `frames` frames that have no detection (and no image) at once, which only moves the frame count
+        while no track is kept. ValueError when a track is kept (its age must move frame by frame)."""
+        if len(self.tracks) or frames < 0:
+            raise ValueError(f"skip_empty({frames}) with {len(self.tracks)} track(s) kept; update frame by frame")
+        self.frame_count += frames
+
     def update(
         self,
         boxes,

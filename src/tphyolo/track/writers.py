@@ -19,7 +19,6 @@ from __future__ import annotations
 from collections.abc import Sequence
 from pathlib import Path
 
-import cv2
 import numpy as np
 
 from tphyolo.data.files.image_io import write_image
@@ -29,6 +28,7 @@ from tphyolo.data.mot.motchallenge import write_mot
 from tphyolo.data.mot.table import TrackTable
 from tphyolo.data.mot.visdrone_mot import write_visdrone_mot
 from tphyolo.predict.draw_style import DEFAULT_STYLE, DrawStyle
+from tphyolo.predict.video_out import VideoOut
 from tphyolo.track.draw import TrailPainter
 
 
@@ -59,7 +59,7 @@ class TrackWriter:
         self.save_dir.mkdir(parents=True, exist_ok=True)
         self._name: str | None = None
         self._rows: list[TrackTable] = []
-        self._video: cv2.VideoWriter | None = None
+        self._video: VideoOut | None = None
         self._fps: float | None = None
 
     def start_sequence(self, name: str, *, fps: float | None = None) -> None:
@@ -98,12 +98,9 @@ class TrackWriter:
 
     def _video_frame(self, canvas: np.ndarray) -> None:
         if self._video is None:
-            path = self.save_dir / f"{self._name}.mp4"
             height, width = canvas.shape[:2]
-            self._video = cv2.VideoWriter(str(path), cv2.VideoWriter_fourcc(*"mp4v"), self._fps, (width, height))
-            if not self._video.isOpened():
-                raise OSError(f"{path}: cannot open a video writer")
-            self.saved.append(path)
+            self._video = VideoOut(self.save_dir / f"{self._name}.mp4", self._fps, width, height)
+            self.saved.append(self._video.path)
         self._video.write(canvas)
 
     def end_sequence(self) -> None:
@@ -117,8 +114,8 @@ class TrackWriter:
         if self.save_visdrone:
             self.saved.append(write_visdrone_mot(self.save_dir / "visdrone" / f"{self._name}.txt", rows))
         if self._video is not None:
-            self._video.release()
-            self._video = None
+            video, self._video = self._video, None
+            video.close()
         self._name, self._rows = None, []
 
     def close(self) -> None:

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import csv
 import logging
-import os
 from collections.abc import Mapping
 from pathlib import Path
+
+from tphyolo.data.files.atomic import atomic_path
 
 LOGGER = logging.getLogger("tphyolo.train")
 
@@ -66,10 +67,8 @@ def _keep_rows_before(csv_path: Path, start_epoch: int) -> list[str] | None:
         return None
     if dropped:
         LOGGER.warning("%s: %d row(s) of epochs after the checkpoint dropped", csv_path, dropped)
-        tmp = csv_path.with_name(f".{csv_path.name}.tmp")
-        with tmp.open("w", newline="") as f:
+        with atomic_path(csv_path) as tmp, tmp.open("w", newline="") as f:
             csv.writer(f).writerows([columns, *kept])
-        os.replace(tmp, csv_path)
     return columns
 
 

@@ -1,18 +1,25 @@
 """The comma-separated number rows every MOT text format is made of, read with one-line errors.
 
 A line is `frame,id,left,top,width,height,...` (MOTChallenge, VisDrone-MOT, UAVDT); blank lines and trailing
-commas are tolerated, as the published files have them.
+commas are tolerated, as the published files have them. Every value is a plain decimal number (ASCII digits, an
+optional sign, point and exponent: not `1_0`, `²` or `inf`), and a frame number is at most `MAX_FRAME`: readers
+of these files keep frames sparse, but a number past it is not a frame of any video.
 """
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import numpy as np
 
+from tphyolo.data.files.atomic import write_text_atomic
 from tphyolo.data.labels import LabelError, finite_numbers, read_label_text
 
 ROW_START = ("frame", "id", "left", "top", "width", "height")
+MAX_FRAME = 10**9  # about a year of video at 30 fps
+# decimal ASCII; nan and inf pass here to be refused as non-finite
+PLAIN_NUMBER = re.compile(r"[+-]?(([0-9]+\.?[0-9]*|\.[0-9]+)([eE][+-]?[0-9]+)?|nan|inf|infinity)", re.IGNORECASE)
 
 
 def read_rows(path: Path, *, min_values: int, max_values: int, whole: tuple[int, ...] = ()) -> np.ndarray:
@@ -36,9 +43,13 @@ def read_rows(path: Path, *, min_values: int, max_values: int, whole: tuple[int,
                              f"({','.join(ROW_START)},...), got {len(fields)}: {line.strip()!r:.80}")  # fmt: skip
         if "" in fields:
             raise LabelError(f"{where}: field {fields.index('') + 1} is empty in {line.strip()!r:.80}")
+        odd = next((i for i, f in enumerate(fields) if not PLAIN_NUMBER.fullmatch(f)), None)
+        if odd is not None:
+            column = f"field {odd + 1} ({_column_name(odd)})"
+            raise LabelError(f"{where}: {column} {fields[odd]!r:.40} is not a number (plain ASCII decimal)")
         values = finite_numbers(fields, where, line)
-        if values[0] < 1 or values[0] != int(values[0]):
-            raise LabelError(f"{where}: frame {values[0]:g} is not a frame number (whole, from 1)")
+        if not 1 <= values[0] <= MAX_FRAME or values[0] != int(values[0]):
+            raise LabelError(f"{where}: frame {values[0]:g} is not a frame number (whole, from 1 to {MAX_FRAME:,})")
         for i in (1, *whole):
             if i < len(values) and (values[i] != int(values[i]) or (i in whole and values[i] < -1)):
                 kind = "a whole number" if i == 1 else "a level or category (a whole number >= -1)"
@@ -79,5 +90,4 @@ def write_text(path: Path, text: str) -> Path:
     """Write `text` (UTF-8) to `path`, making its folders; returns the path."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(text, encoding="utf-8")
-    return path
+    return write_text_atomic(path, text)

@@ -21,6 +21,7 @@ each a folder with `sequences/<seq>/` (the frames) and `annotations/` (the groun
 from __future__ import annotations
 
 import configparser
+import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
@@ -29,7 +30,7 @@ import numpy as np
 
 from tphyolo.data.dataset_config import SPLITS, DataConfig
 from tphyolo.data.mot.motchallenge import read_mot
-from tphyolo.data.mot.rows import read_rows, xywh_columns
+from tphyolo.data.mot.rows import MAX_FRAME, read_rows, xywh_columns
 from tphyolo.data.mot.table import UNKNOWN, TrackTable
 from tphyolo.data.mot.uavdt import IGNORE_SUFFIX, TRUTH_SUFFIX, read_uavdt
 from tphyolo.data.mot.visdrone_mot import read_visdrone_mot
@@ -102,19 +103,24 @@ def read_ground_truth(folder: Path, fmt: str) -> list[GroundTruthSequence]:
 
 def sequence_length(seqinfo: Path) -> int | None:
     """`seqLength` of a MOTChallenge `seqinfo.ini`, None when the file or the key is missing. Raises ValueError
-    naming the file for a value that is not a positive whole number."""
+    naming the file for a file that is not UTF-8 text and for a value that is not ASCII digits from 1 to
+    `MAX_FRAME`."""
     if not seqinfo.is_file():
         return None
     parser = configparser.ConfigParser(interpolation=None)
     try:
-        parser.read_string(seqinfo.read_text(encoding="utf-8-sig"), source=str(seqinfo))
+        text = seqinfo.read_bytes().decode("utf-8-sig")
+    except UnicodeDecodeError as error:
+        raise ValueError(f"{seqinfo}: not UTF-8 text (byte {error.start})") from None
+    try:
+        parser.read_string(text, source=str(seqinfo))
     except configparser.Error as error:
         raise ValueError(f"{seqinfo}: not an ini file ({' '.join(str(error).split())})") from None
     text = parser.get("Sequence", "seqLength", fallback=None)
     if text is None:
         return None
-    if not text.strip().isdigit() or int(text) < 1:
-        raise ValueError(f"{seqinfo}: seqLength {text!r} is not a positive whole number")
+    if not re.fullmatch(r"[0-9]+", text.strip()) or not 1 <= int(text) <= MAX_FRAME:
+        raise ValueError(f"{seqinfo}: seqLength {text!r:.40} is not a whole number from 1 to {MAX_FRAME:,}")
     return int(text)
 
 

@@ -21,6 +21,7 @@ from tphyolo.infer.backends.onnxruntime import OnnxRuntimeBackend
 from tphyolo.infer.backends.openvino import OpenVINOBackend
 from tphyolo.infer.backends.torchscript import TorchScriptBackend
 from tphyolo.runtime.config import resolve_device
+from tphyolo.runtime.flags import TRUST_CODE_FLAG
 
 # format -> the backend that runs its files (the export formats' table, `tphyolo.export.formats`, names these)
 BACKENDS: dict[str, type[ExportedBackend]] = {
@@ -36,13 +37,14 @@ def exported_format(path: str | Path) -> str | None:
 
 
 def load_backend(
-    path: str | Path, *, device: str | torch.device = "cpu", threads: int | None = None
+    path: str | Path, *, device: str | torch.device = "cpu", threads: int | None = None, trust_code: bool = False
 ) -> ExportedBackend:
     """The backend for an exported model file or folder, on `device` (a torch.device or a spelling such as
     "cpu", "cuda", "0"), with `threads` CPU threads (default:
     the cores this process may use). FileNotFoundError when it does not exist; ValueError (naming the file)
     when it is not an exported model, is truncated or corrupt, lacks tphyolo metadata or cannot run on
-    `device`; MissingExtraError when its runtime is not installed."""
+    `device`; MissingExtraError when its runtime is not installed. A format whose files are programs
+    (TorchScript) is refused before anything in the file is read unless `trust_code` says the caller trusts it."""
     path = Path(path)
     if not path.exists():
         raise FileNotFoundError(f"exported model {path} does not exist")
@@ -52,6 +54,11 @@ def load_backend(
             raise ValueError(f"{path}: TensorRT engines are written by `tphyolo export` but not run by tphyolo yet")
         suffixes = sorted(backend.suffix for backend in BACKENDS.values())
         raise ValueError(f"{path}: not an exported model; expected a file or folder named *{', *'.join(suffixes)}")
+    if BACKENDS[fmt].runs_code and not trust_code:
+        raise ValueError(
+            f"{path}: a {fmt} file is a program that runs its own code when loaded; refused unless you pass "
+            f"{TRUST_CODE_FLAG} (only for files you trust: the metadata naming tphyolo as its writer can be forged)"
+        )
     if not isinstance(device, torch.device):
         device = resolve_device(device)
     return BACKENDS[fmt](path, device=device, threads=threads)

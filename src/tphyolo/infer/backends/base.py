@@ -29,6 +29,7 @@ class ExportedBackend:
     format: str  # the export format it runs (the `format` of the file's metadata)
     suffix: str  # what the format's files are called: W + suffix
     cpu_only: bool = False  # runs on the CPU only, whatever device is asked for
+    runs_code: bool = False  # its files are programs: loaded only when the user trusts them (`load_backend`)
 
     @classmethod
     def recognises(cls, path: Path) -> bool:

@@ -19,22 +19,33 @@ Where it is stored:
 | TensorRT | a prefix of the .engine file: 4-byte little-endian length, then the fields as one JSON object |
 
 Reading never runs code: values are parsed by the bounded JSON reader (`tphyolo.data.files.json_files`) and checked
-field by field.
+field by field, each within bounds before it sizes anything: batch at most `MAX_BATCH`, each side of imgsz within
+the image-size policy (`MAX_IMGSZ`) and a multiple of the stride, stride a power of two up to `MAX_STRIDE`, at most
+`MAX_CLASSES` names of at most `MAX_NAME_CHARS` characters, other strings at most `MAX_TEXT_CHARS`, each stored
+value at most `MAX_ENTRY_CHARS` before it is parsed. A backend then checks the fields against its graph
+(`check_graph`: fixed batch and size, the output's classes). Every refusal names the file and the key.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import MISSING, asdict, dataclass, fields
 from typing import Any
 
 from tphyolo._version import __version__
+from tphyolo.data.files.image_limits import MAX_IMGSZ
 from tphyolo.data.files.json_files import load_json_text
+from tphyolo.models.parse import MAX_CLASSES
 
 SCHEMA = 1  # bump when a field changes meaning
 FORMATS = ("onnx", "openvino", "torchscript", "engine")  # the rows of `tphyolo.export.formats` (tested)
 DTYPES = ("float32", "float16")
+MAX_BATCH = 1024  # images per forward pass of a fixed-batch export
+MAX_STRIDE = 128  # the largest stride of any model (P6 models: 64)
+MAX_NAME_CHARS = 256  # a class name
+MAX_TEXT_CHARS = 4096  # any other string (model, source, int8 descriptions)
+MAX_ENTRY_CHARS = MAX_CLASSES * (MAX_NAME_CHARS + 4)  # one stored value, before parsing
 
 
 @dataclass(frozen=True)
@@ -71,21 +82,64 @@ class ExportMetadata:
     schema: int = SCHEMA
 
     def __post_init__(self) -> None:
+        """ValueError naming the key of the first field out of its bounds (see the module docstring)."""
         if self.format not in FORMATS:
-            raise ValueError(f"metadata format must be one of {FORMATS}, got {self.format!r}")
+            raise ValueError(f"metadata 'format' must be one of {FORMATS}, got {self.format!r}")
         if self.dtype not in DTYPES:
-            raise ValueError(f"metadata dtype must be one of {DTYPES}, got {self.dtype!r}")
-        if self.stride < 1 or self.batch < 1 or len(self.imgsz) != 2 or min(self.imgsz) < 1:
+            raise ValueError(f"metadata 'dtype' must be one of {DTYPES}, got {self.dtype!r}")
+        if not 1 <= self.batch <= MAX_BATCH:
+            raise ValueError(f"metadata 'batch' must be in [1, {MAX_BATCH}], got {self.batch}")
+        if not 1 <= self.stride <= MAX_STRIDE or self.stride & (self.stride - 1):
+            raise ValueError(f"metadata 'stride' must be a power of two in [1, {MAX_STRIDE}], got {self.stride}")
+        if len(self.imgsz) != 2 or not all(1 <= side <= MAX_IMGSZ and side % self.stride == 0 for side in self.imgsz):
             raise ValueError(
-                f"metadata needs stride >= 1, batch >= 1 and imgsz (h, w); "
-                f"got {self.stride}, {self.batch}, {self.imgsz}"
+                f"metadata 'imgsz' must be (h, w), each in [1, {MAX_IMGSZ}] and a multiple of the stride "
+                f"{self.stride}; got {list(self.imgsz)}"
             )
-        if not self.names or not all(isinstance(n, str) for n in self.names):
-            raise ValueError("metadata: names must be a non-empty list of class names")
+        if not self.names or len(self.names) > MAX_CLASSES:
+            raise ValueError(f"metadata 'names' must hold 1 to {MAX_CLASSES} class names, got {len(self.names)}")
+        long = next((i for i, name in enumerate(self.names) if len(name) > MAX_NAME_CHARS), None)
+        if long is not None:
+            raise ValueError(
+                f"metadata 'names': name {long} has {len(self.names[long])} characters, at most {MAX_NAME_CHARS}"
+            )
+        for key in ("model", "source", "int8_method", "int8_calibration", "int8_check", "tphyolo_version"):
+            if len(getattr(self, key)) > MAX_TEXT_CHARS:
+                raise ValueError(f"metadata {key!r} has {len(getattr(self, key))} characters, at most {MAX_TEXT_CHARS}")
         if len(self.int8_map50) not in (0, 2) or len(self.int8_map) != len(self.int8_map50):
             raise ValueError(
-                "metadata: int8_map50 and int8_map hold (float, int8) or nothing; "
+                "metadata 'int8_map50' and 'int8_map' hold (float, int8) or nothing; "
                 f"got {self.int8_map50}, {self.int8_map}"
+            )
+
+    def check_graph(
+        self, source: str, *, input_shape: Sequence[int | None], output_shape: Sequence[int | None]
+    ) -> None:
+        """ValueError naming `source` and the key when the fields disagree with the model's graph: its input
+        (B, 3, H, W) and output (B, N, 5 + nc) shapes, a dimension None where the graph leaves it free."""
+        if len(input_shape) != 4 or input_shape[1] not in (3, None):
+            raise ValueError(f"{source}: the graph's input is {list(input_shape)}, not (batch, 3, height, width)")
+        if len(output_shape) != 3:
+            raise ValueError(f"{source}: the graph's output is {list(output_shape)}, not (batch, boxes, 5 + classes)")
+        fixed = [dim for dim in (input_shape[0], *input_shape[2:]) if dim is not None]
+        if self.dynamic and fixed:
+            raise ValueError(
+                f"{source}: metadata 'dynamic' is true, but the graph's input is fixed at {list(input_shape)}"
+            )
+        if not self.dynamic:
+            if input_shape[0] is not None and input_shape[0] != self.batch:
+                raise ValueError(
+                    f"{source}: metadata 'batch' is {self.batch}, the graph's input batch {input_shape[0]}"
+                )
+            graph_size = tuple(input_shape[2:])
+            if None not in graph_size and graph_size != self.imgsz:
+                raise ValueError(
+                    f"{source}: metadata 'imgsz' is {list(self.imgsz)}, the graph's input {list(graph_size)}"
+                )
+        classes = output_shape[2]
+        if classes is not None and classes != 5 + self.nc:
+            raise ValueError(
+                f"{source}: metadata 'names' holds {self.nc} class names, the graph's output {classes - 5} classes"
             )
 
     @property
@@ -136,6 +190,8 @@ class ExportMetadata:
 
     @classmethod
     def from_json(cls, text: str | bytes, *, source: str) -> ExportMetadata:
+        if len(text) > MAX_ENTRY_CHARS * 2:
+            raise ValueError(f"{source}: metadata holds {len(text)} characters, at most {MAX_ENTRY_CHARS * 2}")
         try:
             text = text.decode("utf-8") if isinstance(text, bytes) else text
         except UnicodeDecodeError as error:
@@ -151,7 +207,12 @@ class ExportMetadata:
         data = {}
         for f in fields(cls):
             if f.name in entries:
-                data[f.name] = load_json_text(entries[f.name], source, what=f"metadata {f.name!r}")
+                text = entries[f.name]
+                if len(text) > MAX_ENTRY_CHARS:
+                    raise ValueError(
+                        f"{source}: metadata {f.name!r} holds {len(text)} characters, at most {MAX_ENTRY_CHARS}"
+                    )
+                data[f.name] = load_json_text(text, source, what=f"metadata {f.name!r}")
         return cls.from_dict(data, source=source)
 
 

@@ -35,7 +35,10 @@ class OnnxRuntimeBackend(ExportedBackend):
             if "CUDAExecutionProvider" not in ort.get_available_providers():
                 raise ValueError(f"{path}: onnxruntime has no CUDA provider here; install onnxruntime-gpu or use cpu")
             providers = [("CUDAExecutionProvider", {"device_id": device.index or 0}), *providers]
-        unreadable = (errors.Fail, errors.InvalidProtobuf, errors.InvalidGraph, errors.RuntimeException)
+        unreadable = (errors.Fail, errors.InvalidArgument, errors.InvalidProtobuf, errors.InvalidGraph,
+                      errors.NoModel, errors.NotImplemented, errors.RuntimeException)  # fmt: skip
+        if path.is_file() and path.stat().st_size == 0:
+            raise ValueError(f"{path}: an empty file, not an ONNX model")
         try:
             self.session = ort.InferenceSession(str(path), options, providers=providers)
         except unreadable as error:
@@ -43,6 +46,8 @@ class OnnxRuntimeBackend(ExportedBackend):
             raise ValueError(f"{path}: not a readable ONNX model (truncated or corrupt?): {reason}") from error
         metadata = ExportMetadata.from_strings(self.session.get_modelmeta().custom_metadata_map, source=str(path))
         check_format(metadata, "onnx", path)
+        metadata.check_graph(str(path), input_shape=_dims(self.session.get_inputs()[0].shape),
+                             output_shape=_dims(self.session.get_outputs()[0].shape))  # fmt: skip
         if metadata.dtype == "float16" and device.type != "cuda":
             raise ValueError(f"{path}: an fp16 export runs on CUDA only; ONNX Runtime's CPU provider needs fp32")
         super().__init__(path, metadata, device)
@@ -51,3 +56,8 @@ class OnnxRuntimeBackend(ExportedBackend):
     def _forward(self, x: torch.Tensor) -> torch.Tensor:
         (out,) = self.session.run(None, {self.input_name: x.cpu().numpy()})
         return torch.from_numpy(out)
+
+
+def _dims(shape: list) -> list[int | None]:
+    """An ONNX Runtime shape with its free dimensions (names or None) as None."""
+    return [dim if isinstance(dim, int) else None for dim in shape]

@@ -64,6 +64,8 @@ class OpenVINOBackend(ExportedBackend):
             raise ValueError(f"{path}: not a readable OpenVINO IR (truncated or corrupt?): {reason}") from error
         metadata = read_rt_info(model, str(path))
         check_format(metadata, "openvino", path)
+        metadata.check_graph(str(path), input_shape=_dims(model.inputs[0].partial_shape),
+                             output_shape=_dims(model.outputs[0].partial_shape))  # fmt: skip
         config = {"PERFORMANCE_HINT": "LATENCY", "INFERENCE_NUM_THREADS": threads or cpu_threads()}
         if not metadata.half:
             config["INFERENCE_PRECISION_HINT"] = "f32"
@@ -78,3 +80,8 @@ class OpenVINOBackend(ExportedBackend):
     def _forward(self, x: torch.Tensor) -> torch.Tensor:
         out = self.request.infer({0: x.numpy()})[0]
         return torch.from_numpy(np.array(out, copy=True))  # the request reuses its output buffer
+
+
+def _dims(shape) -> list[int | None]:  # noqa: ANN001 - an openvino.PartialShape
+    """An OpenVINO partial shape with its free dimensions as None."""
+    return [dim.get_length() if dim.is_static else None for dim in shape]

@@ -103,8 +103,9 @@ def load_backends(
     """One backend per entry of `weights` (a model, a checkpoint path, an exported model — `.onnx`,
     `*_openvino_model/` or its `.xml`, `.torchscript` — or a sequence of them: an ensemble; formats may mix).
 
-    Raises ValueError when `runtime` cannot run on `device` (checked before anything is loaded) or when the
-    models disagree on the number of classes.
+    Raises ValueError when `runtime` cannot run on `device` (checked before anything is loaded), when the
+    models disagree on the number of classes, or for a file that runs its own code (TorchScript) unless
+    `runtime.trust_code`.
     """
     runtime.check_device(device)
     entries = list(weights) if isinstance(weights, (list, tuple)) else [weights]
@@ -115,7 +116,7 @@ def load_backends(
 
     for entry in entries:
         if not isinstance(entry, nn.Module) and exported_format(entry) is not None:
-            backend = load_backend(entry, device=device)
+            backend = load_backend(entry, device=device, trust_code=runtime.trust_code)
         else:
             backend = TorchBackend.load(entry, runtime=runtime, device=device, fuse=fuse)
         if backends and len(backend.names) != len(backends[0].names):

@@ -1,4 +1,8 @@
-"""TorchScript backend for `.torchscript` exports, on the CPU or CUDA."""
+"""TorchScript backend for `.torchscript` exports, on the CPU or CUDA.
+
+A TorchScript file is a program: the code it carries runs when it is loaded and called, whoever wrote it (its
+tphyolo metadata can be forged like any other bytes). `load_backend` refuses it unless the caller trusts it.
+"""
 
 from __future__ import annotations
 
@@ -18,6 +22,7 @@ class TorchScriptBackend(ExportedBackend):
 
     format = "torchscript"
     suffix = ".torchscript"
+    runs_code = True
 
     def __init__(self, path: Path, *, device: torch.device, threads: int | None = None) -> None:
         extra = {METADATA_FILE: ""}

@@ -23,6 +23,8 @@ from typing import Any, TextIO
 
 import yaml
 
+from tphyolo.data.files.atomic import write_text_atomic
+from tphyolo.flags import setting_name
 from tphyolo.runtime.config import RuntimeConfig
 from tphyolo.runtime.run_dir import new_run_dir
 from tphyolo.training.config import TrainConfig
@@ -74,7 +76,7 @@ def _settings(run_dir: Path, tune: TuneConfig | None, train: TrainConfig | None)
     """The settings of a resumed search (`tune` may change `trials` only), or those given, saved for later."""
     path = run_dir / SETTINGS_FILE
     if tune is not None and train is not None:
-        path.write_text(yaml.safe_dump({"tune": tune.to_dict(), "train": train.to_dict()}, sort_keys=False))
+        write_text_atomic(path, yaml.safe_dump({"tune": tune.to_dict(), "train": train.to_dict()}, sort_keys=False))
         return tune, train
     if not path.is_file():
         raise FileNotFoundError(f"{run_dir}: not a search folder (no {SETTINGS_FILE})")
@@ -82,11 +84,17 @@ def _settings(run_dir: Path, tune: TuneConfig | None, train: TrainConfig | None)
     if not isinstance(saved, dict) or not isinstance(saved.get("tune"), dict) or not isinstance(saved.get("train"),
                                                                                                dict):  # fmt: skip
         raise ValueError(f"{path}: expected the mappings 'tune' and 'train'")
-    resumed = TuneConfig.from_dict(saved["tune"])
+    try:
+        resumed = TuneConfig.from_dict(saved["tune"])
+    except (TypeError, ValueError) as error:
+        raise ValueError(f"{path}: key 'tune' (the search's saved settings): {error}") from None
     if tune is not None:
         resumed = replace(resumed, trials=tune.trials)
     train_values = {k: tuple(v) if isinstance(v, list) else v for k, v in saved["train"].items()}  # yaml lists
-    return resumed, TrainConfig.from_dict(train_values)
+    try:
+        return resumed, TrainConfig.from_dict(train_values)
+    except (TypeError, ValueError) as error:
+        raise ValueError(f"{path}: key 'train' (the search's saved settings): {error}") from None
 
 
 def _scheduler(tune: TuneConfig, epochs: int) -> Any:
@@ -141,6 +149,13 @@ def _resumed_rows(path: Path) -> list[TrialRow]:
     return [replace(row, state="interrupted") if row.state == "running" else row for row in rows]
 
 
+def _check_columns(path: Path, rows: list[TrialRow], keys: tuple[str, ...]) -> None:
+    """ValueError naming trials.csv when its rows lack a column of a searched hyperparameter."""
+    missing = [key for key in keys if rows and key not in rows[0].hyp]
+    if missing:
+        raise ValueError(f"{path}: no column {missing[0]!r} of the searched hyperparameters ({len(missing)} missing)")
+
+
 def _fit(tune: TuneConfig, train: TrainConfig, runtime: RuntimeConfig, *, run_dir: Path, base: dict[str, float],
          rows: list[TrialRow], stream: TextIO, trainable: Callable[..., None] | None) -> None:  # fmt: skip
     """The Ray Tune part: the trials still missing, run with the searcher, scheduler and reporter. A trial
@@ -156,7 +171,13 @@ def _fit(tune: TuneConfig, train: TrainConfig, runtime: RuntimeConfig, *, run_di
     from tphyolo.training.tune.trainable import TrialSetup, run_trial, trial_dirname
     from tphyolo.training.tune.trials import history
 
-    space = build_search_space(base, overrides=load_space_overrides(tune.space) if tune.space else None)
+    overrides = load_space_overrides(tune.space) if tune.space else None
+    try:
+        space = build_search_space(base, overrides=overrides)
+    except ValueError as error:  # only the space file's keys are checked: name it
+        raise ValueError(f"{tune.space}: {error}") from None
+    _check_columns(run_dir / TRIALS_FILE, rows, space.keys)
+    _check_cpus(tune)
     remaining = tune.trials - sum(row.state in COUNTED for row in rows)
     if remaining <= 0:
         return
@@ -166,6 +187,10 @@ def _fit(tune: TuneConfig, train: TrainConfig, runtime: RuntimeConfig, *, run_di
     table = TrialTable(run_dir / TRIALS_FILE, space=space, epochs=train.epochs, total=tune.trials, stream=stream,
                        rows=rows)  # fmt: skip
     with ray_cluster(address=tune.address, dashboard=tune.dashboard) as resources:
+        cpus = resources.get("CPU", 0)
+        if tune.cpus_per_trial > cpus:
+            raise ValueError(f"{setting_name(tune, 'cpus_per_trial')} {tune.cpus_per_trial:g}: the Ray cluster has "
+                             f"{cpus:g} CPU(s)")  # fmt: skip
         gpus = tune.gpus_per_trial
         if gpus is None:
             gpus = 1.0 if resources.get("GPU", 0) > 0 and runtime.device != "cpu" else 0.0
@@ -185,6 +210,16 @@ def _fit(tune: TuneConfig, train: TrainConfig, runtime: RuntimeConfig, *, run_di
             tuner.fit()
         finally:
             table.interrupted()  # a trial still running when the search stops, for any reason
+
+
+def _check_cpus(tune: TuneConfig) -> None:
+    """ValueError naming the setting when a trial asks for more CPUs than this machine has (a local cluster)."""
+    import os
+
+    available = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+    if tune.address is None and tune.cpus_per_trial > available:
+        raise ValueError(f"{setting_name(tune, 'cpus_per_trial')} {tune.cpus_per_trial:g}: this machine has "
+                         f"{available} CPU(s) for trials")  # fmt: skip
 
 
 def _finish(run_dir: Path, *, base_file: str, stream: TextIO) -> TuneResult:

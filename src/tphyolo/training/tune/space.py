@@ -28,6 +28,14 @@ DECIMALS = 5  # searched values are rounded to this many decimal places, as YOLO
 FIXED = "fixed"  # the space yaml's word for "not searched"
 
 
+def _finite(value: float) -> bool:
+    """Whether `value` is a finite number that a float holds (an int of 400 digits is not)."""
+    try:
+        return math.isfinite(value)
+    except OverflowError:
+        return False
+
+
 @dataclass(frozen=True)
 class HypRange:
     """Where one hyperparameter is searched: [low, high].
@@ -46,8 +54,8 @@ class HypRange:
     def __post_init__(self) -> None:
         for name in ("low", "high", "gain"):
             value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
-                raise ValueError(f"{name} must be a finite number, got {value!r}")
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or not _finite(value):
+                raise ValueError(f"{name} must be a finite number, got {str(value)[:40]}")
         if self.low > self.high:
             raise ValueError(f"low {self.low} is above high {self.high}")
         if self.gain < 0:

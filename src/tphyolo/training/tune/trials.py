@@ -12,13 +12,13 @@ from __future__ import annotations
 
 import csv
 import math
-import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 import yaml
 
+from tphyolo.data.files.atomic import atomic_path
 from tphyolo.training.tune.evolution import Scored
 
 # running: started; done: trained every epoch; stopped: stopped early by the scheduler (or by --patience);
@@ -51,20 +51,21 @@ def write_trials(path: Path, rows: Sequence[TrialRow]) -> None:
     """trials.csv with `rows` ordered by trial number (module docstring), replaced in one step."""
     rows = sorted(rows, key=lambda row: row.trial)
     keys = list(rows[0].hyp) if rows else []
-    tmp = path.with_name(f".{path.name}.tmp")
-    with tmp.open("w", newline="") as f:
+    with atomic_path(path) as tmp, tmp.open("w", newline="") as f:
         writer = csv.writer(f)
         writer.writerow([*COLUMNS, *keys])
         for row in rows:
             hyp = [row.hyp.get(key, math.nan) for key in keys]
             writer.writerow([row.trial, row.state, row.fitness, row.map50, row.map50_95, row.epochs, *hyp])
-    os.replace(tmp, path)
 
 
 def read_trials(path: Path) -> list[TrialRow]:
     """The rows of a trials.csv. Raises ValueError naming the file and line of anything unreadable."""
-    with path.open(newline="") as f:
-        lines = list(csv.reader(f))
+    try:
+        with path.open(newline="", encoding="utf-8") as f:
+            lines = list(csv.reader(f))
+    except UnicodeDecodeError as error:
+        raise ValueError(f"{path}: not UTF-8 text (byte {error.start}); not a trials table") from None
     if not lines or tuple(lines[0][: len(COLUMNS)]) != COLUMNS:
         raise ValueError(f"{path}: not a trials table (the first line must start with {','.join(COLUMNS)})")
     keys = lines[0][len(COLUMNS) :]

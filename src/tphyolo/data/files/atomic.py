@@ -1,0 +1,65 @@
+"""Writing a file that a later command reads, in one step: to a temporary name beside it, then renamed into
+place (`os.replace`, atomic on POSIX file systems). A reader never finds it half-written: it finds the previous
+version or the new one. A write that fails (no space left, read-only, permission denied) leaves the previous
+version as it was, removes the temporary, and raises an OSError whose filename is the destination, so that the
+one-line error names the file the user asked for.
+
+    with atomic_path(out / "model.onnx") as tmp:   # any writer that takes a path
+        torch.onnx.export(model, x, tmp)
+    write_text_atomic(out / "predictions.json", text)
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+from collections.abc import Iterator
+from pathlib import Path
+
+
+@contextlib.contextmanager
+def atomic_path(path: str | Path) -> Iterator[Path]:
+    """A temporary path beside `path` (same folder and suffix) for the block to write, a file or a folder;
+    renamed to `path` when the block ends without error (a folder replaces the folder there), removed
+    otherwise. OSError of the block or of the rename names `path`."""
+    path = Path(path)
+    tmp = path.with_name(f".{path.stem}.{os.getpid()}.tmp{path.suffix}")
+    _remove(tmp)
+    try:
+        yield tmp
+        if tmp.is_dir() and path.is_dir():  # a folder cannot replace a folder in one step: the old one goes first
+            old = path.with_name(f".{path.name}.{os.getpid()}.old")
+            os.replace(path, old)
+            os.replace(tmp, path)
+            _remove(old)
+        else:
+            os.replace(tmp, path)
+    except BaseException as error:
+        with contextlib.suppress(OSError):  # on a read-only mount, removing fails as writing did
+            _remove(tmp)
+        if isinstance(error, OSError) and error.errno is not None and error.filename != str(path):
+            raise OSError(error.errno, error.strerror, str(path)) from error
+        raise
+
+
+def write_bytes_atomic(path: str | Path, data: bytes) -> Path:
+    """Write `data` to `path` in one step (module docstring); returns the path."""
+    with atomic_path(path) as tmp, tmp.open("wb") as f:
+        f.write(data)
+        f.flush()
+        os.fsync(f.fileno())
+    return Path(path)
+
+
+def write_text_atomic(path: str | Path, text: str) -> Path:
+    """Write `text` (UTF-8) to `path` in one step (module docstring); returns the path. File names that are not
+    UTF-8 (decoded by Python with surrogate escapes) keep their original bytes."""
+    return write_bytes_atomic(path, text.encode("utf-8", errors="surrogateescape"))
+
+
+def _remove(path: Path) -> None:
+    if path.is_dir() and not path.is_symlink():
+        shutil.rmtree(path)
+    else:
+        path.unlink(missing_ok=True)

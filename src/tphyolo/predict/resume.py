@@ -1,0 +1,73 @@
+"""What a resumable prediction run records of its inputs, and the check a resume makes against it, so that one
+run folder never holds the outputs of two models or two source lists.
+
+A run records (`run_fingerprint`) the SHA-256 of each weights file (of each file of a weights folder, such as an
+OpenVINO IR) and the sources it resolved. `check_resumed` compares them with what a resume finds: changed
+weights or an added source is refused in one line naming it; a source that is gone is returned, for the caller
+to name, and the run goes on with the rest.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from tphyolo.predict.sources import Stream
+
+CHUNK = 1 << 20
+
+
+def _sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    files = sorted(p for p in path.rglob("*") if p.is_file()) if path.is_dir() else [path]
+    for file in files:
+        digest.update(str(file.relative_to(path) if path.is_dir() else "").encode())
+        with file.open("rb") as f:
+            while block := f.read(CHUNK):
+                digest.update(block)
+    return digest.hexdigest()
+
+
+def weights_digests(weights: str | Sequence[str]) -> dict[str, str]:
+    """Each weights entry -> the SHA-256 of its file (or folder's files); an entry that is not a path (a release
+    name) -> itself."""
+    entries = [weights] if isinstance(weights, (str, Path)) else list(weights)
+    return {str(w): _sha256(Path(w)) if Path(w).exists() else str(w) for w in entries}
+
+
+def source_list(files: Sequence[Path | Stream]) -> list[str]:
+    """The resolved sources as text: paths, stream URLs and webcam indices."""
+    return [f.source if isinstance(f, Stream) else str(f) for f in files]
+
+
+def run_fingerprint(weights: str | Sequence[str], files: Sequence[Path | Stream]) -> dict[str, Any]:
+    """What a resume checks (module docstring): {"weights_sha256": {entry: digest}, "sources": [...]}."""
+    return {"weights_sha256": weights_digests(weights), "sources": source_list(files)}
+
+
+def check_resumed(
+    saved: Mapping[str, Any], weights: str | Sequence[str], files: Sequence[Path | Stream], *, where: str
+) -> list[str]:
+    """The sources of the saved run (`saved`, read from `where`) that are gone. Raises ValueError naming `where`
+    and what changed when a weights file differs from the run's or a source was added. A record without the
+    fingerprint (an older run) is not checked."""
+    recorded = saved.get("weights_sha256")
+    if isinstance(recorded, Mapping):
+        for entry, digest in weights_digests(weights).items():
+            if recorded.get(entry) != digest:
+                raise ValueError(
+                    f"{where}: weights {entry} changed since the run began (SHA-256 {str(recorded.get(entry))[:12]} "
+                    f"then, {digest[:12]} now); start a new run instead of resuming this one"
+                )
+    sources = saved.get("sources")
+    if not isinstance(sources, list):
+        return []
+    now, then = source_list(files), {str(s) for s in sources}
+    added = [s for s in now if s not in then]
+    if added:
+        raise ValueError(f"{where}: source {added[0]} was not among the run's sources ({len(added)} added); "
+                         "start a new run for them")  # fmt: skip
+    present = set(now)
+    return [str(s) for s in sources if str(s) not in present]
