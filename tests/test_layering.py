@@ -191,7 +191,7 @@ def test_the_scan_sees_every_kind_of_import():
         ("tphyolo.data.loader", "tphyolo.errors", False),
         ("tphyolo.training.trainer", "tphyolo.commands.train", True),
         ("tphyolo.bench.attention", "tphyolo.commands.sdpa_probe", True),
-        ("tphyolo.commands.bench", "tphyolo.cli", True),
+        ("tphyolo.commands.tools.bench", "tphyolo.cli", True),
         ("tphyolo.checkpoint.format", "tphyolo.__version__", True),
         ("tphyolo.commands.val", "tphyolo.commands.predict", False),
         ("tphyolo.cli", "tphyolo.errors", False),

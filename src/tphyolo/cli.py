@@ -57,10 +57,11 @@ COMMANDS: dict[str, Command] = {
         "tphyolo.commands.val", "evaluate a checkpoint on a dataset split (mAP table, plots, json/txt outputs)"
     ),
     "report": Command(
-        "tphyolo.commands.report", "rebuild the html evaluation report of a run folder (after val/eval --report)"
+        "tphyolo.commands.tools.report", "rebuild the html evaluation report of a run folder (after val/eval --report)"
     ),
     "doctor": Command(
-        "tphyolo.commands.doctor", "check the environment: versions, GPUs, attention kernels, torch.compile, threads"
+        "tphyolo.commands.tools.doctor",
+        "check the environment: versions, GPUs, attention kernels, torch.compile, threads",
     ),
     "predict": Command(
         "tphyolo.commands.predict", "detect objects in images or videos (TTA, sliced inference, ensembles)"
@@ -70,7 +71,7 @@ COMMANDS: dict[str, Command] = {
     ),
     "track": Command(
         "tphyolo.commands.track",
-        "follow objects through videos (ByteTrack, BoT-SORT with camera-motion compensation); MOT files, videos",
+        "follow objects through videos (ByteTrack, BoT-SORT with camera-motion compensation, OC-SORT); MOT files",
     ),
     "analyze": Command(
         "tphyolo.commands.analyze",
@@ -85,7 +86,7 @@ COMMANDS: dict[str, Command] = {
         "inspect datasets: 'data check --data X.yaml' scans and reports labels, classes, problems",
     ),
     "convert": Command(
-        "tphyolo.commands.convert",
+        "tphyolo.commands.tools.convert",
         "convert checkpoints (original TPH-YOLOv5/YOLOv5 .pt -> tphyolo) or VisDrone annotations (-> YOLO)",
     ),
     "export": Command(
@@ -97,11 +98,11 @@ COMMANDS: dict[str, Command] = {
         "train or validate a crop classifier for classes a detector confuses (tphyolo classify train|val)",
     ),
     "bench": Command(
-        "tphyolo.commands.bench",
+        "tphyolo.commands.tools.bench",
         "benchmark attention blocks, models, WBF, COCO evaluation and data loading against the originals",
     ),
     "profile": Command(
-        "tphyolo.commands.profile",
+        "tphyolo.commands.tools.profile",
         "profile a few train or inference steps: chrome trace, top operators, time per module type",
     ),
 }

@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from tphyolo.cli import main
-from tphyolo.commands import doctor
+from tphyolo.commands.tools import doctor
 
 
 @pytest.mark.slow
