@@ -1,13 +1,16 @@
-"""Non-maximum suppression of a detector's eval output, batched over images and classes."""
+"""Non-maximum suppression: of a detector's eval output, batched over images and classes; and of detection rows
+by either overlap measure (IoU or IoS), as merging slices needs."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 
+import numpy as np
 import torch
 from torchvision.ops import batched_nms
 
 from tphyolo.ops.boxes import cxcywh_to_xyxy
+from tphyolo.ops.overlap import class_groups, overlapping_pairs
 
 MAX_NMS = 30000  # most candidates per image handed to NMS (highest scores first)
 
@@ -88,3 +91,23 @@ def non_max_suppression(
     out = torch.cat((boxes[kept], conf[kept, None], cls[kept, None].float()), dim=1)  # (n, 6)
     counts = torch.bincount(image[kept], minlength=b).tolist()
     return list(out.split(counts))
+
+
+def suppress_overlaps(
+    rows: np.ndarray, *, threshold: float, measure: str = "iou", agnostic: bool = False
+) -> np.ndarray:
+    """Non-maximum suppression of (n, 6) rows x1, y1, x2, y2, score, class by either overlap measure
+    (`tphyolo.ops.overlap`: "iou", or "ios", intersection over the smaller box): visited by descending score, a
+    box is kept unless it overlaps a kept box of its class (any class with `agnostic`) by at least `threshold`.
+    Returns the indices kept, by descending score."""
+    rows = np.asarray(rows, dtype=np.float64).reshape(-1, 6)
+    kept = []
+    for group in class_groups(rows[:, 5], agnostic=agnostic):
+        matches = overlapping_pairs(rows[group, :4], threshold, measure)
+        suppressed = np.zeros(len(group), dtype=bool)
+        for i in np.argsort(-rows[group, 4], kind="stable").tolist():
+            if not suppressed[i]:
+                kept.append(group[i])
+                suppressed[matches[i]] = True
+    kept = np.asarray(kept, dtype=np.int64)
+    return kept[np.argsort(-rows[kept, 4], kind="stable")]
