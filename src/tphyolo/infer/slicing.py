@@ -1,8 +1,9 @@
 """Sliced inference: cut a large image into overlapping windows so that small objects keep their pixels.
 
-Windows are (x1, y1, x2, y2) integer pixel boxes of the original image, all of the same size
-(min(size, W) x min(size, H)), stepping by `size * (1 - overlap)` and with the last row and column flush
-with the image's edges. An image no larger than `size` is one window: the whole image.
+Windows are the tiles of `tphyolo.ops.tiling` (as `tphyolo data slice` cuts datasets): (x1, y1, x2, y2) integer
+pixel boxes of the original image, all of the same size (min(size, W) x min(size, H)), stepping by
+`size * (1 - overlap)` and with the last row and column flush with the image's edges. An image no larger than
+`size` is one window: the whole image.
 
 `size="auto"` takes the network input size (`--img`, the model's training size unless changed): each window is
 then seen at its own resolution, neither shrunk nor enlarged, and an image no larger than it is one window.
@@ -13,18 +14,13 @@ have one value (blank borders, NoData) are not run.
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, replace
 
 from tphyolo.flags import Bounds
+from tphyolo.ops.tiling import DEFAULT_OVERLAP, MAX_OVERLAP, MIN_TILE, tile_grid
 
-DEFAULT_OVERLAP = 0.2
 AUTO = "auto"  # the window size of `--slice auto`: the network input size
-MIN_SLICE_SIZE = 32  # pixels: a window smaller than the largest stride holds no object
-# The most a window shares with its neighbour: at 0.9 the step is a tenth of a window (>= 3 px for the
-# smallest) and a pixel lies in at most 100 windows. Nearer 1 the step shrinks to a pixel and an image
-# becomes millions of windows (an overlap of 0.999 at 640 px made a 1 px step: the command never ended).
-MAX_OVERLAP = 0.9
+MIN_SLICE_SIZE = MIN_TILE
 SIZE_BOUNDS = Bounds(MIN_SLICE_SIZE)
 OVERLAP_BOUNDS = Bounds(0, MAX_OVERLAP)
 
@@ -57,24 +53,12 @@ class SliceConfig:
         return replace(self, size=max(imgsz, MIN_SLICE_SIZE)) if self.size == AUTO else self
 
 
-def _starts(length: int, size: int, step: int) -> list[int]:
-    if length <= size:
-        return [0]
-    n = math.ceil((length - size) / step) + 1
-    starts = [min(i * step, length - size) for i in range(n)]
-    return sorted(set(starts))
-
-
 def slice_windows(height: int, width: int, cfg: SliceConfig) -> list[tuple[int, int, int, int]]:
     """The windows covering a height x width image, row by row; with `cfg.full` the whole image comes last
     (unless it already is the only window). Raises ValueError for an AUTO size not yet `resolved`."""
     if cfg.size == AUTO:
         raise ValueError("an automatic slice size is resolved against the network input size first")
-    step = max(1, round(cfg.size * (1.0 - cfg.overlap)))
-    win_w, win_h = min(cfg.size, width), min(cfg.size, height)
-    windows = [
-        (x, y, x + win_w, y + win_h) for y in _starts(height, cfg.size, step) for x in _starts(width, cfg.size, step)
-    ]
+    windows = tile_grid(height, width, size=cfg.size, overlap=cfg.overlap)
     whole = (0, 0, width, height)
     if cfg.full and windows != [whole]:
         windows.append(whole)
