@@ -120,6 +120,11 @@ class InferenceConfig:
         return TTAConfig(self.tta_scales, self.tta_flips) if self.augment else PLAIN
 
     @property
+    def merge_across_classes(self) -> bool:
+        """Whether merging joins boxes of different classes: `merge_agnostic`, or `agnostic` with NMS."""
+        return self.merge_agnostic or (self.agnostic and self.merge == "nms")
+
+    @property
     def merge_threshold(self) -> float:
         """The overlap threshold of merging: `merge_iou` when given, else WBF_IOU for WBF, `iou` for NMS and
         NMM_MATCH for the two NMMs."""

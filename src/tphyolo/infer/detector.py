@@ -231,7 +231,7 @@ class Detector:
             iou=cfg.merge_threshold,
             max_det=cfg.max_det,
             weights=self.run_weights,
-            agnostic=cfg.merge_agnostic or (cfg.agnostic and cfg.merge == "nms"),
+            agnostic=cfg.merge_across_classes,
             match=cfg.match,
         )
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 import numpy as np
 
 MATCH_MEASURES = ("iou", "ios")
-_ROWS_PER_BLOCK = 1024  # pairs are measured a block of rows at a time: memory ~ block x n, not n x n
+_ROWS_PER_BLOCK = 128  # boxes measured at a time against their neighbours (`overlapping_pairs`)
 
 
 def _check_measure(measure: str) -> None:
@@ -36,15 +36,41 @@ def box_overlap(boxes1: np.ndarray, boxes2: np.ndarray, measure: str = "iou") ->
 
 
 def overlapping_pairs(boxes: np.ndarray, threshold: float, measure: str = "iou") -> list[np.ndarray]:
-    """For (n, 4) xyxy boxes: for each box i, the indices j != i (ascending) whose overlap with i by `measure`
-    is at least `threshold`. Memory stays ~1024 x n whatever n."""
+    """For (n, 4) xyxy boxes: for each box i, the indices j != i (in no set order) that overlap i (> 0) by at
+    least `threshold` by `measure`.
+
+    Boxes are binned into square cells as large as the largest box side, by their top-left corner: two boxes
+    that overlap lie in the same or neighbouring cells. Up to _ROWS_PER_BLOCK boxes of one row of cells are
+    measured at a time against the boxes of the three cell rows around them, so time and memory grow with the
+    boxes nearby, not with n x n: an orthomosaic's hundreds of thousands of boxes merge in seconds."""
     _check_measure(measure)
     boxes = np.asarray(boxes, dtype=np.float64).reshape(-1, 4)
-    matches: list[np.ndarray] = []
-    for start in range(0, len(boxes), _ROWS_PER_BLOCK):
-        block = box_overlap(boxes[start : start + _ROWS_PER_BLOCK], boxes, measure) >= threshold  # (b, n)
-        block[np.arange(len(block)), np.arange(start, start + len(block))] = False
-        matches.extend(np.flatnonzero(row) for row in block)
+    matches: list[np.ndarray] = [np.zeros(0, dtype=np.int64)] * len(boxes)
+    if len(boxes) == 0:
+        return matches
+    cell = max(float((boxes[:, 2:] - boxes[:, :2]).max()), 1.0)
+    col = np.floor((boxes[:, 0] - boxes[:, 0].min()) / cell).astype(np.int64)
+    row = np.floor((boxes[:, 1] - boxes[:, 1].min()) / cell).astype(np.int64)
+    cols = int(col.max()) + 3  # room for col + 1 without reaching the next row's keys
+    key = row * cols + col + 1
+    order = np.argsort(key, kind="stable")
+    keys = key[order]
+    row_starts = np.flatnonzero(np.r_[True, np.diff(row[order]) != 0])
+    for a, b in zip(row_starts, np.r_[row_starts[1:], len(order)], strict=True):
+        for first in range(a, b, _ROWS_PER_BLOCK):
+            members = order[first : min(first + _ROWS_PER_BLOCK, b)]
+            r, lo, hi = int(row[members[0]]), int(col[members].min()), int(col[members].max())
+            spans = [
+                order[np.searchsorted(keys, near * cols + lo) : np.searchsorted(keys, near * cols + hi + 2, "right")]
+                for near in (r - 1, r, r + 1)
+            ]
+            candidates = np.concatenate(spans)
+            overlap = box_overlap(boxes[members], boxes[candidates], measure)  # (b, c)
+            hit = (overlap >= threshold) & (overlap > 0) & (members[:, None] != candidates[None, :])
+            _, column = np.nonzero(hit)  # by row
+            found = np.split(candidates[column], np.cumsum(hit.sum(1))[:-1])
+            for i, pairs in zip(members.tolist(), found, strict=True):
+                matches[i] = pairs
     return matches
 
 
