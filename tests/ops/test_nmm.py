@@ -66,3 +66,9 @@ def test_nms_by_ios_suppresses_a_box_inside_a_better_one_where_iou_does_not():
 def test_empty_input_gives_empty_output():
     assert non_maximum_merge(np.zeros((0, 6))).shape == (0, 6)
     assert suppress_overlaps(np.zeros((0, 6)), threshold=0.5).tolist() == []
+
+
+def test_an_overlap_exactly_at_the_threshold_matches_and_merges():
+    at = non_maximum_merge(CHAIN[:2], threshold=0.25, measure="iou")  # IoU(A, B) = 40/160 = 0.25 exactly
+    np.testing.assert_allclose(at, [[0, 0, 16, 10, 0.9, 0]])
+    np.testing.assert_allclose(non_maximum_merge(CHAIN[:2], threshold=0.26), CHAIN[:2])

@@ -15,7 +15,7 @@ B, B matches C, A does not match C) thus ends in one keeper A with members B and
 and C.
 
 Then, for both: each keeper meets its members in the order they were taken, and merges with a member only when
-the keeper's box as merged so far still overlaps it by more than `threshold`; a member that no longer does is
+the keeper's box as merged so far still overlaps it by at least `threshold`; a member that no longer does is
 dropped. Taken in the greedy form by descending score; in NMM, the members each visit adds by ascending score.
 """
 
@@ -74,7 +74,7 @@ def _merge_members(rows: np.ndarray, members: dict[int, list[int]], threshold: f
         row = rows[keeper].copy()
         for j in taken:
             other = rows[j]
-            if box_overlap(row[None, :4], other[None, :4], measure)[0, 0] > threshold:
+            if box_overlap(row[None, :4], other[None, :4], measure)[0, 0] >= threshold:
                 row[:2] = np.minimum(row[:2], other[:2])
                 row[2:4] = np.maximum(row[2:4], other[2:4])
                 if other[4] >= row[4]:  # the class of the higher score; the member's on a tie
