@@ -72,3 +72,11 @@ def test_an_overlap_exactly_at_the_threshold_matches_and_merges():
     at = non_maximum_merge(CHAIN[:2], threshold=0.25, measure="iou")  # IoU(A, B) = 40/160 = 0.25 exactly
     np.testing.assert_allclose(at, [[0, 0, 16, 10, 0.9, 0]])
     np.testing.assert_allclose(non_maximum_merge(CHAIN[:2], threshold=0.26), CHAIN[:2])
+
+
+def test_equal_scores_are_visited_by_ascending_corners_whatever_the_listing_order():
+    left, right = (0, 0, 10, 10, 0.5, 0), (2, 0, 12, 10, 0.5, 0)  # IoU 80/120: one suppresses the other
+    for rows in (np.array([left, right]), np.array([right, left])):
+        kept = rows[suppress_overlaps(rows, threshold=0.5)]
+        np.testing.assert_allclose(kept, [left])
+        np.testing.assert_allclose(non_maximum_merge(rows, threshold=0.5), [[0, 0, 12, 10, 0.5, 0]])

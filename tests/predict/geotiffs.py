@@ -3,6 +3,7 @@ in metres. Not a test module."""
 
 from __future__ import annotations
 
+import warnings
 from pathlib import Path
 
 import numpy as np
@@ -29,6 +30,13 @@ def scene(height: int, width: int, blocks, *, border: int = 0, seed: int = 0) ->
 def write_geotiff(path: Path, data: np.ndarray, *, crs: str | None = "EPSG:32633", nodata: float | None = 0,
                   overviews: bool = False, **profile) -> Path:  # fmt: skip
     """`data` (bands, h, w) as a tiled, deflate-compressed GeoTIFF; with `overviews`, built at 2, 4, 8."""
+    count, height, width = data.shape
+    with warnings.catch_warnings():  # a raster without a CRS is what some tests want
+        warnings.simplefilter("ignore", rasterio.errors.NotGeoreferencedWarning)
+        return _write(path, data, crs=crs, nodata=nodata, overviews=overviews, **profile)
+
+
+def _write(path: Path, data: np.ndarray, *, crs, nodata, overviews: bool, **profile) -> Path:
     count, height, width = data.shape
     with rasterio.open(path, "w", driver="GTiff", width=width, height=height, count=count, dtype=data.dtype,
                        crs=crs, transform=TRANSFORM if crs else None, nodata=nodata, tiled=True, blockxsize=256,

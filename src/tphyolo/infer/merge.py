@@ -3,9 +3,10 @@
     rows = merge_detections([rows_a, rows_b], method="greedy-nmm", width=w, height=h, iou=0.5, max_det=500,
                             match="ios")
 
-"wbf": weighted boxes fusion (`tphyolo.ops.wbf`), per class, by IoU. "nms": suppression -- by IoU through
-torchvision, by IoS through `tphyolo.ops.nms.suppress_overlaps`. "nmm" and "greedy-nmm": non-maximum merging as
-SAHI defines it (`tphyolo.ops.nmm`). Every method but WBF works within a class unless `agnostic`.
+"wbf": weighted boxes fusion (`tphyolo.ops.wbf`), per class, by IoU. "nms": suppression by IoU or IoS
+(`tphyolo.ops.nms.suppress_overlaps`: a box is dropped at an overlap of at least the threshold, as SAHI). "nmm"
+and "greedy-nmm": non-maximum merging as SAHI defines it (`tphyolo.ops.nmm`). Every method but WBF works within
+a class unless `agnostic`; equal scores are visited by ascending box corners, as SAHI visits them.
 """
 
 from __future__ import annotations
@@ -14,7 +15,6 @@ from collections.abc import Sequence
 
 import numpy as np
 import torch
-from torchvision.ops import batched_nms
 
 from tphyolo.infer.config import MATCH_MEASURES, MERGE_METHODS
 from tphyolo.ops import clip_boxes
@@ -67,9 +67,6 @@ def merge_detections(
     rows = torch.cat(list(lists)).float() if lists else torch.zeros((0, 6), device=device)
     if method == "wbf":
         return _fuse(lists, width=width, height=height, iou=iou, weights=weights)[:max_det].to(device)
-    if method == "nms" and match == "iou":
-        groups = torch.zeros_like(rows[:, 5]) if agnostic else rows[:, 5]
-        return rows[batched_nms(rows[:, :4], rows[:, 4], groups.long(), iou)[:max_det]]
     array = rows.detach().cpu().double().numpy()
     if method == "nms":
         merged = array[suppress_overlaps(array, threshold=iou, measure=match, agnostic=agnostic)]

@@ -26,18 +26,23 @@ import numpy as np
 from tphyolo.ops.overlap import box_overlap, class_groups, overlapping_pairs
 
 
-def _by_score(scores: np.ndarray) -> np.ndarray:
-    return np.argsort(-scores, kind="stable")
+def by_score(scores: np.ndarray, boxes: np.ndarray) -> np.ndarray:
+    """The visit order of (n,) `scores` of (n, 4) xyxy `boxes`: by descending score, equal scores by ascending
+    x1, then y1, x2, y2 (SAHI's tie-break: the order does not depend on how the boxes were listed, and an
+    untrained or quantised network gives many equal scores)."""
+    boxes = np.asarray(boxes).reshape(-1, 4)
+    return np.lexsort((boxes[:, 3], boxes[:, 2], boxes[:, 1], boxes[:, 0], -np.asarray(scores)))
 
 
 def greedy_members(boxes: np.ndarray, scores: np.ndarray, threshold: float, measure: str) -> dict[int, list[int]]:
     """Greedy NMM's keepers (by descending score) -> the boxes each takes (by descending score)."""
     matches = overlapping_pairs(boxes, threshold, measure)
+    order = by_score(scores, boxes)
     rank = np.empty(len(scores), dtype=np.int64)
-    rank[_by_score(scores)] = np.arange(len(scores))
+    rank[order] = np.arange(len(scores))
     taken = np.zeros(len(scores), dtype=bool)
     members: dict[int, list[int]] = {}
-    for keeper in _by_score(scores).tolist():
+    for keeper in order.tolist():
         if taken[keeper]:
             continue
         taken[keeper] = True
@@ -51,11 +56,12 @@ def greedy_members(boxes: np.ndarray, scores: np.ndarray, threshold: float, meas
 def nmm_members(boxes: np.ndarray, scores: np.ndarray, threshold: float, measure: str) -> dict[int, list[int]]:
     """NMM's keepers (in the order they appear) -> the boxes each takes, in the order they are taken."""
     matches = overlapping_pairs(boxes, threshold, measure)
+    order = by_score(scores, boxes)
     rank = np.empty(len(scores), dtype=np.int64)
-    rank[_by_score(scores)] = np.arange(len(scores))
+    rank[order] = np.arange(len(scores))
     keeper_of: dict[int, int] = {}
     members: dict[int, list[int]] = {}
-    for box in _by_score(scores).tolist():
+    for box in order.tolist():
         keeper = keeper_of.get(box)
         if keeper is None:
             keeper = box
@@ -96,4 +102,4 @@ def non_maximum_merge(
         members = find(rows[group, :4], rows[group, 4], threshold, measure)
         merged.append(_merge_members(rows[group], members, threshold, measure))
     out = np.concatenate(merged) if merged else np.zeros((0, 6))
-    return out[_by_score(out[:, 4])]
+    return out[by_score(out[:, 4], out[:, :4])]
