@@ -159,7 +159,8 @@ def main() -> None:
     parser.add_argument("--tile", type=int, default=3, help="scenes per side of a tiled image (640 px each)")
     parser.add_argument("--visdrone", type=int, default=2, help="VisDrone images, upscaled 2x")
     parser.add_argument("--visdrone-dir", type=Path, default=Path("/work/shared/data/visdrone-mini/images"))
-    parser.add_argument("--model", default="tph-yolov5n")
+    parser.add_argument("--model", default="tph-yolov5n", help="an untrained built-in model (without --weights)")
+    parser.add_argument("--weights", default=None, help="a trained checkpoint: mAP50 then means something")
     parser.add_argument(
         "--conf", type=float, default=0.001, help="confidence threshold of both (an untrained network scores < 0.003)"
     )
@@ -168,7 +169,7 @@ def main() -> None:
     args = parser.parse_args()
 
     torch.manual_seed(0)
-    model = build_model(args.model, num_classes=CLASSES).eval()
+    model = args.weights or build_model(args.model, num_classes=CLASSES).eval()
     per_slice = Predictor(model, imgsz=SLICE, conf=args.conf, device="cpu", batch=args.batch, max_det=MAX_DET)
     scenes = tiled_scenes(args.scenes, args.tile)
     sets = {"tiled scenes": [s[0] for s in scenes], "VisDrone 2x": visdrone_upscaled(args.visdrone_dir, args.visdrone)}
