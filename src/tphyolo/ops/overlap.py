@@ -75,9 +75,9 @@ def overlapping_pairs(boxes: np.ndarray, threshold: float, measure: str = "iou")
 
 
 def class_groups(labels: np.ndarray, *, agnostic: bool = False) -> list[np.ndarray]:
-    """The indices of (n,) `labels` that are compared with each other: one group per class (ascending), or all of
-    them in one group with `agnostic`."""
-    labels = np.asarray(labels).reshape(-1)
+    """The indices of (n,) `labels` that are compared with each other: one group per class id (the labels as
+    integers, ascending), or all of them in one group with `agnostic`."""
+    labels = np.asarray(labels).reshape(-1).astype(np.int64)
     if agnostic:
         return [np.arange(len(labels))] if len(labels) else []
     return [np.flatnonzero(labels == c) for c in np.unique(labels)]
