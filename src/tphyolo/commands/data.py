@@ -1,8 +1,10 @@
-"""`tphyolo data check`: scan a dataset and print what it holds and what is wrong with it."""
+"""`tphyolo data check`: scan a dataset and print what it holds and what is wrong with it.
+`tphyolo data slice`: write a sliced copy of a dataset for training on tiles (`tphyolo.data.tiles`)."""
 
 from __future__ import annotations
 
 import argparse
+from pathlib import Path
 
 from tphyolo.data.dataset_config import SPLITS, load_data_config
 from tphyolo.data.scan_options import ScanOptions
@@ -10,7 +12,12 @@ from tphyolo.flags import NON_NEGATIVE, add_flags, from_flags
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("action", choices=["check"], help="check: scan and print a report per split")
+    from tphyolo.data.tiles import DatasetSlicing
+
+    parser.add_argument(
+        "action", choices=["check", "slice"],
+        help="check: scan and print a report per split; slice: write a sliced copy (--out) for training on tiles",
+    )  # fmt: skip
     parser.add_argument("--data", required=True, help="data yaml, built-in name (visdrone, synthetic) or image folder")
     parser.add_argument(
         "--datasets-dir", default=None, help="folder that built-in configs' relative paths start from (./datasets)"
@@ -20,11 +27,41 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--max-problems", type=NON_NEGATIVE.parser(int), default=20, help="problems listed per split (default 20)"
     )
+    parser.add_argument("--out", type=Path, default=None, metavar="DIR", help="slice: the new dataset's folder")
+    add_flags(parser, DatasetSlicing)
 
 
 def run(args: argparse.Namespace) -> int:
-    """Exit code 0 when every scanned file is usable, 1 when some were skipped as corrupt. A split not on disk
-    is one line (what is missing, where to get it) and the others are scanned; none on disk is an error."""
+    """check: exit code 0 when every scanned file is usable, 1 when some were skipped as corrupt; a split not on
+    disk is one line (what is missing, where to get it) and the others are scanned; none on disk is an error.
+    slice: 0."""
+    from tphyolo.data.tiles import DatasetSlicing
+    from tphyolo.errors import UsageError
+
+    slicing = from_flags(DatasetSlicing, args)
+    if args.action == "check":
+        if args.out is not None or slicing != DatasetSlicing():
+            raise UsageError("--out and the tile flags (--size, --overlap, ...) are for 'data slice'")
+        return _check(args)
+    if args.out is None:
+        raise UsageError("data slice needs --out DIR")
+    return _slice(args, slicing)
+
+
+def _slice(args: argparse.Namespace, slicing) -> int:
+    from tphyolo.data.tiles import slice_dataset
+
+    data = load_data_config(args.data, datasets_dir=args.datasets_dir)
+    result = slice_dataset(data, args.out, slicing, splits=_splits(args), log=print)
+    print(f"data yaml for training: {result.yaml}")
+    return 0
+
+
+def _splits(args: argparse.Namespace) -> list[str]:
+    return [s.strip() for s in args.splits.split(",") if s.strip()]
+
+
+def _check(args: argparse.Namespace) -> int:
     from tphyolo.data.dataset_config import missing_split
     from tphyolo.data.report import format_report
     from tphyolo.data.scan import scan_split
@@ -33,7 +70,7 @@ def run(args: argparse.Namespace) -> int:
     print(f"data: {data.source or data.root} ({data.nc or 'unknown number of'} classes)")
     corrupt = 0
     seen: dict[tuple, str] = {}
-    splits = [s.strip() for s in args.splits.split(",") if s.strip()]
+    splits = _splits(args)
     missing = {split: line for split in splits if (line := missing_split(data, split)) is not None}
     for split, line in missing.items():
         print(f"[{split}] {line}")

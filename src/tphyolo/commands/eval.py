@@ -23,9 +23,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     from tphyolo.metrics.registry import PROTOCOLS
 
     parser.add_argument("--task", choices=("detect", "track", "count"), default="detect", help="what --pred holds")
-    parser.add_argument("--gt", type=Path, help="folder of VisDrone annotation txt, or COCO json; tracks: a folder")
     parser.add_argument(
-        "--pred", type=Path, help="folder of VisDrone result txt, or COCO results json (optional with --save-gt)"
+        "--gt", type=Path, help="folder of VisDrone annotation txt, COCO json, or GeoJSON (map units); tracks: a folder"
+    )
+    parser.add_argument(
+        "--pred", type=Path, help="folder of VisDrone result txt, COCO results json or GeoJSON (optional: --save-gt)"
     )
     parser.add_argument("--protocol", choices=list(PROTOCOLS), default="visdrone", help="scoring rules")
     parser.add_argument("--images", type=Path, help="image folder for sizes (default: images/ beside --gt)")
@@ -104,6 +106,16 @@ def _score_coco_files(args: argparse.Namespace):
     return result.overall, result.per_class, result.table()
 
 
+def _score_geojson_files(args: argparse.Namespace):
+    from tphyolo.evaluation.geojson_files import score_geojson_files
+
+    if args.protocol not in ("yolo", "visdrone") or args.report is not None:  # visdrone: the flag's default
+        raise ValueError(f"--gt {args.gt}: GeoJSON is scored by box IoU in map units (AP50, AP50-95) only")
+    result = score_geojson_files(args.gt, args.pred)
+    overall = {"AP50": 100 * result.map50, "AP": 100 * result.map, "P": 100 * result.mp, "R": 100 * result.mr}
+    return overall, {}, result.tables[0]
+
+
 def _run_track(args: argparse.Namespace) -> int:
     """`--task track`: HOTA, CLEAR and Identity per class and combined; `--json` gets them all."""
     from tphyolo.data.files.atomic import write_text_atomic
@@ -177,7 +189,9 @@ def _run(args: argparse.Namespace, dist) -> int:
             return 0
     if args.pred is None:
         raise UsageError("--pred is required (unless --save-gt only writes the ground truth)")
-    if args.gt.suffix == ".json":
+    if args.gt.suffix == ".geojson":
+        scored = _score_geojson_files(args) if dist.is_main else None
+    elif args.gt.suffix == ".json":
         scored = _score_coco_files(args) if dist.is_main else None  # one COCO evaluation, on rank 0
     else:
         scored = _score_visdrone_files(args, dist)

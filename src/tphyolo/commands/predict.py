@@ -1,5 +1,6 @@
 """`tphyolo predict`: detect objects in images, folders, globs, .txt lists, videos and streams (a webcam index,
-an rtsp/rtmp/http(s) video URL); write the results.
+an rtsp/rtmp/http(s) video URL), and rasters too large to decode (GeoTIFF orthomosaics, tile by tile, with
+GeoJSON out: `tphyolo.commands.options.raster`); write the results.
 
 Under torchrun the ranks share the files out and write into one run folder (`tphyolo.predict.run`). A run folder
 keeps the command's settings (args.yaml: its flags, paths made absolute) and a journal of what is finished, so
@@ -22,6 +23,7 @@ from tphyolo.commands.options.inference import (
     inference_device,
     slice_settings,
 )
+from tphyolo.commands.options.raster import add_raster_flags, raster_source, run_raster
 from tphyolo.errors import describe_error
 from tphyolo.flags import add_flags, bounded
 
@@ -49,6 +51,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_inference_flags(parser)
     add_classifier_flags(parser)
     add_slice_flags(parser)
+    add_raster_flags(parser)
     parser.add_argument("--no-save-img", "--nosave", action="store_true", help="do not write annotated images/videos")
     parser.add_argument("--save-txt", action="store_true", help="YOLO txt per image (labels/)")
     parser.add_argument("--save-conf", action="store_true", help="scores in --save-txt files")
@@ -174,6 +177,7 @@ def run(args: argparse.Namespace) -> int:
         raise UsageError("--source and --weights are required (unless --resume RUN_DIR)")
     device = inference_device(args.runtime)
     slicing = slice_config(args)
+    raster = raster_source(args)  # a raster runs tile by tile; its tiles are the slices
     style = from_flags(DrawStyle, args)
     files = resolve_source(args.source)
     if args.resume is not None:
@@ -193,7 +197,7 @@ def run(args: argparse.Namespace) -> int:
             from_flags(InferenceConfig, args),
             runtime=args.runtime,
             device=device,
-            slice=slicing,
+            slice=None if raster else slicing,
             model_weights=args.model_weights,
             **classifier_settings(args),
         )
@@ -202,6 +206,8 @@ def run(args: argparse.Namespace) -> int:
             save_dir = from_flags(OutputDir, args).create("runs/predict") if dist.is_main else None
             save_dir = Path(broadcast_object(dist, None if save_dir is None else str(save_dir)))
         with removed_if_left_empty(save_dir if dist.is_main and args.resume is None else None):
+            if raster is not None:
+                return run_raster(save_dir, predictor, raster, args, slicing) or 0
             result = _predict_into(save_dir, predictor, files, args, style=style, image_ids=image_ids, dist=dist)
     if dist.is_main and result.skipped and not result.files and not result.finished_before:
         print(f"tphyolo predict: error: --source {args.source}: no file or stream could be read "

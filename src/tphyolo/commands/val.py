@@ -10,8 +10,10 @@ from pathlib import Path
 from tphyolo.commands.options.inference import (
     add_classifier_flags,
     add_inference_flags,
+    add_slice_flags,
     classifier_settings,
     inference_device,
+    slice_settings,
 )
 from tphyolo.data.scan_options import ScanOptions
 from tphyolo.flags import NON_NEGATIVE, add_flags, from_flags
@@ -36,6 +38,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--task", choices=("val", "test"), default="val", help="split to evaluate (default: val)")
     add_inference_flags(parser, defaults=VAL_DEFAULTS, exclude=("classes", "agnostic"))
     add_classifier_flags(parser)
+    add_slice_flags(parser)
     parser.add_argument("--protocol", choices=list(PROTOCOLS), default="yolo", help="scoring rules (default: yolo)")
     parser.add_argument(
         "--workers",
@@ -92,6 +95,7 @@ def run(args: argparse.Namespace) -> int:
             progress=True,
             on_problems=lambda report: print(report, file=sys.stderr),
             keep_images=args.report,
+            slicing=slice_settings(args),
             **settings,
         )
     if not dist.is_main:
@@ -116,7 +120,10 @@ def _write_report(args: argparse.Namespace, results, *, config) -> dict:
     from tphyolo.report.writer import report_run
 
     settings = {"weights": args.weights, "data": args.data, "task": args.task}
-    settings |= config.settings_in_effect(runs_merged=config.augment)  # one model, whole images
+    slicing = slice_settings(args)
+    settings |= config.settings_in_effect(runs_merged=config.augment or slicing is not None)  # one model
+    if slicing is not None:
+        settings["slice"] = slicing.size
     images = tuple(replace(r, path=str(Path(r.path).resolve())) for r in results.image_results)  # from any folder
     records = Records(protocol=args.protocol, max_det=config.max_det, names=results.names,
                       settings=plain_settings(settings), images=images, speed=results.speed)  # fmt: skip

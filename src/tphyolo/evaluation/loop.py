@@ -21,10 +21,13 @@ from torch import nn
 from tphyolo.classify.checkpoint import load_classifier
 from tphyolo.classify.classifier import CropClassifier, as_classifier
 from tphyolo.data.files.atomic import write_text_atomic
+from tphyolo.data.files.image_io import read_image
 from tphyolo.evaluation.sharded import Shard, gather_in_order, gather_speed, global_progress
 from tphyolo.infer.backends.pytorch import Backend, as_backend
 from tphyolo.infer.config import VALIDATION, InferenceConfig
 from tphyolo.infer.detector import Detector, PhaseTimes, View, ViewBatch
+from tphyolo.infer.slicing import SliceConfig
+from tphyolo.infer.windows import image_windows, view_batches
 from tphyolo.metrics.ap import Summary, fitness
 from tphyolo.metrics.confusion import ConfusionMatrix
 from tphyolo.metrics.protocol import ImageResult
@@ -105,12 +108,17 @@ def collect_results(
     progress: bool = False,
     classifier: str | Path | CropClassifier | None = None,
     classifier_weight: float | None = None,
+    slicing: SliceConfig | None = None,
+    imgsz: int | None = None,
 ) -> tuple[list[ImageResult], dict[str, float]]:
     """Run `model` (a backend, or a module already prepared on `device`, run in eval mode) over `loader`;
     returns per-image results in original pixels and the time per image in ms for "preprocess", "inference"
     (forward passes and NMS) and "nms" (mapping back and merging), and "classify" with a crop `classifier`
     (a checkpoint or a CropClassifier; `classifier_weight` replaces its share) that re-labels the detections
-    of its classes. `config.imgsz` and `config.batch` are the loader's business and not used here."""
+    of its classes. `config.imgsz` and `config.batch` are the loader's business and not used here -- except with
+    `slicing`: then each original image is read from its path again, cut into windows that are letterboxed to
+    `imgsz` (default `config.imgsz`) and run `config.batch` at a time, their detections merged by `config.merge`
+    on the full image, and scored against the full image's ground truth."""
     results, seconds = [], {"preprocess": 0.0, "inference": 0.0, "nms": 0.0}
     if classifier is not None:
         seconds["classify"] = 0.0
@@ -131,8 +139,12 @@ def collect_results(
             views = [View(ratio.tolist(), pad.tolist(), w, h) for ratio, pad, (h, w) in
                      zip(batch.ratios, batch.pads, sizes, strict=True)]  # fmt: skip
             ids = range(len(views))
-            rows = detector([ViewBatch(x, views, ids)], owners=ids, sizes=sizes, images=[str(p) for p in batch.paths],
-                            times=times)  # fmt: skip
+            paths = [str(p) for p in batch.paths]
+            if slicing is None:
+                rows = detector([ViewBatch(x, views, ids)], owners=ids, sizes=sizes, images=paths, times=times)
+            else:
+                rows = _sliced_rows(detector, paths, sizes, slicing=slicing, times=times,
+                                    imgsz=imgsz or config.imgsz)  # fmt: skip
             for i, (view, merged) in enumerate(zip(views, rows, strict=True)):
                 classes, boxes, ignore = _ground_truth(batch, i, view)
                 results.append(ImageResult(str(batch.paths[i]), (view.height, view.width), merged, classes, boxes,
@@ -141,6 +153,20 @@ def collect_results(
         seconds[phase] += spent
     n = max(len(results), 1)
     return results, {k: 1000.0 * v / n for k, v in seconds.items()}
+
+
+def _sliced_rows(detector: Detector, paths: Sequence[str], sizes, *, slicing: SliceConfig, imgsz: int, times):
+    """The merged detections of the original images at `paths` (of `sizes` (h, w)) predicted window by window."""
+    with times.phase("preprocess"):
+        images = [read_image(path) for path in paths]
+    for path, image, size in zip(paths, images, sizes, strict=True):
+        if tuple(image.shape[:2]) != tuple(size):
+            raise ValueError(f"{path}: read as {image.shape[1]}x{image.shape[0]}, but the loader had it as "
+                             f"{size[1]}x{size[0]}")  # fmt: skip
+    slicing = slicing.resolved(imgsz)
+    windows = image_windows(images, slicing)
+    batches = view_batches(images, windows, detector=detector, imgsz=imgsz, batch=detector.config.batch)
+    return detector(batches, owners=[w.owner for w in windows], sizes=sizes, images=images, times=times)
 
 
 def save_predictions(results: Sequence[ImageResult], save_dir: Path, *, save_txt: bool, save_json: bool) -> None:
@@ -225,6 +251,8 @@ def evaluate(
     classifier_weight: float | None = None,
     keep_images: bool = False,
     shard: Shard | None = None,
+    slicing: SliceConfig | None = None,
+    imgsz: int | None = None,
 ) -> EvalResults:
     """Validate `model` on `loader`'s `Batch`es with `config` (thresholds, TTA, merging) and score the run
     by `protocol` (a name of `tphyolo.metrics.registry.PROTOCOLS`).
@@ -234,7 +262,8 @@ def evaluate(
     previous mode. With `save_dir`: `save_txt` (labels/), `save_json` (predictions.json) and `plots` (val
     batch images, PR/F1/P/R curves, confusion matrix). classifier, classifier_weight: a crop classifier that
     re-labels the detections of its classes first (`collect_results`). keep_images: the per-image results
-    are kept in `image_results` (for `tphyolo.report`).
+    are kept in `image_results` (for `tphyolo.report`). slicing, imgsz: sliced predictions on the full images
+    (`collect_results`).
 
     shard: in a distributed run, which images `loader` holds (`evaluation.sharded`): every rank calls this,
     rank 0 gathers the per-image results, scores and saves, and every rank returns its scores (the per-image
@@ -253,7 +282,8 @@ def evaluate(
     batches = global_progress(loader, shard, desc="val", enabled=progress) if distributed else loader
     results, speed = collect_results(model, batches, config=config, runtime=runtime, device=device,
                                      progress=progress and not distributed, classifier=classifier,
-                                     classifier_weight=classifier_weight)  # fmt: skip
+                                     classifier_weight=classifier_weight, slicing=slicing,
+                                     imgsz=imgsz)  # fmt: skip
     if distributed:
         speed = gather_speed(shard, speed, len(results))
         results = gather_in_order(shard, results)

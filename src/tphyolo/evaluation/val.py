@@ -21,6 +21,7 @@ from tphyolo.evaluation.sharded import Shard
 from tphyolo.infer.backends.pytorch import Weights, load_backends
 from tphyolo.infer.config import VALIDATION, InferenceConfig, inference_config
 from tphyolo.infer.input_shape import fixed_input_shape
+from tphyolo.infer.slicing import SliceConfig
 from tphyolo.runtime.config import RuntimeConfig, resolve_device
 from tphyolo.runtime.distributed import DistContext, barrier, init_process_group
 from tphyolo.runtime.run_dir import removed_if_left_empty
@@ -49,6 +50,7 @@ def val(
     save_txt: bool = False,
     plots: bool = False,
     keep_images: bool = False,
+    slicing: int | str | SliceConfig | None = None,
     **settings,
 ) -> EvalResults:
     """The metrics of `weights` (a checkpoint, an exported model or a model) on split `task` of `data` (a
@@ -61,6 +63,8 @@ def val(
     detections of its classes. With `save_dir` (a folder, or a function that creates one, called once the data
     are loaded so that a run failing before leaves no folder): `save_json`, `save_txt`, `plots` as `evaluate`
     writes them. keep_images: keep each image's detections and ground truth in `image_results` (for the report).
+    slicing: score sliced predictions on the full images -- a window size, "auto" or a SliceConfig: each image is
+    cut into windows run at `imgsz`, merged by `config.merge`, and scored against its full ground truth.
     A fixed-size export gets every image letterboxed to its size (no rect batches). Raises ValueError, before
     any image is read, when the model's and the dataset's classes differ (`check_data_classes`), and after the
     label scan, before inference, when the labels use a class id the model does not have.
@@ -122,4 +126,6 @@ def val(
             classifier=classifier,
             keep_images=keep_images,
             shard=shard,
+            slicing=SliceConfig(slicing) if isinstance(slicing, int | str) else slicing,
+            imgsz=imgsz,
         )

@@ -19,7 +19,9 @@ VAL_CONF = 0.001  # confidence threshold when scoring (a full precision-recall c
 VAL_IOU = 0.6  # NMS IoU threshold when scoring
 VAL_BATCH = 32  # images per forward pass when scoring
 WBF_IOU = 0.55  # the IoU threshold of weighted boxes fusion unless given
-MERGE_METHODS = ("wbf", "nms")
+MERGE_METHODS = ("wbf", "nms", "nmm", "greedy-nmm")  # tphyolo.infer.merge
+MATCH_MEASURES = ("iou", "ios")  # tphyolo.ops.overlap: intersection over union, or over the smaller box
+NMM_MATCH = 0.5  # the overlap threshold of (greedy) non-maximum merging unless given, as SAHI's
 MAX_TTA_SCALE = 4.0  # TTA passes enlarge the input at most this much (the paper's largest is 1.3)
 RECLASSIFY_MIN_SCORE = 0.01  # detections scoring less are not re-classified (validation keeps thousands of them)
 
@@ -31,8 +33,10 @@ class InferenceConfig:
     imgsz: network input size (long side) of each image or slice, rounded up to a stride multiple by whoever
     letterboxes (`check_imgsz`); batch: images or slices per forward pass. conf, iou: NMS thresholds of each
     run; max_det: most detections per image. classes: keep only these ids; agnostic: suppress across classes.
-    augment: test-time augmentation with every scale of `tta_scales` and flip of `tta_flips`. merge: "wbf" or
-    "nms" for combining runs; merge_iou: its IoU threshold (default `merge_threshold`).
+    augment: test-time augmentation with every scale of `tta_scales` and flip of `tta_flips`. merge: how runs
+    and slices are combined, "wbf", "nms", "nmm" or "greedy-nmm" (`tphyolo.infer.merge`); merge_iou: its overlap
+    threshold (default `merge_threshold`); match: the overlap measure of nms/nmm/greedy-nmm, "iou" or "ios";
+    merge_agnostic: merge across classes (so does `agnostic` for nms). WBF fuses within a class, by IoU.
     """
 
     imgsz: int = flag(
@@ -59,8 +63,15 @@ class InferenceConfig:
     tta_flips: tuple[str, ...] = flag(DEFAULT_FLIPS, "--tta-flips", choices=FLIPS, help="TTA flips")
     merge: str = flag("wbf", "--merge", choices=MERGE_METHODS, help="how TTA, ensemble and slice runs are merged")
     merge_iou: float | None = flag(
-        None, "--merge-iou", help=f"merge IoU threshold (default: {WBF_IOU} for wbf, --iou for nms)", bounds=FRACTION
+        None,
+        "--merge-iou",
+        help=f"merge overlap threshold (default: {WBF_IOU} for wbf, --iou for nms, {NMM_MATCH} for nmm)",
+        bounds=FRACTION,
     )
+    match: str = flag(
+        "iou", "--match", choices=MATCH_MEASURES, help="merge overlap: iou, or ios (over the smaller box)"
+    )
+    merge_agnostic: bool = flag(False, "--merge-agnostic", help="merge boxes across classes (nms, nmm, greedy-nmm)")
 
     def __post_init__(self) -> None:
         """Raises ValueError naming the flag (`setting_name`) of the first setting that is out of range or has no
@@ -79,6 +90,12 @@ class InferenceConfig:
             raise ValueError(
                 f"unknown {setting_name(self, 'merge')} method {self.merge!r}; known: {list(MERGE_METHODS)}"
             )
+        if self.match not in MATCH_MEASURES:
+            raise ValueError(f"unknown {setting_name(self, 'match')} {self.match!r}; known: {list(MATCH_MEASURES)}")
+        if self.merge == "wbf" and (self.match != "iou" or self.merge_agnostic):
+            given = setting_name(self, "match" if self.match != "iou" else "merge_agnostic")
+            raise ValueError(f"{given}: wbf fuses boxes of one class by IoU; choose {setting_name(self, 'merge')} "
+                             "nms, nmm or greedy-nmm")  # fmt: skip
         TTAConfig(self.tta_scales, self.tta_flips)  # validates them
         if not self.augment and (self.tta_scales, self.tta_flips) != (PAPER_SCALES, DEFAULT_FLIPS):
             names = f"{setting_name(self, 'tta_scales')}/{setting_name(self, 'tta_flips')}"
@@ -100,7 +117,7 @@ class InferenceConfig:
         if not self.augment:
             del settings["tta_scales"], settings["tta_flips"]
         if not runs_merged:
-            del settings["merge"], settings["merge_iou"]
+            del settings["merge"], settings["merge_iou"], settings["match"], settings["merge_agnostic"]
         return settings
 
     @property
@@ -109,11 +126,17 @@ class InferenceConfig:
         return TTAConfig(self.tta_scales, self.tta_flips) if self.augment else PLAIN
 
     @property
+    def merge_across_classes(self) -> bool:
+        """Whether merging joins boxes of different classes: `merge_agnostic`, or `agnostic` with NMS."""
+        return self.merge_agnostic or (self.agnostic and self.merge == "nms")
+
+    @property
     def merge_threshold(self) -> float:
-        """The IoU threshold of merging: `merge_iou` when given, else WBF_IOU for WBF and `iou` for NMS."""
+        """The overlap threshold of merging: `merge_iou` when given, else WBF_IOU for WBF, `iou` for NMS and
+        NMM_MATCH for the two NMMs."""
         if self.merge_iou is not None:
             return self.merge_iou
-        return WBF_IOU if self.merge == "wbf" else self.iou
+        return {"wbf": WBF_IOU, "nms": self.iou}.get(self.merge, NMM_MATCH)
 
 
 VAL_DEFAULTS = {"conf": VAL_CONF, "iou": VAL_IOU, "batch": VAL_BATCH}  # where scoring differs from predicting

@@ -30,36 +30,38 @@ import time
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 
-import numpy as np
 import torch
-from torchvision.ops import batched_nms
 
 from tphyolo.classify.classifier import CropClassifier, resolve_class_ids
 from tphyolo.classify.relabel import Image, reclassify_rows
 from tphyolo.data.letterbox import LetterboxInfo
 from tphyolo.infer.backends.pytorch import Backend
-from tphyolo.infer.config import MERGE_METHODS, RECLASSIFY_MIN_SCORE, InferenceConfig
+from tphyolo.infer.config import RECLASSIFY_MIN_SCORE, InferenceConfig
 from tphyolo.infer.input_shape import fixed_input_shape
+from tphyolo.infer.merge import merge_detections
 from tphyolo.infer.tta import augment, unaugment
-from tphyolo.ops import clip_boxes, non_max_suppression, unletterbox
-from tphyolo.ops.wbf import weighted_boxes_fusion
+from tphyolo.ops import non_max_suppression, unletterbox
 
 
 @dataclass(frozen=True)
 class View:
     """Where a network input image came from: a width x height region of the original image with top-left
-    corner `offset`, letterboxed with `ratio` (rx, ry) and `pad` (left, top) as LetterboxInfo records them."""
+    corner `offset`, letterboxed with `ratio` (rx, ry) and `pad` (left, top) as LetterboxInfo records them.
+    min_size: only boxes whose longer side is at least this many original pixels are kept from this view."""
 
     ratio: tuple[float, float]
     pad: tuple[float, float]
     width: int
     height: int
     offset: tuple[int, int] = (0, 0)
+    min_size: float = 0.0
 
     @classmethod
-    def of(cls, info: LetterboxInfo, width: int, height: int, offset: tuple[int, int] = (0, 0)) -> View:
+    def of(
+        cls, info: LetterboxInfo, width: int, height: int, offset: tuple[int, int] = (0, 0), min_size: float = 0.0
+    ) -> View:
         """The view of a `width` x `height` region at `offset`, letterboxed as `info` records."""
-        return cls(tuple(info.ratio), tuple(info.pad), width, height, offset)
+        return cls(tuple(info.ratio), tuple(info.pad), width, height, offset, min_size)
 
     def unletterbox(self, boxes: torch.Tensor) -> torch.Tensor:
         """(n, 4) xyxy in network-input pixels -> float32 xyxy in original pixels (clipped to the region), CPU."""
@@ -68,9 +70,13 @@ class View:
         )
 
     def rows_to_original(self, rows: torch.Tensor) -> torch.Tensor:
-        """(n, 6) detection rows in network-input pixels -> a float32 CPU copy in original pixels."""
+        """(n, 6) detection rows in network-input pixels -> a float32 CPU copy in original pixels, less the boxes
+        smaller than `min_size`."""
         rows = rows.float().cpu().clone()
         rows[:, :4] = self.unletterbox(rows[:, :4])
+        if self.min_size > 0:
+            sides = torch.maximum(rows[:, 2] - rows[:, 0], rows[:, 3] - rows[:, 1])
+            rows = rows[sides >= self.min_size]
         return rows
 
 
@@ -102,46 +108,6 @@ class PhaseTimes(dict):
         start = self._now()
         yield
         self[name] = self.get(name, 0.0) + self._now() - start
-
-
-def merge_detections(
-    lists: Sequence[torch.Tensor],
-    *,
-    method: str,
-    width: float,
-    height: float,
-    iou: float,
-    max_det: int,
-    weights: Sequence[float] | None = None,
-    agnostic: bool = False,
-) -> torch.Tensor:
-    """Merge several (n_i, 6) detection lists of one width x height image (pixels) into one (n, 6) list.
-
-    "wbf": weighted boxes fusion with `iou` as its threshold and `weights` per list (boxes are normalised for
-    the fusion and scaled back); "nms": the union suppressed per class (or across classes, `agnostic`).
-    Result sorted by descending score, at most `max_det` rows.
-    """
-    if method not in MERGE_METHODS:
-        raise ValueError(f"unknown merge method {method!r}; known: {list(MERGE_METHODS)}")
-    device = lists[0].device if lists else torch.device("cpu")
-    if method == "nms":
-        rows = torch.cat(list(lists)) if lists else torch.zeros((0, 6), device=device)
-        groups = torch.zeros_like(rows[:, 5]) if agnostic else rows[:, 5]
-        keep = batched_nms(rows[:, :4].float(), rows[:, 4].float(), groups.long(), iou)[:max_det]
-        return rows[keep]
-    scale = torch.tensor([width, height, width, height], dtype=torch.float64)
-    boxes, scores, labels = weighted_boxes_fusion(
-        [(r[:, :4].double().cpu() / scale).numpy() for r in lists],
-        [r[:, 4].double().cpu().numpy() for r in lists],
-        [r[:, 5].double().cpu().numpy() for r in lists],
-        weights=weights,
-        iou_thr=iou,
-        conf_type="avg",
-    )
-    rows = torch.from_numpy(np.concatenate([boxes * scale.numpy(), scores[:, None], labels[:, None]], axis=1))
-    rows = rows[:max_det].float().reshape(-1, 6)
-    rows[:, :4] = clip_boxes(rows[:, :4], width=width, height=height)  # undo rounding past the edges
-    return rows.to(device)
 
 
 class Detector:
@@ -254,16 +220,19 @@ class Detector:
         and the runs merged (one run of one view is returned as it is). (n, 6), by descending score."""
         if len(runs) == 1 and len(runs[0]) == 1:
             return runs[0][0]
+        if not any(len(views) for views in runs):  # every window of the image was skipped (empty)
+            return torch.zeros((0, 6))
         cfg = self.config
         return merge_detections(
-            [torch.cat(list(views)) for views in runs],
+            [torch.cat(list(views)) if len(views) else torch.zeros((0, 6)) for views in runs],
             method=cfg.merge,
             width=width,
             height=height,
             iou=cfg.merge_threshold,
             max_det=cfg.max_det,
             weights=self.run_weights,
-            agnostic=cfg.agnostic,
+            agnostic=cfg.merge_across_classes,
+            match=cfg.match,
         )
 
     def reclassify(self, rows: Sequence[torch.Tensor], images: Sequence[Image]) -> list[torch.Tensor]:

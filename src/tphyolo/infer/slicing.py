@@ -1,60 +1,64 @@
 """Sliced inference: cut a large image into overlapping windows so that small objects keep their pixels.
 
-Windows are (x1, y1, x2, y2) integer pixel boxes of the original image, all of the same size
-(min(size, W) x min(size, H)), stepping by `size * (1 - overlap)` and with the last row and column flush
-with the image's edges. An image no larger than `size` is one window: the whole image.
+Windows are the tiles of `tphyolo.ops.tiling` (as `tphyolo data slice` cuts datasets): (x1, y1, x2, y2) integer
+pixel boxes of the original image, all of the same size (min(size, W) x min(size, H)), stepping by
+`size * (1 - overlap)` and with the last row and column flush with the image's edges. An image no larger than
+`size` is one window: the whole image.
+
+`size="auto"` takes the network input size (`--img`, the model's training size unless changed): each window is
+then seen at its own resolution, neither shrunk nor enlarged, and an image no larger than it is one window.
+With `full`, the whole image is one more window; `full_min` keeps from that pass only boxes whose longer side is
+at least that many pixels (the slices see the small ones better). With `skip_empty`, windows whose pixels all
+have one value (blank borders, NoData) are not run.
 """
 
 from __future__ import annotations
 
-import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from tphyolo.flags import Bounds
+from tphyolo.ops.tiling import DEFAULT_OVERLAP, MAX_OVERLAP, MIN_TILE, tile_grid
 
-DEFAULT_OVERLAP = 0.2
-MIN_SLICE_SIZE = 32  # pixels: a window smaller than the largest stride holds no object
-# The most a window shares with its neighbour: at 0.9 the step is a tenth of a window (>= 3 px for the
-# smallest) and a pixel lies in at most 100 windows. Nearer 1 the step shrinks to a pixel and an image
-# becomes millions of windows (an overlap of 0.999 at 640 px made a 1 px step: the command never ended).
-MAX_OVERLAP = 0.9
+AUTO = "auto"  # the window size of `--slice auto`: the network input size
+MIN_SLICE_SIZE = MIN_TILE
 SIZE_BOUNDS = Bounds(MIN_SLICE_SIZE)
 OVERLAP_BOUNDS = Bounds(0, MAX_OVERLAP)
 
 
 @dataclass(frozen=True)
 class SliceConfig:
-    """size: window side in original pixels (>= MIN_SLICE_SIZE); overlap: fraction of a window shared with
-    its neighbour, in [0, MAX_OVERLAP]; full: also run the whole image as one more window (helps large
-    objects)."""
+    """size: window side in original pixels (>= MIN_SLICE_SIZE), or AUTO (`resolved` gives the size); overlap:
+    fraction of a window shared with its neighbour, in [0, MAX_OVERLAP]; full: also run the whole image as one
+    more window (helps large objects); full_min: the whole-image pass keeps only boxes whose longer side is at
+    least this many pixels (0: all; needs `full`); skip_empty: windows of one pixel value are not run."""
 
-    size: int
+    size: int | str
     overlap: float = DEFAULT_OVERLAP
     full: bool = False
+    full_min: int = 0
+    skip_empty: bool = False
 
     def __post_init__(self) -> None:
-        if self.size not in SIZE_BOUNDS:
-            raise ValueError(f"slice size must be at least {MIN_SLICE_SIZE} pixels, got {self.size}")
+        if self.size != AUTO and (isinstance(self.size, str) or self.size not in SIZE_BOUNDS):
+            raise ValueError(f"slice size must be {AUTO!r} or at least {MIN_SLICE_SIZE} pixels, got {self.size}")
         if self.overlap not in OVERLAP_BOUNDS:
             raise ValueError(f"slice overlap must be {OVERLAP_BOUNDS}, got {self.overlap}")
+        if self.full_min < 0:
+            raise ValueError(f"the full-image pass's smallest box must be >= 0 pixels, got {self.full_min}")
+        if self.full_min and not self.full:
+            raise ValueError("a smallest box for the full-image pass needs the full-image pass")
 
-
-def _starts(length: int, size: int, step: int) -> list[int]:
-    if length <= size:
-        return [0]
-    n = math.ceil((length - size) / step) + 1
-    starts = [min(i * step, length - size) for i in range(n)]
-    return sorted(set(starts))
+    def resolved(self, imgsz: int) -> SliceConfig:
+        """This config with an AUTO size replaced by `imgsz`, the network input size (long side)."""
+        return replace(self, size=max(imgsz, MIN_SLICE_SIZE)) if self.size == AUTO else self
 
 
 def slice_windows(height: int, width: int, cfg: SliceConfig) -> list[tuple[int, int, int, int]]:
     """The windows covering a height x width image, row by row; with `cfg.full` the whole image comes last
-    (unless it already is the only window)."""
-    step = max(1, round(cfg.size * (1.0 - cfg.overlap)))
-    win_w, win_h = min(cfg.size, width), min(cfg.size, height)
-    windows = [
-        (x, y, x + win_w, y + win_h) for y in _starts(height, cfg.size, step) for x in _starts(width, cfg.size, step)
-    ]
+    (unless it already is the only window). Raises ValueError for an AUTO size not yet `resolved`."""
+    if cfg.size == AUTO:
+        raise ValueError("an automatic slice size is resolved against the network input size first")
+    windows = tile_grid(height, width, size=cfg.size, overlap=cfg.overlap)
     whole = (0, 0, width, height)
     if cfg.full and windows != [whole]:
         windows.append(whole)

@@ -1,13 +1,17 @@
-"""Non-maximum suppression of a detector's eval output, batched over images and classes."""
+"""Non-maximum suppression: of a detector's eval output, batched over images and classes; and of detection rows
+by either overlap measure (IoU or IoS), as merging slices needs."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 
+import numpy as np
 import torch
 from torchvision.ops import batched_nms
 
 from tphyolo.ops.boxes import cxcywh_to_xyxy
+from tphyolo.ops.nmm import by_score
+from tphyolo.ops.overlap import class_groups, overlapping_pairs
 
 MAX_NMS = 30000  # most candidates per image handed to NMS (highest scores first)
 
@@ -28,9 +32,9 @@ def _rank_within(groups: torch.Tensor) -> torch.Tensor:
 
 def _keep_top(image: torch.Tensor, scores: torch.Tensor, limit: int) -> torch.Tensor:
     """Indices of the `limit` best scores of each image, in descending score order overall."""
-    by_score = torch.sort(scores, descending=True, stable=True).indices
-    rank = _rank_within(image[by_score])
-    return by_score[rank < limit]
+    order = torch.sort(scores, descending=True, stable=True).indices
+    rank = _rank_within(image[order])
+    return order[rank < limit]
 
 
 def non_max_suppression(
@@ -88,3 +92,24 @@ def non_max_suppression(
     out = torch.cat((boxes[kept], conf[kept, None], cls[kept, None].float()), dim=1)  # (n, 6)
     counts = torch.bincount(image[kept], minlength=b).tolist()
     return list(out.split(counts))
+
+
+def suppress_overlaps(
+    rows: np.ndarray, *, threshold: float, measure: str = "iou", agnostic: bool = False
+) -> np.ndarray:
+    """Non-maximum suppression of (n, 6) rows x1, y1, x2, y2, score, class by either overlap measure
+    (`tphyolo.ops.overlap`: "iou", or "ios", intersection over the smaller box): visited by descending score, a
+    box is kept unless it overlaps a kept box of its class (any class with `agnostic`) by at least `threshold`;
+    equal scores are visited by ascending corners (`tphyolo.ops.nmm.by_score`, as SAHI).
+    Returns the indices kept, by descending score."""
+    rows = np.asarray(rows, dtype=np.float64).reshape(-1, 6)
+    kept = []
+    for group in class_groups(rows[:, 5], agnostic=agnostic):
+        matches = overlapping_pairs(rows[group, :4], threshold, measure)
+        suppressed = np.zeros(len(group), dtype=bool)
+        for i in by_score(rows[group, 4], rows[group, :4]).tolist():
+            if not suppressed[i]:
+                kept.append(group[i])
+                suppressed[matches[i]] = True
+    kept = np.asarray(kept, dtype=np.int64)
+    return kept[by_score(rows[kept, 4], rows[kept, :4])]

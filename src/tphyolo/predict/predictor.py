@@ -27,12 +27,13 @@ import numpy as np
 import torch
 
 from tphyolo.classify.classifier import CropClassifier, as_classifier
-from tphyolo.data.letterbox import LetterboxInfo, check_imgsz, letterbox
+from tphyolo.data.letterbox import check_imgsz
 from tphyolo.infer.backends.pytorch import Weights, load_backends
 from tphyolo.infer.config import InferenceConfig, inference_config
-from tphyolo.infer.detector import Detector, View, ViewBatch
-from tphyolo.infer.slicing import SliceConfig, slice_windows
+from tphyolo.infer.detector import Detector
+from tphyolo.infer.slicing import SliceConfig
 from tphyolo.infer.tta_config import TTAConfig
+from tphyolo.infer.windows import image_windows, view_batches
 from tphyolo.ops.detections import Detections
 from tphyolo.predict.inputs import in_memory_images
 from tphyolo.predict.results import Results
@@ -60,7 +61,8 @@ class Predictor:
     model's WBF weight, default 1). config: an InferenceConfig (thresholds, TTA, merging, image size, batch);
     its fields may also be given as keywords (`imgsz=1536, conf=0.25`), with `tta=True` (the paper's passes)
     or a TTAConfig as a shorthand for `augment` and the TTA passes. An `imgsz` that is not a multiple of the
-    largest stride is rounded up, with a warning. slice: a window size in original pixels or a SliceConfig.
+    largest stride is rounded up, with a warning. slice: a window size in original pixels, "auto" (the
+    network input size) or a SliceConfig.
     runtime: how to run (device, fp16 weights with `half`, channels_last, compile, autocast); `device`
     overrides its device. fuse: fold BatchNorm into convolutions first. classifier: a crop-classifier
     checkpoint (or a CropClassifier) whose classes are among the models' names; it re-labels the detections of
@@ -80,7 +82,7 @@ class Predictor:
         *,
         runtime: RuntimeConfig | None = None,
         device: str | torch.device | None = None,
-        slice: int | SliceConfig | None = None,  # noqa: A002 - the public keyword is `slice`
+        slice: int | str | SliceConfig | None = None,  # noqa: A002 - the public keyword is `slice`
         model_weights: Sequence[float] | None = None,
         fuse: bool = True,
         tta: bool | TTAConfig | None = None,
@@ -99,7 +101,7 @@ class Predictor:
         self._configure(backends, config, slice, classifier)
 
     def _configure(
-        self, backends: Sequence, config: InferenceConfig, slicing: int | SliceConfig | None, classifier
+        self, backends: Sequence, config: InferenceConfig, slicing: int | str | SliceConfig | None, classifier
     ) -> None:
         self.config = replace(config, imgsz=check_imgsz(config.imgsz, max(b.stride for b in backends)))
         self.detector = Detector(backends, self.config, weights=self.model_weights, classifier=classifier)
@@ -108,7 +110,8 @@ class Predictor:
             LOGGER.warning("a fixed-size export: images are letterboxed to its %dx%d, not to --img %d",
                            fixed[1], fixed[0], self.config.imgsz)  # fmt: skip
             self.config = replace(self.config, imgsz=max(fixed))
-        self.slicing = SliceConfig(slicing) if isinstance(slicing, int) else slicing
+        slicing = SliceConfig(slicing) if isinstance(slicing, int | str) else slicing
+        self.slicing = slicing.resolved(self.config.imgsz) if slicing is not None else None
 
     def with_settings(
         self, config: InferenceConfig, *, slice: SliceConfig | None = None, classifier: bool = True  # noqa: A002
@@ -213,44 +216,19 @@ class Predictor:
 
     def predict_images(self, images: Sequence[np.ndarray]) -> list[Results]:
         """Results of uint8 BGR (H, W, 3) images, in original pixels, each with its image."""
-        owners, windows = [], []  # per view: its image, its window
         for i, image in enumerate(images):
             if image.ndim != 3 or image.shape[2] != 3 or image.dtype != np.uint8:
                 raise ValueError(f"image {i}: expected uint8 (H, W, 3), got {image.dtype} {image.shape}")
-            h, w = image.shape[:2]
-            for window in slice_windows(h, w, self.slicing) if self.slicing else [(0, 0, w, h)]:
-                owners.append(i)
-                windows.append(window)
+        windows = image_windows(images, self.slicing)
+        batches = view_batches(images, windows, detector=self.detector, imgsz=self.config.imgsz,
+                               batch=self.config.batch)  # fmt: skip
         sizes = [image.shape[:2] for image in images]
-        rows = self.detector(self._view_batches(images, owners, windows), owners=owners, sizes=sizes, images=images)
+        rows = self.detector(batches, owners=[w.owner for w in windows], sizes=sizes, images=images)
         names = tuple(self.names)
         return [
             _with_source(Detections.from_rows(r), names=names, image=image)
             for r, image in zip(rows, images, strict=True)
         ]
-
-    def _letterbox(self, image: np.ndarray) -> tuple[np.ndarray, LetterboxInfo]:
-        """`image` letterboxed for the detector: to the shape of a fixed-size export, padded the whole way, else
-        to `imgsz` with the short side padded to the next stride multiple."""
-        if self.detector.fixed_shape is not None:
-            return letterbox(image, self.detector.fixed_shape, stride=self.detector.stride, auto=False)
-        return letterbox(image, self.config.imgsz, stride=self.detector.stride, auto=True)
-
-    def _view_batches(self, images: Sequence[np.ndarray], owners: list[int], windows: list) -> Iterator[ViewBatch]:
-        """Every view letterboxed and prepared, in batches of views of one shape (at most `config.batch`)."""
-        boxed = []
-        for i, (x1, y1, x2, y2) in zip(owners, windows, strict=True):
-            crop, info = self._letterbox(images[i][y1:y2, x1:x2])
-            boxed.append((crop, View.of(info, x2 - x1, y2 - y1, offset=(x1, y1))))
-        by_shape: dict[tuple[int, ...], list[int]] = {}
-        for v, (crop, _) in enumerate(boxed):
-            by_shape.setdefault(crop.shape, []).append(v)
-        for members in by_shape.values():
-            for start in range(0, len(members), self.config.batch):
-                chunk = members[start : start + self.config.batch]
-                array = np.stack([boxed[v][0] for v in chunk])[..., ::-1].transpose(0, 3, 1, 2)  # BGR -> RGB, NCHW
-                x = self.detector.prepare(torch.from_numpy(np.ascontiguousarray(array)))  # (B, 3, H, W)
-                yield ViewBatch(x, [boxed[v][1] for v in chunk], chunk)
 
 
 def _with_source(detections: Detections, *, names: tuple[str, ...], image: np.ndarray) -> Results:

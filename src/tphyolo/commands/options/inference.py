@@ -23,13 +23,26 @@ def add_inference_flags(
     add_flags(parser, OutputDir)
 
 
+def _slice_size(text: str) -> int | str:
+    """An argparse `type` for --slice: "auto" or a window size in pixels within SIZE_BOUNDS."""
+    from tphyolo.infer.slicing import AUTO, SIZE_BOUNDS
+
+    return AUTO if text == AUTO else SIZE_BOUNDS.parser(int)(text)
+
+
+_slice_size.__name__ = "size ('auto' or pixels)"  # argparse: "invalid size ('auto' or pixels) value: 'x'"
+
+
 def add_slice_flags(parser: argparse.ArgumentParser) -> None:
-    """--slice, --overlap, --slice-full: sliced inference (`tphyolo.infer.slicing.SliceConfig`)."""
-    from tphyolo.infer.slicing import DEFAULT_OVERLAP, OVERLAP_BOUNDS, SIZE_BOUNDS
+    """--slice, --overlap, --slice-full, --slice-full-min, --skip-empty: sliced inference
+    (`tphyolo.infer.slicing.SliceConfig`)."""
+    from tphyolo.flags import NON_NEGATIVE
+    from tphyolo.infer.slicing import DEFAULT_OVERLAP, OVERLAP_BOUNDS
 
     parser.add_argument(
-        "--slice", type=SIZE_BOUNDS.parser(int), default=None, metavar="SIZE", help="sliced inference, window pixels"
-    )
+        "--slice", type=_slice_size, default=None, metavar="SIZE",
+        help="sliced inference: window pixels, or auto (the network input size)",
+    )  # fmt: skip
     parser.add_argument(
         "--overlap",
         type=OVERLAP_BOUNDS.parser(float),
@@ -37,25 +50,36 @@ def add_slice_flags(parser: argparse.ArgumentParser) -> None:
         help=f"slice overlap fraction, {OVERLAP_BOUNDS} (default: {DEFAULT_OVERLAP})",
     )
     parser.add_argument("--slice-full", action="store_true", help="add a full-image pass to sliced inference")
+    parser.add_argument(
+        "--slice-full-min", type=NON_NEGATIVE.parser(int), default=0, metavar="PIXELS",
+        help="the full-image pass keeps only boxes whose longer side is at least this (default: 0, all)",
+    )  # fmt: skip
+    parser.add_argument("--skip-empty", action="store_true", help="do not run windows of one pixel value (NoData)")
 
 
 def slice_settings(args: argparse.Namespace):
-    """The SliceConfig of `--slice`, `--overlap`, `--slice-full`, or None without `--slice`. Raises UsageError
-    for slice flags given without `--slice` and for a window the SliceConfig refuses."""
+    """The SliceConfig of `--slice`, `--overlap`, `--slice-full`, `--slice-full-min`, `--skip-empty`, or None
+    without `--slice`. Raises UsageError for slice flags given without `--slice` and for settings the SliceConfig
+    refuses."""
     from tphyolo.errors import UsageError
     from tphyolo.infer.slicing import DEFAULT_OVERLAP, SliceConfig
 
     if args.slice is None:
         given = [
             name
-            for name, on in (("--overlap", args.overlap != DEFAULT_OVERLAP), ("--slice-full", args.slice_full))
+            for name, on in (
+                ("--overlap", args.overlap != DEFAULT_OVERLAP),
+                ("--slice-full", args.slice_full),
+                ("--slice-full-min", args.slice_full_min != 0),
+                ("--skip-empty", args.skip_empty),
+            )
             if on
         ]
         if given:
             raise UsageError(f"{' and '.join(given)} set(s) sliced inference up; add --slice SIZE or drop it")
         return None
     try:
-        return SliceConfig(args.slice, args.overlap, args.slice_full)
+        return SliceConfig(args.slice, args.overlap, args.slice_full, args.slice_full_min, args.skip_empty)
     except ValueError as error:
         raise UsageError(f"--slice {args.slice} --overlap {args.overlap}: {error}") from error
 

@@ -1,0 +1,76 @@
+"""What `tphyolo predict` adds for rasters too large to decode (orthomosaics): the flags, which sources run as
+rasters, and the run (`tphyolo.predict.raster.predict_raster_into`)."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+
+def add_raster_flags(parser: argparse.ArgumentParser) -> None:
+    """--save-geojson, --to-crs, --bands."""
+    from tphyolo.flags import AT_LEAST_ONE
+
+    parser.add_argument(
+        "--save-geojson", action="store_true",
+        help="rasters (GeoTIFF): detections as GeoJSON polygons in the raster's CRS (STEM.geojson)",
+    )  # fmt: skip
+    parser.add_argument(
+        "--to-crs", default=None, metavar="CRS", help="reproject --save-geojson to this CRS (e.g. EPSG:4326)"
+    )
+    parser.add_argument(
+        "--bands", nargs="+", type=AT_LEAST_ONE.parser(int), default=None, metavar="N",
+        help="raster bands read: one (grey) or three (R G B), 1-based (default: 1 2 3, or 1 of a one-band raster)",
+    )  # fmt: skip
+
+
+def raster_source(args: argparse.Namespace) -> Path | None:
+    """The raster `args.source` names when it runs tile by tile, else None: a .tif/.tiff/.vrt file given with a
+    raster flag (--save-geojson, --to-crs, --bands), or, with rasterio installed, one that has a CRS or is larger
+    than an image may be decoded whole (MAX_IMAGE_PIXELS). Raises UsageError for raster flags without one."""
+    from tphyolo.data.files.image_limits import MAX_IMAGE_PIXELS
+    from tphyolo.data.files.raster import RASTER_SUFFIXES
+    from tphyolo.errors import UsageError
+
+    asked = [name for name, on in (("--save-geojson", args.save_geojson), ("--to-crs", args.to_crs is not None),
+                                   ("--bands", args.bands is not None)) if on]  # fmt: skip
+    path = Path(str(args.source))
+    if not (path.suffix.lower() in RASTER_SUFFIXES and path.is_file()):
+        if asked:
+            raise UsageError(f"{' and '.join(asked)} need(s) a raster --source (.tif, .tiff, .vrt)")
+        return None
+    if args.to_crs is not None and not args.save_geojson:
+        raise UsageError("--to-crs reprojects --save-geojson; add --save-geojson or drop it")
+    if asked:
+        return _checked(path, args)
+    try:
+        import rasterio
+    except ImportError:
+        return None
+    with rasterio.open(path) as dataset:
+        large = dataset.crs is not None or dataset.width * dataset.height > MAX_IMAGE_PIXELS
+    return _checked(path, args) if large else None
+
+
+def _checked(path: Path, args: argparse.Namespace) -> Path:
+    """`path`, once the flags that cannot apply to a raster are refused (before any model is loaded)."""
+    from tphyolo.errors import UsageError
+
+    if args.slice_full:
+        raise UsageError("--slice-full: a raster is run tile by tile, never whole")
+    return path
+
+
+def run_raster(save_dir: Path, predictor, path: Path, args: argparse.Namespace, slicing) -> None:
+    """Predict the raster `path` into `save_dir` with the command's output flags, and print what was done."""
+    from tphyolo.infer.slicing import AUTO, SliceConfig
+    from tphyolo.predict.raster import RasterOutputs, predict_raster_into
+
+    outputs = RasterOutputs(save_geojson=args.save_geojson or not (args.save_txt or args.save_json),
+                            to_crs=args.to_crs, save_txt=args.save_txt, save_conf=args.save_conf,
+                            save_json=args.save_json)  # fmt: skip
+    run = predict_raster_into(save_dir, predictor, path, slicing=slicing or SliceConfig(AUTO), outputs=outputs,
+                              bands=args.bands, progress=True)  # fmt: skip
+    crs = run.crs or "pixels (the raster has no CRS)"
+    print(f"{len(run.detections)} detections in {path.name} ({run.width}x{run.height}, {crs}): {run.tiles} tiles, "
+          f"{run.skipped} NoData skipped; results in {save_dir}")  # fmt: skip

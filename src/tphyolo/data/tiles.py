@@ -1,0 +1,191 @@
+"""A sliced copy of a dataset, for training on tiles of large images (`tphyolo data slice`).
+
+    summary = slice_dataset(load_data_config("data.yaml"), "sliced/", DatasetSlicing(size=640, overlap=0.2))
+    tphyolo.train(..., data=summary.yaml)
+
+Each image of the chosen splits is cut into the tiles of `tphyolo.ops.tiling` (the windows sliced inference
+runs) and each tile is written as an image of its own, named `STEM_X_Y` after its top-left corner, with its
+labels in the dataset's own format (VisDrone annotations, YOLO labels, COCO json; YOLO when the split mixes
+formats or has none). The rules for a box that a tile edge cuts:
+
+- the box is clipped to the tile; it stays an object when at least `min_visible` of its area is inside;
+- a smaller visible part becomes an ignore region (neither object nor background: the model is not taught
+  that a third of a car is no car), as do the clipped parts of the image's own ignore regions (VisDrone's
+  category 0, YOLO `ignore/` files, COCO crowd boxes).
+
+Tiles without objects (negatives) are kept at `empty_ratio` per tile with objects, drawn at random with `seed`.
+The yaml written (`OUT/data.yaml`) names the sliced splits and the classes, ready for `tphyolo train`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import cv2
+import numpy as np
+import yaml
+
+from tphyolo.data.dataset_config import SPLITS, DataConfig
+from tphyolo.data.files.image_io import read_image
+from tphyolo.data.formats import get_format
+from tphyolo.data.formats.base import LabeledImage
+from tphyolo.data.labels import ImageLabels
+from tphyolo.data.scan import scan_split
+from tphyolo.flags import FRACTION, NON_NEGATIVE, Bounds, check_field_types, flag
+from tphyolo.ops.tiling import DEFAULT_OVERLAP, MAX_OVERLAP, MIN_TILE, tile_grid
+
+DEFAULT_TILE = 640
+DEFAULT_MIN_VISIBLE = 0.5
+DEFAULT_EMPTY_RATIO = 0.1  # one negative tile kept per ten tiles with objects
+JPEG_QUALITY = 95
+
+
+@dataclass(frozen=True)
+class DatasetSlicing:
+    """How a dataset is cut (module docstring); every field is also a flag of `tphyolo data slice`."""
+
+    size: int = flag(DEFAULT_TILE, "--size", help="tile side, pixels", bounds=Bounds(MIN_TILE))
+    overlap: float = flag(DEFAULT_OVERLAP, "--overlap", help="tile overlap fraction", bounds=Bounds(0, MAX_OVERLAP))
+    min_visible: float = flag(
+        DEFAULT_MIN_VISIBLE, "--min-visible", help="share of a cut box's area a tile must hold to keep it",
+        bounds=FRACTION,
+    )  # fmt: skip
+    empty_ratio: float = flag(
+        DEFAULT_EMPTY_RATIO, "--empty-ratio", help="tiles without objects kept per tile with objects",
+        bounds=NON_NEGATIVE,
+    )  # fmt: skip
+    seed: int = flag(0, "--seed", help="random draw of the negative tiles kept", bounds=NON_NEGATIVE)
+
+    def __post_init__(self) -> None:
+        check_field_types(self)
+
+
+@dataclass(frozen=True)
+class SlicedSplit:
+    """What slicing one split wrote: images read, tiles with objects, negative tiles kept of those found, the
+    label format written, files the scan skipped as unusable, and the class names."""
+
+    split: str
+    images: int
+    positive: int
+    negative_kept: int
+    negative_found: int
+    label_format: str
+    skipped: int
+    names: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class SlicedDataset:
+    """The data yaml written and what each sliced split holds."""
+
+    yaml: Path
+    splits: tuple[SlicedSplit, ...]
+
+
+def _clip(boxes: np.ndarray, tile: tuple[int, int, int, int]) -> np.ndarray:
+    """(n, 4) xyxy clipped to `tile`, in the tile's own pixels; boxes outside get zero area."""
+    x1, y1, x2, y2 = tile
+    clipped = np.stack([boxes[:, 0].clip(x1, x2), boxes[:, 1].clip(y1, y2),
+                        boxes[:, 2].clip(x1, x2), boxes[:, 3].clip(y1, y2)], axis=1)  # fmt: skip
+    return clipped - np.array([x1, y1, x1, y1], dtype=clipped.dtype)
+
+
+def _area(boxes: np.ndarray) -> np.ndarray:
+    return (boxes[:, 2] - boxes[:, 0]).clip(min=0) * (boxes[:, 3] - boxes[:, 1]).clip(min=0)
+
+
+def tile_labels(labels: ImageLabels, tile: tuple[int, int, int, int], *, min_visible: float) -> ImageLabels:
+    """`labels` of an image as seen in `tile` (x1, y1, x2, y2), in the tile's pixels: objects whose visible
+    share of area is at least `min_visible` (clipped), smaller visible parts and clipped ignore regions as
+    ignore regions."""
+    boxes = _clip(labels.boxes.astype(np.float64), tile)
+    visible = _area(boxes)
+    whole = _area(labels.boxes.astype(np.float64))
+    share = np.divide(visible, whole, out=np.zeros_like(visible), where=whole > 0)
+    kept = (visible > 0) & (share >= min_visible)
+    cut = (visible > 0) & ~kept
+    regions = _clip(labels.ignore.astype(np.float64), tile)
+    ignore = np.concatenate([regions[_area(regions) > 0], boxes[cut]])
+    return ImageLabels(labels.classes[kept], boxes[kept], ignore)
+
+
+def _write_tile(image: np.ndarray, path: Path) -> None:
+    params = [cv2.IMWRITE_JPEG_QUALITY, JPEG_QUALITY] if path.suffix.lower() in (".jpg", ".jpeg") else []
+    if not cv2.imwrite(str(path), image, params):
+        raise OSError(f"{path}: could not be written")
+
+
+def _slice_split(sources, out: Path, cfg: DatasetSlicing, *, split: str, names: Sequence[str], rng) -> SlicedSplit:
+    """Slice one split into `out/split/images` (+ its labels); the negatives kept are drawn with `rng`."""
+    scan = scan_split(sources, names=tuple(names), cache=False)
+    label_format = scan.report.formats[0] if len(scan.report.formats) == 1 else "yolo"
+    positive, negative = [], []  # (record index, tile, labels in the tile)
+    for i, record in enumerate(scan.records):
+        for tile in tile_grid(record.height, record.width, size=cfg.size, overlap=cfg.overlap):
+            labels = tile_labels(record.labels, tile, min_visible=cfg.min_visible)
+            (positive if len(labels.classes) else negative).append((i, tile, labels))
+    n_negative = min(len(negative), round(cfg.empty_ratio * len(positive)))
+    drawn = sorted(rng.choice(len(negative), size=n_negative, replace=False).tolist()) if n_negative else []
+    chosen = sorted(positive + [negative[k] for k in drawn], key=lambda entry: entry[0])  # image by image
+    folder = out / split / "images"
+    folder.mkdir(parents=True, exist_ok=True)
+    written, image, image_index = [], None, -1
+    for i, (x1, y1, x2, y2), labels in chosen:
+        record = scan.records[i]
+        if i != image_index:
+            image, image_index = read_image(record.im_file), i
+        source = Path(record.im_file)
+        path = folder / f"{source.stem}_{x1}_{y1}{source.suffix}"
+        _write_tile(image[y1:y2, x1:x2], path)
+        written.append(LabeledImage(path, y2 - y1, x2 - x1, labels))
+    if written:
+        get_format(label_format).write(written, names=list(names or scan.names))
+    return SlicedSplit(split, len(scan.records), len(positive), n_negative, len(negative), label_format,
+                       len(scan.report.problems), tuple(scan.names))  # fmt: skip
+
+
+def slice_dataset(
+    data: DataConfig,
+    out: str | Path,
+    cfg: DatasetSlicing | None = None,
+    *,
+    splits: Sequence[str] = SPLITS,
+    log: Callable[[str], None] | None = None,
+) -> SlicedDataset:
+    """Write the sliced copy of `data`'s `splits` (those it has) under `out` (module docstring) and
+    `out/data.yaml`, in which a split not sliced is the original one. `log` gets one line per split. Raises
+    ValueError for an unknown split name or when none of `splits` has images, FileExistsError when `out` holds
+    files already."""
+    unknown = sorted(set(splits) - set(SPLITS))
+    if unknown:
+        raise ValueError(f"unknown split(s) {unknown}; known: {list(SPLITS)}")
+    cfg = cfg or DatasetSlicing()
+    out = Path(out)
+    if out.exists() and any(out.iterdir()):
+        raise FileExistsError(f"{out}: not empty; slice into a new folder")
+    rng = np.random.default_rng(cfg.seed)
+    names = data.names
+    if not any(data.split(split) for split in splits):
+        raise ValueError(f"{data.source or data.root}: no images in split(s) {', '.join(splits)} to slice")
+    done, written = [], {}
+    for split in SPLITS:
+        sources = data.split(split)
+        if not sources:
+            continue
+        if split not in splits:
+            written[split] = [str(s) for s in sources]
+            continue
+        sliced = _slice_split(sources, out, cfg, split=split, names=names, rng=rng)
+        done.append(sliced)
+        names = names or sliced.names
+        written[split] = f"{split}/images"
+        if log is not None:
+            log(f"{split}: {sliced.images} images -> {sliced.positive} tiles with objects + {sliced.negative_kept} "
+                f"of {sliced.negative_found} without ({sliced.label_format} labels, {sliced.skipped} files skipped)")
+    config = {"path": str(out.resolve()), **written, "nc": len(names), "names": dict(enumerate(names))}
+    path = out / "data.yaml"
+    path.write_text(yaml.safe_dump(config, sort_keys=False), encoding="utf-8")
+    return SlicedDataset(path, tuple(done))
