@@ -12,7 +12,7 @@ from tphyolo.flags import NON_NEGATIVE, add_flags, from_flags
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    from tphyolo.data.tiles import DatasetSlicing
+    from tphyolo.data.tile_settings import DatasetSlicing
 
     parser.add_argument(
         "action", choices=["check", "slice"],
@@ -35,7 +35,7 @@ def run(args: argparse.Namespace) -> int:
     """check: exit code 0 when every scanned file is usable, 1 when some were skipped as corrupt; a split not on
     disk is one line (what is missing, where to get it) and the others are scanned; none on disk is an error.
     slice: 0."""
-    from tphyolo.data.tiles import DatasetSlicing
+    from tphyolo.data.tile_settings import DatasetSlicing
     from tphyolo.errors import UsageError
 
     slicing = from_flags(DatasetSlicing, args)

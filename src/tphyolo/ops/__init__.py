@@ -1,33 +1,21 @@
-"""Box operations: conversions, overlaps, non-maximum suppression, weighted boxes fusion; `Detections`."""
+"""Box operations: conversions, overlaps, non-maximum suppression and merging, weighted boxes fusion, tiling;
+`Detections`.
 
-from tphyolo.ops.boxes import (
-    BOX_FORMATS,
-    box_area,
-    box_convert,
-    box_iou,
-    clip_boxes,
-    cxcywh_to_xyxy,
-    unletterbox,
-    xywh_to_xyxy,
-    xyxy_to_cxcywh,
-    xyxy_to_xywh,
-)
-from tphyolo.ops.detections import Detections
-from tphyolo.ops.nms import non_max_suppression
-from tphyolo.ops.wbf import weighted_boxes_fusion
+Importing this package imports none of its modules (most need torch; `tiling` does not, and the command line
+reads its constants); each name is imported from its module on first use.
+"""
 
-__all__ = [
-    "BOX_FORMATS",
-    "Detections",
-    "box_area",
-    "box_convert",
-    "box_iou",
-    "clip_boxes",
-    "cxcywh_to_xyxy",
-    "non_max_suppression",
-    "unletterbox",
-    "weighted_boxes_fusion",
-    "xywh_to_xyxy",
-    "xyxy_to_cxcywh",
-    "xyxy_to_xywh",
-]
+from tphyolo.imports import lazy_exports
+
+__getattr__, __dir__, __all__ = lazy_exports(
+    __name__,
+    {
+        "tphyolo.ops.boxes": (
+            "BOX_FORMATS", "box_area", "box_convert", "box_iou", "clip_boxes", "cxcywh_to_xyxy", "unletterbox",
+            "xywh_to_xyxy", "xyxy_to_cxcywh", "xyxy_to_xywh",
+        ),
+        "tphyolo.ops.detections": ("Detections",),
+        "tphyolo.ops.nms": ("non_max_suppression",),
+        "tphyolo.ops.wbf": ("weighted_boxes_fusion",),
+    },
+)  # fmt: skip
