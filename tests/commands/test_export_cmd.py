@@ -30,7 +30,7 @@ def test_export_writes_every_cpu_format_beside_the_weights(weights, capsys):
     assert (folder / "tiny_openvino_model" / "tiny.bin").is_file()
     for path in paths:
         assert f"{path} (" in out  # one summary line per file, with its relative error
-        backend = load_backend(path)
+        backend = load_backend(path, trust_code=True)  # the TorchScript file this test just wrote
         assert backend.names == ["car", "van"] and backend.metadata.model == "tiny"
         assert backend.metadata.source == "tiny.pt" and backend.imgsz == (64, 64)
     assert out.count("relative error vs PyTorch") == 3 and "ABOVE" not in out

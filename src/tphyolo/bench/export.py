@@ -103,9 +103,9 @@ def _export(model, settings, workdir, *, imgsz, batch, dynamic, log) -> dict[str
         chosen = [b for b in settings.backends if b in RUNTIMES and RUNTIMES[b][1] == int8]
         if not chosen:
             continue
+        calibration = {"data": settings.int8_data, "calib_images": settings.calib_images} if int8 else {}
         cfg = ExportConfig(formats=tuple(RUNTIMES[b][0] for b in chosen), imgsz=imgsz, batch=batch, dynamic=dynamic,
-                           int8=int8, data=settings.int8_data if int8 else None,
-                           calib_images=settings.calib_images, accuracy_check=False)  # fmt: skip
+                           int8=int8, accuracy_check=False, **calibration)  # fmt: skip
         written = export_model(model, cfg, stem=stem, model_name=settings.model, log=log)
         results = {r.format: r for r in written}
         for result in results.values():
