@@ -146,6 +146,7 @@ def load_data_config(
     `datasets_dir` (default `./datasets`) anchors built-in configs; `cache_dir` is where the generated sets
     ('synthetic', 'synthetic-fine', 'synthetic-mot') are written (default `~/.cache/tphyolo`)."""
     text = str(source)
+    # The generators are imported where used: they load torch and OpenCV, and this module stays light for `-h`.
     if text == "synthetic":
         from tphyolo.data.builtin.synthetic import ensure_synthetic
 

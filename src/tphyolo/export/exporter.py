@@ -30,7 +30,10 @@ from functools import partial
 from pathlib import Path
 
 import torch
+from tqdm import tqdm
 
+from tphyolo.checkpoint.format import load_checkpoint
+from tphyolo.data.dataset_config import load_data_config
 from tphyolo.data.letterbox import check_imgsz
 from tphyolo.export.calibration import Calibration, calibration_batches
 from tphyolo.export.config import ExportConfig
@@ -38,9 +41,11 @@ from tphyolo.export.formats import FORMAT_BY_NAME, FORMATS, ExportFormat, Export
 from tphyolo.export.int8_check import Int8Accuracy, check_int8_accuracy
 from tphyolo.export.onnx_file import trace_onnx
 from tphyolo.export.parity import INT8_TOLERANCE, relative_error, sample_images, tolerance_for
+from tphyolo.infer.backends import BACKENDS, load_backend
 from tphyolo.infer.backends.metadata import ExportMetadata
 from tphyolo.models import DetectionModel
 from tphyolo.runtime.config import resolve_device
+from tphyolo.runtime.precision import strict_fp32
 
 LOGGER = logging.getLogger("tphyolo")
 SKIPPED = "the accuracy check was skipped (--no-accuracy-check)"  # an INT8 file's `int8_unchecked` without it
@@ -110,8 +115,6 @@ def check_can_export(cfg: ExportConfig, device: torch.device) -> None:
 @torch.no_grad()
 def reference_outputs(model: DetectionModel, shapes: list[tuple[int, ...]], device: torch.device) -> dict:
     """{shape: (images, output)} of the fp32 model on `device`, without TF32, both on the CPU."""
-    from tphyolo.runtime.precision import strict_fp32
-
     refs = {}
     with strict_fp32():
         for shape in shapes:
@@ -200,10 +203,6 @@ def export_model(
 
 def read_calibration(cfg: ExportConfig, *, size: int, stride: int) -> Calibration:
     """The calibration batches of `cfg` (its data's train split), with a progress bar."""
-    from tqdm import tqdm
-
-    from tphyolo.data.dataset_config import load_data_config
-
     return calibration_batches(load_data_config(cfg.data), count=cfg.calib_images, imgsz=size, stride=stride,
                                dynamic=cfg.dynamic, batch=cfg.batch,
                                progress=partial(tqdm, desc="calibration images"))  # fmt: skip
@@ -212,8 +211,6 @@ def read_calibration(cfg: ExportConfig, *, size: int, stride: int) -> Calibratio
 def int8_accuracy(job: ExportJob, fmt: ExportFormat, float_path: Path) -> Int8Accuracy:
     """Writes the float twin of `job`'s INT8 file at `float_path`, scores both on the val split of the job's
     data and writes the numbers into the INT8 file's metadata."""
-    from tphyolo.data.dataset_config import load_data_config
-
     cfg, writer = job.cfg, fmt.writer_module(int8=True)
     writer.write_float(job, float_path)
     accuracy, metadata = check_int8_accuracy(float_path, job.path, load_data_config(cfg.data), count=cfg.calib_val,
@@ -227,8 +224,6 @@ def check_export(
 ) -> tuple[tuple[tuple[int, ...], float], ...]:
     """(shape, relative error) of the export at `path` against each PyTorch reference of `refs`; nothing for
     formats without a tphyolo backend (TensorRT). Backends that run on the CPU only run there."""
-    from tphyolo.infer.backends import BACKENDS, load_backend
-
     if fmt.backend is None:
         return ()
     cpu_only = BACKENDS[fmt.backend].cpu_only
@@ -240,8 +235,6 @@ def export_checkpoint(
     weights: str | Path, cfg: ExportConfig, *, log: Callable[[str], None] = LOGGER.info
 ) -> list[ExportResult]:
     """`export_model` for a checkpoint file (tphyolo or original format); files go beside it by default."""
-    from tphyolo.checkpoint.format import load_checkpoint
-
     weights = Path(weights)
     check_can_export(cfg, resolve_device(cfg.device))  # before the (slow) model build
     ckpt = load_checkpoint(weights)

@@ -109,7 +109,7 @@ class ExportFormat:
         """What is appended to the weights' stem: `.onnx`, `_openvino_model` (a folder) ..."""
         if self.suffix_written is not None:
             return self.suffix_written
-        from tphyolo.infer.backends import BACKENDS
+        from tphyolo.infer.backends import BACKENDS  # lazy: the table stays torch-free for `export -h`
 
         return BACKENDS[self.backend].suffix
 

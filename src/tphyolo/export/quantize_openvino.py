@@ -31,6 +31,7 @@ from tphyolo.export.int8_policy import int8_plan
 from tphyolo.export.openvino_ir import export_openvino, save_ir
 from tphyolo.imports import require
 from tphyolo.infer.backends.metadata import ExportMetadata
+from tphyolo.infer.backends.openvino import ir_file
 
 if TYPE_CHECKING:
     import torch
@@ -147,8 +148,6 @@ def rewrite_metadata(folder: Path, metadata: ExportMetadata) -> None:
     """Replaces the metadata of the IR in `folder` (the accuracy check's numbers added). The IR is written
     beside it and its files moved over the old ones: OpenVINO maps the weights file into memory, and
     overwriting it in place would pull the pages from under a model still loaded from it."""
-    from tphyolo.infer.backends.openvino import ir_file
-
     ov = require("openvino", purpose=PURPOSE)
     model = ov.Core().read_model(str(ir_file(folder)))
     with tempfile.TemporaryDirectory(prefix=".int8-", dir=folder.parent) as tmp:

@@ -19,10 +19,11 @@ import cv2
 import numpy as np
 import torch
 
-from tphyolo.data.files.image_io import write_image
+from tphyolo.data.files.image_io import read_image, write_image
 from tphyolo.ops.detections import Detections, class_name
 from tphyolo.predict.draw import draw_detections
 from tphyolo.predict.draw_style import DrawStyle
+from tphyolo.predict.sources import is_video_name, video_capture
 
 
 def crop_boxes(image: np.ndarray, detections: Detections, *, pad: int = 0) -> list[np.ndarray]:
@@ -95,9 +96,6 @@ class Results(Detections):
     def load_image(self) -> np.ndarray:
         """The uint8 BGR image: kept, or read again from an image file or a video file's frame. Raises
         ValueError when neither is possible (an in-memory image dropped, a stream)."""
-        from tphyolo.data.files.image_io import read_image
-        from tphyolo.predict.sources import is_video_name, video_capture
-
         if self.image is not None:
             return self.image
         if not isinstance(self.path, Path):

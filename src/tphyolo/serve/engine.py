@@ -22,6 +22,7 @@ import numpy as np
 
 from tphyolo.infer.config import InferenceConfig
 from tphyolo.infer.slicing import SliceConfig
+from tphyolo.predict.predictor import Predictor
 from tphyolo.runtime.config import RuntimeConfig
 from tphyolo.serve.options import Settings
 
@@ -99,8 +100,6 @@ class InferenceEngine:
     went in, beyond the float rounding of a batched convolution."""
 
     def __init__(self, spec: EngineSpec, *, max_batch: int) -> None:
-        from tphyolo.predict.predictor import Predictor
-
         config = replace(spec.config, batch=max_batch)
         self.predictor = Predictor(
             list(spec.weights), config, runtime=spec.runtime, device=spec.device, slice=spec.slicing,

@@ -18,6 +18,7 @@ import time
 from collections.abc import Callable
 
 from tphyolo.imports import require
+from tphyolo.serve.app import Service, build_app
 from tphyolo.serve.config import RayConfig, ServeConfig
 from tphyolo.serve.engine import EngineSpec
 from tphyolo.serve.metrics import SERVE_INSTALL_HINT
@@ -30,8 +31,6 @@ class DetectionReplica:
     """One replica: the service's app with its model in this process (module docstring)."""
 
     def __init__(self, spec: EngineSpec, settings: ServeConfig) -> None:
-        from tphyolo.serve.app import Service, build_app
-
         self.service = Service(spec, settings, in_process=True)
         self.app = build_app(self.service, lifespan=False)
         self.service.start()

@@ -17,8 +17,10 @@ import threading
 from collections.abc import Callable, Iterator
 
 from tphyolo.imports import require
+from tphyolo.serve.app import create_app, engine_spec
 from tphyolo.serve.config import RayConfig, ServeConfig
 from tphyolo.serve.metrics import SERVE_INSTALL_HINT
+from tphyolo.serve.ray_app import serve_on_ray
 
 _POLL_S = 0.05
 
@@ -89,11 +91,7 @@ def serve_weights(
     """Serve `weights` with the default inference `config` and `engine` keywords (`tphyolo.serve.app.
     engine_spec`) until SIGTERM/SIGINT: on Ray Serve when `cluster.ray` (`tphyolo.serve.ray_app`), else with
     uvicorn in this process (`run_server`)."""
-    from tphyolo.serve.app import create_app, engine_spec
-
     if cluster is not None and cluster.ray:
-        from tphyolo.serve.ray_app import serve_on_ray
-
         serve_on_ray(engine_spec(weights, config, **engine), serve, cluster, on_listening=on_listening)
         return
     run_server(create_app(weights, config, serve=serve, **engine), serve, on_listening=on_listening)

@@ -18,13 +18,16 @@ from __future__ import annotations
 import contextlib
 import logging
 import multiprocessing
+import os
 import time
 from collections.abc import Sequence
 from multiprocessing.connection import Connection
 
 import numpy as np
 
-from tphyolo.serve.engine import EngineSpec, ModelInfo
+from tphyolo.errors import describe_error
+from tphyolo.runtime.config import configure_process
+from tphyolo.serve.engine import EngineSpec, InferenceEngine, ModelInfo
 from tphyolo.serve.options import Settings
 
 LOGGER = logging.getLogger(__name__)
@@ -43,10 +46,6 @@ class WorkerFailed(RuntimeError):
 def _serve_batches(connection: Connection, spec: EngineSpec, max_batch: int) -> None:
     """The child's main: load and warm the engine, say ready with its ModelInfo, then answer batches until told
     to stop (None) or the pipe closes."""
-    from tphyolo.errors import describe_error
-    from tphyolo.runtime.config import configure_process
-    from tphyolo.serve.engine import InferenceEngine
-
     try:
         configure_process(spec.runtime)  # this process's entry point: its settings, before CUDA starts
         engine = InferenceEngine(spec, max_batch=max_batch)
@@ -173,19 +172,13 @@ class InProcessWorker:
 
     @property
     def pid(self) -> int:
-        import os
-
         return os.getpid()
 
     def start(self) -> ModelInfo:
-        from tphyolo.serve.engine import InferenceEngine
-
         try:
             engine = InferenceEngine(self.spec, max_batch=self.max_batch)
             engine.warm_up()
         except Exception as error:  # noqa: BLE001 - as the child process reports it: one line, no start
-            from tphyolo.errors import describe_error
-
             raise RuntimeError(f"the inference worker did not start: {describe_error(error)}") from None
         self.engine, self.info = engine, engine.info
         return engine.info
@@ -197,8 +190,6 @@ class InProcessWorker:
         try:
             rows = self.engine.detect(images, settings)
         except Exception as error:  # noqa: BLE001 - one line for the requests of the batch
-            from tphyolo.errors import describe_error
-
             raise WorkerFailed(describe_error(error)) from None
         return rows, time.perf_counter() - start
 

@@ -16,6 +16,7 @@ import torch
 from torch import nn
 
 from tphyolo.evaluation.sharded import Shard, gather_in_order
+from tphyolo.training.loss import _find_head
 
 
 class ValLoss:
@@ -26,8 +27,6 @@ class ValLoss:
     for that model, called as in training with raw maps [(B, na, H, W, no)] * nl and targets (n, 6)."""
 
     def __init__(self, model: nn.Module, loss_fn: nn.Module) -> None:
-        from tphyolo.training.loss import _find_head
-
         self.head, self.loss_fn = _find_head(model), loss_fn
         self.items: list[torch.Tensor | None] = []  # per batch of the loader: its loss items, None if not scored
         self._maps: dict[int, torch.Tensor] = {}  # level -> its output convolution's last output

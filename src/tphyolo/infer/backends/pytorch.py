@@ -17,6 +17,9 @@ from typing import Protocol
 import torch
 from torch import nn
 
+from tphyolo.checkpoint.format import load_checkpoint
+from tphyolo.checkpoint.release import is_release_name, missing_weights_message
+from tphyolo.infer.backends import exported_format, load_backend
 from tphyolo.runtime.config import RuntimeConfig, autocast, sdpa_context
 
 Weights = str | Path | nn.Module
@@ -77,9 +80,6 @@ class TorchBackend:
         if isinstance(weights, nn.Module):
             model, names = weights, list(getattr(weights, "names", []))
         else:
-            from tphyolo.checkpoint.format import load_checkpoint
-            from tphyolo.checkpoint.release import is_release_name, missing_weights_message
-
             if not Path(weights).exists() and not is_release_name(weights):
                 raise FileNotFoundError(missing_weights_message(weights))
             checkpoint = load_checkpoint(weights)
@@ -112,8 +112,6 @@ def load_backends(
     if not entries:
         raise ValueError("no weights given")
     backends: list[Backend] = []
-    from tphyolo.infer.backends import exported_format, load_backend
-
     for entry in entries:
         if not isinstance(entry, nn.Module) and exported_format(entry) is not None:
             backend = load_backend(entry, device=device, trust_code=runtime.trust_code)

@@ -23,13 +23,34 @@ from typing import Any, TextIO
 
 import yaml
 
+from tphyolo.data.dataset_config import BUILTIN_DATA
 from tphyolo.data.files.atomic import write_text_atomic
 from tphyolo.flags import setting_name
 from tphyolo.runtime.config import RuntimeConfig
+from tphyolo.runtime.distributed import DistContext
 from tphyolo.runtime.run_dir import new_run_dir
 from tphyolo.training.config import TrainConfig
+from tphyolo.training.data import load_train_data_config
+from tphyolo.training.hyp import hyp_path, load_hyp
+from tphyolo.training.recipes import resolve_recipe
+from tphyolo.training.state import with_resolved_paths
 from tphyolo.training.tune.config import ASHA_REDUCTION, SEARCH_OWNED, TuneConfig
-from tphyolo.training.tune.trials import COUNTED, TrialRow, best_trial, read_trials, write_best_hyp, write_trials
+from tphyolo.training.tune.plots import plot_trials
+from tphyolo.training.tune.ray_adapters import ray_classes
+from tphyolo.training.tune.ray_session import ray_cluster, ray_output_to, require_ray_tune
+from tphyolo.training.tune.reporter import TrialTable, final_table
+from tphyolo.training.tune.searchers import METRIC, build_searcher
+from tphyolo.training.tune.space import build_search_space, load_space_overrides
+from tphyolo.training.tune.trainable import TrialSetup, run_trial, trial_dirname
+from tphyolo.training.tune.trials import (
+    COUNTED,
+    TrialRow,
+    best_trial,
+    history,
+    read_trials,
+    write_best_hyp,
+    write_trials,
+)
 from tphyolo.yaml_files import load_yaml_file
 
 SETTINGS_FILE = "tune.yaml"
@@ -47,7 +68,6 @@ class TuneResult:
 
     def table(self, most: int = 10) -> str:
         """The `most` fittest trials as the command prints them."""
-        from tphyolo.training.tune.reporter import final_table
 
         return final_table(self.trials, most=most)
 
@@ -55,13 +75,6 @@ class TuneResult:
 def _base_hyp(train: TrainConfig) -> tuple[TrainConfig, str, dict[str, float]]:
     """The training settings with the dataset's recipe filled in and paths made absolute (trials run in Ray's
     folders), the hyp file the search starts from, and its values."""
-    from tphyolo.data.dataset_config import BUILTIN_DATA
-    from tphyolo.runtime.distributed import DistContext
-    from tphyolo.training.data import load_train_data_config
-    from tphyolo.training.hyp import hyp_path, load_hyp
-    from tphyolo.training.recipes import resolve_recipe
-    from tphyolo.training.state import with_resolved_paths
-
     train = with_resolved_paths(train, Path.cwd())
     if train.datasets_dir is not None or train.data in BUILTIN_DATA:  # built-in configs start from ./datasets
         train = replace(train, datasets_dir=str(Path(train.datasets_dir or "datasets").resolve()))
@@ -121,8 +134,6 @@ def run_search(
     be None; a given `tune` only changes the number of trials). stream: where the lines of ended trials go
     (default: stdout). trainable: what a trial runs (`trainable.run_trial`, called with `setup=TrialSetup`).
     Raises ImportError naming the extra to install when Ray Tune or Optuna is missing."""
-    from tphyolo.training.tune.ray_session import ray_output_to, require_ray_tune
-
     require_ray_tune()
     if resume is not None:
         run_dir = Path(resume).resolve()
@@ -162,14 +173,6 @@ def _fit(tune: TuneConfig, train: TrainConfig, runtime: RuntimeConfig, *, run_di
     process runs the next trial once its own has ended (Ray's `reuse_actors`): torch and the package are imported
     once per process, not once per trial."""
     from ray import tune as ray_tune
-
-    from tphyolo.training.tune.ray_adapters import ray_classes
-    from tphyolo.training.tune.ray_session import ray_cluster
-    from tphyolo.training.tune.reporter import TrialTable
-    from tphyolo.training.tune.searchers import METRIC, build_searcher
-    from tphyolo.training.tune.space import build_search_space, load_space_overrides
-    from tphyolo.training.tune.trainable import TrialSetup, run_trial, trial_dirname
-    from tphyolo.training.tune.trials import history
 
     overrides = load_space_overrides(tune.space) if tune.space else None
     try:
@@ -224,9 +227,6 @@ def _check_cpus(tune: TuneConfig) -> None:
 
 def _finish(run_dir: Path, *, base_file: str, stream: TextIO) -> TuneResult:
     """best_hyp.yaml, trials.png and the final table, from trials.csv."""
-    from tphyolo.training.tune.plots import plot_trials
-    from tphyolo.training.tune.reporter import final_table
-
     rows = read_trials(run_dir / TRIALS_FILE) if (run_dir / TRIALS_FILE).is_file() else []
     write_trials(run_dir / TRIALS_FILE, rows)
     best = best_trial(rows)
@@ -262,4 +262,3 @@ def tune(*, resume: str | Path | None = None, device: str | None = None, runtime
     stream = None if verbose else io.StringIO()
     given = tune_cfg if resume is None or "trials" in settings else None
     return run_search(given, train_cfg if resume is None else None, runtime, resume=resume, stream=stream)
-

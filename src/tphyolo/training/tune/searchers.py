@@ -16,6 +16,7 @@ from typing import Any
 
 from tphyolo.training.tune.evolution import Scored
 from tphyolo.training.tune.proposals import EvolutionProposals, RandomProposals
+from tphyolo.training.tune.ray_adapters import ray_classes
 from tphyolo.training.tune.space import SearchSpace
 
 METRIC = "fitness"  # what every searcher maximises: 0.1 mAP50 + 0.9 mAP50-95 of the trial's best epoch so far
@@ -30,7 +31,7 @@ def _random(space: SearchSpace, *, seed: int, history: Sequence[Scored]) -> Any:
 
 
 def _tpe(space: SearchSpace, *, seed: int, history: Sequence[Scored]) -> Any:
-    import optuna
+    import optuna  # lazy: optional extras, needed by this searcher only
     from ray.tune.search.optuna import OptunaSearch
 
     distributions = {}
@@ -62,6 +63,4 @@ def build_searcher(
         raise ValueError(f"unknown searcher {name!r}; known: {sorted(SEARCHERS)}")
     if not space.keys:
         raise ValueError("the search space searches no key (every range is fixed or has gain 0)")
-    from tphyolo.training.tune.ray_adapters import ray_classes
-
     return ray_classes().NumberedSearcher(SEARCHERS[name](space, seed=seed, history=history), first=first_trial)

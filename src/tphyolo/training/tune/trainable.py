@@ -18,6 +18,7 @@ import yaml
 from tphyolo.metrics import fitness
 from tphyolo.runtime.config import RuntimeConfig
 from tphyolo.training.config import TrainConfig
+from tphyolo.training.trainer import Trainer
 from tphyolo.training.tune.ray_adapters import TRIAL_KEY
 from tphyolo.training.tune.space import SearchSpace
 
@@ -67,8 +68,6 @@ def trial_dirname(trial: Any) -> str:
 def run_trial(config: dict[str, Any], *, setup: TrialSetup) -> None:
     """Train one trial (module docstring); called by Ray Tune in the trial's process."""
     from ray import tune
-
-    from tphyolo.training.trainer import Trainer
 
     number = int(config[TRIAL_KEY])
     cfg = trial_config(setup, number, {k: v for k, v in config.items() if k != TRIAL_KEY})
