@@ -15,7 +15,7 @@ def __getattr__(name: str):
 
         return Predictor
     if name == "Tracker":
-        from tphyolo.track.tracker import Tracker
+        from tphyolo.track.stream import Tracker
 
         return Tracker
     if name == "Results":

@@ -1,0 +1,83 @@
+"""What one tracking run is asked to do: what to track (a detector on a source or a data set's split, or
+precomputed detections), with which tracker, and which files to write. Each field is also a `tphyolo track` flag;
+the module imports nothing heavy, so that building the command line stays light. `tphyolo.track.run.track_job`
+runs it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from tphyolo.flags import AT_LEAST_ONE, flag
+from tphyolo.infer.config import InferenceConfig
+from tphyolo.infer.slicing import SliceConfig
+from tphyolo.predict.draw_style import DEFAULT_STYLE, DrawStyle
+from tphyolo.runtime.run_dir import OutputDir
+from tphyolo.track.config import CMC_METHODS
+from tphyolo.track.registry import TRACKER_NAMES
+
+TRACK_CONF = 0.1  # the detector's threshold: ByteTrack's second association uses the weak detections
+DEFAULT_TRACKER = "bytetrack"
+
+
+@dataclass(frozen=True)
+class TrackInputs:
+    """What to track: a detector (`weights`) on `source` or on the `split` of a video data set (`data`), or the
+    precomputed `detections` (with the frames of `source` when given)."""
+
+    weights: tuple[str, ...] | None = flag(
+        None, "--weights", help="checkpoint(s) or exported model(s); several form an ensemble"
+    )
+    source: str | None = flag(
+        None, "--source", help="video, folder of frames, folder of sequence folders, glob, stream"
+    )
+    data: str | None = flag(
+        None, "--data", help="a video data set (yaml with 'tracking:', or 'synthetic-mot'): its split"
+    )
+    split: str = flag("val", "--split", choices=("train", "val", "test"), help="--data split")
+    detections: str | None = flag(
+        None, "--detections", metavar="DIR",
+        help="track these per-sequence detection files (MOT or VisDrone-MOT rows) instead of running a model",
+    )  # fmt: skip
+    vid_stride: int = flag(1, "--vid-stride", metavar="N", bounds=AT_LEAST_ONE, help="track every N-th video frame")
+
+
+@dataclass(frozen=True)
+class TrackerChoice:
+    """Which tracker: a registered name or a yaml of settings over one, and its camera-motion compensation
+    (None: the tracker's own)."""
+
+    tracker: str = flag(
+        DEFAULT_TRACKER, "--tracker", metavar="NAME|YAML",
+        help=f"{', '.join(TRACKER_NAMES)}, or a yaml of settings over one",
+    )  # fmt: skip
+    cmc: str | None = flag(
+        None, "--cmc", choices=CMC_METHODS, help="camera-motion compensation (default: the tracker's; botsort: sparse)"
+    )
+
+
+@dataclass(frozen=True)
+class TrackOutputs:
+    """Which files a run writes (`tphyolo.track.writers.TrackWriter`); a data set's split adds the format its
+    ground truth is scored in."""
+
+    save_mot: bool = flag(False, "--save-mot", help="MOTChallenge txt per sequence (mot/)")
+    save_visdrone: bool = flag(False, "--save-visdrone", help="VisDrone-MOT txt per sequence (visdrone/)")
+    save_img: bool = flag(True, "--no-save-img", help="do not write drawn videos / frames")
+
+
+@dataclass(frozen=True)
+class TrackJob:
+    """One run of `tphyolo track`: `inputs`, `choice` of tracker, `outputs`, the detector's settings
+    (`inference`, `slice`, `classifier` with its `classifier_weight`), how drawn frames look (`style`) and where
+    the run folder goes (`output`, under runs/track by default)."""
+
+    inputs: TrackInputs = field(default_factory=TrackInputs)
+    choice: TrackerChoice = field(default_factory=TrackerChoice)
+    outputs: TrackOutputs = field(default_factory=TrackOutputs)
+    inference: InferenceConfig = field(default_factory=lambda: InferenceConfig(conf=TRACK_CONF))
+    slice: SliceConfig | None = None
+    classifier: str | None = None
+    classifier_weight: float | None = None
+    style: DrawStyle = DEFAULT_STYLE
+    output: OutputDir = field(default_factory=OutputDir)

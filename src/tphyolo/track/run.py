@@ -1,0 +1,124 @@
+"""One tracking run, as `tphyolo track` makes it: a `Tracker` over every sequence of a source (or of a video data
+set's split, whose ground truth is then scored), the tracks written by `TrackWriter` into a new run folder.
+
+    run = track_job(TrackJob(TrackInputs(weights=("best.pt",), source="drone.mp4")), runtime=RuntimeConfig())
+    run.save_dir, run.frames, run.fps, run.scores
+
+What was tracked is written whatever stops the run (an error, Ctrl-C). A data set's split writes the files its
+ground truth's format needs (MOT rows for `mot` and `uavdt`, VisDrone-MOT rows for `visdrone-mot`) besides
+those asked for.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from tphyolo.data.dataset_config import load_data_config
+from tphyolo.data.mot.sequences import TrackingSplit, tracking_split
+from tphyolo.metrics.tracking import evaluate_tracking
+from tphyolo.track.job import TrackJob
+from tphyolo.track.stream import SkipHandler, Tracker
+from tphyolo.track.writers import TrackWriter
+
+DEFAULT_PROJECT = "runs/track"
+
+
+@dataclass(frozen=True)
+class SequenceRun:
+    """One sequence tracked: its `name`, the number of distinct track `ids`, `frames` read and `seconds` taken
+    (frames 0: none could be read; nothing was written for it)."""
+
+    name: str
+    tracks: int
+    frames: int
+    seconds: float
+
+    @property
+    def fps(self) -> float:
+        return self.frames / max(self.seconds, 1e-9)
+
+
+@dataclass(frozen=True)
+class TrackRun:
+    """What a run did: its `save_dir`, `tracker` name and `cmc`, the `sequences` tracked and, for a data set's
+    split, the `scores` of its ground truth (`tphyolo.metrics.tracking`; None otherwise or when no frame was
+    read)."""
+
+    save_dir: Path
+    tracker: str
+    cmc: str
+    sequences: tuple[SequenceRun, ...]
+    scores: Any = None
+
+    @property
+    def frames(self) -> int:
+        return sum(s.frames for s in self.sequences)
+
+    @property
+    def fps(self) -> float:
+        return self.frames / max(sum(s.seconds for s in self.sequences if s.frames), 1e-9)
+
+
+def track_job(
+    job: TrackJob,
+    *,
+    runtime: Any = None,
+    device: Any = None,
+    on_sequence: Callable[[SequenceRun], None] | None = None,
+    on_skip: SkipHandler | None = None,
+) -> TrackRun:
+    """Run `job` (see the module docstring) on `runtime` and `device` (defaults: Predictor's); `on_sequence` is
+    told of each sequence as it ends, `on_skip` of each file that does not decode (then skipped; default: it
+    stops the run). Raises ValueError / FileNotFoundError naming the bad setting or file before the run folder
+    is made."""
+    inputs, choice, outputs = job.inputs, job.choice, job.outputs
+    detector = {} if inputs.weights is None else {
+        "config": job.inference, "runtime": runtime, "device": device, "slice": job.slice,
+        "classifier": job.classifier, "classifier_weight": job.classifier_weight,
+    }  # fmt: skip
+    tracker = Tracker(inputs.weights, choice.tracker, detections=inputs.detections, cmc=choice.cmc, **detector)
+    split = tracking_split(load_data_config(inputs.data), inputs.split) if inputs.data is not None else None
+    source = split.folder / "sequences" if split is not None else inputs.source
+    sequences = tracker.sequences(source, vid_stride=inputs.vid_stride, on_skip=on_skip)
+    save_dir = job.output.create(DEFAULT_PROJECT)
+    fmt = split.fmt if split is not None else None
+    writer = TrackWriter(save_dir, names=tracker.names, save_img=outputs.save_img, style=job.style,
+                         save_mot=outputs.save_mot or fmt in ("mot", "uavdt"),
+                         save_visdrone=outputs.save_visdrone or fmt == "visdrone-mot")  # fmt: skip
+    done: list[SequenceRun] = []
+    try:  # what was tracked is written whatever stops the loop
+        for name, frames in sequences:
+            done.append(_write_sequence(writer, name, frames))
+            if on_sequence is not None:
+                on_sequence(done[-1])
+    finally:
+        writer.close()
+    run = TrackRun(save_dir, tracker.tracker.config.tracker, tracker.cmc, tuple(done))
+    if split is None or run.frames == 0:
+        return run
+    return TrackRun(**{**vars(run), "scores": _score(split, save_dir)})
+
+
+def _write_sequence(writer: TrackWriter, name: str, frames) -> SequenceRun:
+    ids: set[int] = set()
+    count, start = 0, time.perf_counter()
+    for frame in frames:
+        if count == 0:
+            writer.start_sequence(name, fps=frame.fps)
+        writer.write(frame.number, frame.boxes, frame.ids, frame.scores, frame.labels, frame.categories,
+                     image=frame.image, image_name=frame.image_name)  # fmt: skip
+        ids.update(frame.ids.tolist())
+        count += 1
+    seconds = time.perf_counter() - start
+    if count:
+        writer.end_sequence()
+    return SequenceRun(name, len(ids), count, seconds)
+
+
+def _score(split: TrackingSplit, save_dir: Path):
+    outputs = save_dir / ("visdrone" if split.fmt == "visdrone-mot" else "mot")
+    return evaluate_tracking(split.annotations, outputs, fmt=split.fmt)
