@@ -5,7 +5,13 @@ after the resume are merged into one box."""
 
 from __future__ import annotations
 
+import os
+import random
 import shutil
+import signal
+import subprocess
+import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -13,7 +19,7 @@ import torch
 from tests.helpers import save_model_checkpoint
 from tests.infer.block_finder import BlockFinder
 from tests.predict.geotiffs import scene, write_geotiff
-from tests.torchrun import same_files, torchrun
+from tests.torchrun import REPO, same_files, torchrun
 
 from tphyolo.cli import main
 from tphyolo.infer.slicing import SliceConfig
@@ -170,3 +176,28 @@ def test_two_ranks_share_the_rows_and_write_what_one_process_writes(weights, sma
     same_files(tmp_path / "one", tmp_path / "two", ignore=BOOKKEEPING)
     journals = {p.name: len(p.read_text().splitlines()) for p in (tmp_path / "two" / JOURNAL_DIR).iterdir()}
     assert journals == {"rank0.jsonl": 2, "rank1.jsonl": 1}  # rows 0 and 2, and row 1
+
+
+@pytest.mark.slow
+def test_a_raster_run_killed_at_a_seeded_row_resumes_to_the_uninterrupted_outputs(weights, tmp_path):
+    """SIGKILL once a seeded number of rows (1..3 of 10) is journaled, wherever the process then is."""
+    source = write_geotiff(tmp_path / "tall.tif", scene(480, 240, [(40, 40, 90, 80, 0)], border=64))
+    one_process(predict_args(weights, source, tmp_path, "one"))
+    path = os.pathsep.join([str(REPO / "src"), os.environ.get("PYTHONPATH", "")])
+    env = dict(os.environ, OMP_NUM_THREADS="1", PYTHONPATH=path)
+    rows = random.Random(33).randint(1, 3)
+    journal = tmp_path / "two" / JOURNAL_DIR / "rank0.jsonl"
+    process = subprocess.Popen([sys.executable, "-m", "tphyolo", *predict_args(weights, source, tmp_path, "two")],
+                               env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)  # fmt: skip
+    deadline = time.monotonic() + 120
+    try:
+        while not (journal.is_file() and journal.read_text().count("\n") >= rows):
+            assert process.poll() is None and time.monotonic() < deadline, "the run ended before the kill"
+            time.sleep(0.01)
+    finally:
+        process.send_signal(signal.SIGKILL)
+        process.wait()
+    assert not (tmp_path / "two" / "tall.geojson").exists()
+    torch.set_num_threads(1)
+    assert main(["predict", "--resume", str(tmp_path / "two"), "--device", "cpu"]) == 0
+    same_files(tmp_path / "one", tmp_path / "two", ignore=BOOKKEEPING)
