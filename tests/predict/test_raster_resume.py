@@ -169,13 +169,18 @@ def test_predict_resume_continues_a_raster_run_and_refuses_a_changed_raster(weig
 
 
 @pytest.mark.slow
-def test_two_ranks_share_the_rows_and_write_what_one_process_writes(weights, small_ortho, tmp_path):
+def test_two_ranks_share_the_rows_and_write_what_one_process_writes_and_one_resumes(weights, small_ortho, tmp_path):
     one_process(predict_args(weights, small_ortho, tmp_path, "one"))
     run = torchrun("-m", "tphyolo", *predict_args(weights, small_ortho, tmp_path, "two"))
     assert run.stdout.count("results in") == 1  # rank 0 reports for all
     same_files(tmp_path / "one", tmp_path / "two", ignore=BOOKKEEPING)
     journals = {p.name: len(p.read_text().splitlines()) for p in (tmp_path / "two" / JOURNAL_DIR).iterdir()}
     assert journals == {"rank0.jsonl": 2, "rank1.jsonl": 1}  # rows 0 and 2, and row 1
+    (tmp_path / "two" / JOURNAL_DIR / "rank1.jsonl").unlink()  # rank 1 stopped before journaling row 1
+    for output in ("small.geojson", "predictions.json"):
+        (tmp_path / "two" / output).unlink()
+    one_process(["predict", "--resume", str(tmp_path / "two"), "--device", "cpu"])  # one process resumes two
+    same_files(tmp_path / "one", tmp_path / "two", ignore=BOOKKEEPING)
 
 
 @pytest.mark.slow
