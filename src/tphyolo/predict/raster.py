@@ -143,8 +143,8 @@ def predict_raster(
         journal = None if run_dir is None else Journal(run_dir, dist.rank)
         todo = [k for k, name in enumerate(names) if name not in before]
         done: dict[str, UnitRecord] = {}
+        tick = None if on_tile is None else (lambda: on_tile(counter.add(1)))
         for k in deal(todo, rank=dist.rank, world_size=dist.world_size):
-            tick = None if on_tile is None else (lambda: on_tile(counter.add(1)))
             record = _predict_row(predictor, raster, rows[k], name=names[k], index=k, skip_nodata=skip_nodata,
                                   timer=timer, on_tile=tick)  # fmt: skip
             if journal is not None:
