@@ -207,7 +207,10 @@ def run(args: argparse.Namespace) -> int:
             save_dir = Path(broadcast_object(dist, None if save_dir is None else str(save_dir)))
         with removed_if_left_empty(save_dir if dist.is_main and args.resume is None else None):
             if raster is not None:
-                return run_raster(save_dir, predictor, raster, args, slicing) or 0
+                settings = None if args.resume is not None else saved_settings(args)
+                run_raster(save_dir, predictor, raster, args, slicing, dist=dist, settings=settings,
+                           settings_file=save_dir / SETTINGS_FILE)  # fmt: skip
+                return 0
             result = _predict_into(save_dir, predictor, files, args, style=style, image_ids=image_ids, dist=dist)
     if dist.is_main and result.skipped and not result.files and not result.finished_before:
         print(f"tphyolo predict: error: --source {args.source}: no file or stream could be read "

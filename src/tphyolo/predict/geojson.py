@@ -20,6 +20,7 @@ from pathlib import Path
 
 import numpy as np
 
+from tphyolo.data.files.atomic import write_text_atomic
 from tphyolo.data.files.raster import rasterio_module
 from tphyolo.ops.detections import Detections
 
@@ -85,8 +86,7 @@ def _crs_name(crs: str) -> str:
 
 
 def write_geojson(path: str | Path, collection: dict) -> Path:
-    """Write `collection` to `path` (parents created); returns the path."""
+    """Write `collection` to `path` (parents created) in one step (`data.files.atomic`); returns the path."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(collection), encoding="utf-8")
-    return path
+    return write_text_atomic(path, json.dumps(collection))

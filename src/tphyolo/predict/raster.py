@@ -5,9 +5,19 @@ merged across tile seams -- memory bounded by a batch of tiles and the detection
     run.detections  # Detections in raster pixels; run.crs, run.transform to map them (`predict.geojson`)
 
 The tiles are those sliced inference runs on an image (`tphyolo.ops.tiling`), read one at a time
-(`tphyolo.data.files.raster.Raster`), row by row; each batch of `config.batch` tiles is one call of the
-Predictor. Every tile's detections, moved to raster pixels, are then merged as the windows of a sliced image
-are (`config.merge`, `--match`, ...), so an object cut by a seam comes out once.
+(`tphyolo.data.files.raster.Raster`), row by row. A row of tiles is the unit of work: its tiles go to the
+Predictor `config.batch` at a time (a batch never spans two rows), and its detections, moved to raster pixels,
+are kept unmerged. Once every row is done, all of them are merged as the windows of a sliced image are
+(`config.merge`, `--match`, ...), so an object cut by a seam -- between two tiles of a row or two rows -- comes
+out once.
+
+Given a run folder, each finished row is journaled (`predict.journal`, the journal of every prediction run):
+one line holding the row's unmerged detections (float32, exactly) and its NoData tiles, appended whole or not at
+all (a line cut short fails its check and the row is done again). So a run that stops anywhere loses at most the
+rows it had not journaled, and a resumed run (`resume=True`) runs only the others: its batches, detections and
+merge are those of an uninterrupted run, and so are its outputs, exactly. Under torchrun (`dist`) row k of those
+left goes to rank k % world_size; rank 0 gathers every rank's rows, merges them in row order and alone gets the
+RasterPrediction (the others get None): the same result as one process.
 """
 
 from __future__ import annotations
@@ -21,22 +31,31 @@ from pathlib import Path
 
 import numpy as np
 import torch
+from tqdm import tqdm
 
+from tphyolo.data.files.atomic import write_text_atomic
 from tphyolo.data.files.raster import Raster, Window
 from tphyolo.infer.merge import merge_detections
 from tphyolo.infer.slicing import SliceConfig
 from tphyolo.ops.detections import Detections
 from tphyolo.ops.tiling import tile_grid
+from tphyolo.predict.geojson import geojson_collection, write_geojson
+from tphyolo.predict.journal import FrameRecord, Journal, UnitRecord, clear_journal, finished_units
 from tphyolo.predict.predictor import Predictor
+from tphyolo.predict.writers import coco_predictions, yolo_lines
+from tphyolo.runtime.distributed import DistContext, GlobalCount, barrier, gather_to_main
+from tphyolo.runtime.sharding import deal
 
 LOGGER = logging.getLogger(__name__)
+ONE_PROCESS = DistContext()
 
 
 @dataclass(frozen=True)
 class RasterPrediction:
     """The detections of one raster in its pixels, with what maps them (`crs`, None without one; `transform`
     a, b, c, d, e, f) and what the run did: tiles in all, tiles skipped as NoData, seconds spent reading tiles
-    and in inference (the Predictor calls), and the merge."""
+    and in inference (the Predictor calls, summed over ranks), and the merge; rows of tiles in all and rows a
+    resumed run found finished before."""
 
     path: Path
     width: int
@@ -49,6 +68,8 @@ class RasterPrediction:
     read_seconds: float
     infer_seconds: float
     merge_seconds: float
+    rows: int = 0
+    rows_before: int = 0
 
 
 def raster_slicing(slicing: SliceConfig, *, imgsz: int) -> SliceConfig:
@@ -63,6 +84,27 @@ def raster_tiles(raster: Raster, slicing: SliceConfig) -> list[Window]:
     return tile_grid(raster.height, raster.width, size=slicing.size, overlap=slicing.overlap)
 
 
+def tile_rows(tiles: Sequence[Window]) -> list[list[Window]]:
+    """`tiles` (row by row) cut into rows: the tiles of each y, left to right."""
+    rows: dict[int, list[Window]] = {}
+    for tile in tiles:
+        rows.setdefault(tile[1], []).append(tile)
+    return list(rows.values())
+
+
+def row_unit(path: str | Path, row: Sequence[Window]) -> str:
+    """The journal's name of a row of tiles: the raster's file name, the row's pixel rows and its tiles."""
+    x1, y1, x2, y2 = row[0]
+    return f"{Path(path).name}: rows {y1}-{y2}, {len(row)} tiles of {x2 - x1} px"
+
+
+class _Timer:
+    """Seconds this process spent reading tiles and in the Predictor."""
+
+    def __init__(self) -> None:
+        self.read = self.infer = 0.0
+
+
 def predict_raster(
     predictor: Predictor,
     path: str | Path,
@@ -70,51 +112,130 @@ def predict_raster(
     slicing: SliceConfig,
     bands: Sequence[int] | None = None,
     skip_nodata: bool = True,
-    on_tile: Callable[[], None] | None = None,
-) -> RasterPrediction:
+    on_tile: Callable[[int], None] | None = None,
+    run_dir: Path | None = None,
+    resume: bool = False,
+    dist: DistContext = ONE_PROCESS,
+    on_note: Callable[[str], None] | None = None,
+) -> RasterPrediction | None:
     """Detect objects over the raster at `path` (module docstring). slicing: the tiles' size and overlap (an
     AUTO size is the predictor's input size; the full-image pass is refused: a raster is never read whole);
     bands: the bands read (`tphyolo.data.files.raster`); skip_nodata: tiles that are all NoData are not run;
-    on_tile: called after each tile (a progress bar). Raises ValueError for an unreadable raster."""
+    on_tile: called after each tile with the tiles done so far over all ranks (a progress bar); run_dir: the
+    folder whose journal records each finished row (a new run clears it); resume: run only the rows it does not
+    record (each line checked; a bad one goes to `on_note` and its row is done again); dist: this process's
+    place under torchrun (every rank calls this with the same arguments). Returns None on ranks other than 0.
+    Raises ValueError for an unreadable raster."""
+    if resume and run_dir is None:
+        raise ValueError("resume=True needs the run_dir whose journal it continues")
     slicing = raster_slicing(slicing, imgsz=predictor.config.imgsz)
-    found: list[torch.Tensor] = []
-    read_s = infer_s = 0.0
-    skipped = 0
+    timer = _Timer()
     with Raster.open(path, bands=None if bands is None else tuple(bands)) as raster:
-        if raster.crs is None:
+        if raster.crs is None and dist.is_main:
             LOGGER.warning("%s has no CRS: its detections stay in pixel coordinates", path)
-        tiles = raster_tiles(raster, slicing)
-        batch: list[tuple[Window, np.ndarray]] = []
-
-        def run_batch() -> None:
-            nonlocal infer_s
-            start = time.perf_counter()
-            results = predictor.predict_images([image for _, image in batch])
-            for ((x1, y1, _, _), _), result in zip(batch, results, strict=True):
-                rows = result.rows()
-                rows[:, :4] += torch.tensor([x1, y1, x1, y1], dtype=rows.dtype)
-                found.append(rows)
-            infer_s += time.perf_counter() - start
-            batch.clear()
-
-        for tile in tiles:
-            start = time.perf_counter()
-            empty = skip_nodata and raster.is_nodata(tile)
-            if not empty:
-                batch.append((tile, raster.read(tile)))
-            read_s += time.perf_counter() - start
-            skipped += empty
-            if len(batch) == predictor.config.batch:
-                run_batch()
-            if on_tile is not None:
-                on_tile()
-        if batch:
-            run_batch()
+        rows = tile_rows(raster_tiles(raster, slicing))
+        names = [row_unit(path, row) for row in rows]
+        before = _finished_rows(run_dir, names, classes=len(predictor.names), resume=resume, dist=dist,
+                                on_note=on_note)  # fmt: skip
+        counter = GlobalCount(dist)
+        if on_tile is not None and dist.is_main and before:
+            on_tile(counter.add(sum(len(rows[k]) for k, name in enumerate(names) if name in before)))
+        journal = None if run_dir is None else Journal(run_dir, dist.rank)
+        todo = [k for k, name in enumerate(names) if name not in before]
+        done: dict[str, UnitRecord] = {}
+        tick = None if on_tile is None else (lambda: on_tile(counter.add(1)))
+        for k in deal(todo, rank=dist.rank, world_size=dist.world_size):
+            record = _predict_row(predictor, raster, rows[k], name=names[k], index=k, skip_nodata=skip_nodata,
+                                  timer=timer, on_tile=tick)  # fmt: skip
+            if journal is not None:
+                journal.record(record)
+            done[names[k]] = record
+        gathered = gather_to_main(dist, (done, timer.read, timer.infer))
+        if gathered is None:
+            return None
+        records = dict(before)
+        for part, _, _ in gathered:
+            records.update(part)
         start = time.perf_counter()
+        found = [records[name].frames[0].rows for name in names]  # row order: that of one uninterrupted process
         detections = _merged(found, predictor, width=raster.width, height=raster.height)
         merge_s = time.perf_counter() - start
-        return RasterPrediction(Path(path), raster.width, raster.height, detections, raster.crs, raster.transform,
-                                len(tiles), skipped, read_s, infer_s, merge_s)  # fmt: skip
+        return RasterPrediction(
+            Path(path), raster.width, raster.height, detections, raster.crs, raster.transform,
+            tiles=sum(len(row) for row in rows), skipped=sum(r.skipped for r in records.values()),
+            read_seconds=sum(g[1] for g in gathered), infer_seconds=sum(g[2] for g in gathered),
+            merge_seconds=merge_s, rows=len(rows), rows_before=len(before),
+        )  # fmt: skip
+
+
+def _finished_rows(
+    run_dir: Path | None,
+    names: Sequence[str],
+    *,
+    classes: int,
+    resume: bool,
+    dist: DistContext,
+    on_note: Callable[[str], None] | None,
+) -> dict[str, UnitRecord]:
+    """The rows (by name) the journal of `run_dir` records as finished when resuming; a new run's journal is
+    cleared. Every rank reads the journals, rank 0 reports bad lines; all wait for each other before any
+    journals anew."""
+    before: dict[str, UnitRecord] = {}
+    report = on_note if dist.is_main else None
+    if run_dir is not None and resume:
+        for unit in finished_units(run_dir, units={(name,) for name in names}, classes=classes, on_bad=report):
+            if len(unit.frames) == 1 and unit.frames[0].file == unit.files[0]:
+                before[unit.files[0]] = unit
+            elif report is not None:
+                report(f"{run_dir}: the journal line of {unit.files[0]!r} holds no detections; the row is redone")
+    if run_dir is not None and not resume and dist.is_main:
+        clear_journal(run_dir)
+    barrier(dist)
+    return before
+
+
+def _predict_row(
+    predictor: Predictor,
+    raster: Raster,
+    row: Sequence[Window],
+    *,
+    name: str,
+    index: int,
+    skip_nodata: bool,
+    timer: _Timer,
+    on_tile: Callable[[], None] | None,
+) -> UnitRecord:
+    """The record of one row of tiles: its unmerged detections in raster pixels (tile order), its NoData
+    tiles counted."""
+    found: list[torch.Tensor] = []
+    batch: list[tuple[Window, np.ndarray]] = []
+    skipped = 0
+
+    def run_batch() -> None:
+        start = time.perf_counter()
+        results = predictor.predict_images([image for _, image in batch])
+        for ((x1, y1, _, _), _), result in zip(batch, results, strict=True):
+            rows = result.rows()
+            rows[:, :4] += torch.tensor([x1, y1, x1, y1], dtype=rows.dtype)
+            found.append(rows)
+        timer.infer += time.perf_counter() - start
+        batch.clear()
+
+    for tile in row:
+        start = time.perf_counter()
+        empty = skip_nodata and raster.is_nodata(tile)
+        if not empty:
+            batch.append((tile, raster.read(tile)))
+        timer.read += time.perf_counter() - start
+        skipped += empty
+        if len(batch) == predictor.config.batch:
+            run_batch()
+        if on_tile is not None:
+            on_tile()
+    if batch:
+        run_batch()
+    rows = torch.cat(found) if found else torch.zeros((0, 6))
+    return UnitRecord((name,), len(rows), skipped, (FrameRecord(name, index, raster.path.stem, rows),))
 
 
 def _merged(found: list[torch.Tensor], predictor: Predictor, *, width: int, height: int) -> Detections:
@@ -132,7 +253,8 @@ def _merged(found: list[torch.Tensor], predictor: Predictor, *, width: int, heig
 class RasterOutputs:
     """What to write of a raster's detections into a run folder: `STEM.geojson` (map coordinates, reprojected
     to `to_crs` when given), `labels/STEM.txt` (YOLO lines normalised by the raster's size, with scores when
-    `save_conf`), `predictions.json` (COCO results in raster pixels)."""
+    `save_conf`), `predictions.json` (COCO results in raster pixels). Each is written in one step
+    (`data.files.atomic`): whole or not at all."""
 
     save_geojson: bool = True
     to_crs: str | None = None
@@ -150,20 +272,26 @@ def predict_raster_into(
     outputs: RasterOutputs,
     bands: Sequence[int] | None = None,
     progress: bool = False,
-) -> RasterPrediction:
-    """`predict_raster` of `path` with its `outputs` written into `save_dir`; `progress`: a bar over the tiles
-    with its rate and time left. Returns the prediction."""
-    from tqdm import tqdm
-
-    from tphyolo.predict.geojson import geojson_collection, write_geojson
-    from tphyolo.predict.writers import coco_predictions, yolo_lines
-
+    resume: bool = False,
+    dist: DistContext = ONE_PROCESS,
+    on_open: Callable[[Raster], None] | None = None,
+    on_note: Callable[[str], None] | None = None,
+) -> RasterPrediction | None:
+    """`predict_raster` of `path` journaled into `save_dir` (resumed with `resume`, shared by the ranks of
+    `dist`), with its `outputs` written there by rank 0; `progress`: a bar over the tiles (all ranks') with its
+    rate and time left, on rank 0. on_open: called with the open raster before any tile is run (to record or
+    check it); on_note: as `predict_raster`'s. Returns the prediction (None on ranks other than 0)."""
     path = Path(path)
     tiling = raster_slicing(slicing, imgsz=predictor.config.imgsz)
     with Raster.open(path, bands=None if bands is None else tuple(bands)) as raster:  # fails before the run
         total = len(raster_tiles(raster, tiling))
-    with tqdm(total=total, desc=path.name, unit="tile", disable=not progress) as bar:
-        run = predict_raster(predictor, path, slicing=slicing, bands=bands, on_tile=bar.update)
+        if on_open is not None:
+            on_open(raster)
+    with tqdm(total=total, desc=path.name, unit="tile", disable=not (progress and dist.is_main)) as bar:
+        run = predict_raster(predictor, path, slicing=slicing, bands=bands, run_dir=save_dir, resume=resume,
+                             dist=dist, on_note=on_note, on_tile=lambda done: bar.update(done - bar.n))  # fmt: skip
+    if run is None:
+        return None
     names, stem = predictor.names, path.stem
     if outputs.save_geojson:
         collection = geojson_collection(run.detections, names=names, transform=run.transform if run.crs else None,
@@ -172,8 +300,7 @@ def predict_raster_into(
     if outputs.save_txt:
         lines = yolo_lines(run.detections, width=run.width, height=run.height, with_score=outputs.save_conf)
         (save_dir / "labels").mkdir(parents=True, exist_ok=True)
-        (save_dir / "labels" / f"{stem}.txt").write_text("".join(line + "\n" for line in lines))
+        write_text_atomic(save_dir / "labels" / f"{stem}.txt", "".join(line + "\n" for line in lines))
     if outputs.save_json:
-        records = coco_predictions([(stem, run.detections)])
-        (save_dir / "predictions.json").write_text(json.dumps(records))
+        write_text_atomic(save_dir / "predictions.json", json.dumps(coco_predictions([(stem, run.detections)])))
     return run

@@ -4,7 +4,8 @@ run folder never holds the outputs of two models or two source lists.
 A run records (`run_fingerprint`) the SHA-256 of each weights file (of each file of a weights folder, such as an
 OpenVINO IR) and the sources it resolved. `check_resumed` compares them with what a resume finds: changed
 weights or an added source is refused in one line naming it; a source that is gone is returned, for the caller
-to name, and the run goes on with the rest.
+to name, and the run goes on with the rest. A raster run also records its raster's size (`raster_fingerprint`): its
+journal counts rows of tiles by position, so a raster that changed is refused too.
 """
 
 from __future__ import annotations
@@ -71,3 +72,20 @@ def check_resumed(
                          "start a new run for them")  # fmt: skip
     present = set(now)
     return [str(s) for s in sources if str(s) not in present]
+
+
+def raster_fingerprint(path: Path, *, width: int, height: int) -> dict[str, Any]:
+    """What a raster run records of its raster beside `run_fingerprint` (its rows are journaled by position,
+    so a resume must find the same raster): size in bytes and in pixels. Hashing gigabytes is left out."""
+    return {"bytes": Path(path).stat().st_size, "width": int(width), "height": int(height)}
+
+
+def check_raster_resumed(saved: Mapping[str, Any], path: Path, fingerprint: Mapping[str, Any], *, where: str) -> None:
+    """Raises ValueError naming `where` when the raster `path` differs from the one the run recorded (a record
+    without one, an older run, is not checked)."""
+    recorded = saved.get("raster")
+    if isinstance(recorded, Mapping) and dict(recorded) != dict(fingerprint):
+        then = ", ".join(f"{k} {recorded.get(k)}" for k in fingerprint)
+        now = ", ".join(f"{k} {v}" for k, v in fingerprint.items())
+        raise ValueError(f"{where}: raster {path} changed since the run began ({then} then; {now} now); "
+                         "start a new run instead of resuming this one")  # fmt: skip

@@ -4,13 +4,21 @@ rasters, and the run (`tphyolo.predict.raster.predict_raster_into`)."""
 from __future__ import annotations
 
 import argparse
+import sys
 from pathlib import Path
+
+import yaml
+
+from tphyolo.data.files.atomic import write_text_atomic
+from tphyolo.data.files.image_limits import MAX_IMAGE_PIXELS
+from tphyolo.data.files.raster import RASTER_SUFFIXES
+from tphyolo.errors import UsageError
+from tphyolo.flags import AT_LEAST_ONE
+from tphyolo.infer.slicing import AUTO, SliceConfig
 
 
 def add_raster_flags(parser: argparse.ArgumentParser) -> None:
     """--save-geojson, --to-crs, --bands."""
-    from tphyolo.flags import AT_LEAST_ONE
-
     parser.add_argument(
         "--save-geojson", action="store_true",
         help="rasters (GeoTIFF): detections as GeoJSON polygons in the raster's CRS (STEM.geojson)",
@@ -28,10 +36,6 @@ def raster_source(args: argparse.Namespace) -> Path | None:
     """The raster `args.source` names when it runs tile by tile, else None: a .tif/.tiff/.vrt file given with a
     raster flag (--save-geojson, --to-crs, --bands), or, with rasterio installed, one that has a CRS or is larger
     than an image may be decoded whole (MAX_IMAGE_PIXELS). Raises UsageError for raster flags without one."""
-    from tphyolo.data.files.image_limits import MAX_IMAGE_PIXELS
-    from tphyolo.data.files.raster import RASTER_SUFFIXES
-    from tphyolo.errors import UsageError
-
     asked = [name for name, on in (("--save-geojson", args.save_geojson), ("--to-crs", args.to_crs is not None),
                                    ("--bands", args.bands is not None)) if on]  # fmt: skip
     path = Path(str(args.source))
@@ -54,23 +58,50 @@ def raster_source(args: argparse.Namespace) -> Path | None:
 
 def _checked(path: Path, args: argparse.Namespace) -> Path:
     """`path`, once the flags that cannot apply to a raster are refused (before any model is loaded)."""
-    from tphyolo.errors import UsageError
-
     if args.slice_full:
         raise UsageError("--slice-full: a raster is run tile by tile, never whole")
     return path
 
 
-def run_raster(save_dir: Path, predictor, path: Path, args: argparse.Namespace, slicing) -> None:
-    """Predict the raster `path` into `save_dir` with the command's output flags, and print what was done."""
-    from tphyolo.infer.slicing import AUTO, SliceConfig
+def run_raster(
+    save_dir: Path,
+    predictor,
+    path: Path,
+    args: argparse.Namespace,
+    slicing,
+    *,
+    dist,
+    settings: list[str] | None,
+    settings_file: Path,
+) -> None:
+    """Predict the raster `path` into `save_dir` with the command's output flags, and print what was done (rank
+    0). A new run (`settings`: its saved flags) records them in `settings_file` with the weights' SHA-256 and the
+    raster's size once the raster opened; a resumed one (`args.resume`, `args.saved_run`) is checked against
+    them. Under torchrun (`dist`) the ranks share the rows of tiles."""
+    # Lazy: these import torch, which `tphyolo predict -h` must not.
     from tphyolo.predict.raster import RasterOutputs, predict_raster_into
+    from tphyolo.predict.resume import check_raster_resumed, raster_fingerprint, run_fingerprint
+
+    def record_or_check(raster) -> None:
+        fingerprint = raster_fingerprint(path, width=raster.width, height=raster.height)
+        if args.resume is not None:
+            check_raster_resumed(args.saved_run, path, fingerprint, where=str(settings_file))
+        elif dist.is_main:
+            record = {"argv": settings, **run_fingerprint(args.weights, [path]), "raster": fingerprint}
+            write_text_atomic(settings_file, yaml.safe_dump(record))
+
+    def note(text: str) -> None:
+        print(f"tphyolo predict: warning: {text}", file=sys.stderr)
 
     outputs = RasterOutputs(save_geojson=args.save_geojson or not (args.save_txt or args.save_json),
                             to_crs=args.to_crs, save_txt=args.save_txt, save_conf=args.save_conf,
                             save_json=args.save_json)  # fmt: skip
     run = predict_raster_into(save_dir, predictor, path, slicing=slicing or SliceConfig(AUTO), outputs=outputs,
-                              bands=args.bands, progress=True)  # fmt: skip
+                              bands=args.bands, progress=True, resume=args.resume is not None, dist=dist,
+                              on_open=record_or_check, on_note=note)  # fmt: skip
+    if run is None:
+        return
     crs = run.crs or "pixels (the raster has no CRS)"
+    before = f", {run.rows_before} of {run.rows} rows finished before" if run.rows_before else ""
     print(f"{len(run.detections)} detections in {path.name} ({run.width}x{run.height}, {crs}): {run.tiles} tiles, "
-          f"{run.skipped} NoData skipped; results in {save_dir}")  # fmt: skip
+          f"{run.skipped} NoData skipped{before}; results in {save_dir}")  # fmt: skip
