@@ -20,7 +20,7 @@ from pathlib import PurePath
 import numpy as np
 import torch
 
-from tphyolo.metrics.protocol import ImageResult, ProtocolResult
+from tphyolo.metrics.protocol import IgnoreRules, ImageResult, ProtocolResult
 
 BACKENDS = ("faster", "pycocotools")
 VISDRONE_MAX_DETS = (1, 10, 100, 500)
@@ -220,6 +220,8 @@ class CocoProtocol:
 
     name = "coco"
     needs_image_size = False
+    yolo_metrics = False
+    ignore_rules = IgnoreRules(crowd=True, on_region=True)  # iscrowd: IoU over the detection's area
 
     def score(self, images: Sequence[ImageResult], *, names: Sequence[str], max_det: int) -> ProtocolResult:
         result = evaluate_coco(
