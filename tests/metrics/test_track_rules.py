@@ -5,6 +5,7 @@ from dataclasses import replace
 
 import numpy as np
 import pytest
+from PIL import Image
 
 from tphyolo.data.mot import motchallenge
 from tphyolo.data.mot.layouts import LAYOUTS
@@ -39,3 +40,21 @@ def test_a_new_benchmark_is_one_layout_row_and_one_rules_row(tmp_path, monkeypat
     result = evaluate_tracking(tmp_path / "gt", tmp_path / "out", fmt="cars-only")
     assert list(result.per_class) == ["car"]
     assert result.combined["MOTA"] == pytest.approx(100.0) and result.combined["GT"] == 5  # the pedestrians: not
+
+
+def test_visdrone_mot_regions_are_clipped_to_the_first_frame(tmp_path):
+    # a region reaching past the right edge of a 40 x 40 frame, and a car 30 wide from x = 26: on the frame's mask
+    # 11 of its 30 columns are covered (kept); without the frame (a large enough image) 27 of 30 are (dropped)
+    split = tmp_path / "split"
+    (split / "annotations").mkdir(parents=True)
+    (split / "annotations" / "s1.txt").write_text("1,-1,30,0,30,40,0,0,0,0\n1,1,26,5,30,10,1,4,0,0\n", "utf-8")
+    (split / "out").mkdir()
+    (split / "out" / "s1.txt").write_text("1,1,26,5,30,10,0.9,4,-1,-1\n", "utf-8")
+    without_frames = evaluate_tracking(split / "annotations", split / "out", fmt="visdrone-mot")
+    (split / "sequences" / "s1").mkdir(parents=True)
+    Image.new("RGB", (40, 40)).save(split / "sequences" / "s1" / "0000001.jpg")
+    [sequence] = read_ground_truth(split / "annotations", "visdrone-mot")
+    assert sequence.frame_size == (40, 40)
+    with_frames = evaluate_tracking(split / "annotations", split / "out", fmt="visdrone-mot")
+    assert without_frames.combined["GT"] == 0 and without_frames.combined["FP"] == 0
+    assert with_frames.combined["GT"] == 1 and with_frames.combined["MOTA"] == pytest.approx(100.0)

@@ -8,8 +8,9 @@ evaluated class, frame by frame, ready for the metrics (`tphyolo.metrics.trackin
 - `visdrone-mot`, as the VisDrone MOT toolkit (evaluateTrackB) does: classes pedestrian, car, van, truck and
   bus (`VISDRONE_CLASSES`); ground-truth rows of category 0 (ignored region) or 11 (others), and rows flagged 0,
   are ignore regions; a ground-truth box or an output box that lies in the ignore regions of its frame is
-  dropped (the toolkit's whole-pixel rule, `tphyolo.metrics.ignored.in_ignored_regions`, on an image just
-  large enough for every box: the files do not give the frame size); output of category 0 or 11 is never
+  dropped (the toolkit's whole-pixel rule, `tphyolo.metrics.ignored.in_ignored_regions`, on the size of the
+  sequence's first frame where its frames are beside the annotations, else on an image just large enough for
+  every box); output of category 0 or 11 is never
   evaluated; a ground-truth trajectory whose category changes is split in one per category; output after the
   ground truth's last frame is dropped;
 - `mot`, as trackeval's MOTChallenge 2D box evaluation does: with classes in the ground truth (MOT16-20), the
@@ -156,10 +157,17 @@ def get_track_rules(fmt: str) -> TrackRules:
 
 
 def prepare(
-    truth: TrackTable, output: TrackTable, fmt: str, *, ignore: TrackTable | None = None, length: int | None = None
+    truth: TrackTable,
+    output: TrackTable,
+    fmt: str,
+    *,
+    ignore: TrackTable | None = None,
+    length: int | None = None,
+    frame_size: tuple[int, int] | None = None,
 ) -> dict[str, FrameBoxes]:
     """Class name -> what is evaluated of that class in one sequence, under the rules of benchmark `fmt` (its row
-    of `TRACK_RULES`, see the module docstring). `ignore`: ignore regions from a side file (UAVDT)."""
+    of `TRACK_RULES`, see the module docstring). `ignore`: ignore regions from a side file (UAVDT); `frame_size`:
+    (height, width) the ignore regions are clipped to (None: an image just large enough for every box)."""
     rules = get_track_rules(fmt)
     regions = ignore if ignore is not None else TrackTable.empty()
     length = length or max(truth.last_frame, regions.last_frame)
@@ -171,8 +179,8 @@ def prepare(
     one_class = not rules.classes or (rules.classless_as_one and bool((truth.classes == UNKNOWN).all()))
     if rules.distractors and not one_class:
         output = output.select(~_on_distractors(truth, output, rules.distractors))
-    truth = drop_in_regions(truth.select(~is_region & (truth.scores != 0)), regions)
-    output = drop_in_regions(output, regions)
+    truth = drop_in_regions(truth.select(~is_region & (truth.scores != 0)), regions, image_size=frame_size)
+    output = drop_in_regions(output, regions, image_size=frame_size)
     if rules.split_categories:
         truth = split_by_category(truth)
     if one_class:

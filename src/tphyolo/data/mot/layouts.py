@@ -48,6 +48,19 @@ def _mot_seqinfo(truth: Path) -> Path | None:
     return truth.parent.parent / "seqinfo.ini" if truth.name == "gt.txt" else None
 
 
+def _first_frame_size(truth: Path) -> tuple[int, int] | None:
+    """(height, width) of the first frame of `<split>/sequences/<seq>/` beside `<split>/annotations/<seq>.txt`,
+    as the VisDrone-MOT toolkit reads it (0000001.jpg); None where the frames are not there."""
+    # image_io loads cv2: imported here so that reading the format names (a command's --help) does not
+    from tphyolo.data.files.image_io import is_image_name, read_image_size
+
+    folder = truth.parent.parent / "sequences" / truth.stem
+    if truth.parent.name != "annotations" or not folder.is_dir():
+        return None
+    frames = sorted(p for p in folder.iterdir() if is_image_name(p))
+    return read_image_size(frames[0]) if frames else None
+
+
 def _uavdt_ignore(truth: Path) -> Path:
     return truth.with_name(truth.name[: -len(TRUTH_SUFFIX)] + IGNORE_SUFFIX)
 
@@ -61,6 +74,8 @@ class TrackLayout:
     ignore_file: ground-truth file -> the side file of its ignore regions (read with `read_truth`, used when it
         exists), or None for a benchmark without one;
     seqinfo: ground-truth file -> the MOTChallenge `seqinfo.ini` that gives the sequence's length, or None;
+    frame_size: ground-truth file -> the (height, width) its ignore regions are clipped to, or None where the
+        layout does not give it;
     output_text: the text of its tracker output, MOT_TEXT or VISDRONE_TEXT.
     """
 
@@ -72,13 +87,14 @@ class TrackLayout:
     output_text: str
     ignore_file: Callable[[Path], Path] | None = None
     seqinfo: Callable[[Path], Path | None] | None = None
+    frame_size: Callable[[Path], tuple[int, int] | None] | None = None
 
 
 _LAYOUT_ROWS = (
     TrackLayout("mot", _mot_truth, "<seq>/gt/gt.txt or <seq>.txt", partial(read_mot, ground_truth=True), read_mot,
                 MOT_TEXT, seqinfo=_mot_seqinfo),
     TrackLayout("visdrone-mot", _visdrone_truth, "<seq>.txt or annotations/<seq>.txt", read_visdrone_mot,
-                read_visdrone_mot, VISDRONE_TEXT),
+                read_visdrone_mot, VISDRONE_TEXT, frame_size=_first_frame_size),
     TrackLayout("uavdt", _uavdt_truth, f"<seq>{TRUTH_SUFFIX}", read_uavdt, read_mot, MOT_TEXT,
                 ignore_file=_uavdt_ignore),
 )  # fmt: skip

@@ -34,13 +34,15 @@ TRACK_FORMATS = tuple(LAYOUTS)
 @dataclass(frozen=True)
 class GroundTruthSequence:
     """One sequence's ground truth: `truth` as the file gives it, `ignore` the regions of a side file (UAVDT;
-    empty otherwise), `length` the number of frames when the layout records it (else None), `source` the file."""
+    empty otherwise), `length` the number of frames when the layout records it (else None), `source` the file,
+    `frame_size` (height, width) of its frames when the layout gives it (VisDrone-MOT's first frame; else None)."""
 
     name: str
     truth: TrackTable
     ignore: TrackTable
     length: int | None
     source: Path
+    frame_size: tuple[int, int] | None = None
 
 
 def ground_truth_files(folder: Path, fmt: str) -> dict[str, Path]:
@@ -66,7 +68,8 @@ def _read_sequence(name: str, path: Path, layout: TrackLayout) -> GroundTruthSeq
     ignore = layout.read_truth(ignore_path) if has_ignore else TrackTable.empty()
     seqinfo = layout.seqinfo(path) if layout.seqinfo is not None else None
     length = sequence_length(seqinfo) if seqinfo is not None else None
-    return GroundTruthSequence(name, layout.read_truth(path), ignore, length, path)
+    frame_size = layout.frame_size(path) if layout.frame_size is not None else None
+    return GroundTruthSequence(name, layout.read_truth(path), ignore, length, path, frame_size)
 
 
 def read_ground_truth(folder: Path, fmt: str) -> list[GroundTruthSequence]:
