@@ -9,7 +9,8 @@ import pytest
 from tphyolo.data.mot.motchallenge import write_mot
 from tphyolo.data.mot.table import TrackTable
 from tphyolo.data.mot.visdrone_mot import write_visdrone_mot
-from tphyolo.metrics.track_protocols import covered_fraction, split_by_category
+from tphyolo.metrics.ignored import covered_fraction
+from tphyolo.metrics.track_protocols import split_by_category
 from tphyolo.metrics.tracking import _with_numpy_aliases, evaluate_tables, evaluate_tracking
 
 COMPARED = ("HOTA", "DetA", "AssA", "LocA", "MOTA", "MOTP", "IDF1", "IDP", "IDR", "IDSW", "FP", "FN", "Frag", "MT")
@@ -162,9 +163,12 @@ def test_uavdt_is_class_agnostic_with_its_ignore_file(tmp_path):
 
 
 def test_covered_fraction_is_exact_on_overlapping_regions():
-    regions = np.array([[0, 0, 10, 10], [5, 5, 15, 15]], float)  # union area 175
-    boxes = np.array([[0, 0, 20, 20], [5, 5, 10, 10], [20, 20, 30, 30], [3, 3, 3, 8]], float)
-    np.testing.assert_allclose(covered_fraction(boxes, regions), [175 / 400, 1.0, 0.0, 0.0])
+    # the toolkit's whole-pixel mask (xywh): regions cover 1-based rows/columns 1..11 and 5..15, union 193 pixels;
+    # box 1 is read on rows/columns 2..21: 100 + 121 - 49 = 172 pixels of 400 (the overlap counted once)
+    regions = np.array([[0, 0, 10, 10], [5, 5, 10, 10]], float)
+    boxes = np.array([[0, 0, 20, 20], [5, 5, 5, 5], [20, 20, 10, 10], [3, 3, 0, 5]], float)
+    got = covered_fraction(boxes, regions)
+    np.testing.assert_allclose(got, [172 / 400, 1.0, 0.0, 1.0])  # sizes are clamped to >= 1 pixel
 
 
 def test_numpy_aliases_are_provided_only_for_the_call_that_needs_them():

@@ -321,7 +321,7 @@ def score_images(
     scorer = get_protocol(protocol)
     summary = summarize(images, nc=len(names), confusion=confusion)
     yolo = summary_result(summary, names)
-    scored = yolo if protocol == "yolo" else scorer.score(images, names=names, max_det=max_det)
+    scored = yolo if scorer.yolo_metrics else scorer.score(images, names=names, max_det=max_det)
     results = EvalResults(
         protocol=protocol,
         mp=summary.mp,
@@ -370,9 +370,9 @@ def results_json(results: EvalResults) -> dict:
      "classifier_classes": [...] (only with a crop classifier)}
 
     P, R, mAP50 and mAP50-95 are fractions, as the YOLO table prints them (mAP by the run's protocol, as
-    `val` reports it; per class by YOLO matching). With the "coco" or "visdrone" protocol, the numbers of its
-    table are added as "PROTOCOL/NAME" with NAME as that table prints it (AP, AP50, AP75, AR1, ...), in
-    percent as printed.
+    `val` reports it; per class by YOLO matching). With a protocol that has numbers of its own (not
+    `yolo_metrics`: "coco", "visdrone"), the numbers of its table are added as "PROTOCOL/NAME" with NAME as
+    that table prints it (AP, AP50, AP75, AR1, ...), in percent as printed.
     """
     metrics = {"P": results.mp, "R": results.mr, "mAP50": results.map50, "mAP50-95": results.map}
     per_class = {
@@ -386,7 +386,7 @@ def results_json(results: EvalResults) -> dict:
         }
         for c in results.per_class
     }
-    if results.protocol != "yolo":
+    if not get_protocol(results.protocol).yolo_metrics:
         metrics |= {f"{results.protocol}/{k}": v for k, v in results.extra.items()}
         for name, values in results.protocol_per_class.items():
             per_class.setdefault(name, {}).update({f"{results.protocol}/{k}": v for k, v in values.items()})

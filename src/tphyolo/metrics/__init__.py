@@ -25,7 +25,9 @@ __getattr__, __dir__, __all__ = lazy_exports(
             "evaluate_coco",
         ),
         "tphyolo.metrics.confusion": ("ConfusionMatrix",),
+        "tphyolo.metrics.ignored": ("in_ignored_regions",),
         "tphyolo.metrics.protocol": (
+            "IgnoreRules",
             "ImageResult",
             "Protocol",
             "ProtocolResult",

@@ -20,7 +20,8 @@ from pathlib import PurePath
 import numpy as np
 import torch
 
-from tphyolo.metrics.protocol import ImageResult, ProtocolResult
+from tphyolo.data.formats.coco import coco_box_problem
+from tphyolo.metrics.protocol import IgnoreRules, ImageResult, ProtocolResult
 
 BACKENDS = ("faster", "pycocotools")
 VISDRONE_MAX_DETS = (1, 10, 100, 500)
@@ -102,8 +103,6 @@ def check_coco_results(detections: object, source: str, *, gt: dict) -> None:
     mapping, a key of RESULT_KEYS missing, an `image_id` (int or str) or `category_id` (int) of another type
     or that `gt` does not have (ids match by value and type: 1 is not "1"), a bbox that is not 4 finite
     numbers with width and height >= 0, a score that is not a finite number."""
-    from tphyolo.data.formats.coco import coco_box_problem
-
     if not isinstance(detections, list):
         raise ValueError(f"{source}: COCO results must be a list of detections, got {type(detections).__name__}")
     image_ids = {(type(im["id"]), im["id"]) for im in gt.get("images", [])}
@@ -220,6 +219,8 @@ class CocoProtocol:
 
     name = "coco"
     needs_image_size = False
+    yolo_metrics = False
+    ignore_rules = IgnoreRules(crowd=True, on_region=True)  # iscrowd: IoU over the detection's area
 
     def score(self, images: Sequence[ImageResult], *, names: Sequence[str], max_det: int) -> ProtocolResult:
         result = evaluate_coco(

@@ -69,12 +69,34 @@ class ProtocolResult:
     table: str
 
 
+@dataclass(frozen=True)
+class IgnoreRules:
+    """How a protocol treats crowd objects and ignore regions, for a matching of its own done outside its scorer
+    (the report's one matching per image, IoU >= 0.5, by descending score):
+
+    crowd: crowd objects are neither hit nor miss, and a detection that takes no object is ignored when at
+        least half of its area lies on a crowd object of its class;
+    drop_in_regions: objects and detections that lie in an ignored region
+        (`tphyolo.metrics.ignored.in_ignored_regions`) are removed before matching (removed detections count as
+        ignored); it needs the image size;
+    on_region: a detection that takes no object is ignored when at least half of its area lies on one ignore
+        region.
+    """
+
+    crowd: bool = False
+    drop_in_regions: bool = False
+    on_region: bool = False
+
+
 class Protocol(_Interface):
-    """A scoring protocol: `name`, whether it needs each image's size where there are ignore regions, and
-    `score`."""
+    """A scoring protocol: `name`, whether it needs each image's size where there are ignore regions, whether
+    its numbers are YOLO's own P/R/mAP (`yolo_metrics`: every run reports those; such a protocol adds no table
+    or numbers of its own), how it treats ignore regions and crowd objects (`ignore_rules`), and `score`."""
 
     name: str
     needs_image_size: bool
+    yolo_metrics: bool
+    ignore_rules: IgnoreRules
 
     def score(self, images: Sequence[ImageResult], *, names: Sequence[str], max_det: int) -> ProtocolResult:
         """Score `images` (class ids index `names`); `max_det` is the most detections per image kept."""

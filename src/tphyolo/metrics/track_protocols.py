@@ -1,14 +1,18 @@
-"""What each tracking benchmark evaluates: which boxes count, for which classes, and what is ignored.
+"""What each tracking benchmark evaluates: which boxes count, for which classes, and what is ignored, one row
+per benchmark in `TRACK_RULES` (its files are read by the row of the same name in
+`tphyolo.data.mot.layouts.LAYOUTS`).
 
 `prepare(truth, output, fmt)` turns one sequence's ground truth and tracker output into `FrameBoxes` per
 evaluated class, frame by frame, ready for the metrics (`tphyolo.metrics.tracking`):
 
 - `visdrone-mot`, as the VisDrone MOT toolkit (evaluateTrackB) does: classes pedestrian, car, van, truck and
   bus (`VISDRONE_CLASSES`); ground-truth rows of category 0 (ignored region) or 11 (others), and rows flagged 0,
-  are ignore regions; a ground-truth box or an output box with half of its area or more inside the ignore
-  regions of its frame is dropped (here in continuous coordinates, where the toolkit counts whole pixels);
-  output of category 0 or 11 is dropped; a ground-truth trajectory whose category changes is split in one per
-  category; output after the ground truth's last frame is dropped;
+  are ignore regions; a ground-truth box or an output box that lies in the ignore regions of its frame is
+  dropped (the toolkit's whole-pixel rule, `tphyolo.metrics.ignored.in_ignored_regions`, on the size of the
+  sequence's first frame where its frames are beside the annotations, else on an image just large enough for
+  every box); output of category 0 or 11 is never
+  evaluated; a ground-truth trajectory whose category changes is split in one per category; output after the
+  ground truth's last frame is dropped;
 - `mot`, as trackeval's MOTChallenge 2D box evaluation does: with classes in the ground truth (MOT16-20), the
   pedestrians (class 1) flagged 1 are evaluated, and output boxes matched (IoU >= 0.5, one-to-one) to a
   distractor (person on vehicle, static person, distractor, reflection) are dropped; without classes (MOT15),
@@ -25,15 +29,14 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from tphyolo.data.mot.sequences import TRACK_FORMATS
 from tphyolo.data.mot.table import UNKNOWN, TrackTable
 from tphyolo.data.mot.visdrone_mot import IGNORED_REGION, OTHERS
+from tphyolo.metrics.ignored import in_ignored_regions
 from tphyolo.ops.boxes import box_iou
 
 VISDRONE_CLASSES = {1: "pedestrian", 4: "car", 5: "van", 6: "truck", 9: "bus"}  # category -> name
 MOT_PEDESTRIAN = 1
 MOT_DISTRACTORS = (2, 7, 8, 12)  # person_on_vehicle, static_person, distractor, reflection
-IGNORE_OVERLAP = 0.5  # a box this much inside ignore regions is dropped
 
 
 @dataclass(frozen=True)
@@ -67,32 +70,17 @@ def _per_frame(table: TrackTable, numbers: tuple[int, ...]) -> tuple[list[np.nda
     return ids, boxes
 
 
-def covered_fraction(boxes: np.ndarray, regions: np.ndarray) -> np.ndarray:
-    """(N,) the fraction of each xyxy box's area inside the union of the xyxy `regions` (0 for a box without
-    area), computed exactly on the grid the region edges make."""
-    boxes = np.asarray(boxes, dtype=np.float64).reshape(-1, 4)
-    regions = np.asarray(regions, dtype=np.float64).reshape(-1, 4)
-    if not len(boxes) or not len(regions):
-        return np.zeros(len(boxes))
-    xs, ys = np.unique(regions[:, [0, 2]]), np.unique(regions[:, [1, 3]])  # cell edges
-    cx, cy = (xs[:-1] + xs[1:]) / 2, (ys[:-1] + ys[1:]) / 2  # cell centres
-    in_x = (regions[:, None, 0] <= cx) & (cx <= regions[:, None, 2])  # (regions, cells x)
-    in_y = (regions[:, None, 1] <= cy) & (cy <= regions[:, None, 3])  # (regions, cells y)
-    covered = (in_y[:, :, None] & in_x[:, None, :]).any(0).astype(np.float64)  # (cells y, cells x)
-    area = np.einsum("nx,yx,ny->n", _overlaps(boxes[:, [0, 2]], xs), covered, _overlaps(boxes[:, [1, 3]], ys))
-    box_area = (boxes[:, 2] - boxes[:, 0]) * (boxes[:, 3] - boxes[:, 1])
-    return np.divide(area, box_area, out=np.zeros(len(boxes)), where=box_area > 0)
+def _xywh(boxes: np.ndarray) -> np.ndarray:
+    return np.concatenate([boxes[:, :2], boxes[:, 2:] - boxes[:, :2]], axis=1)
 
 
-def _overlaps(spans: np.ndarray, edges: np.ndarray) -> np.ndarray:
-    """(N, cells) the length each (N, 2) span [lo, hi] shares with each interval between consecutive `edges`."""
-    return np.maximum(np.minimum(spans[:, 1:2], edges[None, 1:]) - np.maximum(spans[:, 0:1], edges[None, :-1]), 0)
-
-
-def drop_in_regions(table: TrackTable, regions: TrackTable) -> TrackTable:
-    """`table` without the boxes that lie IGNORE_OVERLAP or more inside the `regions` of their own frame."""
+def drop_in_regions(table: TrackTable, regions: TrackTable, *, image_size: tuple[int, int] | None = None) -> TrackTable:
+    """`table` without the boxes that lie in the ignored `regions` of their own frame, by the toolkit's rule
+    (`tphyolo.metrics.ignored.in_ignored_regions`); `image_size` (height, width), or None where the files do
+    not give it (an image just large enough for every box)."""
     if not len(regions) or not len(table):
         return table
+    height, width = image_size if image_size is not None else (None, None)
     keep = np.ones(len(table), dtype=bool)
     by_frame = dict(regions.by_frame())
     order = np.argsort(table.frames, kind="stable")
@@ -100,7 +88,8 @@ def drop_in_regions(table: TrackTable, regions: TrackTable) -> TrackTable:
     for frame in np.unique(frames).tolist():
         if frame in by_frame:
             rows = order[frames == frame]
-            keep[rows] = covered_fraction(table.boxes[rows], by_frame[frame].boxes) < IGNORE_OVERLAP
+            keep[rows] = ~in_ignored_regions(_xywh(table.boxes[rows]), _xywh(by_frame[frame].boxes),
+                                             height=height, width=width)  # fmt: skip
     return table.select(keep)
 
 
@@ -121,46 +110,100 @@ def _clip(table: TrackTable, length: int) -> TrackTable:
     return table.select(table.frames <= length)
 
 
+@dataclass(frozen=True)
+class TrackRules:
+    """What one tracking benchmark evaluates (its row of `TRACK_RULES`).
+
+    classes: category -> class name, the classes evaluated one by one; empty for a class-agnostic benchmark,
+        whose boxes all count as one class `one_class`;
+    classless_as_one: ground truth without classes (every class UNKNOWN, MOT15) counts as one class `one_class`;
+    region_categories: ground-truth rows of these categories are ignore regions, not objects;
+    unflagged_are_regions: ground-truth rows flagged 0 are ignore regions too (else they are only left out);
+    distractors: output boxes matched one-to-one (IoU >= 0.5) to a ground-truth box of these categories are
+        dropped;
+    split_categories: a ground-truth trajectory whose category changes is split in one per category;
+    output_classes: an output box counts for the class its category column names (else for every class).
+
+    Every benchmark drops the boxes (ground truth and output) that lie in its ignore regions
+    (`tphyolo.metrics.ignored.in_ignored_regions`) and the output after the sequence's last frame.
+    """
+
+    name: str
+    classes: dict[int, str]
+    one_class: str = "object"
+    classless_as_one: bool = False
+    region_categories: tuple[int, ...] = ()
+    unflagged_are_regions: bool = False
+    distractors: tuple[int, ...] = ()
+    split_categories: bool = False
+    output_classes: bool = False
+
+
+_RULE_ROWS = (
+    TrackRules("mot", {MOT_PEDESTRIAN: "pedestrian"}, classless_as_one=True, distractors=MOT_DISTRACTORS),
+    TrackRules("visdrone-mot", VISDRONE_CLASSES, region_categories=(IGNORED_REGION, OTHERS),
+               unflagged_are_regions=True, split_categories=True, output_classes=True),
+    TrackRules("uavdt", {}, one_class="vehicle"),
+)  # fmt: skip
+TRACK_RULES: dict[str, TrackRules] = {row.name: row for row in _RULE_ROWS}
+
+
+def get_track_rules(fmt: str) -> TrackRules:
+    """The rules registered as `fmt`; raises ValueError listing the known ones."""
+    try:
+        return TRACK_RULES[fmt]
+    except KeyError:
+        raise ValueError(f"unknown tracking format {fmt!r}; known: {list(TRACK_RULES)}") from None
+
+
 def prepare(
-    truth: TrackTable, output: TrackTable, fmt: str, *, ignore: TrackTable | None = None, length: int | None = None
+    truth: TrackTable,
+    output: TrackTable,
+    fmt: str,
+    *,
+    ignore: TrackTable | None = None,
+    length: int | None = None,
+    frame_size: tuple[int, int] | None = None,
 ) -> dict[str, FrameBoxes]:
-    """Class name -> what is evaluated of that class in one sequence, under the rules of benchmark `fmt` (see the
-    module docstring). `ignore`: ignore regions from a side file (UAVDT)."""
-    if fmt not in TRACK_FORMATS:
-        raise ValueError(f"unknown tracking format {fmt!r}; known: {list(TRACK_FORMATS)}")
+    """Class name -> what is evaluated of that class in one sequence, under the rules of benchmark `fmt` (its row
+    of `TRACK_RULES`, see the module docstring). `ignore`: ignore regions from a side file (UAVDT); `frame_size`:
+    (height, width) the ignore regions are clipped to (None: an image just large enough for every box)."""
+    rules = get_track_rules(fmt)
     regions = ignore if ignore is not None else TrackTable.empty()
     length = length or max(truth.last_frame, regions.last_frame)
-    output = _clip(output, length)
-    if fmt == "mot":
-        return _prepare_mot(_clip(truth, length), output, length)
-    if fmt == "uavdt":
-        kept_truth = drop_in_regions(_clip(truth, length), regions)
-        return {"vehicle": FrameBoxes.split(kept_truth, drop_in_regions(output, regions), length)}
-    is_region = np.isin(truth.classes, (IGNORED_REGION, OTHERS)) | (truth.scores == 0)
+    truth, output = _clip(truth, length), _clip(output, length)
+    is_region = np.isin(truth.classes, rules.region_categories)
+    if rules.unflagged_are_regions:
+        is_region |= truth.scores == 0
     regions = TrackTable.concatenate([regions, truth.select(is_region)])
-    kept_truth = split_by_category(drop_in_regions(truth.select(~is_region), regions))
-    output = drop_in_regions(output.select(~np.isin(output.classes, (IGNORED_REGION, OTHERS))), regions)
+    one_class = not rules.classes or (rules.classless_as_one and bool((truth.classes == UNKNOWN).all()))
+    if rules.distractors and not one_class:
+        output = output.select(~_on_distractors(truth, output, rules.distractors))
+    truth = drop_in_regions(truth.select(~is_region & (truth.scores != 0)), regions, image_size=frame_size)
+    output = drop_in_regions(output, regions, image_size=frame_size)
+    if rules.split_categories:
+        truth = split_by_category(truth)
+    if one_class:
+        return {rules.one_class: FrameBoxes.split(truth, output, length)}
     return {
-        name: FrameBoxes.split(kept_truth.select(kept_truth.classes == category),
-                               output.select(output.classes == category), length)  # fmt: skip
-        for category, name in VISDRONE_CLASSES.items()
+        name: FrameBoxes.split(truth.select(truth.classes == category),
+                               output.select(output.classes == category) if rules.output_classes else output,
+                               length)  # fmt: skip
+        for category, name in rules.classes.items()
     }
 
 
-def _prepare_mot(truth: TrackTable, output: TrackTable, length: int) -> dict[str, FrameBoxes]:
-    considered = truth.scores != 0
-    if (truth.classes == UNKNOWN).all():  # MOT15: no classes, no distractors
-        return {"object": FrameBoxes.split(truth.select(considered), output, length)}
-    keep_output = np.ones(len(output), dtype=bool)
+def _on_distractors(truth: TrackTable, output: TrackTable, distractors: tuple[int, ...]) -> np.ndarray:
+    """(n,) bool: output boxes that a one-to-one matching in their frame pairs with a distractor of `truth`."""
+    on = np.zeros(len(output), dtype=bool)
     truth_frames = dict(truth.by_frame())
     for frame in np.unique(output.frames).tolist():
         if frame not in truth_frames:
             continue
         rows = np.flatnonzero(output.frames == frame)
         gt = truth_frames[frame]
-        keep_output[rows[_matched_to(gt.boxes, output.boxes[rows], np.isin(gt.classes, MOT_DISTRACTORS))]] = False
-    pedestrians = truth.select(considered & (truth.classes == MOT_PEDESTRIAN))
-    return {"pedestrian": FrameBoxes.split(pedestrians, output.select(keep_output), length)}
+        on[rows[_matched_to(gt.boxes, output.boxes[rows], np.isin(gt.classes, distractors))]] = True
+    return on
 
 
 def _matched_to(truth_boxes: np.ndarray, output_boxes: np.ndarray, target: np.ndarray) -> np.ndarray:

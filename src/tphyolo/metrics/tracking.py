@@ -87,7 +87,8 @@ def evaluate_tracking(truth_dir: Path, output_dir: Path, *, fmt: str) -> Trackin
     sequences = read_ground_truth(truth_dir, fmt)
     outputs = read_tracker_output(output_dir, fmt, [s.name for s in sequences])
     prepared = {
-        s.name: prepare(s.truth, outputs[s.name], fmt, ignore=s.ignore, length=s.length) for s in sequences
+        s.name: prepare(s.truth, outputs[s.name], fmt, ignore=s.ignore, length=s.length, frame_size=s.frame_size)
+        for s in sequences
     }
     return score_sequences(prepared, protocol=fmt)
 

@@ -31,7 +31,8 @@ import numpy as np
 import torch
 
 from tphyolo.data.formats.visdrone import NAMES, NUM_CLASSES
-from tphyolo.metrics.protocol import ImageResult, ProtocolResult
+from tphyolo.metrics.ignored import in_ignored_regions
+from tphyolo.metrics.protocol import IgnoreRules, ImageResult, ProtocolResult
 
 MAX_DETS = (1, 10, 100, 500)
 CLASSES = tuple(range(1, NUM_CLASSES + 1))  # evaluated categories; 0 marks ignored regions, 11 is "others"
@@ -46,10 +47,6 @@ def iou_thresholds() -> np.ndarray:
     return np.where(k <= n // 2, 0.5 + k * 0.05, 0.95 - (n - k) * 0.05)
 
 
-def _round_half_away(x: np.ndarray) -> np.ndarray:
-    return np.sign(x) * np.floor(np.abs(x) + 0.5)
-
-
 @dataclass(frozen=True)
 class ImageAnnotations:
     """One image: `gt` (m, >=6) and `det` (n, >=6) rows of left, top, width, height, score, category in
@@ -61,49 +58,15 @@ class ImageAnnotations:
     width: int
 
 
-def _covered_counts(regions: np.ndarray, rows: np.ndarray, cols: np.ndarray, *, height: int, width: int):
-    """The ignored-region mask's integral image at 1-based (rows, cols): mask pixels in [1, r] x [1, c].
-
-    `regions` (k, 4) are integer left, top, w, h; a region covers rows top..min(height, top + h) and columns
-    left..min(width, left + w), 1-based inclusive. The mask is held compressed: its row and column ranges are
-    cut at every region edge, so each cell of the coarse grid is wholly in or out of the mask.
-    """
-    r_lo, r_hi = regions[:, 1], np.minimum(height, regions[:, 1] + regions[:, 3])
-    c_lo, c_hi = regions[:, 0], np.minimum(width, regions[:, 0] + regions[:, 2])
-
-    def cuts(lo, hi, size):  # cell i spans [edges[i], edges[i + 1] - 1]
-        return np.unique(np.clip(np.concatenate(([1, size + 1], lo, hi + 1)), 1, size + 1))
-
-    row_edges, col_edges = cuts(r_lo, r_hi, height), cuts(c_lo, c_hi, width)
-    row_in = (row_edges[None, :-1] >= r_lo[:, None]) & (row_edges[None, 1:] - 1 <= r_hi[:, None])  # (k, R)
-    col_in = (col_edges[None, :-1] >= c_lo[:, None]) & (col_edges[None, 1:] - 1 <= c_hi[:, None])  # (k, C)
-    coarse = (row_in[:, :, None] & col_in[:, None, :]).any(0).astype(np.float64)  # (R, C)
-
-    def overlap(q, edges):  # (n, cells) pixels of each cell within [1, q]
-        return np.clip(np.minimum(q[:, None], edges[None, 1:] - 1) - edges[None, :-1] + 1, 0, None)
-
-    return np.einsum("qi,ij,qj->q", overlap(rows, row_edges), coarse, overlap(cols, col_edges))
-
-
 def drop_in_ignored(gt: np.ndarray, det: np.ndarray, *, height: int, width: int) -> tuple[np.ndarray, np.ndarray]:
     """Remove ignored regions (category 0) from `gt`, and, where there are any, the objects and detections
-    with >= 50% of their area on them. Returns (gt, det) rows kept, in order."""
-    regions = _round_half_away(np.maximum(1, gt[gt[:, 5] == 0, :4])).astype(np.int64)
+    that lie in them (`tphyolo.metrics.ignored.in_ignored_regions`). Returns (gt, det) rows kept, in order."""
+    regions = gt[gt[:, 5] == 0, :4]
     gt = gt[gt[:, 5] != 0]
     if not len(regions):
         return gt, det
-
-    def keep(rows: np.ndarray) -> np.ndarray:
-        pos = np.maximum(1, _round_half_away(rows[:, :4])).astype(np.int64)
-        x, y = np.clip(pos[:, 0], 1, width), np.clip(pos[:, 1], 1, height)
-        w, h = pos[:, 2], pos[:, 3]
-        x2, y2 = np.minimum(width, x + w), np.maximum(1, np.minimum(height, y + h))
-        corner_rows = np.concatenate([y, y2, y, y2])
-        corner_cols = np.concatenate([x, x2, x2, x])
-        tl, br, tr, bl = np.split(_covered_counts(regions, corner_rows, corner_cols, height=height, width=width), 4)
-        return (tl + br - tr - bl) / (h * w) < 0.5
-
-    return gt[keep(gt)], det[keep(det)]
+    return (gt[~in_ignored_regions(gt[:, :4], regions, height=height, width=width)],
+            det[~in_ignored_regions(det[:, :4], regions, height=height, width=width)])  # fmt: skip
 
 
 def _overlaps(det: np.ndarray, gt: np.ndarray, ignore: np.ndarray) -> np.ndarray:
@@ -302,6 +265,8 @@ class VisDroneProtocol:
 
     name = "visdrone"
     needs_image_size = True
+    yolo_metrics = False
+    ignore_rules = IgnoreRules(crowd=True, drop_in_regions=True)  # dropObjectsInIgr, then ignore objects
 
     def score(self, images: Sequence[ImageResult], *, names: Sequence[str], max_det: int) -> ProtocolResult:
         """Toolkit numbers; `max_det` is not used: the toolkit keeps at most 500 detections per image."""

@@ -12,7 +12,7 @@ from collections.abc import Sequence
 import torch
 
 from tphyolo.metrics.ap import DetectionStats, Summary
-from tphyolo.metrics.protocol import ImageResult, ProtocolResult
+from tphyolo.metrics.protocol import IgnoreRules, ImageResult, ProtocolResult
 
 
 def yolo_labels(image: ImageResult) -> torch.Tensor:
@@ -55,6 +55,8 @@ class YoloProtocol:
 
     name = "yolo"
     needs_image_size = False
+    yolo_metrics = True
+    ignore_rules = IgnoreRules()  # nothing is ignored; crowd objects are ordinary objects
 
     def score(self, images: Sequence[ImageResult], *, names: Sequence[str], max_det: int) -> ProtocolResult:
         """YOLO metrics; `max_det` is not used (the detections are already limited)."""

@@ -11,6 +11,7 @@ from collections.abc import Iterable, Sequence
 from html import escape
 from pathlib import Path
 
+from tphyolo.metrics.registry import get_protocol
 from tphyolo.report.data import GALLERY_SCORE, ReportData
 from tphyolo.report.gallery import LEGEND, Tile
 from tphyolo.report.sizes import ALL, BUCKET_LABELS, SizeScore
@@ -62,7 +63,7 @@ def _summary(data: ReportData) -> str:
     r = data.results
     rows = [["protocol", r.protocol], ["images", r.images], ["objects", r.instances],
             ["P (YOLO)", r.mp], ["R (YOLO)", r.mr], ["mAP50", r.map50], ["mAP50-95", r.map]]  # fmt: skip
-    if r.protocol != "yolo":
+    if not get_protocol(r.protocol).yolo_metrics:
         rows += [[f"{r.protocol} {k} (%)", f"{v:.2f}"] for k, v in r.extra.items()]
     rows += [[f"speed {k} (ms/image)", f"{v:.1f}"] for k, v in r.speed.items()]
     settings = _table(["setting", "value"], sorted(data.settings.items())) if data.settings else ""
@@ -74,7 +75,7 @@ def _per_class(data: ReportData) -> str:
     rows = [[c.name, c.images, c.instances, c.precision, c.recall, c.map50, c.map] for c in data.results.per_class]
     table = _table(head, rows) if rows else "<p>No detection was correct: no per-class numbers.</p>"
     protocol = ""
-    if data.results.protocol != "yolo" and data.results.protocol_per_class:
+    if not get_protocol(data.results.protocol).yolo_metrics and data.results.protocol_per_class:
         keys = list(next(iter(data.results.protocol_per_class.values())))
         prow = [[name, *(f"{v[k]:.2f}" for k in keys)] for name, v in data.results.protocol_per_class.items()]
         protocol = f"<p>{escape(data.results.protocol)} protocol, percent:</p>" + _table(["class", *keys], prow)

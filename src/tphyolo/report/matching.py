@@ -3,15 +3,16 @@
 One matching serves every part of the report (AP by size, error counts per image, galleries, crops): in each
 image and class, detections by descending score (stable) each take the unmatched object of their class with
 the highest IoU, at IoU >= 0.5. A detection that takes no object is a false positive unless the protocol
-ignores it:
+ignores it. Which boxes are ignored is the protocol's to say (`Protocol.ignore_rules`,
+`tphyolo.metrics.protocol.IgnoreRules`); the registered ones say:
 
-- "yolo": nothing is ignored; crowd objects count as ordinary objects (as YOLOv5's metrics read them);
-- "coco": crowd objects are neither hit nor miss; a detection that takes no object is ignored when its
+- yolo: nothing is ignored; crowd objects count as ordinary objects (as YOLOv5's metrics read them);
+- coco: crowd objects are neither hit nor miss; a detection that takes no object is ignored when its
   intersection with an ignore region or a crowd object of its class covers at least half of its area (COCO's
   overlap with a crowd annotation);
-- "visdrone": objects and detections with at least half of their area in the ignore regions are removed first
-  (the toolkit's rule, `tphyolo.metrics.visdrone.drop_in_ignored`; removed detections count as ignored), then
-  crowd objects are handled as for "coco".
+- visdrone: objects and detections that lie in an ignored region (the toolkit's rule,
+  `tphyolo.metrics.ignored.in_ignored_regions`) are removed first (removed detections count as ignored), then
+  crowd objects are handled as for coco.
 """
 
 from __future__ import annotations
@@ -21,12 +22,12 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from tphyolo.metrics.protocol import ImageResult
-from tphyolo.metrics.visdrone import drop_in_ignored
+from tphyolo.metrics.ignored import in_ignored_regions
+from tphyolo.metrics.protocol import ImageResult, Protocol
+from tphyolo.metrics.registry import get_protocol
 from tphyolo.ops.boxes import box_iou
 
 IOU_THRESHOLD = 0.5
-IGNORING_PROTOCOLS = ("coco", "visdrone")
 
 
 @dataclass(frozen=True)
@@ -70,25 +71,17 @@ class ImageMatch:
         return (self.det_object >= 0) & (self.det_rows[:, 4] >= min_score)
 
 
-def _removed_by_ignore(image: ImageResult, gt_xywh: np.ndarray, det_xywh: np.ndarray) -> tuple[np.ndarray, ...]:
-    """(m,), (n,) bool: objects and detections the VisDrone rule removes (>= half of their area ignored)."""
+def _removed_by_ignore(image: ImageResult, det_xyxy: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(m,), (n,) bool: objects and detections that lie in the image's ignored regions."""
     if not len(image.ignore):
-        return np.zeros(len(gt_xywh), dtype=bool), np.zeros(len(det_xywh), dtype=bool)
+        return np.zeros(len(image.classes), dtype=bool), np.zeros(len(det_xyxy), dtype=bool)
     if image.shape is None:
-        raise ValueError(f"{image.path}: the VisDrone rule for ignored regions needs the image size")
+        raise ValueError(f"{image.path}: the rule for ignored regions needs the image size")
     height, width = image.shape
     regions = image.boxes_as("xywh", "ignore", torch.float64).numpy()
-
-    def rows(xywh: np.ndarray, category: float) -> np.ndarray:  # left, top, w, h, score, category, index
-        n = len(xywh)
-        return np.concatenate([xywh, np.ones((n, 1)), np.full((n, 1), category), np.arange(n)[:, None]], axis=1)
-
-    gt = np.concatenate([rows(gt_xywh, 1.0), rows(regions, 0.0)])
-    kept_gt, kept_det = drop_in_ignored(gt, rows(det_xywh, 1.0), height=height, width=width)
-    gt_removed, det_removed = np.ones(len(gt_xywh), dtype=bool), np.ones(len(det_xywh), dtype=bool)
-    gt_removed[kept_gt[:, 6].astype(np.int64)] = False
-    det_removed[kept_det[:, 6].astype(np.int64)] = False
-    return gt_removed, det_removed
+    gt_xywh = image.boxes_as("xywh", "boxes", torch.float64).numpy().reshape(-1, 4)
+    return (in_ignored_regions(gt_xywh, regions, height=height, width=width),
+            in_ignored_regions(_xywh(det_xyxy), regions, height=height, width=width))  # fmt: skip
 
 
 def _covered(det: np.ndarray, regions: np.ndarray) -> np.ndarray:
@@ -99,21 +92,21 @@ def _covered(det: np.ndarray, regions: np.ndarray) -> np.ndarray:
     return np.clip(w, 0, None) * np.clip(h, 0, None) / np.maximum(area, 1e-12)
 
 
-def match_image(image: ImageResult, *, nc: int, protocol: str) -> ImageMatch:
-    """The matching of one image (see the module docstring); detections of classes outside 0..nc-1 are left out."""
-    ignoring = protocol in IGNORING_PROTOCOLS
+def match_image(image: ImageResult, *, nc: int, protocol: str | Protocol) -> ImageMatch:
+    """The matching of one image under the ignore rules of `protocol` (a name of
+    `tphyolo.metrics.registry.PROTOCOLS` or a protocol); detections of classes outside 0..nc-1 are left out."""
+    rules = (get_protocol(protocol) if isinstance(protocol, str) else protocol).ignore_rules
     gt_boxes = image.boxes_as("xyxy", "boxes", torch.float64).numpy().reshape(-1, 4)
     gt_classes = image.classes.numpy().astype(np.int64)
-    crowd = image.crowd_mask().numpy() if ignoring else np.zeros(len(gt_classes), dtype=bool)
+    crowd = image.crowd_mask().numpy() if rules.crowd else np.zeros(len(gt_classes), dtype=bool)
     det = torch.cat([image.boxes_as("xyxy", "detections", torch.float64), image.detections[:, 4:6].double()], 1)
     det = det.numpy().reshape(-1, 6)
     det = det[(det[:, 5] >= 0) & (det[:, 5] < nc)]
     det = det[np.argsort(-det[:, 4], kind="stable")]
     gt_removed = np.zeros(len(gt_classes), dtype=bool)
     det_ignored = np.zeros(len(det), dtype=bool)
-    if protocol == "visdrone":
-        gt_xywh = image.boxes_as("xywh", "boxes", torch.float64).numpy().reshape(-1, 4)
-        gt_removed, det_ignored = _removed_by_ignore(image, gt_xywh, _xywh(det[:, :4]))
+    if rules.drop_in_regions:
+        gt_removed, det_ignored = _removed_by_ignore(image, det[:, :4])
     counted = ~crowd & ~gt_removed
     iou = box_iou(torch.from_numpy(det[:, :4]), torch.from_numpy(gt_boxes)).numpy()  # (n, m)
     same = det[:, 5:6].astype(np.int64) == gt_classes[None, :]
@@ -124,9 +117,9 @@ def match_image(image: ImageResult, *, nc: int, protocol: str) -> ImageMatch:
         if len(candidates) and candidates.max() >= 0:
             g = int(candidates.argmax())
             gt_detection[g], det_object[d] = d, g
-    if ignoring and len(det):
+    if (rules.crowd or rules.on_region) and len(det):
         on_region = np.zeros(len(det), dtype=bool)
-        if protocol == "coco":  # VisDrone's regions have already removed what they cover
+        if rules.on_region:
             regions = image.boxes_as("xyxy", "ignore", torch.float64).numpy().reshape(-1, 4)
             on_region = _covered(det[:, :4], regions).max(1, initial=0.0) >= IOU_THRESHOLD
         on_crowd = ((_covered(det[:, :4], gt_boxes) >= IOU_THRESHOLD) & same & crowd[None, :] & ~gt_removed).any(1)

@@ -1,5 +1,6 @@
 """Multi-object-tracking files: one sequence's boxes in memory (`TrackTable`), the text formats of the
-benchmarks (MOTChallenge, VisDrone-MOT, UAVDT) and their folder layouts (`tphyolo.data.mot.sequences`).
+benchmarks (MOTChallenge, VisDrone-MOT, UAVDT), their folder layouts, one row per benchmark
+(`tphyolo.data.mot.layouts.LAYOUTS`), and reading sets of sequences (`tphyolo.data.mot.sequences`).
 
 Importing this package imports none of its modules; each name is imported from its module on first use.
 """
@@ -9,6 +10,7 @@ from tphyolo.imports import lazy_exports
 __getattr__, __dir__, __all__ = lazy_exports(
     __name__,
     {
+        "tphyolo.data.mot.layouts": ("LAYOUTS", "TrackLayout", "get_layout"),
         "tphyolo.data.mot.motchallenge": ("format_mot", "read_mot", "write_mot"),
         "tphyolo.data.mot.sequences": (
             "TRACK_FORMATS",

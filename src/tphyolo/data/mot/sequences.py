@@ -1,13 +1,7 @@
 """Where the files of a set of sequences are, in the layouts of the tracking benchmarks, and reading them.
 
-- `mot`: ground truth `<dir>/<seq>/gt/gt.txt` (MOTChallenge) or `<dir>/<seq>.txt`; tracker output
-  `<dir>/<seq>.txt`; detections `<dir>/<seq>.txt` or `<dir>/<seq>/det/det.txt`;
-- `visdrone-mot`: ground truth `<dir>/<seq>.txt` or `<dir>/annotations/<seq>.txt`; output and detections
-  `<dir>/<seq>.txt`;
-- `uavdt`: ground truth `<dir>/<seq>_gt_whole.txt` with its ignore regions in `<seq>_gt_ignore.txt`;
-  output `<dir>/<seq>.txt` in MOTChallenge rows.
-
-A MOTChallenge sequence's length comes from `<seq>/seqinfo.ini` (`seqLength`) when it is there.
+The layouts of the benchmarks (`mot`, `visdrone-mot`, `uavdt`) are rows of `tphyolo.data.mot.layouts.LAYOUTS`;
+the functions here read any of them by name.
 
 A dataset yaml names its video splits under `tracking:` (`tracking_split`):
 
@@ -29,52 +23,38 @@ from pathlib import Path
 import numpy as np
 
 from tphyolo.data.dataset_config import SPLITS, DataConfig
-from tphyolo.data.mot.motchallenge import read_mot
+from tphyolo.data.mot.layouts import LAYOUTS, TrackLayout, get_layout
 from tphyolo.data.mot.rows import MAX_FRAME, read_rows, xywh_columns
 from tphyolo.data.mot.table import UNKNOWN, TrackTable
-from tphyolo.data.mot.uavdt import IGNORE_SUFFIX, TRUTH_SUFFIX, read_uavdt
-from tphyolo.data.mot.visdrone_mot import read_visdrone_mot
 from tphyolo.yaml_files import load_yaml_file
 
-TRACK_FORMATS = ("mot", "visdrone-mot", "uavdt")
+TRACK_FORMATS = tuple(LAYOUTS)
 
 
 @dataclass(frozen=True)
 class GroundTruthSequence:
     """One sequence's ground truth: `truth` as the file gives it, `ignore` the regions of a side file (UAVDT;
-    empty otherwise), `length` the number of frames when the layout records it (else None), `source` the file."""
+    empty otherwise), `length` the number of frames when the layout records it (else None), `source` the file,
+    `frame_size` (height, width) of its frames when the layout gives it (VisDrone-MOT's first frame; else None)."""
 
     name: str
     truth: TrackTable
     ignore: TrackTable
     length: int | None
     source: Path
-
-
-def _check_format(fmt: str) -> None:
-    if fmt not in TRACK_FORMATS:
-        raise ValueError(f"unknown tracking format {fmt!r}; known: {list(TRACK_FORMATS)}")
+    frame_size: tuple[int, int] | None = None
 
 
 def ground_truth_files(folder: Path, fmt: str) -> dict[str, Path]:
-    """Sequence name -> ground-truth file in `folder` for `fmt` (see the module docstring), sorted by name.
+    """Sequence name -> ground-truth file in `folder` for `fmt` (its row of `LAYOUTS`), sorted by name.
     Raises FileNotFoundError when the folder holds none."""
-    _check_format(fmt)
+    layout = get_layout(fmt)
     folder = Path(folder)
     if not folder.is_dir():
         raise FileNotFoundError(f"ground truth {folder}: no such folder")
-    if fmt == "uavdt":
-        files = {p.name[: -len(TRUTH_SUFFIX)]: p for p in folder.glob(f"*{TRUTH_SUFFIX}")}
-        expected = f"<seq>{TRUTH_SUFFIX}"
-    elif fmt == "mot":
-        files = {p.parent.parent.name: p for p in folder.glob("*/gt/gt.txt")} or _txt_files(folder)
-        expected = "<seq>/gt/gt.txt or <seq>.txt"
-    else:
-        annotations = folder / "annotations"
-        files = _txt_files(annotations if annotations.is_dir() else folder)
-        expected = "<seq>.txt or annotations/<seq>.txt"
+    files = layout.find_truth(folder)
     if not files:
-        raise FileNotFoundError(f"ground truth {folder}: no {fmt} sequences ({expected})")
+        raise FileNotFoundError(f"ground truth {folder}: no {fmt} sequences ({layout.truth_pattern})")
     return dict(sorted(files.items()))
 
 
@@ -82,23 +62,20 @@ def _txt_files(folder: Path) -> dict[str, Path]:
     return {p.stem: p for p in folder.glob("*.txt") if p.is_file()}
 
 
+def _read_sequence(name: str, path: Path, layout: TrackLayout) -> GroundTruthSequence:
+    ignore_path = layout.ignore_file(path) if layout.ignore_file is not None else None
+    has_ignore = ignore_path is not None and ignore_path.is_file()
+    ignore = layout.read_truth(ignore_path) if has_ignore else TrackTable.empty()
+    seqinfo = layout.seqinfo(path) if layout.seqinfo is not None else None
+    length = sequence_length(seqinfo) if seqinfo is not None else None
+    frame_size = layout.frame_size(path) if layout.frame_size is not None else None
+    return GroundTruthSequence(name, layout.read_truth(path), ignore, length, path, frame_size)
+
+
 def read_ground_truth(folder: Path, fmt: str) -> list[GroundTruthSequence]:
     """Every ground-truth sequence in `folder`, by name. Raises LabelError naming a file and line it cannot use."""
-    sequences = []
-    for name, path in ground_truth_files(folder, fmt).items():
-        ignore, length = TrackTable.empty(), None
-        if fmt == "uavdt":
-            truth = read_uavdt(path)
-            ignore_path = path.with_name(name + IGNORE_SUFFIX)
-            if ignore_path.is_file():
-                ignore = read_uavdt(ignore_path)
-        elif fmt == "mot":
-            truth = read_mot(path, ground_truth=True)
-            length = sequence_length(path.parent.parent / "seqinfo.ini") if path.name == "gt.txt" else None
-        else:
-            truth = read_visdrone_mot(path)
-        sequences.append(GroundTruthSequence(name, truth, ignore, length, path))
-    return sequences
+    layout = get_layout(fmt)
+    return [_read_sequence(name, path, layout) for name, path in ground_truth_files(folder, fmt).items()]
 
 
 def sequence_length(seqinfo: Path) -> int | None:
@@ -125,9 +102,10 @@ def sequence_length(seqinfo: Path) -> int | None:
 
 
 def read_tracker_output(folder: Path, fmt: str, names: Iterable[str]) -> dict[str, TrackTable]:
-    """The tracker output `<folder>/<name>.txt` of each sequence in `names` (MOTChallenge rows for `mot` and
-    `uavdt`, VisDrone-MOT rows for `visdrone-mot`). Raises FileNotFoundError naming a missing file."""
-    _check_format(fmt)
+    """The tracker output `<folder>/<name>.txt` of each sequence in `names`, in the text of `fmt`'s layout
+    (MOTChallenge rows for `mot` and `uavdt`, VisDrone-MOT rows for `visdrone-mot`). Raises FileNotFoundError
+    naming a missing file."""
+    layout = get_layout(fmt)
     folder = Path(folder)
     if not folder.is_dir():
         raise FileNotFoundError(f"tracker output {folder}: no such folder")
@@ -136,7 +114,7 @@ def read_tracker_output(folder: Path, fmt: str, names: Iterable[str]) -> dict[st
         path = folder / f"{name}.txt"
         if not path.is_file():
             raise FileNotFoundError(f"tracker output {path}: missing (every ground-truth sequence needs its file)")
-        out[name] = read_visdrone_mot(path) if fmt == "visdrone-mot" else read_mot(path)
+        out[name] = layout.read_output(path)
     return out
 
 
@@ -177,6 +155,11 @@ class TrackingSplit:
         return {p.name: p for p in sorted(root.iterdir()) if p.is_dir()} if root.is_dir() else {}
 
     @property
+    def output_text(self) -> str:
+        """The text its benchmark takes as tracker output: "mot" (MOTChallenge rows) or "visdrone"."""
+        return get_layout(self.fmt).output_text
+
+    @property
     def annotations(self) -> Path:
         return self.folder / "annotations"
 
@@ -192,7 +175,7 @@ def tracking_split(config: DataConfig, split: str = "val") -> TrackingSplit:
         raise ValueError(f"{where}: no 'tracking:' entry with a '{split}' folder (a dataset of videos names them, "
                          f"e.g. tracking: {{format: visdrone-mot, {split}: <folder>}})")  # fmt: skip
     fmt = entry.get("format", "visdrone-mot")
-    _check_format(fmt)
+    get_layout(fmt)  # an unknown format fails here
     folder = config.root / entry[split]
     if not (folder / "sequences").is_dir():
         raise FileNotFoundError(f"{where}: tracking split {split!r} has no sequences/ folder in {folder}")
