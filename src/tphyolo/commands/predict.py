@@ -15,7 +15,7 @@ from pathlib import Path
 
 from tqdm import tqdm
 
-from tphyolo.commands.options.argv import flags_for, parse_saved_argv, saved_flags
+from tphyolo.commands.options.argv import flags_for, read_saved_run, saved_flags
 from tphyolo.commands.options.inference import (
     add_classifier_flags,
     add_inference_flags,
@@ -33,7 +33,6 @@ from tphyolo.predict.outputs import OutputSettings
 from tphyolo.predict.resume import check_resumed, run_fingerprint
 from tphyolo.predict.sources import resolve_source
 from tphyolo.runtime.run_dir import OutputDir, removed_if_left_empty
-from tphyolo.yaml_files import load_yaml_file
 
 USES_RUNTIME = True
 RUNTIME_INFERENCE = True
@@ -73,23 +72,19 @@ def resumed_args(args: argparse.Namespace, settings_file: str) -> argparse.Names
     given = [flag for flag in flags_for(command_parser(), args) if not flag.startswith("--resume")]
     if given:
         raise UsageError(f"--resume continues a run with its saved settings; drop {' '.join(given)}")
-    path = args.resume / settings_file
-    if not path.is_file():
-        raise UsageError(f"--resume {args.resume}: not a prediction run folder (no {settings_file})")
-    saved = load_yaml_file(path)
-    if not isinstance(saved, dict) or not isinstance(saved.get("argv"), list):
-        raise ValueError(f"{path}: expected a mapping with an 'argv' list")
-    values = vars(parse_saved_argv(add_arguments, saved["argv"], prog="tphyolo predict", where=str(path)))
+    parsed, saved = read_saved_run(add_arguments, args.resume, settings_file, prog="tphyolo predict",
+                                   kind="prediction run")  # fmt: skip
+    values = vars(parsed)
     missing = [flag for flag in ("--source", "--weights") if values[flag[2:]] is None]
     if missing:
-        raise ValueError(f"{path}: 'argv' has no {' and no '.join(missing)}; not the settings of a prediction run")
+        raise ValueError(f"{args.resume / settings_file}: 'argv' has no {' and no '.join(missing)}; not the "
+                         "settings of a prediction run")  # fmt: skip
     return argparse.Namespace(**(values | {"resume": args.resume, "runtime": args.runtime, "saved_run": saved}))
 
 
 def slice_config(args: argparse.Namespace):
-    """The SliceConfig of `--slice`, `--overlap`, `--slice-full`, or None without `--slice`. Raises UsageError
-    for flags given where they have no effect (slice flags without `--slice`, `--save-conf` without
-    `--save-txt`, ...)."""
+    """The SliceConfig of `--slice`, `--overlap`, `--slice-full` (None without `--slice`). Raises UsageError for
+    flags given where they have no effect (slice flags without `--slice`, `--save-conf` without `--save-txt`)."""
     problems = from_flags(OutputSettings, args).problems()
     if not args.save_img and (args.hide_labels or args.hide_conf or args.line_width is not None):
         problems.append("--hide-labels, --hide-conf and --line-width style the annotated images; drop --no-save-img")

@@ -60,7 +60,7 @@ def latest_last_checkpoint(project: str | Path) -> Path:
 
 
 def run(args: argparse.Namespace) -> int:
-    from tphyolo.runtime import distributed
+    from tphyolo.runtime import distributed  # these import torch: `tphyolo train -h` must not
     from tphyolo.training.trainer import Trainer
 
     devices = parse_device(args.device)

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 import yaml
+from tqdm import tqdm
 
 from tphyolo.data.files.atomic import write_text_atomic
 from tphyolo.ops.detections import Detections
@@ -123,8 +124,6 @@ def predict_into(
     counter = GlobalCount(dist)
     bar = None
     if progress and dist.is_main:
-        from tqdm import tqdm
-
         total = count_frames([files[i] for unit in units for i in unit], vid_stride=vid_stride)
         bar = tqdm(total=total, unit="img", desc="predict")
     failed = True

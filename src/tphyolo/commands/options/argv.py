@@ -8,6 +8,9 @@ import os
 from collections.abc import Callable, Iterable
 from pathlib import Path
 
+from tphyolo.errors import UsageError
+from tphyolo.yaml_files import load_yaml_file
+
 
 def flags_for(parser: argparse.ArgumentParser, args: argparse.Namespace) -> list[str]:
     """Command-line flags that make `parser` parse to the values in `args`: one per destination whose value
@@ -67,14 +70,26 @@ class _SavedArgvParser(argparse.ArgumentParser):
         raise ValueError(message)
 
 
-def parse_saved_argv(
-    add_arguments: Callable[[argparse.ArgumentParser], object], argv: list, *, prog: str, where: str
-) -> argparse.Namespace:
-    """`argv` (a run folder's saved flags) parsed by a parser of `add_arguments`; a bad flag raises ValueError
-    naming `where` (the file it came from)."""
+def read_saved_run(
+    add_arguments: Callable[[argparse.ArgumentParser], object],
+    run_dir: Path,
+    settings_file: str,
+    *,
+    prog: str,
+    kind: str,
+) -> tuple[argparse.Namespace, dict]:
+    """The flags saved in `run_dir`/`settings_file` (a mapping with an 'argv' list), parsed by a parser of
+    `add_arguments`, and the mapping. Raises UsageError when there is no such file (not a `kind` folder), and
+    ValueError naming it for a file that is not such a mapping or a flag its parser refuses."""
+    path = run_dir / settings_file
+    if not path.is_file():
+        raise UsageError(f"--resume {run_dir}: not a {kind} folder (no {settings_file})")
+    saved = load_yaml_file(path)
+    if not isinstance(saved, dict) or not isinstance(saved.get("argv"), list):
+        raise ValueError(f"{path}: expected a mapping with an 'argv' list")
     parser = _SavedArgvParser(prog=prog, add_help=False)
     add_arguments(parser)
     try:
-        return parser.parse_args([str(word) for word in argv])
+        return parser.parse_args([str(word) for word in saved["argv"]]), saved
     except ValueError as error:
-        raise ValueError(f"{where}: 'argv' (the run's saved settings): {error}") from None
+        raise ValueError(f"{path}: 'argv' (the run's saved settings): {error}") from None
