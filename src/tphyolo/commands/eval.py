@@ -16,9 +16,8 @@ import json
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from tphyolo.data.dataset_config import load_data_config
 from tphyolo.data.files.atomic import write_text_atomic
-from tphyolo.data.mot.sequences import TRACK_FORMATS, tracking_split
+from tphyolo.data.mot.sequences import TRACK_FORMATS
 from tphyolo.errors import UsageError
 from tphyolo.infer.config import MAX_DET
 from tphyolo.metrics.registry import PROTOCOLS
@@ -78,7 +77,7 @@ def _score_with_report(args: argparse.Namespace, dist: DistContext) -> SavedScor
 
 def _run_track(args: argparse.Namespace) -> int:
     """`--task track`: HOTA, CLEAR and Identity per class and combined; `--json` gets them all."""
-    from tphyolo.metrics.tracking import evaluate_tracking  # torch: not for -h
+    from tphyolo.evaluation.saved_scores import score_saved_tracks  # torch: not for -h
 
     given = [f"--{name.replace('_', '-')}" for name, default in args.detection_defaults.items()
              if getattr(args, name) != default]  # fmt: skip
@@ -86,11 +85,7 @@ def _run_track(args: argparse.Namespace) -> int:
         raise UsageError(f"{', '.join(given)} score detections; --task track does not take them")
     if args.pred is None or (args.gt is None) == (args.data is None):
         raise UsageError("--task track needs --pred and one of --gt or --data")
-    gt, fmt = args.gt, args.format
-    if args.data is not None:
-        split = tracking_split(load_data_config(args.data), args.split)
-        gt, fmt = split.annotations, split.fmt
-    result = evaluate_tracking(gt, args.pred, fmt=fmt)
+    result = score_saved_tracks(args.pred, gt=args.gt, fmt=args.format, data=args.data, split=args.split)
     print(result.table())
     if args.json is not None:
         _write_json(args.json, result.to_dict())

@@ -1,6 +1,7 @@
 """Saved detections scored against ground truth, whichever files hold them: a VisDrone annotation folder
 (scored by any protocol of the registry), a COCO dataset json (the COCO protocol) or GeoJSON in map units (box
-IoU). What `tphyolo eval` prints; under torchrun the VisDrone files are read by every rank, scored by rank 0.
+IoU); and saved tracks, against track files or a video data set's split. What `tphyolo eval` prints; under
+torchrun the VisDrone files are read by every rank, scored by rank 0.
 """
 
 from __future__ import annotations
@@ -10,12 +11,15 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from tphyolo.data.dataset_config import load_data_config
+from tphyolo.data.mot.sequences import tracking_split
 from tphyolo.evaluation.detection_files import annotation_files, score_coco_files, visdrone_image_results
 from tphyolo.evaluation.geojson_files import score_geojson_files
 from tphyolo.evaluation.sharded import Shard, gather_in_order
 from tphyolo.infer.config import MAX_DET
 from tphyolo.metrics.protocol import ImageResult
 from tphyolo.metrics.registry import get_protocol
+from tphyolo.metrics.tracking import TrackingResult, evaluate_tracking
 from tphyolo.metrics.visdrone import NAMES
 from tphyolo.runtime.distributed import DistContext
 
@@ -72,3 +76,16 @@ def score_saved_detections(
         return None
     scored = get_protocol(protocol).score(images, names=NAMES, max_det=MAX_DET)
     return SavedScores(scored.overall, scored.per_class, scored.table)
+
+
+def score_saved_tracks(
+    pred: Path, *, gt: Path | None = None, fmt: str = "visdrone-mot", data: str | None = None, split: str = "val"
+) -> TrackingResult:
+    """HOTA, CLEAR and Identity of the track files in `pred` against those in `gt` (layout and rules `fmt`), or,
+    with `data` (a video data set yaml or built-in name), against its `split`'s ground truth in its layout."""
+    if data is not None:
+        tracks = tracking_split(load_data_config(data), split)
+        gt, fmt = tracks.annotations, tracks.fmt
+    if gt is None:
+        raise ValueError("saved tracks are scored against gt or a data set's split; neither was given")
+    return evaluate_tracking(gt, pred, fmt=fmt)
