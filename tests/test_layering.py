@@ -11,7 +11,7 @@ units of lower layers, never one of its own layer or above, so the units form a 
 | 2 | `models`, `data` | the model library; datasets, formats, augmentation, loaders |
 | 3 | `metrics` | AP and the protocols (yolo, coco, visdrone), tracking metrics |
 | 4 | `runtime`, `checkpoint` | process settings, devices, run folders; checkpoint files and their converters |
-| 5 | `classify` | the crop-classifier library |
+| 5 | `classify`, `doctor` | the crop-classifier library; what this environment can run, as a report value |
 | 6 | `infer` | the inference core and every backend (PyTorch and exported runtimes) |
 | 7 | `predict` | sources, the Predictor, results, writers, drawing |
 | 8 | `track`, `evaluation` | tracking on top of prediction; validation and scoring |
@@ -42,7 +42,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("models", "data"),
     ("metrics",),
     ("runtime", "checkpoint"),
-    ("classify",),
+    ("classify", "doctor"),
     ("infer",),
     ("predict",),
     ("track", "evaluation"),

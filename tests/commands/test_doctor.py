@@ -1,12 +1,13 @@
-"""`tphyolo doctor --json`: the schema and truthfulness of the report on this machine."""
+"""`tphyolo doctor` and `tphyolo.doctor.report()`: the schema and truthfulness of the report on this machine."""
 
 import json
+from dataclasses import replace
 
 import pytest
 import torch
 
+from tphyolo import doctor
 from tphyolo.cli import main
-from tphyolo.commands.tools import doctor
 
 
 @pytest.mark.slow
@@ -33,7 +34,7 @@ def test_doctor_json_schema_and_exit_code(capsys):
 
 
 def test_doctor_names_the_kernel_that_ran_on_cpu():
-    probes = doctor.collect_report(compile_check=False)["sdpa"]["probes"]
+    probes = doctor.report(compile_check=False).sdpa["probes"]
     if not torch.cuda.is_available():
         # The CPU build has a fused flash kernel; the efficient and cudnn kernels are CUDA-only.
         assert probes["small"]["default"] in ("flash (cpu)", "math")
@@ -41,11 +42,11 @@ def test_doctor_names_the_kernel_that_ran_on_cpu():
 
 
 def test_problems_have_fixes():
-    report = doctor.collect_report(compile_check=False)
-    broken = dict(report, compile={"available": False, "error": "no compiler", "backend": "inductor (C++)"})
+    report = doctor.report(compile_check=False)
+    broken = replace(report, compile={"available": False, "error": "no compiler", "backend": "inductor (C++)"})
     messages = [p.message for p in doctor.find_problems(broken)]
     assert any("torch.compile does not work" in m for m in messages)
-    broken = dict(report, cpu=dict(report["cpu"], torch_threads=64, usable_cores=2))
+    broken = replace(report, cpu=dict(report.cpu, torch_threads=64, usable_cores=2))
     assert any("64 threads" in p.message and "OMP_NUM_THREADS=2" in p.fix for p in doctor.find_problems(broken))
 
 
@@ -60,39 +61,52 @@ def test_human_report_mentions_kernels(capsys):
 def test_the_cpu_malloc_line_says_who_sets_it(monkeypatch, capsys):
     monkeypatch.delenv("LD_PRELOAD", raising=False)
     monkeypatch.delenv("MALLOC_TRIM_THRESHOLD_", raising=False)
-    report = doctor.collect_report(compile_check=False)
-    assert report["allocator"]["cpu_malloc"]["user_choice"] is None
+    report = doctor.report(compile_check=False)
+    assert report.allocator["cpu_malloc"]["user_choice"] is None
     assert "keep freed blocks up to 1024 MiB" in doctor.format_report(report)
     monkeypatch.setenv("MALLOC_TRIM_THRESHOLD_", "0")
-    report = doctor.collect_report(compile_check=False)
+    report = doctor.report(compile_check=False)
     assert "left to your setting MALLOC_TRIM_THRESHOLD_=0" in doctor.format_report(report)
 
 
 def test_cpu_only_is_a_fact_not_a_problem():
-    report = doctor.collect_report(compile_check=False)
-    cpu_only = dict(report, cuda=dict(report["cuda"], available=False, device_count=0, built_with=None), devices=[])
+    report = doctor.report(compile_check=False)
+    cpu_only = replace(report, cuda=dict(report.cuda, available=False, device_count=0, built_with=None), devices=())
     assert not any("CUDA" in p.message for p in doctor.find_problems(cpu_only))
-    assert doctor.device_summary(dict(cpu_only, cuda=dict(cpu_only["cuda"], built_with=None))).startswith("CPU only")
-    gpu = dict(report, cuda=dict(report["cuda"], available=True, device_count=1), devices=[{"index": 0, "name": "X"}])
+    assert doctor.device_summary(replace(cpu_only, cuda=dict(cpu_only.cuda, built_with=None))).startswith("CPU only")
+    gpu = replace(report, cuda=dict(report.cuda, available=True, device_count=1), devices=({"index": 0, "name": "X"},))
     assert doctor.device_summary(gpu) == "1 CUDA GPU(s) (0: X)"
 
 
 def test_compile_probe_runs_by_default_only_with_a_gpu(monkeypatch):
     calls = []
-    monkeypatch.setattr(doctor, "_probe_compile", lambda device: calls.append(device) or {"available": True})
-    report = doctor.collect_report()
-    assert report["compile"].get("skipped") is (not torch.cuda.is_available())
+    monkeypatch.setattr(
+        "tphyolo.doctor.probes.probe_compile", lambda device: calls.append(device) or {"available": True}
+    )
+    report = doctor.report()
+    assert report.compile.get("skipped") is (not torch.cuda.is_available())
     assert len(calls) == int(torch.cuda.is_available())
-    assert doctor.collect_report(compile_check=True)["compile"] == {"available": True}
+    assert doctor.report(compile_check=True).compile == {"available": True}
 
 
 def test_a_cuda_build_without_a_gpu_says_what_it_costs_and_how_to_install_the_cpu_build():
-    report = doctor.collect_report(compile_check=False)
-    assert report["install"]["torch_bytes"] > 0  # measured from the installed files
+    report = doctor.report(compile_check=False)
+    assert report.install["torch_bytes"] > 0  # measured from the installed files
     install = {"torch_bytes": 1_200_000_000, "cuda_libraries_bytes": 4_300_000_000}
-    no_gpu = dict(report, cuda=dict(report["cuda"], available=False, built_with="13.0"), devices=[], install=install)
+    no_gpu = replace(report, cuda=dict(report.cuda, available=False, built_with="13.0"), devices=(), install=install)
     (problem,) = [p for p in doctor.find_problems(no_gpu) if "CUDA build" in p.message]
     assert "takes 5.5 GB here, 4.3 GB of it CUDA libraries" in problem.message
     assert "--index-url https://download.pytorch.org/whl/cpu" in problem.fix
-    cpu_build = dict(no_gpu, cuda=dict(no_gpu["cuda"], built_with=None), install={**install, "cuda_libraries_bytes": 0})
+    cpu_build = replace(no_gpu, cuda=dict(no_gpu.cuda, built_with=None), install={**install, "cuda_libraries_bytes": 0})
     assert not any("CUDA build" in p.message for p in doctor.find_problems(cpu_build))
+
+
+def test_report_is_a_value_with_this_machines_numbers():
+    found = doctor.report(compile_check=False)
+    assert isinstance(found, doctor.DoctorReport)
+    assert found.torch["version"] == torch.__version__ and found.cpu["torch_threads"] == torch.get_num_threads()
+    assert found.install["torch_bytes"] > 0 and found.sdpa["probes"]["small"]["math"] == "ok"
+    with pytest.raises(AttributeError):  # frozen: a report is what was found, not a place to write
+        found.torch = {}
+    assert found.to_dict()["torch"]["version"] == torch.__version__
+    assert f"torch         {torch.__version__}" in found.text()

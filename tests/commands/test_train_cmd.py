@@ -8,7 +8,8 @@ import torch
 from tests.helpers import exit_code
 
 from tphyolo.cli import build_parser, main
-from tphyolo.commands.train import command_parser, flags_for
+from tphyolo.commands.options.argv import flags_for
+from tphyolo.commands.train import command_parser
 from tphyolo.flags import flag_spec, from_flags
 from tphyolo.runtime import distributed
 from tphyolo.runtime.config import runtime_from_args

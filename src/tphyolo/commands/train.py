@@ -12,6 +12,7 @@ import os
 from dataclasses import fields
 from pathlib import Path
 
+from tphyolo.commands.options.argv import flags_for
 from tphyolo.errors import UsageError
 from tphyolo.flags import add_flags, from_flags, setting_name
 from tphyolo.runtime.flags import add_runtime_arguments, parse_device
@@ -40,38 +41,6 @@ def command_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def flags_for(parser: argparse.ArgumentParser, args: argparse.Namespace) -> list[str]:
-    """Command-line flags that make `parser` parse to the values in `args`: one per destination whose value
-    differs from its default, spelled by the first of its flags that can give that value. Values are joined
-    with '=' so that values starting with '-' stay values."""
-    argv: list[str] = []
-    by_dest: dict[str, list[argparse.Action]] = {}
-    for action in parser._actions:  # argparse has no public list of a parser's actions
-        if action.option_strings and action.dest != argparse.SUPPRESS:
-            by_dest.setdefault(action.dest, []).append(action)
-    for dest, actions in by_dest.items():
-        if not hasattr(args, dest) or getattr(args, dest) == actions[0].default:
-            continue
-        argv += _spell(dest, getattr(args, dest), actions)
-    return argv
-
-
-def _spell(dest: str, value: object, actions: list[argparse.Action]) -> list[str]:
-    for action in actions:
-        name = action.option_strings[0]
-        if isinstance(action, argparse.BooleanOptionalAction) and isinstance(value, bool):
-            return [name if value else next(o for o in action.option_strings if o.startswith("--no-"))]
-        if action.nargs in (0, "?") and action.const == value:
-            return [name]  # a switch, or a bare optional-value flag (--resume, --compile)
-        if isinstance(action, argparse._AppendAction):
-            return [f"{name}={v}" for v in value]
-        if isinstance(value, (list, tuple)) and (action.nargs in ("+", "*") or isinstance(action.nargs, int)):
-            return [name, *map(str, value)]
-        if action.nargs != 0:
-            return [f"{name}={value}"]
-    raise ValueError(f"no flag of {[a.option_strings[0] for a in actions]} gives {dest}={value!r}")
-
-
 def settings_given(args: argparse.Namespace, *, keep: tuple[str, ...] = ()) -> list[str]:
     """The flags of TrainConfig settings that `args` sets to other than their defaults (fields in `keep` aside)."""
     given, default = from_flags(TrainConfig, args), TrainConfig()
@@ -91,7 +60,7 @@ def latest_last_checkpoint(project: str | Path) -> Path:
 
 
 def run(args: argparse.Namespace) -> int:
-    from tphyolo.runtime import distributed
+    from tphyolo.runtime import distributed  # these import torch: `tphyolo train -h` must not
     from tphyolo.training.trainer import Trainer
 
     devices = parse_device(args.device)

@@ -12,18 +12,26 @@ the others anew; one stopped by a fault still writes predictions.json of what it
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
+
+import yaml
+from tqdm import tqdm
 
 from tphyolo.data.files.atomic import write_text_atomic
 from tphyolo.ops.detections import Detections
+from tphyolo.predict.draw_style import DEFAULT_STYLE, DrawStyle
 from tphyolo.predict.journal import FrameRecord, Journal, UnitRecord, clear_journal, finished_units
+from tphyolo.predict.outputs import OutputSettings
 from tphyolo.predict.predictor import Predictor
 from tphyolo.predict.sources import Stream, count_frames, source_names, source_units
-from tphyolo.predict.writers import PredictionWriter, coco_predictions, output_name
+from tphyolo.predict.writers import PredictionWriter, coco_gt_image_ids, coco_predictions, output_name
 from tphyolo.runtime.distributed import DistContext, GlobalCount, barrier, gather_to_main
 from tphyolo.runtime.sharding import deal
+
+SETTINGS_FILE = "args.yaml"  # a run folder's settings, which a resume reads
 
 
 @dataclass(frozen=True)
@@ -116,8 +124,6 @@ def predict_into(
     counter = GlobalCount(dist)
     bar = None
     if progress and dist.is_main:
-        from tqdm import tqdm
-
         total = count_frames([files[i] for unit in units for i in unit], vid_stride=vid_stride)
         bar = tqdm(total=total, unit="img", desc="predict")
     failed = True
@@ -160,6 +166,41 @@ def predict_into(
         finished_before=sum(len(unit.files) for unit in before),
         warned=sum(unit.warned for unit in units_done),
     )
+
+
+def predict_to_folder(
+    predictor: Predictor,
+    files: Sequence[Path | Stream],
+    save_dir: Path,
+    outputs: OutputSettings,
+    *,
+    dist: DistContext,
+    style: DrawStyle = DEFAULT_STYLE,
+    image_ids: dict[str, int] | None = None,
+    settings: Mapping[str, Any] | None = None,
+    **options: Any,
+) -> PredictionRun:
+    """Predict `files` into the run folder `save_dir` with the writers `outputs` asks for, drawn in `style`
+    (`predict_into`, which takes `options`: resume, vid_stride, on_skip, on_note, progress). settings: the run's
+    settings, written to save_dir/SETTINGS_FILE by rank 0 once the writers accepted them (a refusal leaves no
+    settings behind), for a resume to read."""
+    writer = PredictionWriter(save_dir, names=predictor.names, save_img=outputs.save_img, save_txt=outputs.save_txt,
+                              save_conf=outputs.save_conf, save_visdrone=outputs.save_visdrone,
+                              save_crop=outputs.save_crop, style=style)  # fmt: skip
+    if settings is not None and dist.is_main:
+        write_text_atomic(Path(save_dir) / SETTINGS_FILE, yaml.safe_dump(dict(settings)))
+    return predict_into(predictor, files, writer, dist=dist, save_json=outputs.save_json, image_ids=image_ids,
+                        **options)  # fmt: skip
+
+
+def source_image_ids(coco_gt: Path | str, files: Sequence[Path | Stream]) -> dict[str, int]:
+    """The COCO image ids of `files` by output name, from the COCO dataset json `coco_gt`; raises ValueError
+    naming it when one of the files has no image there."""
+    image_ids = coco_gt_image_ids(Path(coco_gt))
+    missing = [name for name in source_names(files) if name not in image_ids]
+    if missing:
+        raise ValueError(f"{coco_gt}: no image named {missing[0]!r} ({len(missing)} source file(s) missing)")
+    return image_ids
 
 
 def _write_json(path: Path, units: Sequence[UnitRecord], names: Sequence[str], image_ids: dict[str, int] | None):

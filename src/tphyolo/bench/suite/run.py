@@ -1,0 +1,159 @@
+"""`run_benchmarks`: the chosen benchmarks of a `BenchSettings` in one run, under one `RuntimeConfig` (both
+sides of every comparison run under it), and the machine they ran on.
+
+`model` sweeps variants of the runtime (`tphyolo.bench.model.variant_runtime`): `--channels-last` and
+`--amp bf16|fp16` apply to every variant, `--amp auto` autocasts the amp variants only, `--amp off` refuses
+them. On CUDA, `attention` sweeps every SDPA backend and fp32/fp16/bf16 unless the runtime's SDPA backend,
+`dtypes` or amp narrow it (`--amp off`: fp32 only). `predict` runs on the CPU (`tphyolo.bench.export`).
+"""
+
+from __future__ import annotations
+
+import tempfile
+from collections.abc import Callable
+from typing import Any
+
+import torch
+
+from tphyolo.bench.attention import BLOCKS, DTYPES, AttentionCase, AttentionSettings, bench_attention
+from tphyolo.bench.data import bench_data
+from tphyolo.bench.eval import bench_eval
+from tphyolo.bench.export import BackendBenchSettings, bench_backends, bench_tta
+from tphyolo.bench.model import AMP_VARIANTS, ModelSettings, bench_model, variant_runtime
+from tphyolo.bench.report import Row, machine_info, significant
+from tphyolo.bench.serve import ServeBenchSettings, bench_serve, check_loopback
+from tphyolo.bench.startup import StartupSettings, bench_startup
+from tphyolo.bench.suite.settings import BENCHMARKS, BenchSettings
+from tphyolo.bench.timing import matmul_flops_per_s
+from tphyolo.bench.wbf import bench_wbf
+from tphyolo.errors import UsageError
+from tphyolo.models.build import load_model_config
+from tphyolo.runtime.config import RuntimeConfig
+from tphyolo.runtime.flags import SDPA_BACKEND_NAMES
+
+Log = Callable[[str], None]
+
+
+def run_benchmarks(
+    settings: BenchSettings, *, runtime: RuntimeConfig, log: Log = print
+) -> tuple[list[Row], dict[str, Any]]:
+    """Run `settings.what` in order (each once) and return their rows and the machine's description (what it
+    measured of the machine included). Raises UsageError, naming the flag, for settings no benchmark can run,
+    before any timing where it can."""
+    s = settings
+    if {"model", "predict", "startup"} & set(s.what):  # the model is checked before any timing
+        try:
+            load_model_config(s.model)
+        except (ValueError, OSError) as error:
+            raise UsageError(f"--model {s.model}: {error}") from error
+    device = runtime.torch_device()
+    rows: list[Row] = []
+    measured: dict[str, float] = {}
+    for what in dict.fromkeys(s.what):
+        log(f"== bench {what} on {device} ==")
+        if what == "attention":
+            rows += _attention(s, runtime, device, log, measured)
+        elif what == "model":
+            rows += _model(s, runtime, device, log)
+        elif what == "wbf":
+            rows += bench_wbf(quick=s.quick, repeats=s.pick(s.repeats, 5, 1), clock=s.clock, log=log)
+        elif what == "eval":
+            images = s.images or (20 if s.quick else 500)
+            rows += bench_eval(images=images, repeats=s.pick(s.repeats, 3, 1), clock=s.clock, log=log)
+        elif what == "data":
+            rows += bench_data(image_size=128 if s.quick else s.img, batch=s.batch, workers=s.workers,
+                               batches=s.data_batches or (2 if s.quick else 8), data=s.data, log=log)  # fmt: skip
+        elif what == "startup":
+            startup = StartupSettings(data=s.data, model="tph-yolov5n" if s.quick else s.model,
+                                      image_size=128 if s.quick else s.img, batch=s.batch,
+                                      device=runtime.device, compile=runtime.compile)  # fmt: skip
+            rows += bench_startup(startup, log=log)
+        elif what == "predict":
+            rows += _predict(s, device, log)
+        elif what == "serve":
+            rows += _serve(s, log)
+        else:
+            raise UsageError(f"unknown benchmark {what!r}; known: {', '.join(BENCHMARKS)}")
+    return rows, machine_info(device, **measured)
+
+
+def _attention(s: BenchSettings, runtime: RuntimeConfig, device: torch.device, log: Log, measured: dict) -> list[Row]:
+    unknown = [b for b in s.blocks if b not in BLOCKS] + [m for m in s.modes if m not in ("eval", "train")]
+    if unknown:
+        raise UsageError(f"unknown block or mode {unknown}; blocks: {BLOCKS}, modes: eval, train")
+    if s.dtypes is not None:
+        dtypes = s.dtypes
+    elif runtime.amp in ("bf16", "fp16"):
+        dtypes = (runtime.amp,)
+    elif runtime.amp == "off":
+        dtypes = ("fp32",)
+    else:
+        dtypes = tuple(DTYPES) if device.type == "cuda" else ("fp32",)
+    if any(d not in DTYPES for d in dtypes):
+        raise UsageError(f"unknown dtype in {dtypes}; known: {list(DTYPES)}")
+    if runtime.amp == "off" and set(dtypes) != {"fp32"}:
+        raise UsageError(f"--dtypes {','.join(dtypes)} autocasts; it cannot run under --amp off")
+    default_backends = SDPA_BACKEND_NAMES if device.type == "cuda" else (None,)
+    if s.quick:
+        cases = tuple(AttentionCase(block, "n", 256, 1) for block in s.blocks)
+    else:
+        cases = tuple(AttentionCase(block, scale, size, s.batch)
+                      for block in s.blocks for scale in s.scales for size in s.sizes)  # fmt: skip
+    rate = matmul_flops_per_s(device=device, size=512 if s.quick else 2048)
+    measured["matmul_fp32_gflops"] = significant(rate / 1e9)
+    log(f"measured fp32 matmul rate: {rate / 1e9:.1f} GFLOP/s")
+    settings = AttentionSettings(cases=cases, modes=s.modes, dtypes=dtypes,
+                                 backends=runtime.sdpa_backends or default_backends,
+                                 warmup=s.pick(s.warmup, 1, 0), repeats=s.pick(s.repeats, 3, 1), runtime=runtime,
+                                 matmul_flops=rate)  # fmt: skip
+    return bench_attention(settings, device=device, log=log)
+
+
+def _model(s: BenchSettings, runtime: RuntimeConfig, device: torch.device, log: Log) -> list[Row]:
+    if s.variants is not None:
+        variants = s.variants
+    elif device.type == "cuda":
+        variants = ("eager", "channels_last", "amp", "amp+compile")
+        if runtime.amp == "off":
+            log(f"--amp off: no {' or '.join(AMP_VARIANTS)} variant")
+            variants = tuple(v for v in variants if v not in AMP_VARIANTS)
+    else:
+        variants = ("eager", "channels_last")
+    for variant in variants:  # an unknown variant, or an amp one under --amp off, fails before any timing
+        variant_runtime(runtime, variant, device=device)
+    settings = ModelSettings(model="tph-yolov5n" if s.quick else s.model, image_size=128 if s.quick else s.img,
+                             batch=1 if s.quick else s.batch, variants=variants, modes=s.model_modes,
+                             warmup=s.pick(s.warmup, 1, 0), repeats=s.pick(s.repeats, 3, 1))  # fmt: skip
+    return bench_model(settings, runtime=runtime, device=device, log=log)
+
+
+def _predict(s: BenchSettings, device: torch.device, log: Log) -> list[Row]:
+    if device.type != "cpu":
+        raise UsageError(f"bench predict times CPU runtimes; run it with --device cpu, not {device}")
+    try:
+        settings = BackendBenchSettings(
+            model="tph-yolov5n" if s.quick else s.model, imgsz=64 if s.quick else s.img,
+            batch=1 if s.quick else s.batch, backends=s.backends, baselines=s.baselines,
+            warmup=s.pick(s.warmup, 1, 0), repeats=s.pick(s.repeats, 5, 1), tta_imgsz=128 if s.quick else s.tta_img,
+            int8_data=s.data, calib_images=4 if s.quick else 32,
+        )  # fmt: skip
+    except ValueError as error:
+        raise UsageError(str(error)) from error
+    with tempfile.TemporaryDirectory(prefix="tphyolo-bench-") as tmp:
+        workdir = s.export_dir or tmp
+        rows = bench_backends(settings, workdir=workdir, log=log)
+        if s.tta:
+            rows += bench_tta(settings, workdir=workdir, log=log)
+    return rows
+
+
+def _serve(s: BenchSettings, log: Log) -> list[Row]:
+    if not s.weights:
+        raise UsageError("bench serve needs --weights (what the servers load, and the in-process baseline)")
+    try:
+        url = None if s.url is None else check_loopback(s.url)
+    except ValueError as error:
+        raise UsageError(str(error)) from error
+    settings = ServeBenchSettings(weights=tuple(s.weights), imgsz=s.img, concurrency=s.concurrency,
+                                  requests=s.requests, url=url, image=s.image)  # fmt: skip
+    return bench_serve(settings, log=log)

@@ -1,0 +1,91 @@
+"""A doctor report in words: what `tphyolo doctor` prints."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # checkup.py's DoctorReport renders itself with these
+    from tphyolo.doctor.checkup import DoctorReport
+
+
+def device_summary(report: DoctorReport) -> str:
+    """What the report's machine computes on, in words: the GPUs, or "CPU only" and why."""
+    cuda = report.cuda
+    if cuda["available"]:
+        names = ", ".join(f"{d['index']}: {d['name']}" for d in report.devices)
+        return f"{cuda['device_count']} CUDA GPU(s) ({names})"
+    if cuda["built_with"] is None:
+        return "CPU only (this torch build has no CUDA; a CUDA build of torch is needed to use a GPU)"
+    return "CPU only (no GPU visible: nvidia-smi, the driver and CUDA_VISIBLE_DEVICES decide)"
+
+
+def format_report(report: DoctorReport) -> str:
+    """The human-readable report."""
+    lines = [f"tphyolo {report.tphyolo}  ({report.platform})"]
+    lines.append(f"  python        {report.python['version']}  {report.python['executable']}")
+    lines.append(f"  torch         {report.torch['version']}   torchvision {report.torch['torchvision']}")
+    cuda = report.cuda
+    lines.append(f"  device        {device_summary(report)}")
+    lines.append(
+        f"  cuda          built with {cuda['built_with']}, available: {cuda['available']}, "
+        f"driver: {cuda['driver']}, cuDNN: {cuda['cudnn']}"
+    )
+    if cuda["available"]:
+        lines.append(f"  arch list     {' '.join(cuda['arch_list'])}")
+    for dev in report.devices:
+        lines.append(
+            f"  gpu {dev['index']}         {dev['name']}  cc {dev['compute_capability']}  "
+            f"{dev['memory_gib']} GiB  arch in build: {dev['arch_in_build']}"
+        )
+    sdpa = report.sdpa
+    enabled = ", ".join(name for name, on in sdpa["enabled"].items() if on)
+    lines.append(f"  sdpa enabled  {enabled}")
+    for case, row in sdpa["probes"].items():
+        ran = row["default"]
+        usable = ", ".join(name for name in ("flash", "efficient", "cudnn", "math") if row.get(name) == "ok")
+        lines.append(
+            f"  sdpa {case:<8} ran: {ran}   usable alone: {usable or 'none'}"
+            f"   ({sdpa['probe_device']}, {sdpa['probe_dtype']})"
+        )
+    prec = report.precision
+    lines.append(
+        f"  precision     fp32 matmul: {prec['float32_matmul_precision']}, cudnn tf32: {prec['cudnn_allow_tf32']}, "
+        f"cudnn.benchmark: {prec['cudnn_benchmark']}"
+    )
+    alloc = report.allocator
+    lines.append(
+        f"  allocator     in force: {alloc['in_force'] or '(torch default)'}; "
+        f"tphyolo applies {alloc['tphyolo_default']} when unset"
+    )
+    malloc = alloc["cpu_malloc"]
+    if malloc["user_choice"]:
+        lines.append(f"  cpu malloc    left to your setting {malloc['user_choice']}")
+    elif malloc["glibc"]:
+        lines.append(
+            f"  cpu malloc    glibc; commands that run models keep freed blocks up to {malloc['keep_bytes'] >> 20} MiB "
+            "for reuse (--no-keep-cpu-memory: off)"
+        )
+    else:
+        lines.append("  cpu malloc    not glibc: left as it is")
+    comp = report.compile
+    if comp.get("skipped"):
+        lines.append("  compile       not checked (tphyolo doctor --compile-check probes it: tens of seconds on a CPU)")
+    else:
+        state = "works" if comp["available"] else f"FAILS: {comp['error']}"
+        lines.append(f"  compile       {comp['backend']}: {state} ({comp['seconds']} s for a tiny function)")
+    cache = report.compile_cache
+    held = f"{cache['files']} files, {cache['mb']} MB" if cache["exists"] else "empty (not created yet)"
+    lines.append(f"  compile cache {cache['dir']} ({cache['source']}): {held}; used by --compile runs")
+    cpu = report.cpu
+    lines.append(
+        f"  cpu           {cpu['processor']}, {cpu['usable_cores']}/{cpu['logical_cores']} cores usable, "
+        f"torch threads {cpu['torch_threads']} (interop {cpu['torch_interop_threads']})"
+    )
+    pinned = report.pinned_memory
+    lines.append(f"  pinned memory {'supported' if pinned['supported'] else 'no: ' + pinned['reason']}")
+    if report.problems:
+        lines.append("problems:")
+        lines.extend(f"  - {p.message}\n    fix: {p.fix}" for p in report.problems)
+    else:
+        lines.append("no problems found")
+    return "\n".join(lines)
