@@ -2,7 +2,7 @@
 
 A config field declares its flag with `flag(...)` in place of a plain default:
 
-    imgsz: int = flag(320, "--img", "--imgsz", help="image size, pixels")
+    conf: float = flag(0.25, "--conf", help="confidence threshold", bounds=FRACTION)
 
 `add_flags(parser, Config)` adds one argparse argument per field that declares a flag, with the field's
 default, type (from its annotation), choices, nargs and help; `from_flags(Config, args)` builds the config from

@@ -7,7 +7,7 @@ from dataclasses import dataclass, fields
 
 from tphyolo.data.files.image_limits import IMGSZ_BOUNDS
 from tphyolo.export.formats import EXPORT_FORMATS, FORMAT_BY_NAME, INT8_FORMATS
-from tphyolo.flags import AT_LEAST_ONE, Bounds, check_field_types, flag
+from tphyolo.flags import AT_LEAST_ONE, Bounds, check_field_types, flag, imgsz_flag
 from tphyolo.metrics.registry import PROTOCOLS
 
 DEFAULT_OPSET = 17  # LayerNormalization is a single op from 17; every runtime here reads it
@@ -31,14 +31,8 @@ class ExportConfig:
         metavar="FORMAT",
         help=f"one or more of {', '.join(EXPORT_FORMATS)}",
     )
-    imgsz: int = flag(
-        640,
-        "--img",
-        "--imgsz",
-        "--img-size",
-        help="image size, pixels (rounded up to a multiple of the stride)",
-        bounds=IMGSZ_BOUNDS,
-        square=True,
+    imgsz: int = imgsz_flag(
+        640, help="image size, pixels (rounded up to a multiple of the stride)", bounds=IMGSZ_BOUNDS
     )
     batch: int = flag(1, "--batch", "--batch-size", help="batch size", bounds=AT_LEAST_ONE)
     dynamic: bool = flag(False, "--dynamic", help="batch, height and width free (multiples of the stride)")
