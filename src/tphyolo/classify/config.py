@@ -15,6 +15,13 @@ DEFAULT_WEIGHT_DECAY = {"AdamW": 0.05, "SGD": 5e-4}
 
 
 @dataclass(frozen=True)
+class ClassifierSplit:
+    """The split `tphyolo classify val` scores a classifier on; its field is also the flag."""
+
+    task: str = flag("val", "--task", choices=("val", "test"), help="the split to evaluate")
+
+
+@dataclass(frozen=True)
 class ClassifyConfig:
     """A training run: crops of the `classes` of `data` (default: its `confusable:` list, else all classes),
     `context` of the box size added on each side, warped to `img` pixels; `arch` trained from scratch (or from

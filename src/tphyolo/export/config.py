@@ -20,6 +20,15 @@ CALIBRATION_RANGES = ("mean", "global")
 
 
 @dataclass(frozen=True)
+class ExportSource:
+    """The model `tphyolo export` writes out; its field is also the command's flag."""
+
+    weights: str | None = flag(
+        None, "--weights", required=True, help="checkpoint to export (ours, TPH-YOLOv5 or YOLOv5 .pt)"
+    )
+
+
+@dataclass(frozen=True)
 class ExportConfig:
     """What `tphyolo export` writes; each field is also its command-line flag."""
 

@@ -20,6 +20,14 @@ IGNORE_MODES = ("fill", "keep")
 
 
 @dataclass(frozen=True)
+class TrainResume:
+    """Which run `tphyolo train --resume` continues (None: a new run); its field is also the flag."""
+
+    resume: str | None = flag(None, "--resume", const="", metavar="PATH",
+                              help="continue a run: the latest */weights/last.pt under --project, or PATH")  # fmt: skip
+
+
+@dataclass(frozen=True)
 class TrainConfig:
     """A training run. The defaults are the built-in quick job: a small TPH model on the synthetic set.
 
