@@ -96,7 +96,7 @@ SEED = Bounds(0, 2**32 - 1)  # what numpy, random and torch all accept
 
 def bounded(kind: Callable[[str], float], low: float | None = None, high: float | None = None, **open_ends: bool):
     """`Bounds(low, high, **open_ends).parser(kind)`: the argparse type of a numeric flag that is not a config
-    field (`parser.add_argument("--max-problems", type=bounded(int, 0))`)."""
+    field (`parser.add_argument("--top", type=bounded(int, 1))`)."""
     return Bounds(low, high, **open_ends).parser(kind)
 
 
