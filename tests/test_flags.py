@@ -3,10 +3,11 @@
 import argparse
 import math
 from dataclasses import dataclass
+from pathlib import Path
 
 import pytest
 
-from tphyolo.flags import Bounds, add_flags, check_field_types, flag, from_flags
+from tphyolo.flags import IMGSZ_FLAGS, Bounds, add_flags, check_field_types, flag, from_flags, imgsz_flag
 
 
 @dataclass(frozen=True)
@@ -140,3 +141,67 @@ def test_a_square_side_keeps_its_bounds_and_takes_at_most_two_numbers():
         parse_sized("--img-size", "640", "640", "640")
     with pytest.raises(SystemExit):
         parse_sized("--img-size", "640", "0")
+
+
+@dataclass(frozen=True)
+class Runtime:
+    amp: str = flag("auto", "--amp", const="auto", choices=("auto", "bf16", "off"), negative=("--no-amp", "off"),
+                    help="autocast dtype")  # fmt: skip
+    kernels: tuple[str, ...] = flag((), "--kernel", append=True, choices=("flash", "math"), help="allowed kernels")
+    nhwc: bool | None = flag(None, "--channels-last", help="memory format (default: automatic)")
+    lines: Path | None = flag(None, "--lines", required=True, help="lines file")
+
+
+def parse_runtime(*argv):
+    parser = argparse.ArgumentParser()
+    add_flags(parser, Runtime)
+    return parser.parse_args(["--lines", "l.yaml", *argv])
+
+
+def test_a_negative_means_the_flag_with_its_value_and_contradictions_are_refused():
+    assert from_flags(Runtime, parse_runtime()).amp == "auto"
+    assert from_flags(Runtime, parse_runtime("--amp")).amp == "auto"  # bare: the const
+    assert from_flags(Runtime, parse_runtime("--amp", "bf16")).amp == "bf16"
+    assert from_flags(Runtime, parse_runtime("--no-amp")).amp == "off"
+    assert from_flags(Runtime, parse_runtime("--no-amp", "--amp", "off")).amp == "off"
+    for argv in (["--amp", "bf16", "--no-amp"], ["--no-amp", "--amp"]):
+        with pytest.raises(ValueError, match=f"--amp {argv[-1] == '--amp' and 'auto' or 'bf16'} and --no-amp cont"):
+            from_flags(Runtime, parse_runtime(*argv))
+    with pytest.raises(ValueError, match="no per-parser default"):
+        add_flags(argparse.ArgumentParser(), Runtime, defaults={"amp": "off"})
+
+
+def test_an_append_flag_collects_one_value_per_flag_into_a_tuple():
+    assert from_flags(Runtime, parse_runtime()).kernels == ()
+    assert from_flags(Runtime, parse_runtime("--kernel", "math", "--kernel", "flash")).kernels == ("math", "flash")
+    with pytest.raises(SystemExit):
+        parse_runtime("--kernel", "slow")
+    with pytest.raises(SystemExit):  # one value per flag
+        parse_runtime("--kernel", "math", "flash")
+
+
+def test_an_optional_bool_is_a_pair_of_switches_and_none_when_not_given():
+    assert [from_flags(Runtime, parse_runtime(*argv)).nhwc for argv in ([], ["--channels-last"],
+            ["--no-channels-last"])] == [None, True, False]  # fmt: skip
+
+
+def test_a_required_flag_is_refused_when_missing_and_a_path_field_gets_a_path(capsys):
+    assert from_flags(Runtime, parse_runtime()).lines == Path("l.yaml")
+    parser = argparse.ArgumentParser(prog="x")
+    add_flags(parser, Runtime)
+    with pytest.raises(SystemExit):
+        parser.parse_args([])
+    assert "the following arguments are required: --lines" in capsys.readouterr().err
+
+
+def test_every_image_side_flag_has_the_shared_spellings():
+    @dataclass(frozen=True)
+    class Sized:
+        imgsz: int = imgsz_flag(320, help="side", bounds=Bounds(1, 4096))
+
+    parser = argparse.ArgumentParser()
+    add_flags(parser, Sized)
+    assert [from_flags(Sized, parser.parse_args([name, "640"])).imgsz for name in IMGSZ_FLAGS] == [640] * 3
+    assert from_flags(Sized, parser.parse_args(["--img-size", "512", "512"])).imgsz == 512
+    with pytest.raises(SystemExit):
+        parser.parse_args(["--img", "8192"])

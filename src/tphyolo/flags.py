@@ -2,7 +2,7 @@
 
 A config field declares its flag with `flag(...)` in place of a plain default:
 
-    imgsz: int = flag(320, "--img", "--imgsz", help="image size, pixels")
+    conf: float = flag(0.25, "--conf", help="confidence threshold", bounds=FRACTION)
 
 `add_flags(parser, Config)` adds one argparse argument per field that declares a flag, with the field's
 default, type (from its annotation), choices, nargs and help; `from_flags(Config, args)` builds the config from
@@ -10,16 +10,22 @@ the parsed namespace. So a setting's name, default, choices and help live in one
 
 - A bool field defaulting to False becomes a switch (`--rect`); one defaulting to True must be given a
   negative name (`--no-plots`) and becomes a switch that turns it off.
-- A tuple field takes one or more values (`nargs="+"`) and is stored as a tuple.
-- `str | None` and the like take the non-None type; None stays the default.
-- The default is appended to the help text, unless it is None or a bool.
+- A `bool | None` field (None: decided later, "auto") becomes a pair, `--channels-last/--no-channels-last`.
+- A tuple field takes one or more values (`nargs="+"`) and is stored as a tuple; with `append=True` it takes
+  one value per flag instead, the flag given again for each (`--sdpa-backend flash --sdpa-backend math`).
+- `str | None` and the like take the non-None type; None stays the default. A `Path` field gets a `Path`.
+- `required=True`: the command refuses to run without the flag (the field's default serves Python callers).
+- The default is appended to the help text, unless it is None, a bool or an empty tuple.
 - A numeric field may declare `bounds` (`Bounds`: the values the setting means something for): argparse
   refuses a value outside them at once, in one line naming the flag, before any work, and
   `check_field_types` refuses it on a config built in Python. NaN and infinities are outside every bound.
 - A `const` lets the flag be given bare (`--cache` means `--cache ram`).
+- A `negative` (name, value) adds a switch that means the flag with that value (`--no-amp` = `--amp off`);
+  given together with the flag set to another value, `from_flags` refuses the pair in one line.
 - A `square` int field is an image side: it also takes YOLOv5's two-number form (`--img-size 640 640`). Two
   equal numbers are one; two different ones print one line saying the image is letterboxed to a square of the
-  larger side, which is then used.
+  larger side, which is then used. `imgsz_flag(...)` declares one under the spellings every command shares
+  (`IMGSZ_FLAGS`: `--img`, `--imgsz`, `--img-size`).
 """
 
 from __future__ import annotations
@@ -32,6 +38,7 @@ import types
 import typing
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 _METADATA_KEY = "tphyolo.flag"
@@ -89,7 +96,7 @@ SEED = Bounds(0, 2**32 - 1)  # what numpy, random and torch all accept
 
 def bounded(kind: Callable[[str], float], low: float | None = None, high: float | None = None, **open_ends: bool):
     """`Bounds(low, high, **open_ends).parser(kind)`: the argparse type of a numeric flag that is not a config
-    field (`parser.add_argument("--max-problems", type=bounded(int, 0))`)."""
+    field (`parser.add_argument("--top", type=bounded(int, 1))`)."""
     return Bounds(low, high, **open_ends).parser(kind)
 
 
@@ -107,6 +114,9 @@ class FlagSpec:
     bounds: Bounds | None = None
     const: Any = None
     square: bool = False
+    append: bool = False
+    required: bool = False
+    negative: tuple[str, Any] | None = None
 
 
 def flag(
@@ -119,16 +129,29 @@ def flag(
     bounds: Bounds | None = None,
     const: Any = None,
     square: bool = False,
+    append: bool = False,
+    required: bool = False,
+    negative: tuple[str, Any] | None = None,
 ) -> Any:
     """A dataclass field with `default` that is also the command-line flag `names` (see the module docstring)."""
-    if not names or not all(n.startswith("--") for n in names):
-        raise ValueError(f"flag names must start with '--', got {names!r}")
+    every_name = (*names, *(negative[:1] if negative else ()))
+    if not names or not all(isinstance(n, str) and n.startswith("--") for n in every_name):
+        raise ValueError(f"flag names must start with '--', got {every_name!r}")
     if isinstance(default, (list, dict, set)):
         raise TypeError(f"{names[0]}: use an immutable default (a tuple), got {type(default).__name__}")
     spec = FlagSpec(
-        tuple(names), help, tuple(choices) if choices is not None else None, nargs, metavar, bounds, const, square
-    )
+        tuple(names), help, tuple(choices) if choices is not None else None, nargs, metavar, bounds, const, square,
+        append, required, negative,
+    )  # fmt: skip
     return dataclasses.field(default=default, metadata={_METADATA_KEY: spec})
+
+
+IMGSZ_FLAGS = ("--img", "--imgsz", "--img-size")  # an image side, as YOLOv5's train, val, detect and export spell it
+
+
+def imgsz_flag(default: int, *, help: str, bounds: Bounds | None = None) -> Any:  # noqa: A002 - argparse's word
+    """A field that is an image side in pixels (`square`), under the spellings `IMGSZ_FLAGS`."""
+    return flag(default, *IMGSZ_FLAGS, help=help, bounds=bounds, square=True)
 
 
 def flag_spec(field: dataclasses.Field) -> FlagSpec | None:
@@ -145,7 +168,12 @@ def _value_type(annotation: Any) -> tuple[Callable[[str], Any] | None, bool]:
     if origin is tuple:
         inner, _ = _value_type(typing.get_args(annotation)[0])
         return inner, True
-    return (annotation if annotation in (int, float, str) else None), False
+    return (annotation if annotation in (int, float, str, Path) else None), False
+
+
+def _is_optional_bool(annotation: Any) -> bool:
+    union = typing.get_origin(annotation) in (typing.Union, types.UnionType)
+    return union and set(typing.get_args(annotation)) == {bool, type(None)}
 
 
 def _flag_fields(cls: type) -> list[tuple[dataclasses.Field, FlagSpec, Any]]:
@@ -172,31 +200,54 @@ def add_flags(
     for field, spec, annotation in _flag_fields(cls):
         if field.name in exclude:
             continue
+        if spec.negative is not None and field.name in defaults:
+            raise ValueError(f"{cls.__name__}.{field.name}: a flag with a negative takes no per-parser default")
         default = defaults.get(field.name, field.default)
-        kwargs: dict[str, Any] = {"dest": field.name}
-        if annotation is bool:
-            if default and not all(n.startswith("--no") for n in spec.names):
-                raise ValueError(f"{cls.__name__}.{field.name} defaults to True: its flag needs a --no-... name")
-            kwargs.update(action="store_false" if default else "store_true", default=default, help=spec.help)
-        else:
-            value_type, is_tuple = _value_type(annotation)
-            shown = " ".join(map(str, default)) if isinstance(default, tuple) else default
-            kwargs.update(
-                default=default,
-                help=spec.help if default is None else f"{spec.help} (default: {shown})",
-                nargs=spec.nargs or ("+" if is_tuple else "?" if spec.const is not None else None),
-            )
-            if spec.const is not None:
-                kwargs["const"] = spec.const
-            if value_type is not None:
-                kwargs["type"] = value_type if spec.bounds is None else spec.bounds.parser(value_type)
-            if spec.choices is not None:
-                kwargs["choices"] = spec.choices
-            if spec.metavar is not None:
-                kwargs["metavar"] = spec.metavar
-            if spec.square:
-                kwargs.update(nargs="+", action=_SquareSide, metavar=spec.metavar or "PIXELS")
-        parser.add_argument(*spec.names, **kwargs)
+        parser.add_argument(*spec.names, **_argument(cls, field.name, spec, annotation, default))
+        if spec.negative is not None:
+            name, value = spec.negative
+            parser.add_argument(name, action="store_true", help=f"same as {spec.names[0]} {value}")
+
+
+def _argument(cls: type, name: str, spec: FlagSpec, annotation: Any, default: Any) -> dict[str, Any]:
+    """The keyword arguments of `add_argument` for field `name` of `cls`, declared by `spec`."""
+    kwargs: dict[str, Any] = {"dest": name, "default": default, "required": spec.required}
+    if annotation is bool:
+        if default and not all(n.startswith("--no") for n in spec.names):
+            raise ValueError(f"{cls.__name__}.{name} defaults to True: its flag needs a --no-... name")
+        return kwargs | {"action": "store_false" if default else "store_true", "help": spec.help}
+    if _is_optional_bool(annotation):
+        return kwargs | {"action": argparse.BooleanOptionalAction, "help": spec.help}
+    value_type, is_tuple = _value_type(annotation)
+    shown = " ".join(map(str, default)) if isinstance(default, tuple) else default
+    kwargs.update(
+        help=spec.help if default in (None, ()) else f"{spec.help} (default: {shown})",
+        nargs=spec.nargs or ("+" if is_tuple else "?" if spec.const is not None else None),
+    )
+    if spec.negative is not None:
+        kwargs["default"] = None  # "not given", so that from_flags can tell a contradiction from a default
+    if spec.const is not None:
+        kwargs["const"] = spec.const
+    if value_type is not None:
+        kwargs["type"] = value_type if spec.bounds is None else spec.bounds.parser(value_type)
+    if spec.choices is not None:
+        kwargs["choices"] = spec.choices
+    if spec.metavar is not None:
+        kwargs["metavar"] = spec.metavar
+    if spec.append:
+        if not is_tuple:
+            raise ValueError(f"{cls.__name__}.{name}: append=True needs a tuple field")
+        kwargs.update(nargs=None, action=_AppendToTuple)
+    if spec.square:
+        kwargs.update(nargs="+", action=_SquareSide, metavar=spec.metavar or "PIXELS")
+    return kwargs
+
+
+class _AppendToTuple(argparse._AppendAction):  # an append action, as `tphyolo train`'s relaunch recognises
+    """Adds each value given to the tuple stored so far (the default included), one per flag."""
+
+    def __call__(self, parser, namespace, values, option_string=None) -> None:
+        setattr(namespace, self.dest, (*(getattr(namespace, self.dest, None) or ()), values))
 
 
 class _SquareSide(argparse.Action):
@@ -219,12 +270,22 @@ class _SquareSide(argparse.Action):
 
 def from_flags(cls: type, args: argparse.Namespace, **overrides: Any) -> Any:
     """An instance of `cls` from the flags `add_flags` added (fields without a parsed flag keep their default,
-    `overrides` win). Lists from nargs become tuples."""
+    `overrides` win). Lists from nargs become tuples. Raises ValueError for a flag given with another value
+    than its `negative` means, beside that negative (`--amp bf16 --no-amp`)."""
     values = {}
-    for field, _, _ in _flag_fields(cls):
-        if hasattr(args, field.name):
-            value = getattr(args, field.name)
-            values[field.name] = tuple(value) if isinstance(value, list) else value
+    for field, spec, _ in _flag_fields(cls):
+        if not hasattr(args, field.name):
+            continue
+        value = getattr(args, field.name)
+        if spec.negative is not None:
+            name, meaning = spec.negative
+            if getattr(args, name[2:].replace("-", "_"), False):
+                if value not in (None, meaning):
+                    raise ValueError(f"{spec.names[0]} {value} and {name} contradict each other; give one")
+                value = meaning
+            if value is None:
+                continue  # not given: the field's default
+        values[field.name] = tuple(value) if isinstance(value, list) else value
     return cls(**(values | overrides))
 
 

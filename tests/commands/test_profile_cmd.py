@@ -40,7 +40,7 @@ def test_profile_infer_clla_head_channels_last_with_memory(tmp_path):
     [
         (["--steps", "0"], "argument --steps: must be >= 1, got 0"),
         (["--batch", "0"], "argument --batch: must be >= 1, got 0"),
-        (["--img", "0"], "argument --img: must be in [1, 11584], got 0"),
+        (["--img", "0"], "argument --img/--imgsz/--img-size: must be in [1, 11584], got 0"),
         (["--num-classes", "0"], "argument --num-classes: must be >= 1, got 0"),
         (["--num-classes", "20000"], "--num-classes 20000: above the limit of 10000 classes"),
         (["--model", "unknown"], "--model unknown: unknown model 'unknown'"),

@@ -1,11 +1,15 @@
-"""The settings of an analysis: one frozen dataclass whose fields are also the flags of `tphyolo analyze`."""
+"""The settings of an analysis (`AnalyzeConfig`), and what `tphyolo analyze` reads and how it tracks
+(`AnalyzeInputs`, `AnalyzeTracking`, `AnalyzeOutputs`): frozen dataclasses whose fields are also its flags."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import Path
 
 from tphyolo.analyze.points import ANCHORS
 from tphyolo.flags import AT_LEAST_ONE, Bounds, check_field_types, flag
+from tphyolo.track.config import CMC_METHODS
+from tphyolo.track.registry import TRACKER_NAMES
 
 POSITIVE = Bounds(0, low_open=True)
 
@@ -46,3 +50,36 @@ class AnalyzeConfig:
             raise ValueError("--altitude, --focal-mm and --sensor-mm go together: give all three or none")
         if self.gsd is not None and self.altitude is not None:
             raise ValueError("give --gsd or --altitude/--focal-mm/--sensor-mm, not both")
+
+
+@dataclass(frozen=True)
+class AnalyzeInputs:
+    """What is analysed: the lines and zones, and one of a detector (`weights`) run on `source`, detection files
+    or track files."""
+
+    lines: str | None = flag(None, "--lines", required=True, metavar="YAML",
+                             help="the lines and zones (first-frame pixels)")  # fmt: skip
+    weights: tuple[str, ...] | None = flag(
+        None, "--weights", help="detector checkpoint(s) or exported model(s) to run on --source"
+    )
+    source: str | None = flag(None, "--source", help="video or frames: what the detector runs on, and what is drawn")
+    detections: Path | None = flag(None, "--detections", metavar="DIR", help="detection files (<seq>.txt) to track")
+    tracks: Path | None = flag(None, "--tracks", metavar="DIR",
+                               help="track files (<seq>.txt) of a track run or truth")  # fmt: skip
+
+
+@dataclass(frozen=True)
+class AnalyzeTracking:
+    """The tracker that links detections into tracks, and the camera-motion estimate."""
+
+    tracker: str = flag("bytetrack", "--tracker", metavar="NAME|YAML",
+                        help=f"{' or '.join(TRACKER_NAMES)}, or a yaml of settings")  # fmt: skip
+    cmc: str = flag("sparse", "--cmc", choices=CMC_METHODS, help="camera-motion estimate that keeps lines and zones "
+                    "on the ground; also the tracker's, when it has the setting")  # fmt: skip
+
+
+@dataclass(frozen=True)
+class AnalyzeOutputs:
+    """What an analysis writes besides its tables."""
+
+    save_video: bool = flag(True, "--no-save-video", help="do not write the annotated video")

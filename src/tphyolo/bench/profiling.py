@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING
 
 from tphyolo.data.files.image_limits import IMGSZ_BOUNDS
 from tphyolo.errors import UsageError
-from tphyolo.flags import AT_LEAST_ONE, NON_NEGATIVE, check_field_types, flag
+from tphyolo.flags import AT_LEAST_ONE, NON_NEGATIVE, check_field_types, flag, imgsz_flag
 
 if TYPE_CHECKING:  # torch is imported when a profile runs, so that `tphyolo profile -h` reads ProfileConfig cheaply
     from tphyolo.bench.profile import ModuleLabels
@@ -42,7 +42,7 @@ class ProfileConfig:
     `top` operators tabled; files written to `out` (see the module docstring)."""
 
     model: str = flag("tph-yolov5s", "--model", help="built-in model name or yaml")
-    imgsz: int = flag(640, "--img", help="image size", bounds=IMGSZ_BOUNDS)
+    imgsz: int = imgsz_flag(640, help="image size", bounds=IMGSZ_BOUNDS)
     batch: int = flag(2, "--batch", help="batch size", bounds=AT_LEAST_ONE)
     mode: str = flag("train", "--mode", choices=("train", "infer"), help="what a step is")
     steps: int = flag(3, "--steps", help="profiled steps", bounds=AT_LEAST_ONE)

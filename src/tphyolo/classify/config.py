@@ -5,13 +5,20 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from tphyolo.data.files.image_limits import IMGSZ_BOUNDS, MAX_IMGSZ
-from tphyolo.flags import AT_LEAST_ONE, NON_NEGATIVE, SEED, Bounds, check_field_types, flag
+from tphyolo.flags import AT_LEAST_ONE, NON_NEGATIVE, SEED, Bounds, check_field_types, flag, imgsz_flag
 
 DEFAULT_ARCH = "crop-cnn"  # the architecture trained unless --arch says otherwise (`small_cnn.py`)
 MIN_BOX_SIDE = 4  # pixels: smaller objects carry too little to classify and are skipped
 OPTIMIZERS = ("AdamW", "SGD")
 DEFAULT_LR = {"AdamW": 1e-3, "SGD": 1e-2}
 DEFAULT_WEIGHT_DECAY = {"AdamW": 0.05, "SGD": 5e-4}
+
+
+@dataclass(frozen=True)
+class ClassifierSplit:
+    """The split `tphyolo classify val` scores a classifier on; its field is also the flag."""
+
+    task: str = flag("val", "--task", choices=("val", "test"), help="the split to evaluate")
 
 
 @dataclass(frozen=True)
@@ -26,9 +33,7 @@ class ClassifyConfig:
         None, "--classes", help="class names to classify (default: the dataset's 'confusable' list, else all)"
     )
     arch: str = flag(DEFAULT_ARCH, "--arch", help="crop-cnn or a torchvision classification architecture")
-    img: int = flag(
-        64, "--img", "--imgsz", "--img-size", help="crop size, pixels", bounds=Bounds(8, MAX_IMGSZ), square=True
-    )
+    img: int = imgsz_flag(64, help="crop size, pixels", bounds=Bounds(8, MAX_IMGSZ))
     context: float = flag(
         0.1, "--context", help="context added on each side of a box, as a fraction of its size", bounds=NON_NEGATIVE
     )

@@ -6,7 +6,6 @@ or the tracks (`--tracks`) of an earlier run, so that nothing is detected twice.
 from __future__ import annotations
 
 import argparse
-from pathlib import Path
 
 from tphyolo.commands.options.inference import add_inference_flags, inference_device
 
@@ -16,29 +15,14 @@ TRACK_CONF = 0.1  # as `tphyolo track`: ByteTrack's second association uses the 
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    from tphyolo.analyze.config import AnalyzeConfig
+    from tphyolo.analyze.config import AnalyzeConfig, AnalyzeInputs, AnalyzeOutputs, AnalyzeTracking
     from tphyolo.flags import add_flags
-    from tphyolo.track.config import CMC_METHODS
-    from tphyolo.track.registry import TRACKER_NAMES
 
-    inputs = parser.add_argument_group("what to analyse")
-    inputs.add_argument("--lines", required=True, metavar="YAML", help="the lines and zones (first-frame pixels)")
-    inputs.add_argument("--weights", nargs="+", help="detector checkpoint(s) or exported model(s) to run on --source")
-    inputs.add_argument("--source", help="video or frames: what the detector runs on, and what is drawn")
-    inputs.add_argument("--detections", type=Path, metavar="DIR", help="detection files (<seq>.txt) to track")
-    inputs.add_argument("--tracks", type=Path, metavar="DIR", help="track files (<seq>.txt) of a track run or truth")
-    tracking = parser.add_argument_group("tracker")
-    tracking.add_argument("--tracker", default="bytetrack", metavar="NAME|YAML",
-                          help=f"{' or '.join(TRACKER_NAMES)}, or a yaml of settings (default: bytetrack)")  # fmt: skip
-    tracking.add_argument(
-        "--cmc", choices=CMC_METHODS, default="sparse",
-        help="camera-motion estimate that keeps lines and zones on the ground; also the tracker's, when it has the "
-        "setting (default: sparse)",
-    )  # fmt: skip
+    add_flags(parser.add_argument_group("what to analyse"), AnalyzeInputs)
+    add_flags(parser.add_argument_group("tracker"), AnalyzeTracking)
     add_flags(parser.add_argument_group("analytics"), AnalyzeConfig)
     add_inference_flags(parser, defaults={"conf": TRACK_CONF})
-    outputs = parser.add_argument_group("outputs")
-    outputs.add_argument("--no-save-video", action="store_true", help="do not write the annotated video")
+    add_flags(parser.add_argument_group("outputs"), AnalyzeOutputs)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -68,6 +52,6 @@ def run(args: argparse.Namespace) -> int:
     save_dir = from_flags(OutputDir, args).create("runs/analyze")
     reports = analyze(args.lines, save_dir, config=config, source=args.source, predictor=predictor,
                       detections=args.detections, tracks=args.tracks, tracker=tracker, cmc=args.cmc,
-                      save_video=not args.no_save_video)  # fmt: skip
+                      save_video=args.save_video)  # fmt: skip
     print(summary_text(reports, save_dir))
     return 0

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from dataclasses import fields
 
-from tphyolo.classify.config import ClassifyConfig
+from tphyolo.classify.config import ClassifierSplit, ClassifyConfig
 from tphyolo.flags import add_flags, from_flags
 
 USES_RUNTIME = True
@@ -21,7 +21,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> list[argparse.ArgumentPars
     val = actions.add_parser("val", help="validate a crop classifier (--weights)",
                              description="validate a crop classifier (--weights) on a split of --data")  # fmt: skip
     add_flags(val, ClassifyConfig, exclude=[f.name for f in fields(ClassifyConfig) if f.name not in VAL_SETTINGS])
-    val.add_argument("--task", choices=("val", "test"), default="val", help="the split to evaluate")
+    add_flags(val, ClassifierSplit)
     return [train, val]
 
 

@@ -4,11 +4,10 @@
 from __future__ import annotations
 
 import argparse
-from pathlib import Path
 
-from tphyolo.data.dataset_config import SPLITS, load_data_config
-from tphyolo.data.scan_options import ScanOptions
-from tphyolo.flags import NON_NEGATIVE, add_flags, from_flags
+from tphyolo.data.dataset_config import load_data_config
+from tphyolo.data.scan_options import DataCommandInputs, ScanOptions
+from tphyolo.flags import add_flags, from_flags
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -18,16 +17,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "action", choices=["check", "slice"],
         help="check: scan and print a report per split; slice: write a sliced copy (--out) for training on tiles",
     )  # fmt: skip
-    parser.add_argument("--data", required=True, help="data yaml, built-in name (visdrone, synthetic) or image folder")
-    parser.add_argument(
-        "--datasets-dir", default=None, help="folder that built-in configs' relative paths start from (./datasets)"
-    )
-    parser.add_argument("--splits", default=",".join(SPLITS), help="comma-separated splits to scan")
+    add_flags(parser, DataCommandInputs)
     add_flags(parser, ScanOptions)
-    parser.add_argument(
-        "--max-problems", type=NON_NEGATIVE.parser(int), default=20, help="problems listed per split (default 20)"
-    )
-    parser.add_argument("--out", type=Path, default=None, metavar="DIR", help="slice: the new dataset's folder")
     add_flags(parser, DatasetSlicing)
 
 

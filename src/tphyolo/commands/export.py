@@ -6,12 +6,12 @@ from __future__ import annotations
 import argparse
 import sys
 
-from tphyolo.export.config import CALIBRATION_RANGES, ExportConfig
+from tphyolo.export.config import CALIBRATION_RANGES, ExportConfig, ExportSource
 from tphyolo.flags import add_flags, from_flags
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--weights", required=True, help="checkpoint to export (ours, TPH-YOLOv5 or YOLOv5 .pt)")
+    add_flags(parser, ExportSource)
     add_flags(parser, ExportConfig)
 
 

@@ -16,7 +16,7 @@ from tphyolo.commands.options.inference import (
     inference_device,
     slice_settings,
 )
-from tphyolo.flags import add_flags, bounded
+from tphyolo.flags import add_flags
 
 USES_RUNTIME = True
 RUNTIME_INFERENCE = True
@@ -24,17 +24,9 @@ RUNTIME_INFERENCE = True
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     from tphyolo.infer.config import InferenceConfig
-    from tphyolo.serve.config import RayConfig, ServeConfig
+    from tphyolo.serve.config import RayConfig, ServeConfig, ServedModels
 
-    parser.add_argument(
-        "--weights",
-        nargs="+",
-        required=True,
-        help="checkpoint(s) or exported model(s) (.onnx, OpenVINO, .torchscript); several form an ensemble",
-    )
-    parser.add_argument(
-        "--model-weights", nargs="+", type=bounded(float, 0), default=None, help="WBF weight of each model"
-    )
+    add_flags(parser, ServedModels)
     add_flags(parser, InferenceConfig, exclude=("batch",))  # the service batches by --max-batch
     add_classifier_flags(parser)
     add_slice_flags(parser)

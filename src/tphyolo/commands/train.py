@@ -16,21 +16,14 @@ from tphyolo.commands.options.argv import flags_for
 from tphyolo.errors import UsageError
 from tphyolo.flags import add_flags, from_flags, setting_name
 from tphyolo.runtime.flags import add_runtime_arguments, parse_device
-from tphyolo.training.config import TrainConfig
+from tphyolo.training.config import TrainConfig, TrainResume
 
 USES_RUNTIME = True
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_flags(parser, TrainConfig)
-    parser.add_argument(
-        "--resume",
-        nargs="?",
-        const="",
-        default=None,
-        metavar="PATH",
-        help="continue a run: the latest */weights/last.pt under --project, or PATH",
-    )
+    add_flags(parser, TrainResume)
 
 
 def command_parser() -> argparse.ArgumentParser:

@@ -9,12 +9,11 @@ from __future__ import annotations
 
 import argparse
 from dataclasses import fields, replace
-from pathlib import Path
 
 from tphyolo.errors import UsageError
 from tphyolo.flags import add_flags, from_flags, setting_name
 from tphyolo.training.config import TrainConfig
-from tphyolo.training.tune.config import SEARCH_OWNED, TuneConfig
+from tphyolo.training.tune.config import SEARCH_OWNED, TuneConfig, TuneResume
 
 USES_RUNTIME = True
 
@@ -22,12 +21,7 @@ USES_RUNTIME = True
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_flags(parser, TuneConfig)
     add_flags(parser.add_argument_group("trials (as tphyolo train)"), TrainConfig, exclude=SEARCH_OWNED)
-    parser.add_argument(
-        "--resume",
-        type=Path,
-        metavar="RUN_DIR",
-        help="continue an interrupted search in RUN_DIR with its settings (--trials may raise the count)",
-    )
+    add_flags(parser, TuneResume)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -54,4 +48,3 @@ def run(args: argparse.Namespace) -> int:
     else:
         run_search(tune, train, args.runtime)
     return 0
-

@@ -7,7 +7,7 @@ from dataclasses import dataclass, fields
 
 from tphyolo.data.files.image_limits import IMGSZ_BOUNDS
 from tphyolo.export.formats import EXPORT_FORMATS, FORMAT_BY_NAME, INT8_FORMATS
-from tphyolo.flags import AT_LEAST_ONE, Bounds, check_field_types, flag
+from tphyolo.flags import AT_LEAST_ONE, Bounds, check_field_types, flag, imgsz_flag
 from tphyolo.metrics.registry import PROTOCOLS
 
 DEFAULT_OPSET = 17  # LayerNormalization is a single op from 17; every runtime here reads it
@@ -17,6 +17,15 @@ DEFAULT_CALIBRATION_IMAGES = 300  # NNCF's default subset size; fewer when the t
 DEFAULT_MAX_DROP = 0.01  # mAP50, absolute: what an INT8 file may lose against its float model
 # NNCF's activation ranges: which loses less varies by model (docs/int8.md), so the accuracy check decides
 CALIBRATION_RANGES = ("mean", "global")
+
+
+@dataclass(frozen=True)
+class ExportSource:
+    """The model `tphyolo export` writes out; its field is also the command's flag."""
+
+    weights: str | None = flag(
+        None, "--weights", required=True, help="checkpoint to export (ours, TPH-YOLOv5 or YOLOv5 .pt)"
+    )
 
 
 @dataclass(frozen=True)
@@ -31,14 +40,8 @@ class ExportConfig:
         metavar="FORMAT",
         help=f"one or more of {', '.join(EXPORT_FORMATS)}",
     )
-    imgsz: int = flag(
-        640,
-        "--img",
-        "--imgsz",
-        "--img-size",
-        help="image size, pixels (rounded up to a multiple of the stride)",
-        bounds=IMGSZ_BOUNDS,
-        square=True,
+    imgsz: int = imgsz_flag(
+        640, help="image size, pixels (rounded up to a multiple of the stride)", bounds=IMGSZ_BOUNDS
     )
     batch: int = flag(1, "--batch", "--batch-size", help="batch size", bounds=AT_LEAST_ONE)
     dynamic: bool = flag(False, "--dynamic", help="batch, height and width free (multiples of the stride)")

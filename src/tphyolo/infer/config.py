@@ -9,7 +9,16 @@ import dataclasses
 from dataclasses import dataclass, replace
 
 from tphyolo.data.files.image_limits import IMGSZ_BOUNDS, MAX_IMGSZ
-from tphyolo.flags import AT_LEAST_ONE, FRACTION, NON_NEGATIVE, Bounds, check_field_types, flag, setting_name
+from tphyolo.flags import (
+    AT_LEAST_ONE,
+    FRACTION,
+    NON_NEGATIVE,
+    Bounds,
+    check_field_types,
+    flag,
+    imgsz_flag,
+    setting_name,
+)
 from tphyolo.infer.tta_config import DEFAULT_FLIPS, FLIPS, PAPER_SCALES, PLAIN, TTAConfig
 
 MAX_DET = 500  # detections kept per image: the VisDrone protocol scores up to 500
@@ -39,18 +48,8 @@ class InferenceConfig:
     merge_agnostic: merge across classes (so does `agnostic` for nms). WBF fuses within a class, by IoU.
     """
 
-    imgsz: int = flag(
-        640,
-        "--img",
-        "--imgsz",
-        "--img-size",
-        help="inference size (long side), pixels",
-        bounds=IMGSZ_BOUNDS,
-        square=True,
-    )
-    batch: int = flag(
-        1, "--batch", "--batch-size", help="images (or slices) per forward pass", bounds=AT_LEAST_ONE
-    )
+    imgsz: int = imgsz_flag(640, help="inference size (long side), pixels", bounds=IMGSZ_BOUNDS)
+    batch: int = flag(1, "--batch", "--batch-size", help="images (or slices) per forward pass", bounds=AT_LEAST_ONE)
     conf: float = flag(PREDICT_CONF, "--conf", "--conf-thres", help="confidence threshold", bounds=FRACTION)
     iou: float = flag(PREDICT_IOU, "--iou", "--iou-thres", help="NMS IoU threshold", bounds=FRACTION)
     max_det: int = flag(MAX_DET, "--max-det", help="most detections per image", bounds=AT_LEAST_ONE)

@@ -12,73 +12,22 @@ import argparse
 import contextlib
 import os
 from collections.abc import Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import torch
 from torch import nn
 
+from tphyolo.flags import from_flags
 from tphyolo.runtime.cpu_memory import keep_freed_blocks
-from tphyolo.runtime.flags import (
-    ALLOC_ENV_VARS,
-    AMP_CHOICES,
-    COMPILE_CHOICES,
-    DEFAULT_ALLOC_CONF,
-    SDPA_BACKEND_NAMES,
-    parse_device,
-)
+from tphyolo.runtime.flags import ALLOC_ENV_VARS, SDPA_BACKEND_NAMES, RuntimeSettings, parse_device
 
 QUIET_KINETO_LOG_LEVEL = "6"  # above kineto's ERROR level: torch.profiler's C++ library prints nothing
 
 
 @dataclass(frozen=True)
-class RuntimeConfig:
-    """How a process runs its models.
-
-    device: "auto" (first CUDA device, else CPU), "cpu", "cuda", "cuda:N", "N", or "N,M,..." (several GPUs:
-        each process of a distributed run uses its LOCAL_RANK).
-    amp: autocast dtype: "auto" (bf16 on GPUs that support it, fp16 on older GPUs, off on CPU), "bf16",
-        "fp16" or "off".
-    sdpa_backends: the scaled-dot-product-attention kernels allowed, from SDPA_BACKEND_NAMES; empty = all.
-    compile: torch.compile mode, or "off".
-    channels_last: the memory format of convolution weights and inputs: True NHWC (`torch.channels_last`),
-        False NCHW, None (auto) NHWC for inference on the CPU and NCHW for training and on GPUs. On the CPU,
-        oneDNN runs NHWC convolutions without reordering each activation: an inference pass measured 1.07-2.1x
-        faster (`benchmarks/memory_format.py`: the Swin and ++ variants to tph-yolov5n at 1536 px), a training
-        step 0.95-1.10x (the Swin variant is slower).
-    half: inference with fp16 weights and inputs, without autocast (CUDA only; refused with an explicit
-        --amp bf16/fp16, which would mean the opposite).
-    tf32: allow TensorFloat-32 in fp32 matmuls and convolutions on Ampere and newer GPUs.
-    cudnn_benchmark: let cuDNN pick the fastest convolution algorithm per input shape.
-    alloc_conf: CUDA caching-allocator settings, applied only when the user's environment sets none.
-    keep_cpu_memory: keep large freed CPU blocks in the process for reuse (glibc malloc thresholds, see
-        `tphyolo.runtime.cpu_memory`) instead of page-faulting them in again on every pass.
-    trust_code: load model files that are programs (TorchScript runs the code it carries); off, they are
-        refused before anything in them is read.
-    """
-
-    device: str = "auto"
-    amp: str = "auto"
-    sdpa_backends: tuple[str, ...] = field(default_factory=tuple)
-    compile: str = "off"
-    channels_last: bool | None = None
-    half: bool = False
-    tf32: bool = True
-    cudnn_benchmark: bool = True
-    alloc_conf: str = DEFAULT_ALLOC_CONF
-    keep_cpu_memory: bool = True
-    trust_code: bool = False
-
-    def __post_init__(self) -> None:
-        if self.amp not in AMP_CHOICES:
-            raise ValueError(f"amp must be one of {AMP_CHOICES}, got {self.amp!r}")
-        if self.compile not in COMPILE_CHOICES:
-            raise ValueError(f"compile must be one of {COMPILE_CHOICES}, got {self.compile!r}")
-        unknown = [b for b in self.sdpa_backends if b not in SDPA_BACKEND_NAMES]
-        if unknown:
-            raise ValueError(f"unknown SDPA backend(s) {unknown}; known: {list(SDPA_BACKEND_NAMES)}")
-        parse_device(self.device)  # validates the spelling
-        if self.half and self.amp in ("bf16", "fp16"):
-            raise ValueError(f"half runs fp16 weights without autocast; it cannot be combined with amp {self.amp!r}")
+class RuntimeConfig(RuntimeSettings):
+    """How a process runs its models: the settings of `RuntimeSettings` (each also a flag), with the methods
+    that decide the device, autocast dtype, memory format and compilation from them."""
 
     def torch_device(self, local_rank: int = 0) -> torch.device:
         """The device this process computes on (for a multi-GPU spec, the `local_rank`-th one)."""
@@ -238,18 +187,4 @@ def sdpa_context(cfg: RuntimeConfig) -> Iterator[None]:
 def runtime_from_args(args: argparse.Namespace) -> RuntimeConfig:
     """A RuntimeConfig from the flags added by `add_runtime_arguments`. Raises ValueError for `--amp X` given
     with `--no-amp`."""
-    if args.no_amp and args.amp not in (None, "off"):
-        raise ValueError(f"--amp {args.amp} and --no-amp contradict each other; give one")
-    return RuntimeConfig(
-        device=args.device,
-        amp="off" if args.no_amp else args.amp or "auto",
-        sdpa_backends=tuple(args.sdpa_backend or ()),
-        compile=args.compile,
-        channels_last=args.channels_last,
-        half=getattr(args, "half", False),
-        tf32=not args.no_tf32,
-        cudnn_benchmark=not args.no_cudnn_benchmark,
-        alloc_conf=args.alloc_conf,
-        keep_cpu_memory=not args.no_keep_cpu_memory,
-        trust_code=getattr(args, "trust_code", False),
-    )
+    return from_flags(RuntimeConfig, args)

@@ -1,13 +1,17 @@
-"""The runtime flags of the command line, and the choices they take, without importing torch.
+"""The runtime settings and their command-line flags, without importing torch.
 
-`tphyolo -h`, `tphyolo COMMAND -h` and argument errors build their parsers from this module, so they answer
-in a fraction of a second; `tphyolo.runtime.config` turns the parsed flags into a `RuntimeConfig` and applies it.
+`RuntimeSettings` declares each setting once: its default, choices, help and flag (`tphyolo.flags`);
+`add_runtime_arguments` derives the "runtime" group of a parser from it. `tphyolo -h`, `tphyolo COMMAND -h` and
+argument errors build their parsers from this module, so they answer in a fraction of a second;
+`tphyolo.runtime.config.RuntimeConfig` is the same data with the methods that apply it (and import torch).
 """
 
 from __future__ import annotations
 
 import argparse
+from dataclasses import dataclass
 
+from tphyolo.flags import add_flags, flag
 from tphyolo.runtime.cpu_memory import KEEP_BYTES
 
 AMP_CHOICES = ("auto", "bf16", "fp16", "off")
@@ -33,62 +37,84 @@ def parse_device(spec: str) -> list[str]:
 
 
 TRUST_CODE_FLAG = "--trust-code"  # allows loading weights that run their own code (TorchScript)
+INFERENCE_ONLY = ("half", "trust_code")  # settings of commands that only run models forward
+
+
+@dataclass(frozen=True)
+class RuntimeSettings:
+    """How a process runs its models; each field is also a flag of the "runtime" group.
+
+    device: "auto" (first CUDA device, else CPU), "cpu", "cuda", "cuda:N", "N", or "N,M,..." (several GPUs:
+        each process of a distributed run uses its LOCAL_RANK).
+    amp: autocast dtype: "auto" (bf16 on GPUs that support it, fp16 on older GPUs, off on CPU), "bf16",
+        "fp16" or "off".
+    compile: torch.compile mode, or "off".
+    channels_last: the memory format of convolution weights and inputs: True NHWC (`torch.channels_last`),
+        False NCHW, None (auto) NHWC for inference on the CPU and NCHW for training and on GPUs. On the CPU,
+        oneDNN runs NHWC convolutions without reordering each activation: an inference pass measured 1.07-2.1x
+        faster (`benchmarks/memory_format.py`: the Swin and ++ variants to tph-yolov5n at 1536 px), a training
+        step 0.95-1.10x (the Swin variant is slower).
+    half: inference with fp16 weights and inputs, without autocast (CUDA only; refused with an explicit
+        --amp bf16/fp16, which would mean the opposite).
+    trust_code: load model files that are programs (TorchScript runs the code it carries); off, they are
+        refused before anything in them is read.
+    sdpa_backends: the scaled-dot-product-attention kernels allowed, from SDPA_BACKEND_NAMES; empty = all.
+    tf32: allow TensorFloat-32 in fp32 matmuls and convolutions on Ampere and newer GPUs.
+    cudnn_benchmark: let cuDNN pick the fastest convolution algorithm per input shape.
+    alloc_conf: CUDA caching-allocator settings, applied only when the user's environment sets none.
+    keep_cpu_memory: keep large freed CPU blocks in the process for reuse (glibc malloc thresholds, see
+        `tphyolo.runtime.cpu_memory`) instead of page-faulting them in again on every pass.
+    """
+
+    device: str = flag("auto", "--device", help="auto, cpu, cuda, N or N,M,...")
+    amp: str = flag(
+        "auto", "--amp", const="auto", choices=AMP_CHOICES, negative=("--no-amp", "off"),
+        help="autocast dtype; auto = bf16 on GPUs that support it, fp16 on older GPUs, off on CPU",
+    )  # fmt: skip
+    compile: str = flag(
+        "off", "--compile", const="default", choices=COMPILE_CHOICES,
+        help="torch.compile mode; bare --compile means 'default'",
+    )  # fmt: skip
+    channels_last: bool | None = flag(
+        None, "--channels-last",
+        help="NHWC memory format for convolutions (default: on for inference on the CPU, off for training and on GPUs)",
+    )  # fmt: skip
+    half: bool = flag(False, "--half", help="fp16 weights and inputs, no autocast (CUDA only)")
+    trust_code: bool = flag(
+        False, TRUST_CODE_FLAG,
+        help="load weights that are programs (.torchscript runs the code it carries); only for files you trust",
+    )  # fmt: skip
+    sdpa_backends: tuple[str, ...] = flag(
+        (), "--sdpa-backend", append=True, choices=SDPA_BACKEND_NAMES,
+        help="allow only this attention kernel; repeat to allow several (default: all)",
+    )  # fmt: skip
+    tf32: bool = flag(True, "--no-tf32", help="disable TensorFloat-32 matmuls/convolutions")
+    cudnn_benchmark: bool = flag(
+        True, "--no-cudnn-benchmark", help="disable cuDNN autotuning of convolution algorithms"
+    )
+    alloc_conf: str = flag(
+        DEFAULT_ALLOC_CONF, "--alloc-conf", help="CUDA allocator settings used when PYTORCH_CUDA_ALLOC_CONF is unset"
+    )
+    keep_cpu_memory: bool = flag(
+        True, "--no-keep-cpu-memory",
+        help=f"leave glibc's malloc thresholds as they are (default: freed CPU blocks up to {KEEP_BYTES >> 20} MiB "
+        "stay with the process for reuse, which saves page faults on every pass)",
+    )  # fmt: skip
+
+    def __post_init__(self) -> None:
+        if self.amp not in AMP_CHOICES:
+            raise ValueError(f"amp must be one of {AMP_CHOICES}, got {self.amp!r}")
+        if self.compile not in COMPILE_CHOICES:
+            raise ValueError(f"compile must be one of {COMPILE_CHOICES}, got {self.compile!r}")
+        unknown = [b for b in self.sdpa_backends if b not in SDPA_BACKEND_NAMES]
+        if unknown:
+            raise ValueError(f"unknown SDPA backend(s) {unknown}; known: {list(SDPA_BACKEND_NAMES)}")
+        parse_device(self.device)  # validates the spelling
+        if self.half and self.amp in ("bf16", "fp16"):
+            raise ValueError(f"half runs fp16 weights without autocast; it cannot be combined with amp {self.amp!r}")
 
 
 def add_runtime_arguments(parser: argparse.ArgumentParser, *, inference: bool = False) -> None:
-    """The runtime flags shared by train, val, predict, bench and profile; `inference` adds `--half`
-    (fp16 weights, for commands that only run models forward)."""
-    group = parser.add_argument_group("runtime")
-    group.add_argument("--device", default="auto", help="auto, cpu, cuda, N or N,M,... (default: auto)")
-    group.add_argument(
-        "--amp",
-        default=None,
-        nargs="?",
-        const="auto",
-        choices=AMP_CHOICES,
-        help="autocast dtype; auto = bf16 on GPUs that support it, fp16 on older GPUs, off on CPU (default: auto)",
-    )
-    group.add_argument("--no-amp", action="store_true", help="same as --amp off")
-    group.add_argument(
-        "--compile",
-        default="off",
-        nargs="?",
-        const="default",
-        choices=COMPILE_CHOICES,
-        help="torch.compile mode; bare --compile means 'default' (default: off)",
-    )
-    group.add_argument(
-        "--channels-last",
-        action=argparse.BooleanOptionalAction,
-        default=None,
-        help="NHWC memory format for convolutions (default: on for inference on the CPU, off for training and on GPUs)",
-    )
-    if inference:
-        group.add_argument("--half", action="store_true", help="fp16 weights and inputs, no autocast (CUDA only)")
-        group.add_argument(
-            TRUST_CODE_FLAG,
-            action="store_true",
-            help="load weights that are programs (.torchscript runs the code it carries); only for files you trust",
-        )
-    group.add_argument(
-        "--sdpa-backend",
-        action="append",
-        choices=SDPA_BACKEND_NAMES,
-        default=None,
-        help="allow only this attention kernel; repeat to allow several (default: all)",
-    )
-    group.add_argument("--no-tf32", action="store_true", help="disable TensorFloat-32 matmuls/convolutions")
-    group.add_argument(
-        "--no-cudnn-benchmark", action="store_true", help="disable cuDNN autotuning of convolution algorithms"
-    )
-    group.add_argument(
-        "--alloc-conf",
-        default=DEFAULT_ALLOC_CONF,
-        help=f"CUDA allocator settings used when PYTORCH_CUDA_ALLOC_CONF is unset (default: {DEFAULT_ALLOC_CONF})",
-    )
-    group.add_argument(
-        "--no-keep-cpu-memory",
-        action="store_true",
-        help=f"leave glibc's malloc thresholds as they are (default: freed CPU blocks up to {KEEP_BYTES >> 20} MiB "
-        "stay with the process for reuse, which saves page faults on every pass)",
-    )
+    """The runtime flags shared by train, val, predict, bench and profile, from `RuntimeSettings`; `inference`
+    adds `--half` (fp16 weights) and `--trust-code`, for commands that only run models forward."""
+    add_flags(parser.add_argument_group("runtime"), RuntimeSettings, exclude=() if inference else INFERENCE_ONLY)

@@ -1,4 +1,5 @@
-"""How the detection service runs, as plain data: `ServeConfig`, whose fields are also `tphyolo serve`'s flags.
+"""How the detection service runs, as plain data: `ServedModels` and `ServeConfig`, whose fields are also
+`tphyolo serve`'s flags.
 
 It imports no torch and no web framework: the command line derives its flags from it cheaply.
 """
@@ -13,6 +14,19 @@ CPU_MAX_BATCH = 8  # images per forward pass unless --max-batch: on a CPU, a lar
 GPU_MAX_BATCH = 32  # ... and on a GPU, where batching is what fills it
 PORT_BOUNDS = Bounds(0, 65535)  # 0: a free port the OS picks
 POSITIVE = Bounds(0, low_open=True)
+
+
+@dataclass(frozen=True)
+class ServedModels:
+    """The model(s) the service runs; each field is also a flag of `tphyolo serve`."""
+
+    weights: tuple[str, ...] | None = flag(
+        None, "--weights", required=True,
+        help="checkpoint(s) or exported model(s) (.onnx, OpenVINO, .torchscript); several form an ensemble",
+    )  # fmt: skip
+    model_weights: tuple[float, ...] | None = flag(
+        None, "--model-weights", help="WBF weight of each model", bounds=NON_NEGATIVE
+    )
 
 
 @dataclass(frozen=True)

@@ -11,12 +11,20 @@ from typing import Any
 
 from tphyolo.data.files.image_limits import IMGSZ_BOUNDS
 from tphyolo.data.scan_options import scan_cache_flag
-from tphyolo.flags import AT_LEAST_ONE, FRACTION, NON_NEGATIVE, SEED, check_field_types, flag, setting_name
+from tphyolo.flags import AT_LEAST_ONE, FRACTION, NON_NEGATIVE, SEED, check_field_types, flag, imgsz_flag, setting_name
 from tphyolo.infer.config import MAX_DET, VAL_CONF, VAL_IOU
 
 OPTIMIZERS = ("SGD", "Adam", "AdamW")  # the optimisers `training.optim.rules.build_optimizer` builds
 CACHE_CHOICES = (None, "ram", "disk")
 IGNORE_MODES = ("fill", "keep")
+
+
+@dataclass(frozen=True)
+class TrainResume:
+    """Which run `tphyolo train --resume` continues (None: a new run); its field is also the flag."""
+
+    resume: str | None = flag(None, "--resume", const="", metavar="PATH",
+                              help="continue a run: the latest */weights/last.pt under --project, or PATH")  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -42,15 +50,7 @@ class TrainConfig:
     hyp: str | None = flag(
         None, "--hyp", help="hyp yaml or built-in name (visdrone, scratch-low, ...); default: the dataset's recipe"
     )
-    imgsz: int = flag(
-        320,
-        "--img",
-        "--imgsz",
-        "--img-size",
-        help="train size, pixels (rounded up to a stride multiple)",
-        bounds=IMGSZ_BOUNDS,
-        square=True,
-    )
+    imgsz: int = imgsz_flag(320, help="train size, pixels (rounded up to a stride multiple)", bounds=IMGSZ_BOUNDS)
     batch: int = flag(8, "--batch", "--batch-size", help="images per process per batch", bounds=AT_LEAST_ONE)
     nominal_batch: int | None = flag(
         None,

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import asdict, dataclass, fields
+from pathlib import Path
 from typing import Any
 
 from tphyolo.flags import check_field_types, flag, setting_name
@@ -17,6 +18,15 @@ from tphyolo.training.tune.searchers import SEARCHERS
 SEARCH_OWNED = ("project", "name", "exist_ok", "val")
 SCHEDULERS = ("fifo", "asha")  # fifo: every trial trains all its epochs; asha: Ray Tune's ASHA stops the worst
 ASHA_REDUCTION = 2  # ASHA keeps the best 1/2 of the trials at each rung (successive halving)
+
+
+@dataclass(frozen=True)
+class TuneResume:
+    """Which search `tphyolo tune --resume` continues (None: a new one); its field is also the flag."""
+
+    resume: Path | None = flag(None, "--resume", metavar="RUN_DIR",
+                               help="continue an interrupted search in RUN_DIR with its settings "
+                               "(--trials may raise the count)")  # fmt: skip
 
 
 @dataclass(frozen=True)
