@@ -25,7 +25,7 @@ import yaml
 from tphyolo.checkpoint.format import load_checkpoint, save_checkpoint
 from tphyolo.data.letterbox import check_imgsz
 from tphyolo.data.loader import set_loader_epoch, step_size
-from tphyolo.evaluation.loop import evaluate, format_results
+from tphyolo.evaluation import loop as evaluation_loop  # by module: a patched loop function is the one called
 from tphyolo.evaluation.settings import EvalSettings
 from tphyolo.infer.config import InferenceConfig
 from tphyolo.metrics import fitness
@@ -287,7 +287,7 @@ class Trainer:
             LOGGER.info("validating %s", best)
         results = self._evaluate(model)
         if self.dist.is_main:
-            LOGGER.info("%s", format_results(results, verbose=True))
+            LOGGER.info("%s", evaluation_loop.format_results(results, verbose=True))
         return self._metrics(results)
 
     def _report_startup(self, clock: StartupClock) -> None:
@@ -390,8 +390,8 @@ class Trainer:
         config = InferenceConfig(conf=self.cfg.val_conf, iou=self.cfg.val_iou, max_det=self.cfg.max_det)
         batches = self.data.val_loader if batches is None else batches
         settings = EvalSettings(progress=self.verbose, shard=self.data.val_shard)
-        return evaluate(model, batches, names=self.names, config=config, settings=settings, runtime=self.runtime,
-                        device=self.device)  # fmt: skip
+        return evaluation_loop.evaluate(model, batches, names=self.names, config=config, settings=settings,
+                                        runtime=self.runtime, device=self.device)  # fmt: skip
 
     @staticmethod
     def _metrics(results: Any) -> dict[str, float]:
