@@ -65,6 +65,8 @@ def val(
     `local_rank`-th GPU of `device`'s), rank 0 scores them all, saves, and shows the progress bar; every rank
     returns the scores (`EvalSettings.shard`). The call joins torchrun's process group unless the caller has,
     and leaves it joined for the next call (`tphyolo.runtime.distributed.process_group` joins and leaves)."""
+    if isinstance(config, InferenceConfig):  # val's `config` was the InferenceConfig before ValConfig
+        raise TypeError("val(config=...) takes a ValConfig; pass the InferenceConfig as inference=...")
     config = replace(config or ValConfig(), **{k: v for k, v in settings.items() if k in VAL_CONFIG_FIELDS})
     inference = inference_config(inference, **{k: v for k, v in settings.items() if k not in VAL_CONFIG_FIELDS})
     if config.writes and config.save_dir is None:
