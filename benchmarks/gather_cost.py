@@ -43,7 +43,7 @@ def validate(args: argparse.Namespace, data: Path) -> dict[str, float]:
     import torch
 
     from tphyolo.data.dataset_config import load_data_config
-    from tphyolo.data.loader import build_dataloader, build_dataset
+    from tphyolo.data.loader import DatasetSettings, LoaderSettings, build_dataloader, build_dataset
     from tphyolo.evaluation.loop import collect_results, score_images
     from tphyolo.evaluation.sharded import Shard, gather_in_order, gather_speed
     from tphyolo.infer.config import InferenceConfig
@@ -55,9 +55,13 @@ def validate(args: argparse.Namespace, data: Path) -> dict[str, float]:
     torch.manual_seed(0)
     config = load_data_config(data)
     model = build_model(args.model, names=config.names).eval()
-    dataset, _ = build_dataset(config, "val", imgsz=args.img, rect=True, batch_size=args.batch, stride=32)
+    dataset, _ = build_dataset(
+        config, "val", DatasetSettings(imgsz=args.img, rect=True, batch_size=args.batch, stride=32)
+    )
     shard = Shard.of(len(dataset), unit=args.batch, ctx=dist)
-    loader = build_dataloader(dataset, batch_size=args.batch, indices=shard.indices if dist.distributed else None)
+    loader = build_dataloader(
+        dataset, LoaderSettings(batch_size=args.batch, indices=shard.indices if dist.distributed else None)
+    )
     inference = InferenceConfig(conf=0.001, iou=0.6, max_det=args.max_det)
     runtime = RuntimeConfig(device="cpu")
     t0 = time.perf_counter()

@@ -8,8 +8,9 @@ from tphyolo._version import __version__ as __version__
 
 
 def __getattr__(name: str):
-    """`tphyolo.Predictor`, `tphyolo.Results`, `tphyolo.Tracker`, `tphyolo.val`, `tphyolo.Trainer`,
-    `tphyolo.train` and `tphyolo.tune` are imported on first use, so that `import tphyolo` stays light."""
+    """`tphyolo.Predictor`, `tphyolo.Results`, `tphyolo.Tracker`, `tphyolo.val`, `tphyolo.ValConfig`,
+    `tphyolo.Trainer`, `tphyolo.train` and `tphyolo.tune` are imported on first use, so that `import tphyolo`
+    stays light."""
     if name == "Predictor":
         from tphyolo.predict.predictor import Predictor
 
@@ -26,6 +27,10 @@ def __getattr__(name: str):
         from tphyolo.evaluation.val import val
 
         return val
+    if name == "ValConfig":
+        from tphyolo.evaluation.settings import ValConfig
+
+        return ValConfig
     if name in ("Trainer", "train", "TrainConfig"):
         from tphyolo.training import config as train_config
         from tphyolo.training import trainer

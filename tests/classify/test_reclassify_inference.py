@@ -7,8 +7,9 @@ from reclassify_scene import NAMES, OBJECTS, ColourOracle, Forced, SceneDetector
 
 from tphyolo.classify.classifier import CropClassifier
 from tphyolo.data.dataset_config import load_data_config
-from tphyolo.data.loader import build_dataloader, build_dataset
+from tphyolo.data.loader import DatasetSettings, LoaderSettings, build_dataloader, build_dataset
 from tphyolo.evaluation.loop import evaluate, format_results, results_json
+from tphyolo.evaluation.settings import EvalSettings
 from tphyolo.infer.config import VALIDATION, inference_config
 from tphyolo.infer.slicing import SliceConfig
 from tphyolo.predict.predictor import Predictor
@@ -72,8 +73,10 @@ def test_a_classifier_of_other_classes_is_refused():
 @pytest.fixture(scope="module")
 def scene_loader(tmp_path_factory):
     data = load_data_config(write_scene_data(tmp_path_factory.mktemp("scene")))
-    dataset, _ = build_dataset(data, "val", imgsz=256, rect=True, batch_size=2, stride=32, scan_cache=False)
-    return build_dataloader(dataset, batch_size=2)
+    dataset, _ = build_dataset(
+        data, "val", DatasetSettings(imgsz=256, rect=True, batch_size=2, stride=32, scan_cache=False)
+    )
+    return build_dataloader(dataset, LoaderSettings(batch_size=2))
 
 
 @pytest.mark.parametrize("tta", [False, True])
@@ -81,7 +84,9 @@ def test_validation_with_an_oracle_classifier_fixes_the_confused_class(scene_loa
     config = inference_config(VALIDATION, tta=tta)
     base = evaluate(SceneDetector(), scene_loader, names=NAMES, config=config)
     oracle = CropClassifier(ColourOracle(), names=NAMES[2:], class_ids=[TRICYCLE, AWNING], img=16, context=0.1)
-    fixed = evaluate(SceneDetector(), scene_loader, names=NAMES, config=config, classifier=oracle)
+    fixed = evaluate(
+        SceneDetector(), scene_loader, names=NAMES, config=config, settings=EvalSettings(classifier=oracle)
+    )
     ap50 = {r.name: r.map50 for r in base.per_class}
     ap50_fixed = {r.name: r.map50 for r in fixed.per_class}
     assert ap50["tricycle"] == 0 and ap50_fixed["tricycle"] > 0.9  # every tricycle was an awning-tricycle
@@ -95,7 +100,9 @@ def test_validation_with_an_oracle_classifier_fixes_the_confused_class(scene_loa
 
 def test_results_json_holds_the_printed_numbers(scene_loader):
     oracle = CropClassifier(ColourOracle(), names=NAMES[2:], class_ids=[TRICYCLE, AWNING], img=16, context=0.1)
-    results = evaluate(SceneDetector(), scene_loader, names=NAMES, config=VALIDATION, classifier=oracle)
+    results = evaluate(
+        SceneDetector(), scene_loader, names=NAMES, config=VALIDATION, settings=EvalSettings(classifier=oracle)
+    )
     data = results_json(results)
     assert set(data) == {"protocol", "metrics", "per_class", "classifier_classes"}
     assert data["protocol"] == "yolo" and data["classifier_classes"] == list(NAMES[2:])
@@ -118,7 +125,9 @@ def test_results_json_holds_the_printed_numbers(scene_loader):
 
 
 def test_results_json_adds_the_numbers_of_another_protocol(scene_loader):
-    results = evaluate(SceneDetector(), scene_loader, names=NAMES, config=VALIDATION, protocol="coco")
+    results = evaluate(
+        SceneDetector(), scene_loader, names=NAMES, config=VALIDATION, settings=EvalSettings(protocol="coco")
+    )
     data = results_json(results)
     assert data["protocol"] == "coco" and data["metrics"]["mAP50"] == results.map50
     assert data["metrics"]["coco/AP50"] == pytest.approx(100 * results.map50) and data["metrics"]["coco/AP50"] > 40

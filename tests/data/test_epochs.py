@@ -15,7 +15,14 @@ from tphyolo.data.augment import Hyp
 from tphyolo.data.builtin.synthetic import generate_synthetic
 from tphyolo.data.dataset import Sample
 from tphyolo.data.dataset_config import load_data_config
-from tphyolo.data.loader import Batch, build_dataloader, build_dataset, set_loader_epoch
+from tphyolo.data.loader import (
+    Batch,
+    DatasetSettings,
+    LoaderSettings,
+    build_dataloader,
+    build_dataset,
+    set_loader_epoch,
+)
 from tphyolo.data.sampler import EpochSampler, SampleKey
 
 HYP = Hyp(mixup=0.5, degrees=5, flipud=0.5)
@@ -30,7 +37,9 @@ def small_data(tmp_path_factory) -> Path:
 
 def _train_set(small_data):
     dataset, _ = build_dataset(
-        load_data_config(small_data), "train", imgsz=64, augment=True, hyp=HYP, scan_cache=False, seed=3
+        load_data_config(small_data),
+        "train",
+        DatasetSettings(imgsz=64, augment=True, hyp=HYP, scan_cache=False, seed=3),
     )
     return dataset
 
@@ -54,7 +63,8 @@ def _assert_same(a: list[Batch], b: list[Batch]) -> None:
 def test_a_loader_started_at_an_epoch_yields_the_uninterrupted_batches(small_data, workers):
     def loader():
         return build_dataloader(
-            _train_set(small_data), batch_size=4, workers=workers, shuffle=True, seed=7, persistent_workers=True
+            _train_set(small_data),
+            LoaderSettings(batch_size=4, workers=workers, shuffle=True, seed=7, persistent_workers=True),
         )
 
     uninterrupted = _epochs(loader(), 0)
@@ -80,8 +90,8 @@ def test_a_sample_does_not_depend_on_the_worker_count_or_the_global_generators(s
     assert not torch.equal(dataset[SampleKey(1, 6)].image, first.image)
     dataset.set_epoch(5)
     assert torch.equal(dataset[1].image, first.image)  # a plain index draws for the dataset's epoch
-    in_process = list(build_dataloader(dataset, batch_size=3, workers=0, shuffle=True, seed=2))
-    in_workers = list(build_dataloader(dataset, batch_size=3, workers=2, shuffle=True, seed=2))
+    in_process = list(build_dataloader(dataset, LoaderSettings(batch_size=3, workers=0, shuffle=True, seed=2)))
+    in_workers = list(build_dataloader(dataset, LoaderSettings(batch_size=3, workers=2, shuffle=True, seed=2)))
     _assert_same(in_process, in_workers)
 
 
@@ -101,7 +111,9 @@ class GlobalDraws(torch.utils.data.Dataset):
 
 def test_workers_started_for_an_epoch_are_seeded_from_it():
     def draws(epochs: list[int]) -> torch.Tensor:
-        loader = build_dataloader(GlobalDraws(), batch_size=2, workers=2, seed=4)  # workers started per epoch
+        loader = build_dataloader(
+            GlobalDraws(), LoaderSettings(batch_size=2, workers=2, seed=4)
+        )  # workers started per epoch
         for epoch in epochs:
             set_loader_epoch(loader, epoch)
             drawn = torch.cat([batch.targets for batch in loader])

@@ -11,7 +11,7 @@ from tphyolo.data.builtin.synthetic import generate_synthetic
 from tphyolo.data.dataset import DetectionDataset
 from tphyolo.data.dataset_config import load_data_config
 from tphyolo.data.files.image_cache import ImageCache
-from tphyolo.data.loader import Batch, build_dataloader, build_dataset, multiscale_size
+from tphyolo.data.loader import Batch, DatasetSettings, LoaderSettings, build_dataloader, build_dataset, multiscale_size
 
 HYP = Hyp(mixup=0.5, degrees=5, flipud=0.5)
 
@@ -22,14 +22,16 @@ def small_data(tmp_path_factory) -> Path:
 
 
 def _batches(dataset, **kwargs) -> list[Batch]:
-    return list(build_dataloader(dataset, batch_size=4, **kwargs))
+    return list(build_dataloader(dataset, LoaderSettings(batch_size=4, **kwargs)))
 
 
 @pytest.mark.slow
 @pytest.mark.parametrize("workers", [0, 2])
 def test_loader_batches_and_reproducibility(small_data, workers):
     cfg = load_data_config(small_data)
-    dataset, scan = build_dataset(cfg, "train", imgsz=128, augment=True, hyp=HYP, scan_cache=False, seed=3)
+    dataset, scan = build_dataset(
+        cfg, "train", DatasetSettings(imgsz=128, augment=True, hyp=HYP, scan_cache=False, seed=3)
+    )
     first = _batches(dataset, workers=workers, shuffle=True, seed=7)
     assert [len(b) for b in first] == [4, 4, 2]
     for b in first:
@@ -43,7 +45,9 @@ def test_loader_batches_and_reproducibility(small_data, workers):
         assert len(b.paths) == n and b.shapes0.tolist() == [[256, 256]] * n
         assert b.ratios.shape == (n, 2) and b.pads.shape == (n, 2)
     assert sum(len(b.targets) for b in first) > 20
-    dataset2, _ = build_dataset(cfg, "train", imgsz=128, augment=True, hyp=HYP, scan_cache=False, seed=3)
+    dataset2, _ = build_dataset(
+        cfg, "train", DatasetSettings(imgsz=128, augment=True, hyp=HYP, scan_cache=False, seed=3)
+    )
     again = _batches(dataset2, workers=workers, shuffle=True, seed=7)
     for a, b in zip(first, again, strict=True):
         assert a.paths == b.paths
@@ -52,9 +56,9 @@ def test_loader_batches_and_reproducibility(small_data, workers):
 
 def test_rect_validation_batches_and_resize(small_data):
     cfg = load_data_config(small_data)
-    dataset, _ = build_dataset(cfg, "val", imgsz=160, rect=True, batch_size=2, scan_cache=False)
+    dataset, _ = build_dataset(cfg, "val", DatasetSettings(imgsz=160, rect=True, batch_size=2, scan_cache=False))
     with pytest.raises(ValueError, match="rect"):
-        build_dataloader(dataset, batch_size=2, shuffle=True)
+        build_dataloader(dataset, LoaderSettings(batch_size=2, shuffle=True))
     (batch, *_) = _batches(dataset)
     assert batch.images.shape[-2:] == (192, 192)  # ceil(160 / 32 + 0.5) strides; validation never upscales
     assert batch.ratios[0].tolist() == pytest.approx([160 / 256, 160 / 256])
@@ -71,7 +75,7 @@ def test_rect_validation_batches_and_resize(small_data):
 
 def test_distributed_shards_are_disjoint(small_data):
     cfg = load_data_config(small_data)
-    dataset, _ = build_dataset(cfg, "train", imgsz=64, scan_cache=False)
+    dataset, _ = build_dataset(cfg, "train", DatasetSettings(imgsz=64, scan_cache=False))
     shards = [
         [p for b in _batches(dataset, distributed=True, rank=r, world_size=2, shuffle=True) for p in b.paths]
         for r in (0, 1)
@@ -82,7 +86,7 @@ def test_distributed_shards_are_disjoint(small_data):
 
 def test_image_caches_equal_decoding_and_ram_refusal(small_data):
     cfg = load_data_config(small_data)
-    plain, scan = build_dataset(cfg, "val", imgsz=96, scan_cache=False)
+    plain, scan = build_dataset(cfg, "val", DatasetSettings(imgsz=96, scan_cache=False))
     for mode in ("ram", "disk"):
         cached = DetectionDataset(scan.records, imgsz=96, cache=mode)
         for i in range(len(plain)):
@@ -105,8 +109,8 @@ def test_workers_are_capped_at_the_cores_and_the_batch_and_said(small_data, monk
     assert loader.usable_workers(4, batch_size=8, world_size=4) == 1  # 2 cores shared by 4 processes
     caplog.clear()
     assert loader.usable_workers(2, batch_size=8) == 2 and not caplog.text
-    dataset, _ = build_dataset(load_data_config(small_data), "val", imgsz=64, batch_size=2)
-    assert build_dataloader(dataset, batch_size=2, workers=32).num_workers == 2
+    dataset, _ = build_dataset(load_data_config(small_data), "val", DatasetSettings(imgsz=64, batch_size=2))
+    assert build_dataloader(dataset, LoaderSettings(batch_size=2, workers=32)).num_workers == 2
 
 
 def test_a_split_without_usable_images_is_named(tmp_path):
@@ -114,5 +118,5 @@ def test_a_split_without_usable_images_is_named(tmp_path):
     (tmp_path / "images" / "empty.jpg").write_bytes(b"")
     (tmp_path / "data.yaml").write_text(f"path: {tmp_path}\ntrain: images\nval: images\nnames: [a]\n")
     with pytest.raises(ValueError) as error:
-        build_dataset(load_data_config(tmp_path / "data.yaml"), "val", scan_cache=False)
+        build_dataset(load_data_config(tmp_path / "data.yaml"), "val", DatasetSettings(scan_cache=False))
     assert str(error.value).startswith(f"{tmp_path / 'images'}: no usable images in the 'val' split (1 images: ")

@@ -12,7 +12,7 @@ from PIL import Image
 from tphyolo.data.dataset import DetectionDataset
 from tphyolo.data.files.image_io import read_image
 from tphyolo.data.formats.visdrone import NAMES
-from tphyolo.data.loader import build_dataloader
+from tphyolo.data.loader import LoaderSettings, build_dataloader
 from tphyolo.data.scan import fallback_cache_path, scan_split
 
 
@@ -108,7 +108,7 @@ def test_bad_corpus_is_reported_without_crash(tmp_path, label_folder):
     assert by_name["trailing.jpg"].labels.classes.tolist() == [1]
     # every usable file goes through augmentation and collation
     dataset = DetectionDataset(scan.records, imgsz=64, augment=True, batch_size=4)
-    batches = list(build_dataloader(dataset, batch_size=4, shuffle=True))
+    batches = list(build_dataloader(dataset, LoaderSettings(batch_size=4, shuffle=True)))
     assert sum(len(b) for b in batches) == 9
 
 

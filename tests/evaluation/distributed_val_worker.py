@@ -19,7 +19,7 @@ from tests.evaluation.noisy_oracle import NoisyOracle
 import tphyolo
 from tphyolo.cli import main as cli_main
 from tphyolo.data.dataset_config import load_data_config
-from tphyolo.data.loader import build_dataloader, build_dataset
+from tphyolo.data.loader import DatasetSettings, LoaderSettings, build_dataloader, build_dataset
 from tphyolo.evaluation.loop import format_results, results_json
 from tphyolo.runtime.config import RuntimeConfig
 from tphyolo.runtime.distributed import DistContext
@@ -38,8 +38,8 @@ def run_command(argv: list[str], out: Path, name: str) -> None:
 
 def main(data: str, out: str, weights: str, gt: str, pred: str) -> None:
     config = load_data_config(data)
-    dataset, _ = build_dataset(config, "val", imgsz=IMGSZ, rect=True, batch_size=BATCH, stride=32)
-    oracle = NoisyOracle(build_dataloader(dataset, batch_size=BATCH), config.names)
+    dataset, _ = build_dataset(config, "val", DatasetSettings(imgsz=IMGSZ, rect=True, batch_size=BATCH, stride=32))
+    oracle = NoisyOracle(build_dataloader(dataset, LoaderSettings(batch_size=BATCH)), config.names)
     for protocol in ("yolo", "visdrone"):
         run = Path(out) / protocol
         results = tphyolo.val(oracle, data, imgsz=IMGSZ, batch=BATCH, runtime=RuntimeConfig(device="cpu"),

@@ -13,8 +13,10 @@ from torch import nn
 
 from tphyolo.data.dataset_config import load_data_config
 from tphyolo.data.formats.visdrone import NAMES, parse_visdrone
-from tphyolo.data.loader import build_dataloader, build_dataset
+from tphyolo.data.loader import DatasetSettings, LoaderSettings, build_dataloader, build_dataset
 from tphyolo.evaluation.loop import PER_CLASS_ROWS_BELOW, collect_results, evaluate, format_results
+from tphyolo.evaluation.settings import EvalSettings, ValConfig
+from tphyolo.evaluation.writers import writers_for
 from tphyolo.infer.config import VALIDATION, InferenceConfig, inference_config
 from tphyolo.infer.tta_config import TTAConfig
 from tphyolo.metrics.registry import PROTOCOLS
@@ -27,8 +29,8 @@ CPU = RuntimeConfig(device="cpu", amp="off")
 
 def _loader(data_yaml, imgsz: int, batch: int):
     data = load_data_config(data_yaml)
-    dataset, _ = build_dataset(data, "val", imgsz=imgsz, rect=True, batch_size=batch, stride=32)
-    return build_dataloader(dataset, batch_size=batch)
+    dataset, _ = build_dataset(data, "val", DatasetSettings(imgsz=imgsz, rect=True, batch_size=batch, stride=32))
+    return build_dataloader(dataset, LoaderSettings(batch_size=batch))
 
 
 class Oracle(nn.Module):
@@ -70,7 +72,7 @@ def test_ground_truth_as_detections_scores_perfectly(data_yaml, protocol):
         names=VISDRONE_NAMES,
         device=torch.device("cpu"),
         runtime=CPU,
-        protocol=protocol,
+        settings=EvalSettings(protocol=protocol),
         config=inference_config(VALIDATION, iou=0.99),
     )
     assert results.images == 4 and results.instances > 100
@@ -91,11 +93,9 @@ def test_plots_and_saved_predictions(data_yaml, tmp_path):
         device=torch.device("cpu"),
         runtime=CPU,
         config=inference_config(VALIDATION, iou=0.99),
-        save_dir=tmp_path,
-        plots=True,
-        save_json=True,
+        evaluators=writers_for(ValConfig(plots=True, save_json=True), tmp_path),
     )
-    assert results.save_dir == tmp_path
+    assert results.outputs[0] == tmp_path / "predictions.json"  # the writers' results, in their order
     for name in ("PR_curve", "F1_curve", "P_curve", "R_curve", "confusion_matrix"):
         assert (tmp_path / f"{name}.png").stat().st_size > 1000
     assert (tmp_path / "val_batch0_labels.jpg").is_file() and (tmp_path / "val_batch0_pred.jpg").is_file()
@@ -114,7 +114,7 @@ def test_detections_in_ignore_regions_count_only_for_the_yolo_protocol(data_yaml
             names=VISDRONE_NAMES,
             device=torch.device("cpu"),
             runtime=CPU,
-            protocol=protocol,
+            settings=EvalSettings(protocol=protocol),
             config=inference_config(VALIDATION, iou=0.99),
         )
         maps[protocol] = results.map50
@@ -168,11 +168,9 @@ def test_small_model_runs_end_to_end(data_yaml, protocol, tmp_path):
         names=VISDRONE_NAMES,
         device=torch.device("cpu"),
         runtime=CPU,
-        protocol=protocol,
+        settings=EvalSettings(protocol=protocol),
         config=inference_config(VALIDATION, iou=0.99),  # NMS must not merge neighbouring ground-truth boxes
-        save_dir=tmp_path,
-        save_json=True,
-        save_txt=True,
+        evaluators=writers_for(ValConfig(save_json=True, save_txt=True), tmp_path),
     )
     # Every ground-truth box comes first with score 1, whatever the untrained network adds below it: a perfect
     # ranking, so AP is YOLOv5's 101-point maximum 0.995 (COCO and VisDrone rules: 1.0) at every IoU threshold.

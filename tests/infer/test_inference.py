@@ -8,6 +8,7 @@ import torch
 
 from tphyolo.data.loader import Batch
 from tphyolo.evaluation.loop import evaluate
+from tphyolo.evaluation.settings import EvalSettings
 from tphyolo.flags import add_flags, from_flags
 from tphyolo.infer.config import (
     MAX_DET,
@@ -123,11 +124,11 @@ def test_evaluate_runs_a_backend_end_to_end():
         pads=torch.tensor([[0.0, 0.0]]),
     )
     for protocol in ("yolo", "coco"):
-        results = evaluate(CentreBox(), [batch], names=["a", "b"], protocol=protocol)
+        results = evaluate(CentreBox(), [batch], names=["a", "b"], settings=EvalSettings(protocol=protocol))
         assert results.images == 1 and results.instances == 1
         assert results.map50 == pytest.approx(0.995 if protocol == "yolo" else 1.0)
     with pytest.raises(ValueError, match=r"unknown protocol 'voc'; known: \['yolo', 'coco', 'visdrone'\]"):
-        evaluate(CentreBox(), [batch], names=["a", "b"], protocol="voc")
+        evaluate(CentreBox(), [batch], names=["a", "b"], settings=EvalSettings(protocol="voc"))
 
 
 def test_settings_in_effect_leave_out_what_changes_nothing():

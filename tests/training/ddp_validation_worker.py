@@ -12,7 +12,7 @@ from pathlib import Path
 import torch
 from tests.evaluation.noisy_oracle import NoisyOracle
 
-from tphyolo.data.loader import build_dataloader
+from tphyolo.data.loader import LoaderSettings, build_dataloader
 from tphyolo.evaluation.loop import evaluate
 from tphyolo.runtime.config import RuntimeConfig
 from tphyolo.runtime.distributed import barrier, destroy_process_group
@@ -42,7 +42,7 @@ def main(data: str, out_dir: str) -> None:
                       name="ddp-val", exist_ok=True, plots=False, autoanchor=False)  # fmt: skip
     trainer = Trainer(cfg, RuntimeConfig(device="cpu"), verbose=False)
     val_set = trainer.data.val_loader.dataset
-    whole = build_dataloader(val_set, batch_size=2 * cfg.batch)  # the one-process loader
+    whole = build_dataloader(val_set, LoaderSettings(batch_size=2 * cfg.batch))  # the one-process loader
     if trainer.dist.is_main:
         with torch.no_grad():
             for p in trainer.optim.ema.ema.parameters():

@@ -9,7 +9,7 @@ import torch
 from tphyolo.checkpoint.format import load_checkpoint
 from tphyolo.commands.train import command_parser
 from tphyolo.data.dataset_config import load_data_config
-from tphyolo.data.loader import build_dataset
+from tphyolo.data.loader import DatasetSettings, build_dataset
 from tphyolo.flags import from_flags
 from tphyolo.runtime.config import RuntimeConfig
 from tphyolo.training.config import TrainConfig
@@ -44,8 +44,8 @@ def test_freezing_listed_layers_leaves_the_others_training():
 
 def test_single_class_makes_every_object_class_0_and_the_model_one_class(tiny_synthetic, tmp_path):
     data = load_data_config(tiny_synthetic)
-    many, _ = build_dataset(data, "train", imgsz=128, batch_size=4)
-    one, _ = build_dataset(data, "train", imgsz=128, batch_size=4, single_class=True)
+    many, _ = build_dataset(data, "train", DatasetSettings(imgsz=128, batch_size=4))
+    one, _ = build_dataset(data, "train", DatasetSettings(imgsz=128, batch_size=4, single_class=True))
     classes = np.concatenate([r.labels.classes for r in many.records])
     assert len(set(classes.tolist())) > 1
     assert [len(r.labels.classes) for r in one.records] == [len(r.labels.classes) for r in many.records]

@@ -8,7 +8,7 @@ import torch
 
 from tphyolo.checkpoint.format import load_checkpoint
 from tphyolo.data.dataset_config import load_data_config
-from tphyolo.data.loader import build_dataloader, build_dataset
+from tphyolo.data.loader import DatasetSettings, LoaderSettings, build_dataloader, build_dataset
 from tphyolo.evaluation.loop import evaluate
 from tphyolo.runtime.config import RuntimeConfig
 from tphyolo.training.config import TrainConfig
@@ -25,8 +25,10 @@ CPU = RuntimeConfig(device="cpu")
 @pytest.mark.parametrize("name", ["yolov5n", "tph-yolov5ppn"])
 def test_val_loss_is_the_training_loss_of_the_eval_mode_model(tiny_synthetic, name):
     data = load_data_config(tiny_synthetic)
-    dataset, _ = build_dataset(data, "val", imgsz=128, augment=False, rect=True, batch_size=4, stride=32)
-    loader = build_dataloader(dataset, batch_size=4, workers=0, shuffle=False)
+    dataset, _ = build_dataset(
+        data, "val", DatasetSettings(imgsz=128, augment=False, rect=True, batch_size=4, stride=32)
+    )
+    loader = build_dataloader(dataset, LoaderSettings(batch_size=4, workers=0, shuffle=False))
     torch.manual_seed(0)
     model = build_model_for_training(name, names=data.names)
     hyp = scale_hyp(load_hyp("scratch-low"), num_levels=model.head.nl, num_classes=model.nc, imgsz=128)

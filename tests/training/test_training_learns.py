@@ -25,7 +25,7 @@ from tphyolo.data.files.image_io import read_image_size
 from tphyolo.data.formats.visdrone import NAMES, parse_visdrone
 from tphyolo.data.formats.yolo import format_yolo
 from tphyolo.data.labels import ImageLabels
-from tphyolo.data.loader import build_dataloader, build_dataset
+from tphyolo.data.loader import DatasetSettings, LoaderSettings, build_dataloader, build_dataset
 from tphyolo.ops import box_iou, cxcywh_to_xyxy, non_max_suppression
 from tphyolo.runtime.config import RuntimeConfig
 from tphyolo.training.config import TrainConfig
@@ -85,10 +85,12 @@ def memorising_hyp(tmp_path: Path) -> Path:
 def mean_best_iou(model: torch.nn.Module, data: Path) -> float:
     """Mean over the labelled objects (those of at least MIN_SIDE px) of the best IoU with a detection of
     confidence >= CONF (any class)."""
-    dataset, _ = build_dataset(load_data_config(data), "val", imgsz=IMGSZ, rect=True, batch_size=4, stride=32)
+    dataset, _ = build_dataset(
+        load_data_config(data), "val", DatasetSettings(imgsz=IMGSZ, rect=True, batch_size=4, stride=32)
+    )
     model.eval()
     best = []
-    for batch in build_dataloader(dataset, batch_size=4):
+    for batch in build_dataloader(dataset, LoaderSettings(batch_size=4)):
         h, w = batch.images.shape[2:]
         detections = non_max_suppression(model(batch.images.float() / 255), conf_thres=CONF, iou_thres=0.6)
         for i, det in enumerate(detections):

@@ -12,6 +12,9 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from tphyolo.bench.report import Row, significant
+from tphyolo.data.augment import Hyp
+from tphyolo.data.dataset_config import load_data_config
+from tphyolo.data.loader import DatasetSettings, LoaderSettings, build_dataloader, build_dataset
 
 
 def bench_data(
@@ -24,17 +27,18 @@ def bench_data(
     cache_dir: Path | None = None,
     log: Callable[[str], None] = print,
 ) -> list[Row]:
-    from tphyolo.data.augment import Hyp
-    from tphyolo.data.dataset_config import load_data_config
-    from tphyolo.data.loader import build_dataloader, build_dataset
 
     config = load_data_config(data, cache_dir=cache_dir)
-    dataset, _ = build_dataset(config, "train", imgsz=image_size, augment=True, hyp=Hyp(mosaic=1.0), batch_size=batch)
+    dataset, _ = build_dataset(
+        config, "train", DatasetSettings(imgsz=image_size, augment=True, hyp=Hyp(mosaic=1.0), batch_size=batch)
+    )
     if len(dataset) < batch:
         raise ValueError(f"bench data: {data} has {len(dataset)} training images, fewer than one batch of {batch}")
     rows = []
     for count in workers:
-        loader = build_dataloader(dataset, batch_size=batch, workers=count, shuffle=True, drop_last=True)
+        loader = build_dataloader(
+            dataset, LoaderSettings(batch_size=batch, workers=count, shuffle=True, drop_last=True)
+        )
         iterator = iter(_cycle(loader))
         next(iterator)
         start = time.perf_counter()

@@ -178,77 +178,88 @@ def usable_workers(asked: int, *, batch_size: int, world_size: int = 1) -> int:
     return used
 
 
-def build_dataloader(
-    dataset: DetectionDataset,
-    *,
-    batch_size: int,
-    workers: int = 0,
-    shuffle: bool = False,
-    seed: int = 0,
-    persistent_workers: bool = False,
-    pin_memory: bool = False,
-    prefetch_factor: int = 2,
-    distributed: bool = False,
-    rank: int = 0,
-    world_size: int = 1,
-    drop_last: bool = False,
-    indices: Sequence[int] | None = None,
-) -> DataLoader:
-    """A DataLoader yielding `Batch`es, in the order of an `EpochSampler` (shuffled from (seed, epoch));
-    distributed=True gives process `rank` its share of each epoch. Call `set_loader_epoch(loader, epoch)`
-    before each epoch (it starts at epoch 0). shuffle must be False for rect datasets (their batches are
-    pre-shaped by order). `workers` is capped by `usable_workers`. indices: only these items, in this order,
+@dataclass(frozen=True)
+class LoaderSettings:
+    """How `build_dataloader` batches a dataset.
+
+    batch_size: images per batch; workers: loader processes (capped by `usable_workers`); shuffle: in the order
+    of an `EpochSampler` shuffled from (seed, epoch) (never for rect datasets, whose batches are pre-shaped by
+    order); persistent_workers, pin_memory, prefetch_factor, drop_last: as torch's DataLoader; distributed:
+    process `rank` of `world_size` gets its share of each epoch; indices: only these items, in this order,
     instead (a rank's share of an evaluation, `tphyolo.runtime.sharding`); not with shuffle or distributed.
     """
-    workers = usable_workers(workers, batch_size=batch_size, world_size=world_size if distributed else 1)
-    if shuffle and getattr(dataset, "rect", False):
+
+    batch_size: int
+    workers: int = 0
+    shuffle: bool = False
+    seed: int = 0
+    persistent_workers: bool = False
+    pin_memory: bool = False
+    prefetch_factor: int = 2
+    distributed: bool = False
+    rank: int = 0
+    world_size: int = 1
+    drop_last: bool = False
+    indices: Sequence[int] | None = None
+
+
+def build_dataloader(dataset: DetectionDataset, settings: LoaderSettings) -> DataLoader:
+    """A DataLoader yielding `Batch`es as `settings` say. Call `set_loader_epoch(loader, epoch)` before each
+    epoch (it starts at epoch 0)."""
+    s = settings
+    workers = usable_workers(s.workers, batch_size=s.batch_size, world_size=s.world_size if s.distributed else 1)
+    if s.shuffle and getattr(dataset, "rect", False):
         raise ValueError("a rect dataset must not be shuffled (batch shapes follow the aspect-ratio order)")
-    if indices is not None and (shuffle or distributed):
+    if s.indices is not None and (s.shuffle or s.distributed):
         raise ValueError("indices choose the items in order: not with shuffle or distributed")
-    if not distributed:
-        rank, world_size = 0, 1
+    rank, world_size = (s.rank, s.world_size) if s.distributed else (0, 1)
     sampler = EpochSampler(
-        len(dataset), shuffle=shuffle, seed=seed, rank=rank, world_size=world_size, drop_last=drop_last
-    ) if indices is None else list(indices)  # fmt: skip
+        len(dataset), shuffle=s.shuffle, seed=s.seed, rank=rank, world_size=world_size, drop_last=s.drop_last
+    ) if s.indices is None else list(s.indices)  # fmt: skip
     generator = torch.Generator()
-    generator.manual_seed(worker_base_seed(seed, rank, 0))
+    generator.manual_seed(worker_base_seed(s.seed, rank, 0))
     return DataLoader(
         dataset,
-        batch_size=batch_size,
+        batch_size=s.batch_size,
         sampler=sampler,
         num_workers=workers,
-        persistent_workers=persistent_workers and workers > 0,
-        pin_memory=pin_memory,
-        prefetch_factor=prefetch_factor if workers > 0 else None,
+        persistent_workers=s.persistent_workers and workers > 0,
+        pin_memory=s.pin_memory,
+        prefetch_factor=s.prefetch_factor if workers > 0 else None,
         collate_fn=collate,
         worker_init_fn=seed_worker if workers > 0 else None,
         generator=generator,
-        drop_last=drop_last,
+        drop_last=s.drop_last,
     )
 
 
-def build_dataset(
-    data: DataConfig,
-    split: str,
-    *,
-    imgsz: int = 640,
-    augment: bool = False,
-    hyp: Hyp | None = None,
-    rect: bool = False,
-    batch_size: int = 16,
-    stride: int = 32,
-    ignore_mode: str = "fill",
-    cache: str | None = None,
-    scan_cache: bool = True,
-    seed: int = 0,
-    single_class: bool = False,
-) -> tuple[DetectionDataset, SplitScan]:
-    """Scan `split` of `data` and wrap it in a DetectionDataset (validation: rect with half-stride padding).
-    `single_class`: every object is class 0 (the scan still checks the ids against `data.names`)."""
+@dataclass(frozen=True)
+class DatasetSettings:
+    """How `build_dataset` reads a split: at `imgsz` (long side), augmented per `hyp` or not, in rect batches
+    of `batch_size` on the `stride` grid (validation: half-stride padding), ignore regions as `ignore_mode`,
+    images cached per `cache`, the label scan cached unless `scan_cache` is False, samples drawn from `seed`;
+    `single_class`: every object is class 0 (the scan still checks the ids against the data's names)."""
+
+    imgsz: int = 640
+    augment: bool = False
+    hyp: Hyp | None = None
+    rect: bool = False
+    batch_size: int = 16
+    stride: int = 32
+    ignore_mode: str = "fill"
+    cache: str | None = None
+    scan_cache: bool = True
+    seed: int = 0
+    single_class: bool = False
+
+
+def build_dataset(data: DataConfig, split: str, settings: DatasetSettings) -> tuple[DetectionDataset, SplitScan]:
+    """Scan `split` of `data` and wrap it in a DetectionDataset read as `settings` say."""
+    s = settings
     sources = data.split(split)
     if not sources:
         raise ValueError(f"data {data.source or data.root}: no '{split}' split")
-    scan = scan_split(sources, names=data.names, cache=scan_cache)
+    scan = scan_split(sources, names=data.names, cache=s.scan_cache)
     records = scan.records
     if not records:
         where = ", ".join(map(str, sources))
@@ -256,19 +267,19 @@ def build_dataset(
             f"{where}: no usable images in the '{split}' split ({scan.report.summary()}); `tphyolo data check` "
             "lists the problems"
         )
-    if single_class:
+    if s.single_class:
         records = [replace(r, labels=replace(r.labels, classes=np.zeros_like(r.labels.classes))) for r in records]
     dataset = DetectionDataset(
         records,
-        imgsz=imgsz,
-        augment=augment,
-        hyp=hyp,
-        rect=rect,
-        batch_size=batch_size,
-        stride=stride,
-        rect_pad=0.0 if augment else 0.5,
-        ignore_mode=ignore_mode,
-        cache=cache,
-        seed=seed,
+        imgsz=s.imgsz,
+        augment=s.augment,
+        hyp=s.hyp,
+        rect=s.rect,
+        batch_size=s.batch_size,
+        stride=s.stride,
+        rect_pad=0.0 if s.augment else 0.5,
+        ignore_mode=s.ignore_mode,
+        cache=s.cache,
+        seed=s.seed,
     )
     return dataset, scan

@@ -10,19 +10,21 @@ re-labelled from the original images (`Detector.reclassify`) before they are sco
 
 from __future__ import annotations
 
-import json
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
+from typing import Any
 
 import torch
 from torch import nn
+from tqdm import tqdm
 
 from tphyolo.classify.checkpoint import load_classifier
 from tphyolo.classify.classifier import CropClassifier, as_classifier
-from tphyolo.data.files.atomic import write_text_atomic
 from tphyolo.data.files.image_io import read_image
-from tphyolo.evaluation.sharded import Shard, gather_in_order, gather_speed, global_progress
+from tphyolo.evaluation.settings import DEFAULT_EVAL, EvalSettings
+from tphyolo.evaluation.sharded import gather_in_order, gather_speed, global_progress
+from tphyolo.evaluation.writers import Evaluator
 from tphyolo.infer.backends.pytorch import Backend, as_backend
 from tphyolo.infer.config import VALIDATION, InferenceConfig
 from tphyolo.infer.detector import Detector, PhaseTimes, View, ViewBatch
@@ -34,8 +36,6 @@ from tphyolo.metrics.protocol import ImageResult
 from tphyolo.metrics.registry import get_protocol
 from tphyolo.metrics.yolo import summarize, summary_result
 from tphyolo.ops import cxcywh_to_xyxy
-from tphyolo.ops.detections import Detections
-from tphyolo.predict.writers import coco_predictions, yolo_lines
 from tphyolo.runtime.config import RuntimeConfig
 from tphyolo.runtime.distributed import broadcast_object
 
@@ -64,7 +64,8 @@ class EvalResults:
     image for "preprocess", "inference", "nms" (and "classify" with a crop classifier); protocol_per_class:
     the protocol's per-class numbers in percent (as `extra`); classifier_classes: the crop classifier's
     classes, empty without one; image_results: each image's detections and ground truth, when asked for;
-    names: the class names scored (index = class id).
+    names: the class names scored (index = class id); outputs: what the run's evaluators returned, in their
+    order (`tphyolo.evaluation.writers`).
     """
 
     protocol: str
@@ -83,6 +84,7 @@ class EvalResults:
     classifier_classes: tuple[str, ...] = ()
     image_results: tuple[ImageResult, ...] = ()
     names: tuple[str, ...] = ()
+    outputs: tuple[Any, ...] = ()
 
     @property
     def fitness(self) -> float:
@@ -103,33 +105,29 @@ def collect_results(
     loader: Iterable,
     *,
     config: InferenceConfig = VALIDATION,
+    settings: EvalSettings = DEFAULT_EVAL,
     runtime: RuntimeConfig | None = None,
     device: torch.device | None = None,
-    progress: bool = False,
-    classifier: str | Path | CropClassifier | None = None,
-    classifier_weight: float | None = None,
-    slicing: SliceConfig | None = None,
-    imgsz: int | None = None,
+    on_batch: Callable[[list[ImageResult]], None] | None = None,
 ) -> tuple[list[ImageResult], dict[str, float]]:
     """Run `model` (a backend, or a module already prepared on `device`, run in eval mode) over `loader`;
-    returns per-image results in original pixels and the time per image in ms for "preprocess", "inference"
-    (forward passes and NMS) and "nms" (mapping back and merging), and "classify" with a crop `classifier`
-    (a checkpoint or a CropClassifier; `classifier_weight` replaces its share) that re-labels the detections
-    of its classes. `config.imgsz` and `config.batch` are the loader's business and not used here -- except with
-    `slicing`: then each original image is read from its path again, cut into windows that are letterboxed to
-    `imgsz` (default `config.imgsz`) and run `config.batch` at a time, their detections merged by `config.merge`
-    on the full image, and scored against the full image's ground truth."""
+    returns per-image results in original pixels (each batch's also given to `on_batch` as it comes) and the
+    time per image in ms for "preprocess", "inference" (forward passes and NMS) and "nms" (mapping back and
+    merging), and "classify" with a crop `settings.classifier` that re-labels the detections of its classes.
+    `config.imgsz` and `config.batch` are the loader's business and not used here -- except with
+    `settings.slicing`: then each original image is read from its path again, cut into windows that are
+    letterboxed to `config.imgsz` and run `config.batch` at a time, their detections merged by `config.merge`
+    on the full image, and scored against the full image's ground truth. `settings.progress`: a progress bar."""
     results, seconds = [], {"preprocess": 0.0, "inference": 0.0, "nms": 0.0}
+    classifier, slicing = settings.classifier, settings.slicing
     if classifier is not None:
         seconds["classify"] = 0.0
-    if progress:
-        from tqdm import tqdm
-
+    if settings.progress:
         loader = tqdm(loader, desc="val", unit="batch", leave=False)  # the results table follows
     with as_backend(model, runtime=runtime, device=device) as backend:
         if classifier is not None:
             classifier = as_classifier(classifier, detector_names=backend.names, device=backend.device,
-                                       runtime=runtime, weight=classifier_weight)  # fmt: skip
+                                       runtime=runtime, weight=settings.classifier_weight)  # fmt: skip
         detector = Detector([backend], config, classifier=classifier)
         times = PhaseTimes(detector.device)
         for batch in loader:
@@ -143,12 +141,15 @@ def collect_results(
             if slicing is None:
                 rows = detector([ViewBatch(x, views, ids)], owners=ids, sizes=sizes, images=paths, times=times)
             else:
-                rows = _sliced_rows(detector, paths, sizes, slicing=slicing, times=times,
-                                    imgsz=imgsz or config.imgsz)  # fmt: skip
+                rows = _sliced_rows(detector, paths, sizes, slicing=slicing, times=times, imgsz=config.imgsz)
+            batch_results = []
             for i, (view, merged) in enumerate(zip(views, rows, strict=True)):
                 classes, boxes, ignore = _ground_truth(batch, i, view)
-                results.append(ImageResult(str(batch.paths[i]), (view.height, view.width), merged, classes, boxes,
-                                           ignore))  # fmt: skip
+                batch_results.append(ImageResult(str(batch.paths[i]), (view.height, view.width), merged, classes,
+                                                 boxes, ignore))  # fmt: skip
+            results += batch_results
+            if on_batch is not None:
+                on_batch(batch_results)
     for phase, spent in times.items():
         seconds[phase] += spent
     n = max(len(results), 1)
@@ -167,49 +168,6 @@ def _sliced_rows(detector: Detector, paths: Sequence[str], sizes, *, slicing: Sl
     windows = image_windows(images, slicing)
     batches = view_batches(images, windows, detector=detector, imgsz=imgsz, batch=detector.config.batch)
     return detector(batches, owners=[w.owner for w in windows], sizes=sizes, images=images, times=times)
-
-
-def save_predictions(results: Sequence[ImageResult], save_dir: Path, *, save_txt: bool, save_json: bool) -> None:
-    """YOLO txt files (`labels/STEM.txt`, with scores) and/or `predictions.json` (COCO results; image ids by
-    `tphyolo.metrics.coco.coco_image_ids`, as the COCO protocol numbers the ground truth)."""
-    named = [(Path(r.path).stem, Detections.from_rows(r.detections)) for r in results]
-    for r, (stem, detections) in zip(results, named, strict=True):
-        if save_txt:
-            (save_dir / "labels").mkdir(parents=True, exist_ok=True)
-            lines = yolo_lines(detections, width=r.shape[1], height=r.shape[0], with_score=True)
-            (save_dir / "labels" / f"{stem}.txt").write_text("".join(f"{line}\n" for line in lines))
-    if save_json:
-        write_text_atomic(save_dir / "predictions.json", json.dumps(coco_predictions(named)))
-
-
-def save_batch_plots(results: Sequence[ImageResult], save_dir: Path, *, names: list[str], batches: int = 3) -> None:
-    """`val_batchK_labels.jpg` and `val_batchK_pred.jpg`: up to 16 images each, ground truth vs detections
-    (detections scoring at least 0.25)."""
-    from tphyolo.data.files.image_io import read_image, write_image
-    from tphyolo.predict.draw import draw_detections, image_grid
-
-    for k in range(batches):
-        group = results[16 * k : 16 * (k + 1)]
-        if not group:
-            break
-        labels, preds = [], []
-        for r in group:
-            image = read_image(r.path)
-            truth = Detections(r.boxes, torch.ones(len(r.classes)), r.classes)
-            labels.append(draw_detections(image, truth, names, scores=False))
-            detections = Detections.from_rows(r.detections[r.detections[:, 4] >= 0.25])
-            preds.append(draw_detections(image, detections, names))
-        write_image(save_dir / f"val_batch{k}_labels.jpg", image_grid(labels))
-        write_image(save_dir / f"val_batch{k}_pred.jpg", image_grid(preds))
-
-
-def save_metric_plots(summary, confusion, save_dir: Path, *, names: list[str]) -> None:
-    """PR/F1/P/R curves (when any detection was correct) and the normalised confusion matrix, as PNG files."""
-    from tphyolo.metrics.plots import plot_confusion_matrix, plot_curves
-
-    if summary.result is not None:
-        plot_curves(summary.result, names, save_dir)
-    plot_confusion_matrix(confusion.normalized(), names, save_dir / "confusion_matrix.png")
 
 
 def _per_class(summary, results: Sequence[ImageResult], names: Sequence[str]) -> list[ClassResult]:
@@ -239,70 +197,58 @@ def evaluate(
     *,
     names: Sequence[str],
     config: InferenceConfig = VALIDATION,
+    settings: EvalSettings = DEFAULT_EVAL,
+    evaluators: Sequence[Evaluator] = (),
     runtime: RuntimeConfig | None = None,
     device: torch.device | None = None,
-    protocol: str = "yolo",
-    save_dir: Path | None = None,
-    save_json: bool = False,
-    save_txt: bool = False,
-    plots: bool = False,
-    progress: bool = False,
-    classifier: str | Path | CropClassifier | None = None,
-    classifier_weight: float | None = None,
-    keep_images: bool = False,
-    shard: Shard | None = None,
-    slicing: SliceConfig | None = None,
-    imgsz: int | None = None,
 ) -> EvalResults:
-    """Validate `model` on `loader`'s `Batch`es with `config` (thresholds, TTA, merging) and score the run
-    by `protocol` (a name of `tphyolo.metrics.registry.PROTOCOLS`).
+    """Validate `model` on `loader`'s `Batch`es with `config` (thresholds, TTA, merging) and score the run as
+    `settings` say (protocol, crop classifier, slicing: see `EvalSettings` and `collect_results`).
 
     `model` is a backend, or a module already prepared by `runtime` on `device` (fp16 weights with
     `runtime.half`, which then runs without autocast), put in eval mode for the run and given back in its
-    previous mode. With `save_dir`: `save_txt` (labels/), `save_json` (predictions.json) and `plots` (val
-    batch images, PR/F1/P/R curves, confusion matrix). classifier, classifier_weight: a crop classifier that
-    re-labels the detections of its classes first (`collect_results`). keep_images: the per-image results
-    are kept in `image_results` (for `tphyolo.report`). slicing, imgsz: sliced predictions on the full images
-    (`collect_results`).
+    previous mode. `evaluators` (`tphyolo.evaluation.writers`: the files a run writes, or any output of one's
+    own) are reset, given every batch's per-image results and then the scores; what they return is in
+    `outputs`, in their order.
 
-    shard: in a distributed run, which images `loader` holds (`evaluation.sharded`): every rank calls this,
-    rank 0 gathers the per-image results, scores and saves, and every rank returns its scores (the per-image
-    results only on rank 0).
+    settings.shard: in a distributed run, which images `loader` holds (`evaluation.sharded`): every rank calls
+    this, rank 0 gathers the per-image results, feeds its evaluators, scores, and every rank returns its
+    scores (the per-image results and outputs only on rank 0).
     """
-    get_protocol(protocol)  # an unknown name fails before the run
-    saves = shard is None or shard.ctx.is_main
-    if (save_json or save_txt or plots) and save_dir is None and saves:
-        raise ValueError("save_json, save_txt and plots need a save_dir")
+    get_protocol(settings.protocol)  # an unknown name fails before the run
+    classifier, shard = settings.classifier, settings.shard
     classifier_classes: tuple[str, ...] = ()
     if isinstance(classifier, CropClassifier):
         classifier_classes = classifier.names
     elif classifier is not None:
         classifier_classes = load_classifier(classifier).names
     distributed = shard is not None and shard.ctx.distributed
-    batches = global_progress(loader, shard, desc="val", enabled=progress) if distributed else loader
+    batches = global_progress(loader, shard, desc="val", enabled=settings.progress) if distributed else loader
+    for evaluator in evaluators if not distributed or shard.ctx.is_main else ():
+        evaluator.reset()
+
+    def feed(images: list[ImageResult]) -> None:
+        for evaluator in evaluators:
+            evaluator.process(images)
+
     results, speed = collect_results(model, batches, config=config, runtime=runtime, device=device,
-                                     progress=progress and not distributed, classifier=classifier,
-                                     classifier_weight=classifier_weight, slicing=slicing,
-                                     imgsz=imgsz)  # fmt: skip
+                                     settings=replace(settings, progress=settings.progress and not distributed),
+                                     on_batch=None if distributed else feed)  # fmt: skip
     if distributed:
         speed = gather_speed(shard, speed, len(results))
         results = gather_in_order(shard, results)
         if results is None:  # rank 0 scores
             return broadcast_object(shard.ctx, None)
+        unit = getattr(loader, "batch_size", None) or config.batch
+        for start in range(0, len(results), unit):  # the run's batches in order
+            feed(results[start : start + unit])
 
-    confusion = ConfusionMatrix(len(names)) if plots else None
-    scored, summary = score_images(results, names=names, protocol=protocol, max_det=config.max_det, speed=speed,
-                                   confusion=confusion, classifier_classes=classifier_classes)  # fmt: skip
-    if save_dir is not None:
-        save_dir = Path(save_dir)
-        save_dir.mkdir(parents=True, exist_ok=True)
-        save_predictions(results, save_dir, save_txt=save_txt, save_json=save_json)
-        if plots:
-            save_batch_plots(results, save_dir, names=list(names))
-            save_metric_plots(summary, confusion, save_dir, names=list(names))
+    scored, _ = score_images(results, names=names, protocol=settings.protocol, max_det=config.max_det,
+                             speed=speed, classifier_classes=classifier_classes)  # fmt: skip
     if distributed:
         broadcast_object(shard.ctx, scored)
-    return replace(scored, save_dir=save_dir, image_results=tuple(results) if keep_images else ())
+    scored = replace(scored, image_results=tuple(results) if settings.keep_images else ())
+    return replace(scored, outputs=tuple(evaluator.evaluate(scored) for evaluator in evaluators))
 
 
 def score_images(

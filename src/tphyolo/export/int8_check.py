@@ -21,9 +21,10 @@ from pathlib import Path
 from tphyolo.classify.data import confusable_classes
 from tphyolo.data.dataset import DetectionDataset
 from tphyolo.data.dataset_config import DataConfig
-from tphyolo.data.loader import build_dataloader
+from tphyolo.data.loader import LoaderSettings, build_dataloader
 from tphyolo.data.scan import scan_split
 from tphyolo.evaluation.loop import EvalResults, evaluate
+from tphyolo.evaluation.settings import EvalSettings
 from tphyolo.export.calibration import data_name, spread_indices
 from tphyolo.infer.backends import load_backend
 from tphyolo.infer.backends.metadata import ExportMetadata
@@ -124,8 +125,9 @@ def check_int8_accuracy(
     names = list(data.names) or int8_backend.names
     scores = []
     for backend in (float_backend, int8_backend):
-        loader = build_dataloader(dataset, batch_size=batch)
-        scores.append(evaluate(backend, loader, names=names, config=config, protocol=protocol, progress=progress))
+        loader = build_dataloader(dataset, LoaderSettings(batch_size=batch))
+        scores.append(evaluate(backend, loader, names=names, config=config,
+                               settings=EvalSettings(protocol=protocol, progress=progress)))  # fmt: skip
     scored = f"{data_name(data)} val: {len(chosen)} of {len(records)} images, {protocol} protocol"
     accuracy = Int8Accuracy(scored, scores[0].map50, scores[1].map50, scores[0].map, scores[1].map, max_drop,
                             worst_class_drop(*scores), confusable_ap50(*scores, confusable_classes(data)))  # fmt: skip

@@ -18,7 +18,7 @@ from torch.utils.data import DataLoader
 from tphyolo.data.augment import Hyp
 from tphyolo.data.dataset import DetectionDataset
 from tphyolo.data.dataset_config import DataConfig, load_data_config
-from tphyolo.data.loader import build_dataloader, build_dataset
+from tphyolo.data.loader import DatasetSettings, LoaderSettings, build_dataloader, build_dataset
 from tphyolo.data.report import format_problems, shared_images_warning
 from tphyolo.data.scan import SplitScan, scan_split
 from tphyolo.evaluation.sharded import Shard
@@ -103,17 +103,19 @@ def build_data(
     train_set, train_scan = build_dataset(
         config,
         "train",
-        imgsz=imgsz,
-        augment=True,
-        hyp=Hyp.from_dict(dict(hyp)),
-        rect=cfg.rect,
-        batch_size=cfg.batch,
-        stride=stride,
-        ignore_mode=cfg.ignore_mode,
-        cache=cfg.cache,
-        scan_cache=cfg.scan_cache,
-        seed=cfg.seed,
-        single_class=cfg.single_cls,
+        DatasetSettings(
+            imgsz=imgsz,
+            augment=True,
+            hyp=Hyp.from_dict(dict(hyp)),
+            rect=cfg.rect,
+            batch_size=cfg.batch,
+            stride=stride,
+            ignore_mode=cfg.ignore_mode,
+            cache=cfg.cache,
+            scan_cache=cfg.scan_cache,
+            seed=cfg.seed,
+            single_class=cfg.single_cls,
+        ),
     )
     if dist.is_main:
         _report_problems("train", train_scan)
@@ -121,21 +123,32 @@ def build_data(
         raise ValueError(f"data {cfg.data!r}: no usable training images (run `tphyolo data check`)")
     train_loader = build_dataloader(
         train_set,
-        batch_size=cfg.batch,
-        workers=cfg.workers,
-        shuffle=not cfg.rect,
-        seed=cfg.seed,
-        persistent_workers=cfg.workers > 0,
-        pin_memory=device.type == "cuda",
-        distributed=dist.distributed,
-        rank=dist.rank,
-        world_size=dist.world_size,
+        LoaderSettings(
+            batch_size=cfg.batch,
+            workers=cfg.workers,
+            shuffle=not cfg.rect,
+            seed=cfg.seed,
+            persistent_workers=cfg.workers > 0,
+            pin_memory=device.type == "cuda",
+            distributed=dist.distributed,
+            rank=dist.rank,
+            world_size=dist.world_size,
+        ),
     )
     val_batch = cfg.batch * 2
     val_set, val_scan = build_dataset(
-        config, "val", imgsz=imgsz, augment=False, rect=True, batch_size=val_batch, stride=stride,
-        scan_cache=cfg.scan_cache, single_class=cfg.single_cls,
-    )  # fmt: skip
+        config,
+        "val",
+        DatasetSettings(
+            imgsz=imgsz,
+            augment=False,
+            rect=True,
+            batch_size=val_batch,
+            stride=stride,
+            scan_cache=cfg.scan_cache,
+            single_class=cfg.single_cls,
+        ),
+    )
     if dist.is_main:
         _report_problems("val", val_scan)
         warn_if_val_is_train(train_set, val_set)
@@ -144,7 +157,13 @@ def build_data(
     # Persistent: workers forked once. Forked again at every validation, they would share the heap that
     # training has grown by then, and each page the trainer writes afterwards would be copied (a fault).
     val_loader = build_dataloader(
-        val_set, batch_size=val_batch, workers=val_workers, shuffle=False, persistent_workers=val_workers > 0,
-        indices=val_shard.indices if dist.distributed else None,
-    )  # fmt: skip
+        val_set,
+        LoaderSettings(
+            batch_size=val_batch,
+            workers=val_workers,
+            shuffle=False,
+            persistent_workers=val_workers > 0,
+            indices=val_shard.indices if dist.distributed else None,
+        ),
+    )
     return TrainData(config, train_set, train_loader, val_loader, imgsz, stride, val_shard)

@@ -25,8 +25,14 @@ import yaml
 from tphyolo.checkpoint.format import load_checkpoint, save_checkpoint
 from tphyolo.data.letterbox import check_imgsz
 from tphyolo.data.loader import set_loader_epoch, step_size
+from tphyolo.evaluation import loop as evaluation_loop  # by module: a patched loop function is the one called
+from tphyolo.evaluation.settings import EvalSettings
+from tphyolo.infer.config import InferenceConfig
 from tphyolo.metrics import fitness
+from tphyolo.ops.boxes import xyxy_to_cxcywh
+from tphyolo.runtime.compile_cache import cache_counters
 from tphyolo.runtime.config import RuntimeConfig
+from tphyolo.runtime.console import progress_output
 from tphyolo.runtime.distributed import (
     DistContext,
     barrier,
@@ -39,6 +45,7 @@ from tphyolo.runtime.run_dir import new_run_dir, remove_if_empty
 from tphyolo.training.config import TrainConfig
 from tphyolo.training.data import build_data, grid_stride, load_train_data_config
 from tphyolo.training.hyp import scale_hyp, train_hyp
+from tphyolo.training.log import TrainLog, plot_results
 from tphyolo.training.loop import LOSS_NAMES, train_one_epoch
 from tphyolo.training.loss import YoloLoss
 from tphyolo.training.model.setup import (
@@ -48,6 +55,7 @@ from tphyolo.training.model.setup import (
     wrap_for_training,
 )
 from tphyolo.training.optim.optimization import build_optimization, warmup_note, warmup_plan, warn_if_few_steps
+from tphyolo.training.plots import plot_batch, plot_labels
 from tphyolo.training.recipes import resolve_recipe
 from tphyolo.training.rng import seed_everything
 from tphyolo.training.startup import StartupClock
@@ -63,6 +71,7 @@ from tphyolo.training.state import (
     training_checkpoint,
     with_resolved_paths,
 )
+from tphyolo.training.val_loss import ValLoss
 
 LOGGER = logging.getLogger("tphyolo.train")
 SINGLE_CLASS_NAMES = ("item",)  # --single-cls
@@ -204,9 +213,6 @@ class Trainer:
         with (self.run_dir / "hyp.yaml").open("w") as f:
             yaml.safe_dump(hyp_raw, f, sort_keys=False)
         if self.cfg.plots and self.progress.start_epoch == 0:
-            from tphyolo.ops.boxes import xyxy_to_cxcywh
-            from tphyolo.training.plots import plot_labels
-
             records = self.data.train_set.records
             classes = np.concatenate([r.labels.classes for r in records] + [np.zeros(0, np.int64)])
             boxes = [r.labels.boxes / np.array([r.width, r.height] * 2, dtype=np.float32) for r in records]
@@ -219,8 +225,6 @@ class Trainer:
         cfg, dist, progress = self.cfg, self.dist, self.progress
         log = None
         if dist.is_main:
-            from tphyolo.training.log import TrainLog
-
             log = TrainLog(self.run_dir, start_epoch=progress.start_epoch)
             LOGGER.info(
                 "training %s on %s for %d epochs, %d px, batch %d x %d process(es), accumulate %d, results in %s",
@@ -265,8 +269,6 @@ class Trainer:
                 log.close()
             destroy_process_group(dist)
             if dist.is_main and cfg.plots and (self.run_dir / "results.csv").exists():
-                from tphyolo.training.log import plot_results
-
                 plot_results(self.run_dir / "results.csv")  # an interrupted run's curves too
         return TrainResult(
             run_dir=self.run_dir,
@@ -280,21 +282,17 @@ class Trainer:
     def _final_validation(self, best: Path) -> dict[str, float]:
         """Validate the weights of `best` on the val split (every rank its share) and log the table with a row
         per class (rank 0)."""
-        from tphyolo.evaluation.loop import format_results
-
         model = self.runtime.place_model(load_checkpoint(best).build_model(), self.device)
         if self.dist.is_main:
             LOGGER.info("validating %s", best)
         results = self._evaluate(model)
         if self.dist.is_main:
-            LOGGER.info("%s", format_results(results, verbose=True))
+            LOGGER.info("%s", evaluation_loop.format_results(results, verbose=True))
         return self._metrics(results)
 
     def _report_startup(self, clock: StartupClock) -> None:
         """Logs the time to the first step and writes it to startup.json (main process)."""
         if self.runtime.compile != "off":
-            from tphyolo.runtime.compile_cache import cache_counters
-
             clock.notes["compile_cache"] = cache_counters()
         if self.dist.is_main:
             cache = clock.notes.get("compile_cache")
@@ -328,7 +326,6 @@ class Trainer:
 
         on_batch = None
         if dist.is_main and cfg.plots and epoch == self.progress.start_epoch:
-            from tphyolo.training.plots import plot_batch
 
             def on_batch(i: int, batch: Any) -> None:
                 if i < 3:
@@ -372,8 +369,6 @@ class Trainer:
         """Validate the EMA model on the val split: metrics and the validation losses (`ValLoss`), keyed as in
         results.csv. In a distributed run every rank calls this and validates its share of the batches with
         rank 0's EMA weights; the numbers are rank 0's (gathered there, as one process would compute them)."""
-        from tphyolo.training.val_loss import ValLoss
-
         model = self._validation_model()
         tracker = ValLoss(model, self.loss_fn)
         metrics = self._metrics(self._evaluate(model, tracker.batches(self.data.val_loader)))
@@ -392,13 +387,11 @@ class Trainer:
         return model
 
     def _evaluate(self, model: torch.nn.Module, batches: Any = None) -> Any:
-        from tphyolo.evaluation.loop import evaluate
-        from tphyolo.infer.config import InferenceConfig
-
         config = InferenceConfig(conf=self.cfg.val_conf, iou=self.cfg.val_iou, max_det=self.cfg.max_det)
         batches = self.data.val_loader if batches is None else batches
-        return evaluate(model, batches, names=self.names, config=config, runtime=self.runtime, device=self.device,
-                        progress=self.verbose, shard=self.data.val_shard)  # fmt: skip
+        settings = EvalSettings(progress=self.verbose, shard=self.data.val_shard)
+        return evaluation_loop.evaluate(model, batches, names=self.names, config=config, settings=settings,
+                                        runtime=self.runtime, device=self.device)  # fmt: skip
 
     @staticmethod
     def _metrics(results: Any) -> dict[str, float]:
@@ -432,8 +425,6 @@ def train(
     progress as `tphyolo train` does (the recipe, one line per epoch, progress bars); `verbose=False` keeps
     it to warnings (`runtime.console.progress_output`).
     """
-    from tphyolo.runtime.console import progress_output
-
     cfg = replace(cfg or TrainConfig(), **overrides)
     with progress_output(verbose):
         return Trainer(cfg, runtime or RuntimeConfig(), verbose=verbose).fit()

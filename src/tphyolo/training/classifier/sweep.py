@@ -18,7 +18,7 @@ from tphyolo.classify.classifier import CropClassifier, as_classifier
 from tphyolo.classify.relabel import classify_rows, relabel_rows
 from tphyolo.data.dataset_config import load_data_config
 from tphyolo.data.letterbox import check_imgsz
-from tphyolo.data.loader import build_dataloader, build_dataset
+from tphyolo.data.loader import DatasetSettings, LoaderSettings, build_dataloader, build_dataset
 from tphyolo.evaluation.loop import collect_results
 from tphyolo.infer.backends.pytorch import load_backends
 from tphyolo.infer.config import RECLASSIFY_MIN_SCORE, VALIDATION, inference_config
@@ -62,8 +62,10 @@ def sweep_weight(
     crop_classifier = as_classifier(classifier, detector_names=backend.names, device=device, runtime=runtime)
     dataset_config = load_data_config(data)
     size = check_imgsz(imgsz, backend.stride)
-    dataset, _ = build_dataset(dataset_config, "val", imgsz=size, rect=True, batch_size=batch, stride=backend.stride)
-    loader = build_dataloader(dataset, batch_size=batch, workers=workers)
+    dataset, _ = build_dataset(
+        dataset_config, "val", DatasetSettings(imgsz=size, rect=True, batch_size=batch, stride=backend.stride)
+    )
+    loader = build_dataloader(dataset, LoaderSettings(batch_size=batch, workers=workers))
     results, _ = collect_results(backend, loader, config=inference_config(VALIDATION, imgsz=size, batch=batch))
     rows = [r.detections for r in results]
     classified = classify_rows(crop_classifier, rows, [r.path for r in results], min_score=RECLASSIFY_MIN_SCORE)
