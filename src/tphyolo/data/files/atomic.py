@@ -32,23 +32,56 @@ def atomic_path(path: str | Path) -> Iterator[Path]:
     otherwise. OSError of the block or of the rename names `path`."""
     path = Path(path)
     clear_stale(path)
-    tmp = path.with_name(f".{path.stem}.{os.getpid()}.tmp{path.suffix}")
+    tmp = _temporary(path)
     _remove(tmp)
-    try:
+    with _named_errors(path, remove=tmp):
         yield tmp
-        if tmp.is_dir() and path.is_dir():  # a folder cannot replace a folder in one step: the old one goes first
-            old = path.with_name(f".{path.name}.{os.getpid()}.old")
-            os.replace(path, old)
-            os.replace(tmp, path)
-            _remove(old)
-        else:
-            os.replace(tmp, path)
+        _install(tmp, path)
+
+
+@contextlib.contextmanager
+def staged_path(path: str | Path) -> Iterator[Path]:
+    """As `atomic_path`, for a block that needs the file under its own name (writers that name what is inside
+    after it, readers that check it before it goes in place): `path`'s name inside a hidden folder beside it
+    (the temporary of `atomic_path`), moved to `path` when the block ends without error; the folder goes
+    either way."""
+    path = Path(path)
+    clear_stale(path)
+    staging = _temporary(path)
+    _remove(staging)
+    with _named_errors(path, remove=staging):
+        staging.mkdir()
+        yield staging / path.name
+        _install(staging / path.name, path)
+        _remove(staging)
+
+
+@contextlib.contextmanager
+def _named_errors(path: Path, *, remove: Path) -> Iterator[None]:
+    """Removes `remove` when the block fails, and makes its OSError name `path`."""
+    try:
+        yield
     except BaseException as error:
         with contextlib.suppress(OSError):  # on a read-only mount, removing fails as writing did
-            _remove(tmp)
+            _remove(remove)
         if isinstance(error, OSError) and error.errno is not None and error.filename != str(path):
             raise OSError(error.errno, error.strerror, str(path)) from error
         raise
+
+
+def _temporary(path: Path) -> Path:
+    return path.with_name(f".{path.stem}.{os.getpid()}.tmp{path.suffix}")
+
+
+def _install(tmp: Path, path: Path) -> None:
+    """Renames `tmp` to `path`; a folder replaces the folder there (the old one moved aside first)."""
+    if tmp.is_dir() and path.is_dir():  # a folder cannot replace a folder in one step: the old one goes first
+        old = path.with_name(f".{path.name}.{os.getpid()}.old")
+        os.replace(path, old)
+        os.replace(tmp, path)
+        _remove(old)
+    else:
+        os.replace(tmp, path)
 
 
 def write_bytes_atomic(path: str | Path, data: bytes) -> Path:
