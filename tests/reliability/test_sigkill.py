@@ -41,6 +41,7 @@ from tests.reliability.corpus import jpeg_bytes
 pytestmark = pytest.mark.slow
 SEED = 36
 LIMIT_S = 120
+TUNE_LIMIT_S = 600  # a search starts a Ray cluster (30 s on a loaded 2-core machine) and a process per trial
 
 
 def _command(*argv: str) -> list[str]:
@@ -52,8 +53,8 @@ def _environment() -> dict[str, str]:
     return os.environ | {"PYTHONPATH": src + os.pathsep + os.environ.get("PYTHONPATH", ""), "OMP_NUM_THREADS": "1"}
 
 
-def _run(argv: list[str], *, code: int = 0) -> subprocess.CompletedProcess:
-    done = subprocess.run(_command(*argv), env=_environment(), capture_output=True, text=True, timeout=LIMIT_S)
+def _run(argv: list[str], *, code: int = 0, limit_s: float = LIMIT_S) -> subprocess.CompletedProcess:
+    done = subprocess.run(_command(*argv), env=_environment(), capture_output=True, text=True, timeout=limit_s)
     assert done.returncode == code, done.stderr
     return done
 
@@ -242,7 +243,7 @@ def _kill_group_when(argv: list[str], ready: Callable[[], bool]) -> None:
     then the processes Ray started (its session), before the next run."""
     process = subprocess.Popen(_command(*argv), env=_environment(), stdout=subprocess.DEVNULL,
                                stderr=subprocess.DEVNULL, start_new_session=True)  # fmt: skip
-    deadline = time.monotonic() + LIMIT_S
+    deadline = time.monotonic() + TUNE_LIMIT_S
     try:
         while not ready():
             assert process.poll() is None, "the command ended before the fault"
@@ -267,7 +268,7 @@ def test_tune_killed_during_and_between_trials_then_resumed(tiny_synthetic, tmp_
     run_dir = tmp_path / "s"
     table = run_dir / "trials.csv"
     argv = ["tune", "--data", str(tiny_synthetic), "--model", "yolov5n", "--img", "64", "--batch", "4",
-            "--epochs", "2", "--trials", "2", "--cpus-per-trial", "2", "--workers", "0", "--no-plots",
+            "--epochs", "2", "--trials", "2", "--cpus-per-trial", "2", "--workers", "0", "--no-plots", "--noautoanchor",
             "--device", "cpu", "--project", str(tmp_path), "--name", "s"]  # fmt: skip
     resume = ["tune", "--resume", str(run_dir), "--device", "cpu"]
 
@@ -281,7 +282,7 @@ def test_tune_killed_during_and_between_trials_then_resumed(tiny_synthetic, tmp_
     _kill_group_when(resume, lambda: sum(r.state in COUNTED for r in rows()) >= ended)
     second = rows()
     assert second[0].trial == 1 and second[0].state == "interrupted" and second[0].hyp == first[0].hyp
-    done = _run(resume)
+    done = _run(resume, limit_s=TUNE_LIMIT_S)
     final = rows()
     numbers = [r.trial for r in final]
     assert numbers == sorted(set(numbers)) and numbers[0] == 1  # each trial once, none lost
