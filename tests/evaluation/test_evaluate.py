@@ -132,7 +132,7 @@ def test_detections_and_ground_truth_come_back_in_original_pixels(data_yaml):
         runtime=CPU,
         config=InferenceConfig(conf=0.5, iou=1.0, max_det=1000),
     )
-    assert len(results) == 4 and set(speed) == {"preprocess", "inference", "nms"}
+    assert len(results) == 4 and set(speed) == {"preprocess", "inference", "mapping"}
     for r in results:
         truth = parse_visdrone(data_yaml.parent / "annotations" / f"{Path(r.path).stem}.txt")
         assert r.shape == (1080, 1920)
@@ -177,7 +177,7 @@ def test_small_model_runs_end_to_end(data_yaml, protocol, tmp_path):
     perfect = 0.995 if protocol == "yolo" else 1.0
     assert results.images == 4 and results.instances > 100
     assert results.map50 == pytest.approx(perfect, abs=1e-6) and results.map == pytest.approx(perfect, abs=1e-6)
-    assert set(results.speed) == {"preprocess", "inference", "nms"}
+    assert set(results.speed) == {"preprocess", "inference", "mapping"}
     records = json.loads((tmp_path / "predictions.json").read_text())
     assert sum(r["score"] == pytest.approx(1.0) for r in records) == results.instances
     labels = {p.stem: p.read_text().splitlines() for p in (tmp_path / "labels").iterdir()}

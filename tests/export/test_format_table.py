@@ -12,11 +12,24 @@ from tphyolo.export.exporter import output_paths, selected_formats
 from tphyolo.export.formats import EXPORT_FORMATS, FORMATS, INT8_FORMATS, RUNTIMES, FormatWriter, Int8Writer
 from tphyolo.flags import flag_spec
 from tphyolo.infer.backends import BACKENDS, exported_format
-from tphyolo.infer.backends.metadata import FORMATS as METADATA_FORMATS
+from tphyolo.infer.backends.metadata import ExportMetadata
 
 
-def test_every_format_can_be_named_in_metadata():
-    assert METADATA_FORMATS == EXPORT_FORMATS
+@pytest.mark.parametrize("fmt", FORMATS, ids=lambda f: f.name)
+def test_every_format_is_carried_by_metadata_and_read_back(fmt):
+    """What a file of each row stores, read back (the metadata's own list of formats may not miss a row)."""
+    written = ExportMetadata(format=fmt.name, model="m", names=("a",), stride=32, imgsz=(64, 64), batch=1,
+                             dynamic=False)  # fmt: skip
+    for stored, read in ((written.to_json(), ExportMetadata.from_json), (written.to_strings(),
+                                                                         ExportMetadata.from_strings)):  # fmt: skip
+        assert read(stored, source=f"m{fmt.suffix}") == written
+
+
+def test_metadata_refuses_a_format_that_is_no_row():
+    for name in ("tflite", "ONNX", ""):
+        assert name not in EXPORT_FORMATS
+        with pytest.raises(ValueError, match="metadata 'format'"):
+            ExportMetadata(format=name, model="m", names=("a",), stride=32, imgsz=(64, 64), batch=1, dynamic=False)
 
 
 @pytest.mark.parametrize("fmt", FORMATS, ids=lambda f: f.name)

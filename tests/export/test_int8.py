@@ -1,6 +1,7 @@
 """INT8 exports (`--int8`): calibration images, what each family keeps in float, the quantized files of every
 TPH family against their float model, the accuracy check and its metadata, and the refusals."""
 
+import json
 import sys
 from types import SimpleNamespace
 
@@ -245,8 +246,16 @@ def test_an_int8_file_above_max_drop_exits_1_is_kept_and_runs(int8_trained, grey
     assert float_map50 > 0.01 and int8_map50 < float_map50, meta.int8_map50  # the float model finds blocks
     common = ["--weights", str(int8_file), "--img", str(BLOCKS_SIZE), "--batch", "1", "--device", "cpu",
               "--project", str(tmp_path)]  # fmt: skip
-    assert main(["val", *common, "--data", str(blocks_data), "--workers", "0", "--name", "v"]) == 0
-    assert "mAP" in capsys.readouterr().out
+    numbers = tmp_path / "val.json"
+    assert main(["val", *common, "--data", str(blocks_data), "--workers", "0", "--name", "v", "--json",
+                 str(numbers)]) == 0  # fmt: skip
+    # val scores the kept file as the check did (all val images, its size and batch): the INT8 numbers recorded
+    # in its metadata, in the json and in the printed table's "all" row (3 significant digits).
+    scored = json.loads(numbers.read_text())["metrics"]
+    assert scored["mAP50"] == pytest.approx(int8_map50, abs=1e-9)
+    assert scored["mAP50-95"] == pytest.approx(meta.int8_map[1], abs=1e-9)
+    (all_row,) = [line.split() for line in capsys.readouterr().out.splitlines() if line.split()[:1] == ["all"]]
+    assert all_row[-2:] == [f"{int8_map50:.3g}", f"{meta.int8_map[1]:.3g}"], all_row
     source = blocks_data.parent / "blocks" / "images"
     assert main(["predict", *common, "--source", str(source), "--save-txt", "--conf", "0.01", "--name", "p"]) == 0
     assert len(list((tmp_path / "p" / "labels").iterdir())) > 0

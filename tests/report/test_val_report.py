@@ -36,6 +36,6 @@ def test_val_report_writes_what_report_rebuilds(visdrone_mini, tmp_path, capsys)
     assert not {"tta_scales", "tta_flips", "merge", "merge_iou"} & set(numbers["settings"])  # no --augment
     assert len(numbers["images"]) == 2
     records = json.loads((run / "evaluation.json").read_text())
-    assert set(records["speed"]) >= {"preprocess", "inference", "nms"}
+    assert set(records["speed"]) >= {"preprocess", "inference", "mapping"}
     assert main(["report", str(run)]) == 0
     assert json.loads((run / "report.json").read_text()) == numbers

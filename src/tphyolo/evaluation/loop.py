@@ -61,7 +61,7 @@ class EvalResults:
     matching, for every protocol); map50, map: mean AP at IoU 0.5 and over 0.50:0.95 (fractions) by the
     run's protocol; per_class: YOLO metrics per class; extra: the protocol's headline numbers in percent
     (e.g. "AP", "AR500"); tables: the YOLO table, then the protocol's when it is not YOLO; speed: ms per
-    image for "preprocess", "inference", "nms" (and "classify" with a crop classifier); protocol_per_class:
+    image for "preprocess", "inference", "mapping" (and "classify" with a crop classifier); protocol_per_class:
     the protocol's per-class numbers in percent (as `extra`); classifier_classes: the crop classifier's
     classes, empty without one; image_results: each image's detections and ground truth, when asked for;
     names: the class names scored (index = class id); outputs: what the run's evaluators returned, in their
@@ -112,13 +112,14 @@ def collect_results(
 ) -> tuple[list[ImageResult], dict[str, float]]:
     """Run `model` (a backend, or a module already prepared on `device`, run in eval mode) over `loader`;
     returns per-image results in original pixels (each batch's also given to `on_batch` as it comes) and the
-    time per image in ms for "preprocess", "inference" (forward passes and NMS) and "nms" (mapping back and
-    merging), and "classify" with a crop `settings.classifier` that re-labels the detections of its classes.
+    time per image in ms for "preprocess", "inference" (forward passes and NMS) and "mapping" (back to
+    original pixels, merged), and "classify" with a crop `settings.classifier` that re-labels the detections
+    of its classes.
     `config.imgsz` and `config.batch` are the loader's business and not used here -- except with
     `settings.slicing`: then each original image is read from its path again, cut into windows that are
     letterboxed to `config.imgsz` and run `config.batch` at a time, their detections merged by `config.merge`
     on the full image, and scored against the full image's ground truth. `settings.progress`: a progress bar."""
-    results, seconds = [], {"preprocess": 0.0, "inference": 0.0, "nms": 0.0}
+    results, seconds = [], {"preprocess": 0.0, "inference": 0.0, "mapping": 0.0}
     classifier, slicing = settings.classifier, settings.slicing
     if classifier is not None:
         seconds["classify"] = 0.0
@@ -302,8 +303,8 @@ def format_results(results: EvalResults, *, verbose: bool | None = None) -> str:
     speed = results.speed
     classify = f", {speed['classify']:.1f} ms crop classifier" if "classify" in speed else ""
     lines.append(
-        f"Speed: {speed['preprocess']:.1f} ms pre-process, {speed['inference']:.1f} ms inference, "
-        f"{speed['nms']:.1f} ms NMS and mapping{classify} per image"
+        f"Speed: {speed['preprocess']:.1f} ms pre-process, {speed['inference']:.1f} ms inference and NMS, "
+        f"{speed['mapping']:.1f} ms mapping back and merging{classify} per image"
     )
     return "\n".join(lines)
 

@@ -16,11 +16,16 @@ relative error against PyTorch is reported with a loose bound (`INT8_TOLERANCE`,
 8 bits moves outputs by percents), and the accuracy check (`tphyolo.export.int8_check`) scores it against its
 float twin on the val split; the numbers go into the file's metadata, and a drop above `cfg.max_drop` makes
 the result not `ok` (the file stays), and so does a check whose float side scores near zero (it says nothing;
-the metadata marks the file unchecked, as it does when `cfg.accuracy_check` is off).
+the metadata marks the file unchecked, as it does when `cfg.accuracy_check` is off). An INT8 file is written,
+checked and given the check's numbers under its own name in a hidden folder beside its path
+(`tphyolo.data.files.atomic.staged_path`), and moved in place only then: an export stopped before (killed
+during calibration, quantization or the check) leaves an earlier file at the path as it was, never one whose
+metadata lacks the check.
 """
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import tempfile
 import time
@@ -34,6 +39,7 @@ from tqdm import tqdm
 
 from tphyolo.checkpoint.format import load_checkpoint
 from tphyolo.data.dataset_config import load_data_config
+from tphyolo.data.files.atomic import staged_path
 from tphyolo.data.letterbox import check_imgsz
 from tphyolo.export.calibration import Calibration, calibration_batches
 from tphyolo.export.config import ExportConfig
@@ -185,16 +191,17 @@ def export_model(
             path = paths[fmt.name]
             path.parent.mkdir(parents=True, exist_ok=True)
             start = time.perf_counter()
-            job = ExportJob(fused, fp16, example, path, metadata, cfg, device, fp32_onnx, calibration)
-            fmt.writer_module(int8=cfg.int8).write(job)
+            with staged_path(path) if cfg.int8 else contextlib.nullcontext(path) as written:
+                job = ExportJob(fused, fp16, example, written, metadata, cfg, device, fp32_onnx, calibration)
+                fmt.writer_module(int8=cfg.int8).write(job)
+                seconds = time.perf_counter() - start
+                checks = check_export(written, fmt, refs, device)
+                accuracy = None
+                if cfg.int8 and cfg.accuracy_check and fmt.backend is not None:
+                    accuracy = int8_accuracy(job, fmt, Path(tmp) / f"float{fmt.suffix}")
             if fmt.onnx_trace and not fp16_graph and not cfg.int8:
                 traces.setdefault("fp32", path)
-            seconds = time.perf_counter() - start
-            checks = check_export(path, fmt, refs, device)
             tolerance = INT8_TOLERANCE if cfg.int8 else tolerance_for(cfg.half)
-            accuracy = None
-            if cfg.int8 and cfg.accuracy_check and fmt.backend is not None:
-                accuracy = int8_accuracy(job, fmt, Path(tmp) / f"float{fmt.suffix}")
             result = ExportResult(fmt.name, path, seconds, checks, tolerance, accuracy)
             log(result.summary())
             results.append(result)

@@ -91,8 +91,9 @@ class ViewBatch:
 
 
 class PhaseTimes(dict):
-    """Seconds spent per phase of a `Detector` call ("inference": the runs with NMS; "nms": back to original
-    pixels and merged; "classify": the crop classifier), the device synchronised around each phase."""
+    """Seconds spent per phase of a `Detector` call ("inference": the runs with NMS; "mapping": back to
+    original pixels and merged over runs and views; "classify": the crop classifier), the device synchronised
+    around each phase."""
 
     def __init__(self, device: torch.device) -> None:
         super().__init__()
@@ -170,11 +171,11 @@ class Detector:
         for batch in batches:
             with times.phase("inference"):
                 runs = self.detect(batch.x)
-            with times.phase("nms"):
+            with times.phase("mapping"):
                 for r, rows_of_view in enumerate(runs):
                     for view, view_id, rows in zip(batch.views, batch.ids, rows_of_view, strict=True):
                         per_view[r][view_id] = view.rows_to_original(rows)
-        with times.phase("nms"):
+        with times.phase("mapping"):
             views_of: list[list[int]] = [[] for _ in sizes]
             for view_id, owner in enumerate(owners):
                 views_of[owner].append(view_id)

@@ -7,12 +7,19 @@ one-line error names the file the user asked for.
     with atomic_path(out / "model.onnx") as tmp:   # any writer that takes a path
         torch.onnx.export(model, x, tmp)
     write_text_atomic(out / "predictions.json", text)
+
+A writer killed mid-write (SIGKILL, power loss) cannot clean up: its temporary `.STEM.PID.tmpSUFFIX` (or a folder
+moved aside, `.NAME.PID.old`) stays beside the file. The next write of the same file clears what processes no
+longer running left there (`clear_stale`): their temporaries are removed, and a folder moved aside goes back in
+place when the folder itself is missing (the writer died between the two renames). A PID is judged on this
+machine: folders shared between machines must not be written by two of them at once.
 """
 
 from __future__ import annotations
 
 import contextlib
 import os
+import re
 import shutil
 from collections.abc import Iterator
 from pathlib import Path
@@ -24,23 +31,57 @@ def atomic_path(path: str | Path) -> Iterator[Path]:
     renamed to `path` when the block ends without error (a folder replaces the folder there), removed
     otherwise. OSError of the block or of the rename names `path`."""
     path = Path(path)
-    tmp = path.with_name(f".{path.stem}.{os.getpid()}.tmp{path.suffix}")
+    clear_stale(path)
+    tmp = _temporary(path)
     _remove(tmp)
-    try:
+    with _named_errors(path, remove=tmp):
         yield tmp
-        if tmp.is_dir() and path.is_dir():  # a folder cannot replace a folder in one step: the old one goes first
-            old = path.with_name(f".{path.name}.{os.getpid()}.old")
-            os.replace(path, old)
-            os.replace(tmp, path)
-            _remove(old)
-        else:
-            os.replace(tmp, path)
+        _install(tmp, path)
+
+
+@contextlib.contextmanager
+def staged_path(path: str | Path) -> Iterator[Path]:
+    """As `atomic_path`, for a block that needs the file under its own name (writers that name what is inside
+    after it, readers that check it before it goes in place): `path`'s name inside a hidden folder beside it
+    (the temporary of `atomic_path`), moved to `path` when the block ends without error; the folder goes
+    either way."""
+    path = Path(path)
+    clear_stale(path)
+    staging = _temporary(path)
+    _remove(staging)
+    with _named_errors(path, remove=staging):
+        staging.mkdir()
+        yield staging / path.name
+        _install(staging / path.name, path)
+        _remove(staging)
+
+
+@contextlib.contextmanager
+def _named_errors(path: Path, *, remove: Path) -> Iterator[None]:
+    """Removes `remove` when the block fails, and makes its OSError name `path`."""
+    try:
+        yield
     except BaseException as error:
         with contextlib.suppress(OSError):  # on a read-only mount, removing fails as writing did
-            _remove(tmp)
+            _remove(remove)
         if isinstance(error, OSError) and error.errno is not None and error.filename != str(path):
             raise OSError(error.errno, error.strerror, str(path)) from error
         raise
+
+
+def _temporary(path: Path) -> Path:
+    return path.with_name(f".{path.stem}.{os.getpid()}.tmp{path.suffix}")
+
+
+def _install(tmp: Path, path: Path) -> None:
+    """Renames `tmp` to `path`; a folder replaces the folder there (the old one moved aside first)."""
+    if tmp.is_dir() and path.is_dir():  # a folder cannot replace a folder in one step: the old one goes first
+        old = path.with_name(f".{path.name}.{os.getpid()}.old")
+        os.replace(path, old)
+        os.replace(tmp, path)
+        _remove(old)
+    else:
+        os.replace(tmp, path)
 
 
 def write_bytes_atomic(path: str | Path, data: bytes) -> Path:
@@ -56,6 +97,45 @@ def write_text_atomic(path: str | Path, text: str) -> Path:
     """Write `text` (UTF-8) to `path` in one step (module docstring); returns the path. File names that are not
     UTF-8 (decoded by Python with surrogate escapes) keep their original bytes."""
     return write_bytes_atomic(path, text.encode("utf-8", errors="surrogateescape"))
+
+
+def clear_stale(path: str | Path) -> list[Path]:
+    """Clears what writers of `path` that no longer run left beside it (module docstring); returns the entries
+    removed or moved back. Entries of running processes, this one included, are left alone."""
+    path = Path(path)
+    temporary = re.compile(rf"^\.+{re.escape(path.stem)}\.(\d+)\.tmp.*{re.escape(path.suffix)}$")  # nested too
+    aside = re.compile(rf"^\.{re.escape(path.name)}\.(\d+)\.old$")
+    try:
+        entries = sorted(path.parent.iterdir())
+    except OSError:  # no folder yet, or not readable: the write itself will say so
+        return []
+    cleared = []
+    for entry in entries:
+        match = temporary.match(entry.name) or aside.match(entry.name)
+        if match is None or _running(int(match.group(1))):
+            continue
+        with contextlib.suppress(OSError):  # another writer cleared it first
+            if match.re is aside and not path.exists():
+                os.replace(entry, path)
+            else:
+                _remove(entry)
+            cleared.append(entry)
+    return cleared
+
+
+def _running(pid: int) -> bool:
+    """Whether process `pid` exists on this machine (a PID too large for the system exists nowhere)."""
+    if pid == os.getpid():
+        return True
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # another user's process
+        return True
+    except (OverflowError, ValueError):
+        return False
+    return True
 
 
 def _remove(path: Path) -> None:

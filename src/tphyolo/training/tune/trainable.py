@@ -15,6 +15,7 @@ from typing import Any
 
 import yaml
 
+from tphyolo.data.files.atomic import write_text_atomic
 from tphyolo.metrics import fitness
 from tphyolo.runtime.config import RuntimeConfig
 from tphyolo.training.config import TrainConfig
@@ -56,7 +57,7 @@ def trial_config(setup: TrialSetup, number: int, values: dict[str, float]) -> Tr
     folder = Path(setup.run_dir) / TRIALS_DIR / f"trial{number}"
     folder.mkdir(parents=True, exist_ok=True)
     hyp_file = folder / "hyp.yaml"
-    hyp_file.write_text(yaml.safe_dump(setup.space.hyp(values), sort_keys=False))
+    write_text_atomic(hyp_file, yaml.safe_dump(setup.space.hyp(values), sort_keys=False))
     return replace(setup.train, hyp=str(hyp_file), project=str(folder.parent), name=folder.name, exist_ok=True)
 
 

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import yaml
 
-from tphyolo.data.files.atomic import atomic_path
+from tphyolo.data.files.atomic import atomic_path, write_text_atomic
 from tphyolo.training.tune.evolution import Scored
 
 # running: started; done: trained every epoch; stopped: stopped early by the scheduler (or by --patience);
@@ -109,4 +109,4 @@ def write_best_hyp(path: Path, row: TrialRow, *, base: str) -> None:
         f"# Best of a hyperparameter search from {base}: trial {row.trial}, fitness {row.fitness:.5f}\n"
         f"# (mAP50 {row.map50:.5f}, mAP50-95 {row.map50_95:.5f} after {row.epochs} epoch(s)).\n"
     )
-    path.write_text(header + yaml.safe_dump(dict(row.hyp), sort_keys=False))
+    write_text_atomic(path, header + yaml.safe_dump(dict(row.hyp), sort_keys=False))  # `train --hyp` reads it
