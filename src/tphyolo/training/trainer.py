@@ -23,6 +23,7 @@ import torch
 import yaml
 
 from tphyolo.checkpoint.format import load_checkpoint, save_checkpoint
+from tphyolo.data.files.atomic import write_text_atomic
 from tphyolo.data.letterbox import check_imgsz
 from tphyolo.data.loader import set_loader_epoch, step_size
 from tphyolo.evaluation import loop as evaluation_loop  # by module: a patched loop function is the one called
@@ -208,10 +209,9 @@ class Trainer:
 
     def _write_settings(self, hyp_raw: dict[str, float]) -> None:
         """args.yaml, hyp.yaml (the file's values with the run's overrides) and, on a new run, labels.jpg."""
-        with (self.run_dir / "args.yaml").open("w") as f:
-            yaml.safe_dump({**self.cfg.to_dict(), "runtime": asdict(self.runtime)}, f, sort_keys=False)
-        with (self.run_dir / "hyp.yaml").open("w") as f:
-            yaml.safe_dump(hyp_raw, f, sort_keys=False)
+        settings = {**self.cfg.to_dict(), "runtime": asdict(self.runtime)}
+        write_text_atomic(self.run_dir / "args.yaml", yaml.safe_dump(settings, sort_keys=False))
+        write_text_atomic(self.run_dir / "hyp.yaml", yaml.safe_dump(hyp_raw, sort_keys=False))
         if self.cfg.plots and self.progress.start_epoch == 0:
             records = self.data.train_set.records
             classes = np.concatenate([r.labels.classes for r in records] + [np.zeros(0, np.int64)])
