@@ -12,6 +12,9 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from tphyolo.bench.report import Row, significant
+from tphyolo.data.augment import Hyp
+from tphyolo.data.dataset_config import load_data_config
+from tphyolo.data.loader import build_dataloader, build_dataset
 
 
 def bench_data(
@@ -24,9 +27,6 @@ def bench_data(
     cache_dir: Path | None = None,
     log: Callable[[str], None] = print,
 ) -> list[Row]:
-    from tphyolo.data.augment import Hyp
-    from tphyolo.data.dataset_config import load_data_config
-    from tphyolo.data.loader import build_dataloader, build_dataset
 
     config = load_data_config(data, cache_dir=cache_dir)
     dataset, _ = build_dataset(config, "train", imgsz=image_size, augment=True, hyp=Hyp(mosaic=1.0), batch_size=batch)
