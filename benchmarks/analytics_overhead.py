@@ -7,7 +7,7 @@ tracking run's files.
 1. Overhead per frame, same run: synthetic-mot sequences (a panning, zooming, turning camera) are tracked from
    their true boxes with noise (N(0, 1) px) and a miss in ten, by BoT-SORT with sparse camera-motion
    compensation from the frames (the tracker's own time includes its motion estimate), and after each
-   `Tracker.update` the four analytics (`Analysis.update`: Counter on 2 lines, Zones on 1 zone, Speed, Heatmap)
+   `ByteTracker.update` the four analytics (`Analysis.update`: Counter on 2 lines, Zones on 1 zone, Speed, Heatmap)
    read its tracks. Both are timed around their own call in the same loop, in CPU seconds of this process
    (`time.process_time`: OpenCV's threads included, and less disturbed by other processes than the wall clock);
    the baseline is the tracker's time, labelled "tracker (BoT-SORT + sparse CMC)". A second baseline, the
@@ -36,7 +36,7 @@ from tphyolo.data.builtin.synthetic_mot import WORLD_GSD, simulate_sequence
 from tphyolo.data.formats.visdrone import NAMES
 from tphyolo.data.mot.table import TrackTable
 from tphyolo.data.mot.visdrone_mot import write_visdrone_mot
-from tphyolo.track.tracker import Tracker
+from tphyolo.track.tracker import ByteTracker
 
 REGIONS = {
     "lines": [{"name": "h", "points": [[0, 192], [640, 192]]}, {"name": "v", "points": [[320, 0], [320, 384]]}],
@@ -52,7 +52,7 @@ def detections(truth: TrackTable, rng: np.random.Generator) -> TrackTable:
                                    objects.classes)  # fmt: skip
 
 
-def one_pass(sequences, tracker: Tracker, regions, *, analytics: bool = True):
+def one_pass(sequences, tracker: ByteTracker, regions, *, analytics: bool = True):
     """(tracker seconds, analytics seconds, frames, tracks table per sequence) of one pass over `sequences`."""
     tracking = analysing = 0.0
     frames, outputs = 0, []
@@ -94,8 +94,8 @@ def main() -> None:
         path.write_text(yaml.safe_dump(REGIONS))
         regions = load_regions(path, frame_size=(640, 384))
         print(f"{args.sequences} synthetic-mot sequences x {args.length} frames, {args.repeats} passes (median)")
-        for label, tracker in (("tracker (BoT-SORT + sparse CMC)", Tracker("botsort")),
-                               ("tracker (ByteTrack, no CMC)", Tracker("bytetrack"))):  # fmt: skip
+        for label, tracker in (("tracker (BoT-SORT + sparse CMC)", ByteTracker("botsort")),
+                               ("tracker (ByteTrack, no CMC)", ByteTracker("bytetrack"))):  # fmt: skip
             passes = [one_pass(sequences, tracker, regions) for _ in range(args.repeats)]
             tracking = statistics.median(p[0] for p in passes)
             analysing = statistics.median(p[1] for p in passes)

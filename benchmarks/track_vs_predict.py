@@ -29,7 +29,7 @@ from tphyolo.data.builtin.synthetic_mot import render_sequence
 from tphyolo.data.formats.visdrone import NAMES
 from tphyolo.models import build_model
 from tphyolo.predict.predictor import Predictor
-from tphyolo.track.tracker import Tracker
+from tphyolo.track.tracker import ByteTracker
 
 
 def synthetic_video(path: Path, length: int) -> Path:
@@ -70,8 +70,8 @@ def main() -> None:
         predictor = Predictor(weights, imgsz=args.img, conf=args.conf, device="cpu")
         modes = {
             "predict (baseline)": lambda: predictor.stream(video),
-            "track, bytetrack": lambda: predictor.track(video, Tracker("bytetrack")),
-            "track, botsort + sparse CMC": lambda: predictor.track(video, Tracker("botsort")),
+            "track, bytetrack": lambda: predictor.track(video, ByteTracker("bytetrack")),
+            "track, botsort + sparse CMC": lambda: predictor.track(video, ByteTracker("botsort")),
         }
         for run in modes.values():  # warm-up
             for _ in itertools.islice(run(), 3):

@@ -31,7 +31,7 @@ from tphyolo.data.files.image_io import read_image
 from tphyolo.data.mot.sequences import read_ground_truth, tracking_split
 from tphyolo.data.mot.table import TrackTable
 from tphyolo.metrics.tracking import evaluate_tables
-from tphyolo.track.tracker import Tracker
+from tphyolo.track.tracker import ByteTracker
 
 FIELDS = ("HOTA", "AssA", "DetA", "IDF1", "MOTA", "IDSW", "FP", "FN")
 # row -> (tracker, compensation; "truth" = the generator's camera motion given to the tracker)
@@ -73,7 +73,7 @@ def detector_detections(weights: str, frames: list[Path], names_to_category) -> 
 
 def run(tracker_name: str, cmc: str, frames, detections: TrackTable, motions) -> tuple[TrackTable, list[float]]:
     """The tracker's output over a sequence and the seconds per frame its compensation took."""
-    tracker = Tracker(tracker_name, cmc="none" if cmc == "truth" else cmc)
+    tracker = ByteTracker(tracker_name, cmc="none" if cmc == "truth" else cmc)
     rows, cmc_seconds = [], []
     for t, frame in enumerate(frames):
         now = detections.select(detections.frames == t + 1)

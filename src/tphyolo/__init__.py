@@ -11,6 +11,7 @@ def __getattr__(name: str):
     """`tphyolo.Predictor`, `tphyolo.Results`, `tphyolo.Tracker`, `tphyolo.val`, `tphyolo.ValConfig`,
     `tphyolo.Trainer`, `tphyolo.train` and `tphyolo.tune` are imported on first use, so that `import tphyolo`
     stays light."""
+    # the facade's imports are lazy on purpose: each loads torch, and `import tphyolo` (and `tphyolo -h`) must not
     if name == "Predictor":
         from tphyolo.predict.predictor import Predictor
 

@@ -33,7 +33,8 @@ from collections.abc import Iterable, Sequence
 from typing import NamedTuple
 
 from tphyolo._version import __version__
-from tphyolo.errors import UsageError
+from tphyolo.commands.options.yolov5 import unknown_flag_hints
+from tphyolo.errors import UsageError, describe_error
 from tphyolo.runtime.console import progress_output
 from tphyolo.runtime.install import torch_install_checked
 
@@ -123,8 +124,6 @@ class _Parser(argparse.ArgumentParser):
         instead (`tphyolo.commands.options.yolov5`), in place of the closest flag."""
         parsed, unknown = self.parse_known_args(args, namespace)
         if unknown:
-            from tphyolo.commands.options.yolov5 import unknown_flag_hints
-
             owner = self.command_parser(parsed)
             command = owner.prog.split()[1] if len(owner.prog.split()) > 1 else ""
             hints = unknown_flag_hints(command, unknown)
@@ -172,6 +171,7 @@ def _add_command_arguments(sub: argparse.ArgumentParser, module) -> None:
     sub.set_defaults(_module=module)
     takers = module.add_arguments(sub) or [sub]
     if getattr(module, "USES_RUNTIME", False):
+        # lazily, as the command modules are: `tphyolo --version` and commands without runtime flags skip it
         from tphyolo.runtime.flags import add_runtime_arguments
 
         for parser in takers:
@@ -198,7 +198,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         with torch_install_checked():
             if getattr(module, "USES_RUNTIME", False):
-                from tphyolo.runtime.config import configure_process, runtime_from_args
+                from tphyolo.runtime.config import configure_process, runtime_from_args  # torch: not for -h
 
                 args.runtime = runtime_from_args(args)
                 configure_process(args.runtime)
@@ -213,8 +213,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     except (OSError, ValueError, MemoryError) as error:  # UsageError, ImageError, yaml and decode errors included
         if debug:
             raise
-        from tphyolo.errors import describe_error
-
         print(f"tphyolo {args.command}: error: {describe_error(error)}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:

@@ -12,7 +12,7 @@ from tphyolo.analyze import analyze, read_counts, score_counts, true_counts
 from tphyolo.data.builtin.synthetic_mot import generate_synthetic_mot
 from tphyolo.data.dataset_config import load_data_config
 from tphyolo.data.mot.sequences import tracking_split
-from tphyolo.track.tracker import Tracker
+from tphyolo.track.tracker import ByteTracker
 
 
 @pytest.mark.slow
@@ -24,7 +24,7 @@ def test_counts_from_the_detector_and_tracker_are_within_5_percent(tmp_path):
                                                                             [220, 264]]}]}))  # fmt: skip
     frames = split.sequences["val-000"]
     reports = analyze(lines, tmp_path / "run", predictor=OraclePredictor(split), source=frames,
-                      tracker=Tracker("bytetrack", cmc="sparse"), save_video=False, progress=False)  # fmt: skip
+                      tracker=ByteTracker("bytetrack", cmc="sparse"), save_video=False, progress=False)  # fmt: skip
     assert [r.frames for r in reports] == [60]
     truth = true_counts(split.annotations, lines, source=frames)
     score = score_counts(truth, read_counts(tmp_path / "run"))

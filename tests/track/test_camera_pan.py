@@ -7,7 +7,7 @@ import pytest
 from track_scenes import Frame, identity_switches, run
 
 from tphyolo.track.cmc import CameraMotion
-from tphyolo.track.tracker import Tracker
+from tphyolo.track.tracker import ByteTracker
 
 
 def ground(seed: int = 0, size: tuple[int, int] = (900, 700)) -> np.ndarray:
@@ -85,10 +85,10 @@ def panning_video(n_frames: int = 24, step: int = 14) -> list[Frame]:
 @pytest.mark.parametrize("method", ["sparse", "orb", "ecc"])
 def test_botsort_keeps_identities_through_a_pan_with_compensation(method):
     frames = panning_video()
-    with_cmc = run(Tracker("botsort", cmc=method), frames)
+    with_cmc = run(ByteTracker("botsort", cmc=method), frames)
     assert identity_switches(with_cmc) == 0
     sightings = {k: sum(k in f.truth for f in frames) for k in range(8)}
     late = {k for k in range(8) if k not in frames[0].truth}  # entered the view later: output from its 2nd frame
     assert {k: len(seq) for k, seq in with_cmc.items()} == {k: n - (k in late) for k, n in sightings.items() if n}
-    without = run(Tracker("botsort", cmc="none"), frames)  # loses every object once the pan starts
+    without = run(ByteTracker("botsort", cmc="none"), frames)  # loses every object once the pan starts
     assert sum(len(seq) for seq in without.values()) < 0.6 * sum(len(seq) for seq in with_cmc.values())

@@ -126,3 +126,10 @@ def test_tracker_refuses_what_it_cannot_track(tmp_path):
     (tmp_path / "dets" / "s.txt").write_text("1,-1,0,0,5,5,0.9,-1,-1,-1\n")
     with pytest.raises(ValueError, match="compensates camera motion"):
         Tracker(detections=tmp_path / "dets", tracker="botsort").sequences()
+
+
+def test_class_ids_read_visdrone_categories_and_refuse_the_others():
+    from tphyolo.track.stream import class_ids
+
+    # 1 pedestrian .. 10 motor are classes 0..9; 0 (ignored region), 11 (others) and -1 (none) are no class
+    assert class_ids(np.array([1, 4, 10, 0, 11, -1])).tolist() == [0, 3, 9, -1, -1, -1]

@@ -8,7 +8,7 @@ import pytest
 from tphyolo.data.builtin.synthetic_mot import render_sequence
 from tphyolo.data.mot.table import TrackTable
 from tphyolo.metrics.tracking import evaluate_tables
-from tphyolo.track.tracker import Tracker
+from tphyolo.track.tracker import ByteTracker
 
 
 @pytest.fixture(scope="module")
@@ -22,7 +22,7 @@ def sequence():
     return frames, truth, camera, (objects, boxes, scores)
 
 
-def track(sequence, tracker: Tracker, *, true_motion: bool = False):
+def track(sequence, tracker: ByteTracker, *, true_motion: bool = False):
     frames, truth, camera, (objects, boxes, scores) = sequence
     rows = []
     for t, frame in enumerate(frames):
@@ -38,15 +38,15 @@ def track(sequence, tracker: Tracker, *, true_motion: bool = False):
 
 @pytest.mark.slow
 def test_compensation_from_pixels_keeps_identities_through_camera_motion(sequence):
-    without = track(sequence, Tracker("botsort", cmc="none"))
-    sparse = track(sequence, Tracker("botsort", cmc="sparse"))
-    told = track(sequence, Tracker("botsort", cmc="none"), true_motion=True)
+    without = track(sequence, ByteTracker("botsort", cmc="none"))
+    sparse = track(sequence, ByteTracker("botsort", cmc="sparse"))
+    told = track(sequence, ByteTracker("botsort", cmc="none"), true_motion=True)
     assert sparse["IDSW"] * 5 < without["IDSW"] and sparse["HOTA"] > without["HOTA"] + 10
     assert sparse["HOTA"] == pytest.approx(told["HOTA"], abs=2.0)  # as good as knowing the true motion
     assert sparse["IDF1"] > 80
 
 
 def test_bytetrack_gains_from_the_true_camera_motion_too(sequence):
-    without = track(sequence, Tracker("bytetrack"))
-    told = track(sequence, Tracker("bytetrack"), true_motion=True)
+    without = track(sequence, ByteTracker("bytetrack"))
+    told = track(sequence, ByteTracker("bytetrack"), true_motion=True)
     assert told["IDSW"] * 5 < without["IDSW"] and told["HOTA"] > without["HOTA"] + 10

@@ -16,7 +16,7 @@ from tphyolo.data.mot.table import TrackTable
 from tphyolo.data.mot.visdrone_mot import read_visdrone_mot, write_visdrone_mot
 from tphyolo.metrics.tracking import evaluate_tables
 from tphyolo.models import build_model
-from tphyolo.track.tracker import Tracker
+from tphyolo.track.tracker import ByteTracker
 
 
 @pytest.fixture(scope="module")
@@ -32,7 +32,7 @@ def split(video_set):
 
 def test_predictor_track_streams_results_with_ids_and_restarts_per_sequence(split):
     predictor = OraclePredictor(split)
-    results = list(predictor.track(split.folder / "sequences", Tracker("botsort")))
+    results = list(predictor.track(split.folder / "sequences", ByteTracker("botsort")))
     assert len(results) == 20 and predictor.calls == 20
     first, second = results[:10], results[10:]
     assert [r.frame for r in first] == list(range(10)) and [r.frame for r in second] == list(range(10))

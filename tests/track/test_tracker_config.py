@@ -55,9 +55,9 @@ def test_bad_names_and_values():
 def test_bytetrack_starts_tracks_from_every_confident_detection_left_over():
     """A detection just above the high threshold starts a track (BoxMOT's rule; ByteTrack's code asks 0.1
     more), which gets its id when it is matched in the next frame."""
-    from tphyolo.track.tracker import Tracker
+    from tphyolo.track.tracker import ByteTracker
 
-    tracker = Tracker("bytetrack")
+    tracker = ByteTracker("bytetrack")
     tracker.update([[0, 0, 10, 10]], [0.9])  # first frame: a track at once, id 1
     box = [[100, 100, 120, 120]]
     assert len(tracker.update(box, [0.55])) == 0  # a new track, not yet confirmed

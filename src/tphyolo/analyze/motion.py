@@ -1,7 +1,7 @@
 """The ground under a moving camera: frame-to-frame camera motion accumulated from the first frame.
 
 Lines, zones, speeds and the heatmap live in ground coordinates, the pixels of the stream's first frame. A
-tracker with camera-motion compensation (`tphyolo.track.Tracker.camera_motion` after each `update`), or
+tracker with camera-motion compensation (`tphyolo.track.ByteTracker.camera_motion` after each `update`), or
 `tphyolo.track.cmc.CameraMotion` on the frames for a tracker without it, gives per frame the (2, 3) affine from
 the previous frame's pixels to this one's; their product maps the first frame's pixels to the current frame's,
 and its inverse brings a track's position back onto the ground. Without compensation (the identity each frame)

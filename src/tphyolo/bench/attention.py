@@ -33,6 +33,7 @@ from tphyolo.models.clla import CLLABlock
 from tphyolo.models.swin import C3STR
 from tphyolo.runtime.config import RuntimeConfig, sdpa_backends
 from tphyolo.runtime.precision import strict_fp32
+from tphyolo.runtime.sdpa_probe import kernel_that_ran
 
 BLOCKS = ("c3tr", "c3str", "clla")
 MODES = ("eval", "train")
@@ -201,7 +202,6 @@ def bench_attention(
 def _measure(settings, device, timed, backend, flops, dtype, log, case, config, base_mb) -> Row:
     """Times the baseline and our step interleaved under one SDPA backend; an error row if ours cannot run.
     `timed` is (baseline step, our step, our eval forward to probe the kernel with, or None)."""
-    from tphyolo.runtime.sdpa_probe import kernel_that_ran
 
     base_fn, ours_fn, probe = timed
     name = f"attention/{case.block}"

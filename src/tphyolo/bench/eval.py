@@ -15,6 +15,7 @@ import torch
 
 from tphyolo.bench.report import Row
 from tphyolo.bench.timing import time_call, time_calls
+from tphyolo.metrics.coco import evaluate_coco
 
 CPU = torch.device("cpu")
 WIDTH, HEIGHT = 1360, 765
@@ -59,7 +60,6 @@ def bench_eval(
     *, images: int = 500, repeats: int = 3, clock: str = "wall", log: Callable[[str], None] = print
 ) -> list[Row]:
     """One Row: ours against pycocotools (ours alone when it is absent), timed by `clock` (timing.CLOCKS)."""
-    from tphyolo.metrics.coco import evaluate_coco
 
     log(f"bench eval: making {images} synthetic images of ground truth and detections ...")
     gt, detections = coco_inputs(images)

@@ -34,6 +34,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from tphyolo.bench.baselines import with_original_attention
 from tphyolo.bench.report import Row, significant
 from tphyolo.bench.timing import Timing, paired_speedup, time_calls
 from tphyolo.export.config import ExportConfig
@@ -41,6 +42,8 @@ from tphyolo.export.exporter import ExportResult, export_model
 from tphyolo.export.formats import INT8_RUNTIME_SUFFIX, RUNTIMES
 from tphyolo.export.parity import FP32_TOLERANCE, INT8_TOLERANCE, relative_error, sample_images
 from tphyolo.infer.backends import load_backend
+from tphyolo.models import build_model
+from tphyolo.predict.predictor import Predictor
 
 BACKENDS = ("torch", *RUNTIMES)
 BASELINES = {
@@ -83,8 +86,6 @@ class BackendBenchSettings:
 def baseline_model(model: torch.nn.Module, baseline: str) -> torch.nn.Module:
     """The fused eval-mode model of `baseline` (see the module docstring)."""
     if baseline == "original":
-        from tphyolo.bench.baselines import with_original_attention
-
         model, _ = with_original_attention(model)
     return model.fuse().eval()
 
@@ -129,7 +130,6 @@ def bench_backends(
 ) -> list[Row]:
     """Exports `settings.model` to `workdir`, checks each backend against our model, times baselines and
     backends interleaved; one Row per (baseline, backend) pair, the torch backend against "ours" left out."""
-    from tphyolo.models import build_model
 
     torch.manual_seed(0)
     model = build_model(settings.model)
@@ -162,8 +162,6 @@ def bench_backends(
 def bench_tta(settings: BackendBenchSettings, *, workdir: str | Path, log: Callable[[str], None] = print) -> list[Row]:
     """End-to-end `Predictor` time with 8-pass TTA + WBF on one image per backend (see the module docstring);
     one Row per (baseline, backend) pair, the torch backend against "ours" left out."""
-    from tphyolo.models import build_model
-    from tphyolo.predict.predictor import Predictor
 
     torch.manual_seed(0)
     model = build_model(settings.model)

@@ -31,8 +31,11 @@ from tphyolo.bench.baselines import with_original_attention
 from tphyolo.bench.report import Row, significant
 from tphyolo.bench.timing import paired_speedup, peak_memory_mb, time_calls
 from tphyolo.data.letterbox import check_imgsz
+from tphyolo.models.build import build_model
 from tphyolo.runtime.config import RuntimeConfig, autocast, sdpa_context
 from tphyolo.runtime.precision import strict_fp32
+from tphyolo.training.hyp import load_hyp, scale_hyp
+from tphyolo.training.loss import YoloLoss
 
 VARIANTS = ("eager", "channels_last", "amp", "compile", "amp+compile")
 AMP_VARIANTS = ("amp", "amp+compile")
@@ -109,8 +112,6 @@ def synthetic_images(batch: int, image_size: int, *, seed: int = 0) -> torch.Ten
 
 def _loss_for(model: nn.Module, image_size: int, *, original: bool = False) -> nn.Module:
     """`YoloLoss` of `model`'s head with hyp "scratch-low"; `original`: its `OriginalLoss` twin."""
-    from tphyolo.training.hyp import load_hyp, scale_hyp
-    from tphyolo.training.loss import YoloLoss
 
     head = model.head
     hyp = scale_hyp(load_hyp("scratch-low"), num_levels=head.nl, num_classes=head.nc, imgsz=image_size)
@@ -181,7 +182,6 @@ def bench_model(
 ) -> list[Row]:
     """One Row per (mode, variant): ours against the original-attention twin, both prepared by the variant's
     RuntimeConfig (`variant_runtime` of `runtime`, default the default RuntimeConfig)."""
-    from tphyolo.models.build import build_model
 
     runtime = runtime or RuntimeConfig()
     runs = variant_runtimes(runtime, settings.variants, device=device, log=log)

@@ -75,7 +75,8 @@ def profile_model(
 ) -> ProfileReport:
     """Profiles `config` under `runtime` (see the module docstring), saying what it does through `log`. Raises
     UsageError, naming the flag, for a model that cannot be built, before any file is written."""
-    import torch  # lazily, with what imports it: see the TYPE_CHECKING block
+    # imported when a profile runs, not with this module: `tphyolo profile -h` imports it for ProfileConfig alone
+    import torch
     from torch.profiler import ProfilerActivity, profile
 
     from tphyolo.bench.compile_report import compile_report, reset_compile_counters
@@ -166,7 +167,7 @@ def profile_model(
 
 def _module_times(prof, labels: ModuleLabels | None, strides, steps: int, title: str) -> str:  # noqa: ANN001
     """The per-module table of a profile (forward time per step by module type, head part and branch)."""
-    from tphyolo.bench.profile import label_times, summarize
+    from tphyolo.bench.profile import label_times, summarize  # torch: lazily, as in profile_model
 
     if labels is None:
         return "per-module times are not recorded under --compile (forward hooks would split the compiled graph)"

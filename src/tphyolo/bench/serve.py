@@ -30,6 +30,7 @@ from urllib.parse import urlsplit
 import numpy as np
 
 from tphyolo.bench.report import Row, significant
+from tphyolo.predict.predictor import Predictor
 
 LOOPBACK = ("127.0.0.1", "localhost", "::1")
 READY_TIMEOUT_S = 300.0
@@ -209,7 +210,6 @@ class ServeBenchSettings:
 
 def predict_ms(settings: ServeBenchSettings, image: np.ndarray) -> float:
     """Median ms of `Predictor` on `image`, one call per image (the baseline)."""
-    from tphyolo.predict.predictor import Predictor
 
     predictor = Predictor(list(settings.weights), imgsz=settings.imgsz, device="cpu")
     predictor(image)  # warm-up

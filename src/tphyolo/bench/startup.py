@@ -22,6 +22,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from tphyolo.bench.report import Row
+from tphyolo.data.builtin.synthetic import ensure_synthetic
 from tphyolo.runtime.compile_cache import CACHE_ENV, INDUCTOR_ENV
 
 POLL_S = 0.2
@@ -71,7 +72,6 @@ def time_to_first_step(command: list[str], record: Path, env: dict[str, str], ti
 
 def bench_startup(settings: StartupSettings, *, log: Callable[[str], None] = print) -> list[Row]:
     """One row: cold (baseline) and warm time to first step in milliseconds, with both phase breakdowns."""
-    from tphyolo.data.builtin.synthetic import ensure_synthetic
 
     if settings.data == "synthetic":
         ensure_synthetic()  # generated once, outside the timed starts

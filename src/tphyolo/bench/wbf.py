@@ -14,6 +14,7 @@ import torch
 
 from tphyolo.bench.report import Row
 from tphyolo.bench.timing import time_call, time_calls
+from tphyolo.ops.wbf import weighted_boxes_fusion
 
 CPU = torch.device("cpu")
 
@@ -42,7 +43,6 @@ def bench_wbf(
     *, quick: bool = False, repeats: int = 5, clock: str = "wall", log: Callable[[str], None] = print
 ) -> list[Row]:
     """One Row: ours against ensemble_boxes (ours alone when it is absent), timed by `clock` (timing.CLOCKS)."""
-    from tphyolo.ops.wbf import weighted_boxes_fusion
 
     models, boxes, classes = (2, 30, 3) if quick else (8, 300, 10)
     inputs = wbf_inputs(models, boxes, classes)

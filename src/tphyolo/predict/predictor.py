@@ -45,7 +45,7 @@ LOGGER = logging.getLogger(__name__)
 
 
 class FrameTracker(Protocol):
-    """What `Predictor.track` needs of a tracker (`tphyolo.track.tracker.Tracker` is one): `reset()` before each
+    """What `Predictor.track` needs of a tracker (`tphyolo.track.tracker.ByteTracker` is one): `reset()` before each
     sequence, and `update(boxes (N, 4) xyxy, scores (N,), labels (N,), *, frame)` per frame (numpy arrays and
     the uint8 BGR image) returning the tracks seen, with `boxes`, `ids`, `scores` and `labels` arrays."""
 
@@ -186,7 +186,7 @@ class Predictor:
     ) -> Iterator[Results]:
         """The results of every frame of the video sequences of `source` (`tphyolo.predict.sequences`), holding
         the tracks seen in that frame: boxes from `tracker`, `ids` its track ids, `frame` the frame's index in
-        its sequence (from 0), image kept. `tracker` (a `tphyolo.track.tracker.Tracker`, or anything with its
+        its sequence (from 0), image kept. `tracker` (a `tphyolo.track.tracker.ByteTracker`, or anything with its
         `reset` and `update`) starts afresh at each sequence. `on_skip`, `vid_stride`: as `stream`."""
         for sequence in resolve_sequences(source):
             for _, result in self.track_sequence(sequence, tracker, on_skip=on_skip, vid_stride=vid_stride):

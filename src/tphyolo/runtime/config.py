@@ -18,6 +18,7 @@ import torch
 from torch import nn
 
 from tphyolo.flags import from_flags
+from tphyolo.runtime.compile_cache import use_compile_cache
 from tphyolo.runtime.cpu_memory import keep_freed_blocks
 from tphyolo.runtime.flags import ALLOC_ENV_VARS, SDPA_BACKEND_NAMES, RuntimeSettings, parse_device
 
@@ -144,8 +145,6 @@ def configure_process(cfg: RuntimeConfig) -> dict[str, str]:
     torch.backends.cudnn.allow_tf32 = cfg.tf32
     torch.backends.cudnn.benchmark = cfg.cudnn_benchmark
     if cfg.compile != "off":
-        from tphyolo.runtime.compile_cache import use_compile_cache
-
         cache = use_compile_cache()
         report.update(compile_cache=cache["dir"], compile_cache_source=cache["source"])
     return report

@@ -1,8 +1,8 @@
 """Multi-object tracking on top of any detector: the tracker contract (`MultiObjectTracker`, `Tracks`), the
-registry of trackers (`make_tracker`, `TRACKERS`), ByteTrack and BoT-SORT (`Tracker`, `TrackerConfig`), OC-SORT
+registry of trackers (`make_tracker`, `TRACKERS`), ByteTrack and BoT-SORT (`ByteTracker`, `TrackerConfig`), OC-SORT
 (`OCSort`, `OCSortConfig`) and camera-motion compensation (`CameraMotion`); on top of them, tracking whole
-sources (`tphyolo.track.stream.Tracker`, which the package exports as `tphyolo.Tracker`; `Tracker` here is the
-ByteTrack/BoT-SORT engine) and the runs of `tphyolo track` (`track_job`, `TrackJob`).
+sources (`tphyolo.track.stream.Tracker`, which the package exports as `tphyolo.Tracker`) and the runs of
+`tphyolo track` (`track_job`, `TrackJob`).
 
 Importing this package imports none of its modules; each name is imported from its module on first use.
 """
@@ -21,6 +21,6 @@ __getattr__, __dir__, __all__ = lazy_exports(
         "tphyolo.track.job": ("TrackJob",),
         "tphyolo.track.registry": ("TRACKERS", "TRACKER_NAMES", "make_tracker", "tracker_settings"),
         "tphyolo.track.run": ("track_job",),
-        "tphyolo.track.tracker": ("Tracker",),
+        "tphyolo.track.tracker": ("ByteTracker",),
     },
 )

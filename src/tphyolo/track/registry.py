@@ -7,8 +7,8 @@
 
 | name | class | settings |
 | --- | --- | --- |
-| `bytetrack` | `track.tracker.Tracker` | `TrackerConfig` preset (ByteTrack, Zhang et al. 2022) |
-| `botsort` | `track.tracker.Tracker` | `TrackerConfig` preset (BoT-SORT, Aharon et al. 2022) |
+| `bytetrack` | `track.tracker.ByteTracker` | `TrackerConfig` preset (ByteTrack, Zhang et al. 2022) |
+| `botsort` | `track.tracker.ByteTracker` | `TrackerConfig` preset (BoT-SORT, Aharon et al. 2022) |
 | `ocsort` | `track.ocsort.OCSort` | `OCSortConfig` (OC-SORT, Cao et al. 2023) |
 
 A new tracker is its module (a class with `config`, `reset()` and `update(...) -> Tracks`, and a frozen settings
@@ -42,8 +42,8 @@ class TrackerKind:
 
 
 TRACKERS: dict[str, TrackerKind] = {
-    "bytetrack": TrackerKind("tphyolo.track.tracker:Tracker", TRACKER_PRESETS["bytetrack"]),
-    "botsort": TrackerKind("tphyolo.track.tracker:Tracker", TRACKER_PRESETS["botsort"]),
+    "bytetrack": TrackerKind("tphyolo.track.tracker:ByteTracker", TRACKER_PRESETS["bytetrack"]),
+    "botsort": TrackerKind("tphyolo.track.tracker:ByteTracker", TRACKER_PRESETS["botsort"]),
     "ocsort": TrackerKind("tphyolo.track.ocsort:OCSort", OCSortConfig()),
 }
 TRACKER_NAMES: tuple[str, ...] = tuple(TRACKERS)

@@ -4,9 +4,9 @@ set's split, whose ground truth is then scored), the tracks written by `TrackWri
     run = track_job(TrackJob(TrackInputs(weights=("best.pt",), source="drone.mp4")), runtime=RuntimeConfig())
     run.save_dir, run.frames, run.fps, run.scores
 
-What was tracked is written whatever stops the run (an error, Ctrl-C). A data set's split writes the files its
-ground truth's format needs (MOT rows for `mot` and `uavdt`, VisDrone-MOT rows for `visdrone-mot`) besides
-those asked for.
+What was tracked is written whatever stops the run (an error, Ctrl-C). A data set's split writes the text its
+benchmark takes as output (its layout's `output_text`, `tphyolo.data.mot.layouts.LAYOUTS`) besides the files
+asked for.
 """
 
 from __future__ import annotations
@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from tphyolo.data.dataset_config import load_data_config
+from tphyolo.data.mot.layouts import MOT_TEXT, VISDRONE_TEXT
 from tphyolo.data.mot.sequences import TrackingSplit, tracking_split
 from tphyolo.metrics.tracking import evaluate_tracking
 from tphyolo.track.job import TrackJob
@@ -85,10 +86,10 @@ def track_job(
     source = split.folder / "sequences" if split is not None else inputs.source
     sequences = tracker.sequences(source, vid_stride=inputs.vid_stride, on_skip=on_skip)
     save_dir = job.output.create(DEFAULT_PROJECT)
-    fmt = split.fmt if split is not None else None
+    text = split.output_text if split is not None else None  # the text the split's ground truth is scored on
     writer = TrackWriter(save_dir, names=tracker.names, save_img=outputs.save_img, style=job.style,
-                         save_mot=outputs.save_mot or fmt in ("mot", "uavdt"),
-                         save_visdrone=outputs.save_visdrone or fmt == "visdrone-mot")  # fmt: skip
+                         save_mot=outputs.save_mot or text == MOT_TEXT,
+                         save_visdrone=outputs.save_visdrone or text == VISDRONE_TEXT)  # fmt: skip
     done: list[SequenceRun] = []
     try:  # what was tracked is written whatever stops the loop
         for name, frames in sequences:
@@ -120,5 +121,4 @@ def _write_sequence(writer: TrackWriter, name: str, frames) -> SequenceRun:
 
 
 def _score(split: TrackingSplit, save_dir: Path):
-    outputs = save_dir / ("visdrone" if split.fmt == "visdrone-mot" else "mot")
-    return evaluate_tracking(split.annotations, outputs, fmt=split.fmt)
+    return evaluate_tracking(split.annotations, save_dir / split.output_text, fmt=split.fmt)

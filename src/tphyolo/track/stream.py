@@ -9,7 +9,8 @@ frames, a folder of sequence folders, ...) and the tracker starts afresh at each
 of per-sequence MOT or VisDrone-MOT files, `tphyolo.data.mot.sequences.detection_files`) no model runs: the
 files' sequences are tracked, with the frames of the source's sequence of the same name when a source is given
 (a single sequence pairs with a single file whatever their names); their category column gives the class, by
-VisDrone's table (`tphyolo.data.formats.visdrone.NAMES`), and is kept as it is for the files written.
+VisDrone's table (`class_ids`), and is kept as it is for the files written. `pair_sequences` and `class_ids` are
+the rules any reader of such files follows (`tphyolo.analyze` reads them through both).
 """
 
 from __future__ import annotations
@@ -38,6 +39,25 @@ SkipHandler = Callable[[Path | Stream, Exception], None]
 
 # class id of each VisDrone category (-1 for a category that is no class: 0 ignored regions, 11 others, none)
 _CLASS_OF_CATEGORY = dict(zip(category_ids(VISDRONE_NAMES), range(len(VISDRONE_NAMES)), strict=True))
+
+
+def class_ids(categories: np.ndarray) -> np.ndarray:
+    """The class id (into VisDrone's `NAMES`) of each category of a file's category column; -1 for a category
+    that is no class (0 ignored regions, 11 others, -1 none)."""
+    return np.array([_CLASS_OF_CATEGORY.get(c, -1) for c in np.asarray(categories).tolist()], dtype=np.int64)
+
+
+def pair_sequences(files: dict[str, Path], source: Any) -> dict[str, tuple[Path, VideoSequence | None]]:
+    """Name -> (file, the sequence of `source` of the same name, or None without a source) for each of `files`
+    (per-sequence text files); a single file and a single sequence pair whatever their names. Raises
+    FileNotFoundError naming a file whose sequence `source` lacks."""
+    sequences = {s.name: s for s in resolve_sequences(source)} if source is not None else {}
+    if len(files) == 1 and len(sequences) == 1:
+        sequences = {next(iter(files)): next(iter(sequences.values()))}
+    missing = [name for name in files if sequences and name not in sequences]
+    if missing:
+        raise FileNotFoundError(f"source {source}: no sequence named {missing[0]!r} for {files[missing[0]]}")
+    return {name: (path, sequences.get(name)) for name, path in files.items()}
 
 
 @dataclass(frozen=True)
@@ -153,14 +173,8 @@ class Tracker:
         if source is None and self.cmc != "none":
             raise ValueError(f"tracker {self.tracker.config.tracker} compensates camera motion ({self.cmc}) from "
                              "the frames: give their source with the detections, or cmc none")  # fmt: skip
-        sequences = {s.name: s for s in resolve_sequences(source)} if source is not None else {}
-        files = self.detections
-        if len(files) == 1 and len(sequences) == 1:
-            sequences = {next(iter(files)): next(iter(sequences.values()))}  # one of each: paired whatever the names
-        missing = [name for name in files if sequences and name not in sequences]
-        if missing:
-            raise FileNotFoundError(f"source {source}: no sequence named {missing[0]!r} for {files[missing[0]]}")
-        return ((name, self._detection_frames(path, sequences.get(name), vid_stride)) for name, path in files.items())
+        paired = pair_sequences(self.detections, source)
+        return ((name, self._detection_frames(path, sequence, vid_stride)) for name, (path, sequence) in paired.items())
 
     def _detection_frames(self, path: Path, sequence: VideoSequence | None, vid_stride: int
                           ) -> Iterator[TrackedFrame]:  # fmt: skip
@@ -175,6 +189,5 @@ class Tracker:
         tracked = track_detections(read_detections(path), self.tracker, frames=None if sequence is None else images())
         for number, image, tracks in tracked:
             frame_path, name, fps = read.pop(number, (None, None, None))
-            labels = np.array([_CLASS_OF_CATEGORY.get(c, -1) for c in tracks.labels.tolist()], dtype=np.int64)
-            yield TrackedFrame(number, image, frame_path, name, fps, tracks.boxes, tracks.ids, tracks.scores, labels,
-                               tracks.labels)  # fmt: skip
+            yield TrackedFrame(number, image, frame_path, name, fps, tracks.boxes, tracks.ids, tracks.scores,
+                               class_ids(tracks.labels), tracks.labels)  # fmt: skip

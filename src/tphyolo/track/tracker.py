@@ -1,6 +1,6 @@
 """The multi-object tracker: Kalman-predicted boxes associated with each frame's detections by IoU.
 
-    tracker = Tracker("botsort")               # or a TrackerConfig, a yaml file; keywords override
+    tracker = ByteTracker("botsort")           # or a TrackerConfig, a yaml file; keywords override
     for frame, (boxes, scores, labels) in enumerate(detections):
         tracks = tracker.update(boxes, scores, labels, frame=image)  # image: for the camera-motion estimate
         tracks.ids, tracks.boxes                                     # ids >= 1, stable across the stream
@@ -56,8 +56,9 @@ class _LiveTracks:
             setattr(self, name, joined)
 
 
-class Tracker:
-    """Tracks objects over the frames of one stream (see the module docstring); `reset()` starts a new one.
+class ByteTracker:
+    """ByteTrack's cascade, which BoT-SORT's preset extends: tracks objects over the frames of one stream (see the
+    module docstring); `reset()` starts a new one.
 
     `config`: a TrackerConfig, a preset name or a yaml file (`tphyolo.track.config.tracker_config`); keywords
     override single settings. `update` takes one frame's detections and returns the tracks seen in it;

@@ -1,7 +1,9 @@
 """Tracking outputs, sequence by sequence, in `save_dir`:
 
 - `mot/<seq>.txt` (`save_mot`): MOTChallenge rows `frame,id,left,top,width,height,score,category,-1,-1`;
-- `visdrone/<seq>.txt` (`save_visdrone`): VisDrone-MOT rows `frame,id,left,top,width,height,score,category,-1,-1`.
+- `visdrone/<seq>.txt` (`save_visdrone`): VisDrone-MOT rows `frame,id,left,top,width,height,score,category,-1,-1`;
+  the folders are named after the texts (`MOT_TEXT`, `VISDRONE_TEXT` of `tphyolo.data.mot.layouts`), so that
+  `save_dir / split.output_text` is the folder a benchmark's split is scored on.
 
 A row's category is the caller's (precomputed detections keep their files' numbers) or, from a class id, the
 VisDrone category of the class's name (`category_ids`, the mapping `tphyolo predict --save-visdrone` uses);
@@ -24,6 +26,7 @@ import numpy as np
 from tphyolo.data.files.image_io import write_image
 from tphyolo.data.formats.visdrone import NAMES as VISDRONE_NAMES
 from tphyolo.data.formats.visdrone import category_ids
+from tphyolo.data.mot.layouts import MOT_TEXT, VISDRONE_TEXT
 from tphyolo.data.mot.motchallenge import write_mot
 from tphyolo.data.mot.table import TrackTable
 from tphyolo.data.mot.visdrone_mot import write_visdrone_mot
@@ -110,9 +113,9 @@ class TrackWriter:
         rows = TrackTable.concatenate(self._rows)
         rows = TrackTable(**{**vars(rows), "truncation": np.full(len(rows), -1), "occlusion": np.full(len(rows), -1)})
         if self.save_mot:
-            self.saved.append(write_mot(self.save_dir / "mot" / f"{self._name}.txt", rows))
+            self.saved.append(write_mot(self.save_dir / MOT_TEXT / f"{self._name}.txt", rows))
         if self.save_visdrone:
-            self.saved.append(write_visdrone_mot(self.save_dir / "visdrone" / f"{self._name}.txt", rows))
+            self.saved.append(write_visdrone_mot(self.save_dir / VISDRONE_TEXT / f"{self._name}.txt", rows))
         if self._video is not None:
             video, self._video = self._video, None
             video.close()

@@ -6,11 +6,11 @@
   nothing is detected or tracked again.
 
 Every stream yields `StreamFrame`s in order with the camera motion from the previous frame: the tracker's own
-estimate when it compensates camera motion (`Tracker.camera_motion`, BoT-SORT or ByteTrack with `cmc`), else
+estimate when it compensates camera motion (`ByteTracker.camera_motion`, BoT-SORT or ByteTrack with `cmc`), else
 one estimated with `cmc` from the frames when there are frames and `cmc` is not "none" (OC-SORT, track files),
-else the identity: a still camera. Files' categories are VisDrone's (class id =
-category - 1); rows without an id (ignored regions) and of VisDrone's "others" (category 11, not scored) are left
-out.
+else the identity: a still camera. Files' categories are VisDrone's, read as `tphyolo.Tracker` reads them
+(`tphyolo.track.stream.class_ids`), and files pair with the source's sequences as there (`pair_sequences`); rows
+of track files without an id (ignored regions) and of VisDrone's "others" (category 11, not scored) are left out.
 """
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ from tphyolo.predict.sequences import VideoSequence, resolve_sequences
 from tphyolo.predict.sources import iter_frames
 from tphyolo.track.cmc import IDENTITY, CameraMotion
 from tphyolo.track.interface import MultiObjectTracker
-from tphyolo.track.precomputed import track_detections
+from tphyolo.track.stream import TrackedFrame, Tracker, class_ids, pair_sequences
 
 
 @dataclass(frozen=True)
@@ -87,27 +87,25 @@ def detector_streams(predictor, tracker: MultiObjectTracker, source, *, cmc: str
 
 def detection_streams(folder: Path, tracker: MultiObjectTracker, source=None, *,
                       cmc: str = "sparse") -> Iterator[TrackStream]:  # fmt: skip
-    """Streams of the detection files in `folder` (`<seq>.txt`) tracked by `tracker`, with the frames of the
-    sequence of the same name in `source` when given (needed for the tracker's camera-motion compensation)."""
-    for name, path, sequence in _paired(folder, source):
-        images = _images(sequence) if sequence is not None else None
-        fps: dict[int, float | None] = {}
+    """Streams of the detection files in `folder` (`<seq>.txt`) tracked by `tracker` (through `tphyolo.Tracker`),
+    with the frames of the sequence of the same name in `source` when given (needed for the tracker's
+    camera-motion compensation)."""
+    tracking = Tracker(detections=folder, tracker=tracker)
+    for name, frames in tracking.sequences(source):
+        yield TrackStream(name, tuple(tracking.names), _tracked_frames(frames, tracker, cmc))
 
-        def frames(path=path, images=images, fps=fps) -> Iterator[StreamFrame]:
-            motion = FrameMotion(tracker, cmc)
-            for number, image, tracks in track_detections(read_detections(path), tracker,
-                                                          frames=_recording(images, fps)):  # fmt: skip
-                labels = np.where(tracks.labels > 0, tracks.labels - 1, -1)
-                yield StreamFrame(number, image, fps.get(number), tracks.boxes, tracks.ids, labels,
-                                  motion(image, tracks.boxes))  # fmt: skip
 
-        yield TrackStream(name, tuple(VISDRONE_NAMES), frames())
+def _tracked_frames(frames: Iterator[TrackedFrame], tracker: MultiObjectTracker, cmc: str) -> Iterator[StreamFrame]:
+    motion = FrameMotion(tracker, cmc)
+    for frame in frames:
+        yield StreamFrame(frame.number, frame.image, frame.fps, frame.boxes, frame.ids, frame.labels,
+                          motion(frame.image, frame.boxes))  # fmt: skip
 
 
 def track_streams(folder: Path, source=None, *, cmc: str = "sparse") -> Iterator[TrackStream]:
     """Streams of the track files in `folder` (`<seq>.txt`, rows with ids), the camera motion estimated with
     `cmc` from the frames of the sequence of the same name in `source` when given."""
-    for name, path, sequence in _paired(folder, source):
+    for name, (path, sequence) in pair_sequences(detection_files(folder), source).items():
         table = read_detections(path)
         table = table.select((table.ids > 0) & (table.classes <= len(VISDRONE_NAMES)))
         yield TrackStream(name, tuple(VISDRONE_NAMES), _table_frames(table, sequence, cmc))
@@ -122,30 +120,9 @@ def _table_frames(table: TrackTable, sequence: VideoSequence | None, cmc: str) -
         numbered = _images(sequence)
     for number, image, fps in numbered:
         rows = by_frame.get(number, TrackTable.empty())
-        labels = np.where(rows.classes > 0, rows.classes - 1, -1)
-        yield StreamFrame(number, image, fps, rows.boxes, rows.ids, labels, motion(image, rows.boxes))
+        yield StreamFrame(number, image, fps, rows.boxes, rows.ids, class_ids(rows.classes), motion(image, rows.boxes))
 
 
 def _images(sequence: VideoSequence) -> Iterator[tuple[int, np.ndarray, float | None]]:
     for position, frame in enumerate(iter_frames(list(sequence.files))):
         yield sequence.frame_number(frame, position), frame.image, frame.fps
-
-
-def _recording(images, fps: dict) -> Iterator[tuple[int, np.ndarray]] | None:
-    """(number, image) of `images`, noting each frame's rate in `fps`; None without images."""
-    if images is None:
-        return None
-    return ((number, image) for number, image, fps[number] in images)
-
-
-def _paired(folder: Path, source) -> Iterator[tuple[str, Path, VideoSequence | None]]:
-    """(name, file, its sequence of `source` or None) for each file of `folder`; one file and one sequence are
-    paired whatever their names. Raises FileNotFoundError naming a file without its sequence."""
-    files = detection_files(folder)
-    sequences = {s.name: s for s in resolve_sequences(source)} if source is not None else {}
-    if len(files) == 1 and len(sequences) == 1:
-        sequences = {next(iter(files)): next(iter(sequences.values()))}
-    for name, path in files.items():
-        if sequences and name not in sequences:
-            raise FileNotFoundError(f"{source}: no sequence named {name!r} for {path}")
-        yield name, path, sequences.get(name)
