@@ -235,3 +235,24 @@ def test_a_separated_flag_takes_one_value_listing_its_items(capsys):
     assert "(default: c3tr,clla)" in parser.format_help()
     with pytest.raises(SystemExit):  # one value, not several
         parse_listed("--blocks", "c3tr", "clla")
+
+
+def test_a_convert_flag_parses_what_its_annotation_cannot_say(capsys):
+    def window(text: str) -> int | str:
+        if text == "auto":
+            return text
+        if int(text) < 32:
+            raise argparse.ArgumentTypeError(f"must be >= 32, got {text}")
+        return int(text)
+
+    @dataclass(frozen=True)
+    class Sliced:
+        size: int | str | None = flag(None, "--slice", convert=window, help="window")
+
+    parser = argparse.ArgumentParser(prog="x")
+    add_flags(parser, Sliced)
+    assert [from_flags(Sliced, parser.parse_args(a)).size for a in ([], ["--slice", "auto"], ["--slice", "64"])] == [
+        None, "auto", 64]  # fmt: skip
+    with pytest.raises(SystemExit):
+        parser.parse_args(["--slice", "8"])
+    assert "argument --slice: must be >= 32, got 8" in capsys.readouterr().err

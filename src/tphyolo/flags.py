@@ -16,6 +16,8 @@ the parsed namespace. So a setting's name, default, choices and help live in one
 - With `sep=","` a tuple field takes one value that lists its items (`--blocks c3tr,clla`): split at `sep`,
   blanks around items and empty items dropped, each item converted, checked against `bounds` and `choices`
   (argparse then names the flag and the item), stored as a tuple; the default is shown joined by `sep`.
+- `convert` is the argparse `type` of a field whose annotation does not say one (`int | str`: a size or
+  "auto"); it converts each value and refuses a bad one with `argparse.ArgumentTypeError`.
 - `str | None` and the like take the non-None type; None stays the default. A `Path` field gets a `Path`.
 - `required=True`: the command refuses to run without the flag (the field's default serves Python callers).
 - The default is appended to the help text, unless it is None, a bool or an empty tuple.
@@ -121,6 +123,7 @@ class FlagSpec:
     required: bool = False
     negative: tuple[str, Any] | None = None
     sep: str | None = None
+    convert: Callable[[str], Any] | None = None
 
 
 def flag(
@@ -137,6 +140,7 @@ def flag(
     required: bool = False,
     negative: tuple[str, Any] | None = None,
     sep: str | None = None,
+    convert: Callable[[str], Any] | None = None,
 ) -> Any:
     """A dataclass field with `default` that is also the command-line flag `names` (see the module docstring)."""
     every_name = (*names, *(negative[:1] if negative else ()))
@@ -146,7 +150,7 @@ def flag(
         raise TypeError(f"{names[0]}: use an immutable default (a tuple), got {type(default).__name__}")
     spec = FlagSpec(
         tuple(names), help, tuple(choices) if choices is not None else None, nargs, metavar, bounds, const, square,
-        append, required, negative, sep,
+        append, required, negative, sep, convert,
     )  # fmt: skip
     return dataclasses.field(default=default, metadata={_METADATA_KEY: spec})
 
@@ -224,6 +228,7 @@ def _argument(cls: type, name: str, spec: FlagSpec, annotation: Any, default: An
     if _is_optional_bool(annotation):
         return kwargs | {"action": argparse.BooleanOptionalAction, "help": spec.help}
     value_type, is_tuple = _value_type(annotation)
+    value_type = spec.convert or value_type
     shown = (spec.sep or " ").join(map(str, default)) if isinstance(default, tuple) else default
     kwargs.update(
         help=spec.help if default in (None, ()) else f"{spec.help} (default: {shown})",
@@ -234,7 +239,7 @@ def _argument(cls: type, name: str, spec: FlagSpec, annotation: Any, default: An
     if spec.const is not None:
         kwargs["const"] = spec.const
     if value_type is not None:
-        kwargs["type"] = value_type if spec.bounds is None else spec.bounds.parser(value_type)
+        kwargs["type"] = value_type if spec.bounds is None or spec.convert else spec.bounds.parser(value_type)
     if spec.choices is not None:
         kwargs["choices"] = spec.choices
     if spec.metavar is not None:
