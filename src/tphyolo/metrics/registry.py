@@ -1,7 +1,7 @@
 """Scoring protocols by name: `tphyolo val --protocol` and `tphyolo eval --protocol` take their choices from here.
 
-A new protocol is a class with `name`, `needs_image_size`, `yolo_metrics`, `ignore_rules` and `score` (the
-`tphyolo.metrics.protocol.Protocol` interface) in its own module, and one line in `PROTOCOL_CLASSES`: the
+A new protocol is a class with `name`, `needs_image_size`, `saved_formats`, `yolo_metrics`, `ignore_rules` and
+`score` (the `tphyolo.metrics.protocol.Protocol` interface) in its own module, and one line in `PROTOCOL_CLASSES`: the
 validation loop and the report ask the protocol object, never its name. A protocol's module is imported when the
 protocol is first used, so reading the names (a command-line parser) imports neither numpy nor torch.
 """
