@@ -49,7 +49,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from tphyolo.bench.report import format_table, write_json  # torch: imported when the command runs, not by -h
+    # lazy: these import torch; 'tphyolo bench -h' must not
+    from tphyolo.bench.report import format_table, write_json
     from tphyolo.bench.suite.run import run_benchmarks
 
     settings = from_flags(BenchSettings, args, what=tuple(args.what))
