@@ -134,7 +134,7 @@ def test_yolo_protocol_reports_fractions_and_percentages():
 def test_each_protocol_says_which_saved_files_it_scores():
     from pathlib import Path
 
-    from tphyolo.metrics.protocol import COCO_JSON, GEOJSON, VISDRONE_TXT, saved_format
+    from tphyolo.metrics.registry import COCO_JSON, GEOJSON, VISDRONE_TXT, saved_format
 
     formats = {name: p.saved_formats for name, p in PROTOCOLS.items()}
     assert formats == {"yolo": (VISDRONE_TXT, GEOJSON), "coco": (VISDRONE_TXT, COCO_JSON),

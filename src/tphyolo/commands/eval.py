@@ -21,7 +21,7 @@ from tphyolo.data.files.atomic import write_text_atomic
 from tphyolo.errors import UsageError
 from tphyolo.flags import add_flags, setting_name
 from tphyolo.infer.config import MAX_DET
-from tphyolo.metrics.registry import get_protocol
+from tphyolo.metrics.registry import VISDRONE_TXT, get_protocol, saved_format
 
 if TYPE_CHECKING:  # imported by `run` (they import torch: `tphyolo eval -h` must not)
     from tphyolo.evaluation.saved_scores import SavedScores
@@ -103,7 +103,6 @@ def _run(args: argparse.Namespace, dist: DistContext) -> int:
     # lazy: these import torch; 'tphyolo eval -h' must not
     from tphyolo.evaluation.detection_files import save_coco_gt
     from tphyolo.evaluation.saved_scores import score_saved_detections
-    from tphyolo.metrics.protocol import VISDRONE_TXT, saved_format
 
     if args.task != "detect":
         return (_run_track if args.task == "track" else _run_count)(args) if dist.is_main else 0

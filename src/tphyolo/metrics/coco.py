@@ -21,7 +21,8 @@ import numpy as np
 import torch
 
 from tphyolo.data.formats.coco import coco_box_problem
-from tphyolo.metrics.protocol import COCO_JSON, VISDRONE_TXT, IgnoreRules, ImageResult, ProtocolResult
+from tphyolo.metrics.protocol import IgnoreRules, ImageResult, ProtocolResult
+from tphyolo.metrics.registry import COCO_JSON, VISDRONE_TXT
 
 BACKENDS = ("faster", "pycocotools")
 VISDRONE_MAX_DETS = (1, 10, 100, 500)

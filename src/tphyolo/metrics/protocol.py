@@ -10,7 +10,6 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Protocol as _Interface
 
 import torch
@@ -89,23 +88,11 @@ class IgnoreRules:
     on_region: bool = False
 
 
-# The files of saved detections and ground truth a protocol may score (`Protocol.saved_formats`).
-VISDRONE_TXT = "visdrone-txt"  # folders of VisDrone annotation / result txt files: pixels, any protocol's rules
-COCO_JSON = "coco-json"  # a COCO dataset json and a COCO results json
-GEOJSON = "geojson"  # GeoJSON polygons in map units, matched by box IoU (AP50, AP50-95)
-
-
-def saved_format(path: Path) -> str:
-    """The saved format of the ground truth `path`, by its suffix: GEOJSON, COCO_JSON, or (a folder)
-    VISDRONE_TXT."""
-    return {".geojson": GEOJSON, ".json": COCO_JSON}.get(path.suffix, VISDRONE_TXT)
-
-
 class Protocol(_Interface):
     """A scoring protocol: `name`, whether it needs each image's size where there are ignore regions, whether
     its numbers are YOLO's own P/R/mAP (`yolo_metrics`: every run reports those; such a protocol adds no table
     or numbers of its own), how it treats ignore regions and crowd objects (`ignore_rules`), which files of
-    saved detections it scores (`saved_formats`: VISDRONE_TXT, COCO_JSON, GEOJSON), and `score`."""
+    saved detections it scores (`saved_formats`: the registry's VISDRONE_TXT, COCO_JSON, GEOJSON), and `score`."""
 
     name: str
     needs_image_size: bool

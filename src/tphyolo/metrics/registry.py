@@ -11,10 +11,23 @@ from __future__ import annotations
 import importlib
 from collections.abc import Iterator, Mapping
 from functools import cache
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from tphyolo.metrics.protocol import Protocol
+
+# The files of saved detections and ground truth a protocol may score (`Protocol.saved_formats`).
+VISDRONE_TXT = "visdrone-txt"  # folders of VisDrone annotation / result txt files: pixels, any protocol's rules
+COCO_JSON = "coco-json"  # a COCO dataset json and a COCO results json
+GEOJSON = "geojson"  # GeoJSON polygons in map units, matched by box IoU (AP50, AP50-95)
+
+
+def saved_format(path: Path) -> str:
+    """The saved format of the ground truth `path`, by its suffix: GEOJSON, COCO_JSON, or (a folder)
+    VISDRONE_TXT."""
+    return {".geojson": GEOJSON, ".json": COCO_JSON}.get(path.suffix, VISDRONE_TXT)
+
 
 # name -> "module:Class" of the protocol; the order is the order of `--protocol` choices
 PROTOCOL_CLASSES: dict[str, str] = {

@@ -32,7 +32,8 @@ import torch
 
 from tphyolo.data.formats.visdrone import NAMES, NUM_CLASSES
 from tphyolo.metrics.ignored import in_ignored_regions
-from tphyolo.metrics.protocol import GEOJSON, VISDRONE_TXT, IgnoreRules, ImageResult, ProtocolResult
+from tphyolo.metrics.protocol import IgnoreRules, ImageResult, ProtocolResult
+from tphyolo.metrics.registry import GEOJSON, VISDRONE_TXT
 
 MAX_DETS = (1, 10, 100, 500)
 CLASSES = tuple(range(1, NUM_CLASSES + 1))  # evaluated categories; 0 marks ignored regions, 11 is "others"

@@ -12,7 +12,8 @@ from collections.abc import Sequence
 import torch
 
 from tphyolo.metrics.ap import DetectionStats, Summary
-from tphyolo.metrics.protocol import GEOJSON, VISDRONE_TXT, IgnoreRules, ImageResult, ProtocolResult
+from tphyolo.metrics.protocol import IgnoreRules, ImageResult, ProtocolResult
+from tphyolo.metrics.registry import GEOJSON, VISDRONE_TXT
 
 
 def yolo_labels(image: ImageResult) -> torch.Tensor:
