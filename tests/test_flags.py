@@ -205,3 +205,54 @@ def test_every_image_side_flag_has_the_shared_spellings():
     assert from_flags(Sized, parser.parse_args(["--img-size", "512", "512"])).imgsz == 512
     with pytest.raises(SystemExit):
         parser.parse_args(["--img", "8192"])
+
+
+@dataclass(frozen=True)
+class Listed:
+    blocks: tuple[str, ...] = flag(("c3tr", "clla"), "--blocks", sep=",", choices=("c3tr", "c3str", "clla"),
+                                   help="blocks")  # fmt: skip
+    workers: tuple[int, ...] = flag((0, 1), "--workers", sep=",", bounds=Bounds(0), help="worker counts")
+    dtypes: tuple[str, ...] | None = flag(None, "--dtypes", sep=",", help="dtypes")
+
+
+def parse_listed(*argv):
+    parser = argparse.ArgumentParser(prog="x")
+    add_flags(parser, Listed)
+    return from_flags(Listed, parser.parse_args(list(argv)))
+
+
+def test_a_separated_flag_takes_one_value_listing_its_items(capsys):
+    assert parse_listed() == Listed()
+    listed = parse_listed("--blocks", "c3str, clla,", "--workers", "2,0,4", "--dtypes", "fp16,bf16")
+    assert listed == Listed(blocks=("c3str", "clla"), workers=(2, 0, 4), dtypes=("fp16", "bf16"))
+    for argv, said in ((["--blocks", "c3tr,nope"], "invalid choice: 'nope'"), (["--workers", "1,-1"], ">= 0, got -1"),
+                       (["--workers", "1,two"], "'two'")):  # fmt: skip
+        with pytest.raises(SystemExit):
+            parse_listed(*argv)
+        assert said in capsys.readouterr().err
+    parser = argparse.ArgumentParser()
+    add_flags(parser, Listed)
+    assert "(default: c3tr,clla)" in parser.format_help()
+    with pytest.raises(SystemExit):  # one value, not several
+        parse_listed("--blocks", "c3tr", "clla")
+
+
+def test_a_convert_flag_parses_what_its_annotation_cannot_say(capsys):
+    def window(text: str) -> int | str:
+        if text == "auto":
+            return text
+        if int(text) < 32:
+            raise argparse.ArgumentTypeError(f"must be >= 32, got {text}")
+        return int(text)
+
+    @dataclass(frozen=True)
+    class Sliced:
+        size: int | str | None = flag(None, "--slice", convert=window, help="window")
+
+    parser = argparse.ArgumentParser(prog="x")
+    add_flags(parser, Sliced)
+    assert [from_flags(Sliced, parser.parse_args(a)).size for a in ([], ["--slice", "auto"], ["--slice", "64"])] == [
+        None, "auto", 64]  # fmt: skip
+    with pytest.raises(SystemExit):
+        parser.parse_args(["--slice", "8"])
+    assert "argument --slice: must be >= 32, got 8" in capsys.readouterr().err

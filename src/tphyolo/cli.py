@@ -36,6 +36,7 @@ from tphyolo._version import __version__
 from tphyolo.commands.options.yolov5 import unknown_flag_hints
 from tphyolo.errors import UsageError, describe_error
 from tphyolo.runtime.console import progress_output
+from tphyolo.runtime.flags import add_runtime_arguments
 from tphyolo.runtime.install import torch_install_checked
 
 __all__ = ["COMMANDS", "Command", "UsageError", "build_parser", "main"]
@@ -46,7 +47,8 @@ class Command(NamedTuple):
     help: str  # one line, shown by `tphyolo -h` and atop `tphyolo COMMAND -h`
 
 
-# Subcommand name -> command. Order is the order shown in `tphyolo -h`.
+# Subcommand name -> command. Order is the order shown in `tphyolo -h`. A command's module is imported by name
+# (importlib, in `build_parser`) only when that command is given: lazy, so that start-up and `-h` stay light.
 COMMANDS: dict[str, Command] = {
     "train": Command(
         "tphyolo.commands.train", "train a model (default: tph-yolov5n on the built-in synthetic drone set)"
@@ -171,9 +173,6 @@ def _add_command_arguments(sub: argparse.ArgumentParser, module) -> None:
     sub.set_defaults(_module=module)
     takers = module.add_arguments(sub) or [sub]
     if getattr(module, "USES_RUNTIME", False):
-        # lazily, as the command modules are: `tphyolo --version` and commands without runtime flags skip it
-        from tphyolo.runtime.flags import add_runtime_arguments
-
         for parser in takers:
             add_runtime_arguments(parser, inference=getattr(module, "RUNTIME_INFERENCE", False))
 
@@ -198,7 +197,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         with torch_install_checked():
             if getattr(module, "USES_RUNTIME", False):
-                from tphyolo.runtime.config import configure_process, runtime_from_args  # torch: not for -h
+                from tphyolo.runtime.config import configure_process, runtime_from_args  # lazy: imports torch
 
                 args.runtime = runtime_from_args(args)
                 configure_process(args.runtime)
@@ -228,6 +227,6 @@ def _configure_output(*, debug: bool) -> None:
         if hasattr(stream, "reconfigure"):
             stream.reconfigure(errors="backslashreplace")
     if not debug:
-        import cv2
+        import cv2  # lazy: a second or more of start-up that 'tphyolo -h' and '<cmd> -h' do without
 
         cv2.utils.logging.setLogLevel(cv2.utils.logging.LOG_LEVEL_SILENT)

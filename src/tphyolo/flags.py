@@ -13,6 +13,11 @@ the parsed namespace. So a setting's name, default, choices and help live in one
 - A `bool | None` field (None: decided later, "auto") becomes a pair, `--channels-last/--no-channels-last`.
 - A tuple field takes one or more values (`nargs="+"`) and is stored as a tuple; with `append=True` it takes
   one value per flag instead, the flag given again for each (`--sdpa-backend flash --sdpa-backend math`).
+- With `sep=","` a tuple field takes one value that lists its items (`--blocks c3tr,clla`): split at `sep`,
+  blanks around items and empty items dropped, each item converted, checked against `bounds` and `choices`
+  (argparse then names the flag and the item), stored as a tuple; the default is shown joined by `sep`.
+- `convert` is the argparse `type` of a field whose annotation does not say one (`int | str`: a size or
+  "auto"); it converts each value and refuses a bad one with `argparse.ArgumentTypeError`.
 - `str | None` and the like take the non-None type; None stays the default. A `Path` field gets a `Path`.
 - `required=True`: the command refuses to run without the flag (the field's default serves Python callers).
 - The default is appended to the help text, unless it is None, a bool or an empty tuple.
@@ -117,6 +122,8 @@ class FlagSpec:
     append: bool = False
     required: bool = False
     negative: tuple[str, Any] | None = None
+    sep: str | None = None
+    convert: Callable[[str], Any] | None = None
 
 
 def flag(
@@ -132,6 +139,8 @@ def flag(
     append: bool = False,
     required: bool = False,
     negative: tuple[str, Any] | None = None,
+    sep: str | None = None,
+    convert: Callable[[str], Any] | None = None,
 ) -> Any:
     """A dataclass field with `default` that is also the command-line flag `names` (see the module docstring)."""
     every_name = (*names, *(negative[:1] if negative else ()))
@@ -141,7 +150,7 @@ def flag(
         raise TypeError(f"{names[0]}: use an immutable default (a tuple), got {type(default).__name__}")
     spec = FlagSpec(
         tuple(names), help, tuple(choices) if choices is not None else None, nargs, metavar, bounds, const, square,
-        append, required, negative,
+        append, required, negative, sep, convert,
     )  # fmt: skip
     return dataclasses.field(default=default, metadata={_METADATA_KEY: spec})
 
@@ -219,7 +228,8 @@ def _argument(cls: type, name: str, spec: FlagSpec, annotation: Any, default: An
     if _is_optional_bool(annotation):
         return kwargs | {"action": argparse.BooleanOptionalAction, "help": spec.help}
     value_type, is_tuple = _value_type(annotation)
-    shown = " ".join(map(str, default)) if isinstance(default, tuple) else default
+    value_type = spec.convert or value_type
+    shown = (spec.sep or " ").join(map(str, default)) if isinstance(default, tuple) else default
     kwargs.update(
         help=spec.help if default in (None, ()) else f"{spec.help} (default: {shown})",
         nargs=spec.nargs or ("+" if is_tuple else "?" if spec.const is not None else None),
@@ -229,7 +239,7 @@ def _argument(cls: type, name: str, spec: FlagSpec, annotation: Any, default: An
     if spec.const is not None:
         kwargs["const"] = spec.const
     if value_type is not None:
-        kwargs["type"] = value_type if spec.bounds is None else spec.bounds.parser(value_type)
+        kwargs["type"] = value_type if spec.bounds is None or spec.convert else spec.bounds.parser(value_type)
     if spec.choices is not None:
         kwargs["choices"] = spec.choices
     if spec.metavar is not None:
@@ -240,7 +250,38 @@ def _argument(cls: type, name: str, spec: FlagSpec, annotation: Any, default: An
         kwargs.update(nargs=None, action=_AppendToTuple)
     if spec.square:
         kwargs.update(nargs="+", action=_SquareSide, metavar=spec.metavar or "PIXELS")
+    if spec.sep is not None:
+        if not is_tuple or spec.append or spec.square:
+            raise ValueError(f"{cls.__name__}.{name}: sep= needs a tuple field, without append or square")
+        kwargs.pop("choices", None)  # checked per item by the type
+        kwargs.update(nargs=None, type=_separated(spec, value_type or str))
     return kwargs
+
+
+def _separated(spec: FlagSpec, kind: Callable[[str], Any]) -> Callable[[str], tuple[Any, ...]]:
+    """An argparse `type` for a `sep` flag: the items of one value as a tuple, each converted by `kind` and
+    checked against the flag's `bounds` and `choices`."""
+
+    def convert(text: str) -> tuple[Any, ...]:
+        items = []
+        for part in (p.strip() for p in text.split(spec.sep)):
+            if not part:
+                continue
+            try:
+                item = kind(part)
+            except ValueError as error:
+                raise argparse.ArgumentTypeError(f"expected {spec.sep!r}-separated {kind.__name__} values, "
+                                                 f"got {part!r} in {text!r}") from error  # fmt: skip
+            if spec.bounds is not None and item not in spec.bounds:
+                raise argparse.ArgumentTypeError(f"each value must be {spec.bounds}, got {part}")
+            if spec.choices is not None and item not in spec.choices:
+                shown = ", ".join(map(str, spec.choices))
+                raise argparse.ArgumentTypeError(f"invalid choice: {part!r} (choose from {shown})")
+            items.append(item)
+        return tuple(items)
+
+    convert.__name__ = f"{spec.sep!r}-separated list"
+    return convert
 
 
 class _AppendToTuple(argparse._AppendAction):  # an append action, as `tphyolo train`'s relaunch recognises

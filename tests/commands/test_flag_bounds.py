@@ -9,7 +9,7 @@ from tests.helpers import exit_code
     ("argv", "message"),
     [
         (["bench", "model", "--batch", "0"], "argument --batch: must be >= 1, got 0"),
-        (["bench", "model", "--img", "0"], "argument --img: must be in [1, 11584], got 0"),
+        (["bench", "model", "--img", "0"], "argument --img/--imgsz/--img-size: must be in [1, 11584], got 0"),
         (["bench", "model", "--warmup", "-1"], "argument --warmup: must be >= 0, got -1"),
         (["bench", "model", "--repeats", "0"], "argument --repeats: must be >= 1, got 0"),
         (["bench", "attention", "--sizes", "640,0"], "argument --sizes: each value must be in [1, 11584], got 0"),

@@ -129,3 +129,15 @@ def test_yolo_protocol_reports_fractions_and_percentages():
     assert result.map50 == pytest.approx(0.995) and result.map == pytest.approx(0.995)
     assert result.overall == pytest.approx({"P": 100.0, "R": 100.0, "AP50": 99.5, "AP": 99.5})
     assert set(result.per_class) == {"a", "b"} and "mAP@.5:.95" in result.table
+
+
+def test_each_protocol_says_which_saved_files_it_scores():
+    from pathlib import Path
+
+    from tphyolo.metrics.registry import COCO_JSON, GEOJSON, VISDRONE_TXT, saved_format
+
+    formats = {name: p.saved_formats for name, p in PROTOCOLS.items()}
+    assert formats == {"yolo": (VISDRONE_TXT, GEOJSON), "coco": (VISDRONE_TXT, COCO_JSON),
+                       "visdrone": (VISDRONE_TXT, GEOJSON)}  # fmt: skip
+    found = [saved_format(Path(p)) for p in ("gt.geojson", "gt.json", "annotations")]
+    assert found == [GEOJSON, COCO_JSON, VISDRONE_TXT]

@@ -7,7 +7,14 @@ from __future__ import annotations
 
 import argparse
 
+from tphyolo.analyze.config import AnalyzeConfig, AnalyzeInputs, AnalyzeOutputs, AnalyzeTracking
+from tphyolo.analyze.outputs.summary import summary_text
 from tphyolo.commands.options.inference import add_inference_flags, inference_device
+from tphyolo.errors import UsageError
+from tphyolo.flags import add_flags, from_flags
+from tphyolo.infer.config import InferenceConfig
+from tphyolo.runtime.run_dir import OutputDir
+from tphyolo.track.registry import make_tracker, tracker_settings
 
 USES_RUNTIME = True
 RUNTIME_INFERENCE = True
@@ -15,9 +22,6 @@ TRACK_CONF = 0.1  # as `tphyolo track`: ByteTrack's second association uses the 
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    from tphyolo.analyze.config import AnalyzeConfig, AnalyzeInputs, AnalyzeOutputs, AnalyzeTracking
-    from tphyolo.flags import add_flags
-
     add_flags(parser.add_argument_group("what to analyse"), AnalyzeInputs)
     add_flags(parser.add_argument_group("tracker"), AnalyzeTracking)
     add_flags(parser.add_argument_group("analytics"), AnalyzeConfig)
@@ -26,13 +30,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from tphyolo.analyze.config import AnalyzeConfig
-    from tphyolo.analyze.outputs.summary import summary_text
-    from tphyolo.analyze.pipeline import analyze
-    from tphyolo.errors import UsageError
-    from tphyolo.flags import from_flags
-    from tphyolo.runtime.run_dir import OutputDir
-    from tphyolo.track.registry import make_tracker, tracker_settings
+    from tphyolo.analyze.pipeline import analyze  # lazy: imports torch; 'tphyolo analyze -h' must not
 
     given = [name for name in ("weights", "detections", "tracks") if getattr(args, name) is not None]
     if len(given) != 1:
@@ -44,8 +42,7 @@ def run(args: argparse.Namespace) -> int:
     tracker = make_tracker(args.tracker, **({"cmc": cmc} if hasattr(tracker_settings(args.tracker), "cmc") else {}))
     predictor = None
     if args.weights is not None:
-        from tphyolo.infer.config import InferenceConfig
-        from tphyolo.predict.predictor import Predictor
+        from tphyolo.predict.predictor import Predictor  # lazy: imports torch; 'tphyolo analyze -h' must not
 
         predictor = Predictor(args.weights, from_flags(InferenceConfig, args), runtime=args.runtime,
                               device=inference_device(args.runtime))  # fmt: skip

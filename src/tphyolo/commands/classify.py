@@ -6,6 +6,7 @@ import argparse
 from dataclasses import fields
 
 from tphyolo.classify.config import ClassifierSplit, ClassifyConfig
+from tphyolo.errors import UsageError
 from tphyolo.flags import add_flags, from_flags
 
 USES_RUNTIME = True
@@ -32,10 +33,8 @@ def _print_accuracy(accuracy) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from tphyolo.errors import UsageError
-
     if args.action == "train":
-        from tphyolo.training.classifier.fit import fit_classifier
+        from tphyolo.training.classifier.fit import fit_classifier  # lazy: torch; not for 'classify -h'
 
         result = fit_classifier(from_flags(ClassifyConfig, args), args.runtime, log=print)
         _print_accuracy(result.accuracy)
@@ -43,7 +42,7 @@ def run(args: argparse.Namespace) -> int:
         return 0
     if not args.weights:
         raise UsageError("classify val needs --weights: a crop-classifier checkpoint")
-    from tphyolo.training.classifier.fit import validate_classifier
+    from tphyolo.training.classifier.fit import validate_classifier  # lazy: torch; not for 'classify -h'
 
     accuracy = validate_classifier(
         args.weights,

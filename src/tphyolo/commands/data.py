@@ -5,14 +5,14 @@ from __future__ import annotations
 
 import argparse
 
-from tphyolo.data.dataset_config import load_data_config
+from tphyolo.data.dataset_config import load_data_config, missing_split
 from tphyolo.data.scan_options import DataCommandInputs, ScanOptions
+from tphyolo.data.tile_settings import DatasetSlicing
+from tphyolo.errors import UsageError
 from tphyolo.flags import add_flags, from_flags
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    from tphyolo.data.tile_settings import DatasetSlicing
-
     parser.add_argument(
         "action", choices=["check", "slice"],
         help="check: scan and print a report per split; slice: write a sliced copy (--out) for training on tiles",
@@ -26,9 +26,6 @@ def run(args: argparse.Namespace) -> int:
     """check: exit code 0 when every scanned file is usable, 1 when some were skipped as corrupt; a split not on
     disk is one line (what is missing, where to get it) and the others are scanned; none on disk is an error.
     slice: 0."""
-    from tphyolo.data.tile_settings import DatasetSlicing
-    from tphyolo.errors import UsageError
-
     slicing = from_flags(DatasetSlicing, args)
     if args.action == "check":
         if args.out is not None or slicing != DatasetSlicing():
@@ -40,7 +37,7 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _slice(args: argparse.Namespace, slicing) -> int:
-    from tphyolo.data.tiles import slice_dataset
+    from tphyolo.data.tiles import slice_dataset  # lazy: imports torch and cv2; 'tphyolo data -h' must not
 
     data = load_data_config(args.data, datasets_dir=args.datasets_dir)
     result = slice_dataset(data, args.out, slicing, splits=_splits(args), log=print)
@@ -53,7 +50,7 @@ def _splits(args: argparse.Namespace) -> list[str]:
 
 
 def _check(args: argparse.Namespace) -> int:
-    from tphyolo.data.dataset_config import missing_split
+    # lazy: these import torch and cv2; 'tphyolo data -h' must not
     from tphyolo.data.report import format_report
     from tphyolo.data.scan import scan_split
 

@@ -16,47 +16,30 @@ import json
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from tphyolo.commands.options.evaluation import DETECTION_ONLY, EVAL_FLAG_GROUPS, EvalFlags
 from tphyolo.data.files.atomic import write_text_atomic
-from tphyolo.data.mot.sequences import TRACK_FORMATS
 from tphyolo.errors import UsageError
+from tphyolo.flags import add_flags, setting_name
 from tphyolo.infer.config import MAX_DET
-from tphyolo.metrics.registry import PROTOCOLS
+from tphyolo.metrics.registry import VISDRONE_TXT, get_protocol, saved_format
 
 if TYPE_CHECKING:  # imported by `run` (they import torch: `tphyolo eval -h` must not)
     from tphyolo.evaluation.saved_scores import SavedScores
     from tphyolo.runtime.distributed import DistContext
 
-DETECTION_ONLY = ("protocol", "images", "report", "save_gt")  # flags --task track does not take
-
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--task", choices=("detect", "track", "count"), default="detect", help="what --pred holds")
-    parser.add_argument("--gt", type=Path, help="folder of VisDrone annotation txt, COCO json, or GeoJSON (map "
-                        "units); tracks: a folder")  # fmt: skip
-    parser.add_argument("--pred", type=Path, help="folder of VisDrone result txt, COCO results json or GeoJSON "
-                        "(optional: --save-gt)")  # fmt: skip
-    parser.add_argument("--protocol", choices=list(PROTOCOLS), default="visdrone", help="scoring rules")
-    parser.add_argument("--images", type=Path, help="image folder for sizes (default: images/ beside --gt)")
-    parser.add_argument("--json", type=Path, help="write the numbers (percent) to this json file")
-    parser.add_argument("--report", type=Path, metavar="DIR", help="write evaluation.json and the html report "
-                        "(report.html) into DIR (VisDrone txt inputs); 'tphyolo report DIR' rebuilds it")  # fmt: skip
-    parser.add_argument("--save-gt", type=Path, metavar="PATH",
-                        help="write the COCO dataset json of a VisDrone --gt folder to PATH")  # fmt: skip
-    tracks = parser.add_argument_group("--task track")
-    tracks.add_argument("--format", choices=TRACK_FORMATS, default="visdrone-mot",
-                        help="layout and rules of --gt and --pred")  # fmt: skip
-    tracks.add_argument("--data", help="a video data set (e.g. synthetic-mot) whose --split ground truth to use")
-    tracks.add_argument("--split", default="val", choices=("train", "val", "test"), help="--data split (default: val)")
-    counts = parser.add_argument_group("--task count: --pred an analyze run (counts.json), --gt its true tracks")
-    counts.add_argument("--lines", help="the lines and zones yaml the run counted with")
-    counts.add_argument("--source", help="the frames, for the camera motion of the true tracks (a moving camera)")
-    parser.set_defaults(detection_defaults={name: parser.get_default(name) for name in DETECTION_ONLY})
+    every = set(EvalFlags.__dataclass_fields__)
+    for title, names in EVAL_FLAG_GROUPS.items():
+        add_flags(parser if title is None else parser.add_argument_group(title), EvalFlags,
+                  exclude=every - set(names))  # fmt: skip
 
 
 def _score_with_report(args: argparse.Namespace, dist: DistContext) -> SavedScores | None:
     """The scores of VisDrone txt folders, read from the report's one scoring after writing the records and the
     report into `args.report` (rank 0; the other ranks read their share of the files and get None)."""
-    from tphyolo.evaluation.saved_scores import SavedScores, visdrone_folder_results  # torch: not for -h
+    # lazy: these import torch; 'tphyolo eval -h' must not
+    from tphyolo.evaluation.saved_scores import SavedScores, visdrone_folder_results
     from tphyolo.metrics.visdrone import NAMES
     from tphyolo.report.records import Records
     from tphyolo.report.writer import report_run
@@ -77,10 +60,10 @@ def _score_with_report(args: argparse.Namespace, dist: DistContext) -> SavedScor
 
 def _run_track(args: argparse.Namespace) -> int:
     """`--task track`: HOTA, CLEAR and Identity per class and combined; `--json` gets them all."""
-    from tphyolo.evaluation.saved_scores import score_saved_tracks  # torch: not for -h
+    from tphyolo.evaluation.saved_scores import score_saved_tracks  # lazy: imports torch; 'eval -h' must not
 
-    given = [f"--{name.replace('_', '-')}" for name, default in args.detection_defaults.items()
-             if getattr(args, name) != default]  # fmt: skip
+    default = EvalFlags()
+    given = [setting_name(EvalFlags, n) for n in DETECTION_ONLY if getattr(args, n) != getattr(default, n)]
     if given:
         raise UsageError(f"{', '.join(given)} score detections; --task track does not take them")
     if args.pred is None or (args.gt is None) == (args.data is None):
@@ -94,7 +77,7 @@ def _run_track(args: argparse.Namespace) -> int:
 
 def _run_count(args: argparse.Namespace) -> int:
     """`--task count`: line and zone counts of an analyze run against those of the ground-truth tracks."""
-    from tphyolo.analyze.scoring import read_counts, score_counts, true_counts  # torch: not for -h
+    from tphyolo.analyze.scoring import read_counts, score_counts, true_counts  # lazy: torch; not for 'eval -h'
 
     if args.pred is None or args.gt is None or args.lines is None:
         raise UsageError("--task count needs --pred (an analyze run), --gt (true track files) and --lines")
@@ -106,7 +89,8 @@ def _run_count(args: argparse.Namespace) -> int:
 
 
 def run(args: argparse.Namespace) -> int:
-    import torch  # with the modules below: not for -h
+    # lazy: these import torch; 'tphyolo eval -h' must not
+    import torch
 
     from tphyolo.runtime.distributed import DistContext, process_group
 
@@ -116,17 +100,17 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _run(args: argparse.Namespace, dist: DistContext) -> int:
-    from tphyolo.evaluation.detection_files import save_coco_gt  # torch: not for -h
+    # lazy: these import torch; 'tphyolo eval -h' must not
+    from tphyolo.evaluation.detection_files import save_coco_gt
     from tphyolo.evaluation.saved_scores import score_saved_detections
 
-    if args.task == "track":
-        return _run_track(args) if dist.is_main else 0
-    if args.task == "count":
-        return _run_count(args) if dist.is_main else 0
+    if args.task != "detect":
+        return (_run_track if args.task == "track" else _run_count)(args) if dist.is_main else 0
     if args.gt is None:
         raise UsageError("--gt is required")
+    fmt = saved_format(args.gt)
     if args.save_gt is not None:
-        if args.gt.suffix == ".json":
+        if fmt != VISDRONE_TXT:
             raise UsageError(f"--save-gt writes the COCO json of a VisDrone annotation folder; --gt {args.gt} is one")
         if dist.is_main:
             dataset = save_coco_gt(args.gt, args.images or args.gt.parent / "images", args.save_gt)
@@ -135,13 +119,11 @@ def _run(args: argparse.Namespace, dist: DistContext) -> int:
             return 0
     if args.pred is None:
         raise UsageError("--pred is required (unless --save-gt only writes the ground truth)")
-    if args.report is not None and args.gt.suffix == ".geojson":
-        raise ValueError(f"--gt {args.gt}: GeoJSON is scored by box IoU in map units (AP50, AP50-95) only")
-    if args.report is not None and args.gt.suffix == ".json" and args.protocol == "coco":
+    if args.report is not None and fmt != VISDRONE_TXT and fmt in get_protocol(args.protocol).saved_formats:
         raise ValueError(f"--report needs folders of VisDrone txt files, got {args.gt}")
-    if args.report is not None and args.gt.suffix != ".json":
+    if args.report is not None and fmt == VISDRONE_TXT:
         scored = _score_with_report(args, dist)
-    else:
+    else:  # refuses a protocol that does not score this format
         scored = score_saved_detections(args.gt, args.pred, protocol=args.protocol, images_dir=args.images, dist=dist)
     if scored is None:
         return 0

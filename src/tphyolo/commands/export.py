@@ -16,7 +16,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from tphyolo.export.exporter import export_checkpoint
+    from tphyolo.export.exporter import export_checkpoint  # lazy: imports torch; 'tphyolo export -h' must not
 
     cfg = from_flags(ExportConfig, args)
     results = export_checkpoint(args.weights, cfg, log=print)

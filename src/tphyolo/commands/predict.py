@@ -24,9 +24,10 @@ from tphyolo.commands.options.inference import (
     inference_device,
     slice_settings,
 )
+from tphyolo.commands.options.prediction import PredictFlags
 from tphyolo.commands.options.raster import add_raster_flags, raster_source, run_raster
 from tphyolo.errors import UsageError, describe_error
-from tphyolo.flags import add_flags, bounded, from_flags
+from tphyolo.flags import add_flags, from_flags
 from tphyolo.infer.config import InferenceConfig
 from tphyolo.predict.draw_style import DrawStyle
 from tphyolo.predict.outputs import OutputSettings
@@ -40,23 +41,13 @@ PATH_FLAGS = ("source", "weights", "coco_gt", "classifier")  # made absolute in 
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--source", help="image, folder, glob, .txt list of files, video, webcam index (0) or "
-                        "rtsp/rtmp/http(s) video URL (required unless --resume)")  # fmt: skip
-    parser.add_argument("--weights", nargs="+", help="checkpoint(s) or exported model(s) (.onnx, OpenVINO, "
-                        ".torchscript); several form an ensemble (required unless --resume)")  # fmt: skip
-    parser.add_argument(
-        "--model-weights", nargs="+", type=bounded(float, 0), default=None, help="WBF weight of each model"
-    )
+    add_flags(parser, PredictFlags)
     add_inference_flags(parser)
     add_classifier_flags(parser)
     add_slice_flags(parser)
     add_raster_flags(parser)
     add_flags(parser, OutputSettings)
     add_flags(parser, DrawStyle)
-    parser.add_argument("--vid-stride", type=bounded(int, 1), default=1, metavar="N",
-                        help="read every N-th frame of videos and streams (default: 1)")  # fmt: skip
-    parser.add_argument("--resume", type=Path, metavar="RUN_DIR", help="continue an interrupted run in RUN_DIR "
-                        "with its settings: finished outputs are kept, the rest done")  # fmt: skip
 
 
 def command_parser() -> argparse.ArgumentParser:
@@ -94,7 +85,7 @@ def slice_config(args: argparse.Namespace):
 
 
 def run(args: argparse.Namespace) -> int:
-    # These import torch: `tphyolo predict -h` must not.
+    # lazy: these import torch; 'tphyolo predict -h' must not
     from tphyolo.predict.predictor import Predictor
     from tphyolo.predict.run import SETTINGS_FILE, predict_to_folder, source_image_ids
     from tphyolo.runtime.distributed import DistContext, broadcast_object, process_group

@@ -16,16 +16,15 @@ from tphyolo.commands.options.inference import (
     inference_device,
     slice_settings,
 )
-from tphyolo.flags import add_flags
+from tphyolo.flags import add_flags, from_flags
+from tphyolo.infer.config import InferenceConfig
+from tphyolo.serve.config import RayConfig, ServeConfig, ServedModels
 
 USES_RUNTIME = True
 RUNTIME_INFERENCE = True
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    from tphyolo.infer.config import InferenceConfig
-    from tphyolo.serve.config import RayConfig, ServeConfig, ServedModels
-
     add_flags(parser, ServedModels)
     add_flags(parser, InferenceConfig, exclude=("batch",))  # the service batches by --max-batch
     add_classifier_flags(parser)
@@ -35,10 +34,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from tphyolo.flags import from_flags
-    from tphyolo.infer.config import InferenceConfig
-    from tphyolo.serve.config import RayConfig, ServeConfig
-    from tphyolo.serve.server import serve_weights
+    from tphyolo.serve.server import serve_weights  # lazy: imports torch; 'tphyolo serve -h' must not
 
     device = inference_device(args.runtime)
     settings, cluster = from_flags(ServeConfig, args), from_flags(RayConfig, args)

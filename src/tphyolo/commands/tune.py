@@ -14,6 +14,7 @@ from tphyolo.errors import UsageError
 from tphyolo.flags import add_flags, from_flags, setting_name
 from tphyolo.training.config import TrainConfig
 from tphyolo.training.tune.config import SEARCH_OWNED, TuneConfig, TuneResume
+from tphyolo.training.tune.ray_session import require_ray_tune
 
 USES_RUNTIME = True
 
@@ -25,8 +26,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from tphyolo.training.tune.ray_session import require_ray_tune
-    from tphyolo.training.tune.search import run_search
+    from tphyolo.training.tune.search import run_search  # lazy: imports torch; 'tphyolo tune -h' must not
 
     try:
         require_ray_tune()

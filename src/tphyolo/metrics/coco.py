@@ -22,6 +22,7 @@ import torch
 
 from tphyolo.data.formats.coco import coco_box_problem
 from tphyolo.metrics.protocol import IgnoreRules, ImageResult, ProtocolResult
+from tphyolo.metrics.registry import COCO_JSON, VISDRONE_TXT
 
 BACKENDS = ("faster", "pycocotools")
 VISDRONE_MAX_DETS = (1, 10, 100, 500)
@@ -219,6 +220,7 @@ class CocoProtocol:
 
     name = "coco"
     needs_image_size = False
+    saved_formats = (VISDRONE_TXT, COCO_JSON)
     yolo_metrics = False
     ignore_rules = IgnoreRules(crowd=True, on_region=True)  # iscrowd: IoU over the detection's area
 

@@ -91,10 +91,12 @@ class IgnoreRules:
 class Protocol(_Interface):
     """A scoring protocol: `name`, whether it needs each image's size where there are ignore regions, whether
     its numbers are YOLO's own P/R/mAP (`yolo_metrics`: every run reports those; such a protocol adds no table
-    or numbers of its own), how it treats ignore regions and crowd objects (`ignore_rules`), and `score`."""
+    or numbers of its own), how it treats ignore regions and crowd objects (`ignore_rules`), which files of
+    saved detections it scores (`saved_formats`: the registry's VISDRONE_TXT, COCO_JSON, GEOJSON), and `score`."""
 
     name: str
     needs_image_size: bool
+    saved_formats: tuple[str, ...]
     yolo_metrics: bool
     ignore_rules: IgnoreRules
 

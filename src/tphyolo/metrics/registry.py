@@ -1,7 +1,7 @@
 """Scoring protocols by name: `tphyolo val --protocol` and `tphyolo eval --protocol` take their choices from here.
 
-A new protocol is a class with `name`, `needs_image_size`, `yolo_metrics`, `ignore_rules` and `score` (the
-`tphyolo.metrics.protocol.Protocol` interface) in its own module, and one line in `PROTOCOL_CLASSES`: the
+A new protocol is a class with `name`, `needs_image_size`, `saved_formats`, `yolo_metrics`, `ignore_rules` and
+`score` (the `tphyolo.metrics.protocol.Protocol` interface) in its own module, and one line in `PROTOCOL_CLASSES`: the
 validation loop and the report ask the protocol object, never its name. A protocol's module is imported when the
 protocol is first used, so reading the names (a command-line parser) imports neither numpy nor torch.
 """
@@ -11,10 +11,23 @@ from __future__ import annotations
 import importlib
 from collections.abc import Iterator, Mapping
 from functools import cache
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from tphyolo.metrics.protocol import Protocol
+
+# The files of saved detections and ground truth a protocol may score (`Protocol.saved_formats`).
+VISDRONE_TXT = "visdrone-txt"  # folders of VisDrone annotation / result txt files: pixels, any protocol's rules
+COCO_JSON = "coco-json"  # a COCO dataset json and a COCO results json
+GEOJSON = "geojson"  # GeoJSON polygons in map units, matched by box IoU (AP50, AP50-95)
+
+
+def saved_format(path: Path) -> str:
+    """The saved format of the ground truth `path`, by its suffix: GEOJSON, COCO_JSON, or (a folder)
+    VISDRONE_TXT."""
+    return {".geojson": GEOJSON, ".json": COCO_JSON}.get(path.suffix, VISDRONE_TXT)
+
 
 # name -> "module:Class" of the protocol; the order is the order of `--protocol` choices
 PROTOCOL_CLASSES: dict[str, str] = {

@@ -33,6 +33,7 @@ import torch
 from tphyolo.data.formats.visdrone import NAMES, NUM_CLASSES
 from tphyolo.metrics.ignored import in_ignored_regions
 from tphyolo.metrics.protocol import IgnoreRules, ImageResult, ProtocolResult
+from tphyolo.metrics.registry import GEOJSON, VISDRONE_TXT
 
 MAX_DETS = (1, 10, 100, 500)
 CLASSES = tuple(range(1, NUM_CLASSES + 1))  # evaluated categories; 0 marks ignored regions, 11 is "others"
@@ -265,6 +266,7 @@ class VisDroneProtocol:
 
     name = "visdrone"
     needs_image_size = True
+    saved_formats = (VISDRONE_TXT, GEOJSON)
     yolo_metrics = False
     ignore_rules = IgnoreRules(crowd=True, drop_in_regions=True)  # dropObjectsInIgr, then ignore objects
 

@@ -13,6 +13,7 @@ import torch
 
 from tphyolo.metrics.ap import DetectionStats, Summary
 from tphyolo.metrics.protocol import IgnoreRules, ImageResult, ProtocolResult
+from tphyolo.metrics.registry import GEOJSON, VISDRONE_TXT
 
 
 def yolo_labels(image: ImageResult) -> torch.Tensor:
@@ -55,6 +56,7 @@ class YoloProtocol:
 
     name = "yolo"
     needs_image_size = False
+    saved_formats = (VISDRONE_TXT, GEOJSON)
     yolo_metrics = True
     ignore_rules = IgnoreRules()  # nothing is ignored; crowd objects are ordinary objects
 

@@ -5,6 +5,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from tphyolo.bench.timing import CLOCKS
+from tphyolo.data.files.image_limits import IMGSZ_BOUNDS
+from tphyolo.flags import AT_LEAST_ONE, NON_NEGATIVE, flag, imgsz_flag
+
 BENCHMARKS = ("attention", "model", "wbf", "eval", "data", "predict", "startup", "serve")
 
 
@@ -15,38 +19,58 @@ class BenchSettings:
     benchmark's own default (on the device it runs on)."""
 
     what: tuple[str, ...]
-    quick: bool = False
-    warmup: int | None = None  # untimed calls (default 1)
-    repeats: int | None = None  # timed calls; the median is reported (default 3; 5 for predict and wbf)
-    batch: int = 2
+    quick: bool = flag(False, "--quick", help="tiny sizes and one repeat: checks that it runs")
+    warmup: int | None = flag(None, "--warmup", bounds=NON_NEGATIVE, help="untimed calls before timing (default 1)")
+    repeats: int | None = flag(None, "--repeats", bounds=AT_LEAST_ONE,
+                               help="timed calls; the median is reported (default 3; 5 for predict)")  # fmt: skip
+    batch: int = flag(2, "--batch", bounds=AT_LEAST_ONE, help="batch size")
     # attention
-    blocks: tuple[str, ...] = ("c3tr", "c3str", "clla")
-    scales: tuple[str, ...] = ("s",)
-    sizes: tuple[int, ...] = (640, 1536)
-    modes: tuple[str, ...] = ("eval", "train")
-    dtypes: tuple[str, ...] | None = None
+    blocks: tuple[str, ...] = flag(("c3tr", "c3str", "clla"), "--blocks", sep=",", help="attention blocks")
+    scales: tuple[str, ...] = flag(("s",), "--scales", sep=",", help="model scales n,s,m,l,x")
+    sizes: tuple[int, ...] = flag((640, 1536), "--sizes", sep=",", bounds=IMGSZ_BOUNDS, help="image sizes")
+    modes: tuple[str, ...] = flag(("eval", "train"), "--modes", sep=",", help="eval,train")
+    dtypes: tuple[str, ...] | None = flag(None, "--dtypes", sep=",",
+                                          help="fp32,fp16,bf16 (default: fp32 on CPU, all on CUDA)")  # fmt: skip
     # model, predict, startup
-    model: str = "tph-yolov5s"
-    img: int = 640
-    variants: tuple[str, ...] | None = None
-    model_modes: tuple[str, ...] = ("train", "infer")
-    backends: tuple[str, ...] = ("onnxruntime", "openvino")
-    baselines: tuple[str, ...] = ("ours",)
-    tta: bool = False
-    tta_img: int = 1536
-    export_dir: str | None = None
+    model: str = flag("tph-yolov5s", "--model", help="built-in model name")
+    img: int = imgsz_flag(640, bounds=IMGSZ_BOUNDS, help="image size")
+    variants: tuple[str, ...] | None = flag(
+        None, "--variants", sep=",",
+        help="eager,channels_last,amp,compile,amp+compile (default: eager,channels_last on CPU; "
+        "eager,channels_last,amp,amp+compile on CUDA)",
+    )  # fmt: skip
+    model_modes: tuple[str, ...] = flag(("train", "infer"), "--model-modes", sep=",", help="train,infer")
+    backends: tuple[str, ...] = flag(
+        ("onnxruntime", "openvino"), "--backends", sep=",",
+        help="torch,onnxruntime,openvino,torchscript and the INT8 files onnxruntime-int8,openvino-int8 (calibrated "
+        "on --data's train split)",
+    )  # fmt: skip
+    baselines: tuple[str, ...] = flag(
+        ("ours",), "--baselines", sep=",",
+        help="ours (our model, PyTorch eager fp32 fused), original (with the original's attention)",
+    )  # fmt: skip
+    tta: bool = flag(False, "--tta", help="also time predict with 8-pass TTA + WBF on one image")
+    tta_img: int = flag(1536, "--tta-img", bounds=IMGSZ_BOUNDS, help="TTA image width, pixels")
+    export_dir: str | None = flag(None, "--export-dir", metavar="DIR",
+                                  help="where the exports go (default: a temporary folder)")  # fmt: skip
     # serve
-    weights: tuple[str, ...] | None = None
-    url: str | None = None
-    concurrency: tuple[int, ...] = (1, 4, 16, 64)
-    requests: int = 200
-    image: str | None = None
+    weights: tuple[str, ...] | None = flag(None, "--weights", help="weights the servers load (required for bench "
+                                           "serve)")  # fmt: skip
+    url: str | None = flag(None, "--url", help="a running service on this machine (http://127.0.0.1:PORT) instead")
+    concurrency: tuple[int, ...] = flag((1, 4, 16, 64), "--concurrency", sep=",", bounds=AT_LEAST_ONE,
+                                        help="concurrent clients, one level each")  # fmt: skip
+    requests: int = flag(200, "--requests", bounds=AT_LEAST_ONE, help="per level")
+    image: str | None = flag(None, "--image", help="the image sent (default: a generated 1280x720 scene)")
     # wbf, eval, data
-    workers: tuple[int, ...] = (0, 1, 2)
-    images: int | None = None
-    clock: str = "wall"
-    data: str = "synthetic"
-    data_batches: int | None = None
+    workers: tuple[int, ...] = flag((0, 1, 2), "--workers", sep=",", bounds=NON_NEGATIVE, help="loader worker counts")
+    images: int | None = flag(None, "--images", bounds=AT_LEAST_ONE, help="images for bench eval (default 500)")
+    clock: str = flag(
+        "wall", "--clock", choices=CLOCKS,
+        help="how wbf and eval are timed: wall time, or the process's CPU time, which other load disturbs less",
+    )  # fmt: skip
+    data: str = flag("synthetic", "--data", help="dataset yaml or built-in name for bench data and INT8 calibration")
+    data_batches: int | None = flag(None, "--data-batches", bounds=AT_LEAST_ONE,
+                                    help="batches per bench data run (default 8)")  # fmt: skip
 
     def pick(self, explicit: int | None, normal: int, tiny: int) -> int:
         """`explicit` when given, else `tiny` under `quick` and `normal` otherwise."""

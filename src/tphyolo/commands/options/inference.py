@@ -1,107 +1,99 @@
 """What `tphyolo predict`, `tphyolo track` and `tphyolo val` share on the command line: the inference flags
-(derived from `InferenceConfig`), the output-folder flags (`OutputDir`), the sliced-inference and crop-classifier
-flags and the device check in the flags' words."""
+(derived from `InferenceConfig`), the output-folder flags (`OutputDir`), the sliced-inference flags
+(`SliceFlags`) and crop-classifier flags (`ClassifierFlags`), and the device check in the flags' words."""
 
 from __future__ import annotations
 
 import argparse
 from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
 from typing import Any
 
-from tphyolo.flags import FRACTION
+from tphyolo.errors import UsageError
+from tphyolo.flags import FRACTION, NON_NEGATIVE, add_flags, flag, from_flags
+from tphyolo.infer.config import InferenceConfig
+from tphyolo.infer.slicing import AUTO, DEFAULT_OVERLAP, OVERLAP_BOUNDS, SIZE_BOUNDS, SliceConfig
+from tphyolo.runtime.run_dir import OutputDir
 
 
 def add_inference_flags(
     parser: argparse.ArgumentParser, *, defaults: Mapping[str, Any] | None = None, exclude: Iterable[str] = ()
 ) -> None:
     """The InferenceConfig flags (with this command's `defaults`, without `exclude`) and the OutputDir flags."""
-    from tphyolo.flags import add_flags
-    from tphyolo.infer.config import InferenceConfig
-    from tphyolo.runtime.run_dir import OutputDir
-
     add_flags(parser, InferenceConfig, defaults=defaults, exclude=exclude)
     add_flags(parser, OutputDir)
 
 
 def _slice_size(text: str) -> int | str:
     """An argparse `type` for --slice: "auto" or a window size in pixels within SIZE_BOUNDS."""
-    from tphyolo.infer.slicing import AUTO, SIZE_BOUNDS
-
     return AUTO if text == AUTO else SIZE_BOUNDS.parser(int)(text)
 
 
 _slice_size.__name__ = "size ('auto' or pixels)"  # argparse: "invalid size ('auto' or pixels) value: 'x'"
 
 
-def add_slice_flags(parser: argparse.ArgumentParser) -> None:
-    """--slice, --overlap, --slice-full, --slice-full-min, --skip-empty: sliced inference
-    (`tphyolo.infer.slicing.SliceConfig`)."""
-    from tphyolo.flags import NON_NEGATIVE
-    from tphyolo.infer.slicing import DEFAULT_OVERLAP, OVERLAP_BOUNDS
+@dataclass(frozen=True)
+class SliceFlags:
+    """Sliced inference as the command line says it: `SliceConfig`'s settings, with no `--slice` for none."""
 
-    parser.add_argument(
-        "--slice", type=_slice_size, default=None, metavar="SIZE",
+    slice: int | str | None = flag(
+        None, "--slice", convert=_slice_size, metavar="SIZE",
         help="sliced inference: window pixels, or auto (the network input size)",
     )  # fmt: skip
-    parser.add_argument(
-        "--overlap",
-        type=OVERLAP_BOUNDS.parser(float),
-        default=DEFAULT_OVERLAP,
-        help=f"slice overlap fraction, {OVERLAP_BOUNDS} (default: {DEFAULT_OVERLAP})",
-    )
-    parser.add_argument("--slice-full", action="store_true", help="add a full-image pass to sliced inference")
-    parser.add_argument(
-        "--slice-full-min", type=NON_NEGATIVE.parser(int), default=0, metavar="PIXELS",
-        help="the full-image pass keeps only boxes whose longer side is at least this (default: 0, all)",
+    overlap: float = flag(DEFAULT_OVERLAP, "--overlap", bounds=OVERLAP_BOUNDS,
+                          help=f"slice overlap fraction, {OVERLAP_BOUNDS}")  # fmt: skip
+    slice_full: bool = flag(False, "--slice-full", help="add a full-image pass to sliced inference")
+    slice_full_min: int = flag(0, "--slice-full-min", bounds=NON_NEGATIVE, metavar="PIXELS",
+                               help="the full-image pass keeps only boxes whose longer side is at least this (0: "
+                               "all)")  # fmt: skip
+    skip_empty: bool = flag(False, "--skip-empty", help="do not run windows of one pixel value (NoData)")
+
+    def config(self) -> SliceConfig | None:
+        """The SliceConfig, or None without `--slice`. Raises UsageError for slice flags given without `--slice`
+        and for settings the SliceConfig refuses."""
+        if self.slice is None:
+            given = [name for name, on in (("--overlap", self.overlap != DEFAULT_OVERLAP),
+                                           ("--slice-full", self.slice_full),
+                                           ("--slice-full-min", self.slice_full_min != 0),
+                                           ("--skip-empty", self.skip_empty)) if on]  # fmt: skip
+            if given:
+                raise UsageError(f"{' and '.join(given)} set(s) sliced inference up; add --slice SIZE or drop it")
+            return None
+        try:
+            return SliceConfig(self.slice, self.overlap, self.slice_full, self.slice_full_min, self.skip_empty)
+        except ValueError as error:
+            raise UsageError(f"--slice {self.slice} --overlap {self.overlap}: {error}") from error
+
+
+def add_slice_flags(parser: argparse.ArgumentParser) -> None:
+    """--slice, --overlap, --slice-full, --slice-full-min, --skip-empty: sliced inference (`SliceFlags`)."""
+    add_flags(parser, SliceFlags)
+
+
+def slice_settings(args: argparse.Namespace) -> SliceConfig | None:
+    """The SliceConfig of the slice flags in `args` (`SliceFlags.config`)."""
+    return from_flags(SliceFlags, args).config()
+
+
+@dataclass(frozen=True)
+class ClassifierFlags:
+    """The crop classifier that re-labels the detections of its classes, as Predictor and evaluate take it."""
+
+    classifier: str | None = flag(None, "--classifier", metavar="PATH",
+                                  help="crop classifier (tphyolo classify train) to re-label with")  # fmt: skip
+    classifier_weight: float | None = flag(
+        None, "--classifier-weight", bounds=FRACTION, metavar="W",
+        help="the classifier's share in [0, 1] (default: the one saved with it)",
     )  # fmt: skip
-    parser.add_argument("--skip-empty", action="store_true", help="do not run windows of one pixel value (NoData)")
-
-
-def slice_settings(args: argparse.Namespace):
-    """The SliceConfig of `--slice`, `--overlap`, `--slice-full`, `--slice-full-min`, `--skip-empty`, or None
-    without `--slice`. Raises UsageError for slice flags given without `--slice` and for settings the SliceConfig
-    refuses."""
-    from tphyolo.errors import UsageError
-    from tphyolo.infer.slicing import DEFAULT_OVERLAP, SliceConfig
-
-    if args.slice is None:
-        given = [
-            name
-            for name, on in (
-                ("--overlap", args.overlap != DEFAULT_OVERLAP),
-                ("--slice-full", args.slice_full),
-                ("--slice-full-min", args.slice_full_min != 0),
-                ("--skip-empty", args.skip_empty),
-            )
-            if on
-        ]
-        if given:
-            raise UsageError(f"{' and '.join(given)} set(s) sliced inference up; add --slice SIZE or drop it")
-        return None
-    try:
-        return SliceConfig(args.slice, args.overlap, args.slice_full, args.slice_full_min, args.skip_empty)
-    except ValueError as error:
-        raise UsageError(f"--slice {args.slice} --overlap {args.overlap}: {error}") from error
 
 
 def add_classifier_flags(parser: argparse.ArgumentParser) -> None:
-    """--classifier and --classifier-weight: the crop classifier that re-labels the detections of its classes."""
-    parser.add_argument(
-        "--classifier", default=None, metavar="PATH", help="crop classifier (tphyolo classify train) to re-label with"
-    )
-    parser.add_argument(
-        "--classifier-weight",
-        type=FRACTION.parser(float),
-        default=None,
-        metavar="W",
-        help="the classifier's share in [0, 1] (default: the one saved with it)",
-    )
+    """--classifier and --classifier-weight (`ClassifierFlags`)."""
+    add_flags(parser, ClassifierFlags)
 
 
 def classifier_settings(args: argparse.Namespace) -> dict[str, Any]:
     """The `classifier` and `classifier_weight` keywords of Predictor and evaluate, checked in the flags' words."""
-    from tphyolo.errors import UsageError
-
     if args.classifier_weight is not None and args.classifier is None:
         raise UsageError("--classifier-weight needs --classifier")
     return {"classifier": args.classifier, "classifier_weight": args.classifier_weight}
@@ -110,7 +102,7 @@ def classifier_settings(args: argparse.Namespace) -> dict[str, Any]:
 def inference_device(runtime):
     """The torch.device `runtime` runs on (under torchrun, this process's: the `LOCAL_RANK`-th of the devices
     named), checked by the runtime before anything is loaded."""
-    from tphyolo.runtime.distributed import DistContext
+    from tphyolo.runtime.distributed import DistContext  # lazy: imports torch; '<cmd> -h' must not
 
     device = runtime.torch_device(DistContext.from_env().local_rank)
     try:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 
 import yaml
@@ -13,23 +14,27 @@ from tphyolo.data.files.atomic import write_text_atomic
 from tphyolo.data.files.image_limits import MAX_IMAGE_PIXELS
 from tphyolo.data.files.raster import RASTER_SUFFIXES
 from tphyolo.errors import UsageError
-from tphyolo.flags import AT_LEAST_ONE
+from tphyolo.flags import AT_LEAST_ONE, add_flags, flag
 from tphyolo.infer.slicing import AUTO, SliceConfig
 
 
-def add_raster_flags(parser: argparse.ArgumentParser) -> None:
-    """--save-geojson, --to-crs, --bands."""
-    parser.add_argument(
-        "--save-geojson", action="store_true",
-        help="rasters (GeoTIFF): detections as GeoJSON polygons in the raster's CRS (STEM.geojson)",
-    )  # fmt: skip
-    parser.add_argument(
-        "--to-crs", default=None, metavar="CRS", help="reproject --save-geojson to this CRS (e.g. EPSG:4326)"
-    )
-    parser.add_argument(
-        "--bands", nargs="+", type=AT_LEAST_ONE.parser(int), default=None, metavar="N",
+@dataclass(frozen=True)
+class RasterFlags:
+    """What a raster run (GeoTIFF, tile by tile) writes and reads beyond the image outputs."""
+
+    save_geojson: bool = flag(False, "--save-geojson", help="rasters (GeoTIFF): detections as GeoJSON polygons in "
+                              "the raster's CRS (STEM.geojson)")  # fmt: skip
+    to_crs: str | None = flag(None, "--to-crs", metavar="CRS",
+                              help="reproject --save-geojson to this CRS (e.g. EPSG:4326)")  # fmt: skip
+    bands: tuple[int, ...] | None = flag(
+        None, "--bands", bounds=AT_LEAST_ONE, metavar="N",
         help="raster bands read: one (grey) or three (R G B), 1-based (default: 1 2 3, or 1 of a one-band raster)",
     )  # fmt: skip
+
+
+def add_raster_flags(parser: argparse.ArgumentParser) -> None:
+    """--save-geojson, --to-crs, --bands (`RasterFlags`)."""
+    add_flags(parser, RasterFlags)
 
 
 def raster_source(args: argparse.Namespace) -> Path | None:
@@ -48,7 +53,7 @@ def raster_source(args: argparse.Namespace) -> Path | None:
     if asked:
         return _checked(path, args)
     try:
-        import rasterio
+        import rasterio  # lazy: an optional extra, needed only for a raster given without raster flags
     except ImportError:
         return None
     with rasterio.open(path) as dataset:
@@ -78,7 +83,7 @@ def run_raster(
     0). A new run (`settings`: its saved flags) records them in `settings_file` with the weights' SHA-256 and the
     raster's size once the raster opened; a resumed one (`args.resume`, `args.saved_run`) is checked against
     them. Under torchrun (`dist`) the ranks share the rows of tiles."""
-    # Lazy: these import torch, which `tphyolo predict -h` must not.
+    # lazy: these import torch and cv2; 'tphyolo predict -h' must not
     from tphyolo.predict.raster import RasterOutputs, predict_raster_into
     from tphyolo.predict.resume import check_raster_resumed, raster_fingerprint, run_fingerprint
 

@@ -3,6 +3,16 @@
 from __future__ import annotations
 
 import argparse
+from dataclasses import dataclass
+
+from tphyolo.flags import add_flags, flag
+
+
+@dataclass(frozen=True)
+class VisDroneConvertFlags:
+    """How `convert visdrone` puts the images beside the labels."""
+
+    copy_images: bool = flag(False, "--copy-images", help="copy images instead of linking them")
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -13,18 +23,18 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     visdrone = kinds.add_parser("visdrone", help="VisDrone-DET images/ + annotations/ -> YOLO labels, data.yaml")
     visdrone.add_argument("src", help="a split folder (images/, annotations/) or a folder of such splits")
     visdrone.add_argument("dst", help="output folder: labels/, ignore/, images/ (links), data.yaml")
-    visdrone.add_argument("--copy-images", action="store_true", help="copy images instead of linking them")
+    add_flags(visdrone, VisDroneConvertFlags)
 
 
 def run(args: argparse.Namespace) -> int:
     if args.kind == "checkpoint":
-        from tphyolo.checkpoint.format import convert_checkpoint, load_checkpoint
+        from tphyolo.checkpoint.format import convert_checkpoint, load_checkpoint  # lazy: torch; not for -h
 
         out = convert_checkpoint(args.src, args.dst)
         ckpt = load_checkpoint(out)
         print(f"wrote {out}: {len(ckpt.model)} tensors, {ckpt.nc} classes ({', '.join(ckpt.names[:5])}...)")
         return 0
-    from tphyolo.data.convert import convert_visdrone
+    from tphyolo.data.convert import convert_visdrone  # lazy: imports torch and cv2; not for -h
 
     data_yaml = convert_visdrone(args.src, args.dst, copy_images=args.copy_images)
     print(f"wrote {data_yaml}")

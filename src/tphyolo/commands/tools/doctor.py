@@ -6,29 +6,32 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from dataclasses import dataclass
 
+from tphyolo.flags import add_flags, flag
 from tphyolo.runtime.install import PairProblem
 
 
+@dataclass(frozen=True)
+class DoctorFlags:
+    """How the report is printed, and whether torch.compile is probed (None: only where a GPU is visible)."""
+
+    json: bool = flag(False, "--json", help="print the report as JSON")
+    compile_check: bool | None = flag(
+        None, "--compile-check",
+        help="compile a tiny function with torch.compile (default: only where a GPU is visible; ~30 s on a CPU); "
+        "--no-compile-check skips the probe",
+    )  # fmt: skip
+
+
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--json", action="store_true", help="print the report as JSON")
-    group = parser.add_mutually_exclusive_group()  # three states: on, off, or None (only where a GPU is visible)
-    group.add_argument(
-        "--compile-check",
-        dest="compile_check",
-        action="store_true",
-        default=None,
-        help="compile a tiny function with torch.compile (default: only where a GPU is visible; ~30 s on a CPU)",
-    )
-    group.add_argument(
-        "--no-compile-check", dest="compile_check", action="store_false", help="skip the torch.compile probe"
-    )
+    add_flags(parser, DoctorFlags)
 
 
 def run(args: argparse.Namespace) -> int:
     """Exit code 0, or 1 when torch and torchvision do not go together (every other command fails then): the
     report is printed whole and the pair's problem is also one line on stderr."""
-    from tphyolo import doctor  # imports torch: `tphyolo doctor -h` must not
+    from tphyolo import doctor  # lazy: imports torch; 'tphyolo doctor -h' must not
 
     def progress(line: str) -> None:
         print(line, file=sys.stderr, flush=True)

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import argparse
 
-from tphyolo.bench.profiling import ProfileConfig
+from tphyolo.bench.profiling import ProfileConfig, profile_model
 from tphyolo.flags import add_flags, from_flags
 
 USES_RUNTIME = True
@@ -28,8 +28,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from tphyolo.bench.profiling import profile_model  # torch: imported when the command runs, not by -h
-
     config = from_flags(ProfileConfig, args)
     report = profile_model(config, args.runtime, log=lambda line: print(line, flush=True))
     print(f"== top {config.top} operators: {report.title} ==")

@@ -16,7 +16,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from tphyolo.report.writer import rebuild_report
+    from tphyolo.report.writer import rebuild_report  # lazy: imports torch; 'tphyolo report -h' must not
 
     path = rebuild_report(args.run_dir)
     print(f"report in {path}")
