@@ -20,30 +20,30 @@ from pathlib import Path
 
 import numpy as np
 
+from tphyolo.data.files.image_io import IMAGE_SUFFIXES, read_image_size
+from tphyolo.data.files.json_files import load_json_file
+from tphyolo.data.formats.coco import check_coco_dataset
+from tphyolo.data.formats.visdrone import read_visdrone_rows as read_rows
+from tphyolo.metrics.coco import check_coco_results, coco_dataset, evaluate_coco
 from tphyolo.metrics.protocol import ImageResult
+from tphyolo.metrics.visdrone import NAMES, image_result
 
 
 def read_visdrone_rows(path: Path) -> np.ndarray:
     """(n, 8) float rows of a VisDrone txt file, read as training reads labels (`tphyolo.data.formats.visdrone.
     read_visdrone_rows`: a byte-order mark dropped; ValueError naming the file and line of an unusable line, a
     category outside 0..11, or text that is not UTF-8)."""
-    from tphyolo.data.formats.visdrone import read_visdrone_rows as read_rows
-
     return read_rows(path)
 
 
 def image_file(images_dir: Path, stem: str) -> Path | None:
     """The image `images_dir/stem.*` of a known image suffix, or None."""
-    from tphyolo.data.files.image_io import IMAGE_SUFFIXES
-
     return next((p for suffix in IMAGE_SUFFIXES if (p := images_dir / f"{stem}{suffix}").exists()), None)
 
 
 def image_size(path: Path) -> tuple[int, int]:
     """(height, width) of the image `path` as displayed, from its header, by the one image reader and its pixel
     limit (ImageError naming the file for an image that declares too many pixels)."""
-    from tphyolo.data.files.image_io import read_image_size
-
     return read_image_size(path)
 
 
@@ -85,8 +85,6 @@ def load_visdrone_pairs(
 
 def read_json(path: Path, what: str):
     """The JSON document of `path`, through the one bounded JSON reader (ValueError naming the file)."""
-    from tphyolo.data.files.json_files import load_json_file
-
     return load_json_file(path, what=what)
 
 
@@ -103,8 +101,6 @@ def visdrone_image_results(
     as `load_visdrone_pairs`). An image's size is read (from `images_dir`) when `needs_image_size` and it has
     ignored regions, or for every image found with `with_images` (whose path then names the image, for
     drawing; otherwise the annotation stem)."""
-    from tphyolo.metrics.visdrone import image_result
-
     images = []
     for stem, gt, pred in load_visdrone_pairs(gt_dir, pred_dir, indices=indices):
         shape, path = None, stem
@@ -119,9 +115,6 @@ def visdrone_image_results(
 def score_coco_files(gt_path: Path, pred_path: Path):
     """The COCO protocol's result (`tphyolo.metrics.coco.CocoResult`) of a COCO results json against a COCO
     dataset json, both checked first (ValueError naming the file)."""
-    from tphyolo.data.formats.coco import check_coco_dataset
-    from tphyolo.metrics.coco import check_coco_results, evaluate_coco
-
     gt = read_json(gt_path, "COCO dataset")
     detections = read_json(pred_path, "COCO results")
     if not isinstance(gt, dict) or "annotations" not in gt or "images" not in gt:
@@ -135,9 +128,6 @@ def save_coco_gt(gt_dir: Path, images_dir: Path, out: Path) -> dict:
     """Write the COCO dataset of the VisDrone annotation folder `gt_dir` (see the module docstring) to `out`
     and return it; images found in `images_dir` give their file names and sizes, others are named by their
     annotation stem."""
-    from tphyolo.metrics.coco import coco_dataset
-    from tphyolo.metrics.visdrone import NAMES, image_result
-
     images = []
     for gt_path in annotation_files(gt_dir):
         image = image_file(images_dir, gt_path.stem)
