@@ -18,7 +18,7 @@ from tphyolo.evaluation.geojson_files import score_geojson_files
 from tphyolo.evaluation.sharded import Shard, gather_in_order
 from tphyolo.infer.config import MAX_DET
 from tphyolo.metrics.protocol import ImageResult
-from tphyolo.metrics.registry import get_protocol
+from tphyolo.metrics.registry import COCO_JSON, GEOJSON, get_protocol, saved_format
 from tphyolo.metrics.tracking import TrackingResult, evaluate_tracking
 from tphyolo.metrics.visdrone import NAMES
 from tphyolo.runtime.distributed import DistContext
@@ -55,16 +55,17 @@ def score_saved_detections(
     yolo and visdrone protocols' AP50 and AP50-95), `.json` (COCO, the coco protocol only), or a folder of
     VisDrone txt (any protocol; images from `images_dir`, default images/ beside `gt`). Rank 0 gets the scores;
     the other ranks of a torchrun run None. Raises ValueError for a protocol the files cannot be scored by."""
-    if gt.suffix == ".geojson":
-        if protocol not in ("yolo", "visdrone"):
+    fmt = saved_format(gt)
+    if fmt == GEOJSON:
+        if fmt not in get_protocol(protocol).saved_formats:
             raise ValueError(f"--gt {gt}: GeoJSON is scored by box IoU in map units (AP50, AP50-95) only")
         if not dist.is_main:
             return None
         result = score_geojson_files(gt, pred)
         overall = {"AP50": 100 * result.map50, "AP": 100 * result.map, "P": 100 * result.mp, "R": 100 * result.mr}
         return SavedScores(overall, {}, result.tables[0])
-    if gt.suffix == ".json":
-        if protocol != "coco":
+    if fmt == COCO_JSON:
+        if fmt not in get_protocol(protocol).saved_formats:
             raise ValueError(f"--protocol {protocol} needs a folder of VisDrone annotation txt files, got {gt}")
         if not dist.is_main:  # one COCO evaluation, on rank 0
             return None
