@@ -171,7 +171,7 @@ def test_int8_files_of_each_family_run_and_agree_with_the_float_model(name, int8
         reference = [fused(torch.from_numpy(x).float() / 255)[0] for x in images]
     assert max(float((r[:, 4] * r[:, 5:].max(1).values).max()) for r in reference) > 0.1  # it has learned
     for result in results:  # the verdict of the check is tested above; weak models lose a noisy few points here
-        assert result.ok, result.summary()
+        assert result.matches and result.accuracy.drop <= result.accuracy.max_drop, result.summary()
         assert result.path.name.startswith("m_int8")
         backend = load_backend(result.path)
         meta = backend.metadata
@@ -208,7 +208,9 @@ def test_a_dynamic_int8_file_plugs_into_prediction_and_validation(int8_trained, 
     cfg = ExportConfig(formats=("onnx",), imgsz=BLOCKS_SIZE, dynamic=True, int8=True, data=str(blocks_data),
                        calib_images=16)  # fmt: skip
     (result,) = export_model(model, cfg, stem=tmp_path / "m", model_name=name)
-    assert result.ok, result.summary()
+    # Not `result.ok`: this weak model's float mAP50 sits near the floor under which the check says nothing
+    # (MIN_FLOAT_MAP50 0.01; 0.005 to 0.04 across runtime releases), which is not what this test is about.
+    assert result.matches and result.accuracy.drop <= result.accuracy.max_drop, result.summary()
     scored = val(str(result.path), str(blocks_data), imgsz=BLOCKS_SIZE, batch=1, device="cpu")
     assert load_backend(result.path).metadata.int8_map50[1] == pytest.approx(scored.map50, abs=1e-9)
     image = read_image(scan_split(load_data_config(blocks_data).split("val")).records[0].im_file)
