@@ -59,12 +59,13 @@ def _run(argv: list[str], *, code: int = 0, limit_s: float = LIMIT_S) -> subproc
     return done
 
 
-def _kill_when(argv: list[str], ready: Callable[[], bool]) -> None:
+def _kill_when(argv: list[str], ready: Callable[[], bool], *, group: bool = False, limit_s: float = LIMIT_S) -> None:
     """Start `tphyolo ARGV` and SIGKILL it as soon as `ready()` (polled every 10 ms); fails the test when it
-    ends first or when `LIMIT_S` passes."""
+    ends first or when `limit_s` passes. `group`: for a command that starts a Ray cluster, the command's process
+    is killed first (the fault), then the processes Ray started (its session), before the next run."""
     process = subprocess.Popen(_command(*argv), env=_environment(), stdout=subprocess.DEVNULL,
-                               stderr=subprocess.DEVNULL)  # fmt: skip
-    deadline = time.monotonic() + LIMIT_S
+                               stderr=subprocess.DEVNULL, start_new_session=group)  # fmt: skip
+    deadline = time.monotonic() + limit_s
     try:
         while not ready():
             assert process.poll() is None, "the command ended before the fault"
@@ -73,6 +74,10 @@ def _kill_when(argv: list[str], ready: Callable[[], bool]) -> None:
     finally:
         process.send_signal(signal.SIGKILL)
         process.wait()
+        if group:
+            time.sleep(1.0)
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(process.pid, signal.SIGKILL)
 
 
 def _tree(folder: Path) -> dict[str, bytes]:
@@ -238,25 +243,6 @@ def test_int8_export_killed_keeps_the_earlier_file_or_a_checked_one(weights, tmp
     assert sorted(p.name for p in tmp_path.iterdir()) == ["data", "m_int8.onnx", "whole.onnx"]
 
 
-def _kill_group_when(argv: list[str], ready: Callable[[], bool]) -> None:
-    """`_kill_when` for a command that starts a Ray cluster: the command's process is killed first (the fault),
-    then the processes Ray started (its session), before the next run."""
-    process = subprocess.Popen(_command(*argv), env=_environment(), stdout=subprocess.DEVNULL,
-                               stderr=subprocess.DEVNULL, start_new_session=True)  # fmt: skip
-    deadline = time.monotonic() + TUNE_LIMIT_S
-    try:
-        while not ready():
-            assert process.poll() is None, "the command ended before the fault"
-            assert time.monotonic() < deadline, "the fault's moment never came"
-            time.sleep(0.01)
-    finally:
-        process.send_signal(signal.SIGKILL)
-        process.wait()
-        time.sleep(1.0)
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(process.pid, signal.SIGKILL)
-
-
 def test_tune_killed_during_and_between_trials_then_resumed(tiny_synthetic, tmp_path):
     """Killed during trial 1 (after its first epoch), resumed, killed again as a trial ends, resumed: trials.csv
     reads at every point, finished trials stay as they were, the interrupted one stays marked and is not
@@ -271,15 +257,16 @@ def test_tune_killed_during_and_between_trials_then_resumed(tiny_synthetic, tmp_
             "--epochs", "2", "--trials", "2", "--cpus-per-trial", "2", "--workers", "0", "--no-plots", "--noautoanchor",
             "--device", "cpu", "--project", str(tmp_path), "--name", "s"]  # fmt: skip
     resume = ["tune", "--resume", str(run_dir), "--device", "cpu"]
+    ray_session = {"group": True, "limit_s": TUNE_LIMIT_S}  # its processes killed too, after the command
 
     def rows() -> list:
         return read_trials(table) if table.is_file() else []
 
-    _kill_group_when(argv, lambda: any(r.state == "running" and r.epochs >= 1 for r in rows()))
+    _kill_when(argv, lambda: any(r.state == "running" and r.epochs >= 1 for r in rows()), **ray_session)
     first = rows()
     assert [r.state for r in first] == ["running"] and not (run_dir / "best_hyp.yaml").exists()
     ended = random.Random(SEED).randint(1, 2)  # counted trials before the second fault
-    _kill_group_when(resume, lambda: sum(r.state in COUNTED for r in rows()) >= ended)
+    _kill_when(resume, lambda: sum(r.state in COUNTED for r in rows()) >= ended, **ray_session)
     second = rows()
     assert second[0].trial == 1 and second[0].state == "interrupted" and second[0].hyp == first[0].hyp
     done = _run(resume, limit_s=TUNE_LIMIT_S)
