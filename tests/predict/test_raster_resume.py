@@ -14,6 +14,7 @@ import sys
 import time
 from pathlib import Path
 
+import cv2
 import pytest
 import torch
 from tests.helpers import save_model_checkpoint
@@ -206,3 +207,31 @@ def test_a_raster_run_killed_at_a_seeded_row_resumes_to_the_uninterrupted_output
     torch.set_num_threads(1)
     assert main(["predict", "--resume", str(tmp_path / "two"), "--device", "cpu"]) == 0
     same_files(tmp_path / "one", tmp_path / "two", ignore=BOOKKEEPING)
+
+
+@pytest.mark.parametrize("kind", ["raster", "folder"])
+def test_a_run_started_with_relative_paths_resumes_from_any_folder(kind, weights, small_ortho, tmp_path, monkeypatch,
+                                                                   capsys):  # fmt: skip
+    """args.yaml keeps --source and --weights absolute and the fingerprint names them so too: a resume from
+    another working directory finds the same weights and sources (it refused both before)."""
+    work = tmp_path / "work"
+    (work / "in").mkdir(parents=True)
+    shutil.copy(weights, work / "w.pt")
+    if kind == "raster":
+        shutil.copy(small_ortho, work / "in" / "small.tif")
+        source = "in/small.tif"
+    else:
+        for i in range(2):
+            cv2.imwrite(str(work / "in" / f"{i}.jpg"), scene(64, 96, [], seed=i).transpose(1, 2, 0))
+        source = "in"
+    monkeypatch.chdir(work)
+    argv = predict_args(Path("w.pt"), Path(source), Path("runs"), "one")
+    if kind == "folder":
+        argv.remove("--save-geojson")
+        del argv[argv.index("--slice"):argv.index("--slice") + 2]
+    assert main(argv) == 0
+    monkeypatch.chdir(tmp_path)
+    capsys.readouterr()
+    assert main(["predict", "--resume", str(work / "runs" / "one"), "--device", "cpu"]) == 0
+    out = capsys.readouterr().out
+    assert ("3 of 3 rows finished before" if kind == "raster" else "(2 finished before)") in out

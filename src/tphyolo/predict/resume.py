@@ -2,20 +2,23 @@
 run folder never holds the outputs of two models or two source lists.
 
 A run records (`run_fingerprint`) the SHA-256 of each weights file (of each file of a weights folder, such as an
-OpenVINO IR) and the sources it resolved. `check_resumed` compares them with what a resume finds: changed
-weights or an added source is refused in one line naming it; a source that is gone is returned, for the caller
-to name, and the run goes on with the rest. A raster run also records its raster's size (`raster_fingerprint`): its
-journal counts rows of tiles by position, so a raster that changed is refused too.
+OpenVINO IR) and the sources it resolved, each path made absolute: a resume from another working directory
+(`--resume RUN_DIR` reads the run's flags with their paths made absolute) finds them under the same names.
+`check_resumed` compares them with what a resume finds: changed weights or an added source is refused in one
+line naming it; a source that is gone is returned, for the caller to name, and the run goes on with the rest. A
+raster run also records its raster's size (`raster_fingerprint`): its journal counts rows of tiles by position,
+so a raster that changed is refused too.
 """
 
 from __future__ import annotations
 
 import hashlib
+import os
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from tphyolo.predict.sources import Stream
+from tphyolo.predict.sources import Stream, is_stream
 
 CHUNK = 1 << 20
 
@@ -32,15 +35,23 @@ def _sha256(path: Path) -> str:
 
 
 def weights_digests(weights: str | Sequence[str]) -> dict[str, str]:
-    """Each weights entry -> the SHA-256 of its file (or folder's files); an entry that is not a path (a release
-    name) -> itself."""
+    """Each weights entry (a path made absolute) -> the SHA-256 of its file (or folder's files); an entry that is
+    not a path (a release name) -> itself."""
     entries = [weights] if isinstance(weights, (str, Path)) else list(weights)
-    return {str(w): _sha256(Path(w)) if Path(w).exists() else str(w) for w in entries}
+    return {os.path.abspath(w) if Path(w).exists() else str(w): _sha256(Path(w)) if Path(w).exists() else str(w)
+            for w in entries}  # fmt: skip
 
 
 def source_list(files: Sequence[Path | Stream]) -> list[str]:
-    """The resolved sources as text: paths, stream URLs and webcam indices."""
-    return [f.source if isinstance(f, Stream) else str(f) for f in files]
+    """The resolved sources as text: absolute paths, stream URLs and webcam indices."""
+    return [f.source if isinstance(f, Stream) else os.path.abspath(f) for f in files]
+
+
+def _recorded_path(entry: object) -> str:
+    """An entry of a run's record as `source_list` and `weights_digests` name it now: a relative path recorded
+    by an earlier version is taken from the working directory, as that version resolved it."""
+    text = str(entry)
+    return text if is_stream(text) or not Path(text).exists() else os.path.abspath(text)
 
 
 def run_fingerprint(weights: str | Sequence[str], files: Sequence[Path | Stream]) -> dict[str, Any]:
@@ -56,6 +67,7 @@ def check_resumed(
     fingerprint (an older run) is not checked."""
     recorded = saved.get("weights_sha256")
     if isinstance(recorded, Mapping):
+        recorded = {_recorded_path(entry): digest for entry, digest in recorded.items()}
         for entry, digest in weights_digests(weights).items():
             if recorded.get(entry) != digest:
                 raise ValueError(
@@ -65,13 +77,13 @@ def check_resumed(
     sources = saved.get("sources")
     if not isinstance(sources, list):
         return []
-    now, then = source_list(files), {str(s) for s in sources}
+    now, then = source_list(files), {_recorded_path(s) for s in sources}
     added = [s for s in now if s not in then]
     if added:
         raise ValueError(f"{where}: source {added[0]} was not among the run's sources ({len(added)} added); "
                          "start a new run for them")  # fmt: skip
     present = set(now)
-    return [str(s) for s in sources if str(s) not in present]
+    return [str(s) for s in sources if _recorded_path(s) not in present]
 
 
 def raster_fingerprint(path: Path, *, width: int, height: int) -> dict[str, Any]:
