@@ -114,9 +114,8 @@ def run(args: argparse.Namespace) -> int:
         with removed_if_left_empty(save_dir if dist.is_main and args.resume is None else None):
             if raster is not None:
                 argv = None if args.resume is not None else _saved_argv(args)
-                run_raster(save_dir, predictor, raster, args, slicing, dist=dist, settings=argv,
-                           settings_file=save_dir / SETTINGS_FILE)  # fmt: skip
-                return 0
+                return run_raster(save_dir, predictor, raster, args, slicing, dist=dist, settings=argv,
+                                  settings_file=save_dir / SETTINGS_FILE)  # fmt: skip
             settings = None
             if args.resume is None:  # what a resume reads: the flags, the weights' and sources' fingerprints
                 settings = {"argv": _saved_argv(args), **run_fingerprint(args.weights, files)}

@@ -37,6 +37,20 @@ def box_rings(boxes: np.ndarray, transform: Sequence[float]) -> np.ndarray:
     return np.stack([a * cols + b * rows + c, d * cols + e * rows + f], axis=2)
 
 
+def checked_crs(text: str) -> str:
+    """`text` as GDAL names the coordinate reference system it gives ("epsg:4326" -> "EPSG:4326"); ValueError
+    saying why for one that PROJ does not know or that is not a CRS at all."""
+    rasterio = rasterio_module()  # or one line naming the geo extra
+    from rasterio.crs import CRS
+
+    with rasterio.Env():  # GDAL's errors come back as exceptions, not as lines on stderr
+        try:
+            return CRS.from_user_input(text).to_string()
+        except (rasterio.errors.CRSError, ValueError) as error:
+            reason = str(error).splitlines()[0] if str(error) else "not a CRS"
+            raise ValueError(f"not a coordinate reference system PROJ knows ({reason}; e.g. EPSG:4326)") from None
+
+
 def _reproject(rings: np.ndarray, src_crs: str, dst_crs: str) -> np.ndarray:
     rasterio_module()  # or one line naming the geo extra
     from rasterio import warp

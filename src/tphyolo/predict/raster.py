@@ -1,15 +1,17 @@
 """Detection over a raster too large to decode (an orthomosaic): tile by tile, NoData tiles skipped, batched,
 merged across tile seams -- memory bounded by a batch of tiles and the detections, whatever the raster's size.
 
-    run = predict_raster(predictor, "ortho.tif", slicing=SliceConfig(640, 0.2), bands=(1, 2, 3))
+    run = predict_raster(predictor, "ortho.tif", slicing=SliceConfig(640, 0.2), read=RasterRead(bands=(1, 2, 3)))
     run.detections  # Detections in raster pixels; run.crs, run.transform to map them (`predict.geojson`)
 
 The tiles are those sliced inference runs on an image (`tphyolo.ops.tiling`), read one at a time
-(`tphyolo.data.files.raster.Raster`), row by row. A row of tiles is the unit of work: its tiles go to the
-Predictor `config.batch` at a time (a batch never spans two rows), and its detections, moved to raster pixels,
-are kept unmerged. Once every row is done, all of them are merged as the windows of a sliced image are
-(`config.merge`, `--match`, ...), so an object cut by a seam -- between two tiles of a row or two rows -- comes
-out once.
+(`tphyolo.data.files.raster.Raster`, opened as `RasterRead` says: the bands, the pixel limit), row by row. A row
+of tiles is the unit of work: its tiles go to the Predictor `config.batch` at a time (a batch never spans two
+rows), and its detections, moved to raster pixels, are kept unmerged. Once every row is done, all of them are
+merged as the windows of a sliced image are (`config.merge`, `--match`, ...), so an object cut by a seam --
+between two tiles of a row or two rows -- comes out once. A tile GDAL cannot read (a file cut short, a corrupt
+block) is skipped and counted (`RasterPrediction.unreadable`); the first one is named through `on_note` with
+GDAL's reason, and the rest of the raster goes on.
 
 Given a run folder, each finished row is journaled (`predict.journal`, the journal of every prediction run):
 one line holding the row's unmerged detections (float32, exactly) and its NoData tiles, appended whole or not at
@@ -34,7 +36,7 @@ import torch
 from tqdm import tqdm
 
 from tphyolo.data.files.atomic import write_text_atomic
-from tphyolo.data.files.raster import Raster, Window
+from tphyolo.data.files.raster import MAX_RASTER_PIXELS, Raster, RasterReadError, Window
 from tphyolo.infer.merge import merge_detections
 from tphyolo.infer.slicing import SliceConfig
 from tphyolo.ops.detections import Detections
@@ -70,6 +72,19 @@ class RasterPrediction:
     merge_seconds: float
     rows: int = 0
     rows_before: int = 0
+    unreadable: int = 0
+
+
+@dataclass(frozen=True)
+class RasterRead:
+    """How a raster is opened (`Raster.open`): `bands` read (1-based; None: the rule of
+    `tphyolo.data.files.raster`) and `max_pixels`, the largest raster run (its header is refused above it)."""
+
+    bands: tuple[int, ...] | None = None
+    max_pixels: int = MAX_RASTER_PIXELS
+
+    def open(self, path: str | Path) -> Raster:
+        return Raster.open(path, bands=self.bands, max_pixels=self.max_pixels)
 
 
 def raster_slicing(slicing: SliceConfig, *, imgsz: int) -> SliceConfig:
@@ -98,11 +113,17 @@ def row_unit(path: str | Path, row: Sequence[Window]) -> str:
     return f"{Path(path).name}: rows {y1}-{y2}, {len(row)} tiles of {x2 - x1} px"
 
 
-class _Timer:
-    """Seconds this process spent reading tiles and in the Predictor."""
+class _Tally:
+    """Seconds this process spent reading tiles and in the Predictor; whether it named an unreadable tile."""
 
-    def __init__(self) -> None:
+    def __init__(self, on_note: Callable[[str], None] | None) -> None:
         self.read = self.infer = 0.0
+        self.on_note, self.unreadable_named = on_note, False
+
+    def unreadable(self, error: RasterReadError) -> None:
+        if not self.unreadable_named and self.on_note is not None:
+            self.on_note(f"{error}; unreadable tiles are skipped and counted")
+        self.unreadable_named = True
 
 
 def predict_raster(
@@ -110,7 +131,7 @@ def predict_raster(
     path: str | Path,
     *,
     slicing: SliceConfig,
-    bands: Sequence[int] | None = None,
+    read: RasterRead = RasterRead(),
     skip_nodata: bool = True,
     on_tile: Callable[[int], None] | None = None,
     run_dir: Path | None = None,
@@ -120,17 +141,18 @@ def predict_raster(
 ) -> RasterPrediction | None:
     """Detect objects over the raster at `path` (module docstring). slicing: the tiles' size and overlap (an
     AUTO size is the predictor's input size; the full-image pass is refused: a raster is never read whole);
-    bands: the bands read (`tphyolo.data.files.raster`); skip_nodata: tiles that are all NoData are not run;
+    read: the bands read and the pixel limit (`RasterRead`); skip_nodata: tiles that are all NoData are not run;
     on_tile: called after each tile with the tiles done so far over all ranks (a progress bar); run_dir: the
     folder whose journal records each finished row (a new run clears it); resume: run only the rows it does not
     record (each line checked; a bad one goes to `on_note` and its row is done again); dist: this process's
     place under torchrun (every rank calls this with the same arguments). Returns None on ranks other than 0.
-    Raises ValueError for an unreadable raster."""
+    Raises ValueError naming the file for a raster that cannot be opened or is above `read.max_pixels`; an
+    unreadable tile is skipped (module docstring)."""
     if resume and run_dir is None:
         raise ValueError("resume=True needs the run_dir whose journal it continues")
     slicing = raster_slicing(slicing, imgsz=predictor.config.imgsz)
-    timer = _Timer()
-    with Raster.open(path, bands=None if bands is None else tuple(bands)) as raster:
+    timer = _Tally(on_note)
+    with read.open(path) as raster:
         if raster.crs is None and dist.is_main:
             LOGGER.warning("%s has no CRS: its detections stay in pixel coordinates", path)
         rows = tile_rows(raster_tiles(raster, slicing))
@@ -165,6 +187,7 @@ def predict_raster(
             tiles=sum(len(row) for row in rows), skipped=sum(r.skipped for r in records.values()),
             read_seconds=sum(g[1] for g in gathered), infer_seconds=sum(g[2] for g in gathered),
             merge_seconds=merge_s, rows=len(rows), rows_before=len(before),
+            unreadable=sum(r.warned for r in records.values()),
         )  # fmt: skip
 
 
@@ -202,14 +225,14 @@ def _predict_row(
     name: str,
     index: int,
     skip_nodata: bool,
-    timer: _Timer,
+    timer: _Tally,
     on_tile: Callable[[], None] | None,
 ) -> UnitRecord:
     """The record of one row of tiles: its unmerged detections in raster pixels (tile order), its NoData
-    tiles counted."""
+    tiles counted (`skipped`) and its unreadable ones (`warned`)."""
     found: list[torch.Tensor] = []
     batch: list[tuple[Window, np.ndarray]] = []
-    skipped = 0
+    skipped = unreadable = 0
 
     def run_batch() -> None:
         start = time.perf_counter()
@@ -223,9 +246,14 @@ def _predict_row(
 
     for tile in row:
         start = time.perf_counter()
-        empty = skip_nodata and raster.is_nodata(tile)
-        if not empty:
-            batch.append((tile, raster.read(tile)))
+        empty = False
+        try:
+            empty = skip_nodata and raster.is_nodata(tile)
+            if not empty:
+                batch.append((tile, raster.read(tile)))
+        except RasterReadError as error:
+            timer.unreadable(error)
+            unreadable += 1
         timer.read += time.perf_counter() - start
         skipped += empty
         if len(batch) == predictor.config.batch:
@@ -235,7 +263,7 @@ def _predict_row(
     if batch:
         run_batch()
     rows = torch.cat(found) if found else torch.zeros((0, 6))
-    return UnitRecord((name,), len(rows), skipped, (FrameRecord(name, index, raster.path.stem, rows),))
+    return UnitRecord((name,), len(rows), skipped, (FrameRecord(name, index, raster.path.stem, rows),), unreadable)
 
 
 def _merged(found: list[torch.Tensor], predictor: Predictor, *, width: int, height: int) -> Detections:
@@ -270,25 +298,26 @@ def predict_raster_into(
     *,
     slicing: SliceConfig,
     outputs: RasterOutputs,
-    bands: Sequence[int] | None = None,
+    read: RasterRead = RasterRead(),
     progress: bool = False,
     resume: bool = False,
     dist: DistContext = ONE_PROCESS,
-    on_open: Callable[[Raster], None] | None = None,
+    on_open: Callable[[Raster, int], None] | None = None,
     on_note: Callable[[str], None] | None = None,
 ) -> RasterPrediction | None:
     """`predict_raster` of `path` journaled into `save_dir` (resumed with `resume`, shared by the ranks of
     `dist`), with its `outputs` written there by rank 0; `progress`: a bar over the tiles (all ranks') with its
-    rate and time left, on rank 0. on_open: called with the open raster before any tile is run (to record or
-    check it); on_note: as `predict_raster`'s. Returns the prediction (None on ranks other than 0)."""
+    rate and time left, on rank 0. on_open: called with the open raster and its number of tiles before any tile
+    is run (to record, check or announce it); on_note: as `predict_raster`'s. Returns the prediction (None on
+    ranks other than 0)."""
     path = Path(path)
     tiling = raster_slicing(slicing, imgsz=predictor.config.imgsz)
-    with Raster.open(path, bands=None if bands is None else tuple(bands)) as raster:  # fails before the run
+    with read.open(path) as raster:  # fails before the run
         total = len(raster_tiles(raster, tiling))
         if on_open is not None:
-            on_open(raster)
+            on_open(raster, total)
     with tqdm(total=total, desc=path.name, unit="tile", disable=not (progress and dist.is_main)) as bar:
-        run = predict_raster(predictor, path, slicing=slicing, bands=bands, run_dir=save_dir, resume=resume,
+        run = predict_raster(predictor, path, slicing=slicing, read=read, run_dir=save_dir, resume=resume,
                              dist=dist, on_note=on_note, on_tile=lambda done: bar.update(done - bar.n))  # fmt: skip
     if run is None:
         return None

@@ -12,7 +12,7 @@ import yaml
 
 from tphyolo.data.files.atomic import write_text_atomic
 from tphyolo.data.files.image_limits import MAX_IMAGE_PIXELS
-from tphyolo.data.files.raster import RASTER_SUFFIXES
+from tphyolo.data.files.raster import MAX_RASTER_PIXELS, RASTER_SUFFIXES
 from tphyolo.errors import UsageError
 from tphyolo.flags import AT_LEAST_ONE, add_flags, flag
 from tphyolo.infer.slicing import AUTO, SliceConfig
@@ -30,10 +30,13 @@ class RasterFlags:
         None, "--bands", bounds=AT_LEAST_ONE, metavar="N",
         help="raster bands read: one (grey) or three (R G B), 1-based (default: 1 2 3, or 1 of a one-band raster)",
     )  # fmt: skip
+    max_pixels: int = flag(MAX_RASTER_PIXELS, "--max-pixels", bounds=AT_LEAST_ONE, metavar="N",
+                           help="rasters: refuse one whose header declares more pixels than this (default 10^10, "
+                                "e.g. 100,000 x 100,000 px)")  # fmt: skip
 
 
 def add_raster_flags(parser: argparse.ArgumentParser) -> None:
-    """--save-geojson, --to-crs, --bands (`RasterFlags`)."""
+    """--save-geojson, --to-crs, --bands, --max-pixels (`RasterFlags`)."""
     add_flags(parser, RasterFlags)
 
 
@@ -50,6 +53,13 @@ def raster_source(args: argparse.Namespace) -> Path | None:
         return None
     if args.to_crs is not None and not args.save_geojson:
         raise UsageError("--to-crs reprojects --save-geojson; add --save-geojson or drop it")
+    if args.to_crs is not None:
+        from tphyolo.predict.geojson import checked_crs  # lazy: it imports torch; 'tphyolo predict -h' must not
+
+        try:
+            checked_crs(args.to_crs)
+        except ValueError as error:
+            raise UsageError(f"--to-crs {args.to_crs}: {error}") from None
     if asked:
         return _checked(path, args)
     try:
@@ -78,16 +88,21 @@ def run_raster(
     dist,
     settings: list[str] | None,
     settings_file: Path,
-) -> None:
+) -> int:
     """Predict the raster `path` into `save_dir` with the command's output flags, and print what was done (rank
-    0). A new run (`settings`: its saved flags) records them in `settings_file` with the weights' SHA-256 and the
-    raster's size once the raster opened; a resumed one (`args.resume`, `args.saved_run`) is checked against
-    them. Under torchrun (`dist`) the ranks share the rows of tiles."""
+    0); returns the exit code (1 when no tile could be read). A new run (`settings`: its saved flags) records
+    them in `settings_file` with the weights' SHA-256 and the raster's size once the raster opened; a resumed one
+    (`args.resume`, `args.saved_run`) is checked against them. Under torchrun (`dist`) the ranks share the rows
+    of tiles."""
     # lazy: these import torch and cv2; 'tphyolo predict -h' must not
-    from tphyolo.predict.raster import RasterOutputs, predict_raster_into
+    from tphyolo.predict.raster import RasterOutputs, RasterRead, predict_raster_into
     from tphyolo.predict.resume import check_raster_resumed, raster_fingerprint, run_fingerprint
 
-    def record_or_check(raster) -> None:
+    def record_or_check(raster, tiles: int) -> None:
+        if args.to_crs is not None and raster.crs is None:
+            raise UsageError(f"--to-crs {args.to_crs}: {path} has no CRS to reproject from")
+        if dist.is_main:
+            print(f"{path.name}: {raster.width}x{raster.height} px, {tiles:,} tiles to run")
         fingerprint = raster_fingerprint(path, width=raster.width, height=raster.height)
         if args.resume is not None:
             check_raster_resumed(args.saved_run, path, fingerprint, where=str(settings_file))
@@ -101,12 +116,18 @@ def run_raster(
     outputs = RasterOutputs(save_geojson=args.save_geojson or not (args.save_txt or args.save_json),
                             to_crs=args.to_crs, save_txt=args.save_txt, save_conf=args.save_conf,
                             save_json=args.save_json)  # fmt: skip
+    read = RasterRead(bands=args.bands, max_pixels=args.max_pixels)
     run = predict_raster_into(save_dir, predictor, path, slicing=slicing or SliceConfig(AUTO), outputs=outputs,
-                              bands=args.bands, progress=True, resume=args.resume is not None, dist=dist,
+                              read=read, progress=True, resume=args.resume is not None, dist=dist,
                               on_open=record_or_check, on_note=note)  # fmt: skip
     if run is None:
-        return
+        return 0
     crs = run.crs or "pixels (the raster has no CRS)"
     before = f", {run.rows_before} of {run.rows} rows finished before" if run.rows_before else ""
+    unreadable = f", {run.unreadable} unreadable skipped" if run.unreadable else ""
     print(f"{len(run.detections)} detections in {path.name} ({run.width}x{run.height}, {crs}): {run.tiles} tiles, "
-          f"{run.skipped} NoData skipped{before}; results in {save_dir}")  # fmt: skip
+          f"{run.skipped} NoData skipped{unreadable}{before}; results in {save_dir}")  # fmt: skip
+    if run.unreadable == run.tiles:
+        print(f"tphyolo predict: error: {path}: no tile could be read (named above)", file=sys.stderr)
+        return 1
+    return 0

@@ -16,12 +16,17 @@ The rule that turns any raster into the 8-bit RGB a detector takes:
 - NoData: GDAL's mask of the first band chosen (the nodata value, else an alpha band or an internal mask); a window
   whose mask is empty is NoData, and NoData pixels of a partial window are read as 0.
 
-The header is validated before it sizes anything: sides from 1 to MAX_RASTER_SIDE, bands chosen that exist.
+The header is validated before it sizes anything: sides from 1 to MAX_RASTER_SIDE, at most `max_pixels` pixels in
+all (MAX_RASTER_PIXELS unless the caller lifts it: a sparse file of a few MB can declare 10^12 pixels, months of
+tiles), bands chosen that exist. A window GDAL cannot read (a file cut short, a corrupt block) raises
+`RasterReadError`, naming the file, the window and GDAL's own reason.
 """
 
 from __future__ import annotations
 
+import contextlib
 import warnings
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -32,6 +37,9 @@ from tphyolo.imports import require
 GEO_INSTALL = 'pip install "tphyolo[geo]"'
 RASTER_SUFFIXES = (".tif", ".tiff", ".vrt")
 MAX_RASTER_SIDE = 2**21  # 2 million pixels a side: a 5 cm orthomosaic 100 km long
+# 10 gigapixels, e.g. 100,000 x 100,000 px: a 5 km square at 5 cm, the largest orthomosaics a drone survey makes;
+# about 38,000 tiles of 640 px at overlap 0.2, hours on a CPU. A header past it is refused unless lifted.
+MAX_RASTER_PIXELS = 10**10
 # GDAL keeps the blocks it decoded in a cache of 5 % of the machine's memory by default: gigabytes, filled by the
 # blocks of a large raster read once. Rasters are read under this bound instead (tiles are read in rows, so
 # the blocks a tile shares with the next stay cached).
@@ -40,6 +48,10 @@ STATS_SIDE = 1024  # the reduced read that measures the stretch of non-8-bit ban
 STRETCH_PERCENTILES = (2.0, 98.0)
 
 Window = tuple[int, int, int, int]  # x1, y1, x2, y2 in raster pixels
+
+
+class RasterReadError(ValueError):
+    """A window of an open raster that GDAL could not read; the message names the file, window and reason."""
 
 
 def rasterio_module():
@@ -98,9 +110,12 @@ class Raster:
         self._shadow_warning = NodataShadowWarning
 
     @classmethod
-    def open(cls, path: str | Path, *, bands: tuple[int, ...] | None = None) -> Raster:
+    def open(
+        cls, path: str | Path, *, bands: tuple[int, ...] | None = None, max_pixels: int = MAX_RASTER_PIXELS
+    ) -> Raster:
         """Open `path` and check its header. Raises ValueError naming the file when it is not a raster GDAL
-        reads, its sides are outside 1..MAX_RASTER_SIDE or the bands chosen do not exist."""
+        reads, its sides are outside 1..MAX_RASTER_SIDE, it has more than `max_pixels` pixels or the bands
+        chosen do not exist."""
         rasterio = rasterio_module()
         env = rasterio.Env(GDAL_CACHEMAX=CACHE_BYTES)
         env.__enter__()
@@ -115,8 +130,15 @@ class Raster:
             if not (1 <= dataset.width <= MAX_RASTER_SIDE and 1 <= dataset.height <= MAX_RASTER_SIDE):
                 size = f"{dataset.width}x{dataset.height}"
                 raise ValueError(f"{path}: {size} pixels, outside 1..{MAX_RASTER_SIDE} a side")
+            if dataset.width * dataset.height > max_pixels:
+                raise ValueError(f"{path}: {dataset.width}x{dataset.height} pixels ({_gigapixels(dataset)}) is above "
+                                 f"the raster limit of {max_pixels:,} pixels; --max-pixels lifts it")  # fmt: skip
             chosen = choose_bands(dataset.count, None if bands is None else tuple(bands), path=path)
-            stretch = _measure_stretch(dataset, chosen)
+            try:
+                stretch = _measure_stretch(dataset, chosen)
+            except rasterio.errors.RasterioIOError as error:  # the reduced read of a file cut short
+                reason = str(error.__cause__ or error).splitlines()[0]
+                raise RasterReadError(f"{path}: could not be read to measure its value range ({reason})") from None
         except BaseException:
             dataset.close()
             env.__exit__(None, None, None)
@@ -146,18 +168,40 @@ class Raster:
             return self._dataset.read_masks(self.bands[0], window=self._window(window))
 
     def is_nodata(self, window: Window) -> bool:
-        """Whether every pixel of `window` is NoData (module docstring)."""
-        return not self._mask(window).any()
+        """Whether every pixel of `window` is NoData (module docstring); RasterReadError when unreadable."""
+        with self._named_read_errors(window):
+            return not self._mask(window).any()
 
     def read(self, window: Window) -> np.ndarray:
-        """`window` as uint8 BGR (h, w, 3), NoData pixels 0."""
+        """`window` as uint8 BGR (h, w, 3), NoData pixels 0; RasterReadError when GDAL cannot read it."""
         rio_window = self._window(window)
         unique = sorted(set(self.bands))
-        data = self._dataset.read(unique, window=rio_window)  # (k, h, w)
+        with self._named_read_errors(window):
+            data = self._dataset.read(unique, window=rio_window)  # (k, h, w)
+            mask = self._mask(window)
         data = data[[unique.index(b) for b in self.bands]]  # (3, h, w) R, G, B
         image = self.stretch.to_uint8(data)
-        image[:, self._mask(window) == 0] = 0
+        image[:, mask == 0] = 0
         return np.ascontiguousarray(image[::-1].transpose(1, 2, 0))  # (h, w, 3) BGR
+
+    @contextlib.contextmanager
+    def _named_read_errors(self, window: Window) -> Iterator[None]:
+        """GDAL's read errors ("Read failed. See previous exception for details.") as a RasterReadError that
+        names the file, the window and the reason GDAL gave before (its chained exception)."""
+        from rasterio.errors import RasterioIOError
+
+        try:
+            yield
+        except RasterioIOError as error:
+            reason = str(error.__cause__ or error.__context__ or error).splitlines()[0]
+            x1, y1, x2, y2 = window
+            raise RasterReadError(f"{self.path}: pixels x {x1}-{x2}, y {y1}-{y2} could not be read "
+                                  f"({reason})") from None  # fmt: skip
+
+
+def _gigapixels(dataset) -> str:
+    pixels = dataset.width * dataset.height
+    return f"{pixels / 1e9:,.1f} gigapixels" if pixels >= 10**9 else f"{pixels / 1e6:,.2f} megapixels"
 
 
 def _measure_stretch(dataset, bands: tuple[int, int, int]) -> Stretch:
