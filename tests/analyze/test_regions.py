@@ -57,3 +57,29 @@ def test_refuses_bad_files_in_one_line_naming_the_file(tmp_path, text, problem):
         load_regions(path, frame_size=(1024, 540))
     message = str(error.value)
     assert message.startswith(f"{path}: ") and problem in message and "\n" not in message
+
+
+@pytest.mark.parametrize(
+    ("text", "problem"),
+    [
+        ("lines:\n  - name: far\n    points: [[1e308, 1e308], [-1e308, -1e308]]\n",
+         "line 'far': points value 1e+308 is beyond ±10,000,000 px"),
+        ("lines:\n  - name: huge\n    points: [[0, 0], [1" + "0" * 400 + ", 0]]\n", "line 'huge': points must be"),
+        ("lines:\n  - name: dot\n    points: [[320, 0], [320, 0]]\n", "line 'dot': points 1 and 2 are the same point"),
+        ("lines:\n  - name: bent\n    points: [[0, 0], [5, 5], [5, 5], [9, 0]]\n", "points 2 and 3 are the same"),
+        ("lines:\n  - name: t\n    points: [[true, 0], [10, 0]]\n", "line 't': points must be [[x, y], ...] numbers"),
+        ("lines:\n  - name: s\n    points: [[one, 0], [10, 0]]\n", "line 's': points must be [[x, y], ...] numbers"),
+        ("lines:\n  - name:\n    points: [[0, 0], [10, 0]]\n", "lines[0]: 'name' must be a non-empty name"),
+        ("lines:\n  - name: '  '\n    points: [[0, 0], [10, 0]]\n", "lines[0]: 'name' must be a non-empty name"),
+        ("zones:\n  - name: [a]\n    points: [[0, 0], [9, 0], [9, 9]]\n", "zones[0]: 'name' must be a non-empty"),
+        ("lines:\n  - name: geo\n    latlon: [[91, 0], [0, 1]]\n", "latlon value 91 is beyond latitude -90..90"),
+    ],
+)
+def test_refuses_coordinates_and_names_that_would_count_wrong(tmp_path, text, problem):
+    """Each of these was accepted: a line of 1e308 coordinates crossed every track yet counted none (the
+    crossing products overflow), a zero-length line, `true` read as 1, an empty name read as 'None'."""
+    path = write(tmp_path, text)
+    with pytest.raises(ValueError) as error:
+        load_regions(path, frame_size=None)
+    message = str(error.value)
+    assert message.startswith(f"{path}: ") and problem in message and "\n" not in message

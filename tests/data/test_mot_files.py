@@ -146,3 +146,20 @@ def test_table_checks_shapes_and_selects():
     assert len(TrackTable.concatenate([table, table])) == 6
     with pytest.raises(ValueError, match="TrackTable.ids: shape"):
         TrackTable(**{**vars(table), "ids": np.zeros(2, np.int64)})
+
+
+def test_a_track_file_row_without_a_track_id_and_a_detection_score_above_1_are_named(tmp_path):
+    """analyze --tracks read id -1 (a detection file's rows) as no track, silently; a detection scored 2.5 went
+    to the trackers' [0, 1] thresholds as it was."""
+    from tphyolo.data.mot.sequences import read_tracks
+
+    tracks = tmp_path / "tracks.txt"
+    tracks.write_text("1,3,10,10,20,20,1,4,-1,-1\n2,-1,12,10,20,20,1,4,-1,-1\n")
+    with pytest.raises(LabelError, match=rf"^{tmp_path}/tracks.txt: frame 2: id -1 is not a track id"):
+        read_tracks(tracks)
+    tracks.write_text("1,3,10,10,20,20,2,4,-1,-1\n1,0,0,0,50,50,0,0,-1,-1\n1,-1,0,0,9,9,0,0\n")  # ignored regions
+    assert read_tracks(tracks).ids.tolist() == [3, 0, -1]
+    detections = tmp_path / "det.txt"
+    detections.write_text("1,-1,10,10,20,20,0.9,4,-1,-1\n1,-1,40,10,20,20,2.5,4,-1,-1\n")
+    with pytest.raises(LabelError, match=r"det.txt:2: field 7 \(score\) 2.5 is not a confidence in \[0, 1\]"):
+        read_detections(detections)

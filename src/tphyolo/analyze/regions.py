@@ -11,8 +11,11 @@ Coordinates are pixels of the stream's first frame (the ground, `tphyolo.analyze
 telemetry, WGS84 degrees: `latlon: [[lat, lon], ...]` in place of `points`, turned into first-frame pixels by
 the caller's `from_latlon` (`tphyolo.analyze.geo.wgs84_to_pixels` with the first frame's telemetry).
 `load_regions` refuses, in one line naming the file and the line or zone: an empty file or one with neither
-list, a point outside the first frame (of a line or zone in pixels), a line with fewer than 2 points, a zone
-with fewer than 3 or whose edges cross, a name given twice, a `latlon` entry without telemetry.
+list, a name that is empty or given twice, a coordinate that is not a number (`true`, text) or lies beyond
+MAX_COORDINATE pixels (or outside -90..90 latitude, -180..180 longitude), a point outside the first frame (of
+a line or zone in pixels, when the frame is known), a line with fewer than 2 points or two equal points in a
+row (a segment of no length has no direction to count), a zone with fewer than 3 points or whose edges cross,
+a `latlon` entry without telemetry.
 """
 
 from __future__ import annotations
@@ -25,6 +28,11 @@ import numpy as np
 
 from tphyolo.analyze.geometry import is_simple_polygon
 from tphyolo.yaml_files import load_yaml_file
+
+# Ten million pixels from the first frame: 100 km of ground at 1 cm a pixel. Far beyond what any flight pans to,
+# and far below where the crossing tests' products of coordinates lose their precision or overflow.
+MAX_COORDINATE = 1e7
+LATLON_RANGE = (90.0, 180.0)
 
 
 @dataclass(frozen=True)
@@ -99,18 +107,42 @@ def _entries(data: dict, key: str, least: int, from_latlon, frame_size):
             or not {"points", "latlon"} & set(entry)
         ):
             raise ValueError(f"{where}: expected exactly 'name' and 'points' (or 'latlon')")
+        if entry["name"] is None or isinstance(entry["name"], (bool, list, dict)) or not str(entry["name"]).strip():
+            raise ValueError(f"{where}: 'name' must be a non-empty name, got {entry['name']!r:.40}")
         name, field = str(entry["name"]), "points" if "points" in entry else "latlon"
-        try:
-            points = np.asarray(entry[field], dtype=np.float64)
-        except (TypeError, ValueError):
-            raise ValueError(f"{key[:-1]} {name!r}: {field} must be [[x, y], ...] numbers") from None
+        points = _points(entry[field], f"{key[:-1]} {name!r}: {field}")
         if points.ndim != 2 or points.shape[1] != 2 or len(points) < least or not np.isfinite(points).all():
             raise ValueError(f"{key[:-1]} {name!r}: needs {least} or more [x, y] points, got {entry[field]!r:.80}")
+        bound = np.array(LATLON_RANGE) if field == "latlon" else np.array([MAX_COORDINATE, MAX_COORDINATE])
+        beyond = np.abs(points) > bound
+        if beyond.any():
+            value = points[beyond][0]
+            limit = "latitude -90..90, longitude -180..180" if field == "latlon" else f"±{MAX_COORDINATE:,.0f} px"
+            raise ValueError(f"{key[:-1]} {name!r}: {field} value {value:g} is beyond {limit}")
+        if key == "lines" and (np.diff(points, axis=0) == 0).all(axis=1).any():
+            k = int(np.flatnonzero((np.diff(points, axis=0) == 0).all(axis=1))[0])
+            raise ValueError(f"line {name!r}: points {k + 1} and {k + 2} are the same point (a segment of no "
+                             "length has no direction to count)")  # fmt: skip
         if field == "latlon":
             if from_latlon is None and frame_size is not None:
                 raise ValueError(f"{key[:-1]} {name!r} is in latitude/longitude: it needs the video's SRT telemetry")
             points = from_latlon(points) if from_latlon is not None else points  # degrees: a first look only
         yield name, points, field == "latlon"
+
+
+def _points(value, where: str) -> np.ndarray:
+    """`value` as an array of numbers; ValueError naming `where` for anything else: booleans (which numpy would
+    take as 0 and 1) and text that is not a number. Text that is one is taken (YAML reads `1e5` as text)."""
+    rows = value if isinstance(value, list) else None
+    if rows is None or not all(
+        isinstance(row, list) and all(isinstance(v, (int, float, str)) and not isinstance(v, bool) for v in row)
+        for row in rows
+    ):
+        raise ValueError(f"{where} must be [[x, y], ...] numbers, got {value!r:.80}")
+    try:
+        return np.asarray([[float(v) for v in row] for row in rows], dtype=np.float64)
+    except (TypeError, ValueError, OverflowError):
+        raise ValueError(f"{where} must be [[x, y], ...] numbers, got {value!r:.80}") from None
 
 
 def _check(region: Line | Zone, frame_size: tuple[int, int] | None) -> None:

@@ -22,7 +22,7 @@ from pathlib import Path
 import numpy as np
 
 from tphyolo.data.formats.visdrone import NAMES as VISDRONE_NAMES
-from tphyolo.data.mot.sequences import detection_files, read_detections
+from tphyolo.data.mot.sequences import detection_files, read_tracks
 from tphyolo.data.mot.table import TrackTable
 from tphyolo.predict.sequences import VideoSequence, resolve_sequences
 from tphyolo.predict.sources import iter_frames
@@ -106,7 +106,7 @@ def track_streams(folder: Path, source=None, *, cmc: str = "sparse") -> Iterator
     """Streams of the track files in `folder` (`<seq>.txt`, rows with ids), the camera motion estimated with
     `cmc` from the frames of the sequence of the same name in `source` when given."""
     for name, (path, sequence) in pair_sequences(detection_files(folder), source).items():
-        table = read_detections(path)
+        table = read_tracks(path)
         table = table.select((table.ids > 0) & (table.classes <= len(VISDRONE_NAMES)))
         yield TrackStream(name, tuple(VISDRONE_NAMES), _table_frames(table, sequence, cmc))
 

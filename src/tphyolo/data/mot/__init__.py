@@ -19,6 +19,7 @@ __getattr__, __dir__, __all__ = lazy_exports(
             "ground_truth_files",
             "read_detections",
             "read_ground_truth",
+            "read_tracks",
             "read_tracker_output",
             "TrackingSplit",
             "tracking_split",

@@ -22,13 +22,21 @@ MAX_FRAME = 10**9  # about a year of video at 30 fps
 PLAIN_NUMBER = re.compile(r"[+-]?(([0-9]+\.?[0-9]*|\.[0-9]+)([eE][+-]?[0-9]+)?|nan|inf|infinity)", re.IGNORECASE)
 
 
-def read_rows(path: Path, *, min_values: int, max_values: int, whole: tuple[int, ...] = ()) -> np.ndarray:
+def read_rows(
+    path: Path,
+    *,
+    min_values: int,
+    max_values: int,
+    whole: tuple[int, ...] = (),
+    fractions: tuple[int, ...] = (),
+) -> np.ndarray:
     """The rows of `path` as (N, max_values) float64, missing trailing values as -1.
 
     Raises LabelError naming the file and line for a line with fewer than `min_values` or more than
     `max_values` values, an empty or non-numeric field, a frame below 1 or not whole, an id that is not whole,
-    a value of a column of `whole` (0-based: levels, categories) that is not a whole number >= -1, or a
-    negative width or height."""
+    a value of a column of `whole` (0-based: levels, categories) that is not a
+    whole number >= -1, a value of a column of `fractions` (confidences) outside [0, 1], or a negative width or
+    height."""
     path = Path(path)
     rows = []
     for n, line in enumerate(read_label_text(path).splitlines(), start=1):
@@ -54,6 +62,9 @@ def read_rows(path: Path, *, min_values: int, max_values: int, whole: tuple[int,
             if i < len(values) and (values[i] != int(values[i]) or (i in whole and values[i] < -1)):
                 kind = "a whole number" if i == 1 else "a level or category (a whole number >= -1)"
                 raise LabelError(f"{where}: field {i + 1} ({_column_name(i)}) {values[i]:g} is not {kind}")
+        odd = next((i for i in fractions if i < len(values) and not 0 <= values[i] <= 1), None)
+        if odd is not None:
+            raise LabelError(f"{where}: field {odd + 1} (score) {values[odd]:g} is not a confidence in [0, 1]")
         if values[4] < 0 or values[5] < 0:
             raise LabelError(f"{where}: negative box size {values[4]:g}x{values[5]:g}")
         rows.append(values + [-1.0] * (max_values - len(values)))

@@ -23,9 +23,11 @@ from pathlib import Path
 import numpy as np
 
 from tphyolo.data.dataset_config import SPLITS, DataConfig
+from tphyolo.data.labels import LabelError
 from tphyolo.data.mot.layouts import LAYOUTS, TrackLayout, get_layout
 from tphyolo.data.mot.rows import MAX_FRAME, read_rows, xywh_columns
 from tphyolo.data.mot.table import UNKNOWN, TrackTable
+from tphyolo.data.mot.visdrone_mot import IGNORED_REGION
 from tphyolo.yaml_files import load_yaml_file
 
 TRACK_FORMATS = tuple(LAYOUTS)
@@ -133,8 +135,27 @@ def detection_files(folder: Path) -> dict[str, Path]:
 def read_detections(path: Path) -> TrackTable:
     """Detections of one sequence in MOTChallenge (`frame,-1,left,top,width,height,score[,-1,-1,-1]`) or
     VisDrone-MOT rows (`...,score,category,-1,-1`): the category is column 8 where it is a whole number >= 0
-    (so -1 there reads as no category). Raises LabelError naming the file and line."""
-    rows = read_rows(path, min_values=7, max_values=10)
+    (so -1 there reads as no category). A score is a detector's confidence, in [0, 1] (trackers' thresholds are
+    fractions: rescale detectors that score otherwise, as DPM's public MOT17 detections do). Raises LabelError
+    naming the file and line."""
+    return _table(read_rows(path, min_values=7, max_values=10, fractions=(6,)))
+
+
+def read_tracks(path: Path) -> TrackTable:
+    """Tracks of one sequence: tracker output or ground truth in the rows of `read_detections`, each with a
+    track id >= 1 but ignored regions (category 0, whatever their id); the score column is not a confidence here
+    (ground truth's flags and levels). Raises LabelError naming the file for a row of another category without
+    a track id (id -1: a detection file's rows, which go to --detections), else as `read_rows`."""
+    table = _table(read_rows(path, min_values=7, max_values=10))
+    bad = np.flatnonzero((table.ids < 1) & (table.classes != IGNORED_REGION))
+    if len(bad):
+        k = int(bad[0])
+        raise LabelError(f"{path}: frame {table.frames[k]}: id {table.ids[k]} is not a track id (track files need "
+                         "ids >= 1 but on ignored regions; a detection file's rows go to --detections)")  # fmt: skip
+    return table
+
+
+def _table(rows: np.ndarray) -> TrackTable:
     category = rows[:, 7]
     classes = np.where((category >= 0) & (category == np.round(category)), category, UNKNOWN)
     return TrackTable.from_columns(rows[:, 0], rows[:, 1], xywh_columns(rows), rows[:, 6], classes)
