@@ -1,7 +1,7 @@
 """Reading yaml safely: the one loader for every yaml the package reads (data, hyp, model, classifier yamls).
 
-Only plain data is built (`yaml.SafeLoader`: no tags that run code), and two limits keep a small file from
-exhausting memory or time:
+Only plain data is built (`yaml.SafeLoader`: no tags that run code), and three rules keep a small file from
+exhausting memory or time, or from hiding a mistake:
 
 - `MAX_YAML_BYTES`: a yaml file or text larger than this is refused before parsing;
 - a mapping may not give a key twice (`UniqueKeys`): "the last one wins" hides mistakes;

@@ -148,3 +148,11 @@ def test_lines_in_latitude_longitude_without_telemetry_get_one_line(sequence, tm
             "--gsd", "0.1", "--no-save-video", "--project", str(tmp_path)]  # fmt: skip
     assert main(argv) == 2
     assert f"{lines}: line 'a' is in latitude/longitude: it needs the video's SRT telemetry" in capsys.readouterr().err
+
+
+def test_frame_telemetry_gives_a_frames_entry_else_the_nearest_earlier_one():
+    from tphyolo.analyze.inputs.telemetry import FrameTelemetry, Telemetry
+
+    a, b = Telemetry(47.0, 8.0, 60.0), Telemetry(47.1, 8.1, 61.0)
+    frames = FrameTelemetry({30: b, 10: a})  # in any order, as an SRT's FrameCnt may be
+    assert [frames.at(n) for n in (9, 10, 11, 29, 30, 10**9)] == [None, a, a, a, b, b] and len(frames) == 2

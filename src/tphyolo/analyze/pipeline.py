@@ -14,7 +14,6 @@ positions in pixels and speeds unmeasured, with one warning.
 
 from __future__ import annotations
 
-import bisect
 import itertools
 import logging
 import time
@@ -36,7 +35,7 @@ from tphyolo.analyze.inputs.streams import (
     detector_streams,
     track_streams,
 )
-from tphyolo.analyze.inputs.telemetry import Telemetry, read_srt
+from tphyolo.analyze.inputs.telemetry import FrameTelemetry, read_srt
 from tphyolo.analyze.motion import GroundMotion
 from tphyolo.analyze.outputs.draw import draw_analytics
 from tphyolo.analyze.outputs.files import GEO_COLUMNS, VideoFile, write_counts, write_csv, write_events, write_heatmap
@@ -185,7 +184,7 @@ def _analyze_stream(stream: TrackStream, regions_path, config: AnalyzeConfig, fo
     try:
         for frame in frames:
             start = time.perf_counter()
-            here = _at(telemetry, frame.number) if telemetry else None
+            here = telemetry.at(frame.number) if telemetry else None
             width = frame.image.shape[1] if frame.image is not None else (size or (0, 0))[0]
             gsd = fixed_gsd if fixed_gsd is not None else (telemetry_gsd(here, width) if here and width else None)
             points, speeds = analysis.update(frame, gsd=gsd)
@@ -221,9 +220,9 @@ def _analyze_stream(stream: TrackStream, regions_path, config: AnalyzeConfig, fo
     return report
 
 
-def _latlon_mapper(telemetry: dict[int, Telemetry] | None, number: int, size: tuple[int, int] | None):
+def _latlon_mapper(telemetry: FrameTelemetry | None, number: int, size: tuple[int, int] | None):
     """Latitude, longitude -> pixels of the first frame (number `number`), or None without telemetry for it."""
-    here = _at(telemetry, number) if telemetry and size else None
+    here = telemetry.at(number) if telemetry and size else None
     if here is None:
         return None
     gsd = telemetry_gsd(here, size[0])
@@ -241,7 +240,7 @@ def _fixed_gsd(config: AnalyzeConfig, size: tuple[int, int] | None) -> float | N
                                     image_width=size[0])  # fmt: skip
 
 
-def _telemetry(config: AnalyzeConfig, video) -> dict[int, Telemetry] | None:
+def _telemetry(config: AnalyzeConfig, video) -> FrameTelemetry | None:
     """The SRT telemetry by frame, or None with one warning when it is missing or unreadable."""
     path = Path(config.srt) if config.srt else _sidecar(video)
     if path is None:
@@ -249,7 +248,7 @@ def _telemetry(config: AnalyzeConfig, video) -> dict[int, Telemetry] | None:
                        "positions stay in pixels and speeds are not measured")  # fmt: skip
         return None
     try:
-        return read_srt(path)
+        return FrameTelemetry(read_srt(path))
     except (OSError, ValueError) as error:
         cause = str(error) if isinstance(error, ValueError) else f"{path}: cannot read it ({error.strerror})"
         LOGGER.warning(f"{cause}; positions stay in pixels, speeds need --gsd")
@@ -264,12 +263,3 @@ def _sidecar(video) -> Path | None:
         if path.is_file():
             return path
     return None
-
-
-def _at(telemetry: dict[int, Telemetry], number: int) -> Telemetry | None:
-    """The telemetry of frame `number`, else of the nearest earlier frame that has some."""
-    if number in telemetry:
-        return telemetry[number]
-    numbers = sorted(telemetry)
-    earlier = bisect.bisect_right(numbers, number)
-    return telemetry[numbers[earlier - 1]] if earlier else None

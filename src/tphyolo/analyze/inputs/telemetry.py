@@ -22,7 +22,9 @@ entry; entries lacking a field are skipped.
 
 from __future__ import annotations
 
+import bisect
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -44,6 +46,24 @@ class Telemetry:
     height: float
     focal_35mm: float | None = None
     yaw: float = 0.0
+
+
+class FrameTelemetry:
+    """The telemetry of a video by frame number (`read_srt`'s), with each frame's entry looked up in
+    O(log n): `at(number)` is the frame's own entry, else that of the nearest earlier frame that has one."""
+
+    def __init__(self, frames: Mapping[int, Telemetry]) -> None:
+        self._frames = dict(frames)
+        self._numbers = sorted(self._frames)
+
+    def __len__(self) -> int:
+        return len(self._numbers)
+
+    def at(self, number: int) -> Telemetry | None:
+        if number in self._frames:
+            return self._frames[number]
+        earlier = bisect.bisect_right(self._numbers, number)
+        return self._frames[self._numbers[earlier - 1]] if earlier else None
 
 
 def read_srt(path: str | Path) -> dict[int, Telemetry]:
