@@ -165,8 +165,9 @@ def _check(
         if entry.fmt is None or not os.path.lexists(entry.label):  # there but not a file: named by the reader
             labels, state = ImageLabels(), "missing"
         else:
+            mapped = {"categories": categories} if categories else {}  # a format of its own may not take them
             labels, read_notes = FORMATS[entry.fmt].read(entry, width=info.width, height=info.height, num_classes=nc,
-                                                       categories=categories)  # fmt: skip
+                                                       **mapped)  # fmt: skip
             notes += read_notes
             state = "found"
         if nc and len(labels.classes) and labels.classes.max() >= nc:

@@ -102,7 +102,8 @@ class LabelFormat(ABC):
 
         `num_classes` is the dataset's class count (0 = unknown); `categories` the category number of each class
         for formats whose files number categories (VisDrone), () for class index + 1
-        (`tphyolo.data.categories`). Raises LabelError naming the file and the
+        (`tphyolo.data.categories`): the scan passes it only when a data set maps its categories, so a format
+        whose labels are class ids need not take it. Raises LabelError naming the file and the
         problem; OSError and UnicodeDecodeError pass through."""
 
     def cache_file(self, entry: LabelEntry) -> Path:
