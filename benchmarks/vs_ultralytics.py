@@ -13,8 +13,9 @@ pretrained weights, so nothing is downloaded; plots off; its own default recipe)
 process of its own, timed in wall-clock seconds and in CPU seconds of that child. Each tool's own val mAP50 is
 the last epoch's of its results.csv. Then every model predicts the 20 validation images at the same size,
 conf 0.001, one image at a time, in this process: the detections are written as VisDrone result files and
-scored by `tphyolo eval --protocol coco` against the set's VisDrone annotations (COCO mAP50 and mAP50-95:
-the same evaluator, images and thresholds for all three). The inference time is the median milliseconds per
+scored by `tphyolo eval --protocol coco` against the set's VisDrone annotations, each class written under
+the number the set's files give it (its category table, `tphyolo.data.categories`): COCO mAP50 and mAP50-95,
+the same evaluator, images and thresholds for all three. The inference time is the median milliseconds per
 image at conf 0.25 (both tools' predict default), the three models taking turns image by image over --rounds
 passes, after two warm-up images each.
 
@@ -146,13 +147,26 @@ def detector(row: str, weights: str, imgsz: int, conf: float):
     return run_ultralytics
 
 
+def categories(row: str) -> dict[str, int]:
+    """The category number each class name of `row`'s model is written under in the synthetic set's files: by
+    the set's category table (`tphyolo.data.categories`; car 1, bus 2, ...) for tphyolo's model, whose classes are
+    the set's; for ultralytics' models, trained on `yolo_copy`'s labels (class = category - 1) under VisDrone's
+    ten names, that class + 1."""
+    if MODELS[row] == "tphyolo":
+        table = load_data_config("synthetic").category_table
+        return dict(zip(table.names, table.ids, strict=True))
+    return {name: i + 1 for i, name in enumerate(NAMES)}
+
+
 def predict(row: str, weights: str, images: list[Path], imgsz: int, out: Path) -> None:
-    """Write `row`'s VisDrone result file per image under `out`, at conf `PRED_CONF`."""
+    """Write `row`'s VisDrone result file per image under `out`, at conf `PRED_CONF`, numbered as the set's
+    annotation files (`categories`)."""
     run = detector(row, weights, imgsz, PRED_CONF)
+    category = categories(row)
     out.mkdir(parents=True, exist_ok=True)
     for path in images:
         boxes, scores, names = run(read_image(path))
-        lines = [f"{x1:.2f},{y1:.2f},{x2 - x1:.2f},{y2 - y1:.2f},{s:.5f},{NAMES.index(n) + 1},-1,-1"
+        lines = [f"{x1:.2f},{y1:.2f},{x2 - x1:.2f},{y2 - y1:.2f},{s:.5f},{category[n]},-1,-1"
                  for (x1, y1, x2, y2), s, n in zip(boxes.tolist(), scores.tolist(), names, strict=True)]  # fmt: skip
         (out / f"{path.stem}.txt").write_text("".join(line + "\n" for line in lines))
 

@@ -126,7 +126,7 @@ def test_outputs_parse_back_in_original_pixels(model, images, tmp_path):
         assert (np.diff(rows[:, 4]) <= 0).all()  # by descending score
         np.testing.assert_allclose(rows[:, :4], xywh.numpy(), atol=0.01)
         np.testing.assert_allclose(rows[:, 4], d.scores.numpy(), atol=1e-5)
-        np.testing.assert_array_equal(rows[:, 5], np.array([4, 5, 9])[d.labels.numpy()])  # car, van, bus by name
+        np.testing.assert_array_equal(rows[:, 5], np.array([1, 2, 3])[d.labels.numpy()])  # class index + 1
         np.testing.assert_array_equal(rows[:, 6:], -1)
 
         yolo = np.loadtxt(tmp_path / "out" / "labels" / f"{stem}.txt", ndmin=2)

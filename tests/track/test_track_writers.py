@@ -1,10 +1,12 @@
 """The category column of `tphyolo track`'s MOT and VisDrone-MOT rows: one mapping from class to category,
-the one `tphyolo predict --save-visdrone` uses (VisDrone's category of the class's name)."""
+the one `tphyolo predict --save-visdrone` uses (the class's number in the files' table, matched by name), and
+the table written beside the rows."""
 
 import numpy as np
 import pytest
 
 from tphyolo.cli import main
+from tphyolo.data.categories import UAVDT, VISDRONE, CategoryTable, read_table
 from tphyolo.data.formats.visdrone import NAMES
 from tphyolo.track.writers import TrackWriter
 
@@ -25,14 +27,22 @@ def test_a_detectors_classes_are_written_as_their_visdrone_categories_by_name(tm
     assert [row[7] for row in rows(tmp_path / "visdrone" / "seq.txt")] == expected
 
 
-def test_classes_that_are_not_visdrones_are_refused_for_visdrone_rows_and_unnumbered_in_mot_rows(tmp_path):
-    with pytest.raises(ValueError, match="not VisDrone-DET's"):
-        TrackWriter(tmp_path / "a", names=["person", "car"], save_visdrone=True, save_img=False)
-    writer = TrackWriter(tmp_path / "b", names=["person", "car"], save_mot=True, save_img=False)
+def test_classes_that_are_not_visdrones_are_numbered_as_their_data_set_and_the_table_is_written(tmp_path):
+    with pytest.raises(ValueError, match="the model's classes person have no category in the table of"):
+        TrackWriter(tmp_path / "a", names=["person", "car"], save_visdrone=True, save_img=False, categories=VISDRONE)
+    writer = TrackWriter(tmp_path / "b", names=["person", "car"], save_mot=True, save_visdrone=True, save_img=False)
     writer.start_sequence("seq")
-    writer.write(1, np.array([[0.0, 0, 10, 10]]), [1], [0.9], [1])
+    writer.write(1, np.array([[0.0, 0, 10, 10], [20, 20, 30, 30]]), [1, 2], [0.9, 0.8], [1, 0])
     writer.close()
-    assert rows(tmp_path / "b" / "mot" / "seq.txt")[0][7:] == ["-1", "-1", "-1"]
+    assert [row[7] for row in rows(tmp_path / "b" / "mot" / "seq.txt")] == ["2", "1"]  # class index + 1
+    assert read_table(tmp_path / "b" / "mot") == read_table(tmp_path / "b" / "visdrone") == CategoryTable(
+        ("person", "car"), (1, 2))
+    writer = TrackWriter(tmp_path / "c", names=["person", "car"], save_mot=True, save_img=False, categories=UAVDT)
+    writer.start_sequence("seq")
+    writer.write(1, np.array([[0.0, 0, 10, 10], [20, 20, 30, 30]]), [1, 2], [0.9, 0.8], [1, 0])
+    writer.close()
+    assert [row[7] for row in rows(tmp_path / "c" / "mot" / "seq.txt")] == ["1", "-1"]  # UAVDT's car; no person
+    assert read_table(tmp_path / "c" / "mot") == CategoryTable(("car",), (1,))
 
 
 def test_track_detections_keep_their_categories_in_mot_and_visdrone_rows(tmp_path):

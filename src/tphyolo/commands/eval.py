@@ -5,6 +5,8 @@
 Saved detections (VisDrone txt folders, COCO json files, GeoJSON) are scored by `tphyolo.evaluation.
 saved_scores`; this module parses the flags and prints. `--save-gt PATH` writes the COCO dataset json of a
 VisDrone annotation folder (`detection_files.save_coco_gt`); without `--pred` it only writes the file.
+VisDrone folders are read through a category table (`tphyolo.data.categories`): that of `--data` (whose class
+names the table prints), else that of the data yaml that declares `--gt`, else VisDrone-DET's.
 Tracks are folders of per-sequence files in the layout of `--format` (`tphyolo.data.mot.sequences`); `--data`
 names a video data set whose split's ground truth to use instead of `--gt`.
 """
@@ -24,6 +26,7 @@ from tphyolo.infer.config import MAX_DET
 from tphyolo.metrics.registry import VISDRONE_TXT, get_protocol, saved_format
 
 if TYPE_CHECKING:  # imported by `run` (they import torch: `tphyolo eval -h` must not)
+    from tphyolo.data.categories import CategoryTable
     from tphyolo.evaluation.saved_scores import SavedScores
     from tphyolo.runtime.distributed import DistContext
 
@@ -35,22 +38,31 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                   exclude=every - set(names))  # fmt: skip
 
 
+def _table(args: argparse.Namespace) -> CategoryTable:
+    """The category table `--gt` is read with: `--data`'s, else what the folder declares, else VisDrone's."""
+    # lazy: these import torch; 'tphyolo eval -h' must not
+    from tphyolo.data.dataset_config import load_data_config
+    from tphyolo.evaluation.saved_scores import folder_table
+
+    return folder_table(args.gt, None if args.data is None else load_data_config(args.data).category_table)
+
+
 def _score_with_report(args: argparse.Namespace, dist: DistContext) -> SavedScores | None:
     """The scores of VisDrone txt folders, read from the report's one scoring after writing the records and the
     report into `args.report` (rank 0; the other ranks read their share of the files and get None)."""
     # lazy: these import torch; 'tphyolo eval -h' must not
     from tphyolo.evaluation.saved_scores import SavedScores, visdrone_folder_results
-    from tphyolo.metrics.visdrone import NAMES
     from tphyolo.report.records import Records
     from tphyolo.report.writer import report_run
 
     images_dir = args.images or args.gt.parent / "images"
+    table = _table(args)
     images = visdrone_folder_results(args.gt, args.pred, protocol=args.protocol, images_dir=images_dir,
-                                     with_images=True, dist=dist)  # fmt: skip  # the report draws the images
+                                     with_images=True, dist=dist, table=table)  # fmt: skip  # the report draws them
     if images is None:
         return None
     settings = {"gt": str(args.gt), "pred": str(args.pred), "images": str(images_dir)}
-    records = Records(protocol=args.protocol, max_det=MAX_DET, names=tuple(NAMES), settings=settings,
+    records = Records(protocol=args.protocol, max_det=MAX_DET, names=table.names, settings=settings,
                       images=tuple(images))  # fmt: skip
     data, path = report_run(records, args.report)
     print(f"report in {path}")
@@ -113,7 +125,7 @@ def _run(args: argparse.Namespace, dist: DistContext) -> int:
         if fmt != VISDRONE_TXT:
             raise UsageError(f"--save-gt writes the COCO json of a VisDrone annotation folder; --gt {args.gt} is one")
         if dist.is_main:
-            dataset = save_coco_gt(args.gt, args.images or args.gt.parent / "images", args.save_gt)
+            dataset = save_coco_gt(args.gt, args.images or args.gt.parent / "images", args.save_gt, _table(args))
             print(f"COCO ground truth of {len(dataset['images'])} image(s) in {args.save_gt}")
         if args.pred is None:
             return 0
@@ -124,7 +136,9 @@ def _run(args: argparse.Namespace, dist: DistContext) -> int:
     if args.report is not None and fmt == VISDRONE_TXT:
         scored = _score_with_report(args, dist)
     else:  # refuses a protocol that does not score this format
-        scored = score_saved_detections(args.gt, args.pred, protocol=args.protocol, images_dir=args.images, dist=dist)
+        table = _table(args) if fmt == VISDRONE_TXT else None
+        scored = score_saved_detections(args.gt, args.pred, protocol=args.protocol, images_dir=args.images, dist=dist,
+                                        table=table)  # fmt: skip
     if scored is None:
         return 0
     print(scored.table)

@@ -7,6 +7,7 @@ val: [val_a/images, val_b.txt]
 test: VisDrone2019-DET-test-dev/images  # optional
 names: {0: pedestrian, 1: people}      # or a list; `nc` optional, checked when given
 recipe: visdrone                       # optional: the training recipe it is made for (see train/recipes.py)
+categories: {1: pedestrian, 2: people} # optional: category number -> class (see categories.py)
 ```
 
 Split entries are resolved against `path`; lines of a .txt list are resolved against the list's folder.
@@ -30,7 +31,8 @@ class DataConfig:
     """A resolved dataset description. Split sources are absolute paths; `names[i]` is class i's name.
 
     `names` is empty when unknown (a bare image folder): the scan then infers the classes from the labels.
-    `recipe` is the training recipe the yaml names (`recipe:`), None when it names none.
+    `recipe` is the training recipe the yaml names (`recipe:`), None when it names none. `categories` is the
+    category number of each class its `categories:` mapping gives, () without one (then class index + 1).
     """
 
     root: Path
@@ -40,10 +42,18 @@ class DataConfig:
     names: tuple[str, ...] = ()
     source: Path | None = None
     recipe: str | None = None
+    categories: tuple[int, ...] = ()
 
     @property
     def nc(self) -> int:
         return len(self.names)
+
+    @property
+    def category_table(self):
+        """The `tphyolo.data.categories.CategoryTable` of the set's files."""
+        from tphyolo.data.categories import CategoryTable, table_for  # numpy: not for a command's -h
+
+        return CategoryTable(self.names, self.categories) if self.categories else table_for(self.names)
 
     def split(self, name: str) -> tuple[Path, ...]:
         if name not in SPLITS:
@@ -134,7 +144,19 @@ def parse_data_yaml(path: Path, *, datasets_dir: Path | None = None) -> DataConf
     recipe = data.get("recipe")
     if recipe is not None and (not isinstance(recipe, str) or not recipe.strip()):
         raise ValueError(f"{path}: 'recipe' must be a recipe name, got {recipe!r:.60}")
-    return DataConfig(root=root, names=names, source=path.resolve(), recipe=recipe, **splits)
+    categories = _categories(data.get("categories"), names, path)
+    return DataConfig(root=root, names=names, source=path.resolve(), recipe=recipe, categories=categories, **splits)
+
+
+def _categories(raw: object, names: tuple[str, ...], where: Path) -> tuple[int, ...]:
+    """The category of each class of a `categories:` mapping (`tphyolo.data.categories.parse_categories`),
+    () when there is none or it is category = class index + 1 (so such a set reads as one without it)."""
+    if raw is None:
+        return ()
+    from tphyolo.data.categories import parse_categories  # numpy: not for a command's -h
+
+    table = parse_categories(raw, names, where)
+    return () if table.is_numbered else table.ids
 
 
 def load_data_config(

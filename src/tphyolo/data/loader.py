@@ -259,7 +259,7 @@ def build_dataset(data: DataConfig, split: str, settings: DatasetSettings) -> tu
     sources = data.split(split)
     if not sources:
         raise ValueError(f"data {data.source or data.root}: no '{split}' split")
-    scan = scan_split(sources, names=data.names, cache=s.scan_cache)
+    scan = scan_split(sources, names=data.names, categories=data.categories, cache=s.scan_cache)
     records = scan.records
     if not records:
         where = ", ".join(map(str, sources))

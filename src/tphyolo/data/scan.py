@@ -150,7 +150,9 @@ def _expand_source(source: Path, problems: list[str]) -> list[LabelEntry]:
     raise FileNotFoundError(f"split source {source}: not a folder, an image list (.txt), a COCO .json or an image")
 
 
-def _check(entry: LabelEntry, nc: int) -> tuple[Record | None, str | None, list[str], list[str], str]:
+def _check(
+    entry: LabelEntry, nc: int, categories: tuple[int, ...] = ()
+) -> tuple[Record | None, str | None, list[str], list[str], str]:
     """(record or None, problem or None, notes, partial, label state) for one image; notes and partial name
     their file."""
     try:
@@ -163,7 +165,9 @@ def _check(entry: LabelEntry, nc: int) -> tuple[Record | None, str | None, list[
         if entry.fmt is None or not os.path.lexists(entry.label):  # there but not a file: named by the reader
             labels, state = ImageLabels(), "missing"
         else:
-            labels, read_notes = FORMATS[entry.fmt].read(entry, width=info.width, height=info.height, num_classes=nc)
+            mapped = {"categories": categories} if categories else {}  # a format of its own may not take them
+            labels, read_notes = FORMATS[entry.fmt].read(entry, width=info.width, height=info.height, num_classes=nc,
+                                                       **mapped)  # fmt: skip
             notes += read_notes
             state = "found"
         if nc and len(labels.classes) and labels.classes.max() >= nc:
@@ -306,6 +310,7 @@ def scan_split(
     sources: tuple[Path, ...] | list[Path] | Path,
     *,
     names: tuple[str, ...] = (),
+    categories: tuple[int, ...] = (),
     cache: bool | Path = True,
     workers: int | None = None,
 ) -> SplitScan:
@@ -313,6 +318,8 @@ def scan_split(
 
     `names` fixes the number of classes (labels with a class outside it are corrupt); empty means infer: the
     format's own names when the whole split is in one format that has them (VisDrone), else max class + 1.
+    `categories`: the category number of each class of a data set's `categories:` mapping (`DataConfig.
+    categories`; () = class index + 1), for formats that number categories (VisDrone).
     `cache`: True = where the format keeps it (`<label folder>.cache.json`), a Path = that file, False = none.
     """
     problems: list[str] = []
@@ -320,7 +327,7 @@ def scan_split(
     formats = sorted({i.fmt for i in items if i.fmt is not None})
     own_names = _own_names(items)
     nc = len(names) or len(own_names)
-    key = _files_hash(items)
+    key = _files_hash(items) + ("" if not categories else ":categories=" + ",".join(map(str, categories)))
     cache_path = None if cache is False else (Path(cache) if cache is not True else _default_cache_path(items))
     places = [] if cache_path is None else [cache_path]
     if cache is True and cache_path is not None:
@@ -337,7 +344,7 @@ def scan_split(
         report.notes += _orphan_labels(items)
         n_workers = workers or min(8, os.cpu_count() or 1)
         with ThreadPoolExecutor(max_workers=n_workers) as pool:
-            results = list(pool.map(lambda i: _check(i, nc), items))
+            results = list(pool.map(lambda i: _check(i, nc, categories), items))
         records = []
         for record, problem, notes, partial, state in results:
             report.counts[state] += 1

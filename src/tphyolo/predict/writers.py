@@ -6,8 +6,10 @@ folder without its suffix, e.g. `a/x` and `b/x`; a plain stem for files of one f
 number, 6 digits) for a video frame. Annotated images keep the source's suffix (`a/x.jpg`); videos are `NAME.mp4`.
 
 - VisDrone (`visdrone/NAME.txt`): `x,y,w,h,score,category,-1,-1` per line, left/top/width/height in pixels,
-  category the VisDrone category of the class's name (`category_ids`: a model whose classes are not VisDrone's
-  is refused), lines by descending score (the VisDrone2019-DET submission format).
+  category the class's number in the category table of the files (`categories`, a
+  `tphyolo.data.categories.CategoryTable`; default: the table a data set of the model's classes has without a
+  `categories:` mapping, class index + 1, which is VisDrone-DET's for VisDrone's classes, matched by name: a
+  class the table lacks is refused), lines by descending score (the VisDrone2019-DET submission format).
 - YOLO (`labels/NAME.txt`): `class cx cy w h [score]`, normalised to [0, 1].
 - COCO (`predictions.json`): a list of `{"image_id": id, "category_id": class id, "bbox": [x, y, w, h],
   "score": s}`; integer image ids by `tphyolo.metrics.coco.coco_image_ids` over the output names in the order
@@ -25,10 +27,10 @@ from pathlib import Path, PurePosixPath
 
 import numpy as np
 
+from tphyolo.data.categories import NONE, CategoryTable, table_for
 from tphyolo.data.files.atomic import write_text_atomic
 from tphyolo.data.files.image_io import write_image
 from tphyolo.data.files.json_files import load_json_file
-from tphyolo.data.formats.visdrone import category_ids
 from tphyolo.metrics.coco import coco_image_ids
 from tphyolo.ops.detections import Detections
 from tphyolo.predict.draw import draw_detections
@@ -43,8 +45,21 @@ def output_name(frame: Frame) -> str:
     return f"{name}_{frame.index:06d}" if frame.is_video else name
 
 
+def visdrone_categories(names: Sequence[str], table: CategoryTable | None = None) -> tuple[int, ...]:
+    """The category each of the classes `names` is written under in files of `table` (default
+    `tphyolo.data.categories.table_for(names)`), matched by name. Raises ValueError naming the classes the table
+    lacks: their detections would have no category."""
+    table = table_for(names) if table is None else table
+    ids = table.ids_of(names)
+    missing = [name for name, category in zip(names, ids, strict=True) if category == NONE]
+    if missing:
+        raise ValueError(f"the model's classes {', '.join(missing[:5])} have no category in the table of "
+                         f"{', '.join(table.names)}")  # fmt: skip
+    return ids
+
+
 def visdrone_lines(detections: Detections, categories: Sequence[int]) -> list[str]:
-    """VisDrone submission lines, by descending score; `categories[class id]` is the class's VisDrone category."""
+    """VisDrone submission lines, by descending score; `categories[class id]` is the class's category number."""
     order = detections.scores.argsort(descending=True, stable=True)
     lines = []
     for i in order.tolist():
@@ -109,7 +124,8 @@ def coco_gt_image_ids(path: Path) -> dict[str, int]:
 class PredictionWriter:
     """Writes the outputs chosen by the flags into `save_dir`; call `close()` at the end (writes the json,
     finishes videos). Returns nothing; `saved` lists the files and folders written. `image_ids`: the COCO image
-    id of each output name (`coco_gt_image_ids`); `write` raises ValueError for an image it does not name."""
+    id of each output name (`coco_gt_image_ids`); `write` raises ValueError for an image it does not name.
+    `categories`: the category table of the VisDrone files (`visdrone_categories`)."""
 
     def __init__(
         self,
@@ -124,8 +140,10 @@ class PredictionWriter:
         save_crop: bool = False,
         style: DrawStyle = DEFAULT_STYLE,
         image_ids: Mapping[str, int] | None = None,
+        categories: CategoryTable | None = None,
     ) -> None:
-        self.categories = category_ids(names) if save_visdrone else []  # refused before anything is written
+        # refused before anything is written
+        self.categories = visdrone_categories(names, categories) if save_visdrone else ()
         self.save_dir = Path(save_dir)
         self.names = names
         self.save_img, self.save_txt, self.save_conf = save_img, save_txt, save_conf

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from tphyolo.data.categories import TRACKING_TABLES
 from tphyolo.data.dataset_config import load_data_config
 from tphyolo.data.mot.layouts import MOT_TEXT, VISDRONE_TEXT
 from tphyolo.data.mot.sequences import TrackingSplit, tracking_split
@@ -87,7 +88,8 @@ def track_job(
     sequences = tracker.sequences(source, vid_stride=inputs.vid_stride, on_skip=on_skip)
     save_dir = job.output.create(DEFAULT_PROJECT)
     text = split.output_text if split is not None else None  # the text the split's ground truth is scored on
-    writer = TrackWriter(save_dir, names=tracker.names, save_img=outputs.save_img, style=job.style,
+    table = TRACKING_TABLES[split.fmt] if split is not None else None  # the split's benchmark numbers categories
+    writer = TrackWriter(save_dir, names=tracker.names, save_img=outputs.save_img, style=job.style, categories=table,
                          save_mot=outputs.save_mot or text == MOT_TEXT,
                          save_visdrone=outputs.save_visdrone or text == VISDRONE_TEXT)  # fmt: skip
     done: list[SequenceRun] = []

@@ -23,8 +23,8 @@ from typing import Any
 import numpy as np
 import torch
 
+from tphyolo.data.categories import VISDRONE
 from tphyolo.data.formats.visdrone import NAMES as VISDRONE_NAMES
-from tphyolo.data.formats.visdrone import category_ids
 from tphyolo.data.mot.sequences import detection_files, read_detections
 from tphyolo.predict import predictor as prediction
 from tphyolo.predict.results import Results
@@ -37,14 +37,11 @@ from tphyolo.track.registry import make_tracker
 
 SkipHandler = Callable[[Path | Stream, Exception], None]
 
-# class id of each VisDrone category (-1 for a category that is no class: 0 ignored regions, 11 others, none)
-_CLASS_OF_CATEGORY = dict(zip(category_ids(VISDRONE_NAMES), range(len(VISDRONE_NAMES)), strict=True))
-
-
 def class_ids(categories: np.ndarray) -> np.ndarray:
-    """The class id (into VisDrone's `NAMES`) of each category of a file's category column; -1 for a category
-    that is no class (0 ignored regions, 11 others, -1 none)."""
-    return np.array([_CLASS_OF_CATEGORY.get(c, -1) for c in np.asarray(categories).tolist()], dtype=np.int64)
+    """The class id (into VisDrone's `NAMES`) of each category of a file's category column, by VisDrone-DET's
+    category table (`tphyolo.data.categories.VISDRONE`); -1 for a category that is no class (0 ignored regions,
+    11 others, -1 none)."""
+    return VISDRONE.classes(categories)
 
 
 def pair_sequences(files: dict[str, Path], source: Any) -> dict[str, tuple[Path, VideoSequence | None]]:

@@ -6,9 +6,12 @@
   `save_dir / split.output_text` is the folder a benchmark's split is scored on.
 
 A row's category is the caller's (precomputed detections keep their files' numbers) or, from a class id, the
-VisDrone category of the class's name (`category_ids`, the mapping `tphyolo predict --save-visdrone` uses);
--1 for a track without a class. A model whose classes are not VisDrone's is refused for `save_visdrone`, and
-its MOT rows carry -1.
+class's number in the category table of the files (`categories`: a benchmark's own, e.g. UAVDT's for a UAVDT
+split; default VisDrone-DET's when every class is one of VisDrone's -- the table of VisDrone-MOT ground truth,
+synthetic-mot's included -- else class index + 1), matched by name as `tphyolo predict --save-visdrone` matches
+(`tphyolo.predict.writers.visdrone_categories`); -1 for a track without a class or a class the table lacks.
+A class the table lacks is refused for `save_visdrone`. Each text folder gets the table of its rows as
+`categories.yaml` (`tphyolo.data.categories.write_table`), which `tphyolo analyze --tracks` reads back.
 - drawn frames (`save_img`), with track ids and trails (`tphyolo.track.draw.TrailPainter`): `<seq>.mp4` for a
   video or a stream, `<seq>/<frame file name>` for image frames.
 
@@ -23,15 +26,15 @@ from pathlib import Path
 
 import numpy as np
 
+from tphyolo.data.categories import NONE, VISDRONE, CategoryTable, table_for, write_table
 from tphyolo.data.files.image_io import write_image
-from tphyolo.data.formats.visdrone import NAMES as VISDRONE_NAMES
-from tphyolo.data.formats.visdrone import category_ids
 from tphyolo.data.mot.layouts import MOT_TEXT, VISDRONE_TEXT
 from tphyolo.data.mot.motchallenge import write_mot
 from tphyolo.data.mot.table import TrackTable
 from tphyolo.data.mot.visdrone_mot import write_visdrone_mot
 from tphyolo.predict.draw_style import DEFAULT_STYLE, DrawStyle
 from tphyolo.predict.video_out import VideoOut
+from tphyolo.predict.writers import visdrone_categories
 from tphyolo.track.draw import TrailPainter
 
 
@@ -39,7 +42,8 @@ class TrackWriter:
     """Writes what the flags ask for (see the module docstring); `saved` lists the files and folders written.
 
     Per sequence: `start_sequence(name, fps=...)`, then `write(...)` per frame, then `end_sequence()`;
-    `close()` ends the sequence in progress."""
+    `close()` ends the sequence in progress. `categories`: the table of the rows' category column (see the
+    module docstring)."""
 
     def __init__(
         self,
@@ -50,14 +54,18 @@ class TrackWriter:
         save_visdrone: bool = False,
         save_img: bool = True,
         style: DrawStyle = DEFAULT_STYLE,
+        categories: CategoryTable | None = None,
     ) -> None:
         self.save_dir = Path(save_dir)
         self.save_mot, self.save_visdrone, self.save_img = save_mot, save_visdrone, save_img
         self.painter = TrailPainter(names, style=style)
-        if save_visdrone or all(name in VISDRONE_NAMES for name in names):  # refused before anything is written
-            self._categories = np.array([*category_ids(names), -1])  # [-1]: a track without a class
-        else:
-            self._categories = np.full(len(names) + 1, -1)
+        if categories is None:
+            categories = VISDRONE if all(name in VISDRONE.names for name in names) else table_for(names)
+        # refused before anything is written; [-1]: a track without a class
+        ids = visdrone_categories(names, categories) if save_visdrone else categories.ids_of(names)
+        self._categories = np.array([*ids, -1])
+        named = [(name, category) for name, category in zip(names, ids, strict=True) if category != NONE]
+        self.table = CategoryTable(tuple(n for n, _ in named), tuple(c for _, c in named))  # of the rows
         self.saved: list[Path] = []
         self.save_dir.mkdir(parents=True, exist_ok=True)
         self._name: str | None = None
@@ -114,8 +122,10 @@ class TrackWriter:
         rows = TrackTable(**{**vars(rows), "truncation": np.full(len(rows), -1), "occlusion": np.full(len(rows), -1)})
         if self.save_mot:
             self.saved.append(write_mot(self.save_dir / MOT_TEXT / f"{self._name}.txt", rows))
+            write_table(self.save_dir / MOT_TEXT, self.table)
         if self.save_visdrone:
             self.saved.append(write_visdrone_mot(self.save_dir / VISDRONE_TEXT / f"{self._name}.txt", rows))
+            write_table(self.save_dir / VISDRONE_TEXT, self.table)
         if self._video is not None:
             video, self._video = self._video, None
             video.close()

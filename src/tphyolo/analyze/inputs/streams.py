@@ -8,9 +8,12 @@
 Every stream yields `StreamFrame`s in order with the camera motion from the previous frame: the tracker's own
 estimate when it compensates camera motion (`ByteTracker.camera_motion`, BoT-SORT or ByteTrack with `cmc`), else
 one estimated with `cmc` from the frames when there are frames and `cmc` is not "none" (OC-SORT, track files),
-else the identity: a still camera. Files' categories are VisDrone's, read as `tphyolo.Tracker` reads them
-(`tphyolo.track.stream.class_ids`), and files pair with the source's sequences as there (`pair_sequences`); rows
-of track files without an id (ignored regions) and of VisDrone's "others" (category 11, not scored) are left out.
+else the identity: a still camera. Detection files' categories are VisDrone's, read as `tphyolo.Tracker` reads
+them (`tphyolo.track.stream.class_ids`); track files' categories go through the table of their folder
+(`tphyolo.data.categories`): the `categories.yaml` a `track` run writes beside them, else that of their layout
+(`tphyolo.data.mot.sequences.track_files`: UAVDT ground truth 1 car, 2 truck, 3 bus; MOTChallenge's; else
+VisDrone-DET's). Files pair with the source's sequences as there (`pair_sequences`); rows of track files without
+an id (ignored regions) and of a category the table lacks (VisDrone's "others", 11, not scored) are left out.
 """
 
 from __future__ import annotations
@@ -21,14 +24,14 @@ from pathlib import Path
 
 import numpy as np
 
-from tphyolo.data.formats.visdrone import NAMES as VISDRONE_NAMES
-from tphyolo.data.mot.sequences import detection_files, read_tracks
+from tphyolo.data.categories import NONE, TRACKING_TABLES, CategoryTable, read_table
+from tphyolo.data.mot.sequences import track_files
 from tphyolo.data.mot.table import TrackTable
 from tphyolo.predict.sequences import VideoSequence, resolve_sequences
 from tphyolo.predict.sources import iter_frames
 from tphyolo.track.cmc import IDENTITY, CameraMotion
 from tphyolo.track.interface import MultiObjectTracker
-from tphyolo.track.stream import TrackedFrame, Tracker, class_ids, pair_sequences
+from tphyolo.track.stream import TrackedFrame, Tracker, pair_sequences
 
 
 @dataclass(frozen=True)
@@ -105,13 +108,17 @@ def _tracked_frames(frames: Iterator[TrackedFrame], tracker: MultiObjectTracker,
 def track_streams(folder: Path, source=None, *, cmc: str = "sparse") -> Iterator[TrackStream]:
     """Streams of the track files in `folder` (`<seq>.txt`, rows with ids), the camera motion estimated with
     `cmc` from the frames of the sequence of the same name in `source` when given."""
-    for name, (path, sequence) in pair_sequences(detection_files(folder), source).items():
-        table = read_tracks(path)
-        table = table.select((table.ids > 0) & (table.classes <= len(VISDRONE_NAMES)))
-        yield TrackStream(name, tuple(VISDRONE_NAMES), _table_frames(table, sequence, cmc))
+    files, read, fmt = track_files(folder)
+    categories = read_table(folder) or TRACKING_TABLES[fmt]
+    for name, (path, sequence) in pair_sequences(files, source).items():
+        table = read(path)
+        known = (categories.classes(table.classes) != NONE) | (table.classes <= 0)  # 0, -1: region, no class
+        table = table.select((table.ids > 0) & known)
+        yield TrackStream(name, categories.names, _table_frames(table, sequence, cmc, categories))
 
 
-def _table_frames(table: TrackTable, sequence: VideoSequence | None, cmc: str) -> Iterator[StreamFrame]:
+def _table_frames(table: TrackTable, sequence: VideoSequence | None, cmc: str,
+                  categories: CategoryTable) -> Iterator[StreamFrame]:  # fmt: skip
     by_frame = dict(table.by_frame())
     motion = FrameMotion(None, cmc)
     if sequence is None:
@@ -120,7 +127,8 @@ def _table_frames(table: TrackTable, sequence: VideoSequence | None, cmc: str) -
         numbered = _images(sequence)
     for number, image, fps in numbered:
         rows = by_frame.get(number, TrackTable.empty())
-        yield StreamFrame(number, image, fps, rows.boxes, rows.ids, class_ids(rows.classes), motion(image, rows.boxes))
+        labels = categories.classes(rows.classes)
+        yield StreamFrame(number, image, fps, rows.boxes, rows.ids, labels, motion(image, rows.boxes))
 
 
 def _images(sequence: VideoSequence) -> Iterator[tuple[int, np.ndarray, float | None]]:

@@ -30,10 +30,12 @@ class EvalFlags:
     )  # fmt: skip
     save_gt: Path | None = flag(None, "--save-gt", metavar="PATH",
                                 help="write the COCO dataset json of a VisDrone --gt folder to PATH")  # fmt: skip
+    data: str | None = flag(None, "--data", help="a data set (yaml or built-in name): VisDrone folders are read "
+                            "with its class names and category table (default: the data.yaml that declares --gt, "
+                            "else VisDrone's); --task track: a video data set whose --split ground truth to use",
+                            )  # fmt: skip
     # --task track
     format: str = flag("visdrone-mot", "--format", choices=TRACK_FORMATS, help="layout and rules of --gt and --pred")
-    data: str | None = flag(None, "--data", help="a video data set (e.g. synthetic-mot) whose --split ground truth "
-                            "to use")  # fmt: skip
     split: str = flag("val", "--split", choices=("train", "val", "test"), help="--data split")
     # --task count
     lines: str | None = flag(None, "--lines", help="the lines and zones yaml the run counted with")
@@ -43,7 +45,7 @@ class EvalFlags:
 
 DETECTION_ONLY = ("protocol", "images", "report", "save_gt")  # flags --task track does not take
 EVAL_FLAG_GROUPS = {  # heading (None: the command's own) -> the EvalFlags fields under it
-    None: ("task", "gt", "pred", "protocol", "images", "json", "report", "save_gt"),
-    "--task track": ("format", "data", "split"),
+    None: ("task", "gt", "pred", "data", "protocol", "images", "json", "report", "save_gt"),
+    "--task track": ("format", "split"),
     "--task count: --pred an analyze run (counts.json), --gt its true tracks": ("lines", "source"),
 }

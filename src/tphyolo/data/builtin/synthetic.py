@@ -3,7 +3,9 @@
 Scenes: textured ground, roads with lane marks, building roofs and trees as distractors, 6 object classes
 that differ in colour and shape (4-60 px, mostly 12-50 px at 640), some partly hidden under trees, and a
 few ignore regions (dense crowds of unlabeled blobs). Written in VisDrone-DET format (images/ +
-annotations/, ignore regions as category 0) so the default training path reads the real format.
+annotations/, ignore regions as category 0) so the default training path reads the real format; the
+categories are class index + 1 in the order of `NAMES` (car 1, bus 2, ...), the table the data yaml declares
+under `categories:` (`tphyolo.data.categories`).
 The output depends only on the arguments (same seed, same bytes).
 """
 
@@ -21,6 +23,7 @@ import cv2
 import numpy as np
 import yaml
 
+from tphyolo.data.categories import CategoryTable
 from tphyolo.data.files.image_io import write_image
 from tphyolo.data.formats.visdrone import format_visdrone
 from tphyolo.data.labels import ImageLabels
@@ -221,6 +224,7 @@ def generate_synthetic(root: Path, *, n_train: int = 80, n_val: int = 20, imgsz:
         "val": "val/images",
         "nc": len(NAMES),
         "names": dict(enumerate(NAMES)),
+        "categories": CategoryTable.numbered(NAMES).to_yaml(),  # what the annotation files number
         "recipe": "synthetic",
         "synthetic": {"generator_version": GENERATOR_VERSION, "seed": seed, "imgsz": imgsz},
     }

@@ -23,6 +23,7 @@ import numpy as np
 import yaml
 
 from tphyolo.data.builtin.synthetic import _draw_object, _ground, _roads, default_cache_dir, generated_once
+from tphyolo.data.categories import CategoryTable
 from tphyolo.data.files.image_io import write_image
 from tphyolo.data.formats.visdrone import format_visdrone
 from tphyolo.data.labels import ImageLabels
@@ -134,6 +135,7 @@ def generate_synthetic_fine(root: Path, *, n_train: int = 80, n_val: int = 20, s
         "val": "val/images",
         "nc": len(NAMES),
         "names": dict(enumerate(NAMES)),
+        "categories": CategoryTable.numbered(NAMES).to_yaml(),  # what the annotation files number
         "recipe": "synthetic",
         "confusable": list(CONFUSABLE),
         "synthetic_fine": {"generator_version": GENERATOR_VERSION, "seed": seed, "scene_size": SCENE_SIZE},

@@ -33,6 +33,7 @@ import numpy as np
 import yaml
 
 from tphyolo.data.builtin.synthetic import _SIZES, _draw_object, _ground, _roads, default_cache_dir, generated_once
+from tphyolo.data.categories import VISDRONE
 from tphyolo.data.files.image_io import write_image
 from tphyolo.data.formats.visdrone import NAMES as VISDRONE_NAMES
 from tphyolo.data.formats.visdrone import format_visdrone
@@ -314,6 +315,7 @@ def generate_synthetic_mot(
         "val": "val/images",
         "nc": len(VISDRONE_NAMES),
         "names": dict(enumerate(VISDRONE_NAMES)),
+        "categories": VISDRONE.to_yaml(),  # VisDrone's own numbers, as the files write them
         "recipe": "synthetic",
         "tracking": {"format": "visdrone-mot", "train": "train", "val": "val"},
         "synthetic_mot": {"generator_version": GENERATOR_VERSION, "seed": seed, "length": length},

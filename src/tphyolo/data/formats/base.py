@@ -96,10 +96,14 @@ class LabelFormat(ABC):
         return LabelEntry(image, self.name, label, self.ignore_file(image))
 
     @abstractmethod
-    def read(self, entry: LabelEntry, *, width: int, height: int, num_classes: int) -> tuple[ImageLabels, list[str]]:
+    def read(self, entry: LabelEntry, *, width: int, height: int, num_classes: int,
+             categories: tuple[int, ...] = ()) -> tuple[ImageLabels, list[str]]:  # fmt: skip
         """The labels of one image (width x height as displayed) in pixel xyxy, and notes naming the file.
 
-        `num_classes` is the dataset's class count (0 = unknown). Raises LabelError naming the file and the
+        `num_classes` is the dataset's class count (0 = unknown); `categories` the category number of each class
+        for formats whose files number categories (VisDrone), () for class index + 1
+        (`tphyolo.data.categories`): the scan passes it only when a data set maps its categories, so a format
+        whose labels are class ids need not take it. Raises LabelError naming the file and the
         problem; OSError and UnicodeDecodeError pass through."""
 
     def cache_file(self, entry: LabelEntry) -> Path:

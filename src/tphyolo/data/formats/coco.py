@@ -211,7 +211,8 @@ class CocoFormat(LabelFormat):
         _, images = load_coco(path)
         return [LabelEntry(base / name, self.name, path, data=im) for name, im in sorted(images.items())]
 
-    def read(self, entry: LabelEntry, *, width: int, height: int, num_classes: int) -> tuple[ImageLabels, list[str]]:
+    def read(self, entry: LabelEntry, *, width: int, height: int, num_classes: int,
+             categories: tuple[int, ...] = ()) -> tuple[ImageLabels, list[str]]:  # fmt: skip
         im: CocoImage = entry.data
         notes = []
         if (im.height, im.width) != (height, width):

@@ -30,20 +30,6 @@ NUM_CLASSES = len(NAMES)  # categories 1..NUM_CLASSES are classes
 WHOLE_COLUMNS = (5, 6, 7)  # category, truncation, occlusion
 
 
-def category_ids(names: Sequence[str]) -> list[int]:
-    """The VisDrone-DET category (1..NUM_CLASSES) of each class name, matched by name (a model of VisDrone's
-    classes in another order, or of some of them, maps too). Raises ValueError naming the classes that are
-    not VisDrone's: their detections would otherwise be written under the wrong categories."""
-    foreign = [name for name in names if name not in NAMES]
-    if foreign:
-        shown = ", ".join(foreign[:5]) + (f" and {len(foreign) - 5} more" if len(foreign) > 5 else "")
-        raise ValueError(
-            f"the model's classes {shown} are not VisDrone-DET's ({', '.join(NAMES)}): a VisDrone submission "
-            "needs a model of those classes"
-        )
-    return [NAMES.index(name) + 1 for name in names]
-
-
 def read_visdrone_line(line: str, where: str, *, max_values: int | None = None) -> list[float] | None:
     """The values of one VisDrone line `left,top,width,height,score,category[,truncation,occlusion,...]`, or
     None for a blank line; trailing commas are tolerated. Raises LabelError prefixed by `where` (file:line) for
@@ -90,12 +76,15 @@ def read_visdrone_rows(path: Path, *, num_classes: int = NUM_CLASSES) -> np.ndar
     return np.array(rows, dtype=np.float64).reshape(-1, 8)
 
 
-def parse_visdrone(path: Path, *, num_classes: int = NUM_CLASSES) -> ImageLabels:
+def parse_visdrone(path: Path, *, num_classes: int = NUM_CLASSES, categories: Sequence[int] = ()) -> ImageLabels:
     """Read one annotation file. Raises LabelError naming the file and line for an unusable line.
 
     `num_classes` lets other VisDrone-format datasets use categories 1..num_classes; `num_classes + 1` is
-    "others" (dropped) and anything above is an error.
+    "others" (dropped) and anything above is an error. `categories` (a data set's `categories:` mapping: the
+    category of each class) reads those numbers as the classes instead; other categories but 0 are dropped.
     """
+    if categories:
+        return _parse_mapped(path, {c: i for i, c in enumerate(categories)})
     classes, boxes, ignore = [], [], []
     text = read_label_text(path)
     for n, line in enumerate(text.splitlines(), start=1):
@@ -112,13 +101,33 @@ def parse_visdrone(path: Path, *, num_classes: int = NUM_CLASSES) -> ImageLabels
     return ImageLabels(classes, xywh_to_xyxy(np.array(boxes)), xywh_to_xyxy(np.array(ignore)))
 
 
-def format_visdrone(labels: ImageLabels) -> str:
-    """Annotation text for `labels`: objects with score 1, ignore regions as category 0 (score 0)."""
+def _parse_mapped(path: Path, class_of: dict[int, int]) -> ImageLabels:
+    """`parse_visdrone` through an explicit category -> class mapping."""
+    classes, boxes, ignore = [], [], []
+    for n, line in enumerate(read_label_text(path).splitlines(), start=1):
+        values = read_visdrone_line(line, f"{path}:{n}")
+        if values is None:
+            continue
+        if values[5] < 0:
+            raise LabelError(f"{path}:{n}: category {values[5]:g} is negative")
+        category = int(values[5])
+        if category == IGNORED_CATEGORY:
+            ignore.append(tuple(values[:4]))
+        elif category in class_of:
+            classes.append(class_of[category])
+            boxes.append(tuple(values[:4]))
+    return ImageLabels(classes, xywh_to_xyxy(np.array(boxes)), xywh_to_xyxy(np.array(ignore)))
+
+
+def format_visdrone(labels: ImageLabels, categories: Sequence[int] = ()) -> str:
+    """Annotation text for `labels`: objects with score 1 under the category `categories[class]` (() = class
+    + 1), ignore regions as category 0 (score 0)."""
     lines = []
     for x1, y1, x2, y2 in labels.ignore.tolist():
         lines.append(f"{_num(x1)},{_num(y1)},{_num(x2 - x1)},{_num(y2 - y1)},0,0,0,0")
     for c, (x1, y1, x2, y2) in zip(labels.classes.tolist(), labels.boxes.tolist(), strict=True):
-        lines.append(f"{_num(x1)},{_num(y1)},{_num(x2 - x1)},{_num(y2 - y1)},1,{c + 1},0,0")
+        category = categories[c] if categories else c + 1
+        lines.append(f"{_num(x1)},{_num(y1)},{_num(x2 - x1)},{_num(y2 - y1)},1,{category},0,0")
     return "".join(line + "\n" for line in lines)
 
 
@@ -138,8 +147,9 @@ class VisDroneFormat(LabelFormat):
     def label_file(self, image: Path) -> Path | None:
         return sibling_file(image, "annotations")
 
-    def read(self, entry: LabelEntry, *, width: int, height: int, num_classes: int) -> tuple[ImageLabels, list[str]]:
-        return parse_visdrone(entry.label, num_classes=num_classes or NUM_CLASSES), []
+    def read(self, entry: LabelEntry, *, width: int, height: int, num_classes: int,
+             categories: tuple[int, ...] = ()) -> tuple[ImageLabels, list[str]]:  # fmt: skip
+        return parse_visdrone(entry.label, num_classes=num_classes or NUM_CLASSES, categories=categories), []
 
     def write(self, images: Sequence[LabeledImage], *, names: Sequence[str]) -> list[Path]:
         written = []

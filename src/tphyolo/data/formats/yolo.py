@@ -83,7 +83,8 @@ class YoloFormat(LabelFormat):
     def ignore_file(self, image: Path) -> Path | None:
         return sibling_file(image, "ignore")
 
-    def read(self, entry: LabelEntry, *, width: int, height: int, num_classes: int) -> tuple[ImageLabels, list[str]]:
+    def read(self, entry: LabelEntry, *, width: int, height: int, num_classes: int,
+             categories: tuple[int, ...] = ()) -> tuple[ImageLabels, list[str]]:  # fmt: skip
         return parse_yolo(entry.label, entry.ignore, width=width, height=height), []
 
     def write(self, images: Sequence[LabeledImage], *, names: Sequence[str]) -> list[Path]:

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import configparser
 import re
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -159,6 +159,20 @@ def _table(rows: np.ndarray) -> TrackTable:
     category = rows[:, 7]
     classes = np.where((category >= 0) & (category == np.round(category)), category, UNKNOWN)
     return TrackTable.from_columns(rows[:, 0], rows[:, 1], xywh_columns(rows), rows[:, 6], classes)
+
+
+def track_files(folder: Path) -> tuple[dict[str, Path], Callable[[Path], TrackTable], str]:
+    """Sequence name -> file of the tracks in `folder`, how to read one, and the layout whose category numbers
+    its category column holds: UAVDT ground truth (`<seq>_gt_whole.txt`: "uavdt"), MOTChallenge ground truth
+    (`<seq>/gt/gt.txt`: "mot"), else `detection_files` read by `read_tracks` (a `tphyolo track` run's
+    output or VisDrone-MOT ground truth: "visdrone-mot"). Raises FileNotFoundError when there are none."""
+    folder = Path(folder)
+    for fmt in ("uavdt", "mot"):
+        layout = get_layout(fmt)
+        files = layout.find_truth(folder) if folder.is_dir() else {}
+        if files and (fmt != "mot" or any(p.name == "gt.txt" for p in files.values())):
+            return dict(sorted(files.items())), layout.read_truth, fmt
+    return detection_files(folder), read_tracks, "visdrone-mot"
 
 
 @dataclass(frozen=True)
