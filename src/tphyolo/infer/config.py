@@ -56,7 +56,8 @@ class InferenceConfig:
     batch: int = flag(1, "--batch", "--batch-size", help="images (or slices) per forward pass", bounds=AT_LEAST_ONE)
     conf: float = flag(PREDICT_CONF, "--conf", "--conf-thres", help="confidence threshold", bounds=FRACTION)
     iou: float = flag(PREDICT_IOU, "--iou", "--iou-thres", help="NMS IoU threshold", bounds=FRACTION)
-    max_det: int = flag(MAX_DET, "--max-det", help="most detections per image", bounds=AT_LEAST_ONE)
+    max_det: int = flag(MAX_DET, "--max-det", help="most detections per image (a raster, run tile by tile: per tile; "
+                        "its merged detections are all kept)", bounds=AT_LEAST_ONE)  # fmt: skip
     classes: tuple[int, ...] | None = flag(None, "--classes", help="keep only these class ids", bounds=NON_NEGATIVE)
     agnostic: bool = flag(False, "--agnostic-nms", help="suppress across classes")
     augment: bool = flag(False, "--augment", help="test-time augmentation")
