@@ -175,3 +175,16 @@ def test_val_of_a_fixed_batch_export_runs_at_its_batch_unless_batch_is_given(fix
                          "--dynamic)"]  # fmt: skip
     assert main([*argv, "--batch", "2"]) == 2
     assert "exported for batch 1, but --batch is 2; give --batch 1" in capsys.readouterr().err
+
+
+def test_the_service_runs_a_fixed_batch_export_at_its_batch_unless_max_batch_is_given(fixed_exports):
+    """serve's default max batch (4 on a CPU) above a batch-1 export: the engine runs batches of 1; a given
+    --max-batch 4 (from_model without "batch") is refused as predict's --batch is."""
+    from tphyolo.infer.config import InferenceConfig
+    from tphyolo.serve.engine import EngineSpec, InferenceEngine
+
+    path = str(fixed_exports["onnx"])
+    engine = InferenceEngine(EngineSpec((path,), InferenceConfig(from_model=("imgsz", "batch"))), max_batch=4)
+    assert engine.max_batch == 1 and engine.info.imgsz == 64
+    with pytest.raises(ValueError, match="exported for batch 1, but --batch is 4"):
+        InferenceEngine(EngineSpec((path,), InferenceConfig(from_model=("imgsz",))), max_batch=4)
