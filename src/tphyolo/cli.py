@@ -33,7 +33,7 @@ from collections.abc import Iterable, Sequence
 from typing import NamedTuple
 
 from tphyolo._version import __version__
-from tphyolo.commands.options.yolov5 import unknown_flag_hints
+from tphyolo.commands.options.yolov5 import unknown_command_hint, unknown_flag_hints
 from tphyolo.errors import UsageError, describe_error
 from tphyolo.runtime.console import progress_output
 from tphyolo.runtime.flags import add_runtime_arguments
@@ -187,6 +187,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     name = _command_name(argv)
     parser = build_parser(commands=[name] if name in COMMANDS else [])
+    if name is not None and name not in COMMANDS and (hint := unknown_command_hint(name)) is not None:
+        parser.error(f"argument COMMAND: invalid choice: {name!r}", notes=[hint])  # YOLOv5's `detect`
     args = parser.parse_args(argv)
     if args.command is None:
         parser.print_help()

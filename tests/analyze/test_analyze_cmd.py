@@ -50,6 +50,24 @@ def test_tracks_with_their_frames_give_every_output_and_the_true_counts(recorded
     assert heat.sum() == len(truth.rows)
 
 
+def test_tracks_without_frames_still_give_the_heatmap_image(recorded, tmp_path, capsys):
+    """No --source: heatmap.png is the heat of heatmap.npy over a plain canvas of its grid, with the scale."""
+    import cv2
+
+    from tphyolo.analyze.heatmap import SCALE_WIDTH
+
+    _, tracks, _, lines = recorded
+    argv = ["analyze", "--tracks", str(tracks), "--lines", str(lines), "--fps", "25", "--heatmap-cell", "4",
+            "--project", str(tmp_path), "--name", "run"]  # fmt: skip
+    assert main(argv) == 0
+    heat, image = np.load(tmp_path / "run" / "heatmap.npy"), cv2.imread(str(tmp_path / "run" / "heatmap.png"))
+    assert image.shape[:2] == (max(4 * heat.shape[0], 96), 4 * heat.shape[1] + SCALE_WIDTH)
+    rows, columns = np.nonzero(heat)
+    assert (image[4 * rows + 2, 4 * columns + 2] != 96).any(axis=1).all()  # every cell with tracks is coloured
+    empty = np.argwhere(heat == 0)[0]
+    assert (image[4 * empty[0] + 2, 4 * empty[1] + 2] == 96).all()  # the plain canvas elsewhere
+
+
 @pytest.mark.parametrize(
     ("extra", "problem"),
     [

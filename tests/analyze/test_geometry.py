@@ -1,5 +1,7 @@
 """The geometry of lines and zones, and the counting rules on hand-made tracks whose answers are known."""
 
+from pathlib import Path
+
 import numpy as np
 import pytest
 
@@ -89,3 +91,30 @@ def test_the_anchor_is_the_box_centre_or_its_bottom_middle():
     assert counter.counts["h"]["forward"] == {"0": 1}
     with pytest.raises(ValueError, match="unknown anchor 'top'"):
         anchor_points(boxes, "top")
+
+
+def test_a_track_lost_inside_stays_inside_so_inside_is_entries_minus_exits():
+    """Track 1 enters and is never seen again (hidden, or out of view); track 2 enters and leaves: one inside,
+    as the summary and the video's panel both say."""
+    zones = Zones([("z", SQUARE)], names=["car", "bus"])
+    zones.update(TrackPoints(1, np.array([1, 2]), np.array([0, 1]), np.zeros((2, 2)), np.array([[5.0, 5], [5, 5]])))
+    zones.update(TrackPoints(2, np.array([1, 2]), np.array([0, 1]), np.zeros((2, 2)), np.array([[50.0, 50], [50, 50]])))
+    zones.update(TrackPoints(3, np.array([2]), np.array([1]), np.zeros((1, 2)), np.array([[95.0, 95]])))
+    assert zones.entries["z"] == {"car": 1, "bus": 1} and zones.exits["z"] == {"bus": 1}
+    assert zones.live["z"] == {"car": 1}
+
+
+def test_the_summary_names_classes_without_stray_spaces():
+    from types import SimpleNamespace
+
+    from tphyolo.analyze.outputs.summary import summary_text
+
+    counts = {"lines": {"h": {"forward": {}, "backward": {"bus": 1, "car": 2}}},
+              "zones": {"z": {"live": {"car": 1}, "entries": {"car": 1}, "exits": {}, "dwell_s": {}}}}  # fmt: skip
+    report = SimpleNamespace(name="seq", frames=10, seconds=0.1, counts=counts, mean_speeds={})
+    assert summary_text([report], Path("runs/analyze/exp")).splitlines() == [
+        "seq: 10 frames, analytics at 100 frames/s",
+        "  line h: 0 forward, 3 backward (bus 1, car 2)",
+        "  zone z: 1 entries, 0 exits, 1 inside at the end",
+        "results in runs/analyze/exp",
+    ]

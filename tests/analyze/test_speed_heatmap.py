@@ -1,10 +1,12 @@
 """Speed and Heatmap on hand-made tracks whose answers are known: km/h from a GSD, the window, the flag for
 implausible speeds, a still object under a panning camera, and the heatmap's growth with the pan."""
 
+import cv2
 import numpy as np
 import pytest
 
 from tphyolo.analyze import GroundMotion, Heatmap, Speed, TrackPoints, ground_sampling_distance
+from tphyolo.analyze.heatmap import COLOUR_MAP, SCALE_MIN_HEIGHT, SCALE_WIDTH
 
 
 def test_km_per_hour_from_the_gsd_and_implausible_speeds_flagged():
@@ -48,5 +50,24 @@ def test_the_heatmap_counts_each_track_frame_in_its_cell_and_grows_with_the_pan(
     assert heatmap.origin == (-24, 0) and heatmap.array.shape == (6, 11) and heatmap.array.sum() == 3
     assert heatmap.array[0, 3] == 1 and heatmap.array[0, 4] == 1 and heatmap.array[5, 0] == 1
     overlay = heatmap.overlay(np.full((32, 64, 3), 200, np.uint8))
-    assert overlay.shape == (48, 88, 3) and (overlay[:8, :8] == 96).all()  # grey where the first frame is not
+    assert overlay.shape == (SCALE_MIN_HEIGHT, 88 + SCALE_WIDTH, 3)  # the grid, padded for the scale beside it
+    assert (overlay[:8, :8] == 96).all()  # grey where the first frame is not
     assert (overlay[0, 24:32] != 200).any() and (overlay[16, 50] == 200).all()  # heat over the frame, else the frame
+
+
+def test_without_frames_the_heat_is_drawn_over_a_plain_canvas_beside_its_colour_scale():
+    """Four track-frames in one cell, one in another: the busier cell gets the scale's top colour, the other
+    the colour of one track-frame, each blended 0.6 over the grey canvas; the scale runs between the two."""
+    heatmap = Heatmap((1, 1), cell=10)  # no first frame: the grid is what the tracks cover
+    for _ in range(4):
+        heatmap.update(TrackPoints(1, np.array([1]), np.zeros(1, int), np.zeros((1, 2)), np.array([[125.0, 5]])))
+    heatmap.update(TrackPoints(2, np.array([2]), np.zeros(1, int), np.zeros((1, 2)), np.array([[5.0, 105]])))
+    overlay = heatmap.overlay()
+    assert overlay.shape == (110, 130 + SCALE_WIDTH, 3) and (overlay[50, 50] == 96).all()
+    jet = cv2.applyColorMap(np.arange(256, dtype=np.uint8)[:, None], COLOUR_MAP)[:, 0].astype(float)
+    one = round(255 * np.log(2) / np.log(5))  # the colour index of one track-frame (log scale)
+    np.testing.assert_array_equal(overlay[5, 125], (0.6 * jet[255] + 0.4 * 96).astype(np.uint8))
+    np.testing.assert_array_equal(overlay[105, 5], (0.6 * jet[one] + 0.4 * 96).astype(np.uint8))
+    strip = overlay[:, 130 + 6 + 7]  # the middle of the scale's colour strip
+    np.testing.assert_array_equal(strip[18], jet[255])  # the top: the busiest cell
+    np.testing.assert_array_equal(strip[110 - 9], jet[one])  # the bottom: one track-frame

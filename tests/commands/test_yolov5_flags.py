@@ -7,7 +7,7 @@ import re
 import pytest
 
 from tphyolo.cli import COMMANDS, build_parser, main
-from tphyolo.commands.options.yolov5 import HINTS, YOLOV5_FLAGS, YOLOV5_SCRIPTS, unknown_flag_hints
+from tphyolo.commands.options.yolov5 import HINTS, ULTRALYTICS_HINTS, YOLOV5_FLAGS, YOLOV5_SCRIPTS, unknown_flag_hints
 
 REQUIRED = {  # the flags each command cannot parse without
     "train": [],
@@ -118,3 +118,30 @@ def test_hints_match_flags_given_with_values():
         f"--evolve is YOLOv5's: {HINTS['train']['--evolve']}"
     ]
     assert unknown_flag_hints("val", ["--evolve"]) == []  # a hint belongs to the command it was written for
+
+
+def _error_lines(argv: list[str], capsys) -> list[str]:
+    with pytest.raises(SystemExit) as exit_info:
+        main(argv)
+    assert exit_info.value.code == 2
+    return capsys.readouterr().err.strip().splitlines()
+
+
+def test_yolov5s_detect_command_points_to_predict(capsys):
+    lines = _error_lines(["detect", "--weights", "best.pt", "--source", "images/"], capsys)
+    assert lines == [
+        "tphyolo: error: argument COMMAND: invalid choice: 'detect' (see 'tphyolo -h')",
+        "tphyolo: detect is YOLOv5's detect.py: use `tphyolo predict` (it takes YOLOv5's flags)",
+    ]
+
+
+@pytest.mark.parametrize(
+    ("argv", "flag"),
+    [(["predict", *REQUIRED["predict"], "--show"], "--show"), (["track", "--show"], "--show"),
+     (["track", "--source", "v.mp4", "--weights", "w.pt", "--persist"], "--persist")],
+)  # fmt: skip
+def test_ultralytics_flags_get_their_hint_not_a_close_flag(capsys, argv, flag):
+    command = argv[0]
+    lines = _error_lines(argv, capsys)
+    assert lines == [f"tphyolo {command}: error: unrecognized argument {flag} (see 'tphyolo {command} -h')",
+                     f"tphyolo {command}: {flag} is ultralytics': {ULTRALYTICS_HINTS[command][flag]}"]  # fmt: skip

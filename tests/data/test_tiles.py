@@ -101,3 +101,14 @@ def test_slice_keeps_the_dataset_format(visdrone_split, tmp_path, fmt):
     labels = {Path(r.im_file).name: r.labels for r in scan.records}
     np.testing.assert_allclose(labels["scene_0_0.jpg"].boxes, [[80, 10, 110, 30], [100, 60, 128, 80]], atol=1e-3)
     np.testing.assert_allclose(labels["scene_0_0.jpg"].ignore, [[60, 40, 100, 50]], atol=1e-3)
+
+
+def test_data_slice_warns_in_one_line_when_val_is_the_training_images(visdrone_split, tmp_path, capsys):
+    argv = ["data", "slice", "--data", str(visdrone_split), "--out", str(tmp_path / "sliced"), "--size", "128"]
+    assert exit_code(argv) == 0
+    err = capsys.readouterr().err.strip().splitlines()
+    images = (visdrone_split.parent / "images").resolve()
+    assert err == [f"tphyolo data: warning: {visdrone_split}: val names the same images as train ({images}): the "
+                   "sliced val scores a model on its train tiles"]  # fmt: skip
+    assert exit_code([*argv[:4], "--out", str(tmp_path / "train-only"), "--splits", "train"]) == 0
+    assert "warning" not in capsys.readouterr().err

@@ -149,3 +149,42 @@ def test_val_letterboxes_non_square_images_to_a_fixed_size_export(fixed_exports,
     exported = val(str(fixed_exports["onnx"]), tmp_path / "images", **common)
     assert exported.images == 3 and exported.instances == 3
 
+
+
+def test_val_of_a_fixed_batch_export_runs_at_its_batch_unless_batch_is_given(fixed_exports, tmp_path, capsys):
+    """`tphyolo val` scores with batch 32 unless told; a file exported for batch 1 runs at 1 and says so in one
+    line, as at its own size; an explicit --batch 2 is still refused in one line."""
+    import cv2
+
+    from tphyolo.cli import main
+
+    rng = np.random.default_rng(3)
+    for folder in ("images", "labels"):
+        (tmp_path / folder).mkdir()
+    for i in range(3):
+        cv2.imwrite(str(tmp_path / "images" / f"{i}.png"), rng.integers(0, 255, (60, 100, 3), dtype=np.uint8))
+        (tmp_path / "labels" / f"{i}.txt").write_text("3 0.5 0.5 0.4 0.4\n")
+    argv = ["val", "--weights", str(fixed_exports["onnx"]), "--data", str(tmp_path / "images"), "--device", "cpu",
+            "--workers", "0", "--project", str(tmp_path / "runs")]  # fmt: skip
+    capsys.readouterr()
+    assert main(argv) == 0
+    lines = capsys.readouterr().out.splitlines()
+    name = fixed_exports["onnx"].name
+    assert lines[:2] == [f"--img 64: the image size {name} was exported at (--img overrides)",
+                         f"--batch 1: {name} is exported for batch 1 (a larger --batch needs an export with "
+                         "--dynamic)"]  # fmt: skip
+    assert main([*argv, "--batch", "2"]) == 2
+    assert "exported for batch 1, but --batch is 2; give --batch 1" in capsys.readouterr().err
+
+
+def test_the_service_runs_a_fixed_batch_export_at_its_batch_unless_max_batch_is_given(fixed_exports):
+    """serve's default max batch (4 on a CPU) above a batch-1 export: the engine runs batches of 1; a given
+    --max-batch 4 (from_model without "batch") is refused as predict's --batch is."""
+    from tphyolo.infer.config import InferenceConfig
+    from tphyolo.serve.engine import EngineSpec, InferenceEngine
+
+    path = str(fixed_exports["onnx"])
+    engine = InferenceEngine(EngineSpec((path,), InferenceConfig(from_model=("imgsz", "batch"))), max_batch=4)
+    assert engine.max_batch == 1 and engine.info.imgsz == 64
+    with pytest.raises(ValueError, match="exported for batch 1, but --batch is 4"):
+        InferenceEngine(EngineSpec((path,), InferenceConfig(from_model=("imgsz",))), max_batch=4)

@@ -126,3 +126,18 @@ def test_a_raster_without_crs_runs_in_pixels_with_one_warning(finder, tmp_path, 
     x1, y1, x2, y2 = run.detections.boxes[0].tolist()
     assert collection["features"][0]["geometry"]["coordinates"][0][2] == pytest.approx([x2, y2])
     json.dumps(collection)
+
+
+def test_max_det_caps_each_tile_of_a_raster_as_its_help_says(finder, ortho, capsys):
+    """--max-det 1 on a raster whose two blocks lie in different tiles: one detection per tile, both blocks."""
+    from tphyolo.cli import main
+
+    run = predict_raster(_predictor(finder, max_det=1), ortho, slicing=SLICES)
+    boxes, labels = _sorted(run.detections)
+    torch.testing.assert_close(boxes, TRUTH, atol=1.0, rtol=0)
+    assert labels.tolist() == [0, 1]
+    with pytest.raises(SystemExit):
+        main(["predict", "-h"])
+    help_text = " ".join(capsys.readouterr().out.split())
+    assert "--max-det MAX_DET most detections per image (a raster, run tile by tile: per tile; its merged " \
+           "detections are all kept) (default: 500)" in help_text  # fmt: skip

@@ -109,3 +109,14 @@ def test_doctor_says_the_broken_pair_and_runs_its_other_checks(broken_env):
     assert NMS_ERROR in result.stdout and "fix: pip install --force-reinstall" in result.stdout
     errors = [line for line in result.stderr.splitlines() if "error:" in line]
     assert len(errors) == 1 and errors[0].startswith("tphyolo doctor: error: torchvision ") and NMS_ERROR in errors[0]
+
+
+def test_a_cpu_build_gets_a_fix_from_pypi_too_for_where_the_cpu_index_cannot_be_reached():
+    """torch 2.13.0+cpu beside PyPI's torchvision 0.28.0: the index that mixed them may be out of reach, so the
+    line also gives PyPI's matching pair, which needs no index."""
+    problem = pair_problem("2.13.0+cpu", "0.27.1")
+    assert problem.fix.endswith("--index-url https://download.pytorch.org/whl/cpu")
+    assert problem.fallback == 'pip install --force-reinstall "torch==2.13.0" "torchvision==0.28.*"'
+    assert str(problem).endswith(f"cannot be reached, PyPI's pair (on Linux a larger CUDA build, which runs on a "
+                                 f"CPU too): {problem.fallback}")  # fmt: skip
+    assert pair_problem("2.5.1", "0.19.0").fallback is None  # PyPI's own: its fix needs no other index

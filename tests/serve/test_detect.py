@@ -105,7 +105,20 @@ def test_models_health_and_page(server):
     assert health["status"] == "ok" and health["worker"]["pid"] > 0
     page = httpx.get(f"{server}/")
     assert page.status_code == 200 and 'type="file"' in page.text and "v1/detect" in page.text
+    line = (f'<p id="model">model <b>tiny.pt</b> (pytorch, float32 on cpu, {SETTINGS["imgsz"]} px), 3 classes: '
+            "car, van, bus</p>")  # fmt: skip
+    assert line in page.text  # what is loaded, as /v1/models says it
     assert httpx.get(f"{server}/docs").status_code == 200
+
+
+def test_the_page_says_while_the_model_loads_and_why_it_did_not():
+    from tphyolo.serve.page import RELOADS, model_line, page_html
+
+    loading = page_html(None)
+    assert f'data-state="loading" data-reload-s="2" data-reloads="{RELOADS}">the model is loading' in loading
+    assert "<!-- model -->" not in loading and 'id="file"' in loading
+    failed = model_line(None, failure="best.pt: <not a checkpoint>")
+    assert failed == '<p id="model" data-state="failed">the model did not load: best.pt: &lt;not a checkpoint&gt;</p>'
 
 
 def _requests_by_status(url: str) -> dict[str, float]:

@@ -16,6 +16,7 @@ from tphyolo.training.hyp import load_hyp, scale_hyp
 from tphyolo.training.log import read_results
 from tphyolo.training.loss import YoloLoss
 from tphyolo.training.model.setup import build_model_for_training
+from tphyolo.training.optim.optimization import warmup_plan
 from tphyolo.training.trainer import Trainer
 from tphyolo.training.val_loss import ValLoss
 
@@ -117,3 +118,39 @@ def test_an_interrupted_run_plots_its_results_and_resume_says_where_it_continues
     with caplog.at_level(logging.INFO, logger="tphyolo"):
         Trainer.resume(trainer.weights_dir / "last.pt", CPU)
     assert f"resuming {trainer.weights_dir / 'last.pt'} from epoch 2 of 2" in caplog.text
+
+
+@pytest.mark.slow
+def test_a_finished_run_writes_yolov5s_validation_figures_as_val_does(tiny_synthetic, tmp_path):
+    """The final validation of best.pt leaves YOLOv5's figures in the run folder: what `val` of the same
+    weights on the same split writes (the oracle), the ground-truth panel byte for byte."""
+    from tphyolo.evaluation.settings import ValConfig
+    from tphyolo.evaluation.val import val
+
+    result = Trainer(_cfg(tiny_synthetic, tmp_path, plots=True), CPU).fit()
+    figures = {"confusion_matrix.png", "PR_curve.png", "F1_curve.png", "P_curve.png", "R_curve.png",
+               "val_batch0_labels.jpg", "val_batch0_pred.jpg"}  # fmt: skip
+    oracle = tmp_path / "val"
+    val(str(result.best), tiny_synthetic, ValConfig(save_dir=oracle, plots=True, workers=0), imgsz=128,
+        device="cpu")  # fmt: skip
+    expected = figures & {p.name for p in oracle.iterdir()}
+    assert {"confusion_matrix.png", "val_batch0_labels.jpg", "val_batch0_pred.jpg"} <= expected
+    assert figures & {p.name for p in result.run_dir.iterdir()} == expected
+    labels = "val_batch0_labels.jpg"
+    assert (result.run_dir / labels).read_bytes() == (oracle / labels).read_bytes()
+
+
+def test_the_warm_up_line_says_when_its_minimum_set_the_length():
+    line = warmup_plan(100, 10, from_epochs=5, min_steps=100)
+    assert "the first 100 batches (10.0 epochs) raise the learning rate from 0 (--warmup-min-steps 100; " \
+           "warmup_epochs alone would give 5);" in line  # fmt: skip
+    assert "(--warmup-min-steps 100, capped at half the run;" in warmup_plan(50, 10, from_epochs=5, min_steps=100)
+    assert "--warmup-min-steps" not in warmup_plan(20, 10, from_epochs=20, min_steps=10)  # the epochs set it
+
+
+def test_warmup_min_steps_is_a_flag_of_train():
+    from tphyolo.cli import build_parser
+
+    parser = build_parser(commands=["train"])
+    args = parser.parse_args(["train", "--warmup-min-steps", "0"])
+    assert args.warmup_min_steps == 0 and parser.parse_args(["train"]).warmup_min_steps == 100

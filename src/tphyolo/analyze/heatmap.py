@@ -4,15 +4,22 @@ Each track seen in a frame adds one to the cell of its ground point (`tphyolo.an
 pixels square, the grid's origin at the first frame's top-left corner. The grid covers the first frame and
 grows (by whole cells) to take points the panning camera shows beyond it. `array` is the count grid
 (float32, (rows, columns)) with `origin`, the ground pixel of its top-left corner; `overlay(first_frame)`
-draws it over the first frame as a colour image.
+draws it over the first frame (or, without frames, over a plain canvas of the grid) as a colour image with its
+colour scale.
 """
 
 from __future__ import annotations
+
+import math
 
 import cv2
 import numpy as np
 
 from tphyolo.analyze.points import TrackPoints
+
+COLOUR_MAP = cv2.COLORMAP_JET  # blue (few track-frames) to red (many)
+SCALE_WIDTH = 64  # pixels of the colour scale beside the heat
+SCALE_MIN_HEIGHT = 96  # an image lower than this is padded, for the scale's labels
 
 
 class Heatmap:
@@ -52,18 +59,43 @@ class Heatmap:
             self.array = np.pad(self.array, ((before[1], after[1]), (before[0], after[0])))
             self._origin = self._origin - before
 
-    def overlay(self, first_frame: np.ndarray, *, alpha: float = 0.6) -> np.ndarray:
-        """uint8 BGR image of the grid's extent: the first frame in its place (grey elsewhere), the occupancy
-        over it in a colour scale (log-scaled, empty cells left clear)."""
+    def overlay(self, first_frame: np.ndarray | None = None, *, alpha: float = 0.6) -> np.ndarray:
+        """uint8 BGR image of the grid's extent: the first frame in its place (grey elsewhere; a plain grey
+        canvas without one), the occupancy over it in a colour scale (log-scaled, empty cells left clear), and
+        that scale on the right, labelled in track-frames per cell."""
         rows, columns = self.array.shape
         canvas = np.full((rows * self.cell, columns * self.cell, 3), 96, np.uint8)
-        x0, y0 = -self._origin * self.cell
-        height, width = first_frame.shape[:2]
-        canvas[y0 : y0 + height, x0 : x0 + width] = first_frame[: canvas.shape[0] - y0, : canvas.shape[1] - x0]
-        heat = np.log1p(self.array)
-        heat = (255 * heat / max(float(heat.max()), 1e-9)).astype(np.uint8)
+        if first_frame is not None:
+            x0, y0 = -self._origin * self.cell
+            height, width = first_frame.shape[:2]
+            canvas[y0 : y0 + height, x0 : x0 + width] = first_frame[: canvas.shape[0] - y0, : canvas.shape[1] - x0]
+        peak = float(self.array.max())
+        heat = np.rint(255 * np.log1p(self.array) / max(np.log1p(peak), 1e-9)).astype(np.uint8)
         heat = cv2.resize(heat, (canvas.shape[1], canvas.shape[0]), interpolation=cv2.INTER_NEAREST)
-        colour = cv2.applyColorMap(heat, cv2.COLORMAP_JET)
+        colour = cv2.applyColorMap(heat, COLOUR_MAP)
         mask = heat > 0
         canvas[mask] = (alpha * colour[mask] + (1 - alpha) * canvas[mask]).astype(np.uint8)
-        return canvas
+        if canvas.shape[0] < SCALE_MIN_HEIGHT:  # room for the scale's labels
+            canvas = np.pad(canvas, ((0, SCALE_MIN_HEIGHT - canvas.shape[0]), (0, 0), (0, 0)), constant_values=96)
+        return np.concatenate([canvas, colour_scale(canvas.shape[0], peak)], axis=1)
+
+
+def colour_scale(height: int, peak: float) -> np.ndarray:
+    """uint8 BGR (height, SCALE_WIDTH) panel: the heat's colour map from `peak` track-frames per cell (top) to
+    one (bottom), on the log scale of `Heatmap.overlay`, with the counts of its ends and middle beside it."""
+    peak = max(peak, 1.0)
+    panel = np.full((height, SCALE_WIDTH, 3), 255, np.uint8)
+    top, bottom, left = 18, height - 8, 6
+
+    def level(value: float) -> float:  # the colour map's index of `value` track-frames, as in `overlay`
+        return 255 * math.log1p(value) / math.log1p(peak)
+
+    levels = np.linspace(255, level(1), bottom - top).round().astype(np.uint8)
+    panel[top:bottom, left : left + 14] = cv2.applyColorMap(levels[:, None], COLOUR_MAP)
+    cv2.putText(panel, "per cell", (2, 12), cv2.FONT_HERSHEY_SIMPLEX, 0.35, (0, 0, 0), 1, cv2.LINE_AA)
+    span = 255 - level(1)  # 0 when the busiest cell holds one track-frame: one colour, one label
+    for value in sorted({1, round(math.expm1(math.log1p(peak) / 2)), round(peak)}):
+        y = top + (round((255 - level(value)) / span * (bottom - top - 1)) if span > 0 else 0)
+        cv2.line(panel, (left + 14, y), (left + 18, y), (0, 0, 0), 1)
+        cv2.putText(panel, str(value), (left + 20, y + 4), cv2.FONT_HERSHEY_SIMPLEX, 0.35, (0, 0, 0), 1, cv2.LINE_AA)
+    return panel

@@ -5,7 +5,8 @@
 
 Per sequence (in the run folder, or in `<run>/<sequence>/` when there are several): `counts.json`,
 `events.csv`, `tracks_speed.csv` (when a ground sampling distance is known), `tracks_geo.csv` (with SRT
-telemetry), `heatmap.npy` and, with frames, `heatmap.png` and the annotated video `<sequence>.mp4`.
+telemetry), `heatmap.npy` and `heatmap.png` (over the first frame, or a plain canvas without frames) and, with
+frames, the annotated video `<sequence>.mp4`.
 
 The ground sampling distance (see `AnalyzeConfig`) is `--gsd`, else computed from `--altitude`, `--focal-mm`
 and `--sensor-mm`, else read per frame from the video's SRT sidecar; a missing or unreadable sidecar leaves
@@ -213,8 +214,7 @@ def _analyze_stream(stream: TrackStream, regions_path, config: AnalyzeConfig, fo
         report.saved.append(write_csv(folder / "tracks_speed.csv", SPEED_COLUMNS, rows))
     if geo_rows:
         report.saved.append(write_csv(folder / "tracks_geo.csv", GEO_COLUMNS, geo_rows))
-    report.saved += write_heatmap(folder, analysis.heatmap.array, None if first_image is None else
-                                  analysis.heatmap.overlay(first_image))  # fmt: skip
+    report.saved += write_heatmap(folder, analysis.heatmap.array, analysis.heatmap.overlay(first_image))
     if writer is not None:
         report.saved.append(writer.path)
     return report

@@ -5,7 +5,8 @@ outside when it is outside by more than that; in the band between it keeps its s
 there is outside). Outside -> inside is an entry (a track first seen inside enters in that frame), inside ->
 outside an exit: a track that leaves and comes back enters twice. A visit lasts from the frame of its entry to
 the last frame the track was seen inside, both counted: its dwell is that many frames over `fps`. A track not
-seen in a frame (occluded, missed) keeps its state; the live count holds the tracks seen inside in the frame.
+seen in a frame (occluded, missed, out of the camera's view) keeps its state; the live count holds the tracks
+inside, seen in the frame or not, by the class they were last seen as: entries - exits, whatever frame.
 """
 
 from __future__ import annotations
@@ -39,6 +40,7 @@ class Zones:
         self._entered = np.zeros((0, k), np.int64)  # frame of the open visit's entry
         self._last_inside = np.zeros((0, k), np.int64)  # last frame seen inside
         self._frames = np.zeros((0, k), np.int64)  # frames of the closed visits
+        self._labels = np.zeros(0, np.int64)  # the class each track was last seen as
         self.live = {zone.name: {} for zone in self.zones}
         self.entries = {zone.name: {} for zone in self.zones}
         self.exits = {zone.name: {} for zone in self.zones}
@@ -50,6 +52,8 @@ class Zones:
         size = len(self._slots)
         self._inside, self._entered = grown(self._inside, size, False), grown(self._entered, size, 0)
         self._last_inside, self._frames = grown(self._last_inside, size, 0), grown(self._frames, size, 0)
+        self._labels = grown(self._labels, size, -1)
+        self._labels[rows] = points.labels
         found = []
         for k, zone in enumerate(self.zones):
             inside = inside_polygon(points.ground, zone.points)
@@ -70,7 +74,7 @@ class Zones:
             self._entered[entering, k] = points.number
             self._last_inside[rows[now], k] = points.number
             self._inside[rows, k] = now
-            counts = np.bincount(points.labels[now] + 1)  # labels from -1 (no class)
+            counts = np.bincount(self._labels[self._inside[:, k]] + 1)  # labels from -1 (no class)
             self.live[zone.name] = {class_name(self.names, label - 1): int(counts[label])
                                     for label in np.flatnonzero(counts).tolist()}  # fmt: skip
         self.events.extend(found)

@@ -9,10 +9,9 @@ import argparse
 
 from tphyolo.analyze.config import AnalyzeConfig, AnalyzeInputs, AnalyzeOutputs, AnalyzeTracking
 from tphyolo.analyze.outputs.summary import summary_text
-from tphyolo.commands.options.inference import add_inference_flags, inference_device
+from tphyolo.commands.options.inference import add_inference_flags, inference_device, inference_settings
 from tphyolo.errors import UsageError
 from tphyolo.flags import add_flags, from_flags
-from tphyolo.infer.config import InferenceConfig
 from tphyolo.runtime.run_dir import OutputDir
 from tphyolo.track.registry import make_tracker, tracker_settings
 
@@ -44,7 +43,7 @@ def run(args: argparse.Namespace) -> int:
     if args.weights is not None:
         from tphyolo.predict.predictor import Predictor  # lazy: imports torch; 'tphyolo analyze -h' must not
 
-        predictor = Predictor(args.weights, from_flags(InferenceConfig, args), runtime=args.runtime,
+        predictor = Predictor(args.weights, inference_settings(args), runtime=args.runtime,
                               device=inference_device(args.runtime))  # fmt: skip
     save_dir = from_flags(OutputDir, args).create("runs/analyze")
     reports = analyze(args.lines, save_dir, config=config, source=args.source, predictor=predictor,

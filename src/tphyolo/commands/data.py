@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import argparse
+import sys
 
 from tphyolo.data.dataset_config import load_data_config, missing_split
 from tphyolo.data.scan_options import DataCommandInputs, ScanOptions
@@ -40,9 +41,25 @@ def _slice(args: argparse.Namespace, slicing) -> int:
     from tphyolo.data.tiles import slice_dataset  # lazy: imports torch and cv2; 'tphyolo data -h' must not
 
     data = load_data_config(args.data, datasets_dir=args.datasets_dir)
+    for line in same_images_warnings(data, _splits(args)):
+        print(f"tphyolo data: warning: {line}", file=sys.stderr)
     result = slice_dataset(data, args.out, slicing, splits=_splits(args), log=print)
     print(f"data yaml for training: {result.yaml}")
     return 0
+
+
+def same_images_warnings(data, splits: list[str]) -> list[str]:
+    """One line for each of `splits` that names the same images as an earlier one: tiles of the training images
+    in val score a model on what it trained on."""
+    lines, seen = [], {}
+    for split in splits:
+        sources = tuple(sorted(source.resolve() for source in data.split(split)))
+        if sources and sources in seen:
+            lines.append(f"{data.source or data.root}: {split} names the same images as {seen[sources]} "
+                         f"({', '.join(map(str, sources))}): the sliced {split} scores a model on its "
+                         f"{seen[sources]} tiles")  # fmt: skip
+        seen.setdefault(sources, split)
+    return lines
 
 
 def _splits(args: argparse.Namespace) -> list[str]:

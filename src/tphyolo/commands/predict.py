@@ -22,13 +22,13 @@ from tphyolo.commands.options.inference import (
     add_slice_flags,
     classifier_settings,
     inference_device,
+    inference_settings,
     slice_settings,
 )
 from tphyolo.commands.options.prediction import PredictFlags
 from tphyolo.commands.options.raster import add_raster_flags, raster_source, run_raster
 from tphyolo.errors import UsageError, describe_error
 from tphyolo.flags import add_flags, from_flags
-from tphyolo.infer.config import InferenceConfig
 from tphyolo.predict.draw_style import DrawStyle
 from tphyolo.predict.outputs import OutputSettings
 from tphyolo.predict.resume import check_resumed, run_fingerprint
@@ -104,7 +104,7 @@ def run(args: argparse.Namespace) -> int:
     image_ids = source_image_ids(outputs.coco_gt, files) if outputs.coco_gt is not None else None
     dist = DistContext.from_env()  # under torchrun: the ranks share the files, rank 0 names the folder
     with process_group(dist, device):
-        predictor = Predictor(args.weights, from_flags(InferenceConfig, args), runtime=args.runtime, device=device,
+        predictor = Predictor(args.weights, inference_settings(args), runtime=args.runtime, device=device,
                               slice=None if raster else slicing, model_weights=args.model_weights,
                               **classifier_settings(args))  # fmt: skip
         save_dir = args.resume

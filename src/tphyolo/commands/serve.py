@@ -8,16 +8,18 @@ service's defaults, which a request may override (`tphyolo.serve.options`). The 
 from __future__ import annotations
 
 import argparse
+from dataclasses import replace
 
 from tphyolo.commands.options.inference import (
     add_classifier_flags,
+    add_model_chosen_flags,
     add_slice_flags,
     classifier_settings,
     inference_device,
+    inference_settings,
     slice_settings,
 )
 from tphyolo.flags import add_flags, from_flags
-from tphyolo.infer.config import InferenceConfig
 from tphyolo.serve.config import RayConfig, ServeConfig, ServedModels
 
 USES_RUNTIME = True
@@ -26,7 +28,7 @@ RUNTIME_INFERENCE = True
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_flags(parser, ServedModels)
-    add_flags(parser, InferenceConfig, exclude=("batch",))  # the service batches by --max-batch
+    add_model_chosen_flags(parser, exclude=("batch",))  # the service batches by --max-batch
     add_classifier_flags(parser)
     add_slice_flags(parser)
     add_flags(parser, ServeConfig)
@@ -44,8 +46,11 @@ def run(args: argparse.Namespace) -> int:
         print(f"tphyolo serve: {' '.join(args.weights)} {where} http://{host}:{port} (ready when /readyz says so)",
               flush=True)  # fmt: skip
 
+    inference = inference_settings(args)
+    if settings.max_batch is None:  # the device's default, at most a fixed-batch export's
+        inference = replace(inference, from_model=(*inference.from_model, "batch"))
     serve_weights(
-        args.weights, from_flags(InferenceConfig, args), serve=settings, cluster=cluster, on_listening=listening,
+        args.weights, inference, serve=settings, cluster=cluster, on_listening=listening,
         slice=slice_settings(args), model_weights=args.model_weights, runtime=args.runtime, device=str(device),
         **classifier_settings(args),
     )  # fmt: skip

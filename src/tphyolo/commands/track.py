@@ -18,11 +18,11 @@ from tphyolo.commands.options.inference import (
     add_slice_flags,
     classifier_settings,
     inference_device,
+    inference_settings,
     slice_settings,
 )
 from tphyolo.errors import UsageError, describe_error
 from tphyolo.flags import add_flags, from_flags
-from tphyolo.infer.config import InferenceConfig
 from tphyolo.predict.draw_style import DrawStyle
 from tphyolo.runtime.run_dir import OutputDir
 from tphyolo.track.job import TRACK_CONF, TrackerChoice, TrackInputs, TrackJob, TrackOutputs
@@ -52,7 +52,7 @@ def _job(args: argparse.Namespace) -> TrackJob:
         raise UsageError("--detections tracks files; --data runs the detector on a data set: drop one")
     return TrackJob(
         from_flags(TrackInputs, args), from_flags(TrackerChoice, args), from_flags(TrackOutputs, args),
-        from_flags(InferenceConfig, args), slice_settings(args), **classifier_settings(args),
+        inference_settings(args), slice_settings(args), **classifier_settings(args),
         style=from_flags(DrawStyle, args), output=from_flags(OutputDir, args),
     )  # fmt: skip
 

@@ -14,6 +14,7 @@ from tphyolo.commands.options.inference import (
     add_slice_flags,
     classifier_settings,
     inference_device,
+    inference_settings,
     slice_settings,
 )
 from tphyolo.evaluation.settings import ValConfig
@@ -56,7 +57,7 @@ def run(args: argparse.Namespace) -> int:
     from tphyolo.evaluation.val import val
     from tphyolo.runtime.distributed import DistContext, process_group
 
-    inference = from_flags(InferenceConfig, args)
+    inference = inference_settings(args)
     output = from_flags(OutputDir, args)
     run_dir = cache(lambda: output.create("runs/val"))  # created once the data are loaded; the report writes there
     config = from_flags(ValConfig, args, save_dir=run_dir, progress=True, slicing=slice_settings(args),

@@ -27,7 +27,7 @@ from tphyolo.evaluation.sharded import Shard
 from tphyolo.evaluation.writers import Evaluator, writers_for
 from tphyolo.infer.backends.pytorch import Weights, load_backends
 from tphyolo.infer.config import VALIDATION, InferenceConfig, inference_config
-from tphyolo.infer.input_shape import fixed_input_shape
+from tphyolo.infer.input_shape import fixed_input_shape, settled_config
 from tphyolo.infer.slicing import SliceConfig
 from tphyolo.runtime.config import RuntimeConfig, resolve_device
 from tphyolo.runtime.distributed import DistContext, barrier, init_process_group
@@ -76,6 +76,7 @@ def val(
     torch_device = resolve_device(str(device)) if device is not None else runtime.torch_device(dist.local_rank)
     init_process_group(dist, torch_device)  # under torchrun; left joined for the caller's next call
     (backend,) = load_backends(weights, runtime=runtime, device=torch_device)
+    inference = settled_config([backend], inference)  # what the caller left to the model (`from_model`)
     fixed = fixed_input_shape([backend], inference)
     datasets_dir = None if config.datasets_dir is None else Path(config.datasets_dir)
 

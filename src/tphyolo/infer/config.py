@@ -32,6 +32,7 @@ MERGE_METHODS = ("wbf", "nms", "nmm", "greedy-nmm")  # tphyolo.infer.merge
 MATCH_MEASURES = ("iou", "ios")  # tphyolo.ops.overlap: intersection over union, or over the smaller box
 NMM_MATCH = 0.5  # the overlap threshold of (greedy) non-maximum merging unless given, as SAHI's
 MAX_TTA_SCALE = 4.0  # TTA passes enlarge the input at most this much (the paper's largest is 1.3)
+MODEL_CHOSEN = ("imgsz", "batch")  # the settings models may choose when the caller leaves them (`from_model`)
 RECLASSIFY_MIN_SCORE = 0.01  # detections scoring less are not re-classified (validation keeps thousands of them)
 
 
@@ -46,13 +47,17 @@ class InferenceConfig:
     and slices are combined, "wbf", "nms", "nmm" or "greedy-nmm" (`tphyolo.infer.merge`); merge_iou: its overlap
     threshold (default `merge_threshold`); match: the overlap measure of nms/nmm/greedy-nmm, "iou" or "ios";
     merge_agnostic: merge across classes (so does `agnostic` for nms). WBF fuses within a class, by IoU.
+    from_model: the settings of `MODEL_CHOSEN` the caller left to the models (a command line that does not give
+    them): "imgsz" becomes a checkpoint's training size or an export's own, "batch" at most a fixed-batch
+    export's (`tphyolo.infer.input_shape.settled_config`, which says so in one line each).
     """
 
     imgsz: int = imgsz_flag(640, help="inference size (long side), pixels", bounds=IMGSZ_BOUNDS)
     batch: int = flag(1, "--batch", "--batch-size", help="images (or slices) per forward pass", bounds=AT_LEAST_ONE)
     conf: float = flag(PREDICT_CONF, "--conf", "--conf-thres", help="confidence threshold", bounds=FRACTION)
     iou: float = flag(PREDICT_IOU, "--iou", "--iou-thres", help="NMS IoU threshold", bounds=FRACTION)
-    max_det: int = flag(MAX_DET, "--max-det", help="most detections per image", bounds=AT_LEAST_ONE)
+    max_det: int = flag(MAX_DET, "--max-det", help="most detections per image (a raster, run tile by tile: per tile; "
+                        "its merged detections are all kept)", bounds=AT_LEAST_ONE)  # fmt: skip
     classes: tuple[int, ...] | None = flag(None, "--classes", help="keep only these class ids", bounds=NON_NEGATIVE)
     agnostic: bool = flag(False, "--agnostic-nms", help="suppress across classes")
     augment: bool = flag(False, "--augment", help="test-time augmentation")
@@ -71,11 +76,12 @@ class InferenceConfig:
         "iou", "--match", choices=MATCH_MEASURES, help="merge overlap: iou, or ios (over the smaller box)"
     )
     merge_agnostic: bool = flag(False, "--merge-agnostic", help="merge boxes across classes (nms, nmm, greedy-nmm)")
+    from_model: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         """Raises ValueError naming the flag (`setting_name`) of the first setting that is out of range or has no
         effect (TTA passes without `augment`)."""
-        for name in ("classes", "tta_scales", "tta_flips"):  # lists (from Python callers) become tuples
+        for name in ("classes", "tta_scales", "tta_flips", "from_model"):  # lists (from Python callers) become tuples
             value = getattr(self, name)
             if value is not None and not isinstance(value, tuple):
                 object.__setattr__(self, name, tuple(value))
@@ -96,6 +102,8 @@ class InferenceConfig:
             raise ValueError(f"{given}: wbf fuses boxes of one class by IoU; choose {setting_name(self, 'merge')} "
                              "nms, nmm or greedy-nmm")  # fmt: skip
         TTAConfig(self.tta_scales, self.tta_flips)  # validates them
+        if unknown := sorted(set(self.from_model) - set(MODEL_CHOSEN)):
+            raise ValueError(f"from_model {unknown}: the models choose only {list(MODEL_CHOSEN)}")
         if not self.augment and (self.tta_scales, self.tta_flips) != (PAPER_SCALES, DEFAULT_FLIPS):
             names = f"{setting_name(self, 'tta_scales')}/{setting_name(self, 'tta_flips')}"
             raise ValueError(f"{names} choose the passes of {setting_name(self, 'augment')}; add it or drop them")
@@ -113,6 +121,7 @@ class InferenceConfig:
         """The settings by field name, less those that change nothing: the TTA passes without `augment`, and
         merging when no runs are merged (`runs_merged`: TTA, an ensemble or slicing) -- what a report lists."""
         settings = dataclasses.asdict(self)
+        del settings["from_model"]  # resolved before any image is read: imgsz and batch say what ran
         if not self.augment:
             del settings["tta_scales"], settings["tta_flips"]
         if not runs_merged:

@@ -31,6 +31,7 @@ from tphyolo.data.letterbox import check_imgsz
 from tphyolo.infer.backends.pytorch import Weights, load_backends
 from tphyolo.infer.config import InferenceConfig, inference_config
 from tphyolo.infer.detector import Detector
+from tphyolo.infer.input_shape import settled_config
 from tphyolo.infer.slicing import SliceConfig
 from tphyolo.infer.tta_config import TTAConfig
 from tphyolo.infer.windows import image_windows, view_batches
@@ -103,6 +104,7 @@ class Predictor:
     def _configure(
         self, backends: Sequence, config: InferenceConfig, slicing: int | str | SliceConfig | None, classifier
     ) -> None:
+        config = settled_config(backends, config)  # what the caller left to the models (`from_model`)
         self.config = replace(config, imgsz=check_imgsz(config.imgsz, max(b.stride for b in backends)))
         self.detector = Detector(backends, self.config, weights=self.model_weights, classifier=classifier)
         fixed = self.detector.fixed_shape

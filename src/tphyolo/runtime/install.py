@@ -36,13 +36,20 @@ class BrokenInstallError(RuntimeError, ValueError):
 
 @dataclass(frozen=True)
 class PairProblem:
-    """What is wrong with the installed pair (`message`) and the pip command that installs one that works."""
+    """What is wrong with the installed pair (`message`), the pip command that installs one that works from the
+    index of the installed build (`fix`) and, when that is PyTorch's own index, the one that installs PyPI's
+    pair instead (`fallback`, for a machine that cannot reach that index: how the pair got mixed)."""
 
     message: str
     fix: str
+    fallback: str | None = None
 
     def __str__(self) -> str:
-        return f"{self.message}; install a matching pair: {self.fix}"
+        text = f"{self.message}; install a matching pair: {self.fix}"
+        if self.fallback is not None:
+            text += f"; where {PYTORCH_INDEX} cannot be reached, PyPI's pair (on Linux a larger CUDA build, which " \
+                    f"runs on a CPU too): {self.fallback}"  # fmt: skip
+        return text
 
 
 def installed_version(package: str) -> str | None:
@@ -74,14 +81,21 @@ def matching_torchvision(torch_version: str) -> str | None:
     return f"0.{release[1] + TORCHVISION_MINOR_OFFSET}"
 
 
-def pip_command(torch_version: str) -> str:
+def pip_command(torch_version: str, *, from_pypi: bool = False) -> str:
     """The pip command that installs torch `torch_version` with the torchvision built for it, from the index of
-    its build (PyTorch's CPU index for `+cpu`; PyPI for a plain version)."""
+    its build (PyTorch's CPU index for `+cpu`; PyPI for a plain version), or from PyPI with `from_pypi`."""
     torchvision = matching_torchvision(torch_version)
     wanted = f'"torchvision=={torchvision}.*"' if torchvision else "torchvision"
-    build = _build(torch_version)
+    build = None if from_pypi else _build(torch_version)
     index = f" --index-url {PYTORCH_INDEX}/{build}" if build else ""
     return f'pip install --force-reinstall "torch=={torch_version.split("+")[0]}" {wanted}{index}'
+
+
+def _problem(message: str, torch_version: str) -> PairProblem:
+    """A PairProblem with the fixes for torch `torch_version`: from its build's index, and from PyPI when that
+    index is PyTorch's own."""
+    fallback = pip_command(torch_version, from_pypi=True) if _build(torch_version) else None
+    return PairProblem(message, pip_command(torch_version), fallback)
 
 
 def pair_problem(torch_version: str, torchvision_version: str | None) -> PairProblem | None:
@@ -94,10 +108,10 @@ def pair_problem(torch_version: str, torchvision_version: str | None) -> PairPro
     pair = f"torch {torch_version} and torchvision {torchvision_version}"
     if wanted is not None and release is not None and f"{release[0]}.{release[1]}" != wanted:
         needs = f"torch {'.'.join(map(str, _release(torch_version)))} needs torchvision {wanted}"
-        return PairProblem(f"{pair} do not go together ({needs})", pip_command(torch_version))
+        return _problem(f"{pair} do not go together ({needs})", torch_version)
     builds = _build(torch_version), _build(torchvision_version)
     if None not in builds and builds[0] != builds[1]:
-        return PairProblem(f"{pair} are different builds ({builds[0]}, {builds[1]})", pip_command(torch_version))
+        return _problem(f"{pair} are different builds ({builds[0]}, {builds[1]})", torch_version)
     return None
 
 
@@ -122,10 +136,8 @@ def install_problem(error: BaseException) -> PairProblem | None:
     cause = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
     problem = pair_problem(torch_version, torchvision_version)
     if problem is None:  # the versions say they pair: the install itself is broken
-        problem = PairProblem(
-            f"torchvision {torchvision_version} does not load with torch {torch_version}", pip_command(torch_version)
-        )
-    return PairProblem(f"{problem.message}: importing torchvision fails with '{cause}'", problem.fix)
+        problem = _problem(f"torchvision {torchvision_version} does not load with torch {torch_version}", torch_version)
+    return PairProblem(f"{problem.message}: importing torchvision fails with '{cause}'", problem.fix, problem.fallback)
 
 
 @contextlib.contextmanager
@@ -143,7 +155,7 @@ def torch_install_checked() -> Iterator[None]:
 
 def torchvision_status() -> tuple[str | None, dict | None]:
     """(torchvision's version, None when it is not installed; the problem of the torch/torchvision pair as
-    {"message", "fix"}, None when they import and go together). Never raises for a broken pair."""
+    {"message", "fix", "fallback"}, None when they import and go together). Never raises for a broken pair."""
     try:
         import torchvision
     except Exception as error:  # a broken pair fails in many ways; install_problem says which it knows

@@ -24,7 +24,6 @@ import os
 import threading
 import time
 from collections.abc import Sequence
-from importlib import resources
 
 from tphyolo.errors import describe_error
 from tphyolo.imports import require
@@ -38,12 +37,12 @@ from tphyolo.serve.engine import EngineSpec
 from tphyolo.serve.images import decode_request_image
 from tphyolo.serve.metrics import SERVE_INSTALL_HINT, ServiceMetrics
 from tphyolo.serve.options import answer_format, request_settings
+from tphyolo.serve.page import page_html
 from tphyolo.serve.problems import RequestProblem, unavailable
 from tphyolo.serve.uploads import read_uploads
 from tphyolo.serve.worker import InferenceWorker, InProcessWorker
 
 LOGGER = logging.getLogger(__name__)
-PAGE = "page.html"  # the drop-an-image page, a file of this package
 CLIENT_GONE = 499  # the status counted (and logged) for a client that left before its request was read
 
 
@@ -238,6 +237,6 @@ def build_app(service: Service, *, lifespan: bool = True):
 
     @app.get("/", summary="a page to try the service", response_class=HTMLResponse)
     async def page():
-        return HTMLResponse(resources.files(__package__).joinpath(PAGE).read_text(encoding="utf-8"))
+        return HTMLResponse(page_html(service.worker.info, failure=service.failure))
 
     return app

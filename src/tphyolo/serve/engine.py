@@ -105,7 +105,7 @@ class InferenceEngine:
             list(spec.weights), config, runtime=spec.runtime, device=spec.device, slice=spec.slicing,
             model_weights=spec.model_weights, classifier=spec.classifier, classifier_weight=spec.classifier_weight,
         )  # fmt: skip
-        self.max_batch = max_batch
+        self.max_batch = self.predictor.config.batch  # at most a fixed-batch export's, unless asked (`from_model`)
         self.defaults = Settings(
             replace(self.predictor.config, batch=1), self.predictor.slicing, spec.classifier is not None
         )

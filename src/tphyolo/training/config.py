@@ -37,7 +37,7 @@ class TrainConfig:
     batch: images per process per step; gradients accumulate over batches until an optimiser step has seen
         about `nominal_batch` images.
     label_smoothing: None takes the hyp file's value (0 when it has none); a number, 0 included, replaces it.
-    warmup_min_steps: minimum warm-up length in optimiser batches (the original used 1000; later YOLOv5 100).
+    warmup_min_steps: minimum warm-up length in batches (the original used 1000; later YOLOv5 100).
     val_conf, val_iou, max_det: the validation after each epoch (the shared scoring defaults).
     """
 
@@ -109,7 +109,11 @@ class TrainConfig:
         help="ignored regions in training images: 'fill' paints them grey, 'keep' leaves them (the original)",
     )
     autoanchor: bool = flag(True, "--noautoanchor", help="keep the model's anchors as they are")
-    warmup_min_steps: int = 100
+    warmup_min_steps: int = flag(
+        100, "--warmup-min-steps", metavar="BATCHES", bounds=NON_NEGATIVE,
+        help="the warm-up lasts at least this many batches, at most half the run (YOLOv5's rule; 0: warmup_epochs "
+        "alone)",
+    )  # fmt: skip
     val_conf: float = VAL_CONF
     val_iou: float = VAL_IOU
     max_det: int = MAX_DET
@@ -129,7 +133,7 @@ class TrainConfig:
             raise ValueError(f"{self._flag('cache')} must be one of {CACHE_CHOICES}, got {self.cache!r}")
         if self.ignore_mode not in IGNORE_MODES:
             raise ValueError(f"{self._flag('ignore_mode')} must be one of {IGNORE_MODES}, got {self.ignore_mode!r}")
-        for name, minimum in (("max_det", 1), ("warmup_min_steps", 0)):  # settings without a flag
+        for name, minimum in (("max_det", 1),):  # settings without a flag
             if getattr(self, name) < minimum:
                 raise ValueError(f"{self._flag(name)} must be at least {minimum}, got {getattr(self, name)}")
         for name in ("val_conf", "val_iou"):

@@ -13,7 +13,7 @@ import copy
 import logging
 import math
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -28,6 +28,7 @@ from tphyolo.data.letterbox import check_imgsz
 from tphyolo.data.loader import set_loader_epoch, step_size
 from tphyolo.evaluation import loop as evaluation_loop  # by module: a patched loop function is the one called
 from tphyolo.evaluation.settings import EvalSettings
+from tphyolo.evaluation.writers import BatchPlots, MetricPlots
 from tphyolo.infer.config import InferenceConfig
 from tphyolo.metrics import fitness
 from tphyolo.ops.boxes import xyxy_to_cxcywh
@@ -232,7 +233,9 @@ class Trainer:
                 self.run_dir,
             )  # fmt: skip
             if progress.steps.step < self.optim.warmup_steps:
-                LOGGER.info("%s", warmup_plan(self.optim.warmup_steps, len(self.data.train_loader)))
+                batches = len(self.data.train_loader)
+                LOGGER.info("%s", warmup_plan(self.optim.warmup_steps, batches, min_steps=cfg.warmup_min_steps,
+                                              from_epochs=round(self.hyp["warmup_epochs"] * batches)))  # fmt: skip
         epochs_without_gain = 0
         metrics: dict[str, float] = {}
         epoch = progress.start_epoch
@@ -281,11 +284,14 @@ class Trainer:
 
     def _final_validation(self, best: Path) -> dict[str, float]:
         """Validate the weights of `best` on the val split (every rank its share) and log the table with a row
-        per class (rank 0)."""
+        per class (rank 0). With `plots`, rank 0 writes YOLOv5's validation figures into the run folder, as
+        `tphyolo val` does: confusion_matrix.png, PR/F1/P/R_curve.png, val_batchK_labels/pred.jpg."""
         model = self.runtime.place_model(load_checkpoint(best).build_model(), self.device)
+        plots = self.cfg.plots and self.dist.is_main
         if self.dist.is_main:
             LOGGER.info("validating %s", best)
-        results = self._evaluate(model)
+        results = self._evaluate(model, evaluators=[BatchPlots(self.run_dir), MetricPlots(self.run_dir)] if plots
+                                 else ())  # fmt: skip
         if self.dist.is_main:
             LOGGER.info("%s", evaluation_loop.format_results(results, verbose=True))
         return self._metrics(results)
@@ -386,12 +392,12 @@ class Trainer:
         broadcast_module(self.dist, model)  # every rank takes part: rank 0 sends
         return model
 
-    def _evaluate(self, model: torch.nn.Module, batches: Any = None) -> Any:
+    def _evaluate(self, model: torch.nn.Module, batches: Any = None, *, evaluators: Sequence[Any] = ()) -> Any:
         config = InferenceConfig(conf=self.cfg.val_conf, iou=self.cfg.val_iou, max_det=self.cfg.max_det)
         batches = self.data.val_loader if batches is None else batches
         settings = EvalSettings(progress=self.verbose, shard=self.data.val_shard)
         return evaluation_loop.evaluate(model, batches, names=self.names, config=config, settings=settings,
-                                        runtime=self.runtime, device=self.device)  # fmt: skip
+                                        evaluators=evaluators, runtime=self.runtime, device=self.device)  # fmt: skip
 
     @staticmethod
     def _metrics(results: Any) -> dict[str, float]:

@@ -46,7 +46,7 @@ def _panel_lines(counter: Counter, zones: Zones) -> list[str]:
         forward, backward = (sum(per_direction[d].values()) for d in ("forward", "backward"))
         lines.append(f"{name}: {forward} forward, {backward} backward")
     for name in zones.live:
-        lines.append(f"{name}: {sum(zones.live[name].values())} now, {sum(zones.entries[name].values())} entered")
+        lines.append(f"{name}: {sum(zones.live[name].values())} inside, {sum(zones.entries[name].values())} entered")
     return lines
 
 

@@ -37,13 +37,10 @@ def write_counts(path: Path, counts: dict) -> Path:
     return path
 
 
-def write_heatmap(folder: Path, array: np.ndarray, overlay: np.ndarray | None) -> list[Path]:
-    """`heatmap.npy` (the counts) and, with an overlay image, `heatmap.png`."""
-    saved = [folder / "heatmap.npy"]
-    np.save(saved[0], array)
-    if overlay is not None:
-        saved.append(write_image(folder / "heatmap.png", overlay))
-    return saved
+def write_heatmap(folder: Path, array: np.ndarray, overlay: np.ndarray) -> list[Path]:
+    """`heatmap.npy` (the counts) and `heatmap.png` (`overlay`, the image of them)."""
+    np.save(folder / "heatmap.npy", array)
+    return [folder / "heatmap.npy", write_image(folder / "heatmap.png", overlay)]
 
 
 class VideoFile:

@@ -11,17 +11,45 @@ from typing import Any
 
 from tphyolo.errors import UsageError
 from tphyolo.flags import FRACTION, NON_NEGATIVE, add_flags, flag, from_flags
-from tphyolo.infer.config import InferenceConfig
+from tphyolo.infer.config import MODEL_CHOSEN, InferenceConfig
 from tphyolo.infer.slicing import AUTO, DEFAULT_OVERLAP, OVERLAP_BOUNDS, SIZE_BOUNDS, SliceConfig
 from tphyolo.runtime.run_dir import OutputDir
+
+_MODEL_DEFAULT_HELP = {  # what a setting of MODEL_CHOSEN is when its flag is not given
+    "imgsz": "the checkpoint's training size, an export's own, else {}",
+    "batch": "{}, at most a fixed-batch export's",
+}
 
 
 def add_inference_flags(
     parser: argparse.ArgumentParser, *, defaults: Mapping[str, Any] | None = None, exclude: Iterable[str] = ()
 ) -> None:
     """The InferenceConfig flags (with this command's `defaults`, without `exclude`) and the OutputDir flags."""
-    add_flags(parser, InferenceConfig, defaults=defaults, exclude=exclude)
+    add_model_chosen_flags(parser, defaults=defaults, exclude=exclude)
     add_flags(parser, OutputDir)
+
+
+def add_model_chosen_flags(
+    parser: argparse.ArgumentParser, *, defaults: Mapping[str, Any] | None = None, exclude: Iterable[str] = ()
+) -> None:
+    """The InferenceConfig flags (with this command's `defaults`, without `exclude`), those of `MODEL_CHOSEN`
+    parsed to None when not given, so that `inference_settings` leaves them to the models."""
+    defaults, exclude = dict(defaults or {}), set(exclude)
+    fallbacks = {name: defaults.get(name, getattr(InferenceConfig, name)) for name in MODEL_CHOSEN
+                 if name not in exclude}  # fmt: skip
+    add_flags(parser, InferenceConfig, defaults=defaults | dict.fromkeys(fallbacks), exclude=exclude)
+    for action in parser._actions:  # argparse has no public lookup of an action by destination
+        if action.dest in fallbacks:
+            action.help = f"{action.help} (default: {_MODEL_DEFAULT_HELP[action.dest].format(fallbacks[action.dest])})"
+    parser.set_defaults(model_chosen_fallbacks=fallbacks)
+
+
+def inference_settings(args: argparse.Namespace) -> InferenceConfig:
+    """The InferenceConfig of the parsed flags: the settings of `MODEL_CHOSEN` not given (None) are the
+    command's defaults, left to the models to settle (`from_model`) once they are loaded."""
+    fallbacks = getattr(args, "model_chosen_fallbacks", {})
+    left = tuple(name for name, value in fallbacks.items() if getattr(args, name) is None)
+    return from_flags(InferenceConfig, args, **{name: fallbacks[name] for name in left}, from_model=left)
 
 
 def _slice_size(text: str) -> int | str:

@@ -4,7 +4,9 @@ A YOLOv5 spelling of a setting tphyolo has under another name is accepted as it 
 alias (`--conf-thres` beside `--conf`, `--img-size` beside `--img`). `HINTS` says, for each YOLOv5 flag a command
 does not take, what to do instead; `tphyolo COMMAND` prints it as one line under the parser's error. The tests
 check that every flag of `YOLOV5_FLAGS` is either taken by the command or has a hint, and the docs render both
-as the table of the "coming from YOLOv5" page. Importing this module imports nothing.
+as the table of the "coming from YOLOv5" page. `ULTRALYTICS_HINTS` does the same for flags of ultralytics' `yolo`
+command a newcomer from there tries, and `unknown_command_hint` for a YOLOv5 script's name given as a command
+(`tphyolo detect`). Importing this module imports nothing.
 """
 
 from __future__ import annotations
@@ -82,13 +84,34 @@ HINTS: dict[str, dict[str, str]] = {
 }
 
 
+_NO_WINDOW = "no window: the drawn {} go to the run folder ({}); in Python, `result.plot()` draws a result"
+
+# tphyolo command -> flag of ultralytics' `yolo predict` / `yolo track` it does not take -> what to do instead.
+ULTRALYTICS_HINTS: dict[str, dict[str, str]] = {
+    "predict": {"--show": _NO_WINDOW.format("images and videos", "runs/predict/exp")},
+    "track": {
+        "--show": _NO_WINDOW.format("videos", "runs/track/exp"),
+        "--persist": "not needed: tracks persist through each video (and stream) already, and start afresh with "
+        "the next",
+    },
+}
+
+
 def unknown_flag_hints(command: str, arguments: Iterable[str]) -> list[str]:
-    """One line for each YOLOv5 flag among `arguments` (what the parser of `command` did not take) that has a
-    hint: `--evolve is YOLOv5's: hyperparameter search is ...`. Values after flags are ignored."""
-    hints = HINTS.get(command, {})
+    """One line for each YOLOv5 (or ultralytics) flag among `arguments` (what the parser of `command` did not
+    take) that has a hint: `--evolve is YOLOv5's: hyperparameter search is ...`. Values after flags are
+    ignored."""
+    tables = (("YOLOv5's", HINTS.get(command, {})), ("ultralytics'", ULTRALYTICS_HINTS.get(command, {})))
     lines = []
     for argument in arguments:
         name = argument.split("=", 1)[0]
-        if name in hints:
-            lines.append(f"{name} is YOLOv5's: {hints[name]}")
+        lines += [f"{name} is {owner}: {hints[name]}" for owner, hints in tables if name in hints]
     return lines
+
+
+def unknown_command_hint(name: str) -> str | None:
+    """The line for a command tphyolo does not have that is a YOLOv5 script's name (`detect`), else None."""
+    command = next((c for c, script in YOLOV5_SCRIPTS.items() if script.removesuffix(".py") == name), None)
+    if command is None or command == name:
+        return None
+    return f"{name} is YOLOv5's {YOLOV5_SCRIPTS[command]}: use `tphyolo {command}` (it takes YOLOv5's flags)"

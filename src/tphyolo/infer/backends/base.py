@@ -63,6 +63,10 @@ class ExportedBackend:
         return self.metadata.batch
 
     @property
+    def own_imgsz(self) -> int:
+        return max(self.imgsz)
+
+    @property
     def fixed_shape(self) -> tuple[int, int] | None:
         return None if self.dynamic else self.imgsz
 

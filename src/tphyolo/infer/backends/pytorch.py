@@ -19,6 +19,7 @@ from torch import nn
 
 from tphyolo.checkpoint.format import load_checkpoint
 from tphyolo.checkpoint.release import is_release_name, missing_weights_message
+from tphyolo.data.files.image_limits import IMGSZ_BOUNDS
 from tphyolo.infer.backends import exported_format, load_backend
 from tphyolo.runtime.config import RuntimeConfig, autocast, sdpa_context
 
@@ -31,7 +32,8 @@ class Backend(Protocol):
     names: class names (index = class id); stride: the largest stride (input sides must be multiples of it);
     device: where its inputs live; dtype: the dtype of its inputs. Optional (a backend without them takes any
     input): fixed_shape, the (h, w) every input must have (a fixed-size export), None for any stride multiple;
-    max_batch, the most images one `run` takes (a fixed-size export's batch), None for any number.
+    max_batch, the most images one `run` takes (a fixed-size export's batch), None for any number; own_imgsz,
+    the image size the model was made for (a checkpoint's training size, an export's), None when unknown.
     """
 
     names: list[str]
@@ -66,9 +68,18 @@ class TorchBackend:
     max_batch = None  # any batch
 
     def __init__(
-        self, model: nn.Module, *, runtime: RuntimeConfig, device: torch.device, names: Sequence[str] | None = None
+        self,
+        model: nn.Module,
+        *,
+        runtime: RuntimeConfig,
+        device: torch.device,
+        names: Sequence[str] | None = None,
+        own_imgsz: int | None = None,
+        path: Path | None = None,
     ) -> None:
+        """own_imgsz: the size the model was trained at, when known; path: the checkpoint it was read from."""
         self.model, self.runtime, self.device = model, runtime, torch.device(device)
+        self.own_imgsz, self.path = own_imgsz, path
         self.names = list(names if names is not None else getattr(model, "names", []))
         self.stride = model_stride(model)
         self.dtype = torch.float16 if runtime.half else torch.float32
@@ -77,6 +88,7 @@ class TorchBackend:
     def load(cls, weights: Weights, *, runtime: RuntimeConfig, device: torch.device, fuse: bool = True) -> TorchBackend:
         """A model, or a checkpoint file (tphyolo or original TPH-YOLOv5/YOLOv5 format), fused (when `fuse`)
         and prepared by `runtime` for `device`. Raises FileNotFoundError for a missing file."""
+        own_imgsz, path = None, None
         if isinstance(weights, nn.Module):
             model, names = weights, list(getattr(weights, "names", []))
         else:
@@ -84,10 +96,12 @@ class TorchBackend:
                 raise FileNotFoundError(missing_weights_message(weights))
             checkpoint = load_checkpoint(weights)
             model, names = checkpoint.build_model(), list(checkpoint.names)
+            own_imgsz = trained_imgsz(checkpoint.state.get("train_args"), source=str(weights))
+            path = Path(weights)
         if fuse and hasattr(model, "fuse"):
             model = model.fuse()  # a new module
         model = runtime.prepare_model(model.eval(), device)
-        return cls(model, runtime=runtime, device=device, names=names)
+        return cls(model, runtime=runtime, device=device, names=names, own_imgsz=own_imgsz, path=path)
 
     def prepare(self, images: torch.Tensor) -> torch.Tensor:
         return self.runtime.prepare_images(images, self.device)
@@ -95,6 +109,17 @@ class TorchBackend:
     def run(self, x: torch.Tensor) -> torch.Tensor:
         with autocast(self.runtime, self.device), sdpa_context(self.runtime):
             return self.model(x)
+
+
+def trained_imgsz(train_args: object, *, source: str) -> int | None:
+    """The image size of a checkpoint's saved training settings (`train_args`, a mapping with 'imgsz'), None
+    when it has none. Raises ValueError naming `source` for an 'imgsz' that is not an image size."""
+    if not isinstance(train_args, dict) or "imgsz" not in train_args:
+        return None
+    imgsz = train_args["imgsz"]
+    if type(imgsz) is not int or imgsz not in IMGSZ_BOUNDS:
+        raise ValueError(f"{source}: train_args 'imgsz' must be an image size {IMGSZ_BOUNDS}, got {imgsz!r:.40}")
+    return imgsz
 
 
 def load_backends(

@@ -10,6 +10,7 @@ from dataclasses import dataclass
 import torch
 from torch import nn
 
+from tphyolo.flags import setting_name
 from tphyolo.runtime.config import RuntimeConfig
 from tphyolo.training.config import TrainConfig
 from tphyolo.training.optim.ema import ModelEMA
@@ -84,11 +85,19 @@ def warmup_length(warmup_epochs: float, batches_per_epoch: int, min_steps: int, 
     return min(max(round(warmup_epochs * batches_per_epoch), min_steps), max(1, epochs * batches_per_epoch // 2))
 
 
-def warmup_plan(warmup_steps: int, batches_per_epoch: int) -> str:
-    """The line a run logs before its first epoch: how long the warm-up lasts and what it does to the metrics."""
+def warmup_plan(warmup_steps: int, batches_per_epoch: int, *, from_epochs: int | None = None,
+                min_steps: int | None = None) -> str:  # fmt: skip
+    """The line a run logs before its first epoch: how long the warm-up lasts and what it does to the metrics.
+    `from_epochs`: the batches `warmup_epochs` alone gives; when `min_steps` (`--warmup-min-steps`) made the
+    warm-up longer than that, the line says so, with the flag that sets it."""
     epochs = warmup_steps / max(batches_per_epoch, 1)
+    why = ""
+    if from_epochs is not None and min_steps is not None and warmup_steps > from_epochs:
+        capped = ", capped at half the run" if warmup_steps < min_steps else ""
+        why = (f" ({setting_name(TrainConfig, 'warmup_min_steps')} {min_steps}{capped}; warmup_epochs alone "
+               f"would give {from_epochs})")  # fmt: skip
     return (
-        f"warm-up: the first {warmup_steps} batches ({epochs:.1f} epochs) raise the learning rate from 0; "
+        f"warm-up: the first {warmup_steps} batches ({epochs:.1f} epochs) raise the learning rate from 0{why}; "
         "P, R and mAP often stay near 0 until the model finds its first objects"
     )
 
