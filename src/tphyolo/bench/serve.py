@@ -1,294 +1,197 @@
-"""`tphyolo bench serve`: closed-loop load on the detection service, dynamic batching against `--max-batch 1`.
+"""`tphyolo bench serve`: closed-loop load on the detection service, dynamic batching against `--max-batch 1`,
+the service against the in-process Predictor, and where a request's time goes.
 
 For each `max_batch` (the service's default and 1, each a `tphyolo serve` on 127.0.0.1, side by side; or one
 server already running on this machine, `url`) and each concurrency C: C clients send the same image back to
 back, `requests` in all (in `rounds` slices alternating between the servers, each at most `time_limit_s`),
-each waiting for its answer before the next (closed loop).
-Measured: throughput (images/s), latency p50/p95/p99, answers by status, mean batch size (from the service's
-/metrics). The baseline of the per-image cost is `Predictor` on the same image in this process, one at a time
-(`tphyolo predict`'s path without the HTTP), median of `baseline_repeats`.
+each waiting for its answer before the next (closed loop); a progress line at least every few seconds.
+Measured: throughput (images/s), latency p50/p99, answers by status, mean batch size (from /metrics), resident
+memory of each server with its worker after the level, the service's own timings of each answer.
 
-Rows (`tphyolo.bench.report.Row`): `serve` per (max_batch, C): ours_ms = ms per image (1000 / throughput);
-baseline_ms = the same C with max_batch 1 (so speedup = the throughput batching buys), or predict's per-image
-time for the max_batch 1 rows; `serve p99` at C=1: the p99 latency against predict's per-image time.
+Rows (`tphyolo.bench.report.Row`), one baseline per row name:
+- `serve batching` per C: ms per image (1000 / throughput) of the default max_batch against max_batch 1;
+  memory: server + worker resident MiB of each;
+- `serve p99` per C: p99 latency of the default max_batch against max_batch 1;
+- `serve vs predict` per C and server: ms per image against `Predictor` in this process, one image at a time
+  as `tphyolo predict` runs (median of `baseline_repeats`, PyTorch's default threads);
+- `serve stage` (no baseline): each step of a request in ms -- decode, letterbox, forward, NMS, encode timed in
+  this process under the worker's threads (`tphyolo.bench.serve_stages`), and per C and server from the answers:
+  queue (the wait for a batch), worker (its batch in the worker: letterbox, forward, NMS), hop (the rest of the
+  service's time: the event loop, the hop to the worker process and back), http (client latency beyond it);
+- `serve forward` (no baseline): the forward's ms per image at batch 1, 4 and 8 under the worker's threads,
+  which says whether batching can pay on this machine.
 """
 
 from __future__ import annotations
 
-import re
+import contextlib
 import statistics
-import subprocess
-import sys
-import threading
 import time
-from collections import Counter
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from pathlib import Path
-from urllib.parse import urlsplit
 
 import numpy as np
 
 from tphyolo.bench.report import Row, significant
+from tphyolo.bench.serve_load import LoadResult, Progress, ServerProcess, bench_image, check_loopback, closed_loop
+from tphyolo.bench.serve_stages import STAGES, forward_per_image, stage_times
 from tphyolo.predict.predictor import Predictor
 
-LOOPBACK = ("127.0.0.1", "localhost", "::1")
-READY_TIMEOUT_S = 300.0
-
-
-@dataclass(frozen=True)
-class LoadResult:
-    """One closed-loop run: seconds, latencies (s) of the 200 answers, answers by status, batches seen."""
-
-    seconds: float
-    latencies: list[float]
-    statuses: Counter
-    mean_batch: float | None
-
-    @property
-    def throughput(self) -> float:
-        return len(self.latencies) / self.seconds if self.seconds > 0 else 0.0
-
-    def merged(self, other: LoadResult) -> LoadResult:
-        """This run and `other` as one (seconds added, batch sizes weighted by the images of each)."""
-        sizes = [(r.mean_batch, len(r.latencies)) for r in (self, other) if r.mean_batch is not None]
-        images = sum(n for _, n in sizes)
-        mean = significant(sum(m * n for m, n in sizes) / images) if images else None
-        return LoadResult(self.seconds + other.seconds, self.latencies + other.latencies,
-                          self.statuses + other.statuses, mean)  # fmt: skip
-
-    def percentile_ms(self, q: float) -> float | None:
-        return significant(1000 * float(np.percentile(self.latencies, q))) if self.latencies else None
-
-
-def check_loopback(url: str) -> str:
-    """`url` without a trailing slash; ValueError unless it is http on a loopback address."""
-    parts = urlsplit(url)
-    if parts.scheme != "http" or parts.hostname not in LOOPBACK:
-        raise ValueError(f"--url {url}: load goes to a loopback address only (http://127.0.0.1:PORT)")
-    return url.rstrip("/")
-
-
-def _batch_totals(url: str, client) -> tuple[float, float]:
-    """(sum, count) of the service's batch-size histogram."""
-    text = client.get(f"{url}/metrics").text
-    values = dict(re.findall(r"^tphyolo_batch_size_(sum|count) (\S+)$", text, re.MULTILINE))
-    return float(values.get("sum", 0)), float(values.get("count", 0))
-
-
-def closed_loop(
-    url: str,
-    requests: Sequence[tuple[bytes, str, dict]],
-    *,
-    concurrency: int,
-    time_limit_s: float,
-    timeout_s: float = 120.0,
-    on_answer: Callable[[int, int, object], None] | None = None,
-) -> LoadResult:
-    """Send `requests` (body, content type, query) to `url`/v1/detect from `concurrency` clients, each waiting
-    for its answer before taking the next, until all are sent or `time_limit_s` passed. `on_answer(index,
-    status, json or None)` sees each answer. Status 0 counts a request that got no answer (a transport error)."""
-    import httpx
-
-    lock = threading.Lock()
-    position = iter(range(len(requests)))
-    latencies: list[float] = []
-    statuses: Counter = Counter()
-    deadline = time.monotonic() + time_limit_s
-
-    def client_loop() -> None:
-        with httpx.Client(timeout=timeout_s) as client:
-            while time.monotonic() < deadline:
-                with lock:
-                    index = next(position, None)
-                if index is None:
-                    return
-                body, content_type, query = requests[index]
-                start = time.perf_counter()
-                try:
-                    response = client.post(f"{url}/v1/detect", content=body, params=query,
-                                           headers={"Content-Type": content_type})  # fmt: skip
-                    status, data = response.status_code, response.json()
-                except (httpx.HTTPError, ValueError):
-                    status, data = 0, None
-                elapsed = time.perf_counter() - start
-                with lock:
-                    statuses[status] += 1
-                    if status == 200:
-                        latencies.append(elapsed)
-                if on_answer is not None:
-                    on_answer(index, status, data)
-
-    with httpx.Client() as client:
-        batch_sum, batch_count = _batch_totals(url, client)
-        start = time.perf_counter()
-        threads = [threading.Thread(target=client_loop) for _ in range(concurrency)]
-        for thread in threads:
-            thread.start()
-        for thread in threads:
-            thread.join()
-        seconds = time.perf_counter() - start
-        after_sum, after_count = _batch_totals(url, client)
-    batches = after_count - batch_count
-    mean_batch = significant((after_sum - batch_sum) / batches) if batches else None
-    return LoadResult(seconds, latencies, statuses, mean_batch)
-
-
-class ServerProcess:
-    """`tphyolo serve` in a child process on a free 127.0.0.1 port, with `flags`; a context manager giving
-    its URL once ready, stopped with SIGTERM on exit."""
-
-    def __init__(self, flags: Sequence[str]) -> None:
-        self.flags = list(flags)
-        self.process: subprocess.Popen | None = None
-
-    def __enter__(self) -> str:
-        import httpx
-
-        command = [sys.executable, "-m", "tphyolo", "serve", "--host", "127.0.0.1", "--port", "0", *self.flags]
-        self.process = subprocess.Popen(command, stdout=subprocess.PIPE, text=True)
-        line = self.process.stdout.readline()
-        found = re.search(r"http://127\.0\.0\.1:\d+", line)
-        if found is None:
-            self.__exit__()
-            raise RuntimeError(f"tphyolo serve did not start: {line.strip() or 'no output'}")
-        url = found.group(0)
-        deadline = time.monotonic() + READY_TIMEOUT_S
-        while httpx.get(f"{url}/readyz").status_code != 200:
-            if time.monotonic() > deadline or self.process.poll() is not None:
-                self.__exit__()
-                raise RuntimeError("tphyolo serve did not get ready")
-            time.sleep(0.2)
-        return url
-
-    def __exit__(self, *exc) -> None:
-        if self.process is not None and self.process.poll() is None:
-            self.process.terminate()
-            try:
-                self.process.wait(60)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait()
-
-
-def bench_image(path: str | None, *, size: tuple[int, int] = (720, 1280), seed: int = 0) -> tuple[bytes, np.ndarray]:
-    """The JPEG bytes and decoded image of `path`, or of a generated scene (noise and boxes) of `size` (h, w)."""
-    import cv2
-
-    if path is not None:
-        data = Path(path).read_bytes()
-        return data, cv2.imdecode(np.frombuffer(data, np.uint8), cv2.IMREAD_COLOR)
-    rng = np.random.default_rng(seed)
-    image = rng.integers(60, 200, (*size, 3), dtype=np.uint8)
-    for _ in range(40):
-        x, y = int(rng.integers(0, size[1] - 40)), int(rng.integers(0, size[0] - 40))
-        cv2.rectangle(image, (x, y), (x + int(rng.integers(8, 40)), y + int(rng.integers(8, 40))),
-                      tuple(int(c) for c in rng.integers(0, 255, 3)), -1)  # fmt: skip
-    data = cv2.imencode(".jpg", image)[1].tobytes()
-    return data, cv2.imdecode(np.frombuffer(data, np.uint8), cv2.IMREAD_COLOR)
+PROGRESS_EVERY_S = 10.0
+FORWARD_BATCHES = (1, 4, 8)
 
 
 @dataclass(frozen=True)
 class ServeBenchSettings:
-    """weights: what the servers load (paths); imgsz; concurrency levels; requests per level; max_batches:
-    the servers started (None: the service's default); url: a running loopback server instead (one pass);
-    image: a file (default: a generated 1280x720 scene); time_limit_s per slice of a level; rounds: slices
-    per level and server, alternating between the servers."""
+    """weights: what the servers load (paths); imgsz; concurrency levels; requests per level and server;
+    max_batches: the servers started (None: the service's default); url: a running loopback server instead
+    (one pass); image: a file (default: a generated 1280x720 scene); time_limit_s per slice of a level;
+    rounds: slices per level and server, alternating between the servers.
+
+    The defaults finish in about two minutes on a busy 2-core CPU with tph-yolov5n at 640 px (1 and 16
+    callers, 48 requests each): 1,4,16,64 and 200 requests took over 150 s there without a line."""
 
     weights: tuple[str, ...]
     imgsz: int = 640
-    concurrency: tuple[int, ...] = (1, 4, 16, 64)
-    requests: int = 200
+    concurrency: tuple[int, ...] = (1, 16)
+    requests: int = 48
     max_batches: tuple[int | None, ...] = (None, 1)
     url: str | None = None
     image: str | None = None
-    time_limit_s: float = 300.0
+    time_limit_s: float = 60.0
     rounds: int = 2
-    baseline_repeats: int = 10
+    baseline_repeats: int = 5
     server_flags: tuple[str, ...] = field(default=("--device", "cpu", "--timeout", "600"))  # no 504 under load
 
 
-def predict_ms(settings: ServeBenchSettings, image: np.ndarray) -> float:
-    """Median ms of `Predictor` on `image`, one call per image (the baseline)."""
-
-    predictor = Predictor(list(settings.weights), imgsz=settings.imgsz, device="cpu")
-    predictor(image)  # warm-up
+def predict_ms(predictor: Predictor, image: np.ndarray, repeats: int) -> float:
+    """Median ms of `predictor` on `image`, one call per image (the baseline), after one warm-up call."""
+    predictor(image)
     times = []
-    for _ in range(settings.baseline_repeats):
+    for _ in range(repeats):
         start = time.perf_counter()
         predictor(image)
         times.append(time.perf_counter() - start)
     return 1000 * statistics.median(times)
 
 
+@dataclass
+class _Level:
+    """What one server gave at one concurrency: the load merged over rounds, its memory after."""
+
+    load: LoadResult | None = None
+    memory_mb: float | None = None
+
+
 def bench_serve(settings: ServeBenchSettings, *, log: Callable[[str], None] = print) -> list[Row]:
     """The rows of the module docstring. The servers run side by side (one idle while the other is loaded)
     and each level is measured in `rounds` alternating slices, so that a machine whose load drifts (other
     jobs) weighs on both alike."""
-    import contextlib
+    import httpx
 
     body, image = bench_image(settings.image)
-    baseline = predict_ms(settings, image)
+    predictor = Predictor(list(settings.weights), imgsz=settings.imgsz, device="cpu")
+    baseline = predict_ms(predictor, image, settings.baseline_repeats)
     log(f"predict (in-process Predictor, one image at a time): {baseline:.1f} ms per image")
-    results: dict[tuple[int | None, int], LoadResult] = {}
+    levels: dict[tuple[int | None, int], _Level] = {}
     passes = [None] if settings.url is not None else list(settings.max_batches)
     with contextlib.ExitStack() as stack:
-        urls = {}
+        servers: dict[int | None, ServerProcess | None] = {}
+        urls: dict[int | None, str] = {}
         for max_batch in passes:
+            if settings.url is not None:
+                servers[max_batch], urls[max_batch] = None, check_loopback(settings.url)
+                continue
             flags = ["--weights", *settings.weights, "--img", str(settings.imgsz), *settings.server_flags]
             flags += [] if max_batch is None else ["--max-batch", str(max_batch)]
-            server = _Running(settings.url) if settings.url is not None else ServerProcess(flags)
-            urls[max_batch] = stack.enter_context(server)
+            servers[max_batch] = ServerProcess(flags)
+            urls[max_batch] = stack.enter_context(servers[max_batch])
+            log(f"server max_batch {max_batch or 'default'} ready at {urls[max_batch]}")
+        model = httpx.get(f"{next(iter(urls.values()))}/v1/models").json()["models"][0]
+        threads = int(model.get("threads", 1))
+        stages = stage_times(predictor, body, threads=threads)
+        forward = forward_per_image(predictor, image, batches=FORWARD_BATCHES, threads=threads)
+        log(f"in-process, {threads} thread(s): " + ", ".join(f"{k} {v:.1f} ms" for k, v in stages.items()))
+        log("forward per image: " + ", ".join(f"batch {b} {ms:.1f} ms" for b, ms in forward.items()))
         for concurrency in settings.concurrency:
-            share = max(settings.requests // settings.rounds, 1)
-            load = [(body, "image/jpeg", {})] * share
-            for url in urls.values():  # warm-up at this concurrency
-                closed_loop(url, load[: max(concurrency, 4)], concurrency=concurrency, time_limit_s=60)
-            for _ in range(settings.rounds):
-                for max_batch, url in urls.items():
-                    part = closed_loop(url, load, concurrency=concurrency, time_limit_s=settings.time_limit_s)
-                    key = (max_batch, concurrency)
-                    results[key] = part if key not in results else results[key].merged(part)
-            for max_batch in urls:
-                result = results[(max_batch, concurrency)]
+            _load_level(settings, urls, concurrency, body, levels, log)
+            for max_batch, server in servers.items():
+                level = levels[(max_batch, concurrency)]
+                level.memory_mb = None if server is None else server.memory_mb()
+                result = level.load
                 log(f"max_batch {max_batch or 'default'} concurrency {concurrency}: {result.throughput:.2f} "
                     f"images/s, p50 {result.percentile_ms(50)} ms, p99 {result.percentile_ms(99)} ms, "
                     f"mean batch {result.mean_batch}, statuses {dict(result.statuses)}")  # fmt: skip
-    return _rows(results, baseline)
+    return _rows(levels, baseline, stages=stages, forward=forward, threads=threads)
 
 
-def _rows(results: dict[tuple[int | None, int], LoadResult], baseline_ms: float) -> list[Row]:
+def _load_level(settings: ServeBenchSettings, urls: dict, concurrency: int, body: bytes, levels: dict, log) -> None:
+    """One concurrency level on every server: a warm-up, then `rounds` alternating slices, merged in `levels`."""
+    share = max(settings.requests // settings.rounds, 1)
+    load = [(body, "image/jpeg", {})] * share
+    for url in urls.values():  # warm-up at this concurrency
+        closed_loop(url, load[: max(concurrency, 4)], concurrency=concurrency, time_limit_s=settings.time_limit_s)
+    for round_ in range(settings.rounds):
+        for max_batch, url in urls.items():
+            label = f"max_batch {max_batch or 'default'} c={concurrency} round {round_ + 1}/{settings.rounds}"
+            progress = Progress(label, len(load), log=log, every_s=PROGRESS_EVERY_S)
+            part = closed_loop(url, load, concurrency=concurrency, time_limit_s=settings.time_limit_s,
+                               on_answer=progress)  # fmt: skip
+            level = levels.setdefault((max_batch, concurrency), _Level())
+            level.load = part if level.load is None else level.load.merged(part)
+
+
+def _ms_per_image(result: LoadResult) -> float | None:
+    return significant(1000 / result.throughput) if result.throughput else None
+
+
+def _stage_rows(key: tuple[int | None, int], result: LoadResult, decode_ms: float) -> list[Row]:
+    """queue, worker, hop and http of the answers of one server at one concurrency (medians, ms)."""
+    max_batch, concurrency = key
+    queue, worker, total = (result.stage_ms(name) for name in ("queue_ms", "inference_ms", "total_ms"))
+    client = result.percentile_ms(50)
+    if None in (queue, worker, total, client):
+        return []
+    parts = {"queue": queue, "worker": worker, "hop": max(total - queue - worker - decode_ms, 0.0),
+             "http": max(client - total, 0.0)}  # fmt: skip
+    where = f"c={concurrency} max_batch={max_batch or 'default'}"
+    return [Row("serve stage", f"{name} {where}", significant(ms) if ms else 0.0) for name, ms in parts.items()]
+
+
+def _rows(
+    levels: dict[tuple[int | None, int], _Level],
+    baseline_ms: float,
+    *,
+    stages: dict[str, float],
+    forward: dict[int, float],
+    threads: int,
+) -> list[Row]:
     rows = []
-    for (max_batch, concurrency), result in results.items():
-        ours = significant(1000 / result.throughput) if result.throughput else None
-        plain = results.get((1, concurrency))
-        if max_batch == 1 or plain is None or not plain.throughput:
-            base, base_name = significant(baseline_ms), "predict per image"
-        else:
-            base, base_name = significant(1000 / plain.throughput), "max_batch 1, same concurrency"
+    for (max_batch, concurrency), level in levels.items():
+        result = level.load
+        plain = levels.get((1, concurrency))
         extra = {
-            "concurrency": concurrency, "max_batch": max_batch or "default",
             "throughput": significant(result.throughput), "p50_ms": result.percentile_ms(50),
-            "p95_ms": result.percentile_ms(95), "p99_ms": result.percentile_ms(99),
+            "p99_ms": result.percentile_ms(99), "mean_batch": result.mean_batch,
+            "requests": sum(result.statuses.values()),
             "errors": {str(s): n for s, n in sorted(result.statuses.items()) if s != 200},
-            "mean_batch": result.mean_batch, "requests": sum(result.statuses.values()), "baseline": base_name,
         }  # fmt: skip
-        rows.append(Row("serve", f"c={concurrency} max_batch={max_batch or 'default'}", ours, base, extra=extra))
-    single = results.get((None, 1))
-    if single is not None and single.latencies:
-        rows.append(Row("serve p99", "c=1 max_batch=default", single.percentile_ms(99), significant(baseline_ms),
-                        extra={"baseline": "predict per image"}))  # fmt: skip
+        where = f"c={concurrency} max_batch={max_batch or 'default'}"
+        rows.append(Row("serve vs predict", where, _ms_per_image(result), significant(baseline_ms), extra=extra))
+        if max_batch != 1 and plain is not None and plain.load.throughput:
+            config = f"c={concurrency} max_batch={max_batch or 'default'} vs 1"
+            rows.append(Row("serve batching", config, _ms_per_image(result), _ms_per_image(plain.load),
+                            ours_peak_mb=_mb(level.memory_mb), baseline_peak_mb=_mb(plain.memory_mb),
+                            extra={"mean_batch": result.mean_batch}))  # fmt: skip
+            rows.append(Row("serve p99", config, result.percentile_ms(99), plain.load.percentile_ms(99)))
+    for name in STAGES:
+        rows.append(Row("serve stage", f"{name} in-process", significant(stages[name]), extra={"threads": threads}))
+    for key, level in levels.items():
+        rows += _stage_rows(key, level.load, stages["decode"])
+    for batch, ms in forward.items():
+        rows.append(Row("serve forward", f"batch {batch} per image", significant(ms), extra={"threads": threads}))
     return rows
 
 
-class _Running:
-    """A server already running at `url` (loopback only), as a context manager like ServerProcess."""
-
-    def __init__(self, url: str) -> None:
-        self.url = check_loopback(url)
-
-    def __enter__(self) -> str:
-        return self.url
-
-    def __exit__(self, *exc) -> None:
-        pass
+def _mb(value: float | None) -> float | None:
+    return None if value is None else round(value, 1)
