@@ -2,7 +2,7 @@
 
     python benchmarks/serve_soak.py --weights best.pt --requests 10000 --concurrency 16 --bad 0.1 --time-limit 600
 
-Starts `tphyolo serve` on 127.0.0.1 (`tphyolo.bench.serve_load.ServerProcess`), sends `--warmup` good requests, reads
+Starts `tphyolo serve` on 127.0.0.1 (`tphyolo.bench.serve.load.ServerProcess`), sends `--warmup` good requests, reads
 the resident memory (VmRSS) of the server and of its inference worker, then sends `--requests` closed-loop
 requests from `--concurrency` clients (`closed_loop`, bounded by `--time-limit` seconds), a `--bad` fraction
 of them bytes that are not an image (seeded). The image is a generated 640x480 scene served at `--img 640` by
@@ -25,7 +25,7 @@ from pathlib import Path
 
 import httpx
 
-from tphyolo.bench.serve_load import ServerProcess, bench_image, closed_loop, rss_mb
+from tphyolo.bench.serve.load import ServerProcess, bench_image, closed_loop, rss_mb
 
 
 def tenths(samples: list[tuple[int, float, float]], sent: int) -> dict:

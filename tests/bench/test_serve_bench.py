@@ -7,9 +7,9 @@ from collections import Counter
 
 import pytest
 
-from tphyolo.bench.serve import _Level, _rows
-from tphyolo.bench.serve_load import LoadResult, Progress, check_loopback
-from tphyolo.bench.serve_stages import STAGES
+from tphyolo.bench.serve.bench import _Level, _rows
+from tphyolo.bench.serve.load import LoadResult, Progress, check_loopback
+from tphyolo.bench.serve.stages import STAGES
 
 STAGES_MS = {"decode": 8.0, "letterbox": 2.0, "forward": 60.0, "nms": 1.5, "encode": 0.5}
 FORWARD_MS = {1: 70.0, 4: 65.0, 8: 66.0}
@@ -47,13 +47,15 @@ def test_each_row_name_has_one_baseline():
         (None, 1): _Level(LoadResult(10.0, [0.2] * 50, Counter({200: 50}), 1.0, _timed(5, 70, 90) * 50), 880.0),
         (1, 1): _Level(LoadResult(10.0, [0.25] * 40, Counter({200: 40}), 1.0, _timed(0.1, 70, 85) * 40), 690.0),
     }
-    rows = {(r.name, r.config): r for r in _rows(levels, 150.0, stages=STAGES_MS, forward=FORWARD_MS, threads=1)}
+    predict = {"worker threads": 150.0, "default threads": 900.0}
+    rows = {(r.name, r.config): r for r in _rows(levels, predict, stages=STAGES_MS, forward=FORWARD_MS, threads=1)}
     batched = rows[("serve batching", "c=16 max_batch=default vs 1")]
     assert (batched.ours_ms, batched.baseline_ms, batched.speedup) == (250.0, 500.0, 2.0)
     assert (batched.ours_peak_mb, batched.baseline_peak_mb) == (900.0, 700.0)  # server + worker resident MiB
     assert batched.extra["mean_batch"] == 8.0
     assert {r.baseline_ms for (name, _), r in rows.items() if name == "serve vs predict"} == {150.0}
-    assert rows[("serve vs predict", "c=16 max_batch=1")].extra["errors"] == {"504": 1}
+    plain = rows[("serve vs predict", "c=16 max_batch=1")]
+    assert plain.extra["errors"] == {"504": 1} and plain.extra["predict_ms_default_threads"] == 900.0
     batching = [config for name, config in rows if name == "serve batching"]
     assert batching == ["c=16 max_batch=default vs 1", "c=1 max_batch=default vs 1"]
     p99 = rows[("serve p99", "c=1 max_batch=default vs 1")]
@@ -62,12 +64,13 @@ def test_each_row_name_has_one_baseline():
 
 def test_stages_add_up_to_what_the_client_waited():
     levels = {(None, 4): _Level(LoadResult(1.0, [0.2] * 4, Counter({200: 4}), 2.0, _timed(5, 120, 150) * 4))}
-    rows = {(r.name, r.config): r for r in _rows(levels, 100.0, stages=STAGES_MS, forward=FORWARD_MS, threads=2)}
+    predict = {"worker threads": 100.0, "default threads": 100.0}
+    rows = {(r.name, r.config): r for r in _rows(levels, predict, stages=STAGES_MS, forward=FORWARD_MS, threads=2)}
     stage = {config: r.ours_ms for (name, config), r in rows.items() if name == "serve stage"}
     assert [stage[f"{s} in-process"] for s in STAGES] == [8.0, 2.0, 60.0, 1.5, 0.5]
     where = "c=4 max_batch=default"
     assert stage[f"queue {where}"] == 5.0 and stage[f"worker {where}"] == 120.0
-    assert stage[f"hop {where}"] == 17.0  # 150 total - 5 queue - 120 worker - 8 decode
+    assert stage[f"hop {where}"] == 25.0  # 150 total - 5 queue - 120 worker
     assert stage[f"http {where}"] == 50.0  # 200 at the client - 150 in the service
     assert rows[("serve forward", "batch 4 per image")].ours_ms == 65.0
     assert all(r.baseline_ms is None for (name, _), r in rows.items() if name in ("serve stage", "serve forward"))

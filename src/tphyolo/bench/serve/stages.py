@@ -8,7 +8,7 @@ Each step is the function the service calls for it (`decode_request_image`, the 
 prepare, its backend's forward, NMS at its settings, `image_answer` and the JSON text), on one image, under
 `threads` PyTorch threads (the worker's), median of `repeats`; the process's thread count is restored after.
 What the service adds -- the wait for a batch, the hop to its worker process and back, HTTP -- is measured
-from its answers (`tphyolo.bench.serve`).
+from its answers (`tphyolo.bench.serve.bench`).
 """
 
 from __future__ import annotations

@@ -13,11 +13,13 @@ Rows (`tphyolo.bench.report.Row`), one baseline per row name:
   memory: server + worker resident MiB of each;
 - `serve p99` per C: p99 latency of the default max_batch against max_batch 1;
 - `serve vs predict` per C and server: ms per image against `Predictor` in this process, one image at a time
-  as `tphyolo predict` runs (median of `baseline_repeats`, PyTorch's default threads);
+  as `tphyolo predict` runs, under the worker's PyTorch threads (median of `baseline_repeats`; its time under
+  PyTorch's default threads, what a script gets, is in `extra`);
 - `serve stage` (no baseline): each step of a request in ms -- decode, letterbox, forward, NMS, encode timed in
-  this process under the worker's threads (`tphyolo.bench.serve_stages`), and per C and server from the answers:
+  this process under the worker's threads (`tphyolo.bench.serve.stages`), and per C and server from the answers:
   queue (the wait for a batch), worker (its batch in the worker: letterbox, forward, NMS), hop (the rest of the
-  service's time: the event loop, the hop to the worker process and back), http (client latency beyond it);
+  service's time: reading and decoding the body, the event loop, the hop to the worker process and back), http
+  (the client's latency beyond the service's time: HTTP, encoding and parsing the answer);
 - `serve forward` (no baseline): the forward's ms per image at batch 1, 4 and 8 under the worker's threads,
   which says whether batching can pay on this machine.
 """
@@ -33,8 +35,8 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from tphyolo.bench.report import Row, significant
-from tphyolo.bench.serve_load import LoadResult, Progress, ServerProcess, bench_image, check_loopback, closed_loop
-from tphyolo.bench.serve_stages import STAGES, forward_per_image, stage_times
+from tphyolo.bench.serve.load import LoadResult, Progress, ServerProcess, bench_image, check_loopback, closed_loop
+from tphyolo.bench.serve.stages import STAGES, forward_per_image, stage_times, torch_threads
 from tphyolo.predict.predictor import Predictor
 
 PROGRESS_EVERY_S = 10.0
@@ -90,9 +92,10 @@ def bench_serve(settings: ServeBenchSettings, *, log: Callable[[str], None] = pr
     import httpx
 
     body, image = bench_image(settings.image)
+    log(f"timing the in-process Predictor ({settings.baseline_repeats + 1} images, one at a time)")
     predictor = Predictor(list(settings.weights), imgsz=settings.imgsz, device="cpu")
     baseline = predict_ms(predictor, image, settings.baseline_repeats)
-    log(f"predict (in-process Predictor, one image at a time): {baseline:.1f} ms per image")
+    log(f"predict (in-process Predictor, one image at a time, PyTorch's default threads): {baseline:.1f} ms per image")
     levels: dict[tuple[int | None, int], _Level] = {}
     passes = [None] if settings.url is not None else list(settings.max_batches)
     with contextlib.ExitStack() as stack:
@@ -104,11 +107,17 @@ def bench_serve(settings: ServeBenchSettings, *, log: Callable[[str], None] = pr
                 continue
             flags = ["--weights", *settings.weights, "--img", str(settings.imgsz), *settings.server_flags]
             flags += [] if max_batch is None else ["--max-batch", str(max_batch)]
+            log(f"starting tphyolo serve --max-batch {max_batch or 'default'} (loads and warms the model)")
             servers[max_batch] = ServerProcess(flags)
             urls[max_batch] = stack.enter_context(servers[max_batch])
             log(f"server max_batch {max_batch or 'default'} ready at {urls[max_batch]}")
         model = httpx.get(f"{next(iter(urls.values()))}/v1/models").json()["models"][0]
         threads = int(model.get("threads", 1))
+        log(f"timing each step in-process under the worker's {threads} thread(s)")
+        with torch_threads(threads):
+            baseline = {"worker threads": predict_ms(predictor, image, settings.baseline_repeats),
+                        "default threads": baseline}  # fmt: skip
+        log(f"predict under the worker's {threads} thread(s): {baseline['worker threads']:.1f} ms per image")
         stages = stage_times(predictor, body, threads=threads)
         forward = forward_per_image(predictor, image, batches=FORWARD_BATCHES, threads=threads)
         log(f"in-process, {threads} thread(s): " + ", ".join(f"{k} {v:.1f} ms" for k, v in stages.items()))
@@ -145,14 +154,14 @@ def _ms_per_image(result: LoadResult) -> float | None:
     return significant(1000 / result.throughput) if result.throughput else None
 
 
-def _stage_rows(key: tuple[int | None, int], result: LoadResult, decode_ms: float) -> list[Row]:
+def _stage_rows(key: tuple[int | None, int], result: LoadResult) -> list[Row]:
     """queue, worker, hop and http of the answers of one server at one concurrency (medians, ms)."""
     max_batch, concurrency = key
     queue, worker, total = (result.stage_ms(name) for name in ("queue_ms", "inference_ms", "total_ms"))
     client = result.percentile_ms(50)
     if None in (queue, worker, total, client):
         return []
-    parts = {"queue": queue, "worker": worker, "hop": max(total - queue - worker - decode_ms, 0.0),
+    parts = {"queue": queue, "worker": worker, "hop": max(total - queue - worker, 0.0),
              "http": max(client - total, 0.0)}  # fmt: skip
     where = f"c={concurrency} max_batch={max_batch or 'default'}"
     return [Row("serve stage", f"{name} {where}", significant(ms) if ms else 0.0) for name, ms in parts.items()]
@@ -160,7 +169,7 @@ def _stage_rows(key: tuple[int | None, int], result: LoadResult, decode_ms: floa
 
 def _rows(
     levels: dict[tuple[int | None, int], _Level],
-    baseline_ms: float,
+    predict: dict[str, float],
     *,
     stages: dict[str, float],
     forward: dict[int, float],
@@ -177,7 +186,9 @@ def _rows(
             "errors": {str(s): n for s, n in sorted(result.statuses.items()) if s != 200},
         }  # fmt: skip
         where = f"c={concurrency} max_batch={max_batch or 'default'}"
-        rows.append(Row("serve vs predict", where, _ms_per_image(result), significant(baseline_ms), extra=extra))
+        extra["predict_ms_default_threads"] = significant(predict["default threads"])
+        baseline = significant(predict["worker threads"])
+        rows.append(Row("serve vs predict", where, _ms_per_image(result), baseline, extra=extra))
         if max_batch != 1 and plain is not None and plain.load.throughput:
             config = f"c={concurrency} max_batch={max_batch or 'default'} vs 1"
             rows.append(Row("serve batching", config, _ms_per_image(result), _ms_per_image(plain.load),
@@ -187,7 +198,7 @@ def _rows(
     for name in STAGES:
         rows.append(Row("serve stage", f"{name} in-process", significant(stages[name]), extra={"threads": threads}))
     for key, level in levels.items():
-        rows += _stage_rows(key, level.load, stages["decode"])
+        rows += _stage_rows(key, level.load)
     for batch, ms in forward.items():
         rows.append(Row("serve forward", f"batch {batch} per image", significant(ms), extra={"threads": threads}))
     return rows
