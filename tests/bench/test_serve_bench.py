@@ -8,7 +8,7 @@ from collections import Counter
 import pytest
 
 from tphyolo.bench.serve.bench import _Level, _rows
-from tphyolo.bench.serve.load import LoadResult, Progress, check_loopback
+from tphyolo.bench.serve.load import LoadResult, Progress, check_loopback, rss_mb
 from tphyolo.bench.serve.stages import STAGES
 
 STAGES_MS = {"decode": 8.0, "letterbox": 2.0, "forward": 60.0, "nms": 1.5, "encode": 0.5}
@@ -84,3 +84,14 @@ def test_progress_says_where_the_load_is_at_most_every_period_and_at_the_end():
         now[0] += step
         progress(0, 200, None)
     assert lines == ["max_batch 8 c=16: 3/5 answers, 12 s", "max_batch 8 c=16: 5/5 answers, 14 s"]
+
+
+def test_resident_memory_is_read_from_proc():
+    import os
+    from pathlib import Path
+
+    status = Path(f"/proc/{os.getpid()}/status").read_text()
+    kb = {line.split(":")[0]: int(line.split()[1]) for line in status.splitlines() if line.startswith("Vm")}
+    assert rss_mb(os.getpid(), peak=True) >= kb["VmHWM"] / 1024 - 1  # the peak only grows
+    assert abs(rss_mb(os.getpid()) - kb["VmRSS"] / 1024) < 64  # the same field, a moment later
+    assert rss_mb(os.getpid()) > 10
