@@ -1,12 +1,12 @@
 """A soak of the detection service: many requests, some bad, at a fixed concurrency; nothing lost, memory flat.
 
-    python benchmarks/serve_soak.py --weights best.pt --requests 10000 --concurrency 16 --bad 0.1 --time-limit 900
+    python benchmarks/serve_soak.py --weights best.pt --requests 10000 --concurrency 16 --bad 0.1 --time-limit 600
 
-Starts `tphyolo serve` on 127.0.0.1 (`tphyolo.bench.serve.ServerProcess`), sends `--warmup` good requests, reads
+Starts `tphyolo serve` on 127.0.0.1 (`tphyolo.bench.serve.load.ServerProcess`), sends `--warmup` good requests, reads
 the resident memory (VmRSS) of the server and of its inference worker, then sends `--requests` closed-loop
 requests from `--concurrency` clients (`closed_loop`, bounded by `--time-limit` seconds), a `--bad` fraction
-of them bytes that are not an image (seeded). The image is small by default (a generated 320x240 scene, served at
-`--img 320`), so that the soak loads the service rather than the model. Reported: answers by status for good
+of them bytes that are not an image (seeded). The image is a generated 640x480 scene served at `--img 640` by
+default; `--requests` and `--time-limit` size the run to the machine. Reported: answers by status for good
 and bad requests, lost answers (requests sent that got no HTTP answer), good answers whose detections differ
 from the first good answer's (the same image each time), latency p50/p99 of the good answers, and the memory of
 both processes after the warm-up, at the end, and as the mean of samples (one per 0.1 % of the requests) over the
@@ -25,15 +25,7 @@ from pathlib import Path
 
 import httpx
 
-from tphyolo.bench.serve import ServerProcess, bench_image, closed_loop
-
-
-def rss_mb(pid: int) -> float:
-    """Resident memory of process `pid`, MB (from /proc/PID/status)."""
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith("VmRSS:"):
-            return int(line.split()[1]) / 1024
-    raise ValueError(f"/proc/{pid}/status: no VmRSS line")
+from tphyolo.bench.serve.load import ServerProcess, bench_image, closed_loop, rss_mb
 
 
 def tenths(samples: list[tuple[int, float, float]], sent: int) -> dict:
@@ -56,14 +48,14 @@ def tenths(samples: list[tuple[int, float, float]], sent: int) -> dict:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--weights", nargs="+", required=True)
-    parser.add_argument("--img", type=int, default=320)
+    parser.add_argument("--img", type=int, default=640)
     parser.add_argument("--requests", type=int, default=10_000)
     parser.add_argument("--concurrency", type=int, default=16)
     parser.add_argument("--bad", type=float, default=0.1, help="fraction of bad requests")
     parser.add_argument("--warmup", type=int, default=200)
-    parser.add_argument("--time-limit", type=float, default=900.0, help="seconds at most for the soak")
+    parser.add_argument("--time-limit", type=float, default=600.0, help="seconds at most for the soak")
     parser.add_argument("--image", help="the image sent (default: a generated scene of --size)")
-    parser.add_argument("--size", default="320x240", help="WxH of the generated scene")
+    parser.add_argument("--size", default="640x480", help="WxH of the generated scene")
     parser.add_argument("--json", help="also write the numbers here")
     args = parser.parse_args()
 

@@ -12,20 +12,27 @@ kept, so that a request with the defaults or a recent combination loads nothing.
 from __future__ import annotations
 
 import hashlib
+import os
 import time
 from collections import OrderedDict
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import numpy as np
+import torch
 
 from tphyolo.infer.config import InferenceConfig
 from tphyolo.infer.slicing import SliceConfig
 from tphyolo.predict.predictor import Predictor
-from tphyolo.runtime.config import RuntimeConfig
+from tphyolo.runtime.config import RuntimeConfig, resolve_device
 from tphyolo.serve.options import Settings
 
+# Threads of a CPU worker: all cores but one, which the server's event loop and the clients' side keep. On a
+# 2-core Xeon shared with other jobs, a 640 px forward of tph-yolov5n took 588 ms per image with 1 thread and
+# 5,236 ms with 2 (medians of 3, interleaved, load 11-14): an OpenMP thread that loses its core stalls every
+# layer's barrier. OMP_NUM_THREADS, when set, wins.
+CORES_KEPT = 1
 SETTINGS_KEPT = 16  # predictors of recent request settings kept (they share the models: a few objects each)
 WARMUP_SIDE = 320  # side of the grey image of the warm-up passes
 WARMUP_PASSES = 2
@@ -51,7 +58,8 @@ class EngineSpec:
 class ModelInfo:
     """What is loaded, as `GET /v1/models` shows it: `name` (the weights' file names), `hash` (sha256 of their
     bytes, 16 hex digits), `names` (class names), `stride`, `imgsz`, `backend` (formats), `precision`,
-    `device`, `classifier` (a crop classifier is loaded), `defaults` (the settings requests start from)."""
+    `device`, `classifier` (a crop classifier is loaded), `defaults` (the settings requests start from),
+    `threads` (PyTorch's intra-op threads in the process that runs it)."""
 
     name: str
     hash: str
@@ -63,6 +71,7 @@ class ModelInfo:
     device: str
     classifier: bool
     defaults: Settings
+    threads: int = 1
 
     def as_json(self) -> dict:
         config = self.defaults.config
@@ -70,7 +79,7 @@ class ModelInfo:
         return {
             "name": self.name, "hash": self.hash, "classes": list(self.names), "stride": self.stride,
             "imgsz": self.imgsz, "backend": self.backend, "precision": self.precision, "device": self.device,
-            "classifier": self.classifier,
+            "classifier": self.classifier, "threads": self.threads,
             "defaults": {
                 "conf": config.conf, "iou": config.iou, "max_det": config.max_det,
                 "classes": None if config.classes is None else list(config.classes), "imgsz": config.imgsz,
@@ -78,6 +87,25 @@ class ModelInfo:
                 "overlap": None if slicing is None else slicing.overlap, "classifier": self.defaults.classifier,
             },
         }  # fmt: skip
+
+
+def worker_threads(*, usable_cores: int, environ: Mapping[str, str]) -> int | None:
+    """PyTorch intra-op threads for a CPU worker process: None (leave PyTorch's choice) when OMP_NUM_THREADS
+    is set, else all `usable_cores` but CORES_KEPT, at least 1."""
+    if environ.get("OMP_NUM_THREADS"):
+        return None
+    return max(1, usable_cores - CORES_KEPT)
+
+
+def configure_worker_threads(spec: EngineSpec) -> int:
+    """Set this process's PyTorch threads for a worker of `spec` (`worker_threads`, on a CPU device only; call
+    from the worker process's entry point); returns the threads it runs with."""
+    device = resolve_device(spec.device) if spec.device is not None else spec.runtime.torch_device()
+    if device.type == "cpu":
+        threads = worker_threads(usable_cores=len(os.sched_getaffinity(0)), environ=os.environ)
+        if threads is not None:
+            torch.set_num_threads(threads)
+    return torch.get_num_threads()
 
 
 def weights_hash(paths: Sequence[str]) -> str:
@@ -117,7 +145,7 @@ class InferenceEngine:
             imgsz=self.predictor.config.imgsz,
             backend="+".join(sorted({getattr(b, "format", "pytorch") for b in backends})),
             precision=str(backends[0].dtype).removeprefix("torch."), device=str(self.predictor.device),
-            classifier=spec.classifier is not None, defaults=self.defaults,
+            classifier=spec.classifier is not None, defaults=self.defaults, threads=torch.get_num_threads(),
         )  # fmt: skip
 
     def predictor_for(self, settings: Settings):

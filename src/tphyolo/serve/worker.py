@@ -27,7 +27,7 @@ import numpy as np
 
 from tphyolo.errors import describe_error
 from tphyolo.runtime.config import configure_process
-from tphyolo.serve.engine import EngineSpec, InferenceEngine, ModelInfo
+from tphyolo.serve.engine import EngineSpec, InferenceEngine, ModelInfo, configure_worker_threads
 from tphyolo.serve.options import Settings
 
 LOGGER = logging.getLogger(__name__)
@@ -48,6 +48,7 @@ def _serve_batches(connection: Connection, spec: EngineSpec, max_batch: int) -> 
     to stop (None) or the pipe closes."""
     try:
         configure_process(spec.runtime)  # this process's entry point: its settings, before CUDA starts
+        configure_worker_threads(spec)
         engine = InferenceEngine(spec, max_batch=max_batch)
         engine.warm_up()
     except Exception as error:  # noqa: BLE001 - reported to the parent in one line, which refuses to start

@@ -21,7 +21,8 @@ from tphyolo.bench.eval import bench_eval
 from tphyolo.bench.export import BackendBenchSettings, bench_backends, bench_tta
 from tphyolo.bench.model import AMP_VARIANTS, ModelSettings, bench_model, variant_runtime
 from tphyolo.bench.report import Row, machine_info, significant
-from tphyolo.bench.serve import ServeBenchSettings, bench_serve, check_loopback
+from tphyolo.bench.serve.bench import ServeBenchSettings, bench_serve
+from tphyolo.bench.serve.load import check_loopback
 from tphyolo.bench.startup import StartupSettings, bench_startup
 from tphyolo.bench.suite.settings import BENCHMARKS, BenchSettings
 from tphyolo.bench.timing import matmul_flops_per_s

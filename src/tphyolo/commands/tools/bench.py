@@ -8,7 +8,7 @@
     tphyolo bench data --workers 0,1,2
     tphyolo bench attention model --quick     # tiny sizes, seconds
     tphyolo bench startup --model tph-yolov5n --img 320 --compile   # cold vs warm start, fresh processes
-    tphyolo bench serve --weights best.pt --concurrency 1,4,16,64 --requests 200   # the HTTP service's load
+    tphyolo bench serve --weights best.pt --img 640   # the HTTP service: 1 and 16 callers, 48 requests each
     tphyolo bench predict --model tph-yolov5l --img 640 --batch 1 --backends torch,onnxruntime,openvino \
         --baselines ours,original --tta        # exported runtimes against PyTorch eager, plus TTA end to end
 

@@ -1,0 +1,31 @@
+"""The inference worker's PyTorch threads: all cores but the one the server's event loop keeps, unless
+OMP_NUM_THREADS says otherwise (two threads on two shared cores stall every layer's barrier)."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+from tphyolo.infer.config import InferenceConfig
+from tphyolo.serve.engine import EngineSpec, worker_threads
+from tphyolo.serve.worker import InferenceWorker
+
+
+def test_a_cpu_worker_leaves_one_core_to_the_server():
+    assert [worker_threads(usable_cores=n, environ={}) for n in (1, 2, 4, 16)] == [1, 1, 3, 15]
+    assert worker_threads(usable_cores=16, environ={"OMP_NUM_THREADS": "4"}) is None  # the user's choice wins
+    assert worker_threads(usable_cores=2, environ={"OMP_NUM_THREADS": ""}) == 1
+
+
+@pytest.mark.slow
+@pytest.mark.skipif("OMP_NUM_THREADS" in os.environ, reason="OMP_NUM_THREADS decides the threads")
+def test_the_worker_process_runs_with_its_threads(tiny_weights):
+    spec = EngineSpec(weights=(str(tiny_weights),), config=InferenceConfig(imgsz=64), device="cpu")
+    worker = InferenceWorker(spec, max_batch=2)
+    try:
+        info = worker.start()
+    finally:
+        worker.stop()
+    expected = worker_threads(usable_cores=len(os.sched_getaffinity(0)), environ=os.environ)
+    assert info.threads == expected and info.as_json()["threads"] == expected
