@@ -50,6 +50,7 @@ from tphyolo.metrics.tracking import score_sequences
 from tphyolo.track.config import TRACKER_PRESETS
 from tphyolo.track.ocsort import OCSortConfig
 from tphyolo.track.registry import make_tracker
+from tphyolo.track.simulated import CONFIDENT_DETECTOR, simulate_detections
 
 SHARED = Path(os.environ.get("TPHYOLO_SHARED", Path(__file__).resolve().parents[2] / "shared"))
 DEFAULT_GT = SHARED / "data" / "other" / "uavdt-gt-only" / "M0101_gt_whole.txt"
@@ -76,30 +77,12 @@ VARIANTS = {
 SPEED_TRACKERS = ("bytetrack", "botsort", "ocsort")
 
 
-def noisy_detections(
-    truth: TrackTable, *, seed: int, drop: float, jitter: float, fp: float, frame: tuple[int, int] = UAVDT_FRAME
-) -> TrackTable:
-    """Detections (id -1, score, class = the truth's category) simulated from `truth` (see the module docstring),
-    false positives anywhere in a `frame` (width, height)."""
-    rng = np.random.default_rng(seed)
-    hard = (truth.occlusion >= 2) | (truth.truncation >= 2)  # UAVDT: occluded or partly out of view
-    keep = rng.random(len(truth)) > np.where(hard, 2.5 * drop, drop)
-    truth = truth.select(keep)
-    size = np.tile(truth.boxes[:, 2:] - truth.boxes[:, :2], 2)
-    boxes = truth.boxes + rng.normal(0, jitter, truth.boxes.shape) * size
-    boxes[:, 2:] = np.maximum(boxes[:, 2:], boxes[:, :2] + 2)
-    scores = rng.normal(0.72, 0.15, len(truth)) - np.where(hard[keep], 0.15, 0.0)
-    last = truth.last_frame
-    n_fp = rng.poisson(fp * last)
-    fp_frames = rng.integers(1, last + 1, n_fp)
-    fp_size = (truth.boxes[:, 2:] - truth.boxes[:, :2])[rng.integers(0, len(truth), n_fp)]
-    fp_corner = rng.uniform(0, 1, (n_fp, 2)) * (np.array(frame) - fp_size)
-    fp_boxes = np.concatenate([fp_corner, fp_corner + fp_size], axis=1)
-    fp_scores = rng.uniform(0.1, 0.65, n_fp)
-    return TrackTable.from_columns(
-        np.concatenate([truth.frames, fp_frames]), None, np.concatenate([boxes, fp_boxes]),
-        np.clip(np.concatenate([scores, fp_scores]), 0.01, 1.0), np.concatenate([truth.classes, np.ones(n_fp)]),
-    )  # fmt: skip
+def noisy_detections(truth: TrackTable, *, seed: int, drop: float, jitter: float, fp: float,
+                     frame: tuple[int, int] = UAVDT_FRAME) -> TrackTable:  # fmt: skip
+    """Detections simulated from `truth` by `tphyolo.track.simulated`'s confident detector with these misses,
+    box noise and false positives per frame (see the module docstring)."""
+    noise = replace(CONFIDENT_DETECTOR, miss=drop, jitter=jitter, false_positives=fp)
+    return simulate_detections(truth, noise, seed=seed, frame=frame)
 
 
 def per_frame(detections: TrackTable, length: int) -> list[np.ndarray]:
@@ -118,7 +101,7 @@ def run_ours(name: str, frames: list[np.ndarray], **overrides) -> tuple[TrackTab
     for t, rows in enumerate(frames, start=1):
         tracks = tracker.update(rows[:, :4], rows[:, 4], rows[:, 5])
         out.append((t, tracks.ids, tracks.boxes, tracks.scores, tracks.labels))
-    return _table(out), time.perf_counter() - start, time.process_time() - cpu
+    return track_table(out), time.perf_counter() - start, time.process_time() - cpu
 
 
 def boxmot_tracker(name: str, **overrides):
@@ -148,10 +131,10 @@ def run_boxmot(name: str, frames: list[np.ndarray], image: np.ndarray, **overrid
     for t, rows in enumerate(frames, start=1):
         tracks = np.asarray(tracker.update(rows.astype(np.float32), image)).reshape(-1, 8)
         out.append((t, tracks[:, 4].astype(np.int64), tracks[:, :4], tracks[:, 5], tracks[:, 6].astype(np.int64)))
-    return _table(out), time.perf_counter() - start, time.process_time() - cpu
+    return track_table(out), time.perf_counter() - start, time.process_time() - cpu
 
 
-def _table(out: list[tuple[int, np.ndarray, np.ndarray, np.ndarray, np.ndarray]]) -> TrackTable:
+def track_table(out: list[tuple[int, np.ndarray, np.ndarray, np.ndarray, np.ndarray]]) -> TrackTable:
     """Tracker output rows (frame, ids, boxes, scores, class ids) as a table whose categories are class id + 1
     (`per_frame` numbered the classes category - 1): VisDrone-MOT scores output by category."""
     frames = np.concatenate([np.full(len(row[1]), row[0]) for row in out])

@@ -136,6 +136,14 @@ def test_visdrone_errors_are_counted():
     assert (car["IDSW"], car["FP"], car["FN"]) == (2, 1, 0)
     assert car["IDF1"] == pytest.approx(100 * 2 * 10 / (20 + 21))  # 10 of 20 truth boxes on the best id each
     assert result.per_class["pedestrian"]["FN"] == 10 and result.combined["FN"] == 10
+    # nothing detected, nothing localised: trackeval's LocA 100 and MOTP 0 are left undefined and printed '-'
+    assert result.per_class["pedestrian"]["LocA"] is None and result.per_class["pedestrian"]["MOTP"] is None
+    assert car["LocA"] == pytest.approx(100.0) and car["MOTP"] == pytest.approx(100.0)
+    header, *rows = result.table().splitlines()
+    row = next(line.split() for line in rows if line.startswith("pedestrian"))
+    columns = header.split()
+    assert row[columns.index("LocA")] == "-" and row[columns.index("MOTP")] == "-"
+    assert row[columns.index("FN")] == "10"
 
 
 def test_a_trajectory_that_changes_category_is_split_and_bad_ids_are_reported():

@@ -8,7 +8,7 @@ from track_scenes import Frame, box_at, crossing_scene, identity_switches, run
 
 from tphyolo.cli import main
 from tphyolo.track.interface import MultiObjectTracker, Tracks
-from tphyolo.track.ocsort import OCSort, OCSortConfig, correct, predict, to_measurement
+from tphyolo.track.ocsort import OCSORT_MOT17, OCSort, OCSortConfig, correct, predict, to_measurement
 from tphyolo.track.registry import TRACKER_NAMES, TRACKERS, make_tracker, tracker_settings
 
 
@@ -25,8 +25,8 @@ def straight_walk(length: int = 30, *, start: int = 0, hidden=()) -> list[Frame]
 
 @pytest.mark.parametrize("name", TRACKER_NAMES)
 def test_every_registered_tracker_keeps_the_contract(name):
-    tracker = make_tracker(name, **({"cmc": "none"} if name != "ocsort" else {}))
-    assert isinstance(tracker, MultiObjectTracker) and tracker.config.tracker == name
+    tracker = make_tracker(name, **({"cmc": "none"} if not name.startswith("ocsort") else {}))
+    assert isinstance(tracker, MultiObjectTracker) and tracker.config.tracker == name.removesuffix("-mot17")
     first = [tracker.update(*frame_input(frame)) for frame in straight_walk(10)]
     assert all(isinstance(out, Tracks) for out in first)
     assert first[-1].ids.tolist() == [1] and first[-1].detections.tolist() == [0]
@@ -42,7 +42,8 @@ def frame_input(frame: Frame):
 
 def test_the_registry_reads_names_settings_and_yaml_files(tmp_path):
     assert type(make_tracker("ocsort")) is OCSort and make_tracker("ocsort", inertia=0.3).config.inertia == 0.3
-    assert set(TRACKERS) == {"bytetrack", "botsort", "ocsort"}
+    assert set(TRACKERS) == {"bytetrack", "botsort", "ocsort", "bytetrack-mot17", "botsort-mot17", "ocsort-mot17"}
+    assert tracker_settings("ocsort-mot17") == OCSORT_MOT17 and OCSORT_MOT17.det_thresh == 0.6  # as published
     path = tmp_path / "oc.yaml"
     path.write_text("tracker: ocsort\nmax_age: 50\nuse_byte: true\n")
     assert tracker_settings(path) == OCSortConfig(max_age=50, use_byte=True)
@@ -57,7 +58,7 @@ def test_the_registry_reads_names_settings_and_yaml_files(tmp_path):
 
 
 def test_two_objects_crossing_keep_their_ids():
-    ids = run(OCSort(), crossing_scene())
+    ids = run(OCSort(OCSORT_MOT17), crossing_scene())  # published: reported after min_hits 3 in a row
     assert identity_switches(ids) == 0 and ids[0][0] != ids[1][0]
     assert len(ids[0]) == 60 and len(ids[1]) == 55 - 2  # B reported again from its third frame after hiding
 
@@ -65,9 +66,9 @@ def test_two_objects_crossing_keep_their_ids():
 def test_a_track_is_reported_after_min_hits_matches_in_a_row():
     """In a stream's first min_hits frames every track is reported at once; later, a new object's track from
     the frame of its min_hits-th match (born at 10, matched at 11, 12, 13)."""
-    tracker = OCSort()
+    tracker = OCSort(OCSORT_MOT17)
     assert [len(tracker.update(*frame_input(f))) for f in straight_walk(20, start=10)] == [0] * 13 + [1] * 7
-    tracker = OCSort()
+    tracker = OCSort(OCSORT_MOT17)
     assert [len(tracker.update(*frame_input(f))) for f in straight_walk(5)] == [1] * 5  # reported from the start
 
 
@@ -75,8 +76,8 @@ def test_weak_detections_need_use_byte():
     frames = straight_walk(20)
     for frame in frames[12:16]:
         frame.scores[0] = 0.3  # below det_thresh 0.6, above low_thresh 0.1
-    plain = run(OCSort(), frames)[0]
-    byte = run(OCSort(use_byte=True), frames)[0]
+    plain = run(OCSort(OCSORT_MOT17), frames)[0]
+    byte = run(OCSort(OCSORT_MOT17, use_byte=True), frames)[0]
     assert len(byte) == 20 and len(plain) < 20  # with BYTE the weak boxes keep the track reported
     assert len(set(byte)) == 1
 

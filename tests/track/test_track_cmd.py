@@ -1,9 +1,12 @@
 """Tracking end to end: `Predictor.track` and `tphyolo track` (with a detector that knows the answer, with a real
 tiny model, and on precomputed detections), their output files, and `tphyolo eval --task track` on them."""
 
+from dataclasses import asdict
+
 import numpy as np
 import pytest
 import torch
+import yaml
 from oracle import OraclePredictor
 from tests.helpers import save_model_checkpoint
 
@@ -16,6 +19,7 @@ from tphyolo.data.mot.table import TrackTable
 from tphyolo.data.mot.visdrone_mot import read_visdrone_mot, write_visdrone_mot
 from tphyolo.metrics.tracking import evaluate_tables
 from tphyolo.models import build_model
+from tphyolo.track.registry import tracker_settings
 from tphyolo.track.tracker import ByteTracker
 
 
@@ -79,6 +83,11 @@ def test_track_command_on_public_detections_with_and_without_frames(split, tmp_p
     argv = ["track", "--detections", str(tmp_path / "dets"), "--save-visdrone", "--project", str(tmp_path)]
     assert main(argv + ["--source", str(split.folder / "sequences"), "--tracker", "botsort", "--name", "a"]) == 0
     assert (tmp_path / "a" / "val-001").is_dir()  # frames drawn
+    err = capsys.readouterr().err
+    assert "track: 100%" in err and "20/20" in err  # a bar over the source's 20 frames
+    saved = yaml.safe_load((tmp_path / "a" / "args.yaml").read_text())
+    assert f"--detections={tmp_path / 'dets'}" in saved["argv"] and "--tracker=botsort" in saved["argv"]
+    assert saved["tracker"] == asdict(tracker_settings("botsort"))  # every setting the tracker ran with
     assert main(argv + ["--tracker", "bytetrack", "--no-save-img", "--name", "b"]) == 0  # no frames needed
     assert not (tmp_path / "b" / "val-001").exists()
     hota = {}

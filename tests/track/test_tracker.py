@@ -52,8 +52,8 @@ def test_weak_detections_continue_tracks_but_never_start_them(name):
     frames = []
     for t in range(30):
         frame = Frame()
-        frame.add(box_at(50 + 2 * t, 50), 0.3 if 10 <= t < 20 else 0.9, truth=0)
-        frame.add(box_at(300, 300 + t), 0.3, truth=1)
+        frame.add(box_at(50 + 2 * t, 50), 0.2 if 10 <= t < 20 else 0.9, truth=0)  # weak: under 0.3, over 0.1
+        frame.add(box_at(300, 300 + t), 0.2, truth=1)
         frames.append(frame)
     ids = run(ByteTracker(name, cmc="none"), frames)
     assert len(ids[0]) == 30 and len(set(ids[0])) == 1

@@ -7,7 +7,12 @@ from tphyolo.track.config import TRACKER_PRESETS, TrackerConfig, tracker_config
 
 def test_presets_differ_where_the_methods_do():
     byte, bot = TRACKER_PRESETS["bytetrack"], TRACKER_PRESETS["botsort"]
-    assert (byte.cmc, bot.cmc, byte.new_track_thresh, bot.new_track_thresh) == ("none", "sparse", 0.5, 0.7)
+    assert (byte.cmc, bot.cmc) == ("none", "sparse") and TrackerConfig(**{**vars(bot), "tracker": "bytetrack",
+                                                                         "cmc": "none"}) == byte  # fmt: skip
+    mot17 = TRACKER_PRESETS["bytetrack-mot17"], TRACKER_PRESETS["botsort-mot17"]
+    assert [(c.track_high_thresh, c.new_track_thresh, c.motion) for c in mot17] == [(0.5, 0.6, "xyah"),
+                                                                                  (0.6, 0.7, "xywh")]  # fmt: skip
+    assert tracker_config("botsort-mot17").tracker == "botsort"  # a preset of the method it names
     assert tracker_config("botsort") == bot
     assert tracker_config("bytetrack", track_buffer=60).track_buffer == 60
     assert tracker_config(bot, cmc="ecc").cmc == "ecc"

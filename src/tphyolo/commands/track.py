@@ -12,6 +12,9 @@ from __future__ import annotations
 import argparse
 import sys
 
+from tqdm import tqdm
+
+from tphyolo.commands.options.argv import saved_flags
 from tphyolo.commands.options.inference import (
     add_classifier_flags,
     add_inference_flags,
@@ -29,6 +32,7 @@ from tphyolo.track.job import TRACK_CONF, TrackerChoice, TrackInputs, TrackJob, 
 
 USES_RUNTIME = True
 RUNTIME_INFERENCE = True
+PATH_FLAGS = ("source", "weights", "data", "detections", "classifier")  # made absolute in the saved settings
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -40,6 +44,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     outputs = parser.add_argument_group("outputs")
     add_flags(outputs, TrackOutputs)
     add_flags(outputs, DrawStyle)
+
+
+def command_parser() -> argparse.ArgumentParser:
+    """A parser of this command's own flags (not the runtime's): what the saved settings are spelled with."""
+    parser = argparse.ArgumentParser(prog="tphyolo track", add_help=False)
+    add_arguments(parser)
+    return parser
 
 
 def _job(args: argparse.Namespace) -> TrackJob:
@@ -57,15 +68,15 @@ def _job(args: argparse.Namespace) -> TrackJob:
     )  # fmt: skip
 
 
-def _print_sequence(sequence) -> None:
+def _print_sequence(sequence) -> None:  # tqdm.write: printed above the progress bar
     if sequence.frames == 0:
-        print(f"tphyolo track: warning: sequence {sequence.name}: no frame could be read", file=sys.stderr)
+        tqdm.write(f"tphyolo track: warning: sequence {sequence.name}: no frame could be read", file=sys.stderr)
     else:
-        print(f"{sequence.name}: {sequence.tracks} tracks, {sequence.frames} frames, {sequence.fps:.1f} fps")
+        tqdm.write(f"{sequence.name}: {sequence.tracks} tracks, {sequence.frames} frames, {sequence.fps:.1f} fps")
 
 
 def _print_skip(path, error: Exception) -> None:
-    print(f"tphyolo track: skipped {describe_error(error)}", file=sys.stderr)
+    tqdm.write(f"tphyolo track: skipped {describe_error(error)}", file=sys.stderr)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -73,7 +84,9 @@ def run(args: argparse.Namespace) -> int:
 
     job = _job(args)
     device = inference_device(args.runtime) if args.weights is not None else None
-    result = track_job(job, runtime=args.runtime, device=device, on_sequence=_print_sequence, on_skip=_print_skip)
+    argv = saved_flags(command_parser(), args, paths=PATH_FLAGS, leave_out=("project", "name", "exist_ok"))
+    result = track_job(job, runtime=args.runtime, device=device, on_sequence=_print_sequence, on_skip=_print_skip,
+                       settings={"argv": argv}, progress=True)  # fmt: skip
     if result.frames == 0:
         given = next(
             f"{flag} {value}"

@@ -11,7 +11,8 @@ thresholds 0.05 ... 0.95) and combines them as trackeval's own evaluator does: s
 counts, classes "combined" by summing counts over classes (detection-averaged, as the VisDrone toolkit's overall
 score) and "class-averaged" by the mean over classes with ground truth.
 
-Percentages are 0-100 (HOTA, MOTA, IDF1, ...), counts are whole numbers (IDSW, FP, FN, ...).
+Percentages are 0-100 (HOTA, MOTA, IDF1, ...), counts are whole numbers (IDSW, FP, FN, ...); LocA and MOTP are
+None (printed '-') where no output box matched a true one, as for a class without detections.
 Older trackeval releases use `np.float`/`np.int`, which numpy 1.24 removed: those aliases are provided for
 the duration of a trackeval call, and only after such a release failed without them (`_numpy_aliases`).
 """
@@ -42,6 +43,7 @@ FIELDS = (
     ("ML", "CLEAR", "ML", "count"), ("GT", "Count", "GT_Dets", "count"), ("GT_IDs", "Count", "GT_IDs", "count"),
     ("IDs", "Count", "IDs", "count"),
 )  # fmt: skip
+LOCALISATION = ("LocA", "MOTP")  # how well matched boxes align: undefined (None) without a match
 TABLE_FIELDS = ("HOTA", "DetA", "AssA", "LocA", "MOTA", "MOTP", "IDF1", "IDP", "IDR", "IDSW", "FP", "FN")
 _REMOVED_ALIASES = {"float": float, "int": int, "bool": bool, "object": object}
 T = TypeVar("T")
@@ -75,8 +77,10 @@ class TrackingResult:
         return "\n".join(lines)
 
 
-def _cell(value: float, field: str) -> str:
+def _cell(value: float | None, field: str) -> str:
     kind = next(k for name, _, _, k in FIELDS if name == field)
+    if value is None:
+        return f"{'-':>8}"
     return f"{int(value):>8d}" if kind == "count" else f"{value:>8.2f}"
 
 
@@ -145,11 +149,16 @@ def _score(prepared: Mapping[str, Mapping[str, FrameBoxes]], protocol: str) -> T
     )
 
 
-def _summary(results: Mapping[str, Mapping[str, Any]]) -> dict[str, float]:
-    out = {}
+def _summary(results: Mapping[str, Mapping[str, Any]]) -> dict[str, float | None]:
+    """The `FIELDS` of trackeval's `results`; the localisation ones (LocA, MOTP) None where no box matched,
+    which trackeval reports as 100 and 0."""
+    out: dict[str, float | None] = {}
+    matched = results["CLEAR"]["CLR_TP"] > 0
     for name, metric, field, kind in FIELDS:
         value = results[metric][field]
-        if kind == "mean":
+        if name in LOCALISATION and not matched:
+            out[name] = None
+        elif kind == "mean":
             out[name] = 100.0 * float(np.mean(value))
         elif kind == "percent":
             out[name] = 100.0 * float(value)

@@ -7,9 +7,13 @@
 
 | name | class | settings |
 | --- | --- | --- |
-| `bytetrack` | `track.tracker.ByteTracker` | `TrackerConfig` preset (ByteTrack, Zhang et al. 2022) |
-| `botsort` | `track.tracker.ByteTracker` | `TrackerConfig` preset (BoT-SORT, Aharon et al. 2022) |
-| `ocsort` | `track.ocsort.OCSort` | `OCSortConfig` (OC-SORT, Cao et al. 2023) |
+| `bytetrack` | `track.tracker.ByteTracker` | `TrackerConfig` preset (ByteTrack, Zhang et al. 2022) for drones |
+| `botsort` | `track.tracker.ByteTracker` | `TrackerConfig` preset (BoT-SORT, Aharon et al. 2022) for drones |
+| `ocsort` | `track.ocsort.OCSort` | `OCSortConfig` (OC-SORT, Cao et al. 2023) for drones |
+| `bytetrack-mot17`, `botsort-mot17`, `ocsort-mot17` | the same | the settings each method published for MOT17 |
+
+The drone presets are measured by `benchmarks/tracking_defaults.py` (docs/tracking.md); a `-mot17` row makes a
+tracker whose settings name the method (`config.tracker` is `bytetrack`, `botsort` or `ocsort`).
 
 A new tracker is its module (a class with `config`, `reset()` and `update(...) -> Tracks`, and a frozen settings
 dataclass whose `tracker` field is its name) and one row here. A row names its class by its dotted path, imported
@@ -24,7 +28,7 @@ from typing import Any
 
 from tphyolo.track.config import TRACKER_PRESETS, settings_from
 from tphyolo.track.interface import MultiObjectTracker
-from tphyolo.track.ocsort import OCSortConfig
+from tphyolo.track.ocsort import OCSORT_MOT17, OCSortConfig
 
 
 @dataclass(frozen=True)
@@ -45,6 +49,9 @@ TRACKERS: dict[str, TrackerKind] = {
     "bytetrack": TrackerKind("tphyolo.track.tracker:ByteTracker", TRACKER_PRESETS["bytetrack"]),
     "botsort": TrackerKind("tphyolo.track.tracker:ByteTracker", TRACKER_PRESETS["botsort"]),
     "ocsort": TrackerKind("tphyolo.track.ocsort:OCSort", OCSortConfig()),
+    "bytetrack-mot17": TrackerKind("tphyolo.track.tracker:ByteTracker", TRACKER_PRESETS["bytetrack-mot17"]),
+    "botsort-mot17": TrackerKind("tphyolo.track.tracker:ByteTracker", TRACKER_PRESETS["botsort-mot17"]),
+    "ocsort-mot17": TrackerKind("tphyolo.track.ocsort:OCSort", OCSORT_MOT17),
 }
 TRACKER_NAMES: tuple[str, ...] = tuple(TRACKERS)
 

@@ -6,27 +6,35 @@ set's split, whose ground truth is then scored), the tracks written by `TrackWri
 
 What was tracked is written whatever stops the run (an error, Ctrl-C). A data set's split writes the text its
 benchmark takes as output (its layout's `output_text`, `tphyolo.data.mot.layouts.LAYOUTS`) besides the files
-asked for.
+asked for. The run folder keeps the run's settings (`SETTINGS_FILE`: the caller's, e.g. the command's flags,
+and the tracker's own, every field resolved); `progress` shows a bar of the frames tracked.
 """
 
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping
+from dataclasses import asdict, dataclass, is_dataclass
 from pathlib import Path
 from typing import Any
 
+import yaml
+from tqdm import tqdm
+
 from tphyolo.data.categories import TRACKING_TABLES
 from tphyolo.data.dataset_config import load_data_config
+from tphyolo.data.files.atomic import write_text_atomic
 from tphyolo.data.mot.layouts import MOT_TEXT, VISDRONE_TEXT
 from tphyolo.data.mot.sequences import TrackingSplit, tracking_split
 from tphyolo.metrics.tracking import evaluate_tracking
+from tphyolo.predict.sequences import resolve_sequences
+from tphyolo.predict.sources import count_frames
 from tphyolo.track.job import TrackJob
 from tphyolo.track.stream import SkipHandler, Tracker
 from tphyolo.track.writers import TrackWriter
 
 DEFAULT_PROJECT = "runs/track"
+SETTINGS_FILE = "args.yaml"  # a run folder's settings
 
 
 @dataclass(frozen=True)
@@ -72,11 +80,14 @@ def track_job(
     device: Any = None,
     on_sequence: Callable[[SequenceRun], None] | None = None,
     on_skip: SkipHandler | None = None,
+    settings: Mapping[str, Any] | None = None,
+    progress: bool = False,
 ) -> TrackRun:
     """Run `job` (see the module docstring) on `runtime` and `device` (defaults: Predictor's); `on_sequence` is
     told of each sequence as it ends, `on_skip` of each file that does not decode (then skipped; default: it
-    stops the run). Raises ValueError / FileNotFoundError naming the bad setting or file before the run folder
-    is made."""
+    stops the run). `settings` (plain data) are saved in the run folder's SETTINGS_FILE beside the tracker's,
+    under `tracker`; `progress`: a bar of the frames (their total when the frames are files). Raises
+    ValueError / FileNotFoundError naming the bad setting or file before the run folder is made."""
     inputs, choice, outputs = job.inputs, job.choice, job.outputs
     detector = {} if inputs.weights is None else {
         "config": job.inference, "runtime": runtime, "device": device, "slice": job.slice,
@@ -87,26 +98,41 @@ def track_job(
     source = split.folder / "sequences" if split is not None else inputs.source
     sequences = tracker.sequences(source, vid_stride=inputs.vid_stride, on_skip=on_skip)
     save_dir = job.output.create(DEFAULT_PROJECT)
+    config = tracker.tracker.config
+    tracker_settings = asdict(config) if is_dataclass(config) else {"tracker": type(tracker.tracker).__name__}
+    write_text_atomic(save_dir / SETTINGS_FILE, yaml.safe_dump({**(settings or {}), "tracker": tracker_settings},
+                                                               sort_keys=False))  # fmt: skip
     text = split.output_text if split is not None else None  # the text the split's ground truth is scored on
     table = TRACKING_TABLES[split.fmt] if split is not None else None  # the split's benchmark numbers categories
     writer = TrackWriter(save_dir, names=tracker.names, save_img=outputs.save_img, style=job.style, categories=table,
                          save_mot=outputs.save_mot or text == MOT_TEXT,
                          save_visdrone=outputs.save_visdrone or text == VISDRONE_TEXT)  # fmt: skip
     done: list[SequenceRun] = []
+    bar = tqdm(total=_frame_total(source, inputs.vid_stride), unit="frame", desc="track") if progress else None
     try:  # what was tracked is written whatever stops the loop
         for name, frames in sequences:
-            done.append(_write_sequence(writer, name, frames))
+            done.append(_write_sequence(writer, name, frames, bar))
             if on_sequence is not None:
                 on_sequence(done[-1])
     finally:
         writer.close()
+        if bar is not None:
+            bar.close()
     run = TrackRun(save_dir, tracker.tracker.config.tracker, tracker.cmc, tuple(done))
     if split is None or run.frames == 0:
         return run
     return TrackRun(**{**vars(run), "scores": _score(split, save_dir)})
 
 
-def _write_sequence(writer: TrackWriter, name: str, frames) -> SequenceRun:
+def _frame_total(source: Any, vid_stride: int) -> int | None:
+    """The frames of `source`'s sequences, or None without a source (precomputed detections alone) or for a
+    stream."""
+    if source is None:
+        return None
+    return count_frames([f for s in resolve_sequences(source) for f in s.files], vid_stride=vid_stride)
+
+
+def _write_sequence(writer: TrackWriter, name: str, frames, bar: tqdm | None) -> SequenceRun:
     ids: set[int] = set()
     count, start = 0, time.perf_counter()
     for frame in frames:
@@ -116,6 +142,9 @@ def _write_sequence(writer: TrackWriter, name: str, frames) -> SequenceRun:
                      image=frame.image, image_name=frame.image_name)  # fmt: skip
         ids.update(frame.ids.tolist())
         count += 1
+        if bar is not None:
+            bar.set_postfix_str(name, refresh=False)
+            bar.update()
     seconds = time.perf_counter() - start
     if count:
         writer.end_sequence()
