@@ -4,8 +4,9 @@ import numpy as np
 import pytest
 import torch
 
-from tphyolo.ops import weighted_boxes_fusion
+from tphyolo.ops import wbf, weighted_boxes_fusion
 from tphyolo.ops.wbf import _steps
+from tphyolo.ops.wbf_grid import grid_clusters
 
 ensemble_boxes = pytest.importorskip("ensemble_boxes")
 
@@ -137,3 +138,63 @@ def test_rejects_bad_arguments():
         weighted_boxes_fusion(b, s, lab, weights=[1, 2])
     with pytest.raises(ValueError, match="model 0"):
         weighted_boxes_fusion(b, [np.array([0.5, 0.6])], lab)
+
+
+def dense_scene(rng, *, boxes, objects, classes=2, spread=0.15):
+    """One list of many boxes around few small objects (the merge of a finely sliced image at a low
+    threshold): groups far larger than LOCKSTEP_MAX, clustered box by box."""
+    centres, wh = rng.random((objects, 2)), rng.uniform(0.01, 0.05, (objects, 2))
+    pick = rng.integers(0, objects, boxes)
+    c = centres[pick] + rng.normal(0, spread, (boxes, 2)) * wh[pick]
+    w = wh[pick] * np.exp(rng.normal(0, 0.2, (boxes, 2)))
+    return [np.concatenate([c - w / 2, c + w / 2], 1)], [rng.random(boxes)], [rng.integers(0, classes, boxes)]
+
+
+@pytest.mark.parametrize("iou_thr", [0.0, 0.1, 0.55, 0.9])
+def test_large_groups_match_ensemble_boxes(iou_thr):
+    """Groups of hundreds of mutually overlapping boxes (compared with nearby clusters only) fuse as
+    ensemble_boxes fuses them, at every threshold regime of the nearness bound (none, 1/t, 1 - t)."""
+    rng = np.random.default_rng([7, int(iou_thr * 100)])
+    for boxes, objects in ((1500, 20), (600, 3)):
+        args = dense_scene(rng, boxes=boxes, objects=objects)
+        assert_same(args, iou_thr=iou_thr)
+        sizes = np.bincount(args[2][0])
+    assert sizes.min() > wbf.LOCKSTEP_MAX  # the box-by-box path ran
+
+
+def test_large_groups_with_zero_weights_and_big_boxes_match_ensemble_boxes():
+    """A model of weight 0 (scores of zero: NaN clusters, which take every later box of their label) and
+    boxes spanning most of the image among small ones."""
+    rng = np.random.default_rng(11)
+    small = dense_scene(rng, boxes=400, objects=10, classes=1)
+    big = np.clip([0.05, 0.05, 0.9, 0.9] + rng.normal(0, 0.05, (60, 4)), 0, 1)
+    args = ([small[0][0], big], [small[1][0], rng.random(60)], [small[2][0], np.zeros(60)])
+    for weights in ([1.0, 1.0], [1.0, 0.0], [0.0, 2.0]):
+        for conf_type in ("avg", "max"):
+            assert_same(args, weights=weights, iou_thr=0.3, conf_type=conf_type)
+
+
+def test_grid_clusters_equal_the_lockstep_bit_for_bit():
+    rng = np.random.default_rng(13)
+    (b,), (s,), _ = dense_scene(rng, boxes=300, objects=4, classes=1)
+    order = np.argsort(-s, kind="stable")
+    b, s = b[order].clip(0, 1), s[order]
+    weights = rng.choice([0.5, 1.0], len(b))
+    want = wbf._lockstep(b, s, weights, np.zeros(len(b), dtype=np.int64), 0.55, "cpu")
+    got = grid_clusters(b, s, weights, 0.55)
+    cluster_w, opened_w = want[0][want[1]], want[0]  # lockstep ids are slots: renumber by creation
+    renumber = {int(c): k for k, c in enumerate(cluster_w)}
+    np.testing.assert_array_equal([renumber[int(c)] for c in opened_w], got[0])
+    np.testing.assert_array_equal(want[1], got[1])
+    np.testing.assert_array_equal(want[2][cluster_w], got[2])
+    np.testing.assert_array_equal(want[3][cluster_w], got[3])
+
+
+@pytest.mark.parametrize(
+    ("scores", "weights", "words"),
+    [([np.nan], None, "model 0"), ([-0.5], None, ">= 0"), ([0.5], [-1.0], "weights"), ([0.5], [np.inf], "weights")],
+)
+def test_refuses_what_has_no_fused_box(scores, weights, words):
+    with pytest.raises(ValueError, match=words):
+        weighted_boxes_fusion([np.array([[0.1, 0.1, 0.2, 0.2]])], [np.array(scores)], [np.array([0])],
+                              weights=weights, skip_box_thr=-1.0)  # fmt: skip

@@ -36,8 +36,8 @@ def png_declaring(width: int, height: int) -> bytes:
     )
 
 
-def jpeg_bytes(seed: int = 0) -> bytes:
-    image = np.random.default_rng(seed).integers(0, 255, (96, 128, 3), dtype=np.uint8)
+def jpeg_bytes(seed: int = 0, shape: tuple[int, int] = (96, 128)) -> bytes:
+    image = np.random.default_rng(seed).integers(0, 255, (*shape, 3), dtype=np.uint8)
     return cv2.imencode(".jpg", image)[1].tobytes()
 
 
@@ -56,7 +56,16 @@ CASES = {
     "text file": (b"just some text\n", "text/plain", {}, 415, ["text/plain"]),
     "text named an image": (b"just some text\n", JPEG, {}, 422, ["cannot read image"]),
     "conf=2": (jpeg_bytes(), JPEG, {"conf": "2"}, 422, ["conf", "[0, 1]"]),
-    "slice=10": (jpeg_bytes(), JPEG, {"slice": "10"}, 422, ["slice", ">= 32"]),
+    "slice=10": (jpeg_bytes(), JPEG, {"slice": "10"}, 422, ["slice", "[32, "]),
+    "max_det past any integer": (jpeg_bytes(), JPEG, {"max_det": "9" * 20}, 422, ["max_det:", "2147483647"]),
+    "windows past the limit": (  # 924 model passes: the request that held the worker for minutes
+        jpeg_bytes(shape=(180, 320)),
+        JPEG,
+        {"slice": "64", "overlap": "0.9", "conf": "0.001"},
+        422,
+        ["slice, overlap:", "924 model passes", "512 per request (--max-views)"],
+    ),
+    "boxes past the limit": (jpeg_bytes(), JPEG, {"max_det": "300000"}, 422, ["max_det:", "(--max-candidates)"]),
     "unknown option": (jpeg_bytes(), JPEG, {"confidence": "0.3"}, 422, ["confidence", "unknown option"]),
     "class the model lacks": (jpeg_bytes(), JPEG, {"classes": "0,7"}, 422, ["classes:", "got 7"]),
     "format": (jpeg_bytes(), JPEG, {"format": "xml"}, 422, ["format", "xml"]),
@@ -105,6 +114,16 @@ def test_a_body_past_the_limit_without_a_length_is_refused(server):
     chunks = (b"\xff" * 1_000_000 for _ in range(40))
     response = httpx.post(f"{server}/v1/detect", content=chunks, headers={"Content-Type": JPEG}, timeout=60)
     assert response.status_code == 413 and "more than 32,000,000 bytes" in response.json()["error"]
+
+
+def test_a_request_of_more_images_than_the_queue_is_413(server, caplog):
+    """65 files where 64 images fit in the queue: no retry can make it fit, so not a 503."""
+    files = [("file", (f"{i}.jpg", jpeg_bytes(i, (16, 16)), JPEG)) for i in range(65)]
+    with caplog.at_level(logging.WARNING, logger="tphyolo.serve"):
+        response = httpx.post(f"{server}/v1/detect", files=files, timeout=60)
+    assert response.status_code == 413 and "Retry-After" not in response.headers
+    assert response.json()["error"] == "the request holds 65 images; at most 64 fit in the queue (--max-queue)"
+    assert len(_service_lines(caplog)) == 1
 
 
 @pytest.mark.slow

@@ -7,6 +7,7 @@ import os
 import re
 import shutil
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -111,6 +112,82 @@ def test_a_killed_worker_is_restarted_and_loads_the_replaced_file(tiny_weights, 
         assert again["model"]["hash"] != first["model"]["hash"]
         expected = Predictor(str(weights), device="cpu", **SETTINGS)([image_files[0]])[0]
         assert again["images"][0]["boxes"] == expected.boxes.tolist()
+
+
+@pytest.mark.slow
+def test_a_stuck_worker_is_ended_at_the_deadline_and_restarted(tiny_weights, image_files):
+    """A worker that stops answering (SIGSTOP) holds its batch past the 3 s deadline: the request gets 504,
+    the worker is ended and a new one started; /readyz says 503 meanwhile, then 200, and requests are answered
+    again, the restart counted."""
+    body = image_files[0].read_bytes()
+    with serving(tiny_weights, serve=ServeConfig(port=0, max_batch=1, timeout=3)) as (url, app):
+        old_pid = app.state.service.worker.pid
+        os.kill(old_pid, signal.SIGSTOP)
+        stuck = _post(url, body)
+        assert stuck.status_code == 504 and "deadline" in stuck.json()["error"]
+        readiness = []
+        deadline = time.monotonic() + 180
+        while time.monotonic() < deadline:
+            response = httpx.get(f"{url}/readyz", timeout=10)
+            readiness.append((response.status_code, response.json().get("error")))
+            if response.status_code == 200:
+                break
+            time.sleep(0.05)
+        assert (503, "the inference worker restarts") in readiness and readiness[-1][0] == 200
+        health = httpx.get(f"{url}/healthz").json()["worker"]
+        assert health["restarts"] == 1 and health["pid"] not in (None, old_pid)
+        assert _gauge(url, "tphyolo_worker_restarts_total") == 1.0
+        assert _post(url, body).status_code == 200
+
+
+@pytest.mark.slow
+def test_sigterm_with_a_stuck_worker_ends_within_the_grace_without_a_traceback(tiny_weights, image_files):
+    """SIGTERM while the worker is stopped mid-batch: the process ends (exit 0) within the grace and the time
+    to end the worker, the request answered, and nothing on stderr is a traceback."""
+    grace = 3
+    command = [sys.executable, "-m", "tphyolo", "serve", "--weights", str(tiny_weights), "--port", "0",
+               "--img", str(SETTINGS["imgsz"]), "--device", "cpu", "--max-batch", "1", "--grace", str(grace),
+               "--timeout", "120"]  # fmt: skip
+    env = os.environ | {"PYTHONPATH": str(SRC)}
+    process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+    try:
+        url = re.search(r"http://127\.0\.0\.1:\d+", process.stdout.readline()).group(0)
+        wait_ready(url)
+        worker = httpx.get(f"{url}/healthz").json()["worker"]["pid"]
+        os.kill(worker, signal.SIGSTOP)
+        with ThreadPoolExecutor(1) as pool:
+            in_flight = pool.submit(_post, url, image_files[1].read_bytes())
+            _wait_for(lambda: _gauge(url, "tphyolo_queue_depth") == 0)
+            time.sleep(0.5)  # the batch is in the stopped worker
+            signalled = time.monotonic()
+            process.send_signal(signal.SIGTERM)
+            assert process.wait(timeout=60) == 0
+            took = time.monotonic() - signalled
+            with pytest.raises(httpx.HTTPError):
+                in_flight.result(timeout=60).raise_for_status()
+        out, err = process.communicate()
+        assert "Traceback" not in err and "stopped" in out, err
+        assert took < grace + 6, took  # the grace, ending the worker and the interpreter's exit
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait()
+
+
+@pytest.mark.slow
+def test_an_address_not_to_listen_on_and_a_port_in_use_are_one_line_each(tiny_weights):
+    env = os.environ | {"PYTHONPATH": str(SRC)}
+    base = [sys.executable, "-m", "tphyolo", "serve", "--weights", str(tiny_weights), "--device", "cpu"]
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen(1)
+        port = taken.getsockname()[1]
+        for flags, words in ((["--host", "0.0.0.0.0"], "--host 0.0.0.0.0: not an address to listen on"),
+                             (["--port", str(port)], f"--port {port}: cannot listen on 127.0.0.1:{port}")):  # fmt: skip
+            done = subprocess.run(base + flags, capture_output=True, text=True, env=env, timeout=120)
+            assert done.returncode == 2, done.stderr
+            lines = done.stderr.strip().splitlines()
+            assert len(lines) == 1 and words in lines[0], done.stderr
 
 
 def test_without_the_serve_extra_the_app_is_refused_naming_it(tiny_weights, monkeypatch):

@@ -1,7 +1,9 @@
 """`bench wbf`: our weighted boxes fusion against the `ensemble_boxes` package (when installed).
 
-Input: 8 model lists of 300 boxes each over 10 classes (random normalised xyxy boxes clustered around 60
-objects, uniform scores), iou_thr 0.55, conf_type "avg". Both are checked to return the same boxes first.
+Inputs: 8 model lists of 300 boxes each over 10 classes (random normalised xyxy boxes clustered around 60
+objects, uniform scores: an ensemble or TTA merge), and 8 lists of 1250 (10^4 boxes around 250 objects whose
+boxes overlap widely: the merge of a densely sliced image), iou_thr 0.55, conf_type "avg". Both are checked to
+return the same boxes first.
 Peak memory is not reported: the baseline works in numpy, which PyTorch's allocator statistics do not see.
 """
 
@@ -42,19 +44,26 @@ def wbf_inputs(models: int, boxes: int, classes: int, *, seed: int = 0) -> tuple
 def bench_wbf(
     *, quick: bool = False, repeats: int = 5, clock: str = "wall", log: Callable[[str], None] = print
 ) -> list[Row]:
-    """One Row: ours against ensemble_boxes (ours alone when it is absent), timed by `clock` (timing.CLOCKS)."""
-
-    models, boxes, classes = (2, 30, 3) if quick else (8, 300, 10)
-    inputs = wbf_inputs(models, boxes, classes)
-    config = f"{models} lists x {boxes} boxes x {classes} classes, iou 0.55, avg"
-    ours_fn = lambda: weighted_boxes_fusion(*inputs, iou_thr=0.55, skip_box_thr=0.0)  # noqa: E731
+    """One Row per input size: ours against ensemble_boxes (ours alone when it is absent), timed by `clock`
+    (timing.CLOCKS)."""
+    sizes = [(2, 30, 3)] if quick else [(8, 300, 10), (8, 1250, 10)]
     try:
         from ensemble_boxes import weighted_boxes_fusion as reference
     except ImportError:
         log("bench wbf: ensemble_boxes is not installed; timing ours only")
+        reference = None
+    return [_bench_one(models, boxes, classes, reference, repeats=repeats, clock=clock, log=log)
+            for models, boxes, classes in sizes]  # fmt: skip
+
+
+def _bench_one(models: int, boxes: int, classes: int, reference, *, repeats: int, clock: str, log) -> Row:
+    inputs = wbf_inputs(models, boxes, classes)
+    config = f"{models} lists x {boxes} boxes x {classes} classes, iou 0.55, avg"
+    ours_fn = lambda: weighted_boxes_fusion(*inputs, iou_thr=0.55, skip_box_thr=0.0)  # noqa: E731
+    if reference is None:
         ours_t = time_call(ours_fn, device=CPU, warmup=1, repeats=repeats, clock=clock)
         absent = {"baseline": "absent", "clock": clock}
-        return [Row("wbf", config, ours_t.median_ms, ours_spread_ms=ours_t.spread_ms, extra=absent)]
+        return Row("wbf", config, ours_t.median_ms, ours_spread_ms=ours_t.spread_ms, extra=absent)
     base_fn = lambda: reference(*inputs, iou_thr=0.55, skip_box_thr=0.0)  # noqa: E731
     got, expected = ours_fn(), base_fn()
     same = len(got[0]) == len(expected[0]) and np.allclose(got[0], expected[0], atol=1e-4)
@@ -67,4 +76,4 @@ def bench_wbf(
         extra={"baseline": "ensemble_boxes", "same_boxes": same, "fused": len(got[0]), "clock": clock},
     )  # fmt: skip
     log(f"wbf {config}: ensemble_boxes {base_t.median_ms:.1f} ms, ours {ours_t.median_ms:.1f} ms ({clock} time)")
-    return [row]
+    return row

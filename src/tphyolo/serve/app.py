@@ -11,13 +11,17 @@ Routes:
   `GET /docs`: the OpenAPI page; `GET /`: a page to drop an image on and see its boxes.
 
 The model runs in a worker process fed by the batcher (`tphyolo.serve.batcher`); it starts when the app starts
-(the port answers /healthz meanwhile) and stops, after the requests queued are answered, when the app stops.
+(the port answers /healthz meanwhile) and stops, after the requests queued are answered, when the app stops
+(within `grace` seconds of the shutdown's start: a worker busy past it is ended). Images are decoded in a
+thread pool, off the event loop; a request whose cost (`tphyolo.serve.cost`) passes the limits is refused
+before it is queued.
 Every answer other than 200 is `{"error": LINE}` with its status (`tphyolo.serve.problems`), logged once.
 (No `from __future__ import annotations` here: FastAPI reads the routes' annotations, `fastapi.Request`
 imported when the app is made, as objects.)
 """
 
 import asyncio
+import concurrent.futures
 import contextlib
 import logging
 import os
@@ -31,8 +35,9 @@ from tphyolo.infer.config import InferenceConfig
 from tphyolo.infer.slicing import SliceConfig
 from tphyolo.runtime.config import RuntimeConfig, resolve_device
 from tphyolo.serve.answers import coco_answer, image_answer
-from tphyolo.serve.batcher import Batcher
+from tphyolo.serve.batcher import Batcher, too_many_images
 from tphyolo.serve.config import ServeConfig
+from tphyolo.serve.cost import check_cost
 from tphyolo.serve.engine import EngineSpec
 from tphyolo.serve.images import decode_request_image
 from tphyolo.serve.metrics import SERVE_INSTALL_HINT, ServiceMetrics
@@ -44,47 +49,73 @@ from tphyolo.serve.worker import InferenceWorker, InProcessWorker
 
 LOGGER = logging.getLogger(__name__)
 CLIENT_GONE = 499  # the status counted (and logged) for a client that left before its request was read
+ANSWER_MARGIN_S = 1.0  # of the grace, left for ending a busy worker and answering what is left (503)
+DECODE_THREADS = 2  # images decoded at once, off the event loop (PIL and OpenCV release the GIL while decoding)
 
 
 class Service:
     """What the routes share: the spec of the model, the service settings, the batcher and its worker, the
     metrics. `start()` loads the model in the background; `stop()` answers what is queued, then stops."""
 
-    def __init__(self, spec: EngineSpec, settings: ServeConfig, *, in_process: bool = False) -> None:
+    def __init__(self, spec: EngineSpec, settings: ServeConfig, *, in_process: bool = False, worker=None) -> None:
         """in_process: run the model in this process (`InProcessWorker`: a Ray Serve replica, which Ray
-        supervises), not in a child process."""
+        supervises), not in a child process; worker: one of InferenceWorker's interface to use instead."""
         device = resolve_device(spec.device) if spec.device is not None else spec.runtime.torch_device()
         self.spec, self.settings = spec, settings
         self.max_batch = settings.batch_size(device.type)
         worker_kind = InProcessWorker if in_process else InferenceWorker
-        self.worker = worker_kind(spec, max_batch=self.max_batch)
+        self.worker = worker if worker is not None else worker_kind(spec, max_batch=self.max_batch)
         self.metrics = ServiceMetrics(queue_depth=lambda: self.batcher.depth, restarts=lambda: self.worker.restarts)
         self.batcher = Batcher(
             self.worker, max_batch=self.max_batch, max_wait_s=settings.max_wait_ms / 1000,
             max_queue=settings.max_queue, on_batch=self.metrics.observe_batch,
         )  # fmt: skip
+        self.decoder = concurrent.futures.ThreadPoolExecutor(DECODE_THREADS, thread_name_prefix="tphyolo-serve-decode")
         self.failure: str | None = None  # why the model did not load
+        self._stop_by: float | None = None  # when a busy worker is ended in a shutdown (monotonic seconds)
+        self._ending: threading.Timer | None = None
 
     def start(self) -> None:
         def load() -> None:
             try:
                 self.batcher.start()
                 LOGGER.info("model %s loaded and warm; ready", self.worker.info.name)
-            except RuntimeError as error:
+            except Exception as error:  # noqa: BLE001 - any failure to load is the service's one-line failure
                 self.failure = describe_error(error)
                 LOGGER.error("%s", self.failure)
 
         threading.Thread(target=load, name="tphyolo-serve-load", daemon=True).start()
 
+    def begin_shutdown(self) -> None:
+        """The shutdown starts now (the first call counts): what is queued is answered until ANSWER_MARGIN_S
+        before the grace ends; then a worker still busy is ended and what is left answered 503, so that every
+        request in flight has its answer before the server gives up on it."""
+        if self._stop_by is not None:
+            return
+        grace = self.settings.grace
+        self._stop_by = time.monotonic() + max(grace - min(ANSWER_MARGIN_S, grace / 2), 0.0)
+        self._ending = threading.Timer(self._stop_by - time.monotonic(), self.batcher.stop, kwargs={"timeout": 0.0})
+        self._ending.daemon = True
+        self._ending.start()
+
     def stop(self) -> None:
-        self.batcher.stop(timeout=self.settings.grace + 1)
+        """Answer what is queued until the grace ends (`begin_shutdown`, else now), then stop the worker."""
+        self.begin_shutdown()
+        self.batcher.stop(timeout=max(self._stop_by - time.monotonic(), 0.0))
+        self._ending.cancel()
+        self.decoder.shutdown(wait=False, cancel_futures=True)
 
     def check_ready(self) -> None:
         """Raises a 503 RequestProblem while no model is ready."""
         if self.failure is not None:
             raise unavailable(f"the model did not load: {self.failure}")
-        if not self.batcher.ready:
-            raise unavailable("the model is loading" if self.worker.info is None else "the inference worker restarts")
+        if self.batcher.ready:
+            return
+        if self.worker.info is None:
+            raise unavailable("the model is loading")
+        if self.batcher.stuck:
+            raise unavailable("the inference worker is busy with a batch past its deadline")
+        raise unavailable("the inference worker restarts")
 
     async def detect(self, request) -> tuple:
         """The answer of a POST /v1/detect request (JSON data) and its status; RequestProblem otherwise."""
@@ -106,7 +137,13 @@ class Service:
             {k: v for k, v in options.items() if k != "format"}, info.defaults,
             num_classes=len(info.names), has_classifier=info.classifier,
         )  # fmt: skip
-        images = [decode_request_image(upload.data, where=upload.name) for upload in uploads]
+        if len(uploads) > self.settings.max_queue:
+            raise RequestProblem(413, too_many_images(len(uploads), self.settings.max_queue))
+        images = await asyncio.get_running_loop().run_in_executor(self.decoder, _decode_all, uploads)
+        check_cost(
+            [image.shape[:2] for image in images], settings, models=len(self.spec.weights),
+            max_views=self.settings.max_views, max_candidates=self.settings.max_candidates, given=list(options),
+        )  # fmt: skip
         futures = self.batcher.submit(images, settings, deadline=arrived + self.settings.timeout)
         waiting = asyncio.gather(*(asyncio.wrap_future(f) for f in futures))
         try:
@@ -131,6 +168,10 @@ class Service:
             "total_ms": 1000 * (time.monotonic() - arrived),
         }
         return {"model": {"name": info.name, "hash": info.hash}, "timings": timings, "images": entries}, 200
+
+
+def _decode_all(uploads) -> list:
+    return [decode_request_image(upload.data, where=upload.name) for upload in uploads]
 
 
 def engine_spec(

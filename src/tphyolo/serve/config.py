@@ -14,6 +14,13 @@ CPU_MAX_BATCH = 8  # images per forward pass unless --max-batch: on a CPU, a lar
 GPU_MAX_BATCH = 32  # ... and on a GPU, where batching is what fills it
 PORT_BOUNDS = Bounds(0, 65535)  # 0: a free port the OS picks
 POSITIVE = Bounds(0, low_open=True)
+# What one request may cost (tphyolo.serve.cost). A 3840x2160 frame sliced at 640 px with overlap 0.2 (32
+# windows and the whole image) with the 8-pass TTA is 264 passes and 132,000 boxes at max_det 500: the limits
+# hold it with room; a dense scene of 10^5 boxes merges in about 14 s on this project's loaded 2-core CPU (the
+# 30 s default timeout), and a 320x180 image in 64 px windows at overlap 0.9 (924 passes) is refused.
+MAX_VIEWS = 512
+MAX_CANDIDATES = 200_000
+CANDIDATES_HELP = "most boxes merged per image: its model passes x max_det (more: 422)"
 
 
 @dataclass(frozen=True)
@@ -52,6 +59,8 @@ class ServeConfig:
     max_queue: int = flag(64, "--max-queue", help="images waiting at most (more: 503)", bounds=AT_LEAST_ONE)
     timeout: float = flag(30.0, "--timeout", help="seconds a request may take (more: 504)", bounds=POSITIVE)
     max_body_mb: float = flag(32.0, "--max-body-mb", help="largest request body, MB (more: 413)", bounds=POSITIVE)
+    max_views: int = flag(MAX_VIEWS, "--max-views", help="most model passes a request (more: 422)", bounds=AT_LEAST_ONE)
+    max_candidates: int = flag(MAX_CANDIDATES, "--max-candidates", help=CANDIDATES_HELP, bounds=AT_LEAST_ONE)
     grace: float = flag(10.0, "--grace", help="seconds in-flight requests get on SIGTERM", bounds=NON_NEGATIVE)
 
     def __post_init__(self) -> None:

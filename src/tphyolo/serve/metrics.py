@@ -51,8 +51,7 @@ class ServiceMetrics:
         )
         images_per_second.set_function(self._images_per_second)
         prometheus.Gauge("tphyolo_queue_depth", "images waiting", **kw).set_function(queue_depth)
-        restarts_gauge = prometheus.Gauge("tphyolo_worker_restarts", "inference workers restarted", **kw)
-        restarts_gauge.set_function(restarts)
+        self.registry.register(_RestartCounter(restarts))
         self._recent: deque[tuple[float, int]] = deque()
         self._lock = threading.Lock()
 
@@ -77,3 +76,15 @@ class ServiceMetrics:
     def text(self) -> tuple[bytes, str]:
         """The exposition text and its content type."""
         return self._prometheus.generate_latest(self.registry), self._prometheus.CONTENT_TYPE_LATEST
+
+
+class _RestartCounter:
+    """`tphyolo_worker_restarts_total`, a counter read from the worker's own count when scraped."""
+
+    def __init__(self, restarts: Callable[[], int]) -> None:
+        self.restarts = restarts
+
+    def collect(self):
+        from prometheus_client.core import CounterMetricFamily
+
+        yield CounterMetricFamily("tphyolo_worker_restarts", "inference workers restarted", value=self.restarts())

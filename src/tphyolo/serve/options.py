@@ -3,8 +3,10 @@
 The options are the per-image settings of `tphyolo predict`, under the names of InferenceConfig's fields:
 `conf`, `iou`, `max_det`, `classes` (comma-separated or repeated), `imgsz`, `augment`; and `slice` (window
 pixels, 0 for none), `overlap`, `classifier` (true/false). Each is checked against the bounds of its
-setting (`InferenceConfig`'s flags, `SliceConfig`'s), the one source of truth predict's flags use too; an
-option left out keeps the service's default (its command-line flags). `format` (json|coco) picks the answer.
+setting (`InferenceConfig`'s flags, `SliceConfig`'s), the one source of truth predict's flags use too, and an
+integer option is at most LARGEST_INTEGER besides (what the tensor libraries take as an index); an option left
+out keeps the service's default (its command-line flags). `format` (json|coco) picks the answer. What the
+settings cost with the request's images is checked once they are decoded (`tphyolo.serve.cost`).
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from tphyolo.infer.slicing import OVERLAP_BOUNDS, SIZE_BOUNDS, SliceConfig
 from tphyolo.serve.problems import bad_option
 
 ANSWER_FORMATS = ("json", "coco")
+LARGEST_INTEGER = 2**31 - 1
 _TRUE, _FALSE = ("1", "true", "yes", "on"), ("0", "false", "no", "off")
 _INFERENCE_OPTIONS = {"conf": float, "iou": float, "max_det": int, "imgsz": int}  # InferenceConfig fields
 OPTIONS = (*_INFERENCE_OPTIONS, "classes", "augment", "slice", "overlap", "classifier", "format")
@@ -45,6 +48,9 @@ def _number(name: str, text: str, kind: type, bounds: Bounds | None) -> float:
         value = kind(text)
     except ValueError:
         raise bad_option(name, f"expected {'an integer' if kind is int else 'a number'}, got {text!r:.40}") from None
+    if kind is int and (bounds is None or bounds.high is None):
+        low = bounds.low if bounds is not None else -LARGEST_INTEGER
+        bounds = Bounds(low, LARGEST_INTEGER, low_open=bounds is not None and bounds.low_open)
     if bounds is not None and value not in bounds:
         raise bad_option(name, f"must be {bounds}, got {text:.40}")
     return value

@@ -52,9 +52,12 @@ class DetectionReplica:
         return Response(body, status_code=start["status"], headers=headers)
 
     def check_health(self) -> None:
-        """Ray's health check: a replica whose model failed to load is unhealthy (Ray replaces it)."""
+        """Ray's health check: a replica whose model failed to load, or whose model is busy with a batch past
+        its deadline (work in this process cannot be ended otherwise), is unhealthy: Ray replaces it."""
         if self.service.failure is not None:
             raise RuntimeError(self.service.failure)
+        if self.service.batcher.stuck:
+            raise RuntimeError("the model is busy with a batch past its deadline")
 
 
 def deployment_options(cluster: RayConfig) -> dict:

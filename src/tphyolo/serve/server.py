@@ -3,19 +3,24 @@
     run_server(app, ServeConfig(host="127.0.0.1", port=8000, grace=10))
 
 SIGTERM or SIGINT stop the listener (new connections are refused), give the requests in flight up to `grace`
-seconds to be answered, then stop the app (its queue answered, its worker stopped). One log line per error
-request (the app's), no access log. When the model does not load, the server stops and `run_server` raises
-ValueError with the worker's one-line reason.
+seconds to be answered, then stop the app (its queue answered, its worker stopped): the process ends within
+the grace and the second or two it takes to end a busy worker. One log line per error request (the app's), no
+access log. The socket is bound before the model loads: an address that is not this machine's or a port in
+use raises UsageError naming --host or --port. When the model does not load, the server stops and
+`run_server` raises ValueError with the worker's one-line reason.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import errno
 import signal
+import socket
 import threading
 from collections.abc import Callable, Iterator
 
+from tphyolo.errors import UsageError
 from tphyolo.imports import require
 from tphyolo.serve.app import create_app, engine_spec
 from tphyolo.serve.config import RayConfig, ServeConfig
@@ -43,9 +48,10 @@ def run_server(
     )  # fmt: skip
     server = uvicorn.Server(config)
     service = app.state.service
+    listener = listening_socket(settings.host, settings.port)
 
     async def serve() -> None:
-        task = asyncio.create_task(server.serve())
+        task = asyncio.create_task(server.serve(sockets=[listener]))
         while not server.started and not task.done():
             await asyncio.sleep(_POLL_S)
         if server.started and on_listening is not None:
@@ -54,13 +60,44 @@ def run_server(
         while not task.done():
             if service.failure is not None or (stop is not None and stop.is_set()):
                 server.should_exit = True
+            if server.should_exit:  # a signal, `stop` or a failure: the grace starts now
+                service.begin_shutdown()
             await asyncio.sleep(_POLL_S)
         await task
 
-    with _signals_end_quietly():
-        asyncio.run(serve())
+    try:
+        with _signals_end_quietly():
+            asyncio.run(serve())
+    finally:
+        listener.close()
     if service.failure is not None:
         raise ValueError(service.failure)
+
+
+def listening_socket(host: str, port: int) -> socket.socket:
+    """A TCP socket bound to `host:port` and listening. Raises UsageError naming --host (an address that is
+    not one of this machine's) or --port (in use, or not allowed)."""
+    try:
+        family, kind, proto, _, address = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)[0]
+    except (socket.gaierror, UnicodeError) as error:
+        raise UsageError(f"--host {host}: not an address to listen on ({describe_cause(error)})") from None
+    listener = socket.socket(family, kind, proto)
+    try:
+        listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        listener.bind(address)
+        listener.listen(2048)
+    except OSError as error:
+        listener.close()
+        if error.errno == errno.EADDRNOTAVAIL:
+            raise UsageError(f"--host {host}: not an address of this machine ({describe_cause(error)})") from None
+        raise UsageError(f"--port {port}: cannot listen on {host}:{port} ({describe_cause(error)})") from None
+    listener.setblocking(False)
+    return listener
+
+
+def describe_cause(error: Exception) -> str:
+    """The reason of a socket error, lower case, without its number."""
+    return (getattr(error, "strerror", None) or str(error)).lower()
 
 
 @contextlib.contextmanager

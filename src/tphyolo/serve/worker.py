@@ -2,7 +2,7 @@
 
     worker = InferenceWorker(spec, max_batch=8)
     info = worker.start()                   # spawns the process, loads and warms the model: ModelInfo
-    rows, seconds = worker.detect(images, settings)   # raises WorkerCrashed when the process died
+    rows, seconds = worker.detect(images, settings, timeout=30)  # WorkerCrashed when it died, WorkerTimedOut
     worker.restart(); worker.stop()
 
 Why a process: a model that crashes (a native fault, an out-of-memory kill, a SIGKILL) takes only the worker
@@ -10,7 +10,11 @@ with it; the service sees the pipe close, answers that batch's requests 503 and 
 the weights again (a file replaced meanwhile gives the new model, with its new hash). The child is spawned (not
 forked: the parent runs threads), applies the runtime's process settings as any entry point does, and talks over
 one pipe: a batch of images and their settings in, the rows of each image (or a one-line error) out. One
-worker per device, one batch at a time.
+worker per device, one batch at a time. A batch that outlives its `timeout` (nobody waits for its answer any
+more) ends the process: it cannot be interrupted otherwise, and it would hold every later batch.
+
+`stop()` may be called from another thread while `detect` waits (the service shutting down past its grace):
+the waiting call then raises WorkerCrashed.
 """
 
 from __future__ import annotations
@@ -33,10 +37,15 @@ from tphyolo.serve.options import Settings
 LOGGER = logging.getLogger(__name__)
 START_TIMEOUT_S = 600.0  # loading and warming a model (an ensemble of exported models on a busy machine)
 _POLL_S = 0.05
+KILL_WAIT_S = 5.0  # for a killed process to be reaped
 
 
 class WorkerCrashed(RuntimeError):
     """The worker process ended without answering (killed, crashed, out of memory)."""
+
+
+class WorkerTimedOut(WorkerCrashed):
+    """The worker did not answer a batch within its timeout, and was ended."""
 
 
 class WorkerFailed(RuntimeError):
@@ -105,17 +114,21 @@ class InferenceWorker:
         self.info = message[1]
         return self.info
 
-    def detect(self, images: Sequence[np.ndarray], settings: Settings) -> tuple[list[np.ndarray], float]:
+    def detect(
+        self, images: Sequence[np.ndarray], settings: Settings, *, timeout: float | None = None
+    ) -> tuple[list[np.ndarray], float]:
         """The rows of each image and the seconds the worker spent. Raises WorkerCrashed when the process ended
-        (it is then stopped: `restart` it), WorkerFailed when it answered with an error."""
-        if self._connection is None:
+        (it is then stopped: `restart` it), WorkerTimedOut when it gave no answer within `timeout` seconds
+        (None: no limit; it is then ended), WorkerFailed when it answered with an error."""
+        connection = self._connection
+        if connection is None:
             raise WorkerCrashed("the inference worker is not running")
         try:
-            self._connection.send((list(images), settings))
+            connection.send((list(images), settings))
         except (BrokenPipeError, ConnectionResetError, EOFError, OSError) as error:
             self.stop()
             raise WorkerCrashed(f"the inference worker is gone ({error})") from None
-        message = self._receive(timeout=None)
+        message = self._receive(timeout=timeout)
         if message[0] == "error":
             raise WorkerFailed(message[1])
         return message[1], message[2]
@@ -123,21 +136,27 @@ class InferenceWorker:
     def _receive(self, *, timeout: float | None):
         """The worker's next message, waiting while the process lives (and at most `timeout` seconds)."""
         deadline = None if timeout is None else time.monotonic() + timeout
-        assert self._connection is not None and self._process is not None
+        connection, process = self._connection, self._process  # stop() from another thread clears them
+        if connection is None or process is None:
+            raise WorkerCrashed("the inference worker is not running")
         while True:
             try:
-                if self._connection.poll(_POLL_S):
-                    return self._connection.recv()
-                alive = self._process.is_alive()
-            except (EOFError, OSError):  # the pipe closed: the process ended
+                if connection.poll(_POLL_S):
+                    return connection.recv()
+                alive = process.is_alive()
+            except (EOFError, OSError, ValueError):  # the pipe closed (the process ended, or stop() closed it)
                 alive = False
             if alive and (deadline is None or time.monotonic() < deadline):
                 continue
-            self._process.join(1.0)  # reaped, so that its exit code is known
-            code = self._process.exitcode
+            if alive:
+                self.stop(timeout=0)
+                raise WorkerTimedOut(f"the inference worker did not answer within {timeout:.1f} s and was ended")
+            process.join(1.0)  # reaped, so that its exit code is known
+            code = process.exitcode
             self.stop()
-            why = "did not answer in time" if code is None else f"ended with exit code {code}"
-            raise WorkerCrashed(f"the inference worker {why}")
+            raise WorkerCrashed(
+                f"the inference worker {'was stopped' if code is None else f'ended with exit code {code}'}"
+            )
 
     def restart(self) -> ModelInfo:
         """Stop what is left of the worker and start a new one (the weights loaded again)."""
@@ -147,7 +166,7 @@ class InferenceWorker:
         return self.start()
 
     def stop(self, timeout: float = 5.0) -> None:
-        """Ask the worker to end, then end it."""
+        """Ask the worker to end, give it `timeout` seconds, then kill it."""
         process, connection = self._process, self._connection
         self._process, self._connection = None, None
         if connection is not None:
@@ -158,12 +177,14 @@ class InferenceWorker:
             process.join(timeout)
             if process.is_alive():
                 process.kill()
-                process.join(timeout)
+                process.join(KILL_WAIT_S)
 
 
 class InProcessWorker:
     """InferenceWorker's interface over an engine in this process: for a process that is itself supervised
-    (a Ray Serve replica, which Ray restarts when it dies). `restart` loads the weights again."""
+    (a Ray Serve replica, which Ray restarts when it dies or reports itself unhealthy). It has no `restart`:
+    it never raises WorkerCrashed while running, and a batch past its timeout cannot be interrupted; the
+    service reports itself not ready (and the replica unhealthy) instead."""
 
     def __init__(self, spec: EngineSpec, *, max_batch: int) -> None:
         self.spec, self.max_batch = spec, max_batch
@@ -184,7 +205,10 @@ class InProcessWorker:
         self.engine, self.info = engine, engine.info
         return engine.info
 
-    def detect(self, images: Sequence[np.ndarray], settings: Settings) -> tuple[list[np.ndarray], float]:
+    def detect(
+        self, images: Sequence[np.ndarray], settings: Settings, *, timeout: float | None = None
+    ) -> tuple[list[np.ndarray], float]:
+        """As InferenceWorker.detect; `timeout` is not enforced (see the class docstring)."""
         if self.engine is None:
             raise WorkerCrashed("the inference worker is not running")
         start = time.perf_counter()
@@ -193,10 +217,6 @@ class InProcessWorker:
         except Exception as error:  # noqa: BLE001 - one line for the requests of the batch
             raise WorkerFailed(describe_error(error)) from None
         return rows, time.perf_counter() - start
-
-    def restart(self) -> ModelInfo:
-        self.restarts += 1
-        return self.start()
 
     def stop(self, timeout: float = 5.0) -> None:
         self.engine = None
