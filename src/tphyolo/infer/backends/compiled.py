@@ -84,13 +84,15 @@ def model_cache_dir() -> Path:
     return Path(os.environ[CACHE_ENV]).expanduser() if os.environ.get(CACHE_ENV) else user_cache_dir() / "compiled"
 
 
-def installed(runtime: str) -> bool:
-    """Whether the package of compiled runtime `runtime` can be imported here."""
-    try:
-        require(RUNTIMES[runtime].package, purpose="compiling checkpoints")
-    except ImportError:
-        return False
-    return True
+def missing_package(runtime: str) -> str | None:
+    """The first package that compiling to `runtime` needs and this environment cannot import (the runtime's, or
+    onnx, which the trace needs), or None."""
+    for package in (RUNTIMES[runtime].package, "onnx"):
+        try:
+            require(package, purpose="compiling checkpoints")
+        except ImportError:
+            return package
+    return None
 
 
 def cache_entry(weights: Path, *, runtime: str, fuse: bool) -> Path:
@@ -216,22 +218,24 @@ def resolve_runtime(requested: str, *, device: torch.device, torch_compile: bool
 
     "auto": OpenVINO on the CPU when it is installed; PyTorch on GPUs, when torch.compile is asked for
     (`torch_compile`), and when openvino is missing (said in one line). An explicit compiled runtime off the CPU
-    is a ValueError, and without its package a MissingExtraError (one line each)."""
+    is a ValueError, and without its package (or onnx) a MissingExtraError (one line each)."""
     if requested == "pytorch":
         return "pytorch"
     if requested in RUNTIMES:
         if device.type != "cpu":
             raise ValueError(f"--runtime {requested} compiles checkpoints for the CPU; --device {device} runs "
                              "them with --runtime pytorch")  # fmt: skip
-        require(RUNTIMES[requested].package, purpose=f"--runtime {requested}")
+        for package in (RUNTIMES[requested].package, "onnx"):
+            require(package, purpose=f"--runtime {requested}", install=f"pip install {package}")
         return requested
     if requested != "auto":
         raise ValueError(f"unknown --runtime {requested!r}; known: auto, pytorch, {', '.join(RUNTIMES)}")
     if device.type != "cpu" or torch_compile:
         return "pytorch"
-    if not installed("openvino"):
-        LOGGER.warning("openvino is not installed: running PyTorch on the CPU (pip install openvino for the faster "
-                       "CPU runtime, or give --runtime pytorch to silence this)")  # fmt: skip
+    missing = missing_package("openvino")
+    if missing is not None:
+        LOGGER.warning("%s is not installed: running PyTorch on the CPU (pip install openvino onnx for the faster "
+                       "CPU runtime, or give --runtime pytorch to silence this)", missing)  # fmt: skip
         return "pytorch"
     return "openvino"
 
