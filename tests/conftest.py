@@ -13,6 +13,7 @@ import torch
 
 from tests.helpers import process_state_restored, require_shared, visdrone_subset
 from tphyolo.data.builtin.synthetic import generate_synthetic
+from tphyolo.infer.backends.compiled import CACHE_ENV
 from tphyolo.runtime import cpu_memory
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
@@ -25,6 +26,17 @@ if os.environ.get("PYTEST_XDIST_WORKER"):
     # on N cores do not oversubscribe them. A test that needs more threads sets them (restored after it).
     torch.set_num_threads(1)
     os.environ["OMP_NUM_THREADS"] = "1"
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _model_cache(tmp_path_factory) -> Iterator[Path]:
+    """One cache of compiled checkpoints for the session (`tphyolo.infer.backends.compiled`), so that the many tests
+    that predict with the same small checkpoint on the CPU compile it to OpenVINO once, and none reads or fills
+    the user's cache. Tests of the cache itself give their own folder."""
+    folder = tmp_path_factory.mktemp("compiled-models")
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv(CACHE_ENV, str(folder))
+        yield folder
 
 
 @pytest.fixture(autouse=True)

@@ -75,7 +75,8 @@ def val(
     dist = DistContext.from_env()
     torch_device = resolve_device(str(device)) if device is not None else runtime.torch_device(dist.local_rank)
     init_process_group(dist, torch_device)  # under torchrun; left joined for the caller's next call
-    (backend,) = load_backends(weights, runtime=runtime, device=torch_device)
+    (backend,) = load_backends(weights, runtime=runtime, device=torch_device, backend=inference.backend,
+                               precision=inference.precision)  # fmt: skip
     inference = settled_config([backend], inference)  # what the caller left to the model (`from_model`)
     fixed = fixed_input_shape([backend], inference)
     datasets_dir = None if config.datasets_dir is None else Path(config.datasets_dir)

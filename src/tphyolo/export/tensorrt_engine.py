@@ -17,8 +17,8 @@ from typing import TYPE_CHECKING
 import torch
 
 from tphyolo.data.files.atomic import write_bytes_atomic
-from tphyolo.export.onnx_file import INPUT_NAME
 from tphyolo.infer.backends.metadata import ExportMetadata
+from tphyolo.infer.backends.onnx_trace import INPUT_NAME
 
 if TYPE_CHECKING:
     from tphyolo.export.config import ExportConfig

@@ -34,6 +34,12 @@ NMM_MATCH = 0.5  # the overlap threshold of (greedy) non-maximum merging unless 
 MAX_TTA_SCALE = 4.0  # TTA passes enlarge the input at most this much (the paper's largest is 1.3)
 MODEL_CHOSEN = ("imgsz", "batch")  # the settings models may choose when the caller leaves them (`from_model`)
 RECLASSIFY_MIN_SCORE = 0.01  # detections scoring less are not re-classified (validation keeps thousands of them)
+# What runs a checkpoint (`tphyolo.infer.backends.compiled`): "auto" is OpenVINO on the CPU when it is installed
+# (measured 1.3-1.6x PyTorch's fp32 NHWC path at 640 px: docs/performance.md), PyTorch on GPUs and without it.
+RUNTIMES = ("auto", "pytorch", "openvino", "onnxruntime")
+# What a compiled checkpoint computes in: "auto" is exact fp32; bf16 (OpenVINO on CPUs with AMX / AVX512-BF16)
+# only when asked for.
+PRECISIONS = ("auto", "fp32", "bf16")
 
 
 @dataclass(frozen=True)
@@ -50,6 +56,11 @@ class InferenceConfig:
     from_model: the settings of `MODEL_CHOSEN` the caller left to the models (a command line that does not give
     them): "imgsz" becomes a checkpoint's training size or an export's own, "batch" at most a fixed-batch
     export's (`tphyolo.infer.input_shape.settled_config`, which says so in one line each).
+    backend (`--runtime`): what runs a checkpoint, from RUNTIMES: "auto" (OpenVINO on the CPU when installed, else
+    PyTorch), "pytorch", or a checkpoint compiled once to "openvino" or "onnxruntime", checked against PyTorch
+    and cached (`tphyolo.infer.backends.compiled`); models given as modules and exported files run as they are.
+    precision: what a compiled checkpoint computes in, from PRECISIONS: "auto" (fp32), "fp32", "bf16"
+    (OpenVINO only; PyTorch's precision is the runtime's `--amp`).
     """
 
     imgsz: int = imgsz_flag(640, help="inference size (long side), pixels", bounds=IMGSZ_BOUNDS)
@@ -77,6 +88,15 @@ class InferenceConfig:
     )
     merge_agnostic: bool = flag(False, "--merge-agnostic", help="merge boxes across classes (nms, nmm, greedy-nmm)")
     from_model: tuple[str, ...] = ()
+    backend: str = flag(
+        "auto", "--runtime", choices=RUNTIMES,
+        help="what runs a .pt checkpoint: auto = OpenVINO on the CPU when installed (compiled once, checked "
+        "against PyTorch, cached), else PyTorch",
+    )  # fmt: skip
+    precision: str = flag(
+        "auto", "--precision", choices=PRECISIONS,
+        help="what a compiled checkpoint computes in: auto = fp32 (exact); bf16 with --runtime openvino",
+    )  # fmt: skip
 
     def __post_init__(self) -> None:
         """Raises ValueError naming the flag (`setting_name`) of the first setting that is out of range or has no
@@ -104,6 +124,12 @@ class InferenceConfig:
         TTAConfig(self.tta_scales, self.tta_flips)  # validates them
         if unknown := sorted(set(self.from_model) - set(MODEL_CHOSEN)):
             raise ValueError(f"from_model {unknown}: the models choose only {list(MODEL_CHOSEN)}")
+        for name, known in (("backend", RUNTIMES), ("precision", PRECISIONS)):
+            if getattr(self, name) not in known:
+                raise ValueError(f"unknown {setting_name(self, name)} {getattr(self, name)!r}; known: {list(known)}")
+        if self.precision == "bf16" and self.backend not in ("auto", "openvino"):
+            flags = setting_name(self, "precision"), setting_name(self, "backend")
+            raise ValueError(f"{flags[0]} bf16 is a precision of {flags[1]} openvino; {self.backend} has --amp")
         if not self.augment and (self.tta_scales, self.tta_flips) != (PAPER_SCALES, DEFAULT_FLIPS):
             names = f"{setting_name(self, 'tta_scales')}/{setting_name(self, 'tta_flips')}"
             raise ValueError(f"{names} choose the passes of {setting_name(self, 'augment')}; add it or drop them")

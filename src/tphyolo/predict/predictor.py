@@ -65,7 +65,9 @@ class Predictor:
     largest stride is rounded up, with a warning. slice: a window size in original pixels, "auto" (the
     network input size) or a SliceConfig.
     runtime: how to run (device, fp16 weights with `half`, channels_last, compile, autocast); `device`
-    overrides its device. fuse: fold BatchNorm into convolutions first. classifier: a crop-classifier
+    overrides its device. A checkpoint file on the CPU runs on OpenVINO by default, compiled once and cached
+    (`backend="pytorch"` keeps PyTorch; `backend="onnxruntime"`, `precision="bf16"`: see InferenceConfig).
+    fuse: fold BatchNorm into convolutions first. classifier: a crop-classifier
     checkpoint (or a CropClassifier) whose classes are among the models' names; it re-labels the detections of
     its classes, with its share `classifier_weight` (default: the one saved with it).
 
@@ -94,7 +96,8 @@ class Predictor:
         config = inference_config(config, tta=tta, **settings)
         self.runtime = runtime or RuntimeConfig()
         self.device = resolve_device(str(device)) if device is not None else self.runtime.torch_device()
-        backends = load_backends(weights, runtime=self.runtime, device=self.device, fuse=fuse)
+        backends = load_backends(weights, runtime=self.runtime, device=self.device, fuse=fuse, backend=config.backend,
+                                 precision=config.precision)  # fmt: skip
         if classifier is not None:
             classifier = as_classifier(classifier, detector_names=backends[0].names, device=self.device,
                                        runtime=self.runtime, weight=classifier_weight)  # fmt: skip

@@ -1,8 +1,10 @@
 """OpenVINO backend for IR exports (`<name>_openvino_model/` folders, or their `.xml`), on the CPU.
 
-Compiled with the LATENCY hint, `threads` inference threads (default: the cores this process may use), and
-f32 inference precision for fp32 IRs (so that CPUs with bf16 units do not silently lower precision). A
-dynamic IR runs a whole batch in one request.
+Compiled with the LATENCY hint, `threads` inference threads (default: the cores this process may use), and an
+explicit inference precision, f32 unless `precision="bf16"` is asked for: OpenVINO's own CPU default is bf16 on
+CPUs with AMX or AVX512-BF16, which would silently lower the precision of every IR, fp16-weight and INT8 ones
+(their float parts) included. A dynamic IR runs a whole batch in one request. `save_ir` writes an IR with
+tphyolo's metadata, as `tphyolo export` and the compiled CPU runtime (`tphyolo.infer.backends.compiled`) do.
 """
 
 from __future__ import annotations
@@ -12,11 +14,13 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from tphyolo.data.files.atomic import atomic_path
 from tphyolo.imports import require
 from tphyolo.infer.backends.base import ExportedBackend, check_format, cpu_threads, error_reason
 from tphyolo.infer.backends.metadata import ExportMetadata
 
 RT_INFO_SECTION = "tphyolo"  # the rt_info section holding the metadata, one JSON value per field
+PRECISIONS = {"fp32": "f32", "bf16": "bf16"}  # tphyolo's name -> OpenVINO's INFERENCE_PRECISION_HINT
 
 
 def ir_file(path: Path) -> Path:
@@ -51,8 +55,12 @@ class OpenVINOBackend(ExportedBackend):
         """An IR folder (holding an .xml) or its .xml."""
         return any(path.glob("*.xml")) if path.is_dir() else path.suffix.lower() == ".xml"
 
-    def __init__(self, path: Path, *, device: torch.device, threads: int | None = None) -> None:
+    def __init__(
+        self, path: Path, *, device: torch.device, threads: int | None = None, precision: str = "fp32"
+    ) -> None:
         ov = require("openvino", purpose="running OpenVINO models")
+        if precision not in PRECISIONS:
+            raise ValueError(f"{path}: OpenVINO precision {precision!r}; known: {sorted(PRECISIONS)}")
         if device.type != "cpu":
             raise ValueError(f"{path}: OpenVINO models run on the CPU here, not on {device}")
         xml = ir_file(path)
@@ -66,15 +74,15 @@ class OpenVINOBackend(ExportedBackend):
         check_format(metadata, "openvino", path)
         metadata.check_graph(str(path), input_shape=_dims(model.inputs[0].partial_shape),
                              output_shape=_dims(model.outputs[0].partial_shape))  # fmt: skip
-        config = {"PERFORMANCE_HINT": "LATENCY", "INFERENCE_NUM_THREADS": threads or cpu_threads()}
-        if not metadata.half:
-            config["INFERENCE_PRECISION_HINT"] = "f32"
+        config = {"PERFORMANCE_HINT": "LATENCY", "INFERENCE_NUM_THREADS": threads or cpu_threads(),
+                  "INFERENCE_PRECISION_HINT": PRECISIONS[precision]}  # fmt: skip
         try:
             compiled = core.compile_model(model, "CPU", config)
         except RuntimeError as error:
             reason = error_reason(error)
             raise ValueError(f"{path}: OpenVINO cannot compile this IR (corrupt weights?): {reason}") from error
         super().__init__(path, metadata, device)
+        self.precision = precision  # what it computes in (`dtype` is its input's)
         self.request = compiled.create_infer_request()
 
     def _forward(self, x: torch.Tensor) -> torch.Tensor:
@@ -85,3 +93,28 @@ class OpenVINOBackend(ExportedBackend):
 def _dims(shape) -> list[int | None]:  # noqa: ANN001 - an openvino.PartialShape
     """An OpenVINO partial shape with its free dimensions as None."""
     return [dim.get_length() if dim.is_static else None for dim in shape]
+
+
+def ir_from_onnx(onnx_path: Path, folder: Path, *, metadata: ExportMetadata, half: bool = False) -> Path:
+    """Converts the ONNX file `onnx_path` (fp32) into an IR in `folder` (`save_ir`). Returns the folder."""
+    ov = require("openvino", purpose="converting models to OpenVINO")
+    model = ov.Core().read_model(str(onnx_path))  # unlike ov.convert_model: no telemetry, a tenth of the time
+    return save_ir(model, folder, metadata=metadata, half=half)
+
+
+def save_ir(model, folder: Path, *, metadata: ExportMetadata, half: bool = False) -> Path:  # noqa: ANN001
+    """Writes the `openvino.Model` `model` with `metadata` in its rt_info into `folder` (created), as
+    `<ir_stem>.xml` + `.bin`, fp16 weights when `half`; a folder there is replaced once the new IR is whole.
+    Returns the folder."""
+    ov = require("openvino", purpose="writing OpenVINO models")
+    for key, value in metadata.to_strings().items():
+        model.set_rt_info(value, [RT_INFO_SECTION, key])
+    with atomic_path(folder) as tmp:
+        tmp.mkdir(parents=True)
+        ov.save_model(model, str(tmp / f"{ir_stem(folder)}.xml"), compress_to_fp16=half)
+    return folder
+
+
+def ir_stem(folder: Path) -> str:
+    """`W` for a folder `W_openvino_model`, else the folder's name."""
+    return folder.name.removesuffix("_openvino_model") or folder.name

@@ -21,6 +21,7 @@ from tphyolo.checkpoint.format import load_checkpoint
 from tphyolo.checkpoint.release import is_release_name, missing_weights_message
 from tphyolo.data.files.image_limits import IMGSZ_BOUNDS
 from tphyolo.infer.backends import exported_format, load_backend
+from tphyolo.infer.backends.compiled import load_compiled, resolve_precision, resolve_runtime
 from tphyolo.runtime.config import RuntimeConfig, autocast, sdpa_context
 
 Weights = str | Path | nn.Module
@@ -123,10 +124,21 @@ def trained_imgsz(train_args: object, *, source: str) -> int | None:
 
 
 def load_backends(
-    weights: Weights | Sequence[Weights], *, runtime: RuntimeConfig, device: torch.device, fuse: bool = True
+    weights: Weights | Sequence[Weights],
+    *,
+    runtime: RuntimeConfig,
+    device: torch.device,
+    fuse: bool = True,
+    backend: str = "auto",
+    precision: str = "auto",
 ) -> list[Backend]:
     """One backend per entry of `weights` (a model, a checkpoint path, an exported model — `.onnx`,
     `*_openvino_model/` or its `.xml`, `.torchscript` — or a sequence of them: an ensemble; formats may mix).
+
+    A checkpoint file runs on `backend` (`InferenceConfig.backend`, `--runtime`: "auto" is OpenVINO on the CPU
+    when installed, `compiled.resolve_runtime`), compiled once, checked and cached (`compiled.load_compiled`) in
+    `precision`; PyTorch when the compiled model is not within tolerance of PyTorch. Models given as modules and
+    exported files run as they are.
 
     Raises ValueError when `runtime` cannot run on `device` (checked before anything is loaded), when the
     models disagree on the number of classes, or for a file that runs its own code (TorchScript) unless
@@ -136,15 +148,20 @@ def load_backends(
     entries = list(weights) if isinstance(weights, (list, tuple)) else [weights]
     if not entries:
         raise ValueError("no weights given")
+    files = [e for e in entries if not isinstance(e, nn.Module) and exported_format(e) is None and Path(e).is_file()]
+    compiled = resolve_runtime(backend, device=device, torch_compile=runtime.compile != "off") if files else "pytorch"
     backends: list[Backend] = []
     for entry in entries:
+        loaded = None
         if not isinstance(entry, nn.Module) and exported_format(entry) is not None:
-            backend = load_backend(entry, device=device, trust_code=runtime.trust_code)
-        else:
-            backend = TorchBackend.load(entry, runtime=runtime, device=device, fuse=fuse)
-        if backends and len(backend.names) != len(backends[0].names):
-            raise ValueError(f"{entry}: {len(backend.names)} classes, but the first model has {len(backends[0].names)}")
-        backends.append(backend)
+            loaded = load_backend(entry, device=device, trust_code=runtime.trust_code)
+        elif compiled != "pytorch" and any(entry is f for f in files):
+            loaded = load_compiled(entry, runtime=compiled, precision=resolve_precision(precision), fuse=fuse)
+        if loaded is None:
+            loaded = TorchBackend.load(entry, runtime=runtime, device=device, fuse=fuse)
+        if backends and len(loaded.names) != len(backends[0].names):
+            raise ValueError(f"{entry}: {len(loaded.names)} classes, but the first model has {len(backends[0].names)}")
+        backends.append(loaded)
     return backends
 
 

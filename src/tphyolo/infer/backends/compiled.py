@@ -1,0 +1,245 @@
+"""A checkpoint compiled once to a CPU runtime (OpenVINO, ONNX Runtime), checked against PyTorch and cached.
+
+`load_compiled(weights, runtime="openvino")` returns the backend of a `.pt` checkpoint on that runtime: on the
+first call the fused model is traced to ONNX with free batch, height and width (`onnx_trace`), converted
+(OpenVINO: `openvino.ir_from_onnx`), run on the parity check's images at two shapes, (1, 3, S, S) and
+(2, 3, S, S + stride) with S = CHECK_STRIDES strides, and compared with PyTorch fp32 as `tphyolo export` compares
+(`parity.relative_error`, within FP32_TOLERANCE); the file and the verdict are then kept in the cache and
+the next call only loads them (a warm start). One line says which happened. A model outside the tolerance is
+not used: the verdict is cached too, and `load_compiled` returns None (the caller runs PyTorch).
+
+Why dynamic shapes rather than one compile per input shape: predict letterboxes each image to its own
+rectangle (640x384, 640x512, ...), and a dynamic IR compiles once. Measured on tph-yolov5l at 384x640, 2 threads,
+OpenVINO f32: the dynamic IR ran within a few percent of a static one (docs/performance.md), while a static
+compile costs seconds per new shape.
+
+Where: `<user cache>/compiled/<weights stem>-<key>/` (`$TPHYOLO_MODEL_CACHE` instead of `<user cache>/compiled`),
+holding the model (`model_openvino_model/` or `model.onnx`) and `check.json` (the verdict). The key is a
+sha256 over the weights' bytes and what changes the graph or its numbers: the runtime and its version, fusing,
+the dynamic shapes, the opset, and the tphyolo and torch versions. Image size and batch are free in the graph
+and not part of the key; nor is the precision, a setting of OpenVINO's compile (`INFERENCE_PRECISION_HINT`)
+and not of the file. A cache entry that does not load or whose verdict is unreadable is compiled again, said in
+one line. Entries are safe to delete.
+"""
+
+from __future__ import annotations
+
+import copy
+import hashlib
+import json
+import logging
+import os
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+from torch import nn
+
+from tphyolo._version import __version__
+from tphyolo.checkpoint.format import load_checkpoint
+from tphyolo.data.files.atomic import atomic_path
+from tphyolo.imports import require
+from tphyolo.infer.backends.base import ExportedBackend
+from tphyolo.infer.backends.metadata import ExportMetadata
+from tphyolo.infer.backends.onnx_trace import embed_metadata, trace_onnx
+from tphyolo.infer.backends.onnxruntime import OnnxRuntimeBackend
+from tphyolo.infer.backends.openvino import OpenVINOBackend, ir_from_onnx
+from tphyolo.infer.backends.parity import FP32_TOLERANCE, relative_error, sample_images
+from tphyolo.runtime.precision import strict_fp32
+from tphyolo.user_cache import user_cache_dir
+
+LOGGER = logging.getLogger("tphyolo")
+CACHE_ENV = "TPHYOLO_MODEL_CACHE"
+OPSET = 17  # `tphyolo export`'s default opset (tphyolo.export.config.DEFAULT_OPSET)
+CHECK_STRIDES = 4  # the parity check's square side in strides: 128 px at stride 32, cheap on any model
+VERDICT = "check.json"
+SCHEMA = 1  # bump when the cache's content changes meaning
+
+
+@dataclass(frozen=True)
+class CompiledRuntime:
+    """A runtime a checkpoint can be compiled to: its package, the file written in the cache entry, the
+    `format` of that file's metadata and the backend class that runs it."""
+
+    name: str
+    package: str
+    title: str
+    file: str
+    format: str
+    backend: type[ExportedBackend]
+
+
+RUNTIMES: dict[str, CompiledRuntime] = {
+    runtime.name: runtime
+    for runtime in (
+        CompiledRuntime("openvino", "openvino", "OpenVINO", "model_openvino_model", "openvino", OpenVINOBackend),
+        CompiledRuntime("onnxruntime", "onnxruntime", "ONNX Runtime", "model.onnx", "onnx", OnnxRuntimeBackend),
+    )
+}
+
+
+def model_cache_dir() -> Path:
+    """Where compiled checkpoints are kept: `$TPHYOLO_MODEL_CACHE`, else `<user cache>/compiled`."""
+    return Path(os.environ[CACHE_ENV]).expanduser() if os.environ.get(CACHE_ENV) else user_cache_dir() / "compiled"
+
+
+def missing_package(runtime: str) -> str | None:
+    """The first package that compiling to `runtime` needs and this environment cannot import (the runtime's, or
+    onnx, which the trace needs), or None."""
+    for package in (RUNTIMES[runtime].package, "onnx"):
+        try:
+            require(package, purpose="compiling checkpoints")
+        except ImportError:
+            return package
+    return None
+
+
+def cache_entry(weights: Path, *, runtime: str, fuse: bool) -> Path:
+    """The cache folder of `weights` compiled to `runtime` (see the module docstring for the key)."""
+    package = require(RUNTIMES[runtime].package, purpose=f"--runtime {runtime}")
+    digest = hashlib.sha256()
+    with open(weights, "rb") as f:
+        for chunk in iter(lambda: f.read(1 << 20), b""):
+            digest.update(chunk)
+    settings = {"runtime": runtime, "version": getattr(package, "__version__", "?"), "fuse": fuse, "dynamic": True,
+                "opset": OPSET, "tphyolo": __version__, "torch": torch.__version__, "schema": SCHEMA}  # fmt: skip
+    digest.update(json.dumps(settings, sort_keys=True).encode())
+    return model_cache_dir() / f"{weights.stem}-{digest.hexdigest()[:16]}"
+
+
+def load_compiled(
+    weights: str | Path, *, runtime: str = "openvino", precision: str = "fp32", fuse: bool = True,
+    threads: int | None = None,
+) -> ExportedBackend | None:  # fmt: skip
+    """The backend of checkpoint `weights` compiled to `runtime` ("openvino" or "onnxruntime"), computing in
+    `precision` ("fp32", or "bf16" on OpenVINO) with `threads` CPU threads (default: torch's); compiled and
+    checked on the first call, loaded from the cache afterwards (module docstring). None when the compiled
+    model is not within FP32_TOLERANCE of PyTorch (said in one line). MissingExtraError when the runtime is
+    not installed; the checkpoint's own errors (FileNotFoundError, CheckpointError) as loading it raises them."""
+    weights = Path(weights)
+    spec = RUNTIMES[runtime]
+    entry = cache_entry(weights, runtime=runtime, fuse=fuse)
+    threads = threads or torch.get_num_threads()
+    what = f"{weights} on {spec.title} ({precision})"
+    if entry.exists():
+        try:
+            verdict = _read_verdict(entry)
+            if not verdict["ok"]:
+                LOGGER.warning("%s: compiled before, %.1e from PyTorch (tolerance %.0e): running PyTorch",
+                               what, verdict["relative_error"], FP32_TOLERANCE)  # fmt: skip
+                return None
+            backend = _open(entry / spec.file, spec, precision=precision, threads=threads)
+            LOGGER.info("%s: reusing the compiled model cached in %s", what, entry)
+            return backend
+        except (OSError, ValueError, KeyError, TypeError) as error:
+            LOGGER.warning("%s: the cached model in %s is unreadable (%s); compiling it again", what, entry, error)
+    start = time.perf_counter()
+    with atomic_path(entry) as staging:  # a reader finds a whole entry or none
+        staging.mkdir(parents=True)
+        model, metadata = _fused_model(weights, fuse=fuse, runtime=spec)
+        traced = copy.deepcopy(model)  # before the reference runs: no size-keyed caches (grids) in the trace
+        references = _references(model, metadata.stride)
+        _write(traced, staging / spec.file, spec, metadata=metadata, example=references[0][0][:1])
+        backend = _open(staging / spec.file, spec, precision="fp32", threads=threads)
+        error = max(relative_error(backend.run(images), reference) for images, reference in references)
+        ok = error <= FP32_TOLERANCE
+        seconds = time.perf_counter() - start
+        verdict = {"ok": ok, "relative_error": error, "tolerance": FP32_TOLERANCE, "seconds": round(seconds, 2),
+                   "weights": str(weights), "schema": SCHEMA}  # fmt: skip
+        (staging / VERDICT).write_text(json.dumps(verdict, indent=1))
+    if not ok:
+        LOGGER.warning("%s: compiled, but %.1e from PyTorch (tolerance %.0e): running PyTorch", what, error,
+                       FP32_TOLERANCE)  # fmt: skip
+        return None
+    LOGGER.info("%s: compiled in %.1f s, %.1e from PyTorch (tolerance %.0e); cached in %s", what, seconds, error,
+                FP32_TOLERANCE, entry)  # fmt: skip
+    if precision != "fp32":
+        return _open(entry / spec.file, spec, precision=precision, threads=threads)
+    backend.path = entry / spec.file  # where it now lies (the compiled model holds the weights it read)
+    return backend
+
+
+def _read_verdict(entry: Path) -> dict:
+    verdict = json.loads((entry / VERDICT).read_text())
+    if not isinstance(verdict, dict) or verdict.get("schema") != SCHEMA or not isinstance(verdict["ok"], bool):
+        raise ValueError(f"{VERDICT} is not this tphyolo's verdict")
+    if not isinstance(verdict["relative_error"], float | int):
+        raise ValueError(f"{VERDICT} holds no relative error")
+    return verdict
+
+
+def _open(path: Path, spec: CompiledRuntime, *, precision: str, threads: int) -> ExportedBackend:
+    cpu = torch.device("cpu")
+    if spec.backend is OpenVINOBackend:
+        return OpenVINOBackend(path, device=cpu, threads=threads, precision=precision)
+    return spec.backend(path, device=cpu, threads=threads)
+
+
+def _fused_model(weights: Path, *, fuse: bool, runtime: CompiledRuntime) -> tuple[nn.Module, ExportMetadata]:
+    """The checkpoint's model (fused when `fuse`, eval, fp32 on the CPU) and the metadata of its compiled file."""
+    checkpoint = load_checkpoint(weights)
+    model = checkpoint.build_model().float().eval()
+    if fuse and hasattr(model, "fuse"):
+        model = model.fuse()
+    stride = int(torch.as_tensor(model.stride).max())
+    side = CHECK_STRIDES * stride
+    metadata = ExportMetadata(format=runtime.format, model=weights.stem, names=tuple(checkpoint.names), stride=stride,
+                              imgsz=(side, side), batch=1, dynamic=True, source=weights.name)  # fmt: skip
+    return model, metadata
+
+
+@torch.no_grad()
+def _references(model: nn.Module, stride: int) -> list[tuple[torch.Tensor, torch.Tensor]]:
+    """(images, PyTorch fp32 output) at the parity check's two shapes."""
+    side = CHECK_STRIDES * stride
+    with strict_fp32():
+        return [(images, model(images).float()) for images in (sample_images(1, side, side),
+                                                                sample_images(2, side, side + stride))]  # fmt: skip
+
+
+def _write(model: nn.Module, path: Path, spec: CompiledRuntime, *, metadata: ExportMetadata,
+           example: torch.Tensor) -> None:  # fmt: skip
+    """`model` traced with free batch and size and written at `path` as `spec`'s file, with `metadata`."""
+    if spec.name == "onnxruntime":
+        onnx = require("onnx", purpose="--runtime onnxruntime")
+        trace_onnx(model, example, path, dynamic=True, opset=OPSET)
+        proto = onnx.load(str(path))
+        embed_metadata(proto, metadata)
+        onnx.save(proto, str(path))
+        return
+    trace = trace_onnx(model, example, path.parent / "trace.onnx", dynamic=True, opset=OPSET)
+    ir_from_onnx(trace, path, metadata=metadata)
+    trace.unlink()
+
+
+def resolve_runtime(requested: str, *, device: torch.device, torch_compile: bool = False) -> str:
+    """What runs checkpoints given `--runtime requested` on `device`: "pytorch" or a key of RUNTIMES.
+
+    "auto": OpenVINO on the CPU when it is installed; PyTorch on GPUs, when torch.compile is asked for
+    (`torch_compile`), and when openvino is missing (said in one line). An explicit compiled runtime off the CPU
+    is a ValueError, and without its package (or onnx) a MissingExtraError (one line each)."""
+    if requested == "pytorch":
+        return "pytorch"
+    if requested in RUNTIMES:
+        if device.type != "cpu":
+            raise ValueError(f"--runtime {requested} compiles checkpoints for the CPU; --device {device} runs "
+                             "them with --runtime pytorch")  # fmt: skip
+        for package in (RUNTIMES[requested].package, "onnx"):
+            require(package, purpose=f"--runtime {requested}", install=f"pip install {package}")
+        return requested
+    if requested != "auto":
+        raise ValueError(f"unknown --runtime {requested!r}; known: auto, pytorch, {', '.join(RUNTIMES)}")
+    if device.type != "cpu" or torch_compile:
+        return "pytorch"
+    missing = missing_package("openvino")
+    if missing is not None:
+        LOGGER.warning("%s is not installed: running PyTorch on the CPU (pip install openvino onnx for the faster "
+                       "CPU runtime, or give --runtime pytorch to silence this)", missing)  # fmt: skip
+        return "pytorch"
+    return "openvino"
+
+
+def resolve_precision(requested: str) -> str:
+    """What a compiled checkpoint computes in given `--precision requested`: "auto" is "fp32" (exact)."""
+    return "fp32" if requested == "auto" else requested
