@@ -8,14 +8,16 @@ propagates, as in pooling). Such filters compose and separate exactly, since a m
   5 x 5 steps, each reusing the previous output);
 - a k x k filter is a k x 1 filter after a 1 x k one.
 
-Which form runs was chosen by timing each against the square pool on SPP's first map in tph-yolov5n at 320 px,
-(1, 32, 80, 80) and (8, 32, 80, 80), three chained 5 x 5 filters, on an Intel Xeon (AVX-512) with one thread
-(median of 9 interleaved calls; the 2-core machine was shared, load 20):
+Which form runs was chosen by timing each against the square pool, on an Intel Xeon (AVX-512) with one thread
+(the 2-core machine was shared, load 17-20), on SPP's first map in tph-yolov5n at 320 px, (1, 32, 80, 80) and
+(8, 32, 80, 80), three chained 5 x 5 filters (median of 9 interleaved calls), and on the whole fused
+tph-yolov5n at 320 px, batch 1 (median of 11 interleaved passes):
 
-| autograd | NCHW | NHWC (channels_last) |
-| --- | --- | --- |
-| off (inference) | shifted maxima along W, then H: 4.4-4.8x | 1 x k then k x 1 pools: 1.3x at batch 1, 0.95x at 8 |
-| recording (training) | 1 x k then k x 1 pools: 1.1x | the square pool (the separable pools: 0.8-0.9x) |
+- inference (autograd off), NCHW: shifted maxima along W, then H; 4.4-4.8x the pools, the whole model 1.65x
+  (separable pools: 1.20x);
+- inference, NHWC (channels_last): shifted maxima; the whole model 1.13x (separable pools: 0.96x);
+- training (autograd recording), NCHW: 1 x k then k x 1 pools, 1.1x the pools;
+- training, NHWC: the square pool (the separable pools measured 0.8-0.9x).
 
 Tracing, ONNX export and torch.compile get the square pool, one MaxPool node for an exporter or compiler to map.
 Gradients reach the same input element as the square pool's, except where a window holds equal inputs (each form
@@ -52,8 +54,6 @@ def max_filter(x: torch.Tensor, size: int) -> torch.Tensor:
     if torch.is_grad_enabled() and x.requires_grad:
         if channels_last:
             return F.max_pool2d(x, size, stride=1, padding=size // 2)
-        return _separable_pools(x, size)
-    if channels_last:
         return _separable_pools(x, size)
     return _shifted_maxima(_shifted_maxima(x, size, dim=-1), size, dim=-2)
 
