@@ -230,9 +230,9 @@ def cpu_flags() -> list[str]:
     return [flag for flag in ISA_FLAGS if flag in reported]
 
 
-def step_model(row: str):
+def step_model(row: str, imgsz: int = 320):
     """(model, loss function preds -> scalar, whether its trainer computes the loss under autocast), random
-    weights, `STEP_CLASSES` classes."""
+    weights, `STEP_CLASSES` classes; tphyolo's loss hyperparameters are scaled to `imgsz`."""
     import torch
 
     spec = STEP_MODELS[row]
@@ -250,7 +250,7 @@ def step_model(row: str):
 
     model = build_model(spec, num_classes=STEP_CLASSES)
     head = model.head
-    hyp = scale_hyp(load_hyp("scratch-low"), num_levels=head.nl, num_classes=head.nc, imgsz=320)
+    hyp = scale_hyp(load_hyp("scratch-low"), num_levels=head.nl, num_classes=head.nc, imgsz=imgsz)
     loss = YoloLoss.from_model(model, hyp)
     return model, lambda preds, batch: loss(preds, batch["targets"])[0], False
 
@@ -288,7 +288,7 @@ def train_calls(layout: str, bf16: bool, batch: dict) -> dict:
     images = batch["img"].contiguous(memory_format=memory_format)
     calls = {}
     for row in STEP_MODELS:
-        model, loss_fn, loss_in_autocast = step_model(row)
+        model, loss_fn, loss_in_autocast = step_model(row, images.shape[-1])
         model = model.train().to(memory_format=memory_format)
         optimizer = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.937, nesterov=True)
 
