@@ -4,6 +4,7 @@ then scored by one evaluator.
 
     PYTHONPATH=/path/to/ultralytics python benchmarks/vs_ultralytics.py               # the README's 20 epochs
     PYTHONPATH=/path/to/ultralytics python benchmarks/vs_ultralytics.py --epochs 3 --json out.json
+    PYTHONPATH=/path/to/ultralytics python benchmarks/vs_ultralytics.py --steps --weights best.pt   # no training
 
 What runs: the synthetic set (`tphyolo.data.builtin.synthetic`, 80 training and 20 validation scenes at 640 px,
 VisDrone format) is converted to YOLO format with `tphyolo.data.convert.convert_visdrone` (class = VisDrone
@@ -18,6 +19,23 @@ the number the set's files give it (its category table, `tphyolo.data.categories
 the same evaluator, images and thresholds for all three. The inference time is the median milliseconds per
 image at conf 0.25 (both tools' predict default), the three models taking turns image by image over --rounds
 passes, after two warm-up images each.
+
+With `--steps`, the trainings are skipped and the models' computation is measured instead, in one run, the
+candidates taking turns call by call (A B C A B C ..., median over `--repeats` rounds after one warm-up call each):
+tphyolo's tph-yolov5n against ultralytics' YOLO11n and YOLO26n, all with random weights built from their yamls
+(nothing is downloaded) and ten classes:
+
+- the bare train step at `--img` px (320), batch `--batch` (8): forward in train mode, each tool's own loss on the
+  same targets (20 random boxes per image; tphyolo's `YoloLoss` with hyp "scratch-low", ultralytics'
+  `model.loss` with its default hyperparameters), backward and an SGD step (momentum 0.937, Nesterov), in NCHW
+  fp32, NHWC fp32 and, where the CPU has native bf16 (AVX512-BF16 or AMX-BF16), both under bf16 autocast
+  (each tool's loss where its trainer computes it: tphyolo's outside autocast, ultralytics' inside);
+- the fused model's inference at 320 and 640 px, batch 1, NCHW and NHWC fp32;
+- the time per image through each tool's default Python API, on a real drone image letterboxed to 640 px:
+  `tphyolo.predict.predictor.Predictor` on `--weights` (the README main job's best.pt) against
+  `YOLO("yolo11n.yaml").predict` and `YOLO("yolo26n.yaml").predict`, each at its own defaults but the device.
+
+It prints the ratios tphyolo / ultralytics (above 1: tphyolo is slower), the CPU's ISA flags and the load.
 
 ultralytics is a baseline only (AGPL-3.0): it is imported here and nowhere in the package or the tests. Install it
 outside the project's environment without replacing torch, e.g. `pip install --no-deps --target DIR ultralytics
@@ -203,6 +221,177 @@ def common_scores(annotations: Path, images: Path, predictions: Path, report: Pa
     return {"map50": numbers["AP50"] / 100, "map": numbers["AP"] / 100}
 
 
+STEP_MODELS = {"tphyolo tph-yolov5n": "tph-yolov5n", "ultralytics YOLO11n": "yolo11n.yaml",
+               "ultralytics YOLO26n": "yolo26n.yaml"}  # fmt: skip
+STEP_CLASSES = 10
+ISA_FLAGS = ("avx2", "avx512f", "avx512_vnni", "avx512_bf16", "amx_bf16", "amx_int8", "amx_tile")
+
+
+def default_image() -> Path | None:
+    """The first VisDrone image under $TPHYOLO_SHARED/data/visdrone-mini/images, if there is one."""
+    folder = Path(os.environ.get("TPHYOLO_SHARED", "")) / "data" / "visdrone-mini" / "images"
+    images = sorted(folder.glob("*.jpg")) if folder.is_dir() else []
+    return images[0] if images else None
+
+
+def cpu_flags() -> list[str]:
+    """The ISA flags of `ISA_FLAGS` this CPU reports in /proc/cpuinfo."""
+    try:
+        text = Path("/proc/cpuinfo").read_text()
+    except OSError:
+        return []
+    reported = next((line.split(":", 1)[1].split() for line in text.splitlines() if line.startswith("flags")), [])
+    return [flag for flag in ISA_FLAGS if flag in reported]
+
+
+def step_model(row: str, imgsz: int = 320):
+    """(model, loss function preds -> scalar, whether its trainer computes the loss under autocast), random
+    weights, `STEP_CLASSES` classes; tphyolo's loss hyperparameters are scaled to `imgsz`."""
+    import torch
+
+    spec = STEP_MODELS[row]
+    torch.manual_seed(0)
+    if spec.endswith(".yaml"):
+        from ultralytics.cfg import get_cfg
+        from ultralytics.nn.tasks import DetectionModel
+
+        model = DetectionModel(spec, nc=STEP_CLASSES, verbose=False)
+        model.args = get_cfg()  # the default hyperparameters its trainer gives the loss
+        return model, lambda preds, batch: model.loss(batch, preds)[0].sum(), True
+    from tphyolo.models.build import build_model
+    from tphyolo.training.hyp import load_hyp, scale_hyp
+    from tphyolo.training.loss import YoloLoss
+
+    model = build_model(spec, num_classes=STEP_CLASSES)
+    head = model.head
+    hyp = scale_hyp(load_hyp("scratch-low"), num_levels=head.nl, num_classes=head.nc, imgsz=imgsz)
+    loss = YoloLoss.from_model(model, hyp)
+    return model, lambda preds, batch: loss(preds, batch["targets"])[0], False
+
+
+def step_batch(batch: int, imgsz: int) -> dict:
+    """Images in [0, 1] and the same 20 boxes per image in both tools' target formats."""
+    import torch
+
+    from tphyolo.bench.model import synthetic_targets
+
+    targets = synthetic_targets(batch, STEP_CLASSES)  # (n, 6): image, class, cx, cy, w, h (normalised)
+    images = torch.rand(batch, 3, imgsz, imgsz, generator=torch.Generator().manual_seed(0))
+    return {"img": images, "targets": targets, "batch_idx": targets[:, 0], "cls": targets[:, 1:2],
+            "bboxes": targets[:, 2:6]}  # fmt: skip
+
+
+def interleaved(calls: dict, repeats: int) -> dict[str, float]:
+    """Median milliseconds of each call, one warm-up each, then `repeats` rounds in turn."""
+    for call in calls.values():
+        call()
+    times: dict[str, list[float]] = {row: [] for row in calls}
+    for _ in range(repeats):
+        for row, call in calls.items():
+            start = time.perf_counter()
+            call()
+            times[row].append(time.perf_counter() - start)
+    return {row: 1000 * statistics.median(values) for row, values in times.items()}
+
+
+def train_calls(layout: str, bf16: bool, batch: dict) -> dict:
+    """row -> one train step of that model in `layout` ("nchw" or "nhwc"), fp32 or under bf16 autocast."""
+    import torch
+
+    memory_format = torch.channels_last if layout == "nhwc" else torch.contiguous_format
+    images = batch["img"].contiguous(memory_format=memory_format)
+    calls = {}
+    for row in STEP_MODELS:
+        model, loss_fn, loss_in_autocast = step_model(row, images.shape[-1])
+        model = model.train().to(memory_format=memory_format)
+        optimizer = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.937, nesterov=True)
+
+        def step(model=model, loss_fn=loss_fn, inside=loss_in_autocast, optimizer=optimizer) -> None:
+            optimizer.zero_grad(set_to_none=True)
+            with torch.autocast("cpu", dtype=torch.bfloat16, enabled=bf16):
+                preds = model(images)
+                loss = loss_fn(preds, batch) if inside else None
+            loss = loss_fn(preds, batch) if loss is None else loss
+            loss.backward()
+            optimizer.step()
+
+        calls[row] = step
+    return calls
+
+
+def infer_calls(layout: str, imgsz: int) -> dict:
+    """row -> one fused eval forward of that model at batch 1, `imgsz` px, in `layout`."""
+    import torch
+
+    memory_format = torch.channels_last if layout == "nhwc" else torch.contiguous_format
+    images = torch.rand(1, 3, imgsz, imgsz).contiguous(memory_format=memory_format)
+    calls = {}
+    for row in STEP_MODELS:
+        model = step_model(row)[0].eval()
+        model = (model.fuse(verbose=False) if STEP_MODELS[row].endswith(".yaml") else model.fuse()).eval()
+        model = model.to(memory_format=memory_format)
+
+        def forward(model=model) -> None:
+            with torch.inference_mode():
+                model(images)
+
+        calls[row] = forward
+    return calls
+
+
+def predict_calls(weights: Path, image_path: Path) -> dict:
+    """row -> one call of that tool's default Python predictor on the image (BGR array), 640 px, on the CPU."""
+    from ultralytics import YOLO
+
+    from tphyolo.predict.predictor import Predictor
+
+    image = read_image(image_path)
+    calls = {}
+    for row, spec in STEP_MODELS.items():
+        if spec.endswith(".yaml"):
+            model = YOLO(spec)
+            calls[row] = lambda model=model: model.predict(image, imgsz=640, device="cpu", verbose=False)
+        else:
+            predictor = Predictor(weights, imgsz=640, device="cpu")
+            calls[row] = lambda predictor=predictor: predictor(image)
+    return calls
+
+
+def ratio_line(what: str, ms: dict[str, float]) -> str:
+    ours = ms["tphyolo tph-yolov5n"]
+    others = [(row.split()[-1], value) for row, value in ms.items() if not row.startswith("tphyolo")]
+    parts = " | ".join(f"{name} {value:.1f} ms, ratio {ours / value:.2f}x" for name, value in others)
+    return f"| {what} | {ours:.1f} ms | {parts} |"
+
+
+def run_steps(args) -> dict:
+    """The `--steps` measurements (see the module docstring); prints one table row per measurement."""
+    flags = cpu_flags()
+    bf16 = "avx512_bf16" in flags or "amx_bf16" in flags
+    print(f"{time.strftime('%Y-%m-%d %H:%M')}; ISA flags: {' '.join(flags) or 'none found'}; "
+          f"threads {args.threads}; load before {os.getloadavg()[0]:.1f}\n")  # fmt: skip
+    print("| what | tph-yolov5n | ultralytics: ms, tphyolo / it |")
+    print("|---|---|---|")
+    results: dict[str, dict[str, float]] = {}
+    batch = step_batch(args.batch, args.img)
+    for layout in ("nchw", "nhwc"):
+        for precision in ("fp32", "bf16") if bf16 else ("fp32",):
+            what = f"train step, {args.img} px, batch {args.batch}, {layout.upper()} {precision}"
+            results[what] = interleaved(train_calls(layout, precision == "bf16", batch), args.repeats)
+            print(ratio_line(what, results[what]), flush=True)
+    for imgsz in (320, 640):
+        for layout in ("nchw", "nhwc"):
+            what = f"fused inference, {imgsz} px, batch 1, {layout.upper()} fp32"
+            results[what] = interleaved(infer_calls(layout, imgsz), 3 * args.repeats)
+            print(ratio_line(what, results[what]), flush=True)
+    if args.weights is not None:
+        what = f"predict per image, 640 px, {args.image.name}, each tool's defaults"
+        results[what] = interleaved(predict_calls(args.weights, args.image), 3 * args.repeats)
+        print(ratio_line(what, results[what]), flush=True)
+    print(f"\nload after {os.getloadavg()[0]:.1f}")
+    return results
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--epochs", type=int, default=20, help="epochs of every training (README: 20)")
@@ -215,11 +404,25 @@ def main() -> None:
     parser.add_argument("--json", type=Path, help="also write the results here")
     parser.add_argument("--reuse-training", action="store_true",
                         help="keep the trainings an earlier run with the same --workdir finished (its trained.json)")
+    parser.add_argument("--steps", action="store_true",
+                        help="measure train step, inference and predict side by side instead of training")
+    parser.add_argument("--repeats", type=int, default=5, help="--steps: rounds per train-step measurement")
+    parser.add_argument("--weights", type=Path, help="--steps: tphyolo weights for the predict row (else skipped)")
+    parser.add_argument("--image", type=Path, default=default_image(), help="--steps: the predict row's image")
     args = parser.parse_args()
     os.environ["OMP_NUM_THREADS"] = str(args.threads)
     import torch
 
     torch.set_num_threads(args.threads)
+    if args.steps:
+        os.environ["YOLO_OFFLINE"] = "1"
+        with tempfile.TemporaryDirectory(prefix="tphyolo-vs-ultralytics-") as tmp:
+            os.environ.setdefault("YOLO_CONFIG_DIR", tmp)  # not the user's ~/.config
+            results = run_steps(args)
+        if args.json:
+            args.json.write_text(json.dumps({"settings": vars(args), "cpu_flags": cpu_flags(), "results": results},
+                                            indent=2, default=str))  # fmt: skip
+        return
     with tempfile.TemporaryDirectory(prefix="tphyolo-vs-ultralytics-") as tmp:
         work = Path(args.workdir or tmp)
         os.environ["YOLO_CONFIG_DIR"] = str(work / "ultralytics-settings")  # not the user's ~/.config

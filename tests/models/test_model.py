@@ -186,18 +186,3 @@ def test_torch_compile_matches_eager_without_graph_breaks(tiny_model: DetectionM
         ref = tiny_model(x)
         out = compiled(x)
     assert relative_error(out, ref) < 1e-5
-
-
-@pytest.mark.parametrize("sizes", [(5, 9, 13), (3, 7, 11), (3, 5, 7), (9, 5, 13)])
-def test_spp_chained_pools_equal_independent_pools(sizes):
-    from tphyolo.models.blocks import SPP
-
-    torch.manual_seed(0)
-    spp = SPP(8, 8, k=sizes).eval()
-    x = torch.randn(2, 8, 13, 17)
-    hidden = spp.cv1(x)
-    reference = torch.cat(
-        [hidden, *(torch.nn.functional.max_pool2d(hidden, k, stride=1, padding=k // 2) for k in sizes)], dim=1
-    )
-    torch.testing.assert_close(spp(x), spp.cv2(reference), rtol=0, atol=0)
-    assert spp.chained == (list(sizes) == sorted(sizes))

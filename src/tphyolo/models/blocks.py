@@ -11,7 +11,10 @@ import copy
 from collections.abc import Sequence
 
 import torch
+import torch.nn.functional as F
 from torch import nn
+
+from tphyolo.models.max_filter import chain_steps, max_filter
 
 BN_EPS = 1e-3
 BN_MOMENTUM = 0.03
@@ -117,9 +120,11 @@ class C3(nn.Module):
 class SPP(nn.Module):
     """Spatial pyramid pooling: max-pools of sizes `k` (stride 1) on a halved-channel map, concatenated.
 
-    Growing odd sizes are computed as a chain of small pools: a max filter of size a followed by one of size b
-    is exactly a max filter of size a + b - 1 (also at the borders, which pooling pads with -inf), so
-    (5, 9, 13) runs as three 5x5 pools instead of 5x5, 9x9 and 13x13 ones, with identical outputs.
+    Growing odd sizes are computed as a chain of small filters, each reusing the previous output (a max filter of
+    size a after one of size b is exactly one of size a + b - 1, also at the borders), so (5, 9, 13) runs as three
+    5 x 5 filters; sizes that do not chain (even, or not increasing) are pooled one by one. Every size is pooled
+    by `max_filter`, equal bit for bit to `nn.MaxPool2d(size, 1, size // 2)`. `steps` holds the chain's filter
+    sizes, None when the sizes do not chain; the layer has no parameters beyond its two Convs.
     """
 
     def __init__(self, c_in: int, c_out: int, k: Sequence[int] = (5, 9, 13)) -> None:
@@ -127,18 +132,16 @@ class SPP(nn.Module):
         c_hidden = c_in // 2
         self.cv1 = Conv(c_in, c_hidden, 1, 1)
         self.cv2 = Conv(c_hidden * (len(k) + 1), c_out, 1, 1)
-        sizes = list(k)
-        self.chained = all(size % 2 == 1 for size in sizes) and sizes == sorted(set(sizes))
-        steps = [b - a + 1 for a, b in zip([1, *sizes[:-1]], sizes, strict=True)] if self.chained else sizes
-        self.m = nn.ModuleList(nn.MaxPool2d(kernel_size=size, stride=1, padding=size // 2) for size in steps)
+        self.sizes = [int(size) for size in k]
+        self.steps = chain_steps(self.sizes)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         x = self.cv1(x)  # (B, C_in / 2, H, W)
-        if not self.chained:
-            return self.cv2(torch.cat([x, *(pool(x) for pool in self.m)], dim=1))  # (B, C_out, H, W)
+        if self.steps is None:
+            return self.cv2(torch.cat([x, *(_pooled(x, size) for size in self.sizes)], dim=1))  # (B, C_out, H, W)
         pooled = [x]
-        for pool in self.m:
-            pooled.append(pool(pooled[-1]))
+        for step in self.steps:
+            pooled.append(max_filter(pooled[-1], step))
         return self.cv2(torch.cat(pooled, dim=1))  # (B, C_out, H, W)
 
 
@@ -150,13 +153,20 @@ class SPPF(nn.Module):
         c_hidden = c_in // 2
         self.cv1 = Conv(c_in, c_hidden, 1, 1)
         self.cv2 = Conv(c_hidden * 4, c_out, 1, 1)
-        self.m = nn.MaxPool2d(kernel_size=k, stride=1, padding=k // 2)
+        self.k = int(k)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         x = self.cv1(x)  # (B, C_in / 2, H, W)
-        y1 = self.m(x)
-        y2 = self.m(y1)
-        return self.cv2(torch.cat((x, y1, y2, self.m(y2)), dim=1))  # (B, C_out, H, W)
+        y1 = _pooled(x, self.k)
+        y2 = _pooled(y1, self.k)
+        return self.cv2(torch.cat((x, y1, y2, _pooled(y2, self.k)), dim=1))  # (B, C_out, H, W)
+
+
+def _pooled(x: torch.Tensor, size: int) -> torch.Tensor:
+    """`nn.MaxPool2d(size, 1, size // 2)(x)`: by `max_filter` for odd sizes, directly for even ones."""
+    if size % 2 == 1:
+        return max_filter(x, size)
+    return F.max_pool2d(x, size, stride=1, padding=size // 2)
 
 
 class Focus(nn.Module):
