@@ -21,6 +21,7 @@ from tphyolo.checkpoint.format import load_checkpoint
 from tphyolo.checkpoint.release import is_release_name, missing_weights_message
 from tphyolo.infer.backends import exported_format, load_backend
 from tphyolo.runtime.config import RuntimeConfig, autocast, sdpa_context
+from tphyolo.runtime.probe import ProbeJob, tuned_runtime
 
 Weights = str | Path | nn.Module
 
@@ -74,9 +75,14 @@ class TorchBackend:
         self.dtype = torch.float16 if runtime.half else torch.float32
 
     @classmethod
-    def load(cls, weights: Weights, *, runtime: RuntimeConfig, device: torch.device, fuse: bool = True) -> TorchBackend:
+    def load(
+        cls, weights: Weights, *, runtime: RuntimeConfig, device: torch.device, fuse: bool = True,
+        job: ProbeJob | None = None,
+    ) -> TorchBackend:  # fmt: skip
         """A model, or a checkpoint file (tphyolo or original TPH-YOLOv5/YOLOv5 format), fused (when `fuse`)
-        and prepared by `runtime` for `device`. Raises FileNotFoundError for a missing file."""
+        and prepared by `runtime` for `device`; with `job` (the inference it will run), the layout and precision
+        left automatic in `runtime` are first decided by the runtime probe (`tphyolo.runtime.probe`). Raises
+        FileNotFoundError for a missing file."""
         if isinstance(weights, nn.Module):
             model, names = weights, list(getattr(weights, "names", []))
         else:
@@ -86,6 +92,8 @@ class TorchBackend:
             model, names = checkpoint.build_model(), list(checkpoint.names)
         if fuse and hasattr(model, "fuse"):
             model = model.fuse()  # a new module
+        if job is not None:
+            runtime = tuned_runtime(runtime, model.eval(), device, job)
         model = runtime.prepare_model(model.eval(), device)
         return cls(model, runtime=runtime, device=device, names=names)
 
@@ -98,14 +106,16 @@ class TorchBackend:
 
 
 def load_backends(
-    weights: Weights | Sequence[Weights], *, runtime: RuntimeConfig, device: torch.device, fuse: bool = True
-) -> list[Backend]:
+    weights: Weights | Sequence[Weights], *, runtime: RuntimeConfig, device: torch.device, fuse: bool = True,
+    job: ProbeJob | None = None,
+) -> list[Backend]:  # fmt: skip
     """One backend per entry of `weights` (a model, a checkpoint path, an exported model — `.onnx`,
     `*_openvino_model/` or its `.xml`, `.torchscript` — or a sequence of them: an ensemble; formats may mix).
 
     Raises ValueError when `runtime` cannot run on `device` (checked before anything is loaded), when the
     models disagree on the number of classes, or for a file that runs its own code (TorchScript) unless
-    `runtime.trust_code`.
+    `runtime.trust_code`. `job`: the inference the PyTorch models will run, for the runtime probe
+    (`TorchBackend.load`).
     """
     runtime.check_device(device)
     entries = list(weights) if isinstance(weights, (list, tuple)) else [weights]
@@ -116,7 +126,7 @@ def load_backends(
         if not isinstance(entry, nn.Module) and exported_format(entry) is not None:
             backend = load_backend(entry, device=device, trust_code=runtime.trust_code)
         else:
-            backend = TorchBackend.load(entry, runtime=runtime, device=device, fuse=fuse)
+            backend = TorchBackend.load(entry, runtime=runtime, device=device, fuse=fuse, job=job)
         if backends and len(backend.names) != len(backends[0].names):
             raise ValueError(f"{entry}: {len(backend.names)} classes, but the first model has {len(backends[0].names)}")
         backends.append(backend)
