@@ -6,11 +6,12 @@ the train row measures the loss alone.
 A variant is a `RuntimeConfig`: the runtime flags as given, with what the variant's name adds
 (`variant_runtime`): "eager" (not compiled, NCHW), "channels_last" (NHWC), "amp" (autocast), "compile"
 (torch.compile, the runtime's mode or "default"), "amp+compile" and "probe" (the layout and precision the
-runtime probe picks for the model, size, batch and mode, `tphyolo.runtime.probe`); elsewhere the automatic layout of inference (NHWC on
-the CPU) does not apply, so that eager and channels_last compare the two. `--channels-last`, `--amp bf16|fp16` and
-`--sdpa-backend` apply to every variant; under `--amp auto` the amp variants autocast to the device's dtype and
-the others run fp32; under `--amp off` an amp variant is refused. Both models of a variant are prepared by
-that RuntimeConfig (`prepare_model`, `prepare_images`, `autocast`, `sdpa_context`), as val and predict are.
+runtime probe picks for the model, size, batch and mode, `tphyolo.runtime.probe`); elsewhere the automatic
+layout of inference (NHWC on the CPU) does not apply, so that eager and channels_last compare the two.
+`--channels-last`, `--amp bf16|fp16` and `--sdpa-backend` apply to every variant; under `--amp auto` the amp
+variants autocast to the device's dtype and the others run fp32; under `--amp off` an amp variant is refused.
+Both models of a variant are prepared by that RuntimeConfig (`prepare_model`, `prepare_images`, `autocast`,
+`sdpa_context`), as val and predict are.
 
 Train step: forward in train mode, the loss (`YoloLoss` for ours) on synthetic targets (20 boxes per image,
 hyp "scratch-low" scaled to the model), backward, SGD step (momentum 0.937, Nesterov), with a GradScaler under fp16.
