@@ -186,3 +186,15 @@ def test_cpuinfo_names_the_isa():
     assert cpu.has_native_bf16 and not AVX512_NO_BF16.has_native_bf16 and not AVX2_ONLY.has_native_bf16
     assert AVX512_NO_BF16.isa == ("AVX2", "AVX-512", "AVX512-VNNI")
     assert parse_cpuinfo("") == CpuInfo(model="", flags=frozenset())
+
+
+def test_a_probe_that_fails_keeps_the_baseline_and_caches_nothing(tmp_path, caplog):
+    def broken(option: Candidate) -> float:
+        raise IndexError("pop from empty list")  # a model that replays recorded outputs, say
+
+    with caplog.at_level(logging.WARNING, logger="tphyolo.runtime"):
+        tuned = tuned_runtime(RuntimeConfig(), tiny_model(), CPU, INFER, folder=tmp_path, measure=broken, cpu=AMX)
+    assert (tuned.channels_last, tuned.amp) == (True, "off")  # today's rule for inference on the CPU
+    (line,) = [r.getMessage() for r in caplog.records]
+    assert line == "runtime probe failed (IndexError: pop from empty list); keeping NHWC fp32"
+    assert not list(tmp_path.iterdir())

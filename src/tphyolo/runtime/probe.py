@@ -285,7 +285,8 @@ def tuned_runtime(
     """`runtime` with `channels_last` and `amp` decided for `model` on `device` in `job`: by the flags where
     they are explicit, else by the probe (cached in `folder`, default `probe_cache_dir()`). `measure` (default
     `step_timer`) and `cpu` (default this machine's) are the probe's clock and machine. A probe that fails
-    (out of memory, say) keeps the baseline, with one warning, and caches nothing."""
+    (out of memory, or a model that cannot run random images) keeps the baseline, with one warning, and caches
+    nothing."""
     device, cpu = torch.device(device), cpu if cpu is not None else cpu_info()
     job = replace(job, imgsz=_stride_multiple(model, job.imgsz))
     options = candidates(runtime, device, job.mode, cpu)
@@ -300,8 +301,9 @@ def tuned_runtime(
         start = time.perf_counter()
         try:
             seconds = time_candidates(options, measure or step_timer(model, runtime, device, job))
-        except RuntimeError as error:
-            LOGGER.warning("runtime probe failed (%s); keeping %s", str(error).splitlines()[0], options[0].name)
+        except Exception as error:  # a model that cannot run the probe's step still runs its own inputs
+            reason = (str(error).strip().splitlines() or [type(error).__name__])[0][:160]
+            LOGGER.warning("runtime probe failed (%s: %s); keeping %s", type(error).__name__, reason, options[0].name)
             return options[0].apply(runtime)
         choice = Choice(candidate=pick(options, seconds), seconds={o.name: seconds[o] for o in options},
                         source="measured", path=path, probe_s=time.perf_counter() - start)  # fmt: skip
