@@ -5,11 +5,13 @@ the train row measures the loss alone.
 
 A variant is a `RuntimeConfig`: the runtime flags as given, with what the variant's name adds
 (`variant_runtime`): "eager" (not compiled, NCHW), "channels_last" (NHWC), "amp" (autocast), "compile"
-(torch.compile, the runtime's mode or "default") and "amp+compile"; the automatic layout of inference (NHWC on
-the CPU) does not apply, so that eager and channels_last compare the two. `--channels-last`, `--amp bf16|fp16` and
-`--sdpa-backend` apply to every variant; under `--amp auto` the amp variants autocast to the device's dtype and
-the others run fp32; under `--amp off` an amp variant is refused. Both models of a variant are prepared by
-that RuntimeConfig (`prepare_model`, `prepare_images`, `autocast`, `sdpa_context`), as val and predict are.
+(torch.compile, the runtime's mode or "default"), "amp+compile" and "probe" (the layout and precision the
+runtime probe picks for the model, size, batch and mode, `tphyolo.runtime.probe`); elsewhere the automatic
+layout of inference (NHWC on the CPU) does not apply, so that eager and channels_last compare the two.
+`--channels-last`, `--amp bf16|fp16` and `--sdpa-backend` apply to every variant; under `--amp auto` the amp
+variants autocast to the device's dtype and the others run fp32; under `--amp off` an amp variant is refused.
+Both models of a variant are prepared by that RuntimeConfig (`prepare_model`, `prepare_images`, `autocast`,
+`sdpa_context`), as val and predict are.
 
 Train step: forward in train mode, the loss (`YoloLoss` for ours) on synthetic targets (20 boxes per image,
 hyp "scratch-low" scaled to the model), backward, SGD step (momentum 0.937, Nesterov), with a GradScaler under fp16.
@@ -34,10 +36,11 @@ from tphyolo.data.letterbox import check_imgsz
 from tphyolo.models.build import build_model
 from tphyolo.runtime.config import RuntimeConfig, autocast, sdpa_context
 from tphyolo.runtime.precision import strict_fp32
+from tphyolo.runtime.probe import ProbeJob, tuned_runtime
 from tphyolo.training.hyp import load_hyp, scale_hyp
 from tphyolo.training.loss import YoloLoss
 
-VARIANTS = ("eager", "channels_last", "amp", "compile", "amp+compile")
+VARIANTS = ("eager", "channels_last", "amp", "compile", "amp+compile", "probe")
 AMP_VARIANTS = ("amp", "amp+compile")
 MODES = ("train", "infer")
 BOXES_PER_IMAGE = 20
@@ -60,6 +63,8 @@ def variant_runtime(runtime: RuntimeConfig, variant: str, *, device: torch.devic
     unknown variant and for an amp variant under amp "off"."""
     if variant not in VARIANTS:
         raise ValueError(f"unknown variant {variant!r}; known: {VARIANTS}")
+    if variant == "probe":
+        return replace(runtime, compile="off")  # layout and precision as given, or as the probe decides
     amp = runtime.amp
     if variant in AMP_VARIANTS:
         if amp == "off":
@@ -206,7 +211,10 @@ def bench_model(
 
 
 def _bench_variant(ours, baseline, mode, variant, run, settings, images, targets, device, log) -> Row:
-    """Times one mode of one variant: both models prepared by `run`, their calls interleaved."""
+    """Times one mode of one variant: both models prepared by `run` (for "probe", as the runtime probe
+    decides for ours), their calls interleaved."""
+    if variant == "probe":
+        run = tuned_runtime(run, ours, device, ProbeJob(mode, imgsz=settings.image_size, batch=settings.batch))
     steps = []
     for model in (baseline, ours):
         module, x = run.prepare_model(copy.deepcopy(model), device), run.prepare_images(images, device)

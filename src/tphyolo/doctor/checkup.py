@@ -38,7 +38,8 @@ class DoctorReport:
     allocator: dict[str, Any]  # CUDA allocator settings in force; the CPU malloc policy
     compile: dict[str, Any]  # the torch.compile probe: available, backend, error, seconds; or skipped
     compile_cache: dict[str, Any]  # dir, source, exists, files, mb
-    cpu: dict[str, Any]  # cores, usable cores, torch threads
+    cpu: dict[str, Any]  # cores, usable cores, torch threads, model, isa (AVX2 ... AMX-INT8), native_bf16
+    runtime_probe: dict[str, Any]  # dir, choices (the runtime probe's kept choices, with their keys and times)
     pinned_memory: dict[str, Any]  # supported, reason
     install: dict[str, Any]  # torch_bytes, cuda_libraries_bytes
     problems: tuple[Problem, ...] = ()
@@ -124,7 +125,9 @@ def report(*, compile_check: bool | None = None, progress: Callable[[str], None]
             "torch_threads": torch.get_num_threads(),
             "torch_interop_threads": torch.get_num_interop_threads(),
             "processor": platform.processor() or platform.machine(),
+            **probes.cpu_isa(),
         },
+        runtime_probe=probes.runtime_probe(),
         pinned_memory=probes.pinned_memory(),
         install=probes.torch_install(),
     )

@@ -12,6 +12,8 @@ from importlib import metadata
 import torch
 
 from tphyolo.runtime.compile_cache import compile_cache_dir, describe_cache
+from tphyolo.runtime.cpu_isa import cpu_info
+from tphyolo.runtime.probe import cached_choices, probe_cache_dir
 
 
 def driver_version() -> str | None:
@@ -89,6 +91,18 @@ def compile_cache() -> dict:
     """Where `--compile` runs keep compiled graphs (`tphyolo.runtime.compile_cache`) and what is there now."""
     folder, source = compile_cache_dir()
     return {**describe_cache(folder), "source": source}
+
+
+def cpu_isa() -> dict:
+    """The CPU's model name, its vector and matrix extensions by name, and whether bf16 runs natively."""
+    cpu = cpu_info()
+    return {"model": cpu.model, "isa": list(cpu.isa), "native_bf16": cpu.has_native_bf16}
+
+
+def runtime_probe() -> dict:
+    """Where the runtime probe keeps its choices (`tphyolo.runtime.probe`) and each choice kept there."""
+    folder = probe_cache_dir()
+    return {"dir": str(folder), "choices": cached_choices(folder)}
 
 
 def _installed_bytes(dist: metadata.Distribution) -> int:

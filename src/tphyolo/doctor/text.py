@@ -19,6 +19,23 @@ def device_summary(report: DoctorReport) -> str:
     return "CPU only (no GPU visible: nvidia-smi, the driver and CUDA_VISIBLE_DEVICES decide)"
 
 
+def runtime_probe_lines(found: dict) -> list[str]:
+    """The runtime probe's kept choices, a line each (or one line saying there are none yet)."""
+    choices = found["choices"]
+    if not choices:
+        return [f"  runtime probe {found['dir']}: no choice measured yet (train, val, predict and bench measure one)"]
+    lines = [f"  runtime probe {found['dir']}: {len(choices)} choice(s) (delete the folder to measure again)"]
+    for entry in choices:
+        if "error" in entry:
+            lines.append(f"    {entry['file']}: unreadable ({entry['error']}), measured again when next needed")
+            continue
+        times = ", ".join(f"{name} {seconds * 1e3:.0f} ms" for name, seconds in entry["seconds"].items())
+        lines.append(f"    {entry['mode']} {entry['imgsz']} px batch {entry['batch']} on {entry['device']} "
+                     f"(model {entry['model']}, torch {entry['torch']}, {entry['threads']} threads): "
+                     f"{entry['choice']}  [{times}]")  # fmt: skip
+    return lines
+
+
 def format_report(report: DoctorReport) -> str:
     """The human-readable report."""
     lines = [f"tphyolo {report.tphyolo}  ({report.platform})"]
@@ -81,6 +98,9 @@ def format_report(report: DoctorReport) -> str:
         f"  cpu           {cpu['processor']}, {cpu['usable_cores']}/{cpu['logical_cores']} cores usable, "
         f"torch threads {cpu['torch_threads']} (interop {cpu['torch_interop_threads']})"
     )
+    lines.append(f"  cpu isa       {' '.join(cpu['isa']) or 'none of AVX2/AVX-512/AMX'} "
+                 f"(native bf16: {'yes' if cpu['native_bf16'] else 'no'}); {cpu['model']}")  # fmt: skip
+    lines.extend(runtime_probe_lines(report.runtime_probe))
     pinned = report.pinned_memory
     lines.append(f"  pinned memory {'supported' if pinned['supported'] else 'no: ' + pinned['reason']}")
     if report.problems:

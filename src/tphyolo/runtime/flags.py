@@ -46,11 +46,14 @@ class RuntimeSettings:
 
     device: "auto" (first CUDA device, else CPU), "cpu", "cuda", "cuda:N", "N", or "N,M,..." (several GPUs:
         each process of a distributed run uses its LOCAL_RANK).
-    amp: autocast dtype: "auto" (bf16 on GPUs that support it, fp16 on older GPUs, off on CPU), "bf16",
-        "fp16" or "off".
+    amp: autocast dtype: "auto" (bf16 on GPUs that support it, fp16 on older GPUs; on the CPU off, or bf16
+        where the runtime probe, `tphyolo.runtime.probe`, measured it faster and allows it), "bf16", "fp16" or
+        "off".
     compile: torch.compile mode, or "off".
     channels_last: the memory format of convolution weights and inputs: True NHWC (`torch.channels_last`),
-        False NCHW, None (auto) NHWC for inference on the CPU and NCHW for training and on GPUs. On the CPU,
+        False NCHW, None (auto) the faster of the two as the runtime probe measures it for the model, image size,
+        batch and mode (train, val, predict, bench), else NHWC for inference on the CPU and NCHW for training
+        and on GPUs (`RuntimeConfig.memory_format`). On the CPU,
         oneDNN runs NHWC convolutions without reordering each activation: an inference pass measured 1.07-2.1x
         faster (`benchmarks/memory_format.py`: the Swin and ++ variants to tph-yolov5n at 1536 px), a training
         step 0.95-1.10x (the Swin variant is slower).
@@ -69,7 +72,8 @@ class RuntimeSettings:
     device: str = flag("auto", "--device", help="auto, cpu, cuda, N or N,M,...")
     amp: str = flag(
         "auto", "--amp", const="auto", choices=AMP_CHOICES, negative=("--no-amp", "off"),
-        help="autocast dtype; auto = bf16 on GPUs that support it, fp16 on older GPUs, off on CPU",
+        help="autocast dtype; auto = bf16 on GPUs that support it, fp16 on older GPUs; on the CPU fp32, or bf16 "
+        "where the runtime probe measured it faster and allows it",
     )  # fmt: skip
     compile: str = flag(
         "off", "--compile", const="default", choices=COMPILE_CHOICES,
@@ -77,7 +81,8 @@ class RuntimeSettings:
     )  # fmt: skip
     channels_last: bool | None = flag(
         None, "--channels-last",
-        help="NHWC memory format for convolutions (default: on for inference on the CPU, off for training and on GPUs)",
+        help="NHWC memory format for convolutions (default: the faster layout as the runtime probe measures it, "
+        "kept in the user cache)",
     )  # fmt: skip
     half: bool = flag(False, "--half", help="fp16 weights and inputs, no autocast (CUDA only)")
     trust_code: bool = flag(

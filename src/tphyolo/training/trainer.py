@@ -43,6 +43,7 @@ from tphyolo.runtime.distributed import (
     destroy_process_group,
     init_process_group,
 )
+from tphyolo.runtime.probe import ProbeJob, tuned_runtime
 from tphyolo.runtime.run_dir import new_run_dir, remove_if_empty
 from tphyolo.training.config import TrainConfig
 from tphyolo.training.data import build_data, grid_stride, load_train_data_config
@@ -157,6 +158,7 @@ class Trainer:
         clock.mark("model")
         self.data = build_data(cfg, data_config, hyp=self.hyp, imgsz=imgsz, stride=stride, dist=dist, device=device)
         clock.mark("data")
+        self.runtime = runtime = self._tuned_runtime(model, imgsz)
         self.model = prepare_model_for_training(
             model, cfg, train_set=self.data.train_set, imgsz=imgsz, anchor_t=self.hyp["anchor_t"],
             resumed=resume is not None, dist=dist, runtime=runtime, device=device,
@@ -185,6 +187,13 @@ class Trainer:
                 LOGGER.warning("%s: removing best.pt of an earlier run in this folder", self.weights_dir)
                 (self.weights_dir / "best.pt").unlink()
             self._write_settings(hyp_raw)
+
+    def _tuned_runtime(self, model: torch.nn.Module, imgsz: int) -> RuntimeConfig:
+        """The runtime with the layout and precision left automatic decided by the probe for this model's
+        training step (`tphyolo.runtime.probe`), measured by rank 0 and the same on every rank."""
+        job = ProbeJob("train", imgsz=imgsz, batch=self.cfg.batch)
+        tuned = tuned_runtime(self.runtime, model, self.device, job) if self.dist.is_main else None
+        return broadcast_object(self.dist, tuned)
 
     def _resolve_recipe(self, cfg: TrainConfig, data_config: Any, *, resumed: bool) -> TrainConfig:
         """`cfg` with the dataset's recipe filling the settings left to it; the main process logs which."""

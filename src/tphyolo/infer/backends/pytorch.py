@@ -23,6 +23,7 @@ from tphyolo.data.files.image_limits import IMGSZ_BOUNDS
 from tphyolo.infer.backends import exported_format, load_backend
 from tphyolo.infer.backends.compiled import load_compiled, resolve_precision, resolve_runtime
 from tphyolo.runtime.config import RuntimeConfig, autocast, sdpa_context
+from tphyolo.runtime.probe import ProbeJob, tuned_runtime
 
 Weights = str | Path | nn.Module
 
@@ -86,9 +87,14 @@ class TorchBackend:
         self.dtype = torch.float16 if runtime.half else torch.float32
 
     @classmethod
-    def load(cls, weights: Weights, *, runtime: RuntimeConfig, device: torch.device, fuse: bool = True) -> TorchBackend:
+    def load(
+        cls, weights: Weights, *, runtime: RuntimeConfig, device: torch.device, fuse: bool = True,
+        job: ProbeJob | None = None,
+    ) -> TorchBackend:  # fmt: skip
         """A model, or a checkpoint file (tphyolo or original TPH-YOLOv5/YOLOv5 format), fused (when `fuse`)
-        and prepared by `runtime` for `device`. Raises FileNotFoundError for a missing file."""
+        and prepared by `runtime` for `device`; with `job` (the inference it will run), the layout and precision
+        left automatic in `runtime` are first decided by the runtime probe (`tphyolo.runtime.probe`). Raises
+        FileNotFoundError for a missing file."""
         own_imgsz, path = None, None
         if isinstance(weights, nn.Module):
             model, names = weights, list(getattr(weights, "names", []))
@@ -101,6 +107,8 @@ class TorchBackend:
             path = Path(weights)
         if fuse and hasattr(model, "fuse"):
             model = model.fuse()  # a new module
+        if job is not None:
+            runtime = tuned_runtime(runtime, model.eval(), device, job)
         model = runtime.prepare_model(model.eval(), device)
         return cls(model, runtime=runtime, device=device, names=names, own_imgsz=own_imgsz, path=path)
 
@@ -131,6 +139,7 @@ def load_backends(
     fuse: bool = True,
     backend: str = "auto",
     precision: str = "auto",
+    job: ProbeJob | None = None,
 ) -> list[Backend]:
     """One backend per entry of `weights` (a model, a checkpoint path, an exported model — `.onnx`,
     `*_openvino_model/` or its `.xml`, `.torchscript` — or a sequence of them: an ensemble; formats may mix).
@@ -142,7 +151,8 @@ def load_backends(
 
     Raises ValueError when `runtime` cannot run on `device` (checked before anything is loaded), when the
     models disagree on the number of classes, or for a file that runs its own code (TorchScript) unless
-    `runtime.trust_code`.
+    `runtime.trust_code`. `job`: the inference the PyTorch models will run, for the runtime probe
+    (`TorchBackend.load`).
     """
     runtime.check_device(device)
     entries = list(weights) if isinstance(weights, (list, tuple)) else [weights]
@@ -158,7 +168,7 @@ def load_backends(
         elif compiled != "pytorch" and any(entry is f for f in files):
             loaded = load_compiled(entry, runtime=compiled, precision=resolve_precision(precision), fuse=fuse)
         if loaded is None:
-            loaded = TorchBackend.load(entry, runtime=runtime, device=device, fuse=fuse)
+            loaded = TorchBackend.load(entry, runtime=runtime, device=device, fuse=fuse, job=job)
         if backends and len(loaded.names) != len(backends[0].names):
             raise ValueError(f"{entry}: {len(loaded.names)} classes, but the first model has {len(backends[0].names)}")
         backends.append(loaded)
