@@ -12,7 +12,7 @@ from tphyolo.infer.backends.pytorch import TorchBackend
 TRICYCLE, AWNING = NAMES.index("tricycle"), NAMES.index("awning-tricycle")
 
 
-def _scene_backends(weights, *, runtime, device, fuse=True):
+def _scene_backends(weights, *, runtime, device, fuse=True, **choices):  # backend, precision, job: one model
     return [TorchBackend(runtime.prepare_model(SceneDetector(), device), runtime=runtime, device=device)]
 
 

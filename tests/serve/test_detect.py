@@ -106,14 +106,14 @@ def test_models_health_and_page(server):
     assert health["status"] == "ok" and health["worker"]["pid"] > 0
     page = httpx.get(f"{server}/")
     assert page.status_code == 200 and 'type="file"' in page.text and "v1/detect" in page.text
-    line = (f'<p id="model">model <b>tiny.pt</b> (pytorch, float32 on cpu, {SETTINGS["imgsz"]} px), 3 classes: '
+    line = (f'<p id="model">model <b>tiny.pt</b> (openvino, float32 on cpu, {SETTINGS["imgsz"]} px), 3 classes: '
             "car, van, bus</p>")  # fmt: skip
     assert line in page.text  # what is loaded, as /v1/models says it
     assert httpx.get(f"{server}/docs").status_code == 200
 
 
 def test_the_page_says_while_the_model_loads_and_why_it_did_not():
-    from tphyolo.serve.page import RELOADS, model_line, page_html
+    from tphyolo.serve.app import RELOADS, model_line, page_html
 
     loading = page_html(None)
     assert f'data-state="loading" data-reload-s="2" data-reloads="{RELOADS}">the model is loading' in loading

@@ -55,7 +55,7 @@ def settled_config(backends: Sequence[Backend], config: InferenceConfig) -> Infe
         sizes = [(size, b) for b in backends if (size := getattr(b, "own_imgsz", None)) is not None]
         if sizes:
             size, backend = max(sizes, key=lambda pair: pair[0])
-            how = "exported" if getattr(backend, "format", None) else "trained"
+            how = getattr(backend, "imgsz_origin", "trained")  # an export's own size, or a checkpoint's
             chosen["imgsz"] = size
             LOGGER.info("%s %d: the image size %s was %s at (%s overrides)", setting_name(config, "imgsz"),
                         size, _name(backend), how, setting_name(config, "imgsz"))  # fmt: skip

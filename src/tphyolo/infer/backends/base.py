@@ -30,6 +30,7 @@ class ExportedBackend:
     suffix: str  # what the format's files are called: W + suffix
     cpu_only: bool = False  # runs on the CPU only, whatever device is asked for
     runs_code: bool = False  # its files are programs: loaded only when the user trusts them (`load_backend`)
+    imgsz_origin = "exported"  # what its `own_imgsz` is: the size it was exported at (`input_shape.settled_config`)
 
     @classmethod
     def recognises(cls, path: Path) -> bool:

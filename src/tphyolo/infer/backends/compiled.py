@@ -79,6 +79,27 @@ RUNTIMES: dict[str, CompiledRuntime] = {
 }
 
 
+class CompiledCheckpoint:
+    """A checkpoint's compiled backend as the inference core sees it: the compiled file computes (`prepare`,
+    `run`, `names`, `stride`, `device`, `dtype`, `fixed_shape`, `max_batch`, `format`), while `path` and
+    `own_imgsz` are the checkpoint's: the size it was trained at (None when it does not say), so that a model
+    left to choose its image size runs at its training size, as its PyTorch twin does (`imgsz_origin`)."""
+
+    imgsz_origin = "trained"
+
+    def __init__(self, compiled: ExportedBackend, *, checkpoint: Path, own_imgsz: int | None) -> None:
+        self.compiled, self.path, self.own_imgsz = compiled, Path(checkpoint), own_imgsz
+        self.format, self.names, self.stride = compiled.format, compiled.names, compiled.stride
+        self.device, self.dtype = compiled.device, compiled.dtype
+        self.fixed_shape, self.max_batch = compiled.fixed_shape, compiled.max_batch
+
+    def prepare(self, images: torch.Tensor) -> torch.Tensor:
+        return self.compiled.prepare(images)
+
+    def run(self, x: torch.Tensor) -> torch.Tensor:
+        return self.compiled.run(x)
+
+
 def model_cache_dir() -> Path:
     """Where compiled checkpoints are kept: `$TPHYOLO_MODEL_CACHE`, else `<user cache>/compiled`."""
     return Path(os.environ[CACHE_ENV]).expanduser() if os.environ.get(CACHE_ENV) else user_cache_dir() / "compiled"

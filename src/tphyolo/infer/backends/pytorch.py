@@ -21,7 +21,7 @@ from tphyolo.checkpoint.format import load_checkpoint
 from tphyolo.checkpoint.release import is_release_name, missing_weights_message
 from tphyolo.data.files.image_limits import IMGSZ_BOUNDS
 from tphyolo.infer.backends import exported_format, load_backend
-from tphyolo.infer.backends.compiled import load_compiled, resolve_precision, resolve_runtime
+from tphyolo.infer.backends.compiled import CompiledCheckpoint, load_compiled, resolve_precision, resolve_runtime
 from tphyolo.runtime.config import RuntimeConfig, autocast, sdpa_context
 from tphyolo.runtime.probe import ProbeJob, tuned_runtime
 
@@ -167,6 +167,9 @@ def load_backends(
             loaded = load_backend(entry, device=device, trust_code=runtime.trust_code)
         elif compiled != "pytorch" and any(entry is f for f in files):
             loaded = load_compiled(entry, runtime=compiled, precision=resolve_precision(precision), fuse=fuse)
+            if loaded is not None:  # the checkpoint's own facts stay with it: its path and training size
+                own = trained_imgsz(load_checkpoint(entry).state.get("train_args"), source=str(entry))
+                loaded = CompiledCheckpoint(loaded, checkpoint=Path(entry), own_imgsz=own)
         if loaded is None:
             loaded = TorchBackend.load(entry, runtime=runtime, device=device, fuse=fuse, job=job)
         if backends and len(loaded.names) != len(backends[0].names):
