@@ -16,7 +16,7 @@ from tphyolo.runtime.distributed import DistContext
 from tphyolo.training.config import TrainConfig
 from tphyolo.training.data import build_data, grid_stride, load_train_data_config
 from tphyolo.training.hyp import load_hyp, scale_hyp
-from tphyolo.training.loop import NonFiniteLossError, StepState, train_one_epoch
+from tphyolo.training.loop import EpochPlace, NonFiniteLossError, StepState, train_one_epoch
 from tphyolo.training.model.setup import build_model_for_training, freeze_layers
 from tphyolo.training.optim.ema import ModelEMA
 from tphyolo.training.optim.optimization import Optimization, build_optimization, warmup_length
@@ -192,9 +192,9 @@ def run_toy_epoch(model, losses, *, runtime=CPU, accumulate=2):
         torch.amp.GradScaler("cpu", enabled=False), ema, accumulate=accumulate, warmup_steps=-1,
     )  # fmt: skip
     items = train_one_epoch(
-        model, loss_fn, loader, optim, state=state, epoch=0, hyp={}, runtime=runtime, device=DEVICE,
-        dist_ctx=DistContext(),
-    )
+        model, loss_fn, loader, optim, state=state, epoch=0, hyp={},
+        place=EpochPlace(runtime, DEVICE, DistContext()),
+    )  # fmt: skip
     return items, ema, state
 
 

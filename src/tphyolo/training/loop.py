@@ -2,7 +2,8 @@
 
 `train_one_epoch` gets everything it uses as arguments (model, loss, loader, the run's `Optimization` --
 optimiser, schedule, scaler, EMA, accumulation and warm-up --, the runtime and the process's place in a
-distributed run); the counters that outlive an epoch are a `StepState`.
+distributed run, as an `EpochPlace`); the counters that outlive an epoch are a `StepState`; the optional
+per-batch calls are `EpochHooks`.
 """
 
 from __future__ import annotations
@@ -38,6 +39,29 @@ class StepState:
     nonfinite_in_a_row: int = 0
 
 
+@dataclass(frozen=True)
+class EpochPlace:
+    """Where an epoch runs: the process settings, the device and the process's place in a distributed run."""
+
+    runtime: RuntimeConfig
+    device: torch.device
+    dist_ctx: DistContext
+
+
+@dataclass(frozen=True)
+class EpochHooks:
+    """Optional calls around the batches of an epoch.
+
+    `multi_scale_size(step) -> int | None` gives the long side for a batch (None keeps it);
+    `progress(i, mean_items, batch)` updates a progress bar; `on_batch(i, batch)` is called after each batch
+    (plots).
+    """
+
+    multi_scale_size: Callable[[int], int | None] | None = None
+    progress: Callable[[int, torch.Tensor, Any], None] | None = None
+    on_batch: Callable[[int, Any], None] | None = None
+
+
 def train_one_epoch(
     model: nn.Module,
     loss_fn: nn.Module,
@@ -47,22 +71,19 @@ def train_one_epoch(
     state: StepState,
     epoch: int,
     hyp: Mapping[str, float],
-    runtime: RuntimeConfig,
-    device: torch.device,
-    dist_ctx: DistContext,
+    place: EpochPlace,
     grad_clip: float = 0.0,
-    multi_scale_size: Callable[[int], int | None] | None = None,
-    progress: Callable[[int, torch.Tensor, Any], None] | None = None,
-    on_batch: Callable[[int, Any], None] | None = None,
+    hooks: EpochHooks = EpochHooks(),
 ) -> torch.Tensor:
-    """Train for one pass over `loader` with `optim` (warm-up towards the schedule's factor for `epoch`);
-    returns the mean loss items (3,): box, obj, cls.
+    """Train for one pass over `loader` with `optim` (warm-up towards the schedule's factor for `epoch`) at
+    `place`; returns the mean loss items (3,): box, obj, cls.
 
-    Images go through `runtime.prepare_images` (dtype, memory format); `state` is advanced in place.
-    `multi_scale_size(step) -> int | None` gives the long side for a batch (None keeps it); `on_batch(i, batch)`
-    is called after each batch (plots); `progress(i, mean_items, batch)` updates a progress bar.
+    Images go through `place.runtime.prepare_images` (dtype, memory format); `state` is advanced in place;
+    `hooks` are called per batch (see EpochHooks).
     Raises NonFiniteLossError after MAX_NONFINITE_STEPS non-finite losses in a row.
     """
+    runtime, device, dist_ctx = place.runtime, place.device, place.dist_ctx
+    multi_scale_size, progress, on_batch = hooks.multi_scale_size, hooks.progress, hooks.on_batch
     optimizer, scaler, ema, accumulate, warmup_steps = (
         optim.optimizer, optim.scaler, optim.ema, optim.accumulate, optim.warmup_steps
     )

@@ -49,7 +49,7 @@ from tphyolo.training.config import TrainConfig
 from tphyolo.training.data import build_data, grid_stride, load_train_data_config
 from tphyolo.training.hyp import scale_hyp, train_hyp
 from tphyolo.training.log import TrainLog, plot_results
-from tphyolo.training.loop import LOSS_NAMES, train_one_epoch
+from tphyolo.training.loop import LOSS_NAMES, EpochHooks, EpochPlace, train_one_epoch
 from tphyolo.training.loss import YoloLoss
 from tphyolo.training.model.setup import (
     build_model_for_training,
@@ -353,8 +353,8 @@ class Trainer:
             batches = self.startup.first_step(batches, self._report_startup)
         mean_items = train_one_epoch(
             self.train_model, self.loss_fn, batches, optim, state=self.progress.steps, epoch=epoch, hyp=self.hyp,
-            runtime=self.runtime, device=self.device, dist_ctx=dist, grad_clip=cfg.grad_clip,
-            multi_scale_size=multi_scale, progress=progress, on_batch=on_batch,
+            place=EpochPlace(self.runtime, self.device, dist), grad_clip=cfg.grad_clip,
+            hooks=EpochHooks(multi_scale_size=multi_scale, progress=progress, on_batch=on_batch),
         )  # fmt: skip
         if bar is not None:
             bar.close()
