@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from tphyolo.flags import IMGSZ_FLAGS, Bounds, add_flags, check_field_types, flag, from_flags, imgsz_flag
+from tphyolo.flags import IMGSZ_FLAGS, Bounds, add_flags, check_field_types, flag, flag_spec, from_flags, imgsz_flag
 
 
 @dataclass(frozen=True)
@@ -60,6 +60,9 @@ def test_declaration_mistakes_are_refused():
         flag(1, "-x", help="x")
     with pytest.raises(TypeError, match="immutable default"):
         flag([1], "--x", help="x")
+    with pytest.raises(TypeError, match=r"--x: flag\(\) got unknown options \['choises'\]"):
+        flag(1, "--x", help="x", choises=(1, 2))
+    assert flag_spec(flag("a", "--x", help="x", choices=iter("ab"))).choices == ("a", "b")
 
     @dataclass(frozen=True)
     class Bad:

@@ -126,33 +126,29 @@ class FlagSpec:
     convert: Callable[[str], Any] | None = None
 
 
-def flag(
-    default: Any,
-    *names: str,
-    help: str,  # noqa: A002 - argparse's word
-    choices: Iterable[Any] | None = None,
-    nargs: str | int | None = None,
-    metavar: str | None = None,
-    bounds: Bounds | None = None,
-    const: Any = None,
-    square: bool = False,
-    append: bool = False,
-    required: bool = False,
-    negative: tuple[str, Any] | None = None,
-    sep: str | None = None,
-    convert: Callable[[str], Any] | None = None,
-) -> Any:
-    """A dataclass field with `default` that is also the command-line flag `names` (see the module docstring)."""
+def flag(default: Any, *names: str, help: str, **options: Any) -> Any:  # noqa: A002 - argparse's word
+    """A dataclass field with `default` that is also the command-line flag `names` (see the module docstring).
+
+    `options` are the other fields of FlagSpec by name (choices, nargs, metavar, bounds, const, square, append,
+    required, negative, sep, convert), so the list of what a flag can say is written once; an unknown one raises
+    TypeError. `choices` may be any iterable (stored as a tuple).
+    """
+    negative = options.get("negative")
     every_name = (*names, *(negative[:1] if negative else ()))
     if not names or not all(isinstance(n, str) and n.startswith("--") for n in every_name):
         raise ValueError(f"flag names must start with '--', got {every_name!r}")
     if isinstance(default, (list, dict, set)):
         raise TypeError(f"{names[0]}: use an immutable default (a tuple), got {type(default).__name__}")
-    spec = FlagSpec(
-        tuple(names), help, tuple(choices) if choices is not None else None, nargs, metavar, bounds, const, square,
-        append, required, negative, sep, convert,
-    )  # fmt: skip
+    unknown = sorted(set(options) - _FLAG_OPTIONS)
+    if unknown:
+        raise TypeError(f"{names[0]}: flag() got unknown options {unknown}")
+    if options.get("choices") is not None:
+        options["choices"] = tuple(options["choices"])
+    spec = FlagSpec(tuple(names), help, **options)
     return dataclasses.field(default=default, metadata={_METADATA_KEY: spec})
+
+
+_FLAG_OPTIONS = frozenset(f.name for f in dataclasses.fields(FlagSpec)) - {"names", "help"}
 
 
 IMGSZ_FLAGS = ("--img", "--imgsz", "--img-size")  # an image side, as YOLOv5's train, val, detect and export spell it
