@@ -87,7 +87,7 @@ def slice_config(args: argparse.Namespace):
 def run(args: argparse.Namespace) -> int:
     # lazy: these import torch; 'tphyolo predict -h' must not
     from tphyolo.predict.predictor import Predictor
-    from tphyolo.predict.run import SETTINGS_FILE, predict_to_folder, source_image_ids
+    from tphyolo.predict.run import SETTINGS_FILE, RunCallbacks, predict_to_folder, source_image_ids
     from tphyolo.runtime.distributed import DistContext, broadcast_object, process_group
 
     if args.resume is not None:
@@ -122,7 +122,8 @@ def run(args: argparse.Namespace) -> int:
             style = from_flags(DrawStyle, args)
             result = predict_to_folder(predictor, files, save_dir, outputs, dist=dist, style=style,
                                        image_ids=image_ids, settings=settings, resume=args.resume is not None,
-                                       vid_stride=args.vid_stride, on_skip=_skipped, on_note=_warned)  # fmt: skip
+                                       vid_stride=args.vid_stride,
+                                       calls=RunCallbacks(on_skip=_skipped, on_note=_warned))  # fmt: skip
     if dist.is_main and result.skipped and not result.files and not result.finished_before:
         print(f"tphyolo predict: error: --source {args.source}: no file or stream could be read "
               f"({result.skipped} skipped, named above)", file=sys.stderr)  # fmt: skip

@@ -48,6 +48,16 @@ class PredictionRun:
     warned: int = 0
 
 
+@dataclass(frozen=True)
+class RunCallbacks:
+    """What a prediction run tells its caller as it goes. on_skip(file, error): as `Predictor.stream` (called on
+    the rank that met the file); on_note(text): each warning a frame comes with (`Frame.notes`) and each bad
+    journal line a resume meets (on rank 0)."""
+
+    on_skip: Callable[[Path | Stream, Exception], None] | None = None
+    on_note: Callable[[str], None] | None = None
+
+
 class _Progress:
     """This rank's state: the units it runs, each finished unit's record, and the frames of the current one."""
 
@@ -85,17 +95,16 @@ def predict_into(
     image_ids: dict[str, int] | None = None,
     resume: bool = False,
     vid_stride: int = 1,
-    on_skip: Callable[[Path | Stream, Exception], None] | None = None,
-    on_note: Callable[[str], None] | None = None,
+    calls: RunCallbacks = RunCallbacks(),
     progress: bool = True,
 ) -> PredictionRun:
     """Predict `files` (`sources.resolve_source`) and write each frame with `writer` into its folder, and
     predictions.json there with `save_json` (COCO image ids from `image_ids` by output name when given);
     module docstring. Every rank of a torchrun run calls this with the same arguments (`writer` on the same
     folder). resume: leave out what the folder's journal records as finished (each line checked; a bad one is
-    passed to `on_note` and its unit redone). on_skip: as `Predictor.stream`
-    (called on the rank that met the file); on_note: called with each warning a frame comes with
-    (`Frame.notes`). The counts returned are rank 0's (each rank gets its own)."""
+    passed to `calls.on_note` and its unit redone). calls: see RunCallbacks. The counts returned are rank 0's
+    (each rank gets its own)."""
+    on_skip, on_note = calls.on_skip, calls.on_note
     save_dir = writer.save_dir
     names = source_names(files)
     all_units = source_units(files, batch=predictor.config.batch)
@@ -181,7 +190,7 @@ def predict_to_folder(
     **options: Any,
 ) -> PredictionRun:
     """Predict `files` into the run folder `save_dir` with the writers `outputs` asks for, drawn in `style`
-    (`predict_into`, which takes `options`: resume, vid_stride, on_skip, on_note, progress). settings: the run's
+    (`predict_into`, which takes `options`: resume, vid_stride, calls, progress). settings: the run's
     settings, written to save_dir/SETTINGS_FILE by rank 0 once the writers accepted them (a refusal leaves no
     settings behind), for a resume to read."""
     writer = PredictionWriter(save_dir, names=predictor.names, save_img=outputs.save_img, save_txt=outputs.save_txt,
