@@ -27,7 +27,7 @@ from tphyolo.infer.slicing import SliceConfig
 from tphyolo.models import build_model
 from tphyolo.predict.journal import JOURNAL_DIR
 from tphyolo.predict.predictor import Predictor
-from tphyolo.predict.raster import RasterOutputs, predict_raster_into
+from tphyolo.predict.raster import RasterCallbacks, RasterOutputs, predict_raster_into
 
 # 700 x 800 px, NoData in the first 260 columns. 256 px tiles, overlap 0.25: x 0 (NoData), 192, 384, 544 and
 # rows at y 0, 192, 384, 444. The red block lies across the seam of rows 0 and 1 (and of two columns); the green
@@ -69,7 +69,7 @@ def _predictor(*, stop_at: int | None = None) -> tuple[Predictor, list[int]]:
 def _run(save_dir: Path, ortho: Path, predictor: Predictor, *, resume: bool = False, notes=None):
     save_dir.mkdir(exist_ok=True)
     return predict_raster_into(save_dir, predictor, ortho, slicing=SLICES, outputs=OUTPUTS, resume=resume,
-                               on_note=None if notes is None else notes.append)  # fmt: skip
+                               calls=RasterCallbacks(on_note=None if notes is None else notes.append))  # fmt: skip
 
 
 def _sorted_boxes(run):

@@ -291,6 +291,16 @@ class RasterOutputs:
     save_json: bool = False
 
 
+@dataclass(frozen=True)
+class RasterCallbacks:
+    """What `predict_raster_into` tells its caller as it goes. on_open(raster, tiles): called with the open
+    raster and its number of tiles before any tile is run (to record, check or announce it); on_note(text): as
+    `predict_raster`'s."""
+
+    on_open: Callable[[Raster, int], None] | None = None
+    on_note: Callable[[str], None] | None = None
+
+
 def predict_raster_into(
     save_dir: Path,
     predictor: Predictor,
@@ -302,14 +312,13 @@ def predict_raster_into(
     progress: bool = False,
     resume: bool = False,
     dist: DistContext = ONE_PROCESS,
-    on_open: Callable[[Raster, int], None] | None = None,
-    on_note: Callable[[str], None] | None = None,
+    calls: RasterCallbacks = RasterCallbacks(),
 ) -> RasterPrediction | None:
     """`predict_raster` of `path` journaled into `save_dir` (resumed with `resume`, shared by the ranks of
     `dist`), with its `outputs` written there by rank 0; `progress`: a bar over the tiles (all ranks') with its
-    rate and time left, on rank 0. on_open: called with the open raster and its number of tiles before any tile
-    is run (to record, check or announce it); on_note: as `predict_raster`'s. Returns the prediction (None on
-    ranks other than 0)."""
+    rate and time left, on rank 0. calls: see RasterCallbacks. Returns the prediction (None on ranks other
+    than 0)."""
+    on_open, on_note = calls.on_open, calls.on_note
     path = Path(path)
     tiling = raster_slicing(slicing, imgsz=predictor.config.imgsz)
     with read.open(path) as raster:  # fails before the run

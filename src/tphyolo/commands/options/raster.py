@@ -95,7 +95,7 @@ def run_raster(
     (`args.resume`, `args.saved_run`) is checked against them. Under torchrun (`dist`) the ranks share the rows
     of tiles."""
     # lazy: these import torch and cv2; 'tphyolo predict -h' must not
-    from tphyolo.predict.raster import RasterOutputs, RasterRead, predict_raster_into
+    from tphyolo.predict.raster import RasterCallbacks, RasterOutputs, RasterRead, predict_raster_into
     from tphyolo.predict.resume import check_raster_resumed, raster_fingerprint, run_fingerprint
 
     def record_or_check(raster, tiles: int) -> None:
@@ -119,7 +119,7 @@ def run_raster(
     read = RasterRead(bands=args.bands, max_pixels=args.max_pixels)
     run = predict_raster_into(save_dir, predictor, path, slicing=slicing or SliceConfig(AUTO), outputs=outputs,
                               read=read, progress=True, resume=args.resume is not None, dist=dist,
-                              on_open=record_or_check, on_note=note)  # fmt: skip
+                              calls=RasterCallbacks(on_open=record_or_check, on_note=note))  # fmt: skip
     if run is None:
         return 0
     crs = run.crs or "pixels (the raster has no CRS)"
