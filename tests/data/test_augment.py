@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from tphyolo.data.augment import NO_AUGMENT, Hyp, box_candidates
-from tphyolo.data.dataset import DetectionDataset
+from tphyolo.data.dataset import DetectionDataset, RectBatches
 from tphyolo.data.formats.visdrone import NAMES
 from tphyolo.data.labels import ImageLabels
 from tphyolo.data.letterbox import letterbox, map_boxes
@@ -112,7 +112,7 @@ def test_letterbox_maps_and_unmaps_exactly(shape):
 def test_dataset_ratio_pad_map_back_to_original_pixels(visdrone_mini):
     scan = scan_split(visdrone_mini / "images", names=NAMES, cache=False)
     for rect in (False, True):
-        dataset = DetectionDataset(scan.records[:6], imgsz=320, hyp=NO_AUGMENT, rect=rect, batch_size=3)
+        dataset = DetectionDataset(scan.records[:6], imgsz=320, hyp=NO_AUGMENT, rect=RectBatches(3) if rect else None)
         for i in range(len(dataset)):
             s, r = dataset[i], dataset.records[i]
             h, w = s.image.shape[1:]

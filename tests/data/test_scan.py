@@ -107,7 +107,7 @@ def test_bad_corpus_is_reported_without_crash(tmp_path, label_folder):
     assert read_image(tmp_path / "images" / "gray.jpg").shape == (50, 60, 3)
     assert by_name["trailing.jpg"].labels.classes.tolist() == [1]
     # every usable file goes through augmentation and collation
-    dataset = DetectionDataset(scan.records, imgsz=64, augment=True, batch_size=4)
+    dataset = DetectionDataset(scan.records, imgsz=64, augment=True)
     batches = list(build_dataloader(dataset, LoaderSettings(batch_size=4, shuffle=True)))
     assert sum(len(b) for b in batches) == 9
 

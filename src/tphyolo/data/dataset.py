@@ -72,11 +72,21 @@ def rect_batch_shapes(shapes: np.ndarray, *, batch_size: int, imgsz: int, stride
     return (np.ceil(out * imgsz / stride + pad) * stride).astype(int)
 
 
+@dataclass(frozen=True)
+class RectBatches:
+    """Rectangular batches: each batch of `batch_size` images (sorted by aspect ratio) letterboxed to its own
+    minimal stride-multiple shape, `pad` strides added (`rect_batch_shapes`)."""
+
+    batch_size: int = 16
+    pad: float = 0.0
+
+
 class DetectionDataset(Dataset):
     """Samples of a scanned split.
 
-    imgsz: training size (long side); augment: mosaic/affine/mixup/HSV/flips per `hyp`; rect: letterbox each
-    batch of `batch_size` images (sorted by aspect ratio) to its own minimal stride-multiple shape (no mosaic);
+    imgsz: training size (long side); augment: mosaic/affine/mixup/HSV/flips per `hyp`; rect: the rectangular
+    batches (`RectBatches`, no mosaic) or None for square `imgsz` samples; stride: what letterboxed sides are
+    multiples of;
     ignore_mode: "fill" paints ignore regions grey 114 (neither positive nor negative), "keep" leaves them;
     cache: None, "ram" or "disk" (see `ImageCache`); seed: with the epoch and the index, what an augmented
     sample's random draws are seeded with (see the module docstring).
@@ -89,10 +99,8 @@ class DetectionDataset(Dataset):
         imgsz: int = 640,
         augment: bool = False,
         hyp: Hyp | None = None,
-        rect: bool = False,
-        batch_size: int = 16,
+        rect: RectBatches | None = None,
         stride: int = 32,
-        rect_pad: float = 0.0,
         ignore_mode: str = "fill",
         cache: str | None = None,
         seed: int = 0,
@@ -102,17 +110,17 @@ class DetectionDataset(Dataset):
         if not records:
             raise ValueError("no usable images in this split (see the scan report)")
         self.imgsz, self.augment, self.hyp = imgsz, augment, hyp or Hyp()
-        self.rect, self.stride, self.ignore_mode = rect, stride, ignore_mode
+        self.rect, self.stride, self.ignore_mode = rect is not None, stride, ignore_mode
         self.records = list(records)
         self.batch_shapes = None
-        if rect:
+        if rect is not None:
             shapes = np.array([(r.height, r.width) for r in self.records], dtype=np.float64)
             order = np.argsort(shapes[:, 0] / shapes[:, 1], kind="stable")
             self.records = [self.records[i] for i in order]
             self.batch_shapes = rect_batch_shapes(
-                shapes[order], batch_size=batch_size, imgsz=imgsz, stride=stride, pad=rect_pad
+                shapes[order], batch_size=rect.batch_size, imgsz=imgsz, stride=stride, pad=rect.pad
             )
-            self.batch_size = batch_size
+            self.batch_size = rect.batch_size
         self.image_cache = None
         if cache:
             files = [r.im_file for r in self.records]

@@ -22,7 +22,7 @@ import torch.nn.functional as F
 from torch.utils.data import DataLoader, get_worker_info
 
 from tphyolo.data.augment import Hyp
-from tphyolo.data.dataset import DetectionDataset, Sample
+from tphyolo.data.dataset import DetectionDataset, RectBatches, Sample
 from tphyolo.data.dataset_config import DataConfig
 from tphyolo.data.letterbox import PAD_VALUE
 from tphyolo.data.sampler import EpochSampler
@@ -274,10 +274,8 @@ def build_dataset(data: DataConfig, split: str, settings: DatasetSettings) -> tu
         imgsz=s.imgsz,
         augment=s.augment,
         hyp=s.hyp,
-        rect=s.rect,
-        batch_size=s.batch_size,
+        rect=RectBatches(s.batch_size, pad=0.0 if s.augment else 0.5) if s.rect else None,
         stride=s.stride,
-        rect_pad=0.0 if s.augment else 0.5,
         ignore_mode=s.ignore_mode,
         cache=s.cache,
         seed=s.seed,

@@ -19,7 +19,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from tphyolo.classify.data import confusable_classes
-from tphyolo.data.dataset import DetectionDataset
+from tphyolo.data.dataset import DetectionDataset, RectBatches
 from tphyolo.data.dataset_config import DataConfig
 from tphyolo.data.loader import LoaderSettings, build_dataloader
 from tphyolo.data.scan import scan_split
@@ -119,8 +119,8 @@ def check_int8_accuracy(
         chosen = chosen[: len(chosen) // batch * batch]
         if not chosen:
             raise ValueError(f"the INT8 check needs at least {batch} val images (the export's fixed batch)")
-    dataset = DetectionDataset(chosen, imgsz=size, rect=meta.dynamic, batch_size=batch, stride=meta.stride,
-                               rect_pad=RECT_PAD)  # fmt: skip
+    dataset = DetectionDataset(chosen, imgsz=size, rect=RectBatches(batch, pad=RECT_PAD) if meta.dynamic else None,
+                               stride=meta.stride)  # fmt: skip
     config = inference_config(VALIDATION, imgsz=size, batch=batch)
     names = list(data.names) or int8_backend.names
     scores = []
