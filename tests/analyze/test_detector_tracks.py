@@ -8,7 +8,7 @@ import yaml
 from tests.analyze.simulated import LINES
 from tests.track.oracle import OraclePredictor
 
-from tphyolo.analyze import analyze, read_counts, score_counts, true_counts
+from tphyolo.analyze import AnalyzeInput, analyze, read_counts, score_counts, true_counts
 from tphyolo.data.builtin.synthetic_mot import generate_synthetic_mot
 from tphyolo.data.dataset_config import load_data_config
 from tphyolo.data.mot.sequences import tracking_split
@@ -23,7 +23,7 @@ def test_counts_from_the_detector_and_tracker_are_within_5_percent(tmp_path):
                                      "zones": [{"name": "centre", "points": [[220, 120], [420, 120], [420, 264],
                                                                             [220, 264]]}]}))  # fmt: skip
     frames = split.sequences["val-000"]
-    reports = analyze(lines, tmp_path / "run", predictor=OraclePredictor(split), source=frames,
+    reports = analyze(lines, tmp_path / "run", AnalyzeInput(predictor=OraclePredictor(split), source=frames),
                       tracker=ByteTracker("bytetrack", cmc="sparse"), save_video=False, progress=False)  # fmt: skip
     assert [r.frames for r in reports] == [60]
     truth = true_counts(split.annotations, lines, source=frames)

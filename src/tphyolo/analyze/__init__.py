@@ -19,7 +19,7 @@ __getattr__, __dir__, __all__ = lazy_exports(
         "tphyolo.analyze.config": ("AnalyzeConfig",),
         "tphyolo.analyze.heatmap": ("Heatmap",),
         "tphyolo.analyze.motion": ("GroundMotion",),
-        "tphyolo.analyze.pipeline": ("Analysis", "analyze"),
+        "tphyolo.analyze.pipeline": ("Analysis", "AnalyzeInput", "analyze"),
         "tphyolo.analyze.points": ("TrackPoints", "anchor_points"),
         "tphyolo.analyze.regions": ("Line", "Regions", "Zone", "load_regions"),
         "tphyolo.analyze.scoring": ("CountScore", "read_counts", "score_counts", "true_counts"),

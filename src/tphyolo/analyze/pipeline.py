@@ -1,6 +1,6 @@
 """An analysis run: the analytics over each track stream of an input, and their files.
 
-    reports = analyze("lines.yaml", Path("runs/analyze/exp"), tracks=Path("runs/track/exp/visdrone"),
+    reports = analyze("lines.yaml", Path("runs/analyze/exp"), AnalyzeInput(tracks=Path("runs/track/exp/visdrone")),
                       config=AnalyzeConfig(fps=25))
 
 Per sequence (in the run folder, or in `<run>/<sequence>/` when there are several): `counts.json`,
@@ -21,6 +21,7 @@ import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -106,29 +107,41 @@ class Analysis:
                 for label in np.unique(labels).tolist()}  # fmt: skip
 
 
+@dataclass(frozen=True)
+class AnalyzeInput:
+    """What an analysis runs on: exactly one of `predictor` (a Predictor, run on `source`), `detections` (a folder
+    of detection files) or `tracks` (a folder of track files); `source` (a video or frames, optional beside
+    detections or tracks) is also what the camera motion is estimated from and the annotated video drawn on.
+    ValueError when that rule is broken."""
+
+    source: Any = None
+    predictor: Any = None
+    detections: Path | None = None
+    tracks: Path | None = None
+
+    def __post_init__(self) -> None:
+        if sum(x is not None for x in (self.predictor, self.detections, self.tracks)) != 1:
+            raise ValueError("analyze needs one input: a predictor (with a source), detections or tracks")
+        if self.predictor is not None and self.source is None:
+            raise ValueError("a predictor needs a source to run on")
+
+
 def analyze(
     regions: str | Path,
     save_dir: Path,
+    inputs: AnalyzeInput,
     *,
     config: AnalyzeConfig | None = None,
-    source=None,
-    predictor=None,
-    detections: Path | None = None,
-    tracks: Path | None = None,
     tracker: MultiObjectTracker | None = None,
     cmc: str = "sparse",
     save_video: bool = True,
     progress: bool = True,
 ) -> list[SequenceReport]:
-    """Analyse one input (exactly one of: `predictor`, a Predictor run on `source`; `detections`, a folder of
-    detection files; `tracks`, a folder of track files) with the lines and zones of yaml `regions`; detections
-    are tracked by `tracker` (default: ByteTrack with `cmc`); the camera motion is the tracker's when it
-    compensates it, else estimated from the frames of `source` (when given) with `cmc`. Writes into `save_dir`
-    (see the module docstring) and returns a report per sequence; `progress` draws a bar with frames per second."""
-    if sum(x is not None for x in (predictor, detections, tracks)) != 1:
-        raise ValueError("analyze needs one input: a predictor (with a source), detections or tracks")
-    if predictor is not None and source is None:
-        raise ValueError("a predictor needs a source to run on")
+    """Analyse `inputs` with the lines and zones of yaml `regions`; detections are tracked by `tracker`
+    (default: ByteTrack with `cmc`); the camera motion is the tracker's when it compensates it, else estimated
+    from the frames of `inputs.source` (when given) with `cmc`. Writes into `save_dir` (see the module
+    docstring) and returns a report per sequence; `progress` draws a bar with frames per second."""
+    source, predictor, detections, tracks = inputs.source, inputs.predictor, inputs.detections, inputs.tracks
     config = config or AnalyzeConfig()
     load_regions(regions)  # a bad file fails here, before any frame is read; the frame's size is checked later
     tracker = tracker or make_tracker("bytetrack", cmc=cmc if source is not None else "none")

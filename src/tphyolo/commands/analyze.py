@@ -29,7 +29,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from tphyolo.analyze.pipeline import analyze  # lazy: imports torch; 'tphyolo analyze -h' must not
+    from tphyolo.analyze.pipeline import AnalyzeInput, analyze  # lazy: imports torch; 'tphyolo analyze -h' must not
 
     given = [name for name in ("weights", "detections", "tracks") if getattr(args, name) is not None]
     if len(given) != 1:
@@ -46,8 +46,8 @@ def run(args: argparse.Namespace) -> int:
         predictor = Predictor(args.weights, inference_settings(args), runtime=args.runtime,
                               device=inference_device(args.runtime))  # fmt: skip
     save_dir = from_flags(OutputDir, args).create("runs/analyze")
-    reports = analyze(args.lines, save_dir, config=config, source=args.source, predictor=predictor,
-                      detections=args.detections, tracks=args.tracks, tracker=tracker, cmc=args.cmc,
+    inputs = AnalyzeInput(source=args.source, predictor=predictor, detections=args.detections, tracks=args.tracks)
+    reports = analyze(args.lines, save_dir, inputs, config=config, tracker=tracker, cmc=args.cmc,
                       save_video=args.save_video)  # fmt: skip
     print(summary_text(reports, save_dir))
     return 0
