@@ -15,6 +15,7 @@ from tphyolo.evaluation.detection_files import read_visdrone_rows
 from tphyolo.metrics.coco import coco_image_ids
 from tphyolo.models import build_model
 from tphyolo.ops.detections import Detections
+from tphyolo.predict.outputs import OutputSettings
 from tphyolo.predict.sources import iter_frames, resolve_source
 from tphyolo.predict.writers import PredictionWriter, coco_gt_image_ids
 
@@ -79,7 +80,7 @@ def test_predict_json_ids_match_the_ground_truth_image_by_image(visdrone, coco_g
 
 def _ground_truth_as_predictions(visdrone, out) -> None:
     """predictions.json written by the predict writer from each image's own objects (score 1)."""
-    writer = PredictionWriter(out, names=list(NAMES), save_img=False, save_json=True)
+    writer = PredictionWriter(out, names=list(NAMES), outputs=OutputSettings(save_img=False, save_json=True))
     for frame in iter_frames(resolve_source(visdrone / "images")):
         rows = read_visdrone_rows(visdrone / "annotations" / f"{frame.path.stem}.txt")
         rows = rows[(rows[:, 5] >= 1) & (rows[:, 5] <= len(NAMES)) & (rows[:, 4] != 0)]
@@ -132,7 +133,8 @@ def test_save_gt_and_pred_misuse_are_one_line_errors(visdrone, coco_gt, tmp_path
 
 def test_coco_gt_numbers_a_subset_of_images_by_their_ground_truth_ids(visdrone, coco_gt, tmp_path):
     gt = json.loads(coco_gt.read_text())
-    writer = PredictionWriter(tmp_path / "out", names=list(NAMES), save_img=False, save_json=True,
+    writer = PredictionWriter(tmp_path / "out", names=list(NAMES),
+                              outputs=OutputSettings(save_img=False, save_json=True),
                               image_ids=coco_gt_image_ids(coco_gt))  # fmt: skip
     last = sorted((visdrone / "images").glob("*.jpg"))[-1]
     (frame,) = iter_frames(resolve_source(last))

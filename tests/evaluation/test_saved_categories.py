@@ -20,6 +20,7 @@ from tphyolo.infer.config import MAX_DET
 from tphyolo.metrics.protocol import ImageResult
 from tphyolo.metrics.registry import get_protocol
 from tphyolo.ops.detections import Detections
+from tphyolo.predict.outputs import OutputSettings
 from tphyolo.predict.sources import Frame
 from tphyolo.predict.writers import PredictionWriter
 
@@ -50,7 +51,8 @@ def saved(tmp_path_factory):
     records = scan_split(data.val, names=data.names, cache=False).records
     rng = np.random.default_rng(0)
     detections = [oracle(r.labels, data.nc, rng) for r in records]
-    writer = PredictionWriter(root / "pred", names=list(data.names), save_img=False, save_visdrone=True)
+    outputs = OutputSettings(save_img=False, save_visdrone=True)
+    writer = PredictionWriter(root / "pred", names=list(data.names), outputs=outputs)
     for record, found in zip(records, detections, strict=True):
         writer.write(Frame(np.zeros((record.height, record.width, 3), np.uint8), Path(record.im_file)), found)
     writer.close()

@@ -13,6 +13,7 @@ from tphyolo.models import build_model
 from tphyolo.ops import box_iou
 from tphyolo.ops.detections import Detections
 from tphyolo.predict.draw import image_grid
+from tphyolo.predict.outputs import OutputSettings
 from tphyolo.predict.predictor import Predictor
 from tphyolo.predict.sources import count_frames, resolve_source
 from tphyolo.predict.writers import PredictionWriter
@@ -108,8 +109,9 @@ def test_sources_folder_glob_list_and_errors(images, tmp_path):
 def test_outputs_parse_back_in_original_pixels(model, images, tmp_path):
     predictor = Predictor(model, imgsz=128, conf=0.001, device="cpu", batch=2)
     writer = PredictionWriter(
-        tmp_path / "out", names=NAMES, save_txt=True, save_conf=True, save_visdrone=True, save_json=True
-    )
+        tmp_path / "out", names=NAMES,
+        outputs=OutputSettings(save_txt=True, save_conf=True, save_visdrone=True, save_json=True),
+    )  # fmt: skip
     results = {}
     for frame, detections in predictor.stream(images):
         writer.write(frame, detections)
@@ -149,7 +151,7 @@ def test_video_is_read_frame_by_frame_and_written_back(model, tmp_path):
     writer.release()
     assert count_frames([video]) == 3
     predictor = Predictor(model, imgsz=96, conf=0.001, device="cpu", batch=2)
-    out = PredictionWriter(tmp_path / "out", names=NAMES, save_visdrone=True)
+    out = PredictionWriter(tmp_path / "out", names=NAMES, outputs=OutputSettings(save_visdrone=True))
     frames = 0
     for frame, detections in predictor.stream(video):
         assert frame.is_video and frame.index == frames

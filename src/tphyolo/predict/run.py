@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -193,9 +193,8 @@ def predict_to_folder(
     (`predict_into`, which takes `options`: resume, vid_stride, calls, progress). settings: the run's
     settings, written to save_dir/SETTINGS_FILE by rank 0 once the writers accepted them (a refusal leaves no
     settings behind), for a resume to read."""
-    writer = PredictionWriter(save_dir, names=predictor.names, save_img=outputs.save_img, save_txt=outputs.save_txt,
-                              save_conf=outputs.save_conf, save_visdrone=outputs.save_visdrone,
-                              save_crop=outputs.save_crop, style=style)  # fmt: skip
+    # predictions.json is predict_into's: it gathers every rank's detections
+    writer = PredictionWriter(save_dir, names=predictor.names, outputs=replace(outputs, save_json=False), style=style)
     if settings is not None and dist.is_main:
         write_text_atomic(Path(save_dir) / SETTINGS_FILE, yaml.safe_dump(dict(settings)))
     return predict_into(predictor, files, writer, dist=dist, save_json=outputs.save_json, image_ids=image_ids,

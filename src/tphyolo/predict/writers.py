@@ -35,6 +35,7 @@ from tphyolo.metrics.coco import coco_image_ids
 from tphyolo.ops.detections import Detections
 from tphyolo.predict.draw import draw_detections
 from tphyolo.predict.draw_style import DEFAULT_STYLE, DrawStyle
+from tphyolo.predict.outputs import OutputSettings
 from tphyolo.predict.results import save_crops
 from tphyolo.predict.sources import Frame
 from tphyolo.predict.video_out import VideoOut
@@ -122,7 +123,8 @@ def coco_gt_image_ids(path: Path) -> dict[str, int]:
 
 
 class PredictionWriter:
-    """Writes the outputs chosen by the flags into `save_dir`; call `close()` at the end (writes the json,
+    """Writes the `outputs` chosen by the flags into `save_dir` (all of OutputSettings' save_* fields; its `coco_gt`
+    is for the caller, who passes `image_ids`); call `close()` at the end (writes the json,
     finishes videos). Returns nothing; `saved` lists the files and folders written. `image_ids`: the COCO image
     id of each output name (`coco_gt_image_ids`); `write` raises ValueError for an image it does not name.
     `categories`: the category table of the VisDrone files (`visdrone_categories`)."""
@@ -132,16 +134,14 @@ class PredictionWriter:
         save_dir: Path,
         *,
         names: list[str],
-        save_img: bool = True,
-        save_txt: bool = False,
-        save_conf: bool = False,
-        save_visdrone: bool = False,
-        save_json: bool = False,
-        save_crop: bool = False,
+        outputs: OutputSettings | None = None,
         style: DrawStyle = DEFAULT_STYLE,
         image_ids: Mapping[str, int] | None = None,
         categories: CategoryTable | None = None,
     ) -> None:
+        outputs = outputs or OutputSettings()  # None: the defaults of `tphyolo predict`
+        save_img, save_txt, save_conf = outputs.save_img, outputs.save_txt, outputs.save_conf
+        save_visdrone, save_json, save_crop = outputs.save_visdrone, outputs.save_json, outputs.save_crop
         # refused before anything is written
         self.categories = visdrone_categories(names, categories) if save_visdrone else ()
         self.save_dir = Path(save_dir)
