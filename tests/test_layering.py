@@ -242,3 +242,67 @@ def test_no_unit_shadows_a_name_of_the_facade():
     units = {unit for layer in LAYERS for unit in layer}
     assert sorted(units & set(facade)) == []
     assert callable(tphyolo.train) and not isinstance(tphyolo.train, type(tphyolo))
+
+
+MAX_PARAMETERS = 10
+# (module, qualified name) -> its parameter count, for a function tolerated over MAX_PARAMETERS for now. Each
+# entry must still be that wide (test_wide_functions_allowed_are_still_wide), so the list empties as they narrow.
+WIDE_ALLOWED: dict[tuple[str, str], int] = {
+    # the public `tphyolo.Predictor(...)` keywords (slice, tta, classifier, classifier_weight, ...) are its API
+    ("tphyolo.predict.predictor", "Predictor.__init__"): 11,
+}
+
+
+def parameter_count(node: ast.FunctionDef | ast.AsyncFunctionDef) -> int:
+    """Every parameter of a function (positional, keyword-only, *args, **kwargs) but self and cls."""
+    args = node.args
+    names = [a.arg for a in (*args.posonlyargs, *args.args, *args.kwonlyargs, args.vararg, args.kwarg) if a]
+    return len([name for name in names if name not in ("self", "cls")])
+
+
+def function_widths(source: str) -> dict[str, int]:
+    """The parameter count of every function in `source` by qualified name (`Class.method`, `outer.inner`)."""
+    widths: dict[str, int] = {}
+
+    def visit(node: ast.AST, prefix: str) -> None:
+        for child in ast.iter_child_nodes(node):
+            if isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                widths[f"{prefix}{child.name}"] = parameter_count(child)
+                visit(child, f"{prefix}{child.name}.")
+            elif isinstance(child, ast.ClassDef):
+                visit(child, f"{prefix}{child.name}.")
+            else:
+                visit(child, prefix)
+
+    visit(ast.parse(source), "")
+    return widths
+
+
+def wide_functions(root: Path = ROOT) -> dict[tuple[str, str], int]:
+    """Every function of the package under `root` with more than MAX_PARAMETERS parameters."""
+    return {(module_name(path, root), name): n for path in sorted(root.rglob("*.py"))
+            for name, n in function_widths(path.read_text()).items() if n > MAX_PARAMETERS}  # fmt: skip
+
+
+def test_no_function_takes_more_than_ten_parameters():
+    found = {key: n for key, n in wide_functions().items() if WIDE_ALLOWED.get(key) != n}
+    assert not found, "group parameters that belong together into a frozen dataclass:\n" + "\n".join(
+        f"{module}:{name} takes {n}" for (module, name), n in sorted(found.items())
+    )
+
+
+def test_wide_functions_allowed_are_still_wide():
+    stale = {key: n for key, n in WIDE_ALLOWED.items() if wide_functions().get(key) != n}
+    assert not stale, f"narrowed, update WIDE_ALLOWED: {sorted(stale)}"
+
+
+def test_the_width_scan_counts_every_kind_of_parameter():
+    source = (
+        "def f(a, /, b, *args, c, **kw):\n"
+        "    def inner(x): ...\n"
+        "class K:\n"
+        "    def m(self, a, b=1): ...\n"
+        "    @classmethod\n"
+        "    async def n(cls, *, a): ...\n"
+    )
+    assert function_widths(source) == {"f": 5, "f.inner": 1, "K.m": 2, "K.n": 1}
