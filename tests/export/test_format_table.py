@@ -9,7 +9,8 @@ import pytest
 from tphyolo.bench.export import BACKENDS as BENCHED
 from tphyolo.export.config import ExportConfig
 from tphyolo.export.exporter import output_paths, selected_formats
-from tphyolo.export.formats import EXPORT_FORMATS, FORMATS, INT8_FORMATS, RUNTIMES, FormatWriter, Int8Writer
+from tphyolo.export.formats import EXPORT_FORMATS, FORMATS, INT8_FORMATS, RUNTIMES
+from tphyolo.export.writer_api import FormatWriter, Int8Writer
 from tphyolo.flags import flag_spec
 from tphyolo.infer.backends import BACKENDS, exported_format
 from tphyolo.infer.backends.metadata import ExportMetadata

@@ -43,10 +43,11 @@ from tphyolo.data.files.atomic import staged_path
 from tphyolo.data.letterbox import check_imgsz
 from tphyolo.export.calibration import Calibration, calibration_batches
 from tphyolo.export.config import ExportConfig
-from tphyolo.export.formats import FORMAT_BY_NAME, FORMATS, ExportFormat, ExportJob
+from tphyolo.export.formats import FORMAT_BY_NAME, FORMATS, ExportFormat
 from tphyolo.export.int8_check import Int8Accuracy, check_int8_accuracy
 from tphyolo.export.onnx_file import trace_onnx
 from tphyolo.export.parity import INT8_TOLERANCE, relative_error, sample_images, tolerance_for
+from tphyolo.export.writer_api import ExportJob
 from tphyolo.infer.backends import BACKENDS, load_backend
 from tphyolo.infer.backends.metadata import ExportMetadata
 from tphyolo.models import DetectionModel

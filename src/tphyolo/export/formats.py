@@ -13,10 +13,11 @@ quantization, `W_int8_openvino_model/` by NNCF, `W_int8.engine` by TensorRT's en
 on images of `--data` (see `tphyolo.export.calibration`); the INT8 file runs on the same backend as the float one, so
 benchmarks list it as its runtime's `-int8` variant (`openvino-int8`, `onnxruntime-int8`).
 
-A new format is its writer module (a `FormatWriter`: `check(cfg, device)` and `write(job)`; an INT8 writer is an
-`Int8Writer`, which also writes the float twin and rewrites the metadata), its backend (a class of
-`tphyolo.infer.backends`, which also says what its files are called) and one row here. The rows are written in
-table order, so that formats converted from the fp32 ONNX trace reuse the `onnx` file when it is written too.
+A new format is its writer module (a `FormatWriter` of `tphyolo.export.writer_api`: `check(cfg, device)` and
+`write(job)`; an INT8 writer is an `Int8Writer`, which also writes the float twin and rewrites the metadata), its
+backend (a class of `tphyolo.infer.backends`, which also says what its files are called) and one row here. The
+rows are written in table order, so that formats converted from the fp32 ONNX trace reuse the `onnx` file when it
+is written too.
 
 This module imports no torch: the command line reads the choices from it cheaply.
 """
@@ -24,44 +25,13 @@ This module imports no torch: the command line reads the choices from it cheaply
 from __future__ import annotations
 
 import importlib
-from collections.abc import Callable
 from dataclasses import dataclass
-from pathlib import Path
 from types import ModuleType
-from typing import TYPE_CHECKING, Protocol, runtime_checkable
+from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    import torch
 
-    from tphyolo.export.calibration import Calibration
-    from tphyolo.export.config import ExportConfig
-    from tphyolo.infer.backends.metadata import ExportMetadata
-
-
-@runtime_checkable
-class FormatWriter(Protocol):
-    """What a format's writer module provides (the exporter loads it by its dotted name)."""
-
-    def check(self, cfg: ExportConfig, device: torch.device) -> None:
-        """Refuses what cannot be done here (a missing extra, a device the format needs), before any tracing:
-        raises an error with one line naming what is missing."""
-
-    def write(self, job: ExportJob) -> None:
-        """Writes the format's file (or folder) at `job.path` from `job`, with `job.metadata` embedded."""
-
-
-@runtime_checkable
-class Int8Writer(FormatWriter, Protocol):
-    """What a format's INT8 writer module provides: `write(job)` quantizes on `job.calibration()` and embeds the
-    metadata with the `int8_*` fields; the accuracy check after it needs the two below."""
-
-    def write_float(self, job: ExportJob, path: Path) -> Path:
-        """Writes the float file that the INT8 file is scored against (same input and runtime) at `path`;
-        returns the path the backend loads."""
-
-    def rewrite_metadata(self, path: Path, metadata: ExportMetadata) -> None:
-        """Replaces the metadata embedded in the INT8 file at `path` (to add the check's numbers), leaving no
-        half-written file behind."""
+    pass
 
 
 @dataclass(frozen=True)
@@ -140,30 +110,3 @@ RUNTIMES: dict[str, tuple[str, bool]] = {
         if f.runtime is not None and f.int8_writer is not None
     },
 }
-
-
-@dataclass
-class ExportJob:
-    """What a writer gets: the fused fp32 `model` (and its fp16 copy on CUDA with `--half`, else None), the
-    example input it is traced on, where to write, the metadata to embed, the config and the device, and
-    `fp32_onnx()`: the fp32 ONNX trace of `model` (traced once, on first call) that converters start from.
-    With `--int8`, `calibration()` gives the calibration batches (read once, on first call)."""
-
-    model: torch.nn.Module
-    fp16_model: torch.nn.Module | None
-    example: torch.Tensor
-    path: Path
-    metadata: ExportMetadata
-    cfg: ExportConfig
-    device: torch.device
-    fp32_onnx: Callable[[], Path]
-    calibration: Callable[[], Calibration] | None = None
-
-    @property
-    def fp16_graph(self) -> bool:
-        """Whether this file is an fp16 graph (`--half` for a format with `fp16_graph`)."""
-        return self.metadata.dtype == "float16"
-
-    def traced(self) -> tuple[torch.nn.Module, torch.Tensor]:
-        """The model and example input in the file's dtype: the fp16 copy for an fp16 graph."""
-        return (self.fp16_model, self.example.half()) if self.fp16_graph else (self.model, self.example)

@@ -38,7 +38,7 @@ from tphyolo.models.swin import C3STR
 
 if TYPE_CHECKING:
     from tphyolo.export.calibration import Calibration
-    from tphyolo.export.formats import ExportJob
+    from tphyolo.export.writer_api import ExportJob
     from tphyolo.infer.backends.metadata import ExportMetadata
 
 

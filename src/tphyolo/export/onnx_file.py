@@ -22,7 +22,7 @@ from tphyolo.infer.backends.onnx_trace import embed_metadata
 
 if TYPE_CHECKING:
     from tphyolo.export.config import ExportConfig
-    from tphyolo.export.formats import ExportJob
+    from tphyolo.export.writer_api import ExportJob
 
 
 def trace_onnx(model: nn.Module, example: torch.Tensor, path: Path, *, dynamic: bool, opset: int) -> Path:

@@ -23,7 +23,7 @@ if TYPE_CHECKING:
     import torch
 
     from tphyolo.export.config import ExportConfig
-    from tphyolo.export.formats import ExportJob
+    from tphyolo.export.writer_api import ExportJob
 
 __all__ = ["check", "export_openvino", "save_ir", "write"]  # save_ir: the INT8 writer's too
 

@@ -37,7 +37,7 @@ if TYPE_CHECKING:
     import torch
 
     from tphyolo.export.config import ExportConfig
-    from tphyolo.export.formats import ExportJob
+    from tphyolo.export.writer_api import ExportJob
 
 OP_TYPES = ("Conv", "MatMul", "Gemm")
 PURPOSE = "--int8 ONNX export"

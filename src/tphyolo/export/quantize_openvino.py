@@ -37,7 +37,7 @@ if TYPE_CHECKING:
     import torch
 
     from tphyolo.export.config import ExportConfig
-    from tphyolo.export.formats import ExportJob
+    from tphyolo.export.writer_api import ExportJob
 
 PURPOSE = "--int8 OpenVINO export"
 

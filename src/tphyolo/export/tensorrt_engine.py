@@ -22,7 +22,7 @@ from tphyolo.infer.backends.onnx_trace import INPUT_NAME
 
 if TYPE_CHECKING:
     from tphyolo.export.config import ExportConfig
-    from tphyolo.export.formats import ExportJob
+    from tphyolo.export.writer_api import ExportJob
 
 TENSORRT_INSTALL = "pip install tensorrt (on a machine with an NVIDIA GPU)"
 WORKSPACE_BYTES = 4 << 30

@@ -28,7 +28,7 @@ from tphyolo.infer.backends.metadata import ExportMetadata
 
 if TYPE_CHECKING:
     from tphyolo.export.config import ExportConfig
-    from tphyolo.export.formats import ExportJob
+    from tphyolo.export.writer_api import ExportJob
 
 METHOD = "TensorRT entropy calibration (IInt8EntropyCalibrator2)"
 

@@ -21,7 +21,7 @@ from tphyolo.infer.backends.tracing import quiet_jit
 
 if TYPE_CHECKING:
     from tphyolo.export.config import ExportConfig
-    from tphyolo.export.formats import ExportJob
+    from tphyolo.export.writer_api import ExportJob
 
 
 def export_torchscript(model: nn.Module, example: torch.Tensor, path: Path, *, metadata: ExportMetadata) -> Path:
