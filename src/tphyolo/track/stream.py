@@ -30,7 +30,7 @@ from tphyolo.predict import predictor as prediction
 from tphyolo.predict.results import Results
 from tphyolo.predict.sequences import VideoSequence, resolve_sequences
 from tphyolo.predict.sources import Stream, iter_frames
-from tphyolo.track.interface import MultiObjectTracker
+from tphyolo.track.interface import MultiObjectTracker, SequenceDetector, camera_compensation
 from tphyolo.track.job import DEFAULT_TRACKER, TRACK_CONF
 from tphyolo.track.precomputed import track_detections
 from tphyolo.track.registry import make_tracker
@@ -117,7 +117,7 @@ class Tracker:
             self.tracker = make_tracker(tracker, **({} if cmc is None else {"cmc": cmc}))
         self.detections = None if detections is None else detection_files(Path(detections))
         self.predictor = None
-        if weights is not None and hasattr(weights, "track_sequence"):  # a Predictor, or one made for tests
+        if isinstance(weights, SequenceDetector):  # a Predictor, or one made for tests
             self.predictor = weights
         elif weights is not None:
             if predictor_settings.get("config") is None:
@@ -133,7 +133,7 @@ class Tracker:
     @property
     def cmc(self) -> str:
         """The tracker's camera-motion compensation ('none' for a tracker without the setting)."""
-        return getattr(self.tracker.config, "cmc", "none")
+        return camera_compensation(self.tracker)
 
     def __call__(self, source: Any = None, *, vid_stride: int = 1, on_skip: SkipHandler | None = None
                  ) -> Iterator[Results]:  # fmt: skip
