@@ -22,6 +22,7 @@ from tphyolo.track.live import LiveTracks
 from tphyolo.track.ocsort import OCSort
 from tphyolo.track.precomputed import _visited_frames
 from tphyolo.track.registry import make_tracker
+from tphyolo.track.stream import Tracker
 
 SHIFT = np.array([[1.0, 0.0, 7.0], [0.0, 1.0, -3.0]])  # what the third-party tracker says the camera did
 
@@ -83,3 +84,20 @@ def test_the_live_track_table_keeps_and_appends_every_column():
         table.append({"ids": np.array([7])})
     with pytest.raises(ValueError, match="different lengths"):
         LiveTracks(ids=np.zeros(2), score=np.zeros(3))
+
+
+class NoDetector:
+    """A `SequenceDetector` that sees nothing: enough for `tphyolo.Tracker` to take it as the detector."""
+
+    names = ["car"]
+
+    def track_sequence(self, sequence, tracker, *, on_skip=None, vid_stride=1):
+        return iter(())
+
+
+def test_tracker_names_and_settings_of_any_tracker():
+    tracking = Tracker(NoDetector(), tracker=GyroTracker())
+    assert tracking.predictor is not None and tracking.names == ("car",)
+    assert tracking.tracker_name == "gyro" and tracking.cmc == "gyro"
+    assert tracking.tracker_settings() == {"tracker": "gyro", "cmc": "gyro"}
+    assert Tracker(NoDetector(), tracker="ocsort").tracker_settings()["delta_t"] == 3

@@ -16,7 +16,7 @@ the rules any reader of such files follows (`tphyolo.analyze` reads them through
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass, is_dataclass
 from pathlib import Path
 from typing import Any
 
@@ -131,6 +131,16 @@ class Tracker:
         return VISDRONE_NAMES if self.predictor is None else tuple(self.predictor.names)
 
     @property
+    def tracker_name(self) -> str:
+        """The tracker's name in the registry (its settings' `tracker` field)."""
+        return self.tracker.config.tracker
+
+    def tracker_settings(self) -> dict[str, Any]:
+        """The tracker's settings as a mapping (`tracker`: its class name for settings that are no dataclass)."""
+        config = self.tracker.config
+        return asdict(config) if is_dataclass(config) else {"tracker": type(self.tracker).__name__}
+
+    @property
     def cmc(self) -> str:
         """The tracker's camera-motion compensation ('none' for a tracker without the setting)."""
         return camera_compensation(self.tracker)
@@ -168,7 +178,7 @@ class Tracker:
 
     def _detection_sequences(self, source: Any, vid_stride: int) -> Iterator[tuple[str, Iterator[TrackedFrame]]]:
         if source is None and self.cmc != "none":
-            raise ValueError(f"tracker {self.tracker.config.tracker} compensates camera motion ({self.cmc}) from "
+            raise ValueError(f"tracker {self.tracker_name} compensates camera motion ({self.cmc}) from "
                              "the frames: give their source with the detections, or cmc none")  # fmt: skip
         paired = pair_sequences(self.detections, source)
         return ((name, self._detection_frames(path, sequence, vid_stride)) for name, (path, sequence) in paired.items())

@@ -76,7 +76,7 @@ class FrameMotion:
 def detector_streams(predictor: SequenceDetector, tracker: MultiObjectTracker, source, *,
                      cmc: str = "sparse") -> Iterator[TrackStream]:  # fmt: skip
     """Streams of `predictor` detections tracked by `tracker` over each sequence of `source`."""
-    names = tuple(predictor.names) if not isinstance(predictor.names, dict) else tuple(predictor.names.values())
+    names = tuple(predictor.names)
 
     def frames(sequence: VideoSequence) -> Iterator[StreamFrame]:
         motion = FrameMotion(tracker, cmc)
