@@ -29,6 +29,7 @@ module): the `__init__` is the public facade.
 from __future__ import annotations
 
 import ast
+import re
 import shutil
 from pathlib import Path
 
@@ -230,6 +231,40 @@ def test_the_package_has_a_readable_shape():
             counts[folder] = counts.get(folder, 0) + 1
     assert {folder: n for folder, n in counts.items() if n > MAX_MODULES_PER_FOLDER} == {}
     assert counts[PACKAGE] <= MAX_ROOT_MODULES
+
+
+LIVE_TRACKS = re.compile(r"_*live_?tracks?", re.IGNORECASE)  # the table of a tracker's live tracks
+SKIP_EMPTY = re.compile(r"skip_empty")
+
+
+def definitions(folder: Path, kind: type, named: re.Pattern[str]) -> list[str]:
+    """`file:name` of each class or function (`kind`: ast.ClassDef, ast.FunctionDef) in the modules under
+    `folder` whose whole name matches `named`, sorted; a protocol's stub (a body of `...`) is no definition."""
+    found = []
+    for path in sorted(folder.rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, kind) and named.fullmatch(node.name) and not _is_stub(node):
+                found.append(f"{path.relative_to(folder)}:{node.name}")
+    return sorted(found)
+
+
+def _is_stub(node: ast.ClassDef | ast.FunctionDef) -> bool:
+    """Whether the body is `...` alone (after a docstring, if any)."""
+    body = node.body[1:] if ast.get_docstring(node) is not None else node.body
+    return len(body) == 1 and isinstance(body[0], ast.Expr) and getattr(body[0].value, "value", None) is Ellipsis
+
+
+def test_the_trackers_share_one_live_track_table_and_one_skip_empty():
+    track = ROOT / "track"
+    assert definitions(track, ast.ClassDef, LIVE_TRACKS) == ["live.py:LiveTracks"]
+    assert definitions(track, ast.FunctionDef, SKIP_EMPTY) == ["live.py:skip_empty"]
+
+
+def test_a_second_live_track_table_is_found(tmp_path):
+    (tmp_path / "a.py").write_text("class LiveTracks:\n    def skip_empty(self, n):\n        return n\n")
+    (tmp_path / "b.py").write_text("class _LiveTracks:\n    pass\n\n\nclass Protocol:\n    def skip_empty(self): ...\n")
+    assert definitions(tmp_path, ast.ClassDef, LIVE_TRACKS) == ["a.py:LiveTracks", "b.py:_LiveTracks"]
+    assert definitions(tmp_path, ast.FunctionDef, SKIP_EMPTY) == ["a.py:skip_empty"]
 
 
 def test_no_unit_shadows_a_name_of_the_facade():

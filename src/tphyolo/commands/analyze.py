@@ -13,6 +13,7 @@ from tphyolo.commands.options.inference import add_inference_flags, inference_de
 from tphyolo.errors import UsageError
 from tphyolo.flags import add_flags, from_flags
 from tphyolo.runtime.run_dir import OutputDir
+from tphyolo.track.interface import CameraMotionSettings
 from tphyolo.track.registry import make_tracker, tracker_settings
 
 USES_RUNTIME = True
@@ -38,7 +39,8 @@ def run(args: argparse.Namespace) -> int:
         raise UsageError("--weights needs --source: the video or frames to run on")
     config = from_flags(AnalyzeConfig, args)
     cmc = args.cmc if (args.weights or args.source) else "none"  # without frames there is nothing to estimate from
-    tracker = make_tracker(args.tracker, **({"cmc": cmc} if hasattr(tracker_settings(args.tracker), "cmc") else {}))
+    compensates = isinstance(tracker_settings(args.tracker), CameraMotionSettings)
+    tracker = make_tracker(args.tracker, **({"cmc": cmc} if compensates else {}))
     predictor = None
     if args.weights is not None:
         from tphyolo.predict.predictor import Predictor  # lazy: imports torch; 'tphyolo analyze -h' must not

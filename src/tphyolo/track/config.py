@@ -25,12 +25,26 @@ from dataclasses import dataclass, fields, is_dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from tphyolo.flags import check_field_types
+from tphyolo.flags import FRACTION, NON_NEGATIVE, Bounds, check_field_types
 from tphyolo.track.kalman import MOTION_MODELS
 from tphyolo.yaml_files import load_yaml_file
 
 CMC_METHODS = ("sparse", "ecc", "orb", "none")
 BYTETRACK_FAMILY = ("bytetrack", "botsort")  # the trackers TrackerConfig sets up; all: tphyolo.track.registry
+COST_LIMIT = Bounds(0, 2, low_open=True)  # a limit on 1 - IoU (times a score): 0 would match nothing
+_BOUNDS = {
+    "track_high_thresh": FRACTION, "track_low_thresh": FRACTION, "new_track_thresh": FRACTION,
+    "duplicate_iou": FRACTION, "match_thresh": COST_LIMIT, "second_match_thresh": COST_LIMIT,
+    "unconfirmed_match_thresh": COST_LIMIT, "track_buffer": NON_NEGATIVE, "cmc_size": Bounds(32),
+}  # fmt: skip
+
+
+def check_bounds(settings: Any, bounds: Mapping[str, Bounds]) -> None:
+    """ValueError naming the first field of `settings` named in `bounds` whose value lies outside its bounds."""
+    for name, allowed in bounds.items():
+        value = getattr(settings, name)
+        if value not in allowed:
+            raise ValueError(f"{name} must be {allowed}, got {value}")
 
 
 @dataclass(frozen=True)
@@ -73,19 +87,10 @@ class TrackerConfig:
             raise ValueError(f"unknown motion model {self.motion!r}; known: {list(MOTION_MODELS)}")
         if self.cmc not in CMC_METHODS:
             raise ValueError(f"unknown camera-motion compensation {self.cmc!r}; known: {list(CMC_METHODS)}")
-        for name in ("track_high_thresh", "track_low_thresh", "new_track_thresh", "duplicate_iou"):
-            if not 0.0 <= getattr(self, name) <= 1.0:
-                raise ValueError(f"{name} must be in [0, 1], got {getattr(self, name)}")
-        for name in ("match_thresh", "second_match_thresh", "unconfirmed_match_thresh"):
-            if not 0.0 < getattr(self, name) <= 2.0:
-                raise ValueError(f"{name} (a cost limit, 1 - IoU) must be in (0, 2], got {getattr(self, name)}")
+        check_bounds(self, _BOUNDS)
         if self.track_low_thresh > self.track_high_thresh:
             raise ValueError(f"track_low_thresh {self.track_low_thresh} is above track_high_thresh "
                              f"{self.track_high_thresh}")  # fmt: skip
-        if self.track_buffer < 0:
-            raise ValueError(f"track_buffer must be >= 0 frames, got {self.track_buffer}")
-        if self.cmc_size < 32:
-            raise ValueError(f"cmc_size must be >= 32 pixels, got {self.cmc_size}")
 
 
 TRACKER_PRESETS: dict[str, TrackerConfig] = {

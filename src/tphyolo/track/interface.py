@@ -11,10 +11,21 @@ its state between calls, `reset()` starts a new stream, and nothing but the dete
 compensate camera motion, the frame) goes in. A new tracker is a class keeping this contract, a settings
 dataclass with a `tracker` field naming it, and one row of `tphyolo.track.registry.TRACKERS`; the command line,
 `Predictor.track`, the writers and the benchmarks take it from there.
+
+Beside the contract, optional capabilities, each a protocol of its own that callers check with `isinstance`
+(any class with the members has it, no registration needed):
+
+- `SkipsEmptyFrames`: `tracks` (its live tracks, `len` = how many) and `skip_empty(frames)`, passing empty frames
+  in one step while no track is kept (precomputed detections with frame numbers far apart);
+- `CompensatesCameraMotion`: `camera_motion`, the (2, 3) affine the last `update` applied, which the analytics
+  follow the ground with (`tphyolo.analyze`), when its settings' camera-motion compensation is on;
+- `CameraMotionSettings`: settings with a `cmc` field, the compensation method ("none": off);
+- `SequenceDetector`: a detector that tracks one video sequence (`tphyolo.predict.Predictor.track_sequence`).
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterator, Sized
 from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
 
@@ -63,6 +74,57 @@ class MultiObjectTracker(Protocol):
         frame: np.ndarray | None = None,
         camera_motion: np.ndarray | None = None,
     ) -> Tracks: ...
+
+
+@runtime_checkable
+class SkipsEmptyFrames(Protocol):
+    """A tracker that passes a stretch of empty frames in one step: `tracks`, its live tracks (`len`: how many);
+    `skip_empty(frames)` advances `frames` frames without detections at once, giving the same tracks as
+    `update` on each, and raises ValueError while a track is kept."""
+
+    tracks: Sized
+
+    def skip_empty(self, frames: int) -> None: ...
+
+
+@runtime_checkable
+class CameraMotionSettings(Protocol):
+    """Tracker settings with camera-motion compensation: `cmc`, its method ("none": off)."""
+
+    cmc: str
+
+
+@runtime_checkable
+class CompensatesCameraMotion(Protocol):
+    """A tracker that estimates the camera's motion: `camera_motion`, the (2, 3) affine from the previous frame's
+    pixels to this frame's that its last `update` applied."""
+
+    camera_motion: np.ndarray
+
+
+@runtime_checkable
+class SequenceDetector(Protocol):
+    """A detector that tracks video sequences (`tphyolo.predict.Predictor`): `names`, its class names by id;
+    `track_sequence(sequence, tracker, *, on_skip, vid_stride)` yields (frame, tracked Results) per frame of one
+    sequence, from a reset tracker."""
+
+    names: Any
+
+    def track_sequence(self, sequence: Any, tracker: Any, *, on_skip: Any = None, vid_stride: int = 1
+                       ) -> Iterator[tuple[Any, Any]]: ...  # fmt: skip
+
+
+def camera_compensation(tracker: MultiObjectTracker) -> str:
+    """The camera-motion compensation method of `tracker`'s settings ("none" for settings without one)."""
+    return tracker.config.cmc if isinstance(tracker.config, CameraMotionSettings) else "none"
+
+
+def compensates_camera_motion(tracker: MultiObjectTracker | None) -> bool:
+    """Whether `tracker` reports the camera motion it applied (`CompensatesCameraMotion`) with its compensation
+    on: settings without `cmc` count as on, since the tracker offers the motion."""
+    if tracker is None or not isinstance(tracker, CompensatesCameraMotion):
+        return False
+    return not isinstance(tracker.config, CameraMotionSettings) or tracker.config.cmc != "none"
 
 
 def detections_of_frame(boxes: Any, scores: Any, labels: Any = None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:

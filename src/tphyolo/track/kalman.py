@@ -1,7 +1,7 @@
-"""A constant-velocity Kalman filter over many boxes at once, in elementwise array operations.
+"""The trackers' constant-velocity Kalman filters over many boxes at once: two motion models.
 
-The state of a box is 4 box parameters and their velocities per frame. Two parametrisations, as the trackers
-that introduced them:
+`KalmanBoxFilter` (ByteTrack, BoT-SORT), in elementwise array operations: the state of a box is 4 box
+parameters and their velocities per frame, in one of two parametrisations, as the trackers that introduced them:
 
 - `xyah` (ByteTrack, after SORT/DeepSORT): centre x, centre y, aspect ratio w / h, height; process and
   measurement noise grow with the height;
@@ -15,6 +15,10 @@ couples the centre's x and y only through a rotating camera (`warp`). `KalmanSta
 blocks: the centre block (N, 4, 4) over (cx, cy, vx, vy) and per size parameter a 2 x 2 block, so predicting
 and updating 100 boxes is a few dozen elementwise operations instead of 100 small matrix inversions. The
 result equals the textbook filter with the full 8 x 8 covariance (`KalmanStates.covariance`; the tests check).
+
+SORT's model (Bewley et al. 2016; OC-SORT keeps it), `predict` and `correct` on (N, 7) states and (N, 7, 7)
+covariances: centre x, y, area s, aspect ratio r and the velocities of x, y and s (r is held constant), with
+SORT's fixed noise; `to_measurement` and `to_boxes` convert xyxy boxes to its measurements and back.
 """
 
 from __future__ import annotations
@@ -196,3 +200,43 @@ class KalmanBoxFilter:
         centre = transform @ states.centre @ transform.T
         size = states.size * (size_scale**2)[None, :, None]
         return KalmanStates(mean, centre, size)
+
+
+# SORT's constant-velocity model on (x, y, s, r, vx, vy, vs) and its noise (Bewley et al. 2016)
+SORT_F = np.eye(7)
+SORT_F[0, 4] = SORT_F[1, 5] = SORT_F[2, 6] = 1.0
+SORT_Q = np.diag([1.0, 1.0, 1.0, 1.0, 0.01, 0.01, 0.0001])
+SORT_R = np.diag([1.0, 1.0, 10.0, 10.0])
+SORT_P0 = np.diag([10.0, 10.0, 10.0, 10.0, 1e4, 1e4, 1e4])  # a new box's covariance
+
+
+def to_measurement(xyxy: np.ndarray) -> np.ndarray:
+    """(N, 4) xyxy -> (N, 4) centre x, centre y, area, aspect ratio w / h (SORT's measurement)."""
+    w, h = xyxy[:, 2] - xyxy[:, 0], xyxy[:, 3] - xyxy[:, 1]
+    return np.stack([xyxy[:, 0] + w / 2, xyxy[:, 1] + h / 2, w * h, w / h], axis=1)
+
+
+def to_boxes(states: np.ndarray) -> np.ndarray:
+    """(N, >= 4) SORT states -> (N, 4) xyxy; NaN where the area or the ratio has turned negative."""
+    with np.errstate(invalid="ignore"):
+        w = np.sqrt(states[:, 2] * states[:, 3])
+        h = states[:, 2] / w
+    return np.stack([states[:, 0] - w / 2, states[:, 1] - h / 2, states[:, 0] + w / 2, states[:, 1] + h / 2], 1)
+
+
+def predict(x: np.ndarray, p: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """One step of SORT's filter for (N, 7) states and (N, 7, 7) covariances; an area that would shrink below 0
+    keeps its size instead (its velocity is zeroed first)."""
+    x = x.copy()
+    x[x[:, 6] + x[:, 2] <= 0, 6] = 0.0
+    return x @ SORT_F.T, SORT_F @ p @ SORT_F.T + SORT_Q
+
+
+def correct(x: np.ndarray, p: np.ndarray, z: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """SORT's update of (N, 7) states and (N, 7, 7) covariances with (N, 4) measurements (Joseph form)."""
+    s = p[:, :4, :4] + SORT_R  # (N, 4, 4)
+    gain = np.linalg.solve(s, p[:, :4, :]).transpose(0, 2, 1)  # P H^T S^-1, (N, 7, 4); S and P symmetric
+    x = x + np.einsum("nij,nj->ni", gain, z - x[:, :4])
+    i_kh = np.eye(7) - np.concatenate([gain, np.zeros((len(x), 7, 3))], axis=2)  # I - K H
+    p = i_kh @ p @ i_kh.transpose(0, 2, 1) + gain @ SORT_R @ gain.transpose(0, 2, 1)
+    return x, p

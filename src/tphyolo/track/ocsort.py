@@ -33,15 +33,17 @@ from typing import Any
 
 import numpy as np
 
-from tphyolo.flags import check_field_types
+from tphyolo.flags import AT_LEAST_ONE, FRACTION, NON_NEGATIVE, check_field_types
+from tphyolo.ops.overlap import box_overlap
+from tphyolo.track.config import check_bounds
 from tphyolo.track.interface import Tracks, detections_of_frame
+from tphyolo.track.kalman import SORT_P0, correct, predict, to_boxes, to_measurement
+from tphyolo.track.live import LiveTracks, SparseFrames
 
-# SORT's constant-velocity model on (x, y, s, r, vx, vy, vs) and its noise (Bewley et al. 2016)
-F = np.eye(7)
-F[0, 4] = F[1, 5] = F[2, 6] = 1.0
-Q = np.diag([1.0, 1.0, 1.0, 1.0, 0.01, 0.01, 0.0001])
-R = np.diag([1.0, 1.0, 10.0, 10.0])
-P0 = np.diag([10.0, 10.0, 10.0, 10.0, 1e4, 1e4, 1e4])
+_BOUNDS = {
+    "det_thresh": FRACTION, "low_thresh": FRACTION, "iou_threshold": FRACTION, "inertia": FRACTION,
+    "max_age": NON_NEGATIVE, "min_hits": NON_NEGATIVE, "delta_t": AT_LEAST_ONE,
+}  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -68,62 +70,12 @@ class OCSortConfig:
         check_field_types(self)
         if self.tracker != "ocsort":
             raise ValueError(f"OCSortConfig is the settings of 'ocsort', not {self.tracker!r}")
-        for name in ("det_thresh", "low_thresh", "iou_threshold", "inertia"):
-            if not 0.0 <= getattr(self, name) <= 1.0:
-                raise ValueError(f"{name} must be in [0, 1], got {getattr(self, name)}")
+        check_bounds(self, _BOUNDS)
         if self.low_thresh > self.det_thresh:
             raise ValueError(f"low_thresh {self.low_thresh} is above det_thresh {self.det_thresh}")
-        for name in ("max_age", "min_hits"):
-            if getattr(self, name) < 0:
-                raise ValueError(f"{name} must be >= 0 frames, got {getattr(self, name)}")
-        if self.delta_t < 1:
-            raise ValueError(f"delta_t must be >= 1 frame, got {self.delta_t}")
 
 
 OCSORT_MOT17 = OCSortConfig(det_thresh=0.6, min_hits=3, use_byte=False)  # as published (Cao et al. 2023, MOT17)
-
-
-def to_measurement(xyxy: np.ndarray) -> np.ndarray:
-    """(N, 4) xyxy -> (N, 4) centre x, centre y, area, aspect ratio w / h."""
-    w, h = xyxy[:, 2] - xyxy[:, 0], xyxy[:, 3] - xyxy[:, 1]
-    return np.stack([xyxy[:, 0] + w / 2, xyxy[:, 1] + h / 2, w * h, w / h], axis=1)
-
-
-def to_boxes(states: np.ndarray) -> np.ndarray:
-    """(N, >= 4) states -> (N, 4) xyxy; NaN where the area or the ratio has turned negative."""
-    with np.errstate(invalid="ignore"):
-        w = np.sqrt(states[:, 2] * states[:, 3])
-        h = states[:, 2] / w
-    return np.stack([states[:, 0] - w / 2, states[:, 1] - h / 2, states[:, 0] + w / 2, states[:, 1] + h / 2], 1)
-
-
-def predict(x: np.ndarray, p: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """One step of the filter for (N, 7) states and (N, 7, 7) covariances; an area that would shrink below 0
-    keeps its size instead (its velocity is zeroed first)."""
-    x = x.copy()
-    x[x[:, 6] + x[:, 2] <= 0, 6] = 0.0
-    return x @ F.T, F @ p @ F.T + Q
-
-
-def correct(x: np.ndarray, p: np.ndarray, z: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """The filter's update of (N, 7) states and (N, 7, 7) covariances with (N, 4) measurements (Joseph form)."""
-    s = p[:, :4, :4] + R  # (N, 4, 4)
-    gain = np.linalg.solve(s, p[:, :4, :]).transpose(0, 2, 1)  # P H^T S^-1, (N, 7, 4); S and P symmetric
-    x = x + np.einsum("nij,nj->ni", gain, z - x[:, :4])
-    i_kh = np.eye(7) - np.concatenate([gain, np.zeros((len(x), 7, 3))], axis=2)  # I - K H
-    p = i_kh @ p @ i_kh.transpose(0, 2, 1) + gain @ R @ gain.transpose(0, 2, 1)
-    return x, p
-
-
-def iou_matrix(a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    """(N, 4) and (M, 4) xyxy -> (N, M) IoU (0 for boxes without area)."""
-    w = np.minimum(a[:, None, 2], b[None, :, 2]) - np.maximum(a[:, None, 0], b[None, :, 0])
-    h = np.minimum(a[:, None, 3], b[None, :, 3]) - np.maximum(a[:, None, 1], b[None, :, 1])
-    inter = np.clip(w, 0, None) * np.clip(h, 0, None)
-    area_a = (a[:, 2] - a[:, 0]) * (a[:, 3] - a[:, 1])
-    area_b = (b[:, 2] - b[:, 0]) * (b[:, 3] - b[:, 1])
-    union = area_a[:, None] + area_b[None, :] - inter
-    return np.divide(inter, union, out=np.zeros_like(inter), where=union > 0)
 
 
 def direction(start: np.ndarray, end: np.ndarray) -> np.ndarray:
@@ -150,69 +102,47 @@ def assign(score: np.ndarray, iou: np.ndarray, threshold: float) -> np.ndarray:
     return np.stack([rows[keep], cols[keep]], axis=1).astype(np.int64)
 
 
-class _LiveTracks:
-    """All live tracks as parallel arrays (row i is one track). `last_obs` (N, 5) is the last matched box and
-    its score (-1 everywhere before the first match); `history` (N, delta_t, 5) holds the observations of the
-    last `delta_t` ages at row `age % delta_t`, with `history_age` the age each was seen at (-1: none);
-    `x_obs`, `p_obs` the filter right after the last observation (for the re-update)."""
-
-    def __init__(self, delta_t: int) -> None:
-        self.delta_t = delta_t
-        self.x, self.p = np.zeros((0, 7)), np.zeros((0, 7, 7))
-        self.x_obs, self.p_obs = np.zeros((0, 7)), np.zeros((0, 7, 7))
-        self.ids = np.zeros(0, np.int64)  # 0 until first reported
-        self.age = np.zeros(0, np.int64)
-        self.since_update = np.zeros(0, np.int64)
-        self.hit_streak = np.zeros(0, np.int64)
-        self.last_obs = np.zeros((0, 5))
-        self.last_obs_age = np.zeros(0, np.int64)
-        self.velocity = np.zeros((0, 2))  # (dy, dx), 0 until known
-        self.history = np.zeros((0, delta_t, 5))
-        self.history_age = np.zeros((0, delta_t), np.int64)
-        self.score = np.zeros(0)
-        self.label = np.zeros(0, np.int64)
-        self.detection = np.zeros(0, np.int64)
-
-    def __len__(self) -> int:
-        return len(self.ids)
-
-    def arrays(self) -> dict[str, np.ndarray]:
-        return {name: value for name, value in vars(self).items() if isinstance(value, np.ndarray)}
-
-    def keep(self, rows: np.ndarray) -> None:
-        for name, value in self.arrays().items():
-            setattr(self, name, value[rows])
-
-    def add(self, boxes: np.ndarray, scores: np.ndarray, labels: np.ndarray, dets: np.ndarray) -> None:
-        n = len(boxes)
-        x = np.zeros((n, 7))
-        x[:, :4] = to_measurement(boxes)
-        new = {
-            "x": x, "p": np.repeat(P0[None], n, 0), "x_obs": x.copy(), "p_obs": np.repeat(P0[None], n, 0),
-            "ids": np.zeros(n, np.int64), "age": np.zeros(n, np.int64), "since_update": np.zeros(n, np.int64),
-            "hit_streak": np.zeros(n, np.int64), "last_obs": np.full((n, 5), -1.0),
-            "last_obs_age": np.full(n, -1, np.int64), "velocity": np.zeros((n, 2)),
-            "history": np.full((n, self.delta_t, 5), -1.0), "history_age": np.full((n, self.delta_t), -1, np.int64),
-            "score": scores.copy(), "label": labels.copy(), "detection": dets.astype(np.int64),
-        }  # fmt: skip
-        for name, value in new.items():
-            setattr(self, name, np.concatenate([getattr(self, name), value]))
-
-    def previous_observations(self) -> np.ndarray:
-        """(N, 5) each track's observation from `delta_t` ages back, or the nearest younger one, or its last
-        one (-1 rows for tracks never matched)."""
-        out = self.last_obs.copy()
-        found = np.zeros(len(self), dtype=bool)
-        for back in range(self.delta_t, 0, -1):  # oldest first
-            want = self.age - back
-            slot = want % self.delta_t
-            rows = np.flatnonzero(~found & (self.history_age[np.arange(len(self)), slot] == want) & (want >= 0))
-            out[rows] = self.history[rows, slot[rows]]
-            found[rows] = True
-        return out
+def live_tracks(delta_t: int) -> LiveTracks:
+    """OC-SORT's table of live tracks, empty. `last_obs` (N, 5) is the last matched box and its score (-1
+    everywhere before the first match); `history` (N, delta_t, 5) holds the observations of the last `delta_t`
+    ages at row `age % delta_t`, with `history_age` the age each was seen at (-1: none); `x_obs`, `p_obs` the
+    filter right after the last observation (for the re-update); `velocity` the direction of motion (dy, dx),
+    0 until known; `ids` 0 until first reported."""
+    return LiveTracks(**new_rows(np.zeros((0, 4)), np.zeros(0), np.zeros(0, np.int64), np.zeros(0, np.int64),
+                                 delta_t=delta_t))  # fmt: skip
 
 
-class OCSort:
+def new_rows(boxes: np.ndarray, scores: np.ndarray, labels: np.ndarray, dets: np.ndarray, *, delta_t: int
+             ) -> dict[str, np.ndarray]:  # fmt: skip
+    """The rows of the tracks that detections `dets` (their `boxes`, `scores`, `labels`) start."""
+    n = len(boxes)
+    x = np.zeros((n, 7))
+    x[:, :4] = to_measurement(boxes)
+    return {
+        "ids": np.zeros(n, np.int64), "x": x, "p": np.repeat(SORT_P0[None], n, 0), "x_obs": x.copy(),
+        "p_obs": np.repeat(SORT_P0[None], n, 0), "age": np.zeros(n, np.int64), "since_update": np.zeros(n, np.int64),
+        "hit_streak": np.zeros(n, np.int64), "last_obs": np.full((n, 5), -1.0),
+        "last_obs_age": np.full(n, -1, np.int64), "velocity": np.zeros((n, 2)),
+        "history": np.full((n, delta_t, 5), -1.0), "history_age": np.full((n, delta_t), -1, np.int64),
+        "score": scores.copy(), "label": labels.copy(), "detection": dets.astype(np.int64),
+    }  # fmt: skip
+
+
+def previous_observations(t: LiveTracks, delta_t: int) -> np.ndarray:
+    """(N, 5) each track's observation from `delta_t` ages back, or the nearest younger one, or its last one
+    (-1 rows for tracks never matched)."""
+    out = t.last_obs.copy()
+    found = np.zeros(len(t), dtype=bool)
+    for back in range(delta_t, 0, -1):  # oldest first
+        want = t.age - back
+        slot = want % delta_t
+        rows = np.flatnonzero(~found & (t.history_age[np.arange(len(t)), slot] == want) & (want >= 0))
+        out[rows] = t.history[rows, slot[rows]]
+        found[rows] = True
+    return out
+
+
+class OCSort(SparseFrames):
     """OC-SORT (see the module docstring): `update` per frame, `reset()` between streams. `config`: an
     OCSortConfig; keywords override its fields."""
 
@@ -222,16 +152,9 @@ class OCSort:
 
     def reset(self) -> None:
         """Forget every track, the frame count and the id counter."""
-        self.tracks = _LiveTracks(self.config.delta_t)
+        self.tracks = live_tracks(self.config.delta_t)
         self.frame_count = 0
         self.next_id = 1
-
-    def skip_empty(self, frames: int) -> None:
-        """Advance `frames` frames that have no detection at once, which only moves the frame count while no
-        track is kept. ValueError when a track is kept (its age must move frame by frame)."""
-        if len(self.tracks) or frames < 0:
-            raise ValueError(f"skip_empty({frames}) with {len(self.tracks)} track(s) kept; update frame by frame")
-        self.frame_count += frames
 
     def update(self, boxes, scores, labels=None, *, frame=None, camera_motion=None) -> Tracks:
         """Advance one frame: `boxes` (N, 4) xyxy pixels, `scores` (N,), `labels` (N,) class ids (default 0).
@@ -255,8 +178,8 @@ class OCSort:
             predicted = predicted[alive]
 
         # 1: confident detections with every track, IoU plus the momentum term
-        previous = t.previous_observations()
-        iou = self._masked(iou_matrix(boxes[high], predicted), labels[high], t.label)
+        previous = previous_observations(t, cfg.delta_t)
+        iou = self._masked(box_overlap(boxes[high], predicted), labels[high], t.label)
         motion = direction(previous[None, :, :4], boxes[high, None, :4])  # (D, T, 2): old observation -> detection
         cos = np.clip((motion * t.velocity[None]).sum(-1), -1.0, 1.0)
         momentum = (np.pi / 2 - np.abs(np.arccos(cos))) / np.pi * (previous[:, 4] >= 0)[None]
@@ -266,20 +189,20 @@ class OCSort:
         high_left = np.setdiff1d(high, high[pairs[:, 0]])
         # 2: (BYTE) weak detections with the tracks left, by IoU of the prediction
         if cfg.use_byte and len(low) and len(tracks_left):
-            iou = self._masked(iou_matrix(boxes[low], predicted[tracks_left]), labels[low], t.label[tracks_left])
+            iou = self._masked(box_overlap(boxes[low], predicted[tracks_left]), labels[low], t.label[tracks_left])
             pairs = assign(iou, iou, cfg.iou_threshold)
             self._apply(t, low[pairs[:, 0]], tracks_left[pairs[:, 1]], boxes, scores, labels)
             tracks_left = np.delete(tracks_left, pairs[:, 1])
         # 3: (OCR) confident detections left with the tracks left, by IoU of their last observation
         observed = tracks_left[t.last_obs[tracks_left, 4] >= 0]
         if len(high_left) and len(observed):
-            iou = self._masked(iou_matrix(boxes[high_left], t.last_obs[observed, :4]), labels[high_left],
+            iou = self._masked(box_overlap(boxes[high_left], t.last_obs[observed, :4]), labels[high_left],
                                t.label[observed])  # fmt: skip
             pairs = assign(iou, iou, cfg.iou_threshold)
             self._apply(t, high_left[pairs[:, 0]], observed[pairs[:, 1]], boxes, scores, labels)
             high_left = np.delete(high_left, pairs[:, 0])
 
-        t.add(boxes[high_left], scores[high_left], labels[high_left], high_left)
+        t.append(new_rows(boxes[high_left], scores[high_left], labels[high_left], high_left, delta_t=cfg.delta_t))
         return self._report()
 
     def _masked(self, iou: np.ndarray, det_labels: np.ndarray, track_labels: np.ndarray) -> np.ndarray:
@@ -287,19 +210,19 @@ class OCSort:
             iou = np.where(det_labels[:, None] == track_labels[None, :], iou, 0.0)
         return iou
 
-    def _apply(self, t: _LiveTracks, dets: np.ndarray, rows: np.ndarray, boxes, scores, labels) -> None:
+    def _apply(self, t: LiveTracks, dets: np.ndarray, rows: np.ndarray, boxes, scores, labels) -> None:
         """Update tracks `rows` with detections `dets`: the direction of motion, the observation history, the
         re-update of tracks that missed frames, the filter."""
         if not len(rows):
             return
         new = np.concatenate([boxes[dets], scores[dets, None]], axis=1)  # (K, 5)
         seen = t.last_obs[rows, 4] >= 0
-        old = t.previous_observations()[rows]
+        old = previous_observations(t, self.config.delta_t)[rows]
         t.velocity[rows[seen]] = direction(old[seen, :4], new[seen, :4])
         missed = rows[seen & (t.since_update[rows] > 1)]
         for row in missed:  # ORU: rewind to the last observation and walk a straight path to this one
             self._reupdate(t, row, new[rows == row][0, :4])
-        slot = t.age[rows] % t.delta_t
+        slot = t.age[rows] % self.config.delta_t
         t.history[rows, slot], t.history_age[rows, slot] = new, t.age[rows]
         t.last_obs[rows], t.last_obs_age[rows] = new, t.age[rows]
         t.since_update[rows] = 0
@@ -309,7 +232,7 @@ class OCSort:
         t.score[rows], t.label[rows], t.detection[rows] = scores[dets], labels[dets], dets
 
     @staticmethod
-    def _reupdate(t: _LiveTracks, row: int, box: np.ndarray) -> None:
+    def _reupdate(t: LiveTracks, row: int, box: np.ndarray) -> None:
         """Track `row`'s filter rewound to its last observation and fed the virtual boxes of the frames it
         missed, on the straight line (in centre, width and height) from that observation to `box`; left
         predicted to this frame, for the real update."""

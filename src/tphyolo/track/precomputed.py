@@ -9,9 +9,9 @@ sequence's frames (frame number, uint8 BGR image), each frame's image is handed 
 camera-motion compensation) and to the caller (for drawing); detections of frames that have no image are then
 left out. Without frames, the frames from 1 to the last one with a detection are tracked sparsely: each frame
 with a detection, and the empty frames after it while a track is kept; an empty stretch with no track kept is
-passed in one step by trackers that offer `skip_empty(frames)` (ByteTrack, BoT-SORT, OC-SORT), which gives the
-same tracks as visiting it, so that a frame number of 10^9 costs no more than a small one; a tracker without it
-visits every frame.
+passed in one step by trackers that offer `skip_empty(frames)` (`tphyolo.track.interface.SkipsEmptyFrames`:
+ByteTrack, BoT-SORT, OC-SORT), which gives the same tracks as visiting it, so that a frame number of 10^9 costs
+no more than a small one; a tracker without it visits every frame.
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ from collections.abc import Iterable, Iterator
 import numpy as np
 
 from tphyolo.data.mot.table import TrackTable
-from tphyolo.track.interface import MultiObjectTracker, Tracks
+from tphyolo.track.interface import MultiObjectTracker, SkipsEmptyFrames, Tracks
 
 
 def track_detections(
@@ -41,7 +41,7 @@ def track_detections(
 def _visited_frames(numbers: list[int], tracker: MultiObjectTracker) -> Iterator[int]:
     """The frames to update `tracker` with, up to the last of `numbers` (the frames with detections, ascending),
     read lazily: between two of them, the empty frames while the tracker keeps a track, the rest skipped."""
-    sparse = hasattr(tracker, "skip_empty")
+    sparse = isinstance(tracker, SkipsEmptyFrames)
     last = 0
     for number in numbers:
         for empty in range(last + 1, number):

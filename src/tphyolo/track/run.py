@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import asdict, dataclass, is_dataclass
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -98,10 +98,8 @@ def track_job(
     source = split.folder / "sequences" if split is not None else inputs.source
     sequences = tracker.sequences(source, vid_stride=inputs.vid_stride, on_skip=on_skip)
     save_dir = job.output.create(DEFAULT_PROJECT)
-    config = tracker.tracker.config
-    tracker_settings = asdict(config) if is_dataclass(config) else {"tracker": type(tracker.tracker).__name__}
-    write_text_atomic(save_dir / SETTINGS_FILE, yaml.safe_dump({**(settings or {}), "tracker": tracker_settings},
-                                                               sort_keys=False))  # fmt: skip
+    written = {**(settings or {}), "tracker": tracker.tracker_settings()}
+    write_text_atomic(save_dir / SETTINGS_FILE, yaml.safe_dump(written, sort_keys=False))
     text = split.output_text if split is not None else None  # the text the split's ground truth is scored on
     table = TRACKING_TABLES[split.fmt] if split is not None else None  # the split's benchmark numbers categories
     writer = TrackWriter(save_dir, names=tracker.names, save_img=outputs.save_img, style=job.style, categories=table,
@@ -118,7 +116,7 @@ def track_job(
         writer.close()
         if bar is not None:
             bar.close()
-    run = TrackRun(save_dir, tracker.tracker.config.tracker, tracker.cmc, tuple(done))
+    run = TrackRun(save_dir, tracker.tracker_name, tracker.cmc, tuple(done))
     if split is None or run.frames == 0:
         return run
     return TrackRun(**{**vars(run), "scores": _score(split, save_dir)})

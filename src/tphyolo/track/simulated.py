@@ -28,7 +28,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from tphyolo.data.mot.table import TrackTable
-from tphyolo.flags import check_field_types
+from tphyolo.flags import FRACTION, check_field_types
+from tphyolo.track.config import check_bounds
 
 SCORE_LAWS = ("normal", "beta")
 FP_SCORE_LAWS = ("uniform", "exponential")
@@ -56,9 +57,7 @@ class DetectorNoise:
         check_field_types(self)
         if self.scores not in SCORE_LAWS or self.fp_scores not in FP_SCORE_LAWS:
             raise ValueError(f"scores must be one of {SCORE_LAWS} and fp_scores one of {FP_SCORE_LAWS}")
-        for name in ("miss", "fp_near", "conf", "score_mean"):
-            if not 0.0 <= getattr(self, name) <= 1.0:
-                raise ValueError(f"{name} must be in [0, 1], got {getattr(self, name)}")
+        check_bounds(self, dict.fromkeys(("miss", "fp_near", "conf", "score_mean"), FRACTION))
         if self.scores == "beta" and not 0 < self.score_spread**2 < self.score_mean * (1 - self.score_mean):
             raise ValueError(f"no Beta law has mean {self.score_mean} and spread {self.score_spread}")
 

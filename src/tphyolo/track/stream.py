@@ -16,7 +16,7 @@ the rules any reader of such files follows (`tphyolo.analyze` reads them through
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass, is_dataclass
 from pathlib import Path
 from typing import Any
 
@@ -30,7 +30,7 @@ from tphyolo.predict import predictor as prediction
 from tphyolo.predict.results import Results
 from tphyolo.predict.sequences import VideoSequence, resolve_sequences
 from tphyolo.predict.sources import Stream, iter_frames
-from tphyolo.track.interface import MultiObjectTracker
+from tphyolo.track.interface import MultiObjectTracker, SequenceDetector, camera_compensation
 from tphyolo.track.job import DEFAULT_TRACKER, TRACK_CONF
 from tphyolo.track.precomputed import track_detections
 from tphyolo.track.registry import make_tracker
@@ -117,7 +117,7 @@ class Tracker:
             self.tracker = make_tracker(tracker, **({} if cmc is None else {"cmc": cmc}))
         self.detections = None if detections is None else detection_files(Path(detections))
         self.predictor = None
-        if weights is not None and hasattr(weights, "track_sequence"):  # a Predictor, or one made for tests
+        if isinstance(weights, SequenceDetector):  # a Predictor, or one made for tests
             self.predictor = weights
         elif weights is not None:
             if predictor_settings.get("config") is None:
@@ -131,9 +131,19 @@ class Tracker:
         return VISDRONE_NAMES if self.predictor is None else tuple(self.predictor.names)
 
     @property
+    def tracker_name(self) -> str:
+        """The tracker's name in the registry (its settings' `tracker` field)."""
+        return self.tracker.config.tracker
+
+    def tracker_settings(self) -> dict[str, Any]:
+        """The tracker's settings as a mapping (`tracker`: its class name for settings that are no dataclass)."""
+        config = self.tracker.config
+        return asdict(config) if is_dataclass(config) else {"tracker": type(self.tracker).__name__}
+
+    @property
     def cmc(self) -> str:
         """The tracker's camera-motion compensation ('none' for a tracker without the setting)."""
-        return getattr(self.tracker.config, "cmc", "none")
+        return camera_compensation(self.tracker)
 
     def __call__(self, source: Any = None, *, vid_stride: int = 1, on_skip: SkipHandler | None = None
                  ) -> Iterator[Results]:  # fmt: skip
@@ -168,7 +178,7 @@ class Tracker:
 
     def _detection_sequences(self, source: Any, vid_stride: int) -> Iterator[tuple[str, Iterator[TrackedFrame]]]:
         if source is None and self.cmc != "none":
-            raise ValueError(f"tracker {self.tracker.config.tracker} compensates camera motion ({self.cmc}) from "
+            raise ValueError(f"tracker {self.tracker_name} compensates camera motion ({self.cmc}) from "
                              "the frames: give their source with the detections, or cmc none")  # fmt: skip
         paired = pair_sequences(self.detections, source)
         return ((name, self._detection_frames(path, sequence, vid_stride)) for name, (path, sequence) in paired.items())

@@ -19,44 +19,18 @@ from typing import Any
 
 import numpy as np
 
-from tphyolo.ops.boxes import box_iou
+from tphyolo.ops.overlap import box_overlap
 from tphyolo.track.cmc import IDENTITY, CameraMotion
 from tphyolo.track.config import TrackerConfig, tracker_config
 from tphyolo.track.interface import Tracks, detections_of_frame
 from tphyolo.track.kalman import KalmanBoxFilter, KalmanStates
+from tphyolo.track.live import LiveTracks, SparseFrames
 from tphyolo.track.matching import match_pairs, overlaps
 
 NEW, TRACKED, LOST = 0, 1, 2  # track states: born in the last frame (no id yet), seen in this frame, missing
 
 
-class _LiveTracks:
-    """All live tracks as parallel arrays (row i is one track)."""
-
-    def __init__(self) -> None:
-        self.ids = np.zeros(0, np.int64)  # 0 until the track is confirmed
-        self.states = KalmanStates.empty()
-        self.state = np.zeros(0, np.int8)
-        self.score = np.zeros(0)
-        self.label = np.zeros(0, np.int64)
-        self.born = np.zeros(0, np.int64)  # frame of birth
-        self.seen = np.zeros(0, np.int64)  # frame of the last match
-        self.detection = np.zeros(0, np.int64)  # input index of the last match
-
-    def __len__(self) -> int:
-        return len(self.ids)
-
-    def keep(self, rows: np.ndarray) -> None:
-        for name, value in vars(self).items():
-            setattr(self, name, value[rows])
-
-    def append(self, other: dict[str, np.ndarray | KalmanStates]) -> None:
-        for name, value in other.items():
-            mine = getattr(self, name)
-            joined = KalmanStates.concatenate([mine, value]) if name == "states" else np.concatenate([mine, value])
-            setattr(self, name, joined)
-
-
-class ByteTracker:
+class ByteTracker(SparseFrames):
     """ByteTrack's cascade, which BoT-SORT's preset extends: tracks objects over the frames of one stream (see the
     module docstring); `reset()` starts a new one.
 
@@ -74,18 +48,17 @@ class ByteTracker:
 
     def reset(self) -> None:
         """Forget every track, the frame count, the id counter and the camera's last frame."""
-        self.tracks = _LiveTracks()
+        self.tracks = LiveTracks(
+            ids=np.zeros(0, np.int64),  # 0 until the track is confirmed
+            states=KalmanStates.empty(), state=np.zeros(0, np.int8), score=np.zeros(0), label=np.zeros(0, np.int64),
+            born=np.zeros(0, np.int64),  # frame of birth
+            seen=np.zeros(0, np.int64),  # frame of the last match
+            detection=np.zeros(0, np.int64),  # input index of the last match
+        )
         self.frame_count = 0
         self.next_id = 1
         self.camera.reset()
         self.camera_motion = IDENTITY.copy()
-
-    def skip_empty(self, frames: int) -> None:
-        """Advance `frames` frames that have no detection (and no image) at once, which only moves the frame count
-        while no track is kept. ValueError when a track is kept (its age must move frame by frame)."""
-        if len(self.tracks) or frames < 0:
-            raise ValueError(f"skip_empty({frames}) with {len(self.tracks)} track(s) kept; update frame by frame")
-        self.frame_count += frames
 
     def update(
         self,
@@ -190,7 +163,7 @@ class ByteTracker:
         if not len(tracked) or not len(lost):
             return
         boxes = self.kalman.boxes(t.states)
-        a, b = np.nonzero(box_iou(boxes[tracked], boxes[lost]) > self.config.duplicate_iou)
+        a, b = np.nonzero(box_overlap(boxes[tracked], boxes[lost]) > self.config.duplicate_iou)
         if not len(a):
             return
         a, b = tracked[a], lost[b]

@@ -6,7 +6,8 @@
   nothing is detected or tracked again.
 
 Every stream yields `StreamFrame`s in order with the camera motion from the previous frame: the tracker's own
-estimate when it compensates camera motion (`ByteTracker.camera_motion`, BoT-SORT or ByteTrack with `cmc`), else
+estimate when it compensates camera motion (`tphyolo.track.interface.CompensatesCameraMotion`: BoT-SORT, or
+ByteTrack with `cmc`), else
 one estimated with `cmc` from the frames when there are frames and `cmc` is not "none" (OC-SORT, track files),
 else the identity: a still camera. Detection files' categories are VisDrone's, read as `tphyolo.Tracker` reads
 them (`tphyolo.track.stream.class_ids`); track files' categories go through the table of their folder
@@ -30,7 +31,7 @@ from tphyolo.data.mot.table import TrackTable
 from tphyolo.predict.sequences import VideoSequence, resolve_sequences
 from tphyolo.predict.sources import iter_frames
 from tphyolo.track.cmc import IDENTITY, CameraMotion
-from tphyolo.track.interface import MultiObjectTracker
+from tphyolo.track.interface import MultiObjectTracker, SequenceDetector, compensates_camera_motion
 from tphyolo.track.stream import TrackedFrame, Tracker, pair_sequences
 
 
@@ -63,8 +64,7 @@ class FrameMotion:
     when it compensates camera motion, else one estimated with `cmc` from the image (identity without one)."""
 
     def __init__(self, tracker: MultiObjectTracker | None, cmc: str) -> None:
-        compensates = getattr(getattr(tracker, "config", None), "cmc", "none") != "none"
-        self.tracker = tracker if compensates and hasattr(tracker, "camera_motion") else None
+        self.tracker = tracker if compensates_camera_motion(tracker) else None
         self.camera = CameraMotion(cmc)
 
     def __call__(self, image: np.ndarray | None, boxes: np.ndarray) -> np.ndarray:
@@ -73,9 +73,10 @@ class FrameMotion:
         return IDENTITY.copy() if image is None else self.camera(image, boxes)
 
 
-def detector_streams(predictor, tracker: MultiObjectTracker, source, *, cmc: str = "sparse") -> Iterator[TrackStream]:
+def detector_streams(predictor: SequenceDetector, tracker: MultiObjectTracker, source, *,
+                     cmc: str = "sparse") -> Iterator[TrackStream]:  # fmt: skip
     """Streams of `predictor` detections tracked by `tracker` over each sequence of `source`."""
-    names = tuple(predictor.names) if not isinstance(predictor.names, dict) else tuple(predictor.names.values())
+    names = tuple(predictor.names)
 
     def frames(sequence: VideoSequence) -> Iterator[StreamFrame]:
         motion = FrameMotion(tracker, cmc)
