@@ -20,7 +20,10 @@ from tphyolo.predict.raster import predict_raster
 
 path = write_sparse_geotiff(sys.argv[1], side=40_000, content=(20_000, 20_000, 3000),
                             blocks=[(20_500, 20_500, 20_700, 20_600, 0), (22_100, 21_000, 22_300, 21_400, 1)])
-predictor = Predictor(BlockFinder(), imgsz=2048, conf=0.1, device="cpu", batch=2, merge="greedy-nmm", match="ios")
+from tphyolo.runtime.config import RuntimeConfig
+runtime = RuntimeConfig(channels_last=True)  # the layout given: the probe's one-time timing is not the raster's
+predictor = Predictor(BlockFinder(), imgsz=2048, conf=0.1, runtime=runtime, device="cpu", batch=2,
+                      merge="greedy-nmm", match="ios")
 run = predict_raster(predictor, path, slicing=SliceConfig(2048, 0.2))
 rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
 print(json.dumps({"rss": rss, "tiles": run.tiles, "skipped": run.skipped,
