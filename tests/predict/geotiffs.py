@@ -66,3 +66,15 @@ def write_sparse_geotiff(path: Path, *, side: int, content: tuple[int, int, int]
                        compress="deflate", sparse_ok=True, bigtiff="yes") as dst:  # fmt: skip
         dst.write(scene(size, size, local), window=rasterio.windows.Window(x, y, size, size))
     return path
+
+
+def random_checkpoint(folder: Path) -> Path:
+    """A yolov5n of random weights (seed 0) for classes car and bus, saved in `folder`: a model that finds boxes
+    all over at a low threshold, many of them on the seams of tiles."""
+    import torch
+    from tests.helpers import save_model_checkpoint
+
+    from tphyolo.models import build_model
+
+    torch.manual_seed(0)
+    return save_model_checkpoint(folder / "tiny.pt", build_model("yolov5n", num_classes=2), ["car", "bus"])

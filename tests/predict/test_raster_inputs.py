@@ -8,20 +8,16 @@ from pathlib import Path
 
 import pytest
 import rasterio
-import torch
-from tests.helpers import one_error_line, save_model_checkpoint
-from tests.predict.geotiffs import TRANSFORM, scene, write_geotiff
+from tests.helpers import one_error_line
+from tests.predict.geotiffs import TRANSFORM, random_checkpoint, scene, write_geotiff
 
 from tphyolo.cli import main
 from tphyolo.data.files.raster import MAX_RASTER_PIXELS
-from tphyolo.models import build_model
 
 
 @pytest.fixture(scope="module")
 def weights(tmp_path_factory) -> Path:
-    torch.manual_seed(0)
-    path = tmp_path_factory.mktemp("weights") / "tiny.pt"
-    return save_model_checkpoint(path, build_model("yolov5n", num_classes=2), ["car", "bus"])
+    return random_checkpoint(tmp_path_factory.mktemp("weights"))
 
 
 @pytest.fixture(scope="module")

@@ -17,14 +17,12 @@ from pathlib import Path
 import cv2
 import pytest
 import torch
-from tests.helpers import save_model_checkpoint
 from tests.infer.block_finder import BlockFinder
-from tests.predict.geotiffs import scene, write_geotiff
+from tests.predict.geotiffs import random_checkpoint, scene, write_geotiff
 from tests.torchrun import REPO, same_files, torchrun
 
 from tphyolo.cli import main
 from tphyolo.infer.slicing import SliceConfig
-from tphyolo.models import build_model
 from tphyolo.predict.journal import JOURNAL_DIR
 from tphyolo.predict.predictor import Predictor
 from tphyolo.predict.raster import RasterCallbacks, RasterOutputs, predict_raster_into
@@ -119,9 +117,7 @@ def test_a_journal_line_cut_short_redoes_its_row_and_nothing_is_counted_twice(or
 
 @pytest.fixture(scope="module")
 def weights(tmp_path_factory) -> Path:
-    torch.manual_seed(0)
-    path = tmp_path_factory.mktemp("weights") / "tiny.pt"
-    return save_model_checkpoint(path, build_model("yolov5n", num_classes=2), ["car", "bus"])
+    return random_checkpoint(tmp_path_factory.mktemp("weights"))
 
 
 @pytest.fixture(scope="module")
