@@ -384,7 +384,9 @@ def run_steps(args) -> dict:
             what = f"fused inference, {imgsz} px, batch 1, {layout.upper()} fp32"
             results[what] = interleaved(infer_calls(layout, imgsz), 3 * args.repeats)
             print(ratio_line(what, results[what]), flush=True)
-    if args.weights is not None:
+    if args.weights is not None and args.image is None:
+        print("predict row skipped: no --image, and no VisDrone image under $TPHYOLO_SHARED/data", flush=True)
+    elif args.weights is not None:
         what = f"predict per image, 640 px, {args.image.name}, each tool's defaults"
         results[what] = interleaved(predict_calls(args.weights, args.image), 3 * args.repeats)
         print(ratio_line(what, results[what]), flush=True)
