@@ -122,7 +122,7 @@ def test_bf16_is_used_only_when_asked(first_runs, checkpoint):
     cache, _ = first_runs
     with cache_at(cache):
         backend = load_compiled(checkpoint, precision="bf16")
-    assert backend.request.get_compiled_model().get_property("INFERENCE_PRECISION_HINT").to_string() == "bf16"
+    assert backend.compiled.request.get_compiled_model().get_property("INFERENCE_PRECISION_HINT").to_string() == "bf16"
     with pytest.raises(ValueError, match="--precision bf16 is a precision of --runtime openvino"):
         InferenceConfig(backend="pytorch", precision="bf16")
 

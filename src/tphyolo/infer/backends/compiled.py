@@ -39,6 +39,7 @@ from torch import nn
 from tphyolo._version import __version__
 from tphyolo.checkpoint.format import load_checkpoint
 from tphyolo.data.files.atomic import atomic_path
+from tphyolo.data.files.image_limits import IMGSZ_BOUNDS
 from tphyolo.imports import require
 from tphyolo.infer.backends.base import ExportedBackend
 from tphyolo.infer.backends.metadata import ExportMetadata
@@ -54,7 +55,7 @@ CACHE_ENV = "TPHYOLO_MODEL_CACHE"
 OPSET = 17  # `tphyolo export`'s default opset (tphyolo.export.config.DEFAULT_OPSET)
 CHECK_STRIDES = 4  # the parity check's square side in strides: 128 px at stride 32, cheap on any model
 VERDICT = "check.json"
-SCHEMA = 1  # bump when the cache's content changes meaning
+SCHEMA = 2  # bump when the cache's content changes meaning (2: the verdict keeps the training size)
 
 
 @dataclass(frozen=True)
@@ -100,6 +101,17 @@ class CompiledCheckpoint:
         return self.compiled.run(x)
 
 
+def trained_imgsz(train_args: object, *, source: str) -> int | None:
+    """The image size of a checkpoint's saved training settings (`train_args`, a mapping with 'imgsz'), None
+    when it has none. Raises ValueError naming `source` for an 'imgsz' that is not an image size."""
+    if not isinstance(train_args, dict) or "imgsz" not in train_args:
+        return None
+    imgsz = train_args["imgsz"]
+    if type(imgsz) is not int or imgsz not in IMGSZ_BOUNDS:
+        raise ValueError(f"{source}: train_args 'imgsz' must be an image size {IMGSZ_BOUNDS}, got {imgsz!r:.40}")
+    return imgsz
+
+
 def model_cache_dir() -> Path:
     """Where compiled checkpoints are kept: `$TPHYOLO_MODEL_CACHE`, else `<user cache>/compiled`."""
     return Path(os.environ[CACHE_ENV]).expanduser() if os.environ.get(CACHE_ENV) else user_cache_dir() / "compiled"
@@ -132,7 +144,7 @@ def cache_entry(weights: Path, *, runtime: str, fuse: bool) -> Path:
 def load_compiled(
     weights: str | Path, *, runtime: str = "openvino", precision: str = "fp32", fuse: bool = True,
     threads: int | None = None,
-) -> ExportedBackend | None:  # fmt: skip
+) -> CompiledCheckpoint | None:  # fmt: skip
     """The backend of checkpoint `weights` compiled to `runtime` ("openvino" or "onnxruntime"), computing in
     `precision` ("fp32", or "bf16" on OpenVINO) with `threads` CPU threads (default: torch's); compiled and
     checked on the first call, loaded from the cache afterwards (module docstring). None when the compiled
@@ -152,13 +164,13 @@ def load_compiled(
                 return None
             backend = _open(entry / spec.file, spec, precision=precision, threads=threads)
             LOGGER.info("%s: reusing the compiled model cached in %s", what, entry)
-            return backend
+            return CompiledCheckpoint(backend, checkpoint=weights, own_imgsz=verdict["own_imgsz"])
         except (OSError, ValueError, KeyError, TypeError) as error:
             LOGGER.warning("%s: the cached model in %s is unreadable (%s); compiling it again", what, entry, error)
     start = time.perf_counter()
     with atomic_path(entry) as staging:  # a reader finds a whole entry or none
         staging.mkdir(parents=True)
-        model, metadata = _fused_model(weights, fuse=fuse, runtime=spec)
+        model, metadata, own_imgsz = _fused_model(weights, fuse=fuse, runtime=spec)
         traced = copy.deepcopy(model)  # before the reference runs: no size-keyed caches (grids) in the trace
         references = _references(model, metadata.stride)
         _write(traced, staging / spec.file, spec, metadata=metadata, example=references[0][0][:1])
@@ -167,7 +179,7 @@ def load_compiled(
         ok = error <= FP32_TOLERANCE
         seconds = time.perf_counter() - start
         verdict = {"ok": ok, "relative_error": error, "tolerance": FP32_TOLERANCE, "seconds": round(seconds, 2),
-                   "weights": str(weights), "schema": SCHEMA}  # fmt: skip
+                   "weights": str(weights), "own_imgsz": own_imgsz, "schema": SCHEMA}  # fmt: skip
         (staging / VERDICT).write_text(json.dumps(verdict, indent=1))
     if not ok:
         LOGGER.warning("%s: compiled, but %.1e from PyTorch (tolerance %.0e): running PyTorch", what, error,
@@ -176,9 +188,10 @@ def load_compiled(
     LOGGER.info("%s: compiled in %.1f s, %.1e from PyTorch (tolerance %.0e); cached in %s", what, seconds, error,
                 FP32_TOLERANCE, entry)  # fmt: skip
     if precision != "fp32":
-        return _open(entry / spec.file, spec, precision=precision, threads=threads)
-    backend.path = entry / spec.file  # where it now lies (the compiled model holds the weights it read)
-    return backend
+        backend = _open(entry / spec.file, spec, precision=precision, threads=threads)
+    else:
+        backend.path = entry / spec.file  # where it now lies (the compiled model holds the weights it read)
+    return CompiledCheckpoint(backend, checkpoint=weights, own_imgsz=own_imgsz)
 
 
 def _read_verdict(entry: Path) -> dict:
@@ -187,6 +200,9 @@ def _read_verdict(entry: Path) -> dict:
         raise ValueError(f"{VERDICT} is not this tphyolo's verdict")
     if not isinstance(verdict["relative_error"], float | int):
         raise ValueError(f"{VERDICT} holds no relative error")
+    own = verdict.get("own_imgsz", "missing")
+    if own is not None and (type(own) is not int or own not in IMGSZ_BOUNDS):
+        raise ValueError(f"{VERDICT} holds no training size (own_imgsz {own!r:.40})")
     return verdict
 
 
@@ -197,8 +213,11 @@ def _open(path: Path, spec: CompiledRuntime, *, precision: str, threads: int) ->
     return spec.backend(path, device=cpu, threads=threads)
 
 
-def _fused_model(weights: Path, *, fuse: bool, runtime: CompiledRuntime) -> tuple[nn.Module, ExportMetadata]:
-    """The checkpoint's model (fused when `fuse`, eval, fp32 on the CPU) and the metadata of its compiled file."""
+def _fused_model(
+    weights: Path, *, fuse: bool, runtime: CompiledRuntime
+) -> tuple[nn.Module, ExportMetadata, int | None]:
+    """The checkpoint's model (fused when `fuse`, eval, fp32 on the CPU), the metadata of its compiled file and
+    the size it was trained at (`trained_imgsz`)."""
     checkpoint = load_checkpoint(weights)
     model = checkpoint.build_model().float().eval()
     if fuse and hasattr(model, "fuse"):
@@ -207,7 +226,7 @@ def _fused_model(weights: Path, *, fuse: bool, runtime: CompiledRuntime) -> tupl
     side = CHECK_STRIDES * stride
     metadata = ExportMetadata(format=runtime.format, model=weights.stem, names=tuple(checkpoint.names), stride=stride,
                               imgsz=(side, side), batch=1, dynamic=True, source=weights.name)  # fmt: skip
-    return model, metadata
+    return model, metadata, trained_imgsz(checkpoint.state.get("train_args"), source=str(weights))
 
 
 @torch.no_grad()

@@ -19,9 +19,8 @@ from torch import nn
 
 from tphyolo.checkpoint.format import load_checkpoint
 from tphyolo.checkpoint.release import is_release_name, missing_weights_message
-from tphyolo.data.files.image_limits import IMGSZ_BOUNDS
 from tphyolo.infer.backends import exported_format, load_backend
-from tphyolo.infer.backends.compiled import CompiledCheckpoint, load_compiled, resolve_precision, resolve_runtime
+from tphyolo.infer.backends.compiled import load_compiled, resolve_precision, resolve_runtime, trained_imgsz
 from tphyolo.runtime.config import RuntimeConfig, autocast, sdpa_context
 from tphyolo.runtime.probe import ProbeJob, tuned_runtime
 
@@ -120,17 +119,6 @@ class TorchBackend:
             return self.model(x)
 
 
-def trained_imgsz(train_args: object, *, source: str) -> int | None:
-    """The image size of a checkpoint's saved training settings (`train_args`, a mapping with 'imgsz'), None
-    when it has none. Raises ValueError naming `source` for an 'imgsz' that is not an image size."""
-    if not isinstance(train_args, dict) or "imgsz" not in train_args:
-        return None
-    imgsz = train_args["imgsz"]
-    if type(imgsz) is not int or imgsz not in IMGSZ_BOUNDS:
-        raise ValueError(f"{source}: train_args 'imgsz' must be an image size {IMGSZ_BOUNDS}, got {imgsz!r:.40}")
-    return imgsz
-
-
 def load_backends(
     weights: Weights | Sequence[Weights],
     *,
@@ -167,9 +155,6 @@ def load_backends(
             loaded = load_backend(entry, device=device, trust_code=runtime.trust_code)
         elif compiled != "pytorch" and any(entry is f for f in files):
             loaded = load_compiled(entry, runtime=compiled, precision=resolve_precision(precision), fuse=fuse)
-            if loaded is not None:  # the checkpoint's own facts stay with it: its path and training size
-                own = trained_imgsz(load_checkpoint(entry).state.get("train_args"), source=str(entry))
-                loaded = CompiledCheckpoint(loaded, checkpoint=Path(entry), own_imgsz=own)
         if loaded is None:
             loaded = TorchBackend.load(entry, runtime=runtime, device=device, fuse=fuse, job=job)
         if backends and len(loaded.names) != len(backends[0].names):
