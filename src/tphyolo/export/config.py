@@ -1,9 +1,9 @@
-"""What `tphyolo export` writes, as plain data: `ExportConfig` and the ONNX opsets (no torch); the formats are
-the rows of `tphyolo.export.formats`."""
+"""What `tphyolo export` writes, as plain data: `ExportConfig`, the ONNX opsets and `ExportJob`, one run of the
+command (no torch); the formats are the rows of `tphyolo.export.formats`."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, field, fields
 
 from tphyolo.data.files.image_limits import IMGSZ_BOUNDS
 from tphyolo.export.formats import EXPORT_FORMATS, FORMAT_BY_NAME, INT8_FORMATS
@@ -130,6 +130,15 @@ class ExportConfig:
             )
         if not 0 <= self.max_drop <= 1:
             raise ValueError(f"--max-drop is an mAP50 difference in [0, 1], got {self.max_drop}")
+
+
+@dataclass(frozen=True)
+class ExportJob:
+    """One run of `tphyolo export`: the checkpoint `weights` written out as `config` says
+    (`tphyolo.export.exporter.run_export`)."""
+
+    weights: str
+    config: ExportConfig = field(default_factory=ExportConfig)
 
 
 INT8_ONLY = ("data", "calib_images", "calib_ranges", "calib_val", "max_drop", "protocol")  # fields --int8 reads
