@@ -45,6 +45,7 @@ from tphyolo.analyze.points import TrackPoints
 from tphyolo.analyze.regions import Regions, load_regions
 from tphyolo.analyze.speed import SPEED_COLUMNS, Speed
 from tphyolo.analyze.zones import Zones
+from tphyolo.errors import InputError
 from tphyolo.track.interface import MultiObjectTracker
 from tphyolo.track.registry import make_tracker
 
@@ -121,9 +122,9 @@ class AnalyzeInput:
 
     def __post_init__(self) -> None:
         if sum(x is not None for x in (self.predictor, self.detections, self.tracks)) != 1:
-            raise ValueError("analyze needs one input: a predictor (with a source), detections or tracks")
+            raise InputError("analyze needs one input: a predictor (with a source), detections or tracks")
         if self.predictor is not None and self.source is None:
-            raise ValueError("a predictor needs a source to run on")
+            raise InputError("a predictor needs a source to run on")
 
 
 def analyze(
@@ -248,7 +249,7 @@ def _fixed_gsd(config: AnalyzeConfig, size: tuple[int, int] | None) -> float | N
     if config.altitude is None:
         return None
     if size is None:
-        raise ValueError("--altitude needs the frames' width for the GSD: give --source with the frames, or --gsd")
+        raise InputError("--altitude needs the frames' width for the GSD: give --source with the frames, or --gsd")
     return ground_sampling_distance(config.altitude, focal_mm=config.focal_mm, sensor_mm=config.sensor_mm,
                                     image_width=size[0])  # fmt: skip
 

@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING
 
 from tphyolo.commands.options.evaluation import DETECTION_ONLY, EVAL_FLAG_GROUPS, EvalFlags
 from tphyolo.data.files.atomic import write_text_atomic
-from tphyolo.errors import UsageError
+from tphyolo.errors import InputError, UsageError
 from tphyolo.flags import add_flags, setting_name
 from tphyolo.infer.config import MAX_DET
 from tphyolo.metrics.registry import VISDRONE_TXT, get_protocol, saved_format
@@ -132,7 +132,7 @@ def _run(args: argparse.Namespace, dist: DistContext) -> int:
     if args.pred is None:
         raise UsageError("--pred is required (unless --save-gt only writes the ground truth)")
     if args.report is not None and fmt != VISDRONE_TXT and fmt in get_protocol(args.protocol).saved_formats:
-        raise ValueError(f"--report needs folders of VisDrone txt files, got {args.gt}")
+        raise InputError(f"--report needs folders of VisDrone txt files, got {args.gt}")
     if args.report is not None and fmt == VISDRONE_TXT:
         scored = _score_with_report(args, dist)
     else:  # refuses a protocol that does not score this format

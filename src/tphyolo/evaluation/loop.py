@@ -22,6 +22,7 @@ from tqdm import tqdm
 from tphyolo.classify.checkpoint import load_classifier
 from tphyolo.classify.classifier import CropClassifier, as_classifier
 from tphyolo.data.files.image_io import read_image
+from tphyolo.errors import InputError
 from tphyolo.evaluation.settings import DEFAULT_EVAL, EvalSettings
 from tphyolo.evaluation.sharded import gather_in_order, gather_speed, global_progress
 from tphyolo.evaluation.writers import Evaluator
@@ -163,7 +164,7 @@ def _sliced_rows(detector: Detector, paths: Sequence[str], sizes, *, slicing: Sl
         images = [read_image(path) for path in paths]
     for path, image, size in zip(paths, images, sizes, strict=True):
         if tuple(image.shape[:2]) != tuple(size):
-            raise ValueError(f"{path}: read as {image.shape[1]}x{image.shape[0]}, but the loader had it as "
+            raise InputError(f"{path}: read as {image.shape[1]}x{image.shape[0]}, but the loader had it as "
                              f"{size[1]}x{size[0]}")  # fmt: skip
     slicing = slicing.resolved(imgsz)
     windows = image_windows(images, slicing)

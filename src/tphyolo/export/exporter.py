@@ -41,6 +41,7 @@ from tphyolo.checkpoint.format import load_checkpoint
 from tphyolo.data.dataset_config import load_data_config
 from tphyolo.data.files.atomic import staged_path
 from tphyolo.data.letterbox import check_imgsz
+from tphyolo.errors import InputError
 from tphyolo.export.calibration import Calibration, calibration_batches
 from tphyolo.export.config import CALIBRATION_RANGES, ExportConfig, ExportJob
 from tphyolo.export.formats import FORMAT_BY_NAME, FORMATS, ExportFormat
@@ -147,7 +148,7 @@ def check_can_export(cfg: ExportConfig, device: torch.device) -> None:
     what each format's writer refuses (TensorRT without CUDA and tensorrt, missing packages of the extra)."""
     for fmt in selected_formats(cfg):
         if cfg.half and fmt.fp16_graph and device.type != "cuda":
-            raise ValueError(
+            raise InputError(
                 f"--half {fmt.name} export needs a CUDA --device: fp16 {fmt.name} models run on CUDA only "
                 "(CPU runtimes compute in fp32); export fp32 for the CPU, or --half openvino for an fp16 IR"
             )

@@ -24,6 +24,8 @@ from pathlib import Path
 
 import torch
 
+from tphyolo.errors import InputError
+
 JOURNAL_DIR = ".journal"
 MAX_COUNT = 10**9  # detections, skipped files or frames of one unit
 
@@ -62,47 +64,47 @@ class UnitRecord:
         try:
             data = json.loads(line)
         except json.JSONDecodeError:
-            raise ValueError("not a whole JSON line (cut short?)") from None
+            raise InputError("not a whole JSON line (cut short?)") from None
         except RecursionError:
-            raise ValueError("nested deeper than a journal line is") from None
+            raise InputError("nested deeper than a journal line is") from None
         if not isinstance(data, dict) or not {"files", "detections", "skipped", "frames"} <= data.keys():
-            raise ValueError("not a journal record (files, detections, skipped, frames)")
+            raise InputError("not a journal record (files, detections, skipped, frames)")
         files = data["files"]
         if not isinstance(files, list) or not files or not all(isinstance(f, str) for f in files):
-            raise ValueError("'files' is not a list of output names")
+            raise InputError("'files' is not a list of output names")
         counts = [_count(data, key) for key in ("detections", "skipped", "warned")]
         if not isinstance(data["frames"], list):
-            raise ValueError("'frames' is not a list")
+            raise InputError("'frames' is not a list")
         frames = tuple(_frame(item, set(files), classes) for item in data["frames"])
         if frames and sum(len(f.rows) for f in frames) != counts[0]:
-            raise ValueError(f"{sum(len(f.rows) for f in frames)} rows for {counts[0]} detections")
+            raise InputError(f"{sum(len(f.rows) for f in frames)} rows for {counts[0]} detections")
         return cls(tuple(files), counts[0], counts[1], frames, counts[2])
 
 
 def _count(data: dict, key: str) -> int:
     value = data.get(key, 0)
     if type(value) is not int or not 0 <= value <= MAX_COUNT:
-        raise ValueError(f"{key!r} {str(value)[:40]} is not a count from 0 to {MAX_COUNT:,}")
+        raise InputError(f"{key!r} {str(value)[:40]} is not a count from 0 to {MAX_COUNT:,}")
     return value
 
 
 def _frame(item, files: set[str], classes: int | None) -> FrameRecord:
     """A FrameRecord from its JSON [file, index, name, rows]; ValueError saying what is wrong."""
     if not isinstance(item, list) or len(item) != 4:
-        raise ValueError("a frame is not [file, index, name, rows]")
+        raise InputError("a frame is not [file, index, name, rows]")
     file, index, name, rows = item
     if file not in files or not isinstance(name, str):
-        raise ValueError(f"a frame names file {str(file)[:80]!r}, not one of the unit's")
+        raise InputError(f"a frame names file {str(file)[:80]!r}, not one of the unit's")
     if type(index) is not int or not 0 <= index <= MAX_COUNT:
-        raise ValueError(f"frame index {str(index)[:40]} of {file} is not a whole number from 0")
+        raise InputError(f"frame index {str(index)[:40]} of {file} is not a whole number from 0")
     if not isinstance(rows, list) or not all(isinstance(r, list) and len(r) == 6 for r in rows):
-        raise ValueError(f"rows of {file} frame {index} are not (N, 6) x1, y1, x2, y2, score, class")
+        raise InputError(f"rows of {file} frame {index} are not (N, 6) x1, y1, x2, y2, score, class")
     for row in rows:
         if not all(type(v) in (int, float) and math.isfinite(v) for v in row):
-            raise ValueError(f"a row of {file} frame {index} holds a value that is not a finite number")
+            raise InputError(f"a row of {file} frame {index} holds a value that is not a finite number")
         score, label = row[4], row[5]
         if not 0 <= score <= 1 or label != int(label) or label < 0 or (classes is not None and label >= classes):
-            raise ValueError(f"a row of {file} frame {index} has score {score} and class {label} (of {classes})")
+            raise InputError(f"a row of {file} frame {index} has score {score} and class {label} (of {classes})")
     return FrameRecord(file, index, name, torch.tensor(rows, dtype=torch.float32).reshape(-1, 6))
 
 
@@ -143,7 +145,7 @@ def finished_units(
             try:
                 unit = UnitRecord.from_json(line, classes=classes)
                 if known is not None and unit.files not in known:
-                    raise ValueError(f"unit {list(unit.files)[:3]} is not one of this run's (a source removed?)")
+                    raise InputError(f"unit {list(unit.files)[:3]} is not one of this run's (a source removed?)")
             except ValueError as error:
                 if on_bad is not None:
                     on_bad(f"{path}:{n}: {error}; its unit is redone")

@@ -42,6 +42,7 @@ import torch
 from torch import nn
 
 from tphyolo.data.files.atomic import write_text_atomic
+from tphyolo.errors import InputError
 from tphyolo.runtime.config import RuntimeConfig, autocast
 from tphyolo.runtime.cpu_isa import CpuInfo, cpu_info
 from tphyolo.user_cache import user_cache_dir
@@ -77,9 +78,9 @@ class ProbeJob:
 
     def __post_init__(self) -> None:
         if self.mode not in MODES:
-            raise ValueError(f"probe mode must be one of {MODES}, got {self.mode!r}")
+            raise InputError(f"probe mode must be one of {MODES}, got {self.mode!r}")
         if self.imgsz < 1 or self.batch < 1:
-            raise ValueError(f"probe needs a positive image size and batch, got {self.imgsz} and {self.batch}")
+            raise InputError(f"probe needs a positive image size and batch, got {self.imgsz} and {self.batch}")
 
     @property
     def timed_batch(self) -> int:
@@ -218,12 +219,12 @@ def read_cached(path: Path, key: dict[str, Any], options: Sequence[Candidate]) -
     try:
         entry = json.loads(path.read_text())
         if not isinstance(entry, dict) or entry.get("key") != key:
-            raise ValueError("not a choice for this key")
+            raise InputError("not a choice for this key")
         chosen = entry["choice"]
         candidate = Candidate(channels_last=chosen["channels_last"], amp=chosen["amp"])
         seconds = {str(name): float(s) for name, s in entry["seconds"].items()}
         if candidate not in options:
-            raise ValueError(f"its choice {candidate.name} is not a candidate")
+            raise InputError(f"its choice {candidate.name} is not a candidate")
     except (OSError, ValueError, KeyError, TypeError, AttributeError) as error:
         LOGGER.warning("%s: ignoring an unreadable runtime probe cache file (%s); measuring again", path, error)
         return None

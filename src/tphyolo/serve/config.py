@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from tphyolo.errors import InputError
 from tphyolo.flags import AT_LEAST_ONE, NON_NEGATIVE, Bounds, check_field_types, flag
 from tphyolo.infer.config import InferenceConfig
 from tphyolo.infer.slicing import SliceConfig
@@ -99,15 +100,15 @@ class RayConfig:
         """Raises ValueError naming the flag of a setting out of bounds, or used without --ray."""
         check_field_types(self)
         if (self.min_replicas is None) != (self.max_replicas is None):
-            raise ValueError("--min-replicas and --max-replicas set autoscaling up together; give both or neither")
+            raise InputError("--min-replicas and --max-replicas set autoscaling up together; give both or neither")
         if self.min_replicas is not None and not self.min_replicas <= self.replicas <= self.max_replicas:
-            raise ValueError(
+            raise InputError(
                 f"--replicas {self.replicas} must lie in [--min-replicas {self.min_replicas}, "
                 f"--max-replicas {self.max_replicas}]"
             )
         if not self.ray and (self.address is not None or self.replicas != 1 or self.gpus_per_replica or
                              self.min_replicas is not None):  # fmt: skip
-            raise ValueError("--address, --replicas, --gpus-per-replica and --min/--max-replicas need --ray")
+            raise InputError("--address, --replicas, --gpus-per-replica and --min/--max-replicas need --ray")
 
 
 @dataclass(frozen=True)

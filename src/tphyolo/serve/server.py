@@ -22,7 +22,7 @@ import threading
 from collections.abc import Callable, Iterator
 from dataclasses import replace
 
-from tphyolo.errors import UsageError
+from tphyolo.errors import InputError, UsageError
 from tphyolo.imports import require
 from tphyolo.runtime.config import RuntimeConfig
 from tphyolo.serve.app import create_app, engine_spec
@@ -74,7 +74,7 @@ def run_server(
     finally:
         listener.close()
     if service.failure is not None:
-        raise ValueError(service.failure)
+        raise InputError(service.failure)
 
 
 def listening_socket(host: str, port: int) -> socket.socket:
