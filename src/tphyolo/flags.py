@@ -203,12 +203,12 @@ def add_flags(
     defaults, exclude = dict(defaults or {}), set(exclude)
     unknown = set(defaults) - {f.name for f in dataclasses.fields(cls)}
     if unknown:
-        raise InputError(f"defaults for unknown {cls.__name__} fields: {sorted(unknown)}")
+        raise ValueError(f"defaults for unknown {cls.__name__} fields: {sorted(unknown)}")
     for field, spec, annotation in _flag_fields(cls):
         if field.name in exclude:
             continue
         if spec.negative is not None and field.name in defaults:
-            raise InputError(f"{cls.__name__}.{field.name}: a flag with a negative takes no per-parser default")
+            raise ValueError(f"{cls.__name__}.{field.name}: a flag with a negative takes no per-parser default")
         default = defaults.get(field.name, field.default)
         parser.add_argument(*spec.names, **_argument(cls, field.name, spec, annotation, default))
         if spec.negative is not None:

@@ -24,7 +24,6 @@ from tphyolo.classify.classifier import CropClassifier
 from tphyolo.classify.combine import combine_class_scores, one_hot_scores
 from tphyolo.classify.crops import crop_objects
 from tphyolo.data.files.image_io import read_image
-from tphyolo.errors import InputError
 
 Image = np.ndarray | str | Path  # a uint8 BGR (H, W, 3) array, or the path of one (read only when needed)
 
@@ -56,7 +55,7 @@ def relabel(
         a = one_hot_scores(scores[chosen], labels[chosen], nc)
     else:
         if class_scores.shape[0] != len(scores) or class_scores.shape[1] <= max(class_ids):
-            raise InputError(f"class_scores {tuple(class_scores.shape)} do not fit {len(scores)} detections")
+            raise ValueError(f"class_scores {tuple(class_scores.shape)} do not fit {len(scores)} detections")
         a = class_scores[chosen].float()
     combined = combine_class_scores(a, probabilities.to(a.device), class_ids, weight=weight)
     new_scores, new_labels = combined.max(1)
@@ -117,7 +116,7 @@ def classify_rows(
     of the classifier's and whose score is at least `min_score`, from that image (read from its path only when
     it has such rows), and classify all crops of the batch together."""
     if len(rows) != len(images):
-        raise InputError(f"{len(rows)} detection lists for {len(images)} images")
+        raise ValueError(f"{len(rows)} detection lists for {len(images)} images")
     chosen = [_chosen(r[:, 4], r[:, 5], classifier.class_ids, min_score) for r in rows]
     crops = []
     for image, r, c in zip(images, rows, chosen, strict=True):

@@ -14,7 +14,6 @@ from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
-from tphyolo.errors import InputError
 from tphyolo.runtime.distributed import DistContext, GlobalCount, gather_to_main
 from tphyolo.runtime.sharding import merge_shards, shard_indices
 
@@ -42,7 +41,7 @@ def gather_in_order(shard: Shard, values: Sequence[T]) -> list[T] | None:
     """The values of every rank (this rank's `values` are those of `shard.indices`, in order) as one list in
     item order, on rank 0; None on the other ranks."""
     if len(values) != len(shard.indices):
-        raise InputError(f"rank {shard.ctx.rank}: {len(values)} results for {len(shard.indices)} items")
+        raise ValueError(f"rank {shard.ctx.rank}: {len(values)} results for {len(shard.indices)} items")
     gathered = gather_to_main(shard.ctx, list(zip(shard.indices, values, strict=True)))
     return None if gathered is None else merge_shards(gathered, shard.count)
 

@@ -62,7 +62,7 @@ def non_max_suppression(
     if not 0.0 <= iou_thres <= 1.0:
         raise InputError(f"iou_thres must be in [0, 1], got {iou_thres}")
     if prediction.ndim != 3 or prediction.shape[2] < 6:
-        raise InputError(f"prediction must be (B, N, 5 + nc) with nc >= 1, got {tuple(prediction.shape)}")
+        raise ValueError(f"prediction must be (B, N, 5 + nc) with nc >= 1, got {tuple(prediction.shape)}")
     b, _, c = prediction.shape
     nc = c - 5
     multi_label = multi_label and nc > 1

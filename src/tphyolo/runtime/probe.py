@@ -219,12 +219,12 @@ def read_cached(path: Path, key: dict[str, Any], options: Sequence[Candidate]) -
     try:
         entry = json.loads(path.read_text())
         if not isinstance(entry, dict) or entry.get("key") != key:
-            raise InputError("not a choice for this key")
+            raise ValueError("not a choice for this key")
         chosen = entry["choice"]
         candidate = Candidate(channels_last=chosen["channels_last"], amp=chosen["amp"])
         seconds = {str(name): float(s) for name, s in entry["seconds"].items()}
         if candidate not in options:
-            raise InputError(f"its choice {candidate.name} is not a candidate")
+            raise ValueError(f"its choice {candidate.name} is not a candidate")
     except (OSError, ValueError, KeyError, TypeError, AttributeError) as error:
         LOGGER.warning("%s: ignoring an unreadable runtime probe cache file (%s); measuring again", path, error)
         return None

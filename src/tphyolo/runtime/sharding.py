@@ -15,22 +15,20 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from typing import TypeVar
 
-from tphyolo.errors import InputError
-
 T = TypeVar("T")
 
 
 def fixed_units(count: int, size: int) -> list[range]:
     """`count` items cut into consecutive units of `size` (the last may be shorter)."""
     if size < 1:
-        raise InputError(f"a unit holds at least one item, got {size}")
+        raise ValueError(f"a unit holds at least one item, got {size}")
     return [range(start, min(start + size, count)) for start in range(0, count, size)]
 
 
 def deal(units: Sequence[T], *, rank: int, world_size: int) -> list[T]:
     """The units `rank` handles: unit k goes to rank k % world_size."""
     if world_size < 1 or not 0 <= rank < world_size:
-        raise InputError(f"rank {rank} is not in a world of {world_size} process(es)")
+        raise ValueError(f"rank {rank} is not in a world of {world_size} process(es)")
     return list(units[rank::world_size])
 
 
@@ -47,11 +45,11 @@ def merge_shards(shards: Iterable[Iterable[tuple[int, T]]], count: int) -> list[
     for pairs in shards:
         for index, value in pairs:
             if not 0 <= index < count:
-                raise InputError(f"index {index} is outside the {count} items")
+                raise ValueError(f"index {index} is outside the {count} items")
             if seen[index]:
-                raise InputError(f"item {index} came back twice")
+                raise ValueError(f"item {index} came back twice")
             seen[index], values[index] = True, value
     missing = [i for i, s in enumerate(seen) if not s]
     if missing:
-        raise InputError(f"{len(missing)} of {count} items did not come back (first: {missing[0]})")
+        raise ValueError(f"{len(missing)} of {count} items did not come back (first: {missing[0]})")
     return values  # type: ignore[return-value]

@@ -122,10 +122,10 @@ class YoloLoss(nn.Module):
         super().__init__()
         anchors = torch.as_tensor(anchors, dtype=torch.float32)
         if anchors.ndim != 3 or anchors.shape[-1] != 2:
-            raise InputError(f"anchors must be (num_levels, num_anchors, 2) in grid units, got {tuple(anchors.shape)}")
+            raise ValueError(f"anchors must be (num_levels, num_anchors, 2) in grid units, got {tuple(anchors.shape)}")
         strides = [float(s) for s in torch.as_tensor(strides).flatten().tolist()]
         if len(strides) != anchors.shape[0]:
-            raise InputError(f"{len(strides)} strides for {anchors.shape[0]} anchor levels")
+            raise ValueError(f"{len(strides)} strides for {anchors.shape[0]} anchor levels")
         missing = [k for k in LOSS_HYP_KEYS if k not in hyp]
         if missing:
             raise KeyError(f"loss hyperparameters missing: {missing}; the loss needs {list(LOSS_HYP_KEYS)}")
@@ -171,7 +171,7 @@ class YoloLoss(nn.Module):
 
     def forward(self, preds: Sequence[Tensor], targets: Tensor) -> tuple[Tensor, Tensor]:
         if len(preds) != self.num_levels:
-            raise InputError(f"expected {self.num_levels} prediction levels, got {len(preds)}")
+            raise ValueError(f"expected {self.num_levels} prediction levels, got {len(preds)}")
         with torch.autocast(device_type=targets.device.type, enabled=False):
             return self._loss([p.float() for p in preds], targets.float())
 

@@ -41,7 +41,7 @@ def _spell(dest: str, value: object, actions: list[argparse.Action]) -> list[str
             return [name, *map(str, value)]
         if action.nargs != 0:
             return [f"{name}={value}"]
-    raise InputError(f"no flag of {[a.option_strings[0] for a in actions]} gives {dest}={value!r}")
+    raise ValueError(f"no flag of {[a.option_strings[0] for a in actions]} gives {dest}={value!r}")
 
 
 def saved_flags(

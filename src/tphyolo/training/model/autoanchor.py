@@ -37,11 +37,11 @@ def label_wh(
     """
     shapes = np.asarray(image_shapes, dtype=np.float64).reshape(-1, 2)
     if len(shapes) != len(boxes_wh):
-        raise InputError(f"{len(boxes_wh)} label arrays for {len(shapes)} image shapes")
+        raise ValueError(f"{len(boxes_wh)} label arrays for {len(shapes)} image shapes")
     sizes = imgsz * shapes / shapes.max(1, keepdims=True)  # (num_images, 2) resized image w, h
     if scale_jitter:
         if rng is None:
-            raise InputError("scale_jitter needs an rng (numpy.random.Generator)")
+            raise ValueError("scale_jitter needs an rng (numpy.random.Generator)")
         sizes = sizes * rng.uniform(1 - scale_jitter, 1 + scale_jitter, size=(len(sizes), 1))
     parts = [np.asarray(wh, dtype=np.float64).reshape(-1, 2) * size for wh, size in zip(boxes_wh, sizes, strict=True)]
     return np.concatenate(parts) if parts else np.zeros((0, 2))

@@ -10,7 +10,6 @@ from dataclasses import dataclass
 import torch
 from torch import nn
 
-from tphyolo.errors import InputError
 from tphyolo.flags import setting_name
 from tphyolo.runtime.config import RuntimeConfig
 from tphyolo.training.config import TrainConfig
@@ -60,7 +59,7 @@ def build_optimization(
     lr0 * lrf, a GradScaler enabled when the runtime trains in fp16, an EMA when `with_ema` (rank 0), and a
     warm-up of `warmup_length` batches. `cfg` has its recipe resolved (`training.recipes.resolve_recipe`)."""
     if cfg.optimizer is None or cfg.nominal_batch is None:
-        raise InputError("the optimiser and nominal batch are unset: resolve the run's recipe first (resolve_recipe)")
+        raise ValueError("the optimiser and nominal batch are unset: resolve the run's recipe first (resolve_recipe)")
     ema = ModelEMA(model) if with_ema else None
     accumulate = accumulation_steps(cfg.batch, world_size, nominal_batch=cfg.nominal_batch)
     weight_decay = scaled_weight_decay(hyp["weight_decay"], cfg.batch, world_size, nominal_batch=cfg.nominal_batch)

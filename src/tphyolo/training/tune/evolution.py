@@ -18,7 +18,6 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from tphyolo.errors import InputError
 from tphyolo.training.tune.space import SearchSpace
 
 TOP = 5  # parents are drawn from this many fittest trials
@@ -39,7 +38,7 @@ class Scored:
 def select_parent(history: Sequence[Scored], rng: np.random.Generator, *, top: int = TOP) -> Scored:
     """One of the `top` fittest trials of `history` (non-empty), drawn with weights fitness - min + 1e-6."""
     if not history:
-        raise InputError("select_parent needs at least one finished trial")
+        raise ValueError("select_parent needs at least one finished trial")
     best = sorted(history, key=lambda trial: trial.fitness, reverse=True)[:top]
     fitness = np.array([trial.fitness for trial in best], dtype=np.float64)
     weights = fitness - fitness.min() + 1e-6

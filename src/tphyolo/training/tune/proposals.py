@@ -16,7 +16,6 @@ from typing import Any
 
 import numpy as np
 
-from tphyolo.errors import InputError
 from tphyolo.training.tune.evolution import Scored, propose
 from tphyolo.training.tune.space import SearchSpace
 
@@ -40,7 +39,7 @@ class SpaceProposals:
         history: Sequence[Scored] = (),
     ) -> None:
         if mode != "max":
-            raise InputError(f"{type(self).__name__} maximises its metric; got mode {mode!r}")
+            raise ValueError(f"{type(self).__name__} maximises its metric; got mode {mode!r}")
         self.metric, self.mode = metric, mode
         self.space = space
         self.seed = seed
@@ -56,7 +55,7 @@ class SpaceProposals:
     def set_search_properties(self, metric: str | None, mode: str | None, config: dict, **spec: Any) -> bool:
         """The space comes with the searcher; Tune's metric must be the searcher's."""
         if metric not in (None, self.metric) or mode not in (None, self.mode):
-            raise InputError(f"{type(self).__name__} searches {self.metric}/{self.mode}, Tune asked {metric}/{mode}")
+            raise ValueError(f"{type(self).__name__} searches {self.metric}/{self.mode}, Tune asked {metric}/{mode}")
         return True
 
     def set_max_concurrency(self, max_concurrent: int) -> bool:
