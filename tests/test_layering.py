@@ -229,13 +229,11 @@ COMMAND_FORBIDDEN = ("tphyolo.predict.journal", "tphyolo.predict.resume", "tphyo
 # (command module, forbidden module) -> why it is tolerated for now. Each must still be imported
 # (test_allowed_command_imports_still_exist), so that the list empties as the commands hand these to the library.
 COMMAND_IMPORTS_ALLOWED: dict[tuple[str, str], str] = {
-    ("tphyolo.commands.eval", "tphyolo.runtime.distributed"): "opens the process group for sharded scoring",
     ("tphyolo.commands.options.inference", "tphyolo.runtime.distributed"): "builds the DistContext of --device",
     ("tphyolo.commands.options.raster", "tphyolo.predict.resume"): "checks a resumed raster run",
     ("tphyolo.commands.predict", "tphyolo.predict.resume"): "checks a resumed run",
     ("tphyolo.commands.predict", "tphyolo.runtime.distributed"): "opens the process group of a sharded run",
     ("tphyolo.commands.train", "tphyolo.runtime.distributed"): "opens the process group of a DDP run",
-    ("tphyolo.commands.val", "tphyolo.runtime.distributed"): "opens the process group of a sharded run",
 }
 
 
