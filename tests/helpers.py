@@ -282,3 +282,14 @@ def visdrone_subset(visdrone_mini: Path, root: Path, count: int) -> Path:
     path = root / "data.yaml"
     path.write_text(f"path: {root}\ntrain: images\nval: images\nnames: {list(VISDRONE_NAMES)}\n")
     return path
+
+
+def weights_file_and_folder(root: Path) -> tuple[Path, Path]:
+    """A weights file of three 1 MiB chunks and a tail (`root/a.pt`, whose sha256sum is 5bf6b968...0670) and a
+    weights folder of two files (`root/model`: `x.bin` ten x's, `sub/y.bin` two y's), to pin what digests them."""
+    weights, folder = root / "a.pt", root / "model"
+    weights.write_bytes(bytes(range(256)) * (3 * 4096) + b"tail")
+    (folder / "sub").mkdir(parents=True)
+    (folder / "x.bin").write_bytes(b"x" * 10)
+    (folder / "sub" / "y.bin").write_bytes(b"yy")
+    return weights, folder

@@ -2,8 +2,8 @@
 
 import json
 
+from tphyolo.doctor.findings import runtime_probe_lines
 from tphyolo.doctor.probes import cpu_isa
-from tphyolo.doctor.text import runtime_probe_lines
 from tphyolo.runtime.cpu_isa import cpu_info
 from tphyolo.runtime.probe import cached_choices
 

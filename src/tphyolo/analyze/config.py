@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from tphyolo.analyze.points import ANCHORS
 from tphyolo.errors import InputError
@@ -56,7 +57,7 @@ class AnalyzeConfig:
 @dataclass(frozen=True)
 class AnalyzeInputs:
     """What is analysed: the lines and zones, and one of a detector (`weights`) run on `source`, detection files
-    or track files."""
+    or track files (`check_one_input`)."""
 
     lines: str | None = flag(None, "--lines", required=True, metavar="YAML",
                              help="the lines and zones (first-frame pixels)")  # fmt: skip
@@ -67,6 +68,19 @@ class AnalyzeInputs:
     detections: Path | None = flag(None, "--detections", metavar="DIR", help="detection files (<seq>.txt) to track")
     tracks: Path | None = flag(None, "--tracks", metavar="DIR",
                                help="track files (<seq>.txt) of a track run or truth")  # fmt: skip
+
+    def __post_init__(self) -> None:
+        check_one_input(detector=self.weights is not None, source=self.source, detections=self.detections,
+                        tracks=self.tracks)  # fmt: skip
+
+
+def check_one_input(*, detector: bool, source: Any, detections: Any, tracks: Any) -> None:
+    """The one-input rule of an analysis: exactly one of a detector (which needs `source` to run on),
+    `detections` or `tracks`; ValueError in the words of the flags otherwise."""
+    if detector + (detections is not None) + (tracks is not None) != 1:
+        raise InputError("give one of --weights (with --source), --detections or --tracks")
+    if detector and source is None:
+        raise InputError("--weights needs --source: the video or frames to run on")
 
 
 @dataclass(frozen=True)

@@ -3,6 +3,9 @@
     reports = analyze("lines.yaml", Path("runs/analyze/exp"), AnalyzeInput(tracks=Path("runs/track/exp/visdrone")),
                       config=AnalyzeConfig(fps=25))
 
+or as `tphyolo analyze` runs it, from its job (`tphyolo.analyze.job.AnalyzeJob`: the tracker, the Predictor and
+the run folder made from the settings): `run_analyze(job).summary()`.
+
 Per sequence (in the run folder, or in `<run>/<sequence>/` when there are several): `counts.json`,
 `events.csv`, `tracks_speed.csv` (when a ground sampling distance is known), `tracks_geo.csv` (with SRT
 telemetry), `heatmap.npy` and `heatmap.png` (over the first frame, or a plain canvas without frames) and, with
@@ -25,7 +28,7 @@ from typing import Any
 
 import numpy as np
 
-from tphyolo.analyze.config import AnalyzeConfig
+from tphyolo.analyze.config import AnalyzeConfig, check_one_input
 from tphyolo.analyze.counter import Counter
 from tphyolo.analyze.events import class_name
 from tphyolo.analyze.geo import ground_sampling_distance, pixels_to_wgs84, telemetry_gsd, wgs84_to_pixels
@@ -38,16 +41,19 @@ from tphyolo.analyze.inputs.streams import (
     track_streams,
 )
 from tphyolo.analyze.inputs.telemetry import FrameTelemetry, read_srt
+from tphyolo.analyze.job import DEFAULT_PROJECT, AnalyzeJob
 from tphyolo.analyze.motion import GroundMotion
 from tphyolo.analyze.outputs.draw import draw_analytics
 from tphyolo.analyze.outputs.files import GEO_COLUMNS, VideoFile, write_counts, write_csv, write_events, write_heatmap
+from tphyolo.analyze.outputs.summary import summary_text
 from tphyolo.analyze.points import TrackPoints
 from tphyolo.analyze.regions import Regions, load_regions
 from tphyolo.analyze.speed import SPEED_COLUMNS, Speed
 from tphyolo.analyze.zones import Zones
 from tphyolo.errors import InputError
-from tphyolo.track.interface import MultiObjectTracker
-from tphyolo.track.registry import make_tracker
+from tphyolo.predict.predictor import Predictor
+from tphyolo.track.interface import CameraMotionSettings, MultiObjectTracker
+from tphyolo.track.registry import make_tracker, tracker_settings
 
 LOGGER = logging.getLogger(__name__)
 DEFAULT_FPS = 30.0
@@ -113,7 +119,8 @@ class AnalyzeInput:
     """What an analysis runs on: exactly one of `predictor` (a Predictor, run on `source`), `detections` (a folder
     of detection files) or `tracks` (a folder of track files); `source` (a video or frames, optional beside
     detections or tracks) is also what the camera motion is estimated from and the annotated video drawn on.
-    ValueError when that rule is broken."""
+    ValueError when that rule is broken (`check_one_input`, in the words of `tphyolo analyze`'s flags: the
+    predictor is what --weights loads)."""
 
     source: Any = None
     predictor: Any = None
@@ -121,10 +128,8 @@ class AnalyzeInput:
     tracks: Path | None = None
 
     def __post_init__(self) -> None:
-        if sum(x is not None for x in (self.predictor, self.detections, self.tracks)) != 1:
-            raise InputError("analyze needs one input: a predictor (with a source), detections or tracks")
-        if self.predictor is not None and self.source is None:
-            raise InputError("a predictor needs a source to run on")
+        check_one_input(detector=self.predictor is not None, source=self.source, detections=self.detections,
+                        tracks=self.tracks)  # fmt: skip
 
 
 def analyze(
@@ -164,6 +169,39 @@ def analyze(
     finally:
         if bar is not None:
             bar.close()
+
+
+@dataclass(frozen=True)
+class AnalyzeRun:
+    """What `run_analyze` did: the run folder (`save_dir`) and a report per sequence (`reports`)."""
+
+    save_dir: Path
+    reports: list[SequenceReport]
+
+    def summary(self) -> str:
+        """The one-screen summary `tphyolo analyze` prints (`summary_text`)."""
+        return summary_text(self.reports, self.save_dir)
+
+
+def run_analyze(job: AnalyzeJob, *, runtime: Any = None, device: Any = None, progress: bool = True) -> AnalyzeRun:
+    """Run `job` (`tphyolo analyze` without its flags): its tracker (`job.tracking`; the camera-motion setting
+    goes to a tracker that compensates it, and is "none" without frames to estimate from), the Predictor of
+    `job.inputs.weights` (with `job.inference`, on `runtime` and `device`; defaults: Predictor's) when given, a
+    new run folder (`job.output`, under DEFAULT_PROJECT), then `analyze`. Raises ValueError / FileNotFoundError
+    naming the bad setting or file."""
+    inputs, tracking = job.inputs, job.tracking
+    cmc = tracking.cmc if (inputs.weights or inputs.source) else "none"  # without frames: nothing to estimate from
+    compensates = isinstance(tracker_settings(tracking.tracker), CameraMotionSettings)
+    tracker = make_tracker(tracking.tracker, **({"cmc": cmc} if compensates else {}))
+    predictor = None
+    if inputs.weights is not None:
+        predictor = Predictor(inputs.weights, job.inference, runtime=runtime, device=device)
+    save_dir = job.output.create(DEFAULT_PROJECT)
+    streams = AnalyzeInput(source=inputs.source, predictor=predictor, detections=inputs.detections,
+                           tracks=inputs.tracks)  # fmt: skip
+    reports = analyze(inputs.lines, save_dir, streams, config=job.config, tracker=tracker, cmc=tracking.cmc,
+                      save_video=job.outputs.save_video, progress=progress)  # fmt: skip
+    return AnalyzeRun(save_dir, reports)
 
 
 def analyze_streams(streams: Iterable[TrackStream], regions: str | Path, config: AnalyzeConfig, save_dir: Path, *,

@@ -14,7 +14,6 @@ the error names the file, its URL and where to put it.
 
 from __future__ import annotations
 
-import hashlib
 import os
 import urllib.error
 import urllib.request
@@ -22,6 +21,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from tphyolo.checkpoint.errors import CheckpointError
+from tphyolo.data.files.digest import file_sha256
 from tphyolo.errors import InputError
 from tphyolo.models.build import builtin_model_names
 from tphyolo.user_cache import user_cache_dir
@@ -126,12 +126,9 @@ def _verify(tmp: Path, *, name: str, url: str, check: Callable[[Path], None] | N
     """Raises CheckpointError when `tmp` has another sha256 than RELEASE_SHA256 gives, or fails `check`."""
     expected = RELEASE_SHA256.get(name)
     if expected is not None:
-        digest = hashlib.sha256()
-        with tmp.open("rb") as f:
-            while chunk := f.read(CHUNK):
-                digest.update(chunk)
-        if digest.hexdigest() != expected:
-            raise CheckpointError(f"{url}: sha256 {digest.hexdigest()} is not the release file's {expected}")
+        digest = file_sha256(tmp)
+        if digest != expected:
+            raise CheckpointError(f"{url}: sha256 {digest} is not the release file's {expected}")
     if check is None:
         return
     try:

@@ -1,11 +1,10 @@
-"""`tphyolo val`: score a checkpoint on a dataset split with a protocol of the registry (yolo, coco, visdrone)."""
+"""`tphyolo val`: score a checkpoint on a dataset split with a protocol of the registry (yolo, coco, visdrone).
+The run is `tphyolo.report.val_run.run_val`; this module parses its flags and prints the table."""
 
 from __future__ import annotations
 
 import argparse
-import json
 import sys
-from functools import cache
 from pathlib import Path
 
 from tphyolo.commands.options.inference import (
@@ -17,9 +16,10 @@ from tphyolo.commands.options.inference import (
     inference_settings,
     slice_settings,
 )
+from tphyolo.evaluation.jobs import ValJob
 from tphyolo.evaluation.settings import ValConfig
 from tphyolo.flags import add_flags, from_flags
-from tphyolo.infer.config import VAL_DEFAULTS, InferenceConfig
+from tphyolo.infer.config import VAL_DEFAULTS
 from tphyolo.runtime.run_dir import OutputDir
 
 USES_RUNTIME = True
@@ -51,44 +51,25 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
 
 
-def run(args: argparse.Namespace) -> int:
-    # torch-importing modules stay lazy: `tphyolo val -h` must not import torch
-    from tphyolo.evaluation.loop import format_results, results_json
-    from tphyolo.evaluation.val import val
-    from tphyolo.runtime.distributed import DistContext, process_group
-
-    inference = inference_settings(args)
-    output = from_flags(OutputDir, args)
-    run_dir = cache(lambda: output.create("runs/val"))  # created once the data are loaded; the report writes there
-    config = from_flags(ValConfig, args, save_dir=run_dir, progress=True, slicing=slice_settings(args),
+def _job(args: argparse.Namespace) -> ValJob:
+    """The run the flags ask for; UsageError for flags that do not go together."""
+    config = from_flags(ValConfig, args, progress=True, slicing=slice_settings(args),
                         on_problems=lambda report: print(report, file=sys.stderr),
                         **classifier_settings(args))  # fmt: skip
-    device = inference_device(args.runtime)
-    dist = DistContext.from_env()  # under torchrun, every rank runs its share and rank 0 scores and writes
-    with process_group(dist, device):
-        results = val(args.weights, args.data, config, inference=inference, runtime=args.runtime, device=device,
-                      evaluators=_report_writer(args, config, inference, run_dir) if args.report else ())  # fmt: skip
-    if not dist.is_main:
+    return ValJob(args.weights, args.data, config, inference_settings(args), report=args.report, json=args.json,
+                  output=from_flags(OutputDir, args))  # fmt: skip
+
+
+def run(args: argparse.Namespace) -> int:
+    # torch-importing modules stay lazy: `tphyolo val -h` must not import torch
+    from tphyolo.evaluation.loop import format_results
+    from tphyolo.report.val_run import run_val
+
+    run = run_val(_job(args), runtime=args.runtime, device=inference_device(args.runtime))
+    if run is None:  # a torchrun process other than rank 0: rank 0 prints
         return 0
-    print(format_results(results, verbose=True if args.verbose or args.task == "test" else None))
-    numbers = results_json(results)
-    if args.report:  # what `--json` writes with `--report`: the plain numbers plus sizes, images and dataset
-        data, path = results.outputs[0]
-        print(f"report in {path}")
-        numbers = data.as_json()
-    if args.json is not None:
-        args.json.parent.mkdir(parents=True, exist_ok=True)
-        args.json.write_text(json.dumps(numbers, indent=2))
-    print(f"results in {results.save_dir}")
+    print(format_results(run.results, verbose=True if args.verbose or args.task == "test" else None))
+    if run.report is not None:
+        print(f"report in {run.report}")
+    print(f"results in {run.results.save_dir}")
     return 0
-
-
-def _report_writer(args: argparse.Namespace, config: ValConfig, inference: InferenceConfig, run_dir) -> list:
-    """The evaluator that writes the run's evaluation records and its report into the run folder."""
-    from tphyolo.report.run_report import ReportWriter  # imports torch: lazy, as above
-
-    settings = {"weights": args.weights, "data": args.data, "task": config.task}
-    settings |= inference.settings_in_effect(runs_merged=inference.augment or config.slicing is not None)
-    if config.slicing is not None:
-        settings["slice"] = config.slicing.size
-    return [ReportWriter(run_dir, settings=settings, max_det=inference.max_det)]

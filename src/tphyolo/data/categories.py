@@ -141,24 +141,6 @@ def table_for(names: Sequence[str], raw: object = None, where: Path | str = "dat
     return parse_categories(raw, names, where)
 
 
-def declared_table(folder: Path, *, levels: int = 3) -> tuple[CategoryTable, Path] | None:
-    """The table of the data set that declares the VisDrone annotation folder `folder`, and its yaml: the first
-    `data.yaml` in the `levels` folders above it one of whose splits has `folder` as the `annotations/` beside
-    its `images/` (as the built-in sets and `tphyolo data` write them). None when no yaml declares it. Raises
-    ValueError naming the yaml when it is not a valid data yaml."""
-    from tphyolo.data.dataset_config import SPLITS, parse_data_yaml  # it imports this module lazily
-
-    folder = Path(folder).resolve()
-    for parent in folder.parents[:levels]:
-        path = parent / "data.yaml"
-        if not path.is_file():
-            continue
-        config = parse_data_yaml(path)
-        if any(source.parent / "annotations" == folder for split in SPLITS for source in config.split(split)):
-            return config.category_table, path
-    return None
-
-
 def write_table(folder: Path, table: CategoryTable) -> Path:
     """Write `table` as `folder/TABLE_FILE` (`categories: {number: name}`, folders made); returns the file."""
     path = Path(folder) / TABLE_FILE

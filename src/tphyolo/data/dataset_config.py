@@ -19,9 +19,13 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from importlib import resources
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from tphyolo.errors import InputError
 from tphyolo.yaml_files import load_yaml_file
+
+if TYPE_CHECKING:  # categories.py loads numpy: imported where used, so that a command's -h stays light
+    from tphyolo.data.categories import CategoryTable
 
 SPLITS = ("train", "val", "test")
 BUILTIN_DATA = ("visdrone", "synthetic", "synthetic-fine", "synthetic-mot")
@@ -226,6 +230,22 @@ def missing_split(data: DataConfig, split: str) -> str | None:
     download = _download(data.source)
     get = f"; get it from {download} and unzip it into {data.root}" if download else ""
     return f"missing {', '.join(map(str, missing))}{get}"
+
+
+def declared_table(folder: Path, *, levels: int = 3) -> tuple[CategoryTable, Path] | None:
+    """The table of the data set that declares the VisDrone annotation folder `folder`, and its yaml: the first
+    `data.yaml` in the `levels` folders above it one of whose splits has `folder` as the `annotations/` beside
+    its `images/` (as the built-in sets and `tphyolo data` write them). None when no yaml declares it. Raises
+    ValueError naming the yaml when it is not a valid data yaml."""
+    folder = Path(folder).resolve()
+    for parent in folder.parents[:levels]:
+        path = parent / "data.yaml"
+        if not path.is_file():
+            continue
+        config = parse_data_yaml(path)
+        if any(source.parent / "annotations" == folder for split in SPLITS for source in config.split(split)):
+            return config.category_table, path
+    return None
 
 
 def _synthetic_recipe(config: DataConfig) -> DataConfig:

@@ -9,8 +9,8 @@ tens of seconds on a CPU (a C++ build of a tiny function), so it runs by default
 and on request (`compile_check=True`) elsewhere.
 """
 
-from tphyolo.doctor.checkup import DoctorReport, report
-from tphyolo.doctor.problems import Problem, find_problems
-from tphyolo.doctor.text import device_summary, format_report
+from tphyolo.doctor.checkup import report
+from tphyolo.doctor.findings import DoctorReport, Problem, device_summary, format_report
+from tphyolo.doctor.problems import find_problems
 
 __all__ = ["DoctorReport", "Problem", "device_summary", "find_problems", "format_report", "report"]

@@ -7,50 +7,18 @@ import os
 import platform
 import sys
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Any
 
 import torch
 
 from tphyolo._version import __version__
 from tphyolo.doctor import probes
-from tphyolo.doctor.problems import Problem, find_problems
-from tphyolo.doctor.text import format_report
+from tphyolo.doctor.findings import DoctorReport
+from tphyolo.doctor.problems import find_problems
 from tphyolo.runtime import cpu_memory
 from tphyolo.runtime.flags import ALLOC_ENV_VARS, DEFAULT_ALLOC_CONF
 from tphyolo.runtime.install import torchvision_status
 from tphyolo.runtime.sdpa_probe import probe_sdpa
-
-
-@dataclass(frozen=True)
-class DoctorReport:
-    """What this environment can run. Each section is JSON-ready data (`to_dict()` is `tphyolo doctor --json`);
-    `problems` are what will fail or run slowly, each with its fix; `text()` is the human-readable report."""
-
-    tphyolo: str  # the package version
-    python: dict[str, Any]  # version, executable
-    platform: str
-    torch: dict[str, Any]  # version, torchvision, debug, pair_problem (a torch/torchvision mismatch, or None)
-    cuda: dict[str, Any]  # built_with, available, driver, cudnn, arch_list, device_count
-    devices: tuple[dict[str, Any], ...]  # per GPU: name, arch, arch_in_build, memory_gib, bf16_supported
-    sdpa: dict[str, Any]  # enabled backends; per probe case, the kernel that ran and those usable alone
-    precision: dict[str, Any]  # fp32 matmul precision, cuDNN TF32 and benchmark
-    allocator: dict[str, Any]  # CUDA allocator settings in force; the CPU malloc policy
-    compile: dict[str, Any]  # the torch.compile probe: available, backend, error, seconds; or skipped
-    compile_cache: dict[str, Any]  # dir, source, exists, files, mb
-    cpu: dict[str, Any]  # cores, usable cores, torch threads, model, isa (AVX2 ... AMX-INT8), native_bf16
-    runtime_probe: dict[str, Any]  # dir, choices (the runtime probe's kept choices, with their keys and times)
-    pinned_memory: dict[str, Any]  # supported, reason
-    install: dict[str, Any]  # torch_bytes, cuda_libraries_bytes
-    problems: tuple[Problem, ...] = ()
-
-    def to_dict(self) -> dict[str, Any]:
-        """The report as JSON-ready data (problems as {"message", "fix"})."""
-        return dataclasses.asdict(self)
-
-    def text(self) -> str:
-        """The human-readable report, as `tphyolo doctor` prints it."""
-        return format_report(self)
 
 
 def report(*, compile_check: bool | None = None, progress: Callable[[str], None] | None = None) -> DoctorReport:

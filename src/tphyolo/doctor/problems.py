@@ -2,22 +2,10 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import TYPE_CHECKING
-
-if TYPE_CHECKING:  # checkup.py builds the report from these findings
-    from tphyolo.doctor.checkup import DoctorReport
+from tphyolo.doctor.findings import DoctorReport, Problem
 
 MIN_TORCH = (2, 4)
 CPU_WHEEL_INDEX = "https://download.pytorch.org/whl/cpu"  # PyTorch's index of CPU-only builds
-
-
-@dataclass(frozen=True)
-class Problem:
-    """Something that will fail or run slowly, and the one-line fix."""
-
-    message: str
-    fix: str
 
 
 def _version_tuple(version: str) -> tuple[int, int]:

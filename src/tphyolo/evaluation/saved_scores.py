@@ -13,8 +13,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from tphyolo.data.categories import VISDRONE, CategoryTable, declared_table
-from tphyolo.data.dataset_config import load_data_config
+from tphyolo.data.categories import VISDRONE, CategoryTable
+from tphyolo.data.dataset_config import declared_table, load_data_config
 from tphyolo.data.mot.sequences import tracking_split
 from tphyolo.errors import InputError
 from tphyolo.evaluation.detection_files import annotation_files, score_coco_files, visdrone_image_results

@@ -18,10 +18,9 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from tphyolo.data.files.digest import update_with_file
 from tphyolo.errors import InputError
 from tphyolo.predict.sources import Stream, is_stream
-
-CHUNK = 1 << 20
 
 
 def _sha256(path: Path) -> str:
@@ -29,9 +28,7 @@ def _sha256(path: Path) -> str:
     files = sorted(p for p in path.rglob("*") if p.is_file()) if path.is_dir() else [path]
     for file in files:
         digest.update(str(file.relative_to(path) if path.is_dir() else "").encode())
-        with file.open("rb") as f:
-            while block := f.read(CHUNK):
-                digest.update(block)
+        update_with_file(digest, file)
     return digest.hexdigest()
 
 

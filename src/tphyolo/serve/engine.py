@@ -22,6 +22,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from tphyolo.data.files.digest import update_with_file
 from tphyolo.infer.config import InferenceConfig
 from tphyolo.infer.slicing import SliceConfig
 from tphyolo.predict.predictor import Predictor
@@ -114,9 +115,7 @@ def weights_hash(paths: Sequence[str]) -> str:
     for path in map(Path, paths):
         for file in sorted(path.rglob("*")) if path.is_dir() else [path]:
             if file.is_file():
-                with open(file, "rb") as f:
-                    for chunk in iter(lambda f=f: f.read(1 << 20), b""):
-                        digest.update(chunk)
+                update_with_file(digest, file)
     return digest.hexdigest()[:16]
 
 

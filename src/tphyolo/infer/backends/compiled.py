@@ -39,6 +39,7 @@ from torch import nn
 from tphyolo._version import __version__
 from tphyolo.checkpoint.format import load_checkpoint
 from tphyolo.data.files.atomic import atomic_path
+from tphyolo.data.files.digest import update_with_file
 from tphyolo.data.files.image_limits import IMGSZ_BOUNDS
 from tphyolo.errors import InputError
 from tphyolo.imports import require
@@ -133,9 +134,7 @@ def cache_entry(weights: Path, *, runtime: str, fuse: bool) -> Path:
     """The cache folder of `weights` compiled to `runtime` (see the module docstring for the key)."""
     package = require(RUNTIMES[runtime].package, purpose=f"--runtime {runtime}")
     digest = hashlib.sha256()
-    with open(weights, "rb") as f:
-        for chunk in iter(lambda: f.read(1 << 20), b""):
-            digest.update(chunk)
+    update_with_file(digest, weights)
     settings = {"runtime": runtime, "version": getattr(package, "__version__", "?"), "fuse": fuse, "dynamic": True,
                 "opset": OPSET, "tphyolo": __version__, "torch": torch.__version__, "schema": SCHEMA}  # fmt: skip
     digest.update(json.dumps(settings, sort_keys=True).encode())

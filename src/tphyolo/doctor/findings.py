@@ -1,11 +1,55 @@
-"""A doctor report in words: what `tphyolo doctor` prints."""
+"""What the doctor found, as one value: `DoctorReport` (every probe's section and the `Problem`s, each with
+its fix), as JSON-ready data (`to_dict()`, what `tphyolo doctor --json` prints) and in words (`format_report`,
+what `tphyolo doctor` prints).
+
+The value and its words live together, below the modules that fill it in (`problems.py` finds the problems,
+`checkup.py` runs the probes): they import it, and it imports none of them.
+"""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+import dataclasses
+from dataclasses import dataclass
+from typing import Any
 
-if TYPE_CHECKING:  # checkup.py's DoctorReport renders itself with these
-    from tphyolo.doctor.checkup import DoctorReport
+
+@dataclass(frozen=True)
+class Problem:
+    """Something that will fail or run slowly, and the one-line fix."""
+
+    message: str
+    fix: str
+
+
+@dataclass(frozen=True)
+class DoctorReport:
+    """What this environment can run. Each section is JSON-ready data (`to_dict()` is `tphyolo doctor --json`);
+    `problems` are what will fail or run slowly, each with its fix; `text()` is the human-readable report."""
+
+    tphyolo: str  # the package version
+    python: dict[str, Any]  # version, executable
+    platform: str
+    torch: dict[str, Any]  # version, torchvision, debug, pair_problem (a torch/torchvision mismatch, or None)
+    cuda: dict[str, Any]  # built_with, available, driver, cudnn, arch_list, device_count
+    devices: tuple[dict[str, Any], ...]  # per GPU: name, arch, arch_in_build, memory_gib, bf16_supported
+    sdpa: dict[str, Any]  # enabled backends; per probe case, the kernel that ran and those usable alone
+    precision: dict[str, Any]  # fp32 matmul precision, cuDNN TF32 and benchmark
+    allocator: dict[str, Any]  # CUDA allocator settings in force; the CPU malloc policy
+    compile: dict[str, Any]  # the torch.compile probe: available, backend, error, seconds; or skipped
+    compile_cache: dict[str, Any]  # dir, source, exists, files, mb
+    cpu: dict[str, Any]  # cores, usable cores, torch threads, model, isa (AVX2 ... AMX-INT8), native_bf16
+    runtime_probe: dict[str, Any]  # dir, choices (the runtime probe's kept choices, with their keys and times)
+    pinned_memory: dict[str, Any]  # supported, reason
+    install: dict[str, Any]  # torch_bytes, cuda_libraries_bytes
+    problems: tuple[Problem, ...] = ()
+
+    def to_dict(self) -> dict[str, Any]:
+        """The report as JSON-ready data (problems as {"message", "fix"})."""
+        return dataclasses.asdict(self)
+
+    def text(self) -> str:
+        """The human-readable report, as `tphyolo doctor` prints it."""
+        return format_report(self)
 
 
 def device_summary(report: DoctorReport) -> str:

@@ -1,0 +1,71 @@
+"""One validation run, as `tphyolo val` makes it (`run_val`): `val` into a new run folder, with the evaluation
+report when the job asks for it (`ReportWriter`) and the numbers written to the job's json file.
+
+    run = run_val(ValJob("best.pt", "visdrone", ValConfig(protocol="visdrone"), report=True))
+    run.results.map50, run.report, run.numbers
+
+Under torchrun every process runs the call: each runs its share of the images, rank 0 scores, writes and gets
+the run; the other ranks get None.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, replace
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+from tphyolo.data.files.atomic import write_text_atomic
+from tphyolo.evaluation.jobs import VAL_PROJECT, ValJob
+from tphyolo.evaluation.loop import EvalResults, results_json
+from tphyolo.evaluation.val import val
+from tphyolo.report.run_report import ReportWriter
+from tphyolo.runtime.config import RuntimeConfig
+from tphyolo.runtime.distributed import DistContext, process_group
+
+
+@dataclass(frozen=True)
+class ValRun:
+    """What a validation run gave: the `results` (their `save_dir` is the run folder), the `numbers` the job's
+    json holds (`results_json`, or with a report the report's numbers) and the `report` page (None without)."""
+
+    results: EvalResults
+    numbers: dict
+    report: Path | None = None
+
+
+def run_val(job: ValJob, *, runtime: RuntimeConfig | None = None, device: Any = None) -> ValRun | None:
+    """Run `job` (see the module docstring) on `runtime` and `device` (defaults: the runtime's, under torchrun
+    this process's), joining torchrun's process group for the run and leaving it after. Raises ValueError /
+    FileNotFoundError naming the bad setting or file, before the run folder is made when it can."""
+    runtime = runtime or RuntimeConfig()
+    dist = DistContext.from_env()
+    device = device if device is not None else runtime.torch_device(dist.local_rank)
+    run_dir = cache(lambda: job.output.create(VAL_PROJECT))  # created once the data are loaded
+    config = replace(job.config, save_dir=run_dir)
+    evaluators = [_report_writer(job, run_dir)] if job.report else []
+    with process_group(dist, device):
+        results = val(job.weights, job.data, config, inference=job.inference, runtime=runtime, device=device,
+                      evaluators=evaluators)  # fmt: skip
+    if not dist.is_main:
+        return None
+    run = ValRun(results, results_json(results))
+    if job.report:  # the plain numbers plus sizes, images and dataset
+        data, path = results.outputs[0]
+        run = ValRun(results, data.as_json(), path)
+    if job.json is not None:
+        Path(job.json).parent.mkdir(parents=True, exist_ok=True)
+        write_text_atomic(Path(job.json), json.dumps(run.numbers, indent=2))
+    return run
+
+
+def _report_writer(job: ValJob, run_dir) -> ReportWriter:
+    """The evaluator that writes the run's evaluation records and its report into the run folder, listing the
+    settings in effect."""
+    inference, config = job.inference, job.config
+    settings = {"weights": job.weights, "data": job.data, "task": config.task}
+    settings |= inference.settings_in_effect(runs_merged=inference.augment or config.slicing is not None)
+    if config.slicing is not None:
+        settings["slice"] = getattr(config.slicing, "size", config.slicing)  # a SliceConfig, a size or "auto"
+    return ReportWriter(run_dir, settings=settings, max_det=inference.max_det)
