@@ -235,7 +235,6 @@ COMMAND_IMPORTS_ALLOWED: dict[tuple[str, str], str] = {
     ("tphyolo.commands.options.raster", "tphyolo.predict.resume"): "checks a resumed raster run",
     ("tphyolo.commands.predict", "tphyolo.predict.resume"): "checks a resumed run",
     ("tphyolo.commands.predict", "tphyolo.runtime.distributed"): "opens the process group of a sharded run",
-    ("tphyolo.commands.train", "tphyolo.runtime.distributed"): "opens the process group of a DDP run",
 }
 
 
