@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING
 
 from tphyolo.data.files.image_limits import IMGSZ_BOUNDS, MAX_IMGSZ
 from tphyolo.flags import (
@@ -20,6 +21,9 @@ from tphyolo.flags import (
     setting_name,
 )
 from tphyolo.infer.tta_config import DEFAULT_FLIPS, FLIPS, PAPER_SCALES, PLAIN, TTAConfig
+
+if TYPE_CHECKING:
+    from tphyolo.runtime.probe import ProbeJob
 
 MAX_DET = 500  # detections kept per image: the VisDrone protocol scores up to 500
 PREDICT_CONF = 0.25  # confidence threshold when predicting
@@ -153,6 +157,14 @@ class InferenceConfig:
         if not runs_merged:
             del settings["merge"], settings["merge_iou"], settings["match"], settings["merge_agnostic"]
         return settings
+
+    @property
+    def probe_job(self) -> ProbeJob:
+        """The inference the runtime probe times for these settings (`tphyolo.runtime.probe`): `imgsz`, or the
+        models' own size when it is left to them (`from_model`), and `batch`."""
+        from tphyolo.runtime.probe import ProbeJob  # torch: imported when a model is about to load, not by the CLI
+
+        return ProbeJob("infer", imgsz=self.imgsz, batch=self.batch, imgsz_from_model="imgsz" in self.from_model)
 
     @property
     def tta(self) -> TTAConfig:

@@ -69,11 +69,15 @@ Measure = Callable[["Candidate"], float]  # runs one step of a candidate, return
 
 @dataclass(frozen=True)
 class ProbeJob:
-    """What is timed: a training step ("train") or inference ("infer") of `batch` images of `imgsz` pixels."""
+    """What is timed: a training step ("train") or inference ("infer") of `batch` images of `imgsz` pixels.
+    `imgsz_from_model`: the caller left the size to the model (`InferenceConfig.from_model`), so `imgsz` is a
+    fallback that whoever loads the model replaces by the size it will run at (its training size,
+    `tphyolo.infer.backends.pytorch.settled_job`) before the probe runs."""
 
     mode: str
     imgsz: int
     batch: int
+    imgsz_from_model: bool = False
 
     def __post_init__(self) -> None:
         if self.mode not in MODES:
