@@ -63,9 +63,9 @@ def test_a_choice_measured_under_load_is_provisional_and_measured_again_when_qui
     assert probe_once(tmp_path, BUSY)[1] == 0  # still busy: the provisional choice is used, not timed under load
     with caplog.at_level(logging.INFO, logger="tphyolo.runtime"):
         assert probe_once(tmp_path, QUIET)[1] == 8  # quieter: measured again
-    lines = [r.getMessage() for r in caplog.records]
-    assert lines[0] == ("runtime probe: measuring the kept choice NHWC fp32 again: provisional (load 5.2 on 2 "
-                        "cores), and the machine is quieter now (load 0.4)")  # fmt: skip
+    (line,) = [r.getMessage() for r in caplog.records]
+    assert ("per step; measured again (the kept NHWC fp32 was provisional (load 5.2 on 2 cores) and the machine "
+            "is quieter now (load 0.4)) in ") in line  # one line: the choice and why it was measured again
     assert kept(tmp_path)["provisional"] is False and kept(tmp_path)["remeasures"] == 1
     assert probe_once(tmp_path, QUIET)[1] == 0  # settled
 

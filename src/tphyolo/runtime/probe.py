@@ -122,12 +122,14 @@ class Choice:
     path: Path
     freshness: Freshness
     probe_s: float = 0.0
+    why_again: str | None = None  # why a kept choice was measured again, when it was
 
     def describe(self, job: ProbeJob, device: torch.device) -> str:
         """One line: the choice, each candidate's time per step, where it came from and, when provisional,
         why."""
         times = ", ".join(f"{name} {s * 1e3:.0f} ms" for name, s in self.seconds.items())
-        where = (f"measured in {self.probe_s:.1f} s, kept in {self.path}" if self.source == "measured"
+        again = f" again ({self.why_again})" if self.why_again else ""
+        where = (f"measured{again} in {self.probe_s:.1f} s, kept in {self.path}" if self.source == "measured"
                  else f"from the cache {self.path} (delete it to measure again)")  # fmt: skip
         if self.freshness.provisional:
             where += f"; provisional: {self.freshness.why_provisional()}"
@@ -328,15 +330,16 @@ def tuned_runtime(
     path = cache_path(key, folder if folder is not None else probe_cache_dir())
     now = conditions if conditions is not None else current_conditions()
     choice = read_cached(path, key, options)
-    remeasures = 0
+    remeasures, why = 0, None
     if choice is not None and (why := choice.freshness.due(now)) is not None:
-        LOGGER.info("runtime probe: measuring the kept choice %s again: %s", choice.candidate.name, why)
+        why = f"the kept {choice.candidate.name} was {why}"
         choice, remeasures = None, choice.freshness.next_remeasures(now)
     if choice is None:
         choice = _measured_choice(options, measure or step_timer(model, runtime, device, job), path=path, now=now,
                                   remeasures=remeasures)  # fmt: skip
         if choice is None:
             return options[0].apply(runtime)
+        choice = replace(choice, why_again=why)
         write_cached(choice, key)
     LOGGER.info("%s", choice.describe(job, device))
     return choice.candidate.apply(runtime)

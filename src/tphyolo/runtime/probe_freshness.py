@@ -95,7 +95,7 @@ class Freshness:
         if now.time - self.measured_at > MAX_AGE_DAYS * DAY_S:
             return f"measured over {MAX_AGE_DAYS} days ago"
         if self.provisional and self.remeasures < MAX_REMEASURES and not now.loaded:
-            return f"provisional ({self.why_provisional()}), and the machine is quieter now (load {now.load:.1f})"
+            return f"provisional ({self.why_provisional()}) and the machine is quieter now (load {now.load:.1f})"
         return None
 
     def next_remeasures(self, now: Conditions) -> int:
