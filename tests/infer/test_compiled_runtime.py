@@ -15,6 +15,7 @@ from tests.helpers import save_model_checkpoint
 
 from tphyolo.infer.backends import OnnxRuntimeBackend, OpenVINOBackend, load_backend
 from tphyolo.infer.backends.compiled import CACHE_ENV, VERDICT, cache_entry, load_compiled
+from tphyolo.infer.backends.compiled_cache import LIMIT_ENV
 from tphyolo.infer.backends.parity import FP32_TOLERANCE, relative_error, sample_images
 from tphyolo.infer.backends.pytorch import TorchBackend
 from tphyolo.infer.config import InferenceConfig
@@ -196,3 +197,25 @@ def test_without_openvino_the_default_runs_pytorch_with_one_line(checkpoint, tmp
     lines = [line for line in done.stderr.splitlines() if "openvino" in line]
     assert len(lines) == 1 and lines[0].startswith("openvino is not installed: running PyTorch")
     assert not (tmp_path / "cache").exists()
+
+
+def test_a_compile_evicts_the_least_recently_used_entries_past_the_limit(first_runs, checkpoint, tmp_path,
+                                                                        monkeypatch):  # fmt: skip
+    cache, _ = first_runs
+    (entry,) = cache.iterdir()
+    copy = shutil.copytree(entry, tmp_path / "cache" / entry.name)
+    (copy / VERDICT).write_text("{not json")  # compiled again, then the cache is bounded
+    stale = tmp_path / "cache" / "old-0123456789abcdef"
+    stale.mkdir()
+    (stale / VERDICT).write_text("{}")
+    os.utime(stale, (1e9, 1e9))
+    monkeypatch.setenv(LIMIT_ENV, "0")  # nothing but the entry in use fits
+    with cache_at(tmp_path / "cache"), notes() as messages:
+        assert load_compiled(checkpoint) is not None
+    assert not stale.exists() and (copy / VERDICT).is_file()
+    (line,) = [m for m in messages if "least recently used" in m]
+    assert line.endswith("removed 1 least recently used (0 MB): old-0123456789abcdef")
+    os.utime(copy, (1e9, 1e9))
+    with cache_at(tmp_path / "cache"):
+        load_compiled(checkpoint)  # a reuse marks the entry as used
+    assert copy.stat().st_mtime > 1e9

@@ -19,7 +19,8 @@ sha256 over the weights' bytes and what changes the graph or its numbers: the ru
 the dynamic shapes, the opset, and the tphyolo and torch versions. Image size and batch are free in the graph
 and not part of the key; nor is the precision, a setting of OpenVINO's compile (`INFERENCE_PRECISION_HINT`)
 and not of the file. A cache entry that does not load or whose verdict is unreadable is compiled again, said in
-one line. Entries are safe to delete.
+one line. Entries are safe to delete; past `$TPHYOLO_MODEL_CACHE_MB` (2 GB by default) the least recently used
+go (`compiled_cache`).
 """
 
 from __future__ import annotations
@@ -42,6 +43,7 @@ from tphyolo.data.files.atomic import atomic_path
 from tphyolo.data.files.image_limits import IMGSZ_BOUNDS
 from tphyolo.imports import require
 from tphyolo.infer.backends.base import ExportedBackend
+from tphyolo.infer.backends.compiled_cache import cache_limit_bytes, evict, touch
 from tphyolo.infer.backends.metadata import ExportMetadata
 from tphyolo.infer.backends.onnx_trace import embed_metadata, trace_onnx
 from tphyolo.infer.backends.onnxruntime import OnnxRuntimeBackend
@@ -153,9 +155,11 @@ def load_compiled(
     weights = Path(weights)
     spec = RUNTIMES[runtime]
     entry = cache_entry(weights, runtime=runtime, fuse=fuse)
+    limit = cache_limit_bytes()  # a malformed limit is said before anything is compiled
     threads = threads or torch.get_num_threads()
     what = f"{weights} on {spec.title} ({precision})"
     if entry.exists():
+        touch(entry)  # the cache evicts the entries used longest ago (`compiled_cache`)
         try:
             verdict = _read_verdict(entry)
             if not verdict["ok"]:
@@ -181,6 +185,7 @@ def load_compiled(
         verdict = {"ok": ok, "relative_error": error, "tolerance": FP32_TOLERANCE, "seconds": round(seconds, 2),
                    "weights": str(weights), "own_imgsz": own_imgsz, "schema": SCHEMA}  # fmt: skip
         (staging / VERDICT).write_text(json.dumps(verdict, indent=1))
+    evict(entry.parent, keep=entry, marker=VERDICT, limit=limit)
     if not ok:
         LOGGER.warning("%s: compiled, but %.1e from PyTorch (tolerance %.0e): running PyTorch", what, error,
                        FP32_TOLERANCE)  # fmt: skip
