@@ -43,12 +43,14 @@ from tphyolo.data.files.atomic import atomic_path
 from tphyolo.data.files.image_limits import IMGSZ_BOUNDS
 from tphyolo.imports import require
 from tphyolo.infer.backends.base import ExportedBackend
+from tphyolo.infer.backends.bf16_check import RunTimer, auto_precision, time_run
 from tphyolo.infer.backends.compiled_cache import cache_limit_bytes, evict, touch
 from tphyolo.infer.backends.metadata import ExportMetadata
 from tphyolo.infer.backends.onnx_trace import embed_metadata, trace_onnx
 from tphyolo.infer.backends.onnxruntime import OnnxRuntimeBackend
 from tphyolo.infer.backends.openvino import OpenVINOBackend, ir_from_onnx
 from tphyolo.infer.backends.parity import FP32_TOLERANCE, relative_error, sample_images
+from tphyolo.runtime.cpu_isa import CpuInfo, cpu_info
 from tphyolo.runtime.precision import strict_fp32
 from tphyolo.user_cache import user_cache_dir
 
@@ -145,18 +147,32 @@ def cache_entry(weights: Path, *, runtime: str, fuse: bool) -> Path:
 
 def load_compiled(
     weights: str | Path, *, runtime: str = "openvino", precision: str = "fp32", fuse: bool = True,
-    threads: int | None = None,
+    threads: int | None = None, cpu: CpuInfo | None = None, timer: RunTimer = time_run,
 ) -> CompiledCheckpoint | None:  # fmt: skip
     """The backend of checkpoint `weights` compiled to `runtime` ("openvino" or "onnxruntime"), computing in
-    `precision` ("fp32", or "bf16" on OpenVINO) with `threads` CPU threads (default: torch's); compiled and
-    checked on the first call, loaded from the cache afterwards (module docstring). None when the compiled
-    model is not within FP32_TOLERANCE of PyTorch (said in one line). MissingExtraError when the runtime is
-    not installed; the checkpoint's own errors (FileNotFoundError, CheckpointError) as loading it raises them."""
+    `precision` ("fp32"; "bf16" on OpenVINO; "auto": fp32, or bf16 where OpenVINO's bf16 on this `cpu` (default:
+    this machine's) proved faster and as accurate, `bf16_check`, timed by `timer`) with `threads` CPU threads
+    (default: torch's); compiled and checked on the first call, loaded from the cache afterwards (module
+    docstring). None when the compiled model is not within FP32_TOLERANCE of PyTorch (said in one line).
+    MissingExtraError when the runtime is not installed; the checkpoint's own errors (FileNotFoundError,
+    CheckpointError) as loading it raises them."""
     weights = Path(weights)
     spec = RUNTIMES[runtime]
     entry = cache_entry(weights, runtime=runtime, fuse=fuse)
     limit = cache_limit_bytes()  # a malformed limit is said before anything is compiled
     threads = threads or torch.get_num_threads()
+    cpu = cpu if cpu is not None else cpu_info()
+    if precision == "auto" and (spec.backend is not OpenVINOBackend or not cpu.has_native_bf16):
+        precision = "fp32"  # nothing to check: bf16 is OpenVINO's, and slower where the CPU emulates it
+
+    def open_at(at: str) -> ExportedBackend:
+        return _open(entry / spec.file, spec, precision=at, threads=threads)
+
+    def resolved() -> str:  # once the entry holds a model within tolerance
+        if precision != "auto":
+            return precision
+        return auto_precision(entry, open_at, cpu=cpu, threads=threads, timer=timer)
+
     what = f"{weights} on {spec.title} ({precision})"
     if entry.exists():
         touch(entry)  # the cache evicts the entries used longest ago (`compiled_cache`)
@@ -166,8 +182,10 @@ def load_compiled(
                 LOGGER.warning("%s: compiled before, %.1e from PyTorch (tolerance %.0e): running PyTorch",
                                what, verdict["relative_error"], FP32_TOLERANCE)  # fmt: skip
                 return None
+            precision = resolved()
             backend = _open(entry / spec.file, spec, precision=precision, threads=threads)
-            LOGGER.info("%s: reusing the compiled model cached in %s", what, entry)
+            LOGGER.info("%s: reusing the compiled model cached in %s", f"{weights} on {spec.title} ({precision})",
+                        entry)  # fmt: skip
             return CompiledCheckpoint(backend, checkpoint=weights, own_imgsz=verdict["own_imgsz"])
         except (OSError, ValueError, KeyError, TypeError) as error:
             LOGGER.warning("%s: the cached model in %s is unreadable (%s); compiling it again", what, entry, error)
@@ -192,6 +210,7 @@ def load_compiled(
         return None
     LOGGER.info("%s: compiled in %.1f s, %.1e from PyTorch (tolerance %.0e); cached in %s", what, seconds, error,
                 FP32_TOLERANCE, entry)  # fmt: skip
+    precision = resolved()
     if precision != "fp32":
         backend = _open(entry / spec.file, spec, precision=precision, threads=threads)
     else:
@@ -284,7 +303,3 @@ def resolve_runtime(requested: str, *, device: torch.device, torch_compile: bool
         return "pytorch"
     return "openvino"
 
-
-def resolve_precision(requested: str) -> str:
-    """What a compiled checkpoint computes in given `--precision requested`: "auto" is "fp32" (exact)."""
-    return "fp32" if requested == "auto" else requested

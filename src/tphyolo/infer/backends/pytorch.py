@@ -21,7 +21,7 @@ from torch import nn
 from tphyolo.checkpoint.format import load_checkpoint
 from tphyolo.checkpoint.release import is_release_name, missing_weights_message
 from tphyolo.infer.backends import exported_format, load_backend
-from tphyolo.infer.backends.compiled import load_compiled, resolve_precision, resolve_runtime, trained_imgsz
+from tphyolo.infer.backends.compiled import load_compiled, resolve_runtime, trained_imgsz
 from tphyolo.runtime.config import RuntimeConfig, autocast, sdpa_context
 from tphyolo.runtime.probe import ProbeJob, tuned_runtime
 
@@ -203,8 +203,7 @@ def load_backends(
         if not isinstance(entry, nn.Module) and exported_format(entry) is not None:
             backend_of_entry = load_backend(entry, device=device, trust_code=runtime.trust_code)
         elif compiled != "pytorch" and any(entry is f for f in files):
-            backend_of_entry = load_compiled(entry, runtime=compiled, precision=resolve_precision(precision),
-                                             fuse=fuse)  # fmt: skip
+            backend_of_entry = load_compiled(entry, runtime=compiled, precision=precision, fuse=fuse)
         model = backend_of_entry if backend_of_entry is not None else UnpreparedModel.read(entry, fuse=fuse)
         if loaded and len(model.names) != len(loaded[0].names):
             raise ValueError(f"{entry}: {len(model.names)} classes, but the first model has {len(loaded[0].names)}")
