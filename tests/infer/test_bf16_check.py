@@ -24,10 +24,13 @@ from tphyolo.infer.backends.bf16_check import (
 from tphyolo.infer.backends.compiled import cache_entry, load_compiled
 from tphyolo.models import build_model
 from tphyolo.runtime.cpu_isa import CpuInfo
+from tphyolo.runtime.probe_freshness import MAX_REMEASURES, Conditions
 
 AVX512_BF16 = CpuInfo(model="AMD EPYC 9B14", flags=frozenset({"avx2", "avx512f", "avx512_bf16"}))
 AVX2_ONLY = CpuInfo(model="AMD EPYC 7B12", flags=frozenset({"avx2"}))
 MACHINE = "test machine"
+T0 = 1.8e9  # seconds since the epoch of the first check
+QUIET, BUSY = Conditions(load=0.5, cores=2, time=T0), Conditions(load=6.0, cores=2, time=T0)
 
 
 class Times:
@@ -137,28 +140,69 @@ def hint(loaded) -> str:
 
 
 def test_auto_checks_once_per_entry_keeps_the_choice_and_the_flags_override_it(checkpoint, tmp_path, caplog):
+    def load(precision: str, timer):
+        return load_compiled(checkpoint, precision=precision, cpu=AVX512_BF16, timer=timer, conditions=QUIET)
+
     with model_cache_at(tmp_path / "cache"):
         with caplog.at_level(logging.INFO, logger="tphyolo"):
             slower = Times(fp32=1.0, bf16=1.2)
-            loaded = load_compiled(checkpoint, precision="auto", cpu=AVX512_BF16, timer=slower)
+            loaded = load("auto", slower)
         assert slower.calls and loaded.compiled.precision == "fp32" and hint(loaded) == "f32"
         entry = cache_entry(checkpoint, runtime="openvino", fuse=True)
         kept = json.loads((entry / FILE).read_text())
         assert kept["precision"] == "fp32" and kept["basis"] == "not compared" and kept["speedup"] == 0.833
         assert any(r.getMessage().startswith("OpenVINO f32: bf16 only 0.83x f32 here") for r in caplog.records)
-        again = load_compiled(checkpoint, precision="auto", cpu=AVX512_BF16, timer=never_timed)  # kept
-        assert again.compiled.precision == "fp32"
-        assert hint(load_compiled(checkpoint, precision="bf16", cpu=AVX512_BF16, timer=never_timed)) == "bf16"
-        assert load_compiled(checkpoint, precision="fp32", cpu=AVX512_BF16, timer=never_timed).compiled.precision \
-            == "fp32"  # fmt: skip
+        assert load("auto", never_timed).compiled.precision == "fp32"  # the kept choice
+        assert hint(load("bf16", never_timed)) == "bf16"
+        assert load("fp32", never_timed).compiled.precision == "fp32"
         (entry / FILE).write_text(json.dumps({**kept, "machine": "another CPU"}))  # a cache moved to another machine
         checked = Times(fp32=1.0, bf16=1.3)
-        load_compiled(checkpoint, precision="auto", cpu=AVX512_BF16, timer=checked)
+        load("auto", checked)
         assert checked.calls and json.loads((entry / FILE).read_text())["machine"] != "another CPU"
 
 
 def test_without_native_bf16_auto_is_f32_and_nothing_is_checked(checkpoint, tmp_path):
     with model_cache_at(tmp_path / "cache"):
-        loaded = load_compiled(checkpoint, precision="auto", cpu=AVX2_ONLY, timer=never_timed)
+        loaded = load_compiled(checkpoint, precision="auto", cpu=AVX2_ONLY, timer=never_timed, conditions=QUIET)
     assert loaded.compiled.precision == "fp32" and hint(loaded) == "f32"
     assert not (cache_entry(checkpoint, runtime="openvino", fuse=True) / FILE).exists()
+
+
+def test_a_check_made_under_load_is_made_again_on_a_quieter_run_a_bounded_number_of_times(checkpoint, tmp_path, caplog):
+    def auto(conditions, timer):
+        return load_compiled(checkpoint, precision="auto", cpu=AVX512_BF16, timer=timer, conditions=conditions)
+
+    with model_cache_at(tmp_path / "cache"):
+        with caplog.at_level(logging.INFO, logger="tphyolo"):
+            auto(BUSY, Times(fp32=1.0, bf16=1.25))  # 0.8x: f32, but measured on a busy machine
+        entry = cache_entry(checkpoint, runtime="openvino", fuse=True)
+        kept = json.loads((entry / FILE).read_text())["measured"]
+        assert kept["provisional"] is True and kept["load"] == 6.0 and kept["remeasures"] == 0
+        (line,) = [r.getMessage() for r in caplog.records if r.getMessage().startswith("OpenVINO f32:")]
+        assert line.endswith("--precision bf16 forces it [provisional: load 6.0 on 2 cores]")
+        auto(BUSY, never_timed)  # still busy: the kept check stands
+        again = Times(fp32=1.0, bf16=1.25)
+        auto(QUIET, again)  # quieter: checked again, and now settled
+        assert again.calls and json.loads((entry / FILE).read_text())["measured"]["provisional"] is False
+        auto(QUIET, never_timed)
+
+
+class NoisyTimes(Times):
+    """bf16 about 1.1x f32 (MIN_SPEEDUP), with steps that vary by far more than that margin."""
+
+    def __call__(self, backend, x: torch.Tensor) -> float:
+        self.calls += 1
+        return (0.7, 1.4, 1.0)[self.calls % 3] * self.seconds[backend.precision]
+
+
+def test_a_check_within_its_noise_is_made_again_at_most_max_remeasures_times(checkpoint, tmp_path):
+    with model_cache_at(tmp_path / "cache"):
+        entry = cache_entry(checkpoint, runtime="openvino", fuse=True)
+        timed = []
+        for _ in range(MAX_REMEASURES + 3):
+            timer = NoisyTimes(fp32=1.0, bf16=1.0)
+            load_compiled(checkpoint, precision="auto", cpu=AVX512_BF16, timer=timer, conditions=QUIET)
+            timed.append(timer.calls > 0)
+        kept = json.loads((entry / FILE).read_text())["measured"]
+    assert timed == [True] * (1 + MAX_REMEASURES) + [False, False]
+    assert kept["provisional"] is True and kept["remeasures"] == MAX_REMEASURES

@@ -16,7 +16,10 @@ machine, checked once per compiled entry and kept beside it (`precision.json`, k
   MIN_REFERENCE boxes to score against nothing can be said, and f32 stands.
 
 On CPUs without native bf16 nothing is checked and f32 stands: bf16 there is emulated, slower. One line says the
-choice and why; `--precision fp32` (exact) and `--precision bf16` skip the check.
+choice and why; `--precision fp32` (exact) and `--precision bf16` skip the check. A check made on a loaded
+machine, or whose speedup was within its timings' spread of MIN_SPEEDUP, is provisional and made again by a
+quieter run, a bounded number of times, and every check is made again after a month, by the rules of the
+runtime probe's choices (`tphyolo.runtime.probe_freshness`).
 
 Where the numbers come from: MAP50_TOLERANCE is the 0.005 within which this project counts a lower precision as
 harmless (`tphyolo.runtime.probe.BF16_MODES`); MIN_AGREEMENT asks bf16 to reproduce f32's own detections to
@@ -33,8 +36,9 @@ import logging
 import statistics
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
+from typing import Any
 
 import cv2
 import numpy as np
@@ -48,6 +52,7 @@ from tphyolo.infer.config import PREDICT_CONF, VAL_CONF, VAL_IOU
 from tphyolo.metrics.ap import DetectionStats
 from tphyolo.ops.nms import non_max_suppression
 from tphyolo.runtime.cpu_isa import CpuInfo
+from tphyolo.runtime.probe_freshness import Conditions, Freshness, current_conditions, spread
 
 LOGGER = logging.getLogger("tphyolo")
 FILE = "precision.json"
@@ -71,8 +76,9 @@ OpenAt = Callable[[str], ExportedBackend]  # the compiled model computing in a p
 class Bf16Verdict:
     """The check's answer: `precision` ("bf16" or "fp32"), bf16's `speedup` over f32, the `basis` of the accuracy
     comparison ("built-in set", "agreement with f32", "too few boxes", or "not compared" when the speed already
-    said no), `f32_map50` and `bf16_map50` on it (for the agreement, both against f32's detections), and the
-    `machine` checked."""
+    said no), `f32_map50` and `bf16_map50` on it (for the agreement, both against f32's detections), the
+    `machine` checked, the timings' `spread`, and, once kept, when and under what load it was `measured`
+    (`probe_freshness.Freshness.as_json`)."""
 
     precision: str
     speedup: float
@@ -80,6 +86,8 @@ class Bf16Verdict:
     f32_map50: float | None
     bf16_map50: float | None
     machine: str
+    spread: float = 0.0
+    measured: dict[str, Any] | None = None
 
     @property
     def agreement(self) -> float:
@@ -118,8 +126,9 @@ def time_run(backend: ExportedBackend, x: torch.Tensor) -> float:
 
 
 def speedup(f32: ExportedBackend, bf16: ExportedBackend, *, timer: RunTimer = time_run,
-            clock: Callable[[], float] = time.perf_counter) -> float:  # fmt: skip
-    """f32's median seconds per forward of one CHECK_SIZE image over bf16's, timed interleaved by `timer`."""
+            clock: Callable[[], float] = time.perf_counter) -> tuple[float, float]:  # fmt: skip
+    """f32's median seconds per forward of one CHECK_SIZE image over bf16's, timed interleaved by `timer`, and
+    the larger relative spread of the two's timings (`probe_freshness.spread`)."""
     scene = split_scene("val", 0, imgsz=CHECK_SIZE)[0]
     x = f32.prepare(_as_batch([scene]))
     for backend in (f32, bf16):
@@ -131,7 +140,7 @@ def speedup(f32: ExportedBackend, bf16: ExportedBackend, *, timer: RunTimer = ti
             samples[index].append(timer((f32, bf16)[index], x))
         if clock() - start >= BUDGET_S:
             break
-    return statistics.median(samples[0]) / statistics.median(samples[1])
+    return statistics.median(samples[0]) / statistics.median(samples[1]), max(spread(t) for t in samples.values())
 
 
 def detections(backend: ExportedBackend, images: Sequence[np.ndarray]) -> list[torch.Tensor]:
@@ -180,9 +189,9 @@ def check_bf16(open_at: OpenAt, *, machine: str, timer: RunTimer = time_run) -> 
     """The verdict for the compiled model `open_at` opens in each precision (module docstring)."""
     f32, bf16 = open_at("fp32"), open_at("bf16")
     names = f32.names
-    gain = speedup(f32, bf16, timer=timer)
+    gain, noise = speedup(f32, bf16, timer=timer)
     if gain < MIN_SPEEDUP:
-        return Bf16Verdict("fp32", round(gain, 3), "not compared", None, None, machine)
+        return Bf16Verdict("fp32", round(gain, 3), "not compared", None, None, machine, round(noise, 4))
     scenes = [split_scene("val", i, imgsz=CHECK_SIZE) for i in range(CHECK_IMAGES)]
     images = [image for image, _, _ in scenes]
     labels = None
@@ -194,26 +203,40 @@ def check_bf16(open_at: OpenAt, *, machine: str, timer: RunTimer = time_run) -> 
             "agreement with f32": bf16_map50 >= MIN_AGREEMENT * f32_map50}  # fmt: skip
     precision = "bf16" if good.get(basis, False) else "fp32"
     rounded = [None if np.isnan(v) else round(v, 4) for v in (f32_map50, bf16_map50)]
-    return Bf16Verdict(precision, round(gain, 3), basis, *rounded, machine)
+    return Bf16Verdict(precision, round(gain, 3), basis, *rounded, machine, round(noise, 4))
 
 
-def auto_precision(entry: Path, open_at: OpenAt, *, cpu: CpuInfo, threads: int, timer: RunTimer = time_run) -> str:
+def auto_precision(
+    entry: Path, open_at: OpenAt, *, cpu: CpuInfo, threads: int, timer: RunTimer = time_run,
+    conditions: Conditions | None = None,
+) -> str:  # fmt: skip
     """What `--precision auto` computes in for the compiled model in `entry` (opened by `open_at`) on `cpu` with
     `threads` threads: "fp32" without native bf16 (nothing checked), else the check's choice, read from
-    `entry`'s FILE when it was made for this machine, else checked now and kept there. One line says it."""
+    `entry`'s FILE when it was made for this machine, else checked now (under `conditions`, default this
+    machine's now) and kept there. A check made under load, or whose speedup was within its timings' spread of
+    MIN_SPEEDUP, is provisional and made again by a quieter run, as the runtime probe's choices are
+    (`tphyolo.runtime.probe_freshness`). One line says the choice."""
     if not cpu.has_native_bf16:
         return "fp32"
     machine = f"{cpu.fingerprint} | {threads} threads"
-    path = entry / FILE
-    verdict = _read(path, machine)
+    path, now = entry / FILE, conditions if conditions is not None else current_conditions()
+    verdict, remeasures, again = _read(path, machine), 0, ""
+    kept = Freshness.from_json(verdict.measured) if verdict is not None else None
+    if kept is not None and (why := kept.due(now)) is not None:
+        verdict, remeasures, again = None, kept.next_remeasures(now), f" (checked again: the kept check was {why})"
     if verdict is None:
         verdict = check_bf16(open_at, machine=machine, timer=timer)
+        freshness = Freshness.measured(now, spread=verdict.spread, margin=abs(verdict.speedup / MIN_SPEEDUP - 1),
+                                       remeasures=remeasures)  # fmt: skip
+        verdict = replace(verdict, measured=freshness.as_json())
         try:
             write_text_atomic(path, json.dumps(asdict(verdict), indent=1) + "\n")
         except OSError as error:
             LOGGER.warning("%s: could not keep the bf16 check (%s); it runs again next time", path,
                            error.strerror or error)  # fmt: skip
-    LOGGER.info("%s", verdict.line())
+    freshness = Freshness.from_json(verdict.measured)
+    provisional = f" [provisional: {freshness.why_provisional()}]" if freshness.provisional else ""
+    LOGGER.info("%s%s%s", verdict.line(), again, provisional)
     return verdict.precision
 
 
@@ -222,7 +245,8 @@ def _read(path: Path, machine: str) -> Bf16Verdict | None:
     unreadable: checked again)."""
     try:
         verdict = Bf16Verdict(**json.loads(path.read_text()))
-    except (OSError, ValueError, TypeError):
+        Freshness.from_json(verdict.measured)
+    except (OSError, ValueError, TypeError, KeyError):
         return None
     return verdict if verdict.machine == machine and verdict.precision in ("fp32", "bf16") else None
 

@@ -52,6 +52,7 @@ from tphyolo.infer.backends.openvino import OpenVINOBackend, ir_from_onnx
 from tphyolo.infer.backends.parity import FP32_TOLERANCE, relative_error, sample_images
 from tphyolo.runtime.cpu_isa import CpuInfo, cpu_info
 from tphyolo.runtime.precision import strict_fp32
+from tphyolo.runtime.probe_freshness import Conditions
 from tphyolo.user_cache import user_cache_dir
 
 LOGGER = logging.getLogger("tphyolo")
@@ -148,10 +149,12 @@ def cache_entry(weights: Path, *, runtime: str, fuse: bool) -> Path:
 def load_compiled(
     weights: str | Path, *, runtime: str = "openvino", precision: str = "fp32", fuse: bool = True,
     threads: int | None = None, cpu: CpuInfo | None = None, timer: RunTimer = time_run,
+    conditions: Conditions | None = None,
 ) -> CompiledCheckpoint | None:  # fmt: skip
     """The backend of checkpoint `weights` compiled to `runtime` ("openvino" or "onnxruntime"), computing in
     `precision` ("fp32"; "bf16" on OpenVINO; "auto": fp32, or bf16 where OpenVINO's bf16 on this `cpu` (default:
-    this machine's) proved faster and as accurate, `bf16_check`, timed by `timer`) with `threads` CPU threads
+    this machine's) proved faster and as accurate, `bf16_check`, timed by `timer` under `conditions`, default
+    this machine's now) with `threads` CPU threads
     (default: torch's); compiled and checked on the first call, loaded from the cache afterwards (module
     docstring). None when the compiled model is not within FP32_TOLERANCE of PyTorch (said in one line).
     MissingExtraError when the runtime is not installed; the checkpoint's own errors (FileNotFoundError,
@@ -171,7 +174,7 @@ def load_compiled(
     def resolved() -> str:  # once the entry holds a model within tolerance
         if precision != "auto":
             return precision
-        return auto_precision(entry, open_at, cpu=cpu, threads=threads, timer=timer)
+        return auto_precision(entry, open_at, cpu=cpu, threads=threads, timer=timer, conditions=conditions)
 
     what = f"{weights} on {spec.title} ({precision})"
     if entry.exists():
