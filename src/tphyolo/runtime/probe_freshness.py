@@ -1,5 +1,6 @@
 """When a runtime probe's kept choice is measured again: one taken on a busy machine or by a margin within the
-timings' noise is provisional, and every choice ages.
+timings' noise is provisional, and every choice ages. The compiled runtime's bf16 check
+(`tphyolo.infer.backends.bf16_check`) keeps its verdicts by the same rule.
 
 A choice is measured under `Conditions` (the 1-minute load average, the CPU cores, the time) and kept with its
 `Freshness`. It is *provisional* when it was measured on a loaded machine (`Conditions.loaded`: a load average
