@@ -31,7 +31,6 @@ from tphyolo.infer.input_shape import fixed_input_shape, settled_config
 from tphyolo.infer.slicing import SliceConfig
 from tphyolo.runtime.config import RuntimeConfig, resolve_device
 from tphyolo.runtime.distributed import DistContext, barrier, init_process_group
-from tphyolo.runtime.probe import ProbeJob
 from tphyolo.runtime.run_dir import removed_if_left_empty
 
 _log = logging.getLogger(__name__)
@@ -76,9 +75,8 @@ def val(
     dist = DistContext.from_env()
     torch_device = resolve_device(str(device)) if device is not None else runtime.torch_device(dist.local_rank)
     init_process_group(dist, torch_device)  # under torchrun; left joined for the caller's next call
-    job = ProbeJob("infer", imgsz=inference.imgsz, batch=inference.batch)  # the runtime probe's (a PyTorch model)
     (backend,) = load_backends(weights, runtime=runtime, device=torch_device, backend=inference.backend,
-                               precision=inference.precision, job=job)  # fmt: skip
+                               precision=inference.precision, job=inference.probe_job)  # fmt: skip
     inference = settled_config([backend], inference)  # what the caller left to the model (`from_model`)
     fixed = fixed_input_shape([backend], inference)
     datasets_dir = None if config.datasets_dir is None else Path(config.datasets_dir)
