@@ -206,6 +206,43 @@ def test_rules(importer, imported, broken):
     assert (rule_broken(importer, imported) is not None) == broken
 
 
+# A command parses flags into a job and prints what the library's one call did (`run_predict(job)`); the journal,
+# the distribution over ranks and the resume checks are the library's. A command module imports none of these
+# modules, nor any module under them.
+RUN_MACHINERY = (
+    "tphyolo.predict.runner.journal",
+    "tphyolo.predict.runner.resume",
+    "tphyolo.predict.runner.units",
+    "tphyolo.runtime.distributed",
+)
+COMMANDS_WITHOUT_RUN_MACHINERY = ("tphyolo.commands.predict",)
+
+
+def run_machinery_imports(root: Path = ROOT) -> dict[str, list[str]]:
+    """The modules of RUN_MACHINERY (or under one) that each module of COMMANDS_WITHOUT_RUN_MACHINERY imports."""
+    found = {}
+    for path in sorted(root.rglob("*.py")):
+        importer = module_name(path, root)
+        if importer in COMMANDS_WITHOUT_RUN_MACHINERY:
+            names = imported_modules(path.read_text(), importer, package=is_package(path))
+            found[importer] = sorted(n for n in names if any(n == m or n.startswith(f"{m}.") for m in RUN_MACHINERY))
+    return found
+
+
+def test_the_predict_command_imports_no_journal_distribution_or_resume_module():
+    found = run_machinery_imports()
+    assert sorted(found) == sorted(COMMANDS_WITHOUT_RUN_MACHINERY)
+    assert {module: names for module, names in found.items() if names} == {}
+
+
+def test_a_journal_import_planted_in_the_predict_command_is_found(tmp_path):
+    copy = tmp_path / PACKAGE
+    shutil.copytree(ROOT, copy, ignore=shutil.ignore_patterns("__pycache__"))
+    command = copy / "commands" / "predict.py"
+    command.write_text(command.read_text() + "\n\ndef _planted():\n    from tphyolo.runtime import distributed\n")
+    assert run_machinery_imports(copy)["tphyolo.commands.predict"] == ["tphyolo.runtime.distributed"]
+
+
 def test_test_modules_have_unique_names():
     # Test folders are not packages: two test files of one name cannot both be collected in one run.
     root = Path(__file__).parent
