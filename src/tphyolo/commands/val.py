@@ -53,7 +53,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     # torch-importing modules stay lazy: `tphyolo val -h` must not import torch
-    from tphyolo.evaluation.loop import format_results, results_json
+    from tphyolo.evaluation.results import format_results, results_json
     from tphyolo.evaluation.val import val
     from tphyolo.runtime.distributed import DistContext, process_group
 
@@ -65,15 +65,16 @@ def run(args: argparse.Namespace) -> int:
                         **classifier_settings(args))  # fmt: skip
     device = inference_device(args.runtime)
     dist = DistContext.from_env()  # under torchrun, every rank runs its share and rank 0 scores and writes
+    report = _report_writer(args, config, inference, run_dir) if args.report else None
     with process_group(dist, device):
         results = val(args.weights, args.data, config, inference=inference, runtime=args.runtime, device=device,
-                      evaluators=_report_writer(args, config, inference, run_dir) if args.report else ())  # fmt: skip
+                      writers=[report] if report is not None else [])  # fmt: skip
     if not dist.is_main:
         return 0
     print(format_results(results, verbose=True if args.verbose or args.task == "test" else None))
     numbers = results_json(results)
-    if args.report:  # what `--json` writes with `--report`: the plain numbers plus sizes, images and dataset
-        data, path = results.outputs[0]
+    if report is not None:  # what `--json` writes with `--report`: the plain numbers plus sizes, images and dataset
+        data, path = results.outputs[report.name]
         print(f"report in {path}")
         numbers = data.as_json()
     if args.json is not None:
@@ -83,12 +84,12 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-def _report_writer(args: argparse.Namespace, config: ValConfig, inference: InferenceConfig, run_dir) -> list:
-    """The evaluator that writes the run's evaluation records and its report into the run folder."""
+def _report_writer(args: argparse.Namespace, config: ValConfig, inference: InferenceConfig, run_dir):
+    """The writer of the run's evaluation records and its report, into the run folder."""
     from tphyolo.report.run_report import ReportWriter  # imports torch: lazy, as above
 
     settings = {"weights": args.weights, "data": args.data, "task": config.task}
     settings |= inference.settings_in_effect(runs_merged=inference.augment or config.slicing is not None)
     if config.slicing is not None:
         settings["slice"] = config.slicing.size
-    return [ReportWriter(run_dir, settings=settings, max_det=inference.max_det)]
+    return ReportWriter(run_dir, settings=settings, max_det=inference.max_det)
