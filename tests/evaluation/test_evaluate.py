@@ -15,7 +15,7 @@ from tphyolo.data.dataset_config import load_data_config
 from tphyolo.data.formats.visdrone import NAMES, parse_visdrone
 from tphyolo.data.loader import DatasetSettings, LoaderSettings, build_dataloader, build_dataset
 from tphyolo.evaluation.loop import collect_results, evaluate
-from tphyolo.evaluation.results import PER_CLASS_ROWS_BELOW, format_results
+from tphyolo.evaluation.results import PER_CLASS_ROWS_BELOW, format_results, yolo_table
 from tphyolo.evaluation.settings import EvalSettings, ValConfig
 from tphyolo.evaluation.writers import writers_for
 from tphyolo.infer.config import VALIDATION, InferenceConfig, inference_config
@@ -190,7 +190,7 @@ def test_small_model_runs_end_to_end(data_yaml, protocol, tmp_path):
     all_row = table.splitlines()[1].split()
     assert all_row[:3] == ["all", "4", str(results.instances)] and all_row[-2:] == ["0.995", "0.995"]
     # per-class rows by default with 2..49 classes, the "all" row alone when asked or with 50+
-    class_rows = len(results.tables[0].splitlines()) - 2
+    class_rows = len(yolo_table(results).splitlines()) - 2
     assert class_rows == len(results.per_class) > 1  # the classes present in these 4 images
     assert format_results(results) == table
     assert len(format_results(results, verbose=False).splitlines()) == len(table.splitlines()) - class_rows

@@ -51,6 +51,7 @@ def _score_with_report(args: argparse.Namespace, dist: DistContext) -> SavedScor
     """The scores of VisDrone txt folders, read from the report's one scoring after writing the records and the
     report into `args.report` (rank 0; the other ranks read their share of the files and get None)."""
     # lazy: these import torch; 'tphyolo eval -h' must not
+    from tphyolo.evaluation.results import protocol_table
     from tphyolo.evaluation.saved_scores import SavedScores, visdrone_folder_results
     from tphyolo.report.records import Records
     from tphyolo.report.writer import report_run
@@ -66,8 +67,8 @@ def _score_with_report(args: argparse.Namespace, dist: DistContext) -> SavedScor
                       images=tuple(images))  # fmt: skip
     data, path = report_run(records, args.report)
     print(f"report in {path}")
-    scored = data.results  # the protocol's numbers in `extra` and `protocol_per_class`, its table last
-    return SavedScores(scored.extra, scored.protocol_per_class, scored.tables[-1])
+    scored = data.results  # the protocol's numbers in `extra` and `protocol_per_class`
+    return SavedScores(scored.extra, scored.protocol_per_class, protocol_table(scored))
 
 
 def _run_track(args: argparse.Namespace) -> int:

@@ -1,5 +1,5 @@
 """The scores of a validation run (`EvalResults`: the numbers) and what is rendered from them: the printed tables
-(`format_results`) and plain data for scripts (`results_json`)."""
+(`yolo_table`, `protocol_table`, `format_results`) and plain data for scripts (`results_json`)."""
 
 from __future__ import annotations
 
@@ -8,14 +8,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from tphyolo.metrics.ap import fitness
-from tphyolo.metrics.protocol import ImageResult
+from tphyolo.metrics import ap
+from tphyolo.metrics.protocol import ImageResult, score_table
 from tphyolo.metrics.registry import get_protocol
 
 
 @dataclass(frozen=True)
 class ClassResult:
-    """YOLO metrics of one class with objects: images holding it, objects, P, R, AP50, AP50-95."""
+    """YOLO metrics of one class with objects: images holding it, objects, P, R, AP50, AP50-95 (fractions)."""
 
     name: str
     images: int
@@ -28,41 +28,75 @@ class ClassResult:
 
 @dataclass(frozen=True)
 class EvalResults:
-    """Scores of one validation run.
+    """Scores of one validation run: numbers only; its tables are rendered from them (`format_results`).
 
-    mp, mr: mean precision and recall over classes with objects, at the confidence of best mean F1 (YOLO
-    matching, for every protocol); map50, map: mean AP at IoU 0.5 and over 0.50:0.95 (fractions) by the
-    run's protocol; per_class: YOLO metrics per class; extra: the protocol's headline numbers in percent
-    (e.g. "AP", "AR500"); tables: the YOLO table, then the protocol's when it is not YOLO; speed: ms per
-    image for "preprocess", "inference", "mapping" (and "classify" with a crop classifier); protocol_per_class:
-    the protocol's per-class numbers in percent (as `extra`); classifier_classes: the crop classifier's
-    classes, empty without one; image_results: each image's detections and ground truth, when asked for;
-    names: the class names scored (index = class id); outputs: the results of the run's other evaluators and
-    what its writers wrote, by name (`tphyolo.evaluation.evaluator`, `tphyolo.evaluation.writers`).
+    yolo_all: the YOLO numbers over all classes (every protocol reports them): the images scored, their objects,
+    mean precision and recall over classes with objects at the confidence of best mean F1, YOLO's AP50 and
+    AP50-95; per_class: the YOLO numbers per class with objects; map50, map: mean AP at IoU 0.5 and over
+    0.50:0.95 (fractions) by the run's `protocol`; extra: the protocol's headline numbers in percent (e.g. "AP",
+    "AR500"); protocol_per_class: its per-class numbers in percent (as `extra`); protocol_images: the images
+    weighting each class in its means, for a protocol whose table shows them (VisDrone's), else None; names:
+    the class names scored (index = class id); speed: ms per image for "preprocess", "inference", "mapping"
+    (and "classify" with a crop classifier); classifier_classes: the crop classifier's classes, empty without
+    one; save_dir: where the run wrote its files; image_results: each image's detections and ground truth, when
+    asked for; outputs: the results of the run's other evaluators and what its writers wrote, by name
+    (`tphyolo.evaluation.evaluator`, `tphyolo.evaluation.writers`).
     """
 
     protocol: str
-    mp: float
-    mr: float
+    names: tuple[str, ...]
+    yolo_all: ClassResult
+    per_class: list[ClassResult]
     map50: float
     map: float
-    per_class: list[ClassResult]
-    images: int
-    instances: int
-    speed: dict[str, float]
-    tables: tuple[str, ...] = ()
     extra: dict[str, float] = field(default_factory=dict)
-    save_dir: Path | None = None
     protocol_per_class: dict[str, dict[str, float]] = field(default_factory=dict)
+    protocol_images: dict[str, int] | None = None
+    speed: dict[str, float] = field(default_factory=dict)
     classifier_classes: tuple[str, ...] = ()
+    save_dir: Path | None = None
     image_results: tuple[ImageResult, ...] = ()
-    names: tuple[str, ...] = ()
     outputs: Mapping[str, Any] = field(default_factory=dict)
+
+    @property
+    def mp(self) -> float:
+        """YOLO's mean precision (`yolo_all`)."""
+        return self.yolo_all.precision
+
+    @property
+    def mr(self) -> float:
+        """YOLO's mean recall (`yolo_all`)."""
+        return self.yolo_all.recall
+
+    @property
+    def images(self) -> int:
+        """The images scored."""
+        return self.yolo_all.images
+
+    @property
+    def instances(self) -> int:
+        """The objects of the images scored."""
+        return self.yolo_all.instances
 
     @property
     def fitness(self) -> float:
         """The checkpoint-selection score (`tphyolo.metrics.fitness`)."""
-        return fitness(self.map50, self.map)
+        return ap.fitness(self.map50, self.map)
+
+
+def yolo_table(results: EvalResults) -> str:
+    """The YOLO table (`tphyolo.metrics.ap.yolo_table`): the 'all' row, then a row per class when more than one
+    class has one."""
+    rows = [results.yolo_all, *results.per_class] if len(results.per_class) > 1 else [results.yolo_all]
+    return ap.yolo_table(results.images, [(r.name, r.instances, r.precision, r.recall, r.map50, r.map) for r in rows])
+
+
+def protocol_table(results: EvalResults) -> str:
+    """The table of the run's protocol: its own numbers in percent (`tphyolo.metrics.protocol.score_table`), or
+    the YOLO table for a protocol that reports YOLO's numbers."""
+    if get_protocol(results.protocol).yolo_metrics:
+        return yolo_table(results)
+    return score_table(results.extra, results.protocol_per_class, results.protocol_images)
 
 
 PER_CLASS_ROWS_BELOW = 50  # with fewer classes than this, tables list every class by default
@@ -71,12 +105,12 @@ PER_CLASS_ROWS_BELOW = 50  # with fewer classes than this, tables list every cla
 def format_results(results: EvalResults, *, verbose: bool | None = None) -> str:
     """The YOLO table, the protocol's table, and the speed. The YOLO table has a row per class when `verbose`,
     or by default (None) when 2 to PER_CLASS_ROWS_BELOW - 1 classes have rows; else the 'all' row alone."""
-    yolo = results.tables[0].splitlines() if results.tables else []
+    yolo = yolo_table(results).splitlines()
     if verbose is None:
         verbose = 1 < len(results.per_class) < PER_CLASS_ROWS_BELOW
     lines = yolo if verbose else yolo[:2]
-    for table in results.tables[1:]:
-        lines += ["", f"{results.protocol} protocol (percent):", table]
+    if not get_protocol(results.protocol).yolo_metrics:
+        lines += ["", f"{results.protocol} protocol (percent):", protocol_table(results)]
     speed = results.speed
     classify = f", {speed['classify']:.1f} ms crop classifier" if "classify" in speed else ""
     lines.append(

@@ -64,21 +64,19 @@ def score_images(
     summary = summarize(images, nc=len(names), confusion=confusion)
     yolo = summary_result(summary, names)
     scored = yolo if scorer.yolo_metrics else scorer.score(images, names=names, max_det=max_det)
+    total = int(summary.labels_per_class.sum())
     results = EvalResults(
         protocol=protocol,
-        mp=summary.mp,
-        mr=summary.mr,
+        names=tuple(map(str, names)),
+        yolo_all=ClassResult("all", len(images), total, summary.mp, summary.mr, summary.map50, summary.map),
+        per_class=_per_class(summary, images, names),
         map50=scored.map50,
         map=scored.map,
-        per_class=_per_class(summary, images, names),
-        images=len(images),
-        instances=int(summary.labels_per_class.sum()),
-        speed=dict(speed or {}),
-        tables=(yolo.table,) if scored is yolo else (yolo.table, scored.table),
         extra=dict(scored.overall),
         protocol_per_class=dict(scored.per_class),
+        protocol_images=None if scored.images_per_class is None else dict(scored.images_per_class),
+        speed=dict(speed or {}),
         classifier_classes=tuple(classifier_classes),
-        names=tuple(map(str, names)),
     )
     return results, summary
 
