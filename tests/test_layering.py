@@ -189,11 +189,7 @@ def import_cycles(root: Path = ROOT) -> list[tuple[str, ...]]:
 
 # Modules importing one another in a circle -> why it is tolerated for now. Each must still be a circle
 # (test_allowed_circles_still_exist), so that the list empties as the circles are cut.
-CYCLES_ALLOWED: dict[tuple[str, ...], str] = {
-    # writers.py types its evaluators with loop.py's EvalResults, and loop.py feeds writers.py's Evaluator;
-    # the entry goes when the evaluators branch (which moves the shared types down) lands
-    ("tphyolo.evaluation.loop", "tphyolo.evaluation.writers"): "EvalResults is read by the writers it feeds",
-}
+CYCLES_ALLOWED: dict[tuple[str, ...], str] = {}
 
 
 def test_no_modules_import_one_another_in_a_circle():
