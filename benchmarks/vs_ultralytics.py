@@ -5,6 +5,7 @@ then scored by one evaluator.
     PYTHONPATH=/path/to/ultralytics python benchmarks/vs_ultralytics.py               # the README's 20 epochs
     PYTHONPATH=/path/to/ultralytics python benchmarks/vs_ultralytics.py --epochs 3 --json out.json
     PYTHONPATH=/path/to/ultralytics python benchmarks/vs_ultralytics.py --steps --weights best.pt   # no training
+    PYTHONPATH=/path/to/ultralytics python benchmarks/vs_ultralytics.py --profile --threads 1        # by operator
 
 What runs: the synthetic set (`tphyolo.data.builtin.synthetic`, 80 training and 20 validation scenes at 640 px,
 VisDrone format) is converted to YOLO format with `tphyolo.data.convert.convert_visdrone` (class = VisDrone
@@ -36,6 +37,16 @@ tphyolo's tph-yolov5n against ultralytics' YOLO11n and YOLO26n, all with random 
   `YOLO("yolo11n.yaml").predict` and `YOLO("yolo26n.yaml").predict`, each at its own defaults but the device.
 
 It prints the ratios tphyolo / ultralytics (above 1: tphyolo is slower), the CPU's ISA flags and the load.
+With `--keep-freed-blocks`, the process keeps freed memory blocks for reuse before measuring
+(`tphyolo.runtime.cpu_memory.keep_freed_blocks`, what tphyolo's runtime does for its own commands), so that
+neither model's large activations are page-faulted in afresh on every step; both models run in that one process.
+Neither side's step holds an EMA update or a data loader: it is the models' and losses' computation alone, with
+one optimiser class for both (their trainers would pick otherwise: tphyolo's synthetic recipe AdamW, ultralytics'
+`optimizer=auto` AdamW up to 10 000 iterations, MuSGD beyond).
+
+With `--profile`, the NCHW fp32 train step of each model runs under `torch.profiler` instead (one warm-up step,
+then `--repeats` profiled ones): a table of the operators with the most self CPU time, ms per step for each
+model, to see where one spends more than the other.
 
 ultralytics is a baseline only (AGPL-3.0): it is imported here and nowhere in the package or the tests. Install it
 outside the project's environment without replacing torch, e.g. `pip install --no-deps --target DIR ultralytics
@@ -224,6 +235,7 @@ def common_scores(annotations: Path, images: Path, predictions: Path, report: Pa
 STEP_MODELS = {"tphyolo tph-yolov5n": "tph-yolov5n", "ultralytics YOLO11n": "yolo11n.yaml",
                "ultralytics YOLO26n": "yolo26n.yaml"}  # fmt: skip
 STEP_CLASSES = 10
+PROFILE_TOP = 16  # operators in the --profile table
 ISA_FLAGS = ("avx2", "avx512f", "avx512_vnni", "avx512_bf16", "amx_bf16", "amx_int8", "amx_tile")
 
 
@@ -394,6 +406,31 @@ def run_steps(args) -> dict:
     return results
 
 
+def profile_train_steps(args) -> dict[str, dict[str, float]]:
+    """{row: {operator: self CPU ms per step}} of the NCHW fp32 train step (`--profile`); prints the top
+    `PROFILE_TOP` operators of the first row beside the others' times for the same operators."""
+    from torch.profiler import ProfilerActivity, profile
+
+    per_op: dict[str, dict[str, float]] = {}
+    for row, step in train_calls("nchw", False, step_batch(args.batch, args.img)).items():
+        step()
+        with profile(activities=[ProfilerActivity.CPU]) as prof:
+            for _ in range(args.repeats):
+                step()
+        per_op[row] = {e.key: e.self_cpu_time_total / 1000 / args.repeats for e in prof.key_averages()}
+    rows = list(per_op)
+    totals = {row: sum(ops.values()) for row, ops in per_op.items()}
+    print(f"{time.strftime('%Y-%m-%d %H:%M')}; ISA flags: {' '.join(cpu_flags()) or 'none found'}; threads "
+          f"{args.threads}; load {os.getloadavg()[0]:.1f}; NCHW fp32 train step, self CPU ms per step\n")  # fmt: skip
+    print("| operator | " + " | ".join(row.split()[-1] for row in rows) + " |")
+    print("|---" * (len(rows) + 1) + "|")
+    print("| all operators | " + " | ".join(f"{totals[row]:.0f}" for row in rows) + " |")
+    top = sorted(per_op[rows[0]], key=per_op[rows[0]].get, reverse=True)[:PROFILE_TOP]
+    for op in top:
+        print(f"| `{op}` | " + " | ".join(f"{per_op[row].get(op, 0.0):.0f}" for row in rows) + " |")
+    return per_op
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--epochs", type=int, default=20, help="epochs of every training (README: 20)")
@@ -408,7 +445,12 @@ def main() -> None:
                         help="keep the trainings an earlier run with the same --workdir finished (its trained.json)")
     parser.add_argument("--steps", action="store_true",
                         help="measure train step, inference and predict side by side instead of training")
-    parser.add_argument("--repeats", type=int, default=5, help="--steps: rounds per train-step measurement")
+    parser.add_argument("--keep-freed-blocks", action="store_true",
+                        help="--steps, --profile: keep freed memory blocks for reuse (tphyolo's CPU runtime setting)")
+    parser.add_argument("--profile", action="store_true",
+                        help="profile each model's NCHW fp32 train step by operator instead of training")
+    parser.add_argument("--repeats", type=int, default=5,
+                        help="--steps: rounds per train-step measurement; --profile: profiled steps")
     parser.add_argument("--weights", type=Path, help="--steps: tphyolo weights for the predict row (else skipped)")
     parser.add_argument("--image", type=Path, default=default_image(), help="--steps: the predict row's image")
     args = parser.parse_args()
@@ -416,11 +458,16 @@ def main() -> None:
     import torch
 
     torch.set_num_threads(args.threads)
-    if args.steps:
+    if args.steps or args.profile:
         os.environ["YOLO_OFFLINE"] = "1"
+        if args.keep_freed_blocks:
+            from tphyolo.runtime.cpu_memory import keep_freed_blocks
+
+            kept = keep_freed_blocks()
+            print(f"freed blocks kept for reuse: {'yes' if kept == 'tphyolo' else 'no, ' + kept}")
         with tempfile.TemporaryDirectory(prefix="tphyolo-vs-ultralytics-") as tmp:
             os.environ.setdefault("YOLO_CONFIG_DIR", tmp)  # not the user's ~/.config
-            results = run_steps(args)
+            results = profile_train_steps(args) if args.profile else run_steps(args)
         if args.json:
             args.json.write_text(json.dumps({"settings": vars(args), "cpu_flags": cpu_flags(), "results": results},
                                             indent=2, default=str))  # fmt: skip

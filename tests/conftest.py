@@ -13,8 +13,10 @@ import torch
 
 from tests.helpers import process_state_restored, require_shared, visdrone_subset
 from tphyolo.data.builtin.synthetic import generate_synthetic
+from tphyolo.infer.backends import compiled
 from tphyolo.infer.backends.compiled import CACHE_ENV
 from tphyolo.runtime import cpu_memory
+from tphyolo.runtime.cpu_isa import CpuInfo
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 SHARED_DIR = Path(os.environ.get("TPHYOLO_SHARED", REPO_ROOT.parent / "shared"))
@@ -37,6 +39,17 @@ def _model_cache(tmp_path_factory) -> Iterator[Path]:
     with pytest.MonkeyPatch.context() as patch:
         patch.setenv(CACHE_ENV, str(folder))
         yield folder
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _cpu_without_native_bf16() -> Iterator[None]:
+    """The compiled runtime sees a CPU without native bf16 for the session, so that `--precision auto` is f32
+    without a bf16 check on any machine (`tphyolo.infer.backends.bf16_check`); the check's own tests give
+    `load_compiled` the CPU they need."""
+    plain = CpuInfo(model="a CPU without native bf16", flags=frozenset({"avx2"}))
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(compiled, "cpu_info", lambda: plain)
+        yield
 
 
 @pytest.fixture(autouse=True)

@@ -19,6 +19,7 @@ from torch import nn
 
 from tphyolo.checkpoint.format import save_checkpoint
 from tphyolo.data.formats.visdrone import NAMES as VISDRONE_NAMES
+from tphyolo.infer.backends.compiled import CACHE_ENV
 from tphyolo.models import DetectionModel, build_model, convert_original_state_dict
 from tphyolo.models.swin import DropPath
 
@@ -128,6 +129,17 @@ def save_model_checkpoint(path: Path, model: DetectionModel, names: Sequence[str
     """A weights-only checkpoint of `model` (no training state), as `tphyolo val/predict` read them."""
     payload = {"model": model.state_dict(), "model_yaml": model.yaml, "names": list(names), "nc": len(names)}
     return save_checkpoint(path, payload)
+
+
+@contextmanager
+def model_cache_at(folder: Path) -> Iterator[Path]:
+    """Compiled checkpoints kept in `folder` within the block (`tphyolo.infer.backends.compiled`)."""
+    before = os.environ.get(CACHE_ENV)
+    os.environ[CACHE_ENV] = str(folder)
+    try:
+        yield folder
+    finally:
+        os.environ.pop(CACHE_ENV) if before is None else os.environ.__setitem__(CACHE_ENV, before)
 
 
 # Process state ---------------------------------------------------------------------------------------------

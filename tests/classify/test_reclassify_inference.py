@@ -8,7 +8,8 @@ from reclassify_scene import NAMES, OBJECTS, ColourOracle, Forced, SceneDetector
 from tphyolo.classify.classifier import CropClassifier
 from tphyolo.data.dataset_config import load_data_config
 from tphyolo.data.loader import DatasetSettings, LoaderSettings, build_dataloader, build_dataset
-from tphyolo.evaluation.loop import evaluate, format_results, results_json
+from tphyolo.evaluation.loop import evaluate
+from tphyolo.evaluation.results import format_results, results_json
 from tphyolo.evaluation.settings import EvalSettings
 from tphyolo.infer.config import VALIDATION, inference_config
 from tphyolo.infer.slicing import SliceConfig

@@ -22,12 +22,15 @@ def test_kept_choices_are_listed_and_a_broken_file_is_named(tmp_path):
     entry = {"key": key, "choice": {"channels_last": True, "amp": "off"}, "name": "NHWC fp32",
              "seconds": {"NCHW fp32": 0.613, "NHWC fp32": 0.437}}  # fmt: skip
     (tmp_path / "a.json").write_text(json.dumps(entry))
+    busy = {"measured_at": 1.8e9, "load": 3.5, "cores": 2, "spread": 0.02, "margin": 0.3, "remeasures": 0}
+    (tmp_path / "c.json").write_text(json.dumps({**entry, "measured": busy}))
     (tmp_path / "b.json").write_text("{truncated")
     lines = runtime_probe_lines({"dir": str(tmp_path), "choices": cached_choices(tmp_path)})
-    assert lines[0] == f"  runtime probe {tmp_path}: 2 choice(s) (delete the folder to measure again)"
+    assert lines[0] == f"  runtime probe {tmp_path}: 3 choice(s) (delete the folder to measure again)"
     assert lines[1] == ("    train 320 px batch 8 on cpu (model abcd, torch 2.9.0, 2 threads): NHWC fp32  "
                         "[NCHW fp32 613 ms, NHWC fp32 437 ms]")  # fmt: skip
     assert lines[2].startswith(f"    {tmp_path / 'b.json'}: unreadable (")
+    assert lines[3] == lines[1] + "  provisional: measured again on a quieter run"  # measured under load
     assert runtime_probe_lines({"dir": "/x", "choices": []}) == [
         "  runtime probe /x: no choice measured yet (train, val, predict and bench measure one)"
     ]

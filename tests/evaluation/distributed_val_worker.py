@@ -20,7 +20,7 @@ import tphyolo
 from tphyolo.cli import main as cli_main
 from tphyolo.data.dataset_config import load_data_config
 from tphyolo.data.loader import DatasetSettings, LoaderSettings, build_dataloader, build_dataset
-from tphyolo.evaluation.loop import format_results, results_json
+from tphyolo.evaluation.results import format_results, results_json
 from tphyolo.runtime.config import RuntimeConfig
 from tphyolo.runtime.distributed import DistContext
 

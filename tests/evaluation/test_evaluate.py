@@ -14,7 +14,8 @@ from torch import nn
 from tphyolo.data.dataset_config import load_data_config
 from tphyolo.data.formats.visdrone import NAMES, parse_visdrone
 from tphyolo.data.loader import DatasetSettings, LoaderSettings, build_dataloader, build_dataset
-from tphyolo.evaluation.loop import PER_CLASS_ROWS_BELOW, collect_results, evaluate, format_results
+from tphyolo.evaluation.loop import collect_results, evaluate
+from tphyolo.evaluation.results import PER_CLASS_ROWS_BELOW, format_results, yolo_table
 from tphyolo.evaluation.settings import EvalSettings, ValConfig
 from tphyolo.evaluation.writers import writers_for
 from tphyolo.infer.config import VALIDATION, InferenceConfig, inference_config
@@ -93,9 +94,9 @@ def test_plots_and_saved_predictions(data_yaml, tmp_path):
         device=torch.device("cpu"),
         runtime=CPU,
         config=inference_config(VALIDATION, iou=0.99),
-        evaluators=writers_for(ValConfig(plots=True, save_json=True), tmp_path),
+        writers=writers_for(ValConfig(plots=True, save_json=True), tmp_path),
     )
-    assert results.outputs[0] == tmp_path / "predictions.json"  # the writers' results, in their order
+    assert results.outputs["predictions_json"] == tmp_path / "predictions.json"  # what the writers returned
     for name in ("PR_curve", "F1_curve", "P_curve", "R_curve", "confusion_matrix"):
         assert (tmp_path / f"{name}.png").stat().st_size > 1000
     assert (tmp_path / "val_batch0_labels.jpg").is_file() and (tmp_path / "val_batch0_pred.jpg").is_file()
@@ -170,7 +171,7 @@ def test_small_model_runs_end_to_end(data_yaml, protocol, tmp_path):
         runtime=CPU,
         settings=EvalSettings(protocol=protocol),
         config=inference_config(VALIDATION, iou=0.99),  # NMS must not merge neighbouring ground-truth boxes
-        evaluators=writers_for(ValConfig(save_json=True, save_txt=True), tmp_path),
+        writers=writers_for(ValConfig(save_json=True, save_txt=True), tmp_path),
     )
     # Every ground-truth box comes first with score 1, whatever the untrained network adds below it: a perfect
     # ranking, so AP is YOLOv5's 101-point maximum 0.995 (COCO and VisDrone rules: 1.0) at every IoU threshold.
@@ -189,7 +190,7 @@ def test_small_model_runs_end_to_end(data_yaml, protocol, tmp_path):
     all_row = table.splitlines()[1].split()
     assert all_row[:3] == ["all", "4", str(results.instances)] and all_row[-2:] == ["0.995", "0.995"]
     # per-class rows by default with 2..49 classes, the "all" row alone when asked or with 50+
-    class_rows = len(results.tables[0].splitlines()) - 2
+    class_rows = len(yolo_table(results).splitlines()) - 2
     assert class_rows == len(results.per_class) > 1  # the classes present in these 4 images
     assert format_results(results) == table
     assert len(format_results(results, verbose=False).splitlines()) == len(table.splitlines()) - class_rows

@@ -5,7 +5,7 @@ import pytest
 from tests.evaluation.test_evaluate import CPU, VISDRONE_NAMES, Oracle, _loader
 
 import tphyolo
-from tphyolo.evaluation.loop import EvalResults
+from tphyolo.evaluation.results import EvalResults
 
 
 class NamedOracle(Oracle):

@@ -11,10 +11,11 @@ from pathlib import Path
 
 import pytest
 import torch
-from tests.helpers import save_model_checkpoint
+from tests.helpers import model_cache_at, save_model_checkpoint
 
 from tphyolo.infer.backends import OnnxRuntimeBackend, OpenVINOBackend, load_backend
 from tphyolo.infer.backends.compiled import CACHE_ENV, VERDICT, cache_entry, load_compiled
+from tphyolo.infer.backends.compiled_cache import LIMIT_ENV
 from tphyolo.infer.backends.parity import FP32_TOLERANCE, relative_error, sample_images
 from tphyolo.infer.backends.pytorch import TorchBackend
 from tphyolo.infer.config import InferenceConfig
@@ -50,17 +51,6 @@ def notes() -> list[str]:
         logger.setLevel(level)
 
 
-@contextlib.contextmanager
-def cache_at(folder: Path):
-    """Compiled checkpoints kept in `folder` within the block."""
-    before = os.environ.get(CACHE_ENV)
-    os.environ[CACHE_ENV] = str(folder)
-    try:
-        yield folder
-    finally:
-        os.environ.pop(CACHE_ENV) if before is None else os.environ.__setitem__(CACHE_ENV, before)
-
-
 @pytest.fixture(scope="module")
 def checkpoint(tmp_path_factory) -> Path:
     torch.manual_seed(0)
@@ -71,7 +61,7 @@ def checkpoint(tmp_path_factory) -> Path:
 @pytest.fixture(scope="module")
 def first_runs(checkpoint, tmp_path_factory):
     """A fresh cache, the default Predictor made twice on the checkpoint: (cache, [predictor, notes] per run)."""
-    with cache_at(tmp_path_factory.mktemp("cache")) as cache:
+    with model_cache_at(tmp_path_factory.mktemp("cache")) as cache:
         runs = []
         for _ in range(2):
             with notes() as messages:
@@ -103,7 +93,7 @@ def test_the_compiled_model_is_cached_and_the_next_run_reuses_it(first_runs, che
 
 
 def test_runtime_pytorch_keeps_pytorch_and_compiles_nothing(checkpoint, tmp_path):
-    with cache_at(tmp_path / "cache"), notes() as messages:
+    with model_cache_at(tmp_path / "cache"), notes() as messages:
         predictor = Predictor(str(checkpoint), imgsz=128, device="cpu", backend="pytorch")
     assert isinstance(predictor.backends[0], TorchBackend)
     assert not (tmp_path / "cache").exists() and not_the_probes(messages) == []
@@ -120,7 +110,7 @@ def test_modules_and_exported_files_run_as_they_are(first_runs):
 
 def test_bf16_is_used_only_when_asked(first_runs, checkpoint):
     cache, _ = first_runs
-    with cache_at(cache):
+    with model_cache_at(cache):
         backend = load_compiled(checkpoint, precision="bf16")
     assert backend.compiled.request.get_compiled_model().get_property("INFERENCE_PRECISION_HINT").to_string() == "bf16"
     with pytest.raises(ValueError, match="--precision bf16 is a precision of --runtime openvino"):
@@ -136,7 +126,7 @@ def test_a_damaged_cache_entry_is_compiled_again_with_one_line(first_runs, check
         (copy / VERDICT).write_text("{not json")
     else:
         (copy / "model_openvino_model" / "model.bin").write_bytes(b"\0" * 64)
-    with cache_at(tmp_path / "cache"), notes() as messages:
+    with model_cache_at(tmp_path / "cache"), notes() as messages:
         backend = load_compiled(checkpoint)
     unreadable = [m for m in messages if "unreadable" in m]
     assert len(unreadable) == 1 and "compiling it again" in unreadable[0] and "\n" not in unreadable[0]
@@ -152,7 +142,7 @@ def test_a_model_found_off_pytorch_runs_pytorch_with_one_line(first_runs, checkp
     (entry,) = cache.iterdir()
     copy = shutil.copytree(entry, tmp_path / "cache" / entry.name)
     (copy / VERDICT).write_text((copy / VERDICT).read_text().replace('"ok": true', '"ok": false'))
-    with cache_at(tmp_path / "cache"), notes() as messages:
+    with model_cache_at(tmp_path / "cache"), notes() as messages:
         assert cache_entry(checkpoint, runtime="openvino", fuse=True) == copy
         predictor = Predictor(str(checkpoint), imgsz=128, device="cpu")
     assert isinstance(predictor.backends[0], TorchBackend)
@@ -163,7 +153,7 @@ def test_a_model_found_off_pytorch_runs_pytorch_with_one_line(first_runs, checkp
 @pytest.mark.slow
 def test_runtime_onnxruntime_compiles_to_onnx_within_the_export_tolerance(checkpoint, tmp_path):
     pytest.importorskip("onnxruntime")
-    with cache_at(tmp_path / "cache"):
+    with model_cache_at(tmp_path / "cache"):
         predictor = Predictor(str(checkpoint), imgsz=128, device="cpu", backend="onnxruntime")
     backend = predictor.backends[0].compiled
     assert isinstance(backend, OnnxRuntimeBackend)
@@ -196,3 +186,25 @@ def test_without_openvino_the_default_runs_pytorch_with_one_line(checkpoint, tmp
     lines = [line for line in done.stderr.splitlines() if "openvino" in line]
     assert len(lines) == 1 and lines[0].startswith("openvino is not installed: running PyTorch")
     assert not (tmp_path / "cache").exists()
+
+
+def test_a_compile_evicts_the_least_recently_used_entries_past_the_limit(first_runs, checkpoint, tmp_path,
+                                                                        monkeypatch):  # fmt: skip
+    cache, _ = first_runs
+    (entry,) = cache.iterdir()
+    copy = shutil.copytree(entry, tmp_path / "cache" / entry.name)
+    (copy / VERDICT).write_text("{not json")  # compiled again, then the cache is bounded
+    stale = tmp_path / "cache" / "old-0123456789abcdef"
+    stale.mkdir()
+    (stale / VERDICT).write_text("{}")
+    os.utime(stale, (1e9, 1e9))
+    monkeypatch.setenv(LIMIT_ENV, "0")  # nothing but the entry in use fits
+    with model_cache_at(tmp_path / "cache"), notes() as messages:
+        assert load_compiled(checkpoint) is not None
+    assert not stale.exists() and (copy / VERDICT).is_file()
+    (line,) = [m for m in messages if "least recently used" in m]
+    assert line.endswith("removed 1 least recently used (0 MB): old-0123456789abcdef")
+    os.utime(copy, (1e9, 1e9))
+    with model_cache_at(tmp_path / "cache"):
+        load_compiled(checkpoint)  # a reuse marks the entry as used
+    assert copy.stat().st_mtime > 1e9

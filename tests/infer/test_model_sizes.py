@@ -1,6 +1,9 @@
 """What the models choose when the command line leaves it to them: a checkpoint runs at its training size
 unless `--img` is given, said in the first line (`tphyolo.infer.input_shape.settled_config`)."""
 
+import json
+from types import SimpleNamespace
+
 import cv2
 import numpy as np
 import pytest
@@ -8,10 +11,11 @@ import torch
 
 from tphyolo.checkpoint.format import save_checkpoint
 from tphyolo.cli import main
-from tphyolo.infer.backends.pytorch import trained_imgsz
+from tphyolo.infer.backends.pytorch import settled_job, trained_imgsz
 from tphyolo.infer.config import InferenceConfig
 from tphyolo.models import build_model
 from tphyolo.predict.predictor import Predictor
+from tphyolo.runtime.probe import ProbeJob
 
 TRAINED_AT = 96  # the training size the checkpoint records, unlike the default 640
 
@@ -36,6 +40,24 @@ def source(tmp_path_factory):
 def test_a_checkpoint_left_to_itself_runs_at_its_training_size(trained):
     assert Predictor(str(trained), InferenceConfig(from_model=("imgsz",)), device="cpu").config.imgsz == TRAINED_AT
     assert Predictor(str(trained), InferenceConfig(imgsz=128), device="cpu").config.imgsz == 128  # given: kept
+
+
+def test_the_runtime_probe_times_the_size_a_checkpoint_left_to_itself_runs_at(trained, tmp_path, monkeypatch):
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))  # the user cache of this test, where the probe keeps its key
+    config = InferenceConfig(from_model=("imgsz",), backend="pytorch")
+    assert config.probe_job == ProbeJob("infer", imgsz=640, batch=config.batch, imgsz_from_model=True)
+    assert Predictor(str(trained), config, device="cpu").config.imgsz == TRAINED_AT
+    (kept,) = (tmp_path / "tphyolo" / "runtime-probe").glob("*.json")
+    assert json.loads(kept.read_text())["key"]["imgsz"] == TRAINED_AT  # not the fallback 640
+
+
+def test_a_probe_left_to_the_models_times_the_largest_training_size_of_an_ensemble():
+    job = ProbeJob("infer", imgsz=640, batch=4, imgsz_from_model=True)
+    sizes = [SimpleNamespace(own_imgsz=96), SimpleNamespace(own_imgsz=None), SimpleNamespace(own_imgsz=160)]
+    assert settled_job(job, sizes) == ProbeJob("infer", imgsz=160, batch=4)
+    assert settled_job(job, [SimpleNamespace(own_imgsz=None)]) == ProbeJob("infer", imgsz=640, batch=4)
+    given = ProbeJob("infer", imgsz=320, batch=4)  # a size the caller gave is kept
+    assert settled_job(given, sizes) == given
 
 
 def _predict(trained, source, tmp_path, capsys, name: str, *flags: str) -> tuple[list[str], str]:

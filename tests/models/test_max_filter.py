@@ -53,6 +53,25 @@ def test_max_filter_equals_square_pool(fmt: str, grad: bool, size: int) -> None:
         assert out.is_contiguous(memory_format=FORMATS[fmt])
 
 
+@pytest.mark.parametrize("fmt", FORMATS)
+@pytest.mark.parametrize("size", [3, 5, 13])
+def test_max_filter_gradients_equal_square_pool_with_ties(fmt: str, size: int) -> None:
+    # a few distinct integer values: most windows hold equal maxima, and the gradient must reach the element the
+    # square pool picks among them; three chained filters (as in SPP) with float upstream gradients: the sums
+    # over the windows that pick one element must also run in the square pool's order
+    torch.manual_seed(0)
+    x = torch.randint(0, 4, (2, 5, 9, 23)).float().contiguous(memory_format=FORMATS[fmt])
+    upstream = torch.randn(x.shape)
+    grads = []
+    for pool in (max_filter, square_pool):
+        xs = x.clone().requires_grad_(True)
+        out = pool(pool(pool(xs, size), size), size)
+        out.backward(upstream)
+        grads.append(xs.grad)
+    assert torch.equal(grads[0], grads[1])
+    assert grads[1].count_nonzero() < grads[1].numel() // 2  # ties: fewer winners than outputs
+
+
 def test_max_filter_refuses_even_sizes() -> None:
     with pytest.raises(ValueError, match="odd"):
         max_filter(torch.zeros(1, 1, 4, 4), 4)

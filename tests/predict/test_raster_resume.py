@@ -23,9 +23,9 @@ from tests.torchrun import REPO, same_files, torchrun
 
 from tphyolo.cli import main
 from tphyolo.infer.slicing import SliceConfig
-from tphyolo.predict.journal import JOURNAL_DIR
 from tphyolo.predict.predictor import Predictor
 from tphyolo.predict.raster import RasterCallbacks, RasterOutputs, predict_raster_into
+from tphyolo.predict.runner.journal import JOURNAL_DIR
 
 # 700 x 800 px, NoData in the first 260 columns. 256 px tiles, overlap 0.25: x 0 (NoData), 192, 384, 544 and
 # rows at y 0, 192, 384, 444. The red block lies across the seam of rows 0 and 1 (and of two columns); the green

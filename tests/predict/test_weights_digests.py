@@ -2,7 +2,7 @@
 
 from tests.helpers import weights_file_and_folder
 
-from tphyolo.predict.resume import weights_digests
+from tphyolo.predict.runner.resume import weights_digests
 
 
 def test_the_digest_of_a_file_a_folder_and_a_release_name(tmp_path):

@@ -14,7 +14,7 @@ import yaml
 from tests.helpers import exit_code, one_error_line
 from tests.reliability.corpus import jpeg_bytes
 
-from tphyolo.predict.journal import JOURNAL_DIR
+from tphyolo.predict.runner.journal import JOURNAL_DIR
 
 
 @pytest.fixture(scope="module")

@@ -9,7 +9,7 @@ from tests.evaluation.test_evaluate import CPU, VISDRONE_NAMES
 from tests.evaluation.test_validate import NamedOracle, _loader
 
 from tphyolo.evaluation.jobs import ValJob
-from tphyolo.evaluation.loop import results_json
+from tphyolo.evaluation.results import results_json
 from tphyolo.evaluation.settings import ValConfig
 from tphyolo.infer.config import InferenceConfig
 from tphyolo.report.val_run import run_val

@@ -13,7 +13,8 @@ from tphyolo.infer.backends.pytorch import TorchBackend
 from tphyolo.runtime import probe
 from tphyolo.runtime.config import RuntimeConfig
 from tphyolo.runtime.cpu_isa import CpuInfo, parse_cpuinfo
-from tphyolo.runtime.probe import BF16_MODES, Candidate, ProbeJob, candidates, probe_key, tuned_runtime
+from tphyolo.runtime.probe import BF16_MODES, Candidate, ProbeJob, candidates, probe_key
+from tphyolo.runtime.probe_freshness import Conditions
 
 CPU = torch.device("cpu")
 AVX2_ONLY = CpuInfo(model="AMD EPYC 7B12", flags=frozenset({"sse4_2", "avx2", "fma"}))
@@ -22,6 +23,12 @@ AMX = CpuInfo(model="Intel Xeon Platinum 8481C", flags=frozenset({"avx2", "avx51
 NCHW, NHWC = Candidate(channels_last=False, amp="off"), Candidate(channels_last=True, amp="off")
 TRAIN = ProbeJob("train", imgsz=64, batch=8)
 INFER = ProbeJob("infer", imgsz=64, batch=1)
+QUIET = Conditions(load=0.3, cores=2, time=1.8e9)  # the machine of every probe here unless a test says otherwise
+
+
+def tuned_runtime(*args, **kwargs):
+    """The probe's `tuned_runtime` under QUIET conditions unless the call gives its own."""
+    return probe.tuned_runtime(*args, **{"conditions": QUIET, **kwargs})
 
 
 def tiny_model() -> nn.Module:
@@ -96,7 +103,7 @@ def test_rounds_stop_once_the_budget_is_spent(tmp_path):
     ticks = iter(range(0, 1000, 10))  # a clock that says 10 s passed between any two readings
     seconds = probe.time_candidates((NCHW, NHWC), FakeSteps({"NCHW fp32": 2.0, "NHWC fp32": 1.0}),
                                     clock=lambda: next(ticks))  # fmt: skip
-    assert seconds == {NCHW: 2.0, NHWC: 1.0}  # one round after the warm-up, no more
+    assert seconds == {NCHW: [2.0], NHWC: [1.0]}  # one round after the warm-up, no more
 
 
 def test_explicit_flags_override_the_probe(tmp_path):

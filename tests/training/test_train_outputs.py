@@ -66,7 +66,7 @@ def _cfg(data, tmp_path, **values) -> TrainConfig:
 def test_a_finished_run_logs_val_losses_strips_its_weights_and_validates_best(
     tiny_synthetic, tmp_path, caplog, monkeypatch
 ):
-    from tphyolo.evaluation import loop as evaluate_module
+    from tphyolo.evaluation import results as evaluate_module
 
     formats = evaluate_module.format_results
     tables = []

@@ -62,7 +62,7 @@ def _job(args: argparse.Namespace) -> ValJob:
 
 def run(args: argparse.Namespace) -> int:
     # torch-importing modules stay lazy: `tphyolo val -h` must not import torch
-    from tphyolo.evaluation.loop import format_results
+    from tphyolo.evaluation.results import format_results
     from tphyolo.report.val_run import run_val
 
     run = run_val(_job(args), runtime=args.runtime, device=inference_device(args.runtime))

@@ -74,9 +74,10 @@ def runtime_probe_lines(found: dict) -> list[str]:
             lines.append(f"    {entry['file']}: unreadable ({entry['error']}), measured again when next needed")
             continue
         times = ", ".join(f"{name} {seconds * 1e3:.0f} ms" for name, seconds in entry["seconds"].items())
+        note = "  provisional: measured again on a quieter run" if entry.get("provisional") else ""
         lines.append(f"    {entry['mode']} {entry['imgsz']} px batch {entry['batch']} on {entry['device']} "
                      f"(model {entry['model']}, torch {entry['torch']}, {entry['threads']} threads): "
-                     f"{entry['choice']}  [{times}]")  # fmt: skip
+                     f"{entry['choice']}  [{times}]{note}")  # fmt: skip
     return lines
 
 

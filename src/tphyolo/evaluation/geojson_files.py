@@ -20,7 +20,8 @@ import torch
 
 from tphyolo.data.files.json_files import load_json_file
 from tphyolo.errors import InputError
-from tphyolo.evaluation.loop import EvalResults, score_images
+from tphyolo.evaluation.results import EvalResults
+from tphyolo.evaluation.scoring import score_images
 from tphyolo.metrics.protocol import ImageResult
 
 

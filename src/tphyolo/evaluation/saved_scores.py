@@ -19,6 +19,7 @@ from tphyolo.data.mot.sequences import tracking_split
 from tphyolo.errors import InputError
 from tphyolo.evaluation.detection_files import annotation_files, score_coco_files, visdrone_image_results
 from tphyolo.evaluation.geojson_files import score_geojson_files
+from tphyolo.evaluation.results import yolo_table
 from tphyolo.evaluation.sharded import Shard, gather_in_order
 from tphyolo.infer.config import MAX_DET
 from tphyolo.metrics.protocol import ImageResult
@@ -79,7 +80,7 @@ def score_saved_detections(
             return None
         result = score_geojson_files(gt, pred)
         overall = {"AP50": 100 * result.map50, "AP": 100 * result.map, "P": 100 * result.mp, "R": 100 * result.mr}
-        return SavedScores(overall, {}, result.tables[0])
+        return SavedScores(overall, {}, yolo_table(result))
     if fmt == COCO_JSON:
         if fmt not in get_protocol(protocol).saved_formats:
             raise InputError(f"--protocol {protocol} needs a folder of VisDrone annotation txt files, got {gt}")

@@ -2,7 +2,7 @@
 loop, `evaluate`).
 
 It imports no torch: `tphyolo val -h` derives its flags from `ValConfig`'s fields (`tphyolo.flags.flag`). The
-outputs a run writes are evaluators (`tphyolo.evaluation.writers`); a flag here only chooses which ones.
+files a run writes are writers (`tphyolo.evaluation.writers`); a flag here only chooses which ones.
 """
 
 from __future__ import annotations

@@ -1,10 +1,10 @@
 """Evaluation over the ranks of a distributed run: each rank's share of the images, one progress bar, and the
 per-image results gathered on rank 0 in one-process order, where they are scored.
 
-The images are dealt in whole batches of the one-process loader (`runtime.sharding`): a rank runs batches k,
-k + W, k + 2W, ... as one process would run them, so every image gives the same detections, and rank 0 scores
-the same list one process would score. Only the per-image results travel (detections and ground truth, a few
-kB an image); the scores are computed once.
+The images are dealt in whole batches of the one-process loader, each batch a unit of the runner of every
+sharded run (`predict.runner.units.UnitDeal`): a rank runs batches k, k + W, k + 2W, ... as one process would run
+them, so every image gives the same detections, and rank 0 scores the same list one process would score. Only
+the per-image results travel (detections and ground truth, a few kB an image); the scores are computed once.
 """
 
 from __future__ import annotations
@@ -14,8 +14,9 @@ from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
+from tphyolo.predict.runner.units import UnitDeal
 from tphyolo.runtime.distributed import DistContext, GlobalCount, gather_to_main
-from tphyolo.runtime.sharding import merge_shards, shard_indices
+from tphyolo.runtime.sharding import fixed_units
 
 T = TypeVar("T")
 POLL_SECONDS = 0.1  # how often rank 0's bar looks at the others' count once its own share is done
@@ -23,18 +24,27 @@ POLL_SECONDS = 0.1  # how often rank 0's bar looks at the others' count once its
 
 @dataclass(frozen=True)
 class Shard:
-    """This rank's part of `count` items: `indices` (ascending, in whole units of `unit` items), and how many
-    units the run has in all (what the progress bar counts)."""
+    """This rank's part of `count` items: the units of `unit` consecutive items dealt to it (`deal`, of all the
+    run's units: what the progress bar counts) and their items' `indices`, ascending."""
 
-    ctx: DistContext
-    indices: tuple[int, ...]
+    deal: UnitDeal
+    unit: int
     count: int
-    units: int
+    indices: tuple[int, ...]
 
     @classmethod
     def of(cls, count: int, *, unit: int, ctx: DistContext) -> Shard:
-        indices = shard_indices(count, rank=ctx.rank, world_size=ctx.world_size, unit=unit)
-        return cls(ctx, tuple(indices), count, -(-count // unit))
+        units = fixed_units(count, unit)
+        deal = UnitDeal.of(len(units), dist=ctx)
+        return cls(deal, unit, count, tuple(i for k in deal.mine for i in units[k]))
+
+    @property
+    def ctx(self) -> DistContext:
+        return self.deal.dist
+
+    @property
+    def units(self) -> int:
+        return self.deal.count
 
 
 def gather_in_order(shard: Shard, values: Sequence[T]) -> list[T] | None:
@@ -42,8 +52,13 @@ def gather_in_order(shard: Shard, values: Sequence[T]) -> list[T] | None:
     item order, on rank 0; None on the other ranks."""
     if len(values) != len(shard.indices):
         raise ValueError(f"rank {shard.ctx.rank}: {len(values)} results for {len(shard.indices)} items")
-    gathered = gather_to_main(shard.ctx, list(zip(shard.indices, values, strict=True)))
-    return None if gathered is None else merge_shards(gathered, shard.count)
+    units = fixed_units(shard.count, shard.unit)
+    values, per_unit = list(values), []
+    for k in shard.deal.mine:
+        per_unit.append(values[: len(units[k])])
+        del values[: len(units[k])]
+    gathered = shard.deal.gather(per_unit)
+    return None if gathered is None else [value for unit in gathered for value in unit]
 
 
 def gather_speed(shard: Shard, speed: dict[str, float], images: int) -> dict[str, float]:

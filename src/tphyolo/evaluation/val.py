@@ -22,17 +22,18 @@ from tphyolo.data.loader import DatasetSettings, LoaderSettings, build_dataloade
 from tphyolo.data.report import format_problems
 from tphyolo.errors import InputError
 from tphyolo.evaluation.class_match import check_data_classes, check_label_ids
-from tphyolo.evaluation.loop import EvalResults, evaluate
+from tphyolo.evaluation.evaluator import Evaluator
+from tphyolo.evaluation.loop import evaluate
+from tphyolo.evaluation.results import EvalResults
 from tphyolo.evaluation.settings import VAL_CONFIG_FIELDS, EvalSettings, ValConfig
 from tphyolo.evaluation.sharded import Shard
-from tphyolo.evaluation.writers import Evaluator, writers_for
+from tphyolo.evaluation.writers import Writer, writers_for
 from tphyolo.infer.backends.pytorch import Weights, load_backends
 from tphyolo.infer.config import VALIDATION, InferenceConfig, inference_config
 from tphyolo.infer.input_shape import fixed_input_shape, settled_config
 from tphyolo.infer.slicing import SliceConfig
 from tphyolo.runtime.config import RuntimeConfig, resolve_device
 from tphyolo.runtime.distributed import DistContext, barrier, init_process_group
-from tphyolo.runtime.probe import ProbeJob
 from tphyolo.runtime.run_dir import removed_if_left_empty
 
 _log = logging.getLogger(__name__)
@@ -47,6 +48,7 @@ def val(
     runtime: RuntimeConfig | None = None,
     device: str | None = None,
     evaluators: Sequence[Evaluator] = (),
+    writers: Sequence[Writer] = (),
     **settings: Any,
 ) -> EvalResults:
     """The metrics of `weights` (a checkpoint, an exported model or a model) on split `config.task` of `data` (a
@@ -56,9 +58,11 @@ def val(
     save_txt and plots, a crop classifier, slicing, ...); inference: the inference settings (default:
     validation's conf 0.001, iou 0.6, batch 32). `settings` are fields of either, by name (`imgsz=1536`,
     `protocol="visdrone"`, `tta=True`), replacing those of `config` and `inference`. runtime/device: how and
-    where to run. evaluators: outputs of one's own (`tphyolo.evaluation.writers.Evaluator`), fed after those the
-    config asks for; their results are in `outputs`. With `slicing`, each image is cut into windows run at
-    `imgsz`, merged by `inference.merge`, and scored against its full ground truth. A fixed-size export gets
+    where to run. evaluators: results of one's own (`tphyolo.evaluation.evaluator.Evaluator`), in `outputs` by
+    name; writers: files of one's own (`tphyolo.evaluation.writers.Writer`), written after those the config asks
+    for, what they return in `outputs` under their names (those of the config's writers are left out). With
+    `slicing`, each image is cut into windows run at `imgsz`, merged by `inference.merge`, and scored against its
+    full ground truth. A fixed-size export gets
     every image letterboxed to its size (no rect batches). Raises ValueError, before any image is read, when
     the model's and the dataset's classes differ (`check_data_classes`), and after the label scan, before
     inference, when the labels use a class id the model does not have.
@@ -77,9 +81,8 @@ def val(
     dist = DistContext.from_env()
     torch_device = resolve_device(str(device)) if device is not None else runtime.torch_device(dist.local_rank)
     init_process_group(dist, torch_device)  # under torchrun; left joined for the caller's next call
-    job = ProbeJob("infer", imgsz=inference.imgsz, batch=inference.batch)  # the runtime probe's (a PyTorch model)
     (backend,) = load_backends(weights, runtime=runtime, device=torch_device, backend=inference.backend,
-                               precision=inference.precision, job=job)  # fmt: skip
+                               precision=inference.precision, job=inference.probe_job)  # fmt: skip
     inference = settled_config([backend], inference)  # what the caller left to the model (`from_model`)
     fixed = fixed_input_shape([backend], inference)
     datasets_dir = None if config.datasets_dir is None else Path(config.datasets_dir)
@@ -116,12 +119,13 @@ def val(
     slicing = SliceConfig(config.slicing) if isinstance(config.slicing, int | str) else config.slicing
     run = EvalSettings(protocol=config.protocol, progress=config.progress, classifier=classifier, slicing=slicing,
                        keep_images=config.keep_images, shard=shard)  # fmt: skip
-    writers = writers_for(config, save_dir) if save_dir is not None else []
+    own = writers_for(config, save_dir) if save_dir is not None else []
     with removed_if_left_empty(save_dir):
         if save_dir is not None:
             save_dir.mkdir(parents=True, exist_ok=True)
         results = evaluate(backend, loader, names=list(data_names or backend.names),
-                           config=replace(inference, imgsz=imgsz), settings=run,
-                           evaluators=[*writers, *evaluators])  # fmt: skip
-    outputs = results.outputs[len(writers) :] if results.outputs else ()
+                           config=replace(inference, imgsz=imgsz), settings=run, evaluators=evaluators,
+                           writers=[*own, *writers])  # fmt: skip
+    left_out = {writer.name for writer in own}
+    outputs = {name: value for name, value in results.outputs.items() if name not in left_out}
     return replace(results, save_dir=save_dir, outputs=outputs)

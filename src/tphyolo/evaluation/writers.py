@@ -1,9 +1,11 @@
-"""The outputs of a validation run, as evaluators that one loop feeds (`tphyolo.evaluation.loop.evaluate`).
+"""The files of a validation run, as writers that one loop feeds (`tphyolo.evaluation.loop.evaluate`).
 
-An `Evaluator` is told `reset()` before a run, `process(images)` with each batch's per-image results
-(`ImageResult`: detections and ground truth in original pixels) and `evaluate(results)` once the run is scored
-(`EvalResults`: the numbers, names, speed); what `evaluate` returns is in `EvalResults.outputs`, in the order the
-evaluators were given. A new output is one class: pass it in `evaluators=[...]` to `evaluate` or `val`.
+A `Writer` is told `reset()` before a run, `process(images)` with each batch's per-image results
+(`ImageResult`: detections and ground truth in original pixels) and `write(results)` once the run's evaluators
+have given their results (`tphyolo.evaluation.evaluator`: the METRICS EvalResults with the speed, the YOLO
+SUMMARY, the CONFUSION matrix, and those of the caller's evaluators, by name). A writer writes from those
+results and computes no scores of its own; what `write` returns is among the run's outputs under the writer's
+`name`. A new file is one class: pass it in `writers=[...]` to `evaluate` or `val`.
 
 The writers here: `PredictionTxt` (labels/STEM.txt), `PredictionJson` (predictions.json), `BatchPlots`
 (val_batchK_labels/pred.jpg), `MetricPlots` (PR/F1/P/R curves, confusion matrix); `writers_for` picks them from
@@ -13,48 +15,45 @@ the `ValConfig` flags.
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import torch
 
 from tphyolo.data.files.atomic import write_text_atomic
 from tphyolo.data.files.image_io import read_image, write_image
+from tphyolo.evaluation.evaluator import Evaluator
+from tphyolo.evaluation.scoring import CONFUSION, METRICS, SUMMARY
 from tphyolo.evaluation.settings import ValConfig
-from tphyolo.metrics.confusion import ConfusionMatrix
 from tphyolo.metrics.plots import plot_confusion_matrix, plot_curves
 from tphyolo.metrics.protocol import ImageResult
-from tphyolo.metrics.yolo import summarize
 from tphyolo.ops.detections import Detections
 from tphyolo.predict.draw import draw_detections, image_grid
 from tphyolo.predict.writers import coco_predictions, yolo_lines
 
-if TYPE_CHECKING:  # the loop's result type; the loop imports this module
-    from tphyolo.evaluation.loop import EvalResults
-
 PLOTTED_SCORE = 0.25  # batch plots draw detections scoring at least this
 
 
-class Evaluator:
-    """One output of a validation run (see the module docstring). Subclasses override what they need; the
-    defaults do nothing and return None. Only the process that scores the run (rank 0) feeds its evaluators,
-    with every batch of the run in order."""
+class Writer(Evaluator):
+    """Files of a validation run (see the module docstring), its outputs under `name`. It is reset and fed as an
+    evaluator is, and gives no results of its own to combine: it writes from the combined ones. Subclasses set
+    `name` and override what they need; the defaults write nothing. `uses_confusion`: the run's metrics are to
+    build the CONFUSION matrix for it."""
 
-    def reset(self) -> None:
-        """Before a run: forget what an earlier run gave."""
+    name = "writer"
+    uses_confusion = False
 
-    def process(self, images: Sequence[ImageResult]) -> None:
-        """One batch's per-image results, in original pixels."""
-
-    def evaluate(self, results: EvalResults) -> Any:
-        """The run's scores are in: finish the output; the return value is kept in `results.outputs`."""
+    def write(self, results: Mapping[str, Any]) -> Any:
+        """The run's results are in, by name: finish the files; the return value is kept among the outputs."""
         return None
 
 
-class PredictionTxt(Evaluator):
+class PredictionTxt(Writer):
     """YOLO txt files with scores, `save_dir/labels/STEM.txt` per image, written as batches come; returns the
     labels folder."""
+
+    name = "labels"
 
     def __init__(self, save_dir: str | Path) -> None:
         self.folder = Path(save_dir) / "labels"
@@ -68,13 +67,15 @@ class PredictionTxt(Evaluator):
             lines = yolo_lines(detections, width=r.shape[1], height=r.shape[0], with_score=True)
             (self.folder / f"{Path(r.path).stem}.txt").write_text("".join(f"{line}\n" for line in lines))
 
-    def evaluate(self, results: EvalResults) -> Path:
+    def write(self, results: Mapping[str, Any]) -> Path:
         return self.folder
 
 
-class PredictionJson(Evaluator):
+class PredictionJson(Writer):
     """`save_dir/predictions.json`: COCO results (image ids by `tphyolo.metrics.coco.coco_image_ids`, as the
     COCO protocol numbers the ground truth); returns its path."""
+
+    name = "predictions_json"
 
     def __init__(self, save_dir: str | Path) -> None:
         self.path = Path(save_dir) / "predictions.json"
@@ -86,15 +87,17 @@ class PredictionJson(Evaluator):
     def process(self, images: Sequence[ImageResult]) -> None:
         self.named += [(Path(r.path).stem, Detections.from_rows(r.detections)) for r in images]
 
-    def evaluate(self, results: EvalResults) -> Path:
+    def write(self, results: Mapping[str, Any]) -> Path:
         self.path.parent.mkdir(parents=True, exist_ok=True)
         write_text_atomic(self.path, json.dumps(coco_predictions(self.named)))
         return self.path
 
 
-class BatchPlots(Evaluator):
+class BatchPlots(Writer):
     """`val_batchK_labels.jpg` and `val_batchK_pred.jpg` in `save_dir`: the first `batches` groups of 16 images,
     ground truth vs detections scoring at least PLOTTED_SCORE; returns the files written."""
+
+    name = "batch_plots"
 
     def __init__(self, save_dir: str | Path, *, batches: int = 3) -> None:
         self.save_dir, self.batches = Path(save_dir), batches
@@ -106,8 +109,8 @@ class BatchPlots(Evaluator):
     def process(self, images: Sequence[ImageResult]) -> None:
         self.images += list(images)[: 16 * self.batches - len(self.images)]
 
-    def evaluate(self, results: EvalResults) -> list[Path]:
-        names, written = list(results.names), []
+    def write(self, results: Mapping[str, Any]) -> list[Path]:
+        names, written = list(results[METRICS].names), []
         self.save_dir.mkdir(parents=True, exist_ok=True)
         for k in range(self.batches):
             group = self.images[16 * k : 16 * (k + 1)]
@@ -126,34 +129,28 @@ class BatchPlots(Evaluator):
         return written
 
 
-class MetricPlots(Evaluator):
+class MetricPlots(Writer):
     """PR/F1/P/R curves (when any detection was correct) and the normalised confusion matrix (YOLO matching),
-    as PNG files in `save_dir`; returns the ConfusionMatrix."""
+    as PNG files in `save_dir`, drawn from the run's SUMMARY and CONFUSION results; returns the files written."""
+
+    name = "metric_plots"
+    uses_confusion = True
 
     def __init__(self, save_dir: str | Path) -> None:
         self.save_dir = Path(save_dir)
-        self.images: list[ImageResult] = []
 
-    def reset(self) -> None:
-        self.images = []
-
-    def process(self, images: Sequence[ImageResult]) -> None:
-        self.images += list(images)
-
-    def evaluate(self, results: EvalResults) -> ConfusionMatrix:
-        names = list(results.names)
-        confusion = ConfusionMatrix(len(names))
-        summary = summarize(self.images, nc=len(names), confusion=confusion)
+    def write(self, results: Mapping[str, Any]) -> list[Path]:
+        names, summary = list(results[METRICS].names), results[SUMMARY]
         self.save_dir.mkdir(parents=True, exist_ok=True)
-        if summary.result is not None:
-            plot_curves(summary.result, names, self.save_dir)
-        plot_confusion_matrix(confusion.normalized(), names, self.save_dir / "confusion_matrix.png")
-        return confusion
+        written = plot_curves(summary.result, names, self.save_dir) if summary.result is not None else []
+        written.append(self.save_dir / "confusion_matrix.png")
+        plot_confusion_matrix(results[CONFUSION].normalized(), names, written[-1])
+        return written
 
 
-def writers_for(config: ValConfig, save_dir: str | Path) -> list[Evaluator]:
+def writers_for(config: ValConfig, save_dir: str | Path) -> list[Writer]:
     """The writers the flags of `config` ask for (`save_txt`, `save_json`, `plots`), writing into `save_dir`."""
-    writers: list[Evaluator] = []
+    writers: list[Writer] = []
     if config.save_txt:
         writers.append(PredictionTxt(save_dir))
     if config.save_json:

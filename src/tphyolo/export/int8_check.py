@@ -24,7 +24,8 @@ from tphyolo.data.dataset_config import DataConfig
 from tphyolo.data.loader import LoaderSettings, build_dataloader
 from tphyolo.data.scan import scan_split
 from tphyolo.errors import InputError
-from tphyolo.evaluation.loop import EvalResults, evaluate
+from tphyolo.evaluation.loop import evaluate
+from tphyolo.evaluation.results import EvalResults
 from tphyolo.evaluation.settings import EvalSettings
 from tphyolo.export.calibration import data_name, spread_indices
 from tphyolo.infer.backends import load_backend

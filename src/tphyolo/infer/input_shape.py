@@ -22,7 +22,7 @@ from pathlib import Path
 
 from tphyolo.errors import InputError
 from tphyolo.flags import setting_name
-from tphyolo.infer.backends.pytorch import Backend
+from tphyolo.infer.backends.pytorch import Backend, largest_own_imgsz
 from tphyolo.infer.config import InferenceConfig
 
 LOGGER = logging.getLogger(__name__)
@@ -52,14 +52,12 @@ def settled_config(backends: Sequence[Backend], config: InferenceConfig) -> Infe
     choice logged in one line: `imgsz` the largest `own_imgsz` of the backends (config's when none has one),
     `batch` the smallest `max_batch` of a fixed-batch export when it is below config's."""
     chosen: dict[str, int] = {}
-    if "imgsz" in config.from_model:
-        sizes = [(size, b) for b in backends if (size := getattr(b, "own_imgsz", None)) is not None]
-        if sizes:
-            size, backend = max(sizes, key=lambda pair: pair[0])
-            how = getattr(backend, "imgsz_origin", "trained")  # an export's own size, or a checkpoint's
-            chosen["imgsz"] = size
-            LOGGER.info("%s %d: the image size %s was %s at (%s overrides)", setting_name(config, "imgsz"),
-                        size, _name(backend), how, setting_name(config, "imgsz"))  # fmt: skip
+    if "imgsz" in config.from_model and (found := largest_own_imgsz(backends)) is not None:
+        size, backend = found
+        how = getattr(backend, "imgsz_origin", "trained")  # an export's own size, or a checkpoint's
+        chosen["imgsz"] = size
+        LOGGER.info("%s %d: the image size %s was %s at (%s overrides)", setting_name(config, "imgsz"),
+                    size, _name(backend), how, setting_name(config, "imgsz"))  # fmt: skip
     if "batch" in config.from_model:
         limits = [(limit, b) for b in backends if (limit := getattr(b, "max_batch", None)) is not None]
         if limits and (limit := min(limits, key=lambda pair: pair[0]))[0] < config.batch:

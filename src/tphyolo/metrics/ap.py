@@ -151,27 +151,23 @@ class Summary:
         return fitness(self.map50, self.map)
 
     def table(self, names: Mapping[int, str] | Sequence[str]) -> str:
-        """The familiar table: Class, Images, Labels, P, R, mAP@.5, mAP@.5:.95; a row for all, one per class."""
-        head = f"{'Class':>20}{'Images':>11}{'Labels':>11}{'P':>11}{'R':>11}{'mAP@.5':>11}{'mAP@.5:.95':>11}"
-
-        def row(name, labels, p, r, m50, m):
-            return f"{name:>20}{self.images:>11d}{labels:>11d}{p:>11.3g}{r:>11.3g}{m50:>11.3g}{m:>11.3g}"
-
-        lines = [head, row("all", int(self.labels_per_class.sum()), self.mp, self.mr, self.map50, self.map)]
+        """The familiar table (`yolo_table`): a row for all, one per class when more than one has a row."""
+        rows = [("all", int(self.labels_per_class.sum()), self.mp, self.mr, self.map50, self.map)]
         if self.result is not None and len(self.result.classes) > 1:
             res = self.result
-            for i, c in enumerate(res.classes):
-                lines.append(
-                    row(
-                        str(names[int(c)]),
-                        int(self.labels_per_class[c]),
-                        res.p[i],
-                        res.r[i],
-                        res.ap50[i],
-                        res.ap50_95[i],
-                    )
-                )
-        return "\n".join(lines)
+            rows += [(str(names[int(c)]), int(self.labels_per_class[c]), res.p[i], res.r[i], res.ap50[i],
+                      res.ap50_95[i]) for i, c in enumerate(res.classes)]  # fmt: skip
+        return yolo_table(self.images, rows)
+
+
+def yolo_table(images: int, rows: Sequence[tuple[str, int, float, float, float, float]]) -> str:
+    """The familiar table: Class, Images, Labels, P, R, mAP@.5, mAP@.5:.95, a line per row of `rows` (name,
+    labels, P, R, mAP@.5, mAP@.5:.95 as fractions), each with the `images` of the set."""
+    head = f"{'Class':>20}{'Images':>11}{'Labels':>11}{'P':>11}{'R':>11}{'mAP@.5':>11}{'mAP@.5:.95':>11}"
+    lines = [head]
+    for name, labels, p, r, m50, m in rows:
+        lines.append(f"{name:>20}{images:>11d}{labels:>11d}{p:>11.3g}{r:>11.3g}{m50:>11.3g}{m:>11.3g}")
+    return "\n".join(lines)
 
 
 class DetectionStats:

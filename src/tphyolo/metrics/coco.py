@@ -22,7 +22,7 @@ import torch
 
 from tphyolo.data.formats.coco import coco_box_problem
 from tphyolo.errors import InputError
-from tphyolo.metrics.protocol import IgnoreRules, ImageResult, ProtocolResult
+from tphyolo.metrics.protocol import IgnoreRules, ImageResult, ProtocolResult, score_table
 from tphyolo.metrics.registry import COCO_JSON, VISDRONE_TXT
 
 BACKENDS = ("faster", "pycocotools")
@@ -38,12 +38,7 @@ class CocoResult:
     per_class: dict[str, dict[str, float]]
 
     def table(self) -> str:
-        keys = list(self.overall)
-        lines = [f"{'Class':>16}" + "".join(f"{k:>8}" for k in keys)]
-        lines.append(f"{'all':>16}" + "".join(f"{self.overall[k]:>8.2f}" for k in keys))
-        for name, values in self.per_class.items():
-            lines.append(f"{name:>16}" + "".join(f"{values[k]:>8.2f}" for k in keys))
-        return "\n".join(lines)
+        return score_table(self.overall, self.per_class)
 
 
 def _mean_valid(x: np.ndarray) -> float:

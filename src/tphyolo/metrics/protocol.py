@@ -8,7 +8,7 @@ in `tphyolo.metrics.registry.PROTOCOLS`; adding one is one module with a class l
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Protocol as _Interface
 
@@ -58,7 +58,9 @@ class ProtocolResult:
 
     map50, map: mean AP at IoU 0.5 and over 0.50:0.95 as fractions (what checkpoint selection and `val`
     report); overall: the protocol's headline numbers in percent (e.g. "AP", "AP50", "AR500"); per_class:
-    class name -> the same keys, for classes with objects; table: the protocol's table, ready to print.
+    class name -> the same keys, for classes with objects; table: the protocol's table, ready to print;
+    images_per_class: class name -> the images weighting it in the means, for a protocol whose table shows them
+    (VisDrone's), else None.
     """
 
     protocol: str
@@ -67,6 +69,23 @@ class ProtocolResult:
     overall: dict[str, float]
     per_class: dict[str, dict[str, float]]
     table: str
+    images_per_class: dict[str, int] | None = None
+
+
+def score_table(
+    overall: Mapping[str, float],
+    per_class: Mapping[str, Mapping[str, float]],
+    images_per_class: Mapping[str, int] | None = None,
+) -> str:
+    """A protocol's numbers in percent as its table: a column per key of `overall`, a row for all, one per class
+    of `per_class`; with `images_per_class`, an Images column after the class name."""
+    images = images_per_class is not None
+    lines = [f"{'Class':>16}" + (f"{'Images':>8}" if images else "") + "".join(f"{k:>8}" for k in overall)]
+    lines.append(f"{'all':>16}" + (f"{'':>8}" if images else "") + "".join(f"{v:>8.2f}" for v in overall.values()))
+    for name, values in per_class.items():
+        count = f"{images_per_class[name]:>8d}" if images else ""
+        lines.append(f"{name:>16}{count}" + "".join(f"{values[k]:>8.2f}" for k in overall))
+    return "\n".join(lines)
 
 
 @dataclass(frozen=True)

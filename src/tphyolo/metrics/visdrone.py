@@ -33,7 +33,7 @@ import torch
 from tphyolo.data.formats.visdrone import NAMES, NUM_CLASSES
 from tphyolo.errors import InputError
 from tphyolo.metrics.ignored import in_ignored_regions
-from tphyolo.metrics.protocol import IgnoreRules, ImageResult, ProtocolResult
+from tphyolo.metrics.protocol import IgnoreRules, ImageResult, ProtocolResult, score_table
 from tphyolo.metrics.registry import GEOJSON, VISDRONE_TXT
 
 MAX_DETS = (1, 10, 100, 500)
@@ -148,13 +148,7 @@ class VisDroneResult:
     images_per_class: dict[str, int]
 
     def table(self) -> str:
-        head = f"{'Class':>16}{'Images':>8}" + "".join(f"{m:>8}" for m in METRICS)
-        lines = [head, f"{'all':>16}{'':>8}" + "".join(f"{self.overall[m]:>8.2f}" for m in METRICS)]
-        for name, values in self.per_class.items():
-            lines.append(
-                f"{name:>16}{self.images_per_class[name]:>8d}" + "".join(f"{values[m]:>8.2f}" for m in METRICS)
-            )
-        return "\n".join(lines)
+        return score_table(self.overall, self.per_class, self.images_per_class)  # `overall` in METRICS order
 
 
 def _rows(a: np.ndarray) -> np.ndarray:
@@ -278,4 +272,5 @@ class VisDroneProtocol:
         padded = [str(n) for n in names] + [f"class{c}" for c in range(len(names), len(CLASSES))]
         result = evaluate_visdrone([_annotations(image) for image in images], names=padded)
         ap50, ap = result.overall["AP50"] / 100.0, result.overall["AP"] / 100.0
-        return ProtocolResult(self.name, ap50, ap, result.overall, result.per_class, result.table())
+        return ProtocolResult(self.name, ap50, ap, result.overall, result.per_class, result.table(),
+                              result.images_per_class)  # fmt: skip

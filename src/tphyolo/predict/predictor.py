@@ -42,7 +42,6 @@ from tphyolo.predict.results import Results
 from tphyolo.predict.sequences import VideoSequence, resolve_sequences
 from tphyolo.predict.sources import Frame, Stream, iter_frames, resolve_source, source_units
 from tphyolo.runtime.config import RuntimeConfig, resolve_device
-from tphyolo.runtime.probe import ProbeJob
 
 LOGGER = logging.getLogger(__name__)
 
@@ -98,9 +97,8 @@ class Predictor:
         config = inference_config(config, tta=tta, **settings)
         self.runtime = runtime or RuntimeConfig()
         self.device = resolve_device(str(device)) if device is not None else self.runtime.torch_device()
-        job = ProbeJob("infer", imgsz=config.imgsz, batch=config.batch)  # the runtime probe's (PyTorch models)
         backends = load_backends(weights, runtime=self.runtime, device=self.device, fuse=fuse, backend=config.backend,
-                                 precision=config.precision, job=job)  # fmt: skip
+                                 precision=config.precision, job=config.probe_job)  # fmt: skip
         if classifier is not None:
             classifier = as_classifier(classifier, detector_names=backends[0].names, device=self.device,
                                        runtime=self.runtime, weight=classifier_weight)  # fmt: skip

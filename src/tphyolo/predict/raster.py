@@ -13,13 +13,14 @@ between two tiles of a row or two rows -- comes out once. A tile GDAL cannot rea
 block) is skipped and counted (`RasterPrediction.unreadable`); the first one is named through `on_note` with
 GDAL's reason, and the rest of the raster goes on.
 
-Given a run folder, each finished row is journaled (`predict.journal`, the journal of every prediction run):
-one line holding the row's unmerged detections (float32, exactly) and its NoData tiles, appended whole or not at
-all (a line cut short fails its check and the row is done again). So a run that stops anywhere loses at most the
-rows it had not journaled, and a resumed run (`resume=True`) runs only the others: its batches, detections and
-merge are those of an uninterrupted run, and so are its outputs, exactly. Under torchrun (`dist`) row k of those
-left goes to rank k % world_size; rank 0 gathers every rank's rows, merges them in row order and alone gets the
-RasterPrediction (the others get None): the same result as one process.
+The rows are the units of the runner of every sharded run (`predict.runner.units`). Given a run folder, each
+finished row is journaled (`predict.runner.journal`): one line (`RowRecord`) holding the row's unmerged detections
+(float32, exactly) and its NoData and unreadable tiles, appended whole or not at all (a line cut short fails its
+check and the row is done again). So a run that stops anywhere loses at most the rows it had not journaled, and
+a resumed run (`resume=True`) runs only the others: its batches, detections and merge are those of an
+uninterrupted run, and so are its outputs, exactly. Under torchrun (`dist`) row k of those left goes to rank
+k % world_size; rank 0 gathers every rank's rows, merges them in row order and alone gets the RasterPrediction
+(the others get None): the same result as one process.
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ import logging
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 
 import numpy as np
@@ -43,14 +45,13 @@ from tphyolo.infer.slicing import SliceConfig
 from tphyolo.ops.detections import Detections
 from tphyolo.ops.tiling import tile_grid
 from tphyolo.predict.geojson import geojson_collection, write_geojson
-from tphyolo.predict.journal import FrameRecord, Journal, UnitRecord, clear_journal, finished_units
 from tphyolo.predict.predictor import Predictor
+from tphyolo.predict.runner.journal import checked_count, checked_rows, journal_object
+from tphyolo.predict.runner.units import ONE_PROCESS, RunJournal, UnitRunner
 from tphyolo.predict.writers import coco_predictions, yolo_lines
-from tphyolo.runtime.distributed import DistContext, GlobalCount, barrier, gather_to_main
-from tphyolo.runtime.sharding import deal
+from tphyolo.runtime.distributed import DistContext
 
 LOGGER = logging.getLogger(__name__)
-ONE_PROCESS = DistContext()
 
 
 @dataclass(frozen=True)
@@ -114,6 +115,34 @@ def row_unit(path: str | Path, row: Sequence[Window]) -> str:
     return f"{Path(path).name}: rows {y1}-{y2}, {len(row)} tiles of {x2 - x1} px"
 
 
+@dataclass(frozen=True)
+class RowRecord:
+    """A finished row of tiles, as its journal line holds it: the row's name (`row_unit`), its unmerged
+    detections (N, 6) float32 in raster pixels (tile order), and its tiles skipped as NoData and unreadable."""
+
+    row: str
+    rows: torch.Tensor
+    nodata: int
+    unreadable: int
+
+    @property
+    def unit(self) -> str:
+        return self.row
+
+    def to_json(self) -> str:
+        return json.dumps({"row": self.row, "rows": self.rows.tolist(), "nodata": self.nodata,
+                           "unreadable": self.unreadable})  # fmt: skip
+
+    @classmethod
+    def from_json(cls, line: str, *, classes: int | None = None) -> RowRecord:
+        """The row of a journal line; ValueError saying what is wrong (as `UnitRecord.from_json`)."""
+        data = journal_object(line, keys=("row", "rows", "nodata", "unreadable"))
+        if not isinstance(data["row"], str):
+            raise InputError("'row' is not the name of a row of tiles")
+        rows = checked_rows(data["rows"], classes, where=data["row"][:120])
+        return cls(data["row"], rows, checked_count(data, "nodata"), checked_count(data, "unreadable"))
+
+
 class _Tally:
     """Seconds this process spent reading tiles and in the Predictor; whether it named an unreadable tile."""
 
@@ -158,64 +187,29 @@ def predict_raster(
             LOGGER.warning("%s has no CRS: its detections stay in pixel coordinates", path)
         rows = tile_rows(raster_tiles(raster, slicing))
         names = [row_unit(path, row) for row in rows]
-        before = _finished_rows(run_dir, names, classes=len(predictor.names), resume=resume, dist=dist,
-                                on_note=on_note)  # fmt: skip
-        counter = GlobalCount(dist)
-        if on_tile is not None and dist.is_main and before:
-            on_tile(counter.add(sum(len(rows[k]) for k, name in enumerate(names) if name in before)))
-        journal = None if run_dir is None else Journal(run_dir, dist.rank)
-        todo = [k for k, name in enumerate(names) if name not in before]
-        done: dict[str, UnitRecord] = {}
-        tick = None if on_tile is None else (lambda: on_tile(counter.add(1)))
-        for k in deal(todo, rank=dist.rank, world_size=dist.world_size):
-            record = _predict_row(predictor, raster, rows[k], name=names[k], index=k, skip_nodata=skip_nodata,
-                                  timer=timer, on_tile=tick)  # fmt: skip
-            if journal is not None:
-                journal.record(record)
-            done[names[k]] = record
-        gathered = gather_to_main(dist, (done, timer.read, timer.infer))
+        read_row = partial(RowRecord.from_json, classes=len(predictor.names))
+        journal = None if run_dir is None else RunJournal(run_dir, read=read_row, resume=resume, on_bad=on_note)
+        runner = UnitRunner(names, dist=dist, journal=journal)
+        if on_tile is not None and dist.is_main and runner.before:
+            on_tile(runner.count(sum(len(rows[k]) for k in runner.before)))
+        tick = None if on_tile is None else (lambda: on_tile(runner.count(1)))
+        for k in runner.mine:
+            runner.finish(k, _predict_row(predictor, raster, rows[k], name=names[k], skip_nodata=skip_nodata,
+                                          timer=timer, on_tile=tick))  # fmt: skip
+        gathered = runner.gather(summary=(timer.read, timer.infer))
         if gathered is None:
             return None
-        records = dict(before)
-        for part, _, _ in gathered:
-            records.update(part)
+        records, seconds = gathered
+        nodata, unreadable = sum(r.nodata for r in records), sum(r.unreadable for r in records)
         start = time.perf_counter()
-        found = [records[name].frames[0].rows for name in names]  # row order: that of one uninterrupted process
-        detections = _merged(found, predictor, width=raster.width, height=raster.height)
+        detections = _merged([r.rows for r in records], predictor, width=raster.width, height=raster.height)
         merge_s = time.perf_counter() - start
         return RasterPrediction(
             Path(path), raster.width, raster.height, detections, raster.crs, raster.transform,
-            tiles=sum(len(row) for row in rows), skipped=sum(r.skipped for r in records.values()),
-            read_seconds=sum(g[1] for g in gathered), infer_seconds=sum(g[2] for g in gathered),
-            merge_seconds=merge_s, rows=len(rows), rows_before=len(before),
-            unreadable=sum(r.warned for r in records.values()),
+            tiles=sum(len(row) for row in rows), skipped=nodata,
+            read_seconds=sum(s[0] for s in seconds), infer_seconds=sum(s[1] for s in seconds),
+            merge_seconds=merge_s, rows=len(rows), rows_before=len(runner.before), unreadable=unreadable,
         )  # fmt: skip
-
-
-def _finished_rows(
-    run_dir: Path | None,
-    names: Sequence[str],
-    *,
-    classes: int,
-    resume: bool,
-    dist: DistContext,
-    on_note: Callable[[str], None] | None,
-) -> dict[str, UnitRecord]:
-    """The rows (by name) the journal of `run_dir` records as finished when resuming; a new run's journal is
-    cleared. Every rank reads the journals, rank 0 reports bad lines; all wait for each other before any
-    journals anew."""
-    before: dict[str, UnitRecord] = {}
-    report = on_note if dist.is_main else None
-    if run_dir is not None and resume:
-        for unit in finished_units(run_dir, units={(name,) for name in names}, classes=classes, on_bad=report):
-            if len(unit.frames) == 1 and unit.frames[0].file == unit.files[0]:
-                before[unit.files[0]] = unit
-            elif report is not None:
-                report(f"{run_dir}: the journal line of {unit.files[0]!r} holds no detections; the row is redone")
-    if run_dir is not None and not resume and dist.is_main:
-        clear_journal(run_dir)
-    barrier(dist)
-    return before
 
 
 def _predict_row(
@@ -224,13 +218,12 @@ def _predict_row(
     row: Sequence[Window],
     *,
     name: str,
-    index: int,
     skip_nodata: bool,
     timer: _Tally,
     on_tile: Callable[[], None] | None,
-) -> UnitRecord:
-    """The record of one row of tiles: its unmerged detections in raster pixels (tile order), its NoData
-    tiles counted (`skipped`) and its unreadable ones (`warned`)."""
+) -> RowRecord:
+    """The record of one row of tiles named `name`: its unmerged detections in raster pixels (tile order), its
+    NoData tiles and its unreadable ones counted."""
     found: list[torch.Tensor] = []
     batch: list[tuple[Window, np.ndarray]] = []
     skipped = unreadable = 0
@@ -264,7 +257,7 @@ def _predict_row(
     if batch:
         run_batch()
     rows = torch.cat(found) if found else torch.zeros((0, 6))
-    return UnitRecord((name,), len(rows), skipped, (FrameRecord(name, index, raster.path.stem, rows),), unreadable)
+    return RowRecord(name, rows, skipped, unreadable)
 
 
 def _merged(found: list[torch.Tensor], predictor: Predictor, *, width: int, height: int) -> Detections:

@@ -1,223 +1,191 @@
-"""A prediction over files into one run folder, as `tphyolo predict` runs it: in one process, or shared by the
-ranks of a torchrun run; resumable either way.
+"""One prediction run, as `tphyolo predict` makes it: a `PredictJob` run into a run folder, over files and
+streams (`predict.folder`) or over a raster too large to decode, tile by tile (`predict.raster`).
 
-The files are cut into units (`sources.source_units`: groups of images, a video) and unit k goes to rank
-k % world_size (`runtime.sharding`). Every rank writes the outputs of its files into the one run folder, with
-the names one process gives them, and journals each unit it finishes (`journal`). At the end rank 0 gathers
-every rank's detections and writes predictions.json in file order, as one process writes it. A resumed run
-leaves out the units the journal records as finished (whatever number of processes finished them) and deals
-the others anew; one stopped by a fault still writes predictions.json of what it did, in one process.
+    run = run_predict(PredictJob(PredictInputs(source="ortho.tif", weights=("best.pt",))), runtime=RuntimeConfig())
+    run.save_dir, run.raster.detections  # or run.folder.detections, for images and videos
+
+Under torchrun every rank calls it with the same job: the ranks join one process group, rank 0 makes the run
+folder and tells the others its name, and they share the units of work out (`predict.runner.units`). The run
+folder keeps the caller's `argv` (what gives the job again; `SETTINGS_FILE`) with what a resume checks: the
+weights' SHA-256 and the sources (`predict.runner.resume`), and a raster's size. A job with `inputs.resume`
+continues the run in that folder: the weights and sources are checked against the record (a source gone is
+named through `on_note` and the rest goes on), and the finished units are kept.
 """
 
 from __future__ import annotations
 
-import json
-from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, replace
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import torch
 import yaml
-from tqdm import tqdm
 
 from tphyolo.data.files.atomic import write_text_atomic
+from tphyolo.data.files.image_limits import MAX_IMAGE_PIXELS
+from tphyolo.data.files.raster import RASTER_SUFFIXES, Raster
 from tphyolo.errors import InputError
-from tphyolo.ops.detections import Detections
-from tphyolo.predict.draw_style import DEFAULT_STYLE, DrawStyle
-from tphyolo.predict.journal import FrameRecord, Journal, UnitRecord, clear_journal, finished_units
-from tphyolo.predict.outputs import OutputSettings
+from tphyolo.infer.slicing import AUTO, SliceConfig
+from tphyolo.predict.folder import PredictionRun, RunCallbacks, predict_to_folder, source_image_ids
+from tphyolo.predict.geojson import checked_crs
+from tphyolo.predict.job import DEFAULT_PROJECT, SETTINGS_FILE, PredictJob
 from tphyolo.predict.predictor import Predictor
-from tphyolo.predict.sources import Stream, count_frames, source_names, source_units
-from tphyolo.predict.writers import PredictionWriter, coco_gt_image_ids, coco_predictions, output_name
-from tphyolo.runtime.distributed import DistContext, GlobalCount, barrier, gather_to_main
-from tphyolo.runtime.sharding import deal
-
-SETTINGS_FILE = "args.yaml"  # a run folder's settings, which a resume reads
-
-
-@dataclass(frozen=True)
-class PredictionRun:
-    """What a prediction run did, over all ranks and, when resumed, with what was finished before: detections
-    found, files predicted and skipped (undecodable), how many of the files were finished before, and how many
-    frames came with a warning (`Frame.notes`)."""
-
-    save_dir: Path
-    detections: int
-    files: int
-    skipped: int
-    finished_before: int
-    warned: int = 0
+from tphyolo.predict.raster import RasterCallbacks, RasterOutputs, RasterPrediction, RasterRead, predict_raster_into
+from tphyolo.predict.runner.resume import check_raster_resumed, check_resumed, raster_fingerprint, run_fingerprint
+from tphyolo.predict.sources import Stream, resolve_source
+from tphyolo.runtime.config import RuntimeConfig
+from tphyolo.runtime.distributed import DistContext, broadcast_object, process_group
+from tphyolo.runtime.run_dir import removed_if_left_empty
+from tphyolo.yaml_files import load_yaml_file
 
 
 @dataclass(frozen=True)
-class RunCallbacks:
-    """What a prediction run tells its caller as it goes. on_skip(file, error): as `Predictor.stream` (called on
-    the rank that met the file); on_note(text): each warning a frame comes with (`Frame.notes`) and each bad
-    journal line a resume meets (on rank 0)."""
+class PredictCallbacks:
+    """What a run tells its caller as it goes. on_skip(file, error): a file that does not decode (skipped; on
+    the rank that met it); on_note(text): each warning (a frame's, a bad journal line's, a source of a resumed
+    run that is gone, the first unreadable tile of a raster; on rank 0 where the whole run's); on_raster(path,
+    width, height, tiles): a raster source, once open, before any tile is run (on rank 0)."""
 
     on_skip: Callable[[Path | Stream, Exception], None] | None = None
     on_note: Callable[[str], None] | None = None
+    on_raster: Callable[[Path, int, int, int], None] | None = None
 
 
-class _Progress:
-    """This rank's state: the units it runs, each finished unit's record, and the frames of the current one."""
+@dataclass(frozen=True)
+class PredictRun:
+    """What a run did: its `save_dir` and, for files and streams, the `folder` run (each rank its own counts),
+    or, for a raster source, the `raster` prediction (rank 0's; None on the other ranks); `is_main`: whether
+    this process speaks for the run (rank 0, or the one process)."""
 
-    def __init__(self, units: Sequence[Sequence[int]], names: Sequence[str], journal: Journal) -> None:
-        self.units, self.names, self.journal = list(units), names, journal
-        self.unit_of = {position: k for k, unit in enumerate(self.units) for position in unit}
-        self.next = 0  # the first unit not journaled yet
-        self.finished: list[UnitRecord] = []
-        self.frames: list[FrameRecord] = []
-        self.detections = 0
-        self.warned = 0
-        self.skipped: dict[int, int] = {}
-
-    def finish_before(self, unit: int, writer: PredictionWriter) -> None:
-        """Journal every unit before `unit` (all of them for len(units)): their outputs are complete."""
-        while self.next < min(unit, len(self.units)):
-            files = [self.names[i] for i in self.units[self.next]]
-            for name in files:
-                writer.end_file(name)
-            record = UnitRecord(tuple(files), self.detections, self.skipped.get(self.next, 0), tuple(self.frames),
-                                self.warned)  # fmt: skip
-            self.journal.record(record)
-            self.finished.append(record)
-            self.frames, self.detections, self.warned = [], 0, 0
-            self.next += 1
+    save_dir: Path
+    folder: PredictionRun | None = None
+    raster: RasterPrediction | None = None
+    is_main: bool = True
 
 
-def predict_into(
-    predictor: Predictor,
-    files: Sequence[Path | Stream],
-    writer: PredictionWriter,
+def run_predict(
+    job: PredictJob,
     *,
-    dist: DistContext,
-    save_json: bool = False,
-    image_ids: dict[str, int] | None = None,
-    resume: bool = False,
-    vid_stride: int = 1,
-    calls: RunCallbacks = RunCallbacks(),
+    runtime: RuntimeConfig | None = None,
+    device: str | torch.device | None = None,
+    callbacks: PredictCallbacks = PredictCallbacks(),
+    argv: Sequence[str] | None = None,
     progress: bool = True,
-) -> PredictionRun:
-    """Predict `files` (`sources.resolve_source`) and write each frame with `writer` into its folder, and
-    predictions.json there with `save_json` (COCO image ids from `image_ids` by output name when given);
-    module docstring. Every rank of a torchrun run calls this with the same arguments (`writer` on the same
-    folder). resume: leave out what the folder's journal records as finished (each line checked; a bad one is
-    passed to `calls.on_note` and its unit redone). calls: see RunCallbacks. The counts returned are rank 0's
-    (each rank gets its own)."""
-    on_skip, on_note = calls.on_skip, calls.on_note
-    save_dir = writer.save_dir
-    names = source_names(files)
-    all_units = source_units(files, batch=predictor.config.batch)
-    before = []
-    if resume:
-        report = on_note if dist.is_main else None  # every rank reads the journals; one reports them
-        before = finished_units(save_dir, units={tuple(names[i] for i in u) for u in all_units},
-                                classes=len(predictor.names), on_bad=report)  # fmt: skip
-    if dist.is_main and not resume:
-        clear_journal(save_dir)
-    barrier(dist)  # no rank journals into a folder rank 0 is still clearing
-    done = {unit.files for unit in before}
-    units = [u for u in all_units if tuple(names[i] for i in u) not in done]
-    state = _Progress(deal(units, rank=dist.rank, world_size=dist.world_size), names, Journal(save_dir, dist.rank))
-    positions: dict[Path | Stream, list[int]] = {}  # this rank's positions of each file, in the order it reads them
-    for unit in state.units:
-        for i in unit:
-            positions.setdefault(files[i], []).append(i)
-
-    def skip(file: Path | Stream, error: Exception) -> None:
-        unit = state.unit_of[positions[file].pop(0)]
-        state.skipped[unit] = state.skipped.get(unit, 0) + 1
-        if on_skip is not None:
-            on_skip(file, error)
-
-    counter = GlobalCount(dist)
-    bar = None
-    if progress and dist.is_main:
-        total = count_frames([files[i] for unit in units for i in unit], vid_stride=vid_stride)
-        bar = tqdm(total=total, unit="img", desc="predict")
-    failed = True
-    try:
-        stream = predictor.stream(files, units=state.units, on_skip=skip, vid_stride=vid_stride)
-        for frame, detections in stream:
-            state.finish_before(state.unit_of[frame.file], writer)
-            for note in frame.notes if on_note is not None else ():
-                on_note(note)
-            state.warned += bool(frame.notes)
-            name = output_name(frame)
-            if save_json and image_ids is not None and name not in image_ids:
-                raise InputError(f"{frame.path}: the COCO ground truth has no image named {name!r}")
-            writer.write(frame, detections)
-            state.detections += len(detections)
-            if save_json:
-                state.frames.append(FrameRecord(names[frame.file], frame.index, name, detections.rows()))
-            done_frames = counter.add(1)
-            if bar is not None:
-                bar.update(done_frames - bar.n)
-        state.finish_before(len(state.units), writer)
-        failed = False
-    finally:
-        if bar is not None:
-            bar.close()
-        writer.close()
-        if failed and save_json and not dist.distributed:  # what was written before the fault
-            partial = UnitRecord((), 0, 0, tuple(state.frames))
-            _write_json(save_dir / "predictions.json", [*before, *state.finished, partial], names, image_ids)
-    gathered = gather_to_main(dist, state.finished)
-    units_done = [*before, *(unit for rank in gathered or [state.finished] for unit in rank)]
-    if save_json and gathered is not None:
-        _write_json(save_dir / "predictions.json", units_done, names, image_ids)
-    skipped = sum(unit.skipped for unit in units_done)
-    return PredictionRun(
-        save_dir=save_dir,
-        detections=sum(unit.detections for unit in units_done),
-        files=len(files) - skipped,
-        skipped=skipped,
-        finished_before=sum(len(unit.files) for unit in before),
-        warned=sum(unit.warned for unit in units_done),
-    )
+) -> PredictRun:
+    """Run `job` (module docstring) on `runtime` and `device` (defaults: the runtime's, under torchrun this
+    process's `LOCAL_RANK`-th). argv: the flags that give the job again, saved for a resume; progress: a bar on
+    rank 0. Raises ValueError naming the bad setting or file (before the run folder is made when it can)."""
+    inputs = job.inputs
+    if inputs.source is None or inputs.weights is None:
+        raise InputError("a prediction needs a source and weights (inputs.source, inputs.weights)")
+    raster = raster_source(job)  # a raster runs tile by tile; its tiles are the slices
+    files = resolve_source(inputs.source)
+    resume, saved = None if inputs.resume is None else Path(inputs.resume), None
+    if resume is not None:
+        saved = load_yaml_file(resume / SETTINGS_FILE)
+        for gone in check_resumed(saved, inputs.weights, files, where=str(resume / SETTINGS_FILE)):
+            _note(callbacks, f"{gone} of the run is gone; the rest goes on")
+    image_ids = source_image_ids(job.outputs.coco_gt, files) if job.outputs.coco_gt is not None else None
+    dist = DistContext.from_env()  # under torchrun: the ranks share the work, rank 0 names the folder
+    runtime = runtime or RuntimeConfig()
+    device = torch.device(device) if device is not None else runtime.torch_device(dist.local_rank)
+    with process_group(dist, device):
+        predictor = Predictor(inputs.weights, job.inference, runtime=runtime, device=device,
+                              slice=None if raster else job.slice, model_weights=inputs.model_weights,
+                              classifier=job.classifier, classifier_weight=job.classifier_weight)  # fmt: skip
+        save_dir = resume
+        if save_dir is None:
+            save_dir = job.output.create(DEFAULT_PROJECT) if dist.is_main else None
+            save_dir = Path(broadcast_object(dist, None if save_dir is None else str(save_dir)))
+        with removed_if_left_empty(save_dir if dist.is_main and resume is None else None):
+            if raster is not None:
+                folder = _RunFolder(job, predictor, save_dir, dist, saved, argv)
+                prediction = _predict_raster(folder, raster, callbacks, progress=progress)
+                return PredictRun(save_dir, raster=prediction, is_main=dist.is_main)
+            settings = None
+            if saved is None:  # what a resume reads: the flags, the weights' and sources' fingerprints
+                settings = {"argv": list(argv or ()), **run_fingerprint(inputs.weights, files)}
+            calls = RunCallbacks(on_skip=callbacks.on_skip, on_note=callbacks.on_note)
+            folder = predict_to_folder(predictor, files, save_dir, job.outputs, dist=dist, style=job.style,
+                                       image_ids=image_ids, settings=settings, resume=saved is not None,
+                                       vid_stride=inputs.vid_stride, calls=calls, progress=progress)  # fmt: skip
+    return PredictRun(save_dir, folder=folder, is_main=dist.is_main)
 
 
-def predict_to_folder(
-    predictor: Predictor,
-    files: Sequence[Path | Stream],
-    save_dir: Path,
-    outputs: OutputSettings,
-    *,
-    dist: DistContext,
-    style: DrawStyle = DEFAULT_STYLE,
-    image_ids: dict[str, int] | None = None,
-    settings: Mapping[str, Any] | None = None,
-    **options: Any,
-) -> PredictionRun:
-    """Predict `files` into the run folder `save_dir` with the writers `outputs` asks for, drawn in `style`
-    (`predict_into`, which takes `options`: resume, vid_stride, calls, progress). settings: the run's
-    settings, written to save_dir/SETTINGS_FILE by rank 0 once the writers accepted them (a refusal leaves no
-    settings behind), for a resume to read."""
-    # predictions.json is predict_into's: it gathers every rank's detections
-    writer = PredictionWriter(save_dir, names=predictor.names, outputs=replace(outputs, save_json=False), style=style)
-    if settings is not None and dist.is_main:
-        write_text_atomic(Path(save_dir) / SETTINGS_FILE, yaml.safe_dump(dict(settings)))
-    return predict_into(predictor, files, writer, dist=dist, save_json=outputs.save_json, image_ids=image_ids,
-                        **options)  # fmt: skip
+def raster_source(job: PredictJob) -> Path | None:
+    """The raster `job.inputs.source` names when it runs tile by tile, else None: a .tif/.tiff/.vrt file given
+    with a raster setting (`RasterSettings.asked`), or, with rasterio installed, one that has a CRS or is larger
+    than an image may be decoded whole (MAX_IMAGE_PIXELS). Raises ValueError for raster settings without one,
+    and for settings a raster cannot take."""
+    settings, asked = job.raster, job.raster.asked()
+    path = Path(str(job.inputs.source))
+    if not (path.suffix.lower() in RASTER_SUFFIXES and path.is_file()):
+        if asked:
+            raise InputError(f"{' and '.join(asked)} need(s) a raster --source (.tif, .tiff, .vrt)")
+        return None
+    if settings.to_crs is not None and not settings.save_geojson:
+        raise InputError("--to-crs reprojects --save-geojson; add --save-geojson or drop it")
+    if settings.to_crs is not None:
+        try:
+            checked_crs(settings.to_crs)
+        except ValueError as error:
+            raise InputError(f"--to-crs {settings.to_crs}: {error}") from None
+    if not asked:
+        try:
+            import rasterio  # lazy: an optional extra, needed only for a raster given without raster settings
+        except ImportError:
+            return None
+        with rasterio.open(path) as dataset:
+            if dataset.crs is None and dataset.width * dataset.height <= MAX_IMAGE_PIXELS:
+                return None
+    if job.slice is not None and job.slice.full:
+        raise InputError("--slice-full: a raster is run tile by tile, never whole")
+    return path
 
 
-def source_image_ids(coco_gt: Path | str, files: Sequence[Path | Stream]) -> dict[str, int]:
-    """The COCO image ids of `files` by output name, from the COCO dataset json `coco_gt`; raises ValueError
-    naming it when one of the files has no image there."""
-    image_ids = coco_gt_image_ids(Path(coco_gt))
-    missing = [name for name in source_names(files) if name not in image_ids]
-    if missing:
-        raise InputError(f"{coco_gt}: no image named {missing[0]!r} ({len(missing)} source file(s) missing)")
-    return image_ids
+@dataclass(frozen=True)
+class _RunFolder:
+    """A run's job, its Predictor and folder, and the resumed run's record (None for a new run)."""
+
+    job: PredictJob
+    predictor: Predictor
+    save_dir: Path
+    dist: DistContext
+    saved: dict[str, Any] | None
+    argv: Sequence[str] | None
 
 
-def _write_json(path: Path, units: Sequence[UnitRecord], names: Sequence[str], image_ids: dict[str, int] | None):
-    """predictions.json of the frames of `units`, in file order (the position of a file's output name among
-    `names`, then frame index): the order one process writes them in."""
-    first = {}
-    for position, name in enumerate(names):
-        first.setdefault(name, position)
-    frames = sorted((f for unit in units for f in unit.frames), key=lambda f: (first[f.file], f.index))
-    named = [(f.name, Detections.from_rows(f.rows)) for f in frames]
-    write_text_atomic(path, json.dumps(coco_predictions(named, image_ids)))
+def _predict_raster(run: _RunFolder, path: Path, callbacks: PredictCallbacks, *, progress: bool):
+    """Predict the raster `path` into the run folder with the job's outputs (rank 0's RasterPrediction, None on
+    the other ranks). A new run records its settings with the weights' SHA-256 and the raster's size once the
+    raster opened; a resumed one is checked against them."""
+    job, settings_file = run.job, run.save_dir / SETTINGS_FILE
+    settings, out = job.raster, job.outputs
+
+    def record_or_check(raster: Raster, tiles: int) -> None:
+        if settings.to_crs is not None and raster.crs is None:
+            raise InputError(f"--to-crs {settings.to_crs}: {path} has no CRS to reproject from")
+        if run.dist.is_main and callbacks.on_raster is not None:
+            callbacks.on_raster(path, raster.width, raster.height, tiles)
+        fingerprint = raster_fingerprint(path, width=raster.width, height=raster.height)
+        if run.saved is not None:
+            check_raster_resumed(run.saved, path, fingerprint, where=str(settings_file))
+        elif run.dist.is_main:
+            record = {"argv": list(run.argv or ()), **run_fingerprint(job.inputs.weights, [path]),
+                      "raster": fingerprint}  # fmt: skip
+            write_text_atomic(settings_file, yaml.safe_dump(record))
+
+    outputs = RasterOutputs(save_geojson=settings.save_geojson or not (out.save_txt or out.save_json),
+                            to_crs=settings.to_crs, save_txt=out.save_txt, save_conf=out.save_conf,
+                            save_json=out.save_json)  # fmt: skip
+    read = RasterRead(bands=settings.bands, max_pixels=settings.max_pixels)
+    calls = RasterCallbacks(on_open=record_or_check, on_note=callbacks.on_note)
+    return predict_raster_into(run.save_dir, run.predictor, path, slicing=job.slice or SliceConfig(AUTO),
+                               outputs=outputs, read=read, progress=progress, resume=run.saved is not None,
+                               dist=run.dist, calls=calls)  # fmt: skip
+
+
+def _note(callbacks: PredictCallbacks, text: str) -> None:
+    if callbacks.on_note is not None:
+        callbacks.on_note(text)

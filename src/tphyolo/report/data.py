@@ -1,7 +1,7 @@
 """The numbers of an evaluation report, computed once: the html page and `val --json` both render this object.
 
 `build_report(records)` scores the saved per-image results (`tphyolo.report.records`) the way `tphyolo val`
-does (`tphyolo.evaluation.loop.score_images`: YOLO numbers and the run's protocol), matches every image once
+does (`tphyolo.evaluation.scoring.score_images`: YOLO numbers and the run's protocol), matches every image once
 (`tphyolo.report.matching`) and reads from that matching the size table (`tphyolo.report.sizes`), the error
 counts per image, the scores of true and false positives, and the dataset statistics.
 """
@@ -12,7 +12,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from tphyolo.evaluation.loop import EvalResults, results_json, score_images
+from tphyolo.evaluation.results import EvalResults, results_json
+from tphyolo.evaluation.scoring import score_images
 from tphyolo.metrics.ap import Summary
 from tphyolo.metrics.confusion import ConfusionMatrix
 from tphyolo.report.matching import ImageMatch, match_image

@@ -18,7 +18,7 @@ from typing import Any
 
 from tphyolo.data.files.atomic import write_text_atomic
 from tphyolo.evaluation.jobs import VAL_PROJECT, ValJob
-from tphyolo.evaluation.loop import EvalResults, results_json
+from tphyolo.evaluation.results import EvalResults, results_json
 from tphyolo.evaluation.val import val
 from tphyolo.report.run_report import ReportWriter
 from tphyolo.runtime.config import RuntimeConfig
@@ -44,15 +44,15 @@ def run_val(job: ValJob, *, runtime: RuntimeConfig | None = None, device: Any = 
     device = device if device is not None else runtime.torch_device(dist.local_rank)
     run_dir = cache(lambda: job.output.create(VAL_PROJECT))  # created once the data are loaded
     config = replace(job.config, save_dir=run_dir)
-    evaluators = [_report_writer(job, run_dir)] if job.report else []
+    report = _report_writer(job, run_dir) if job.report else None
     with process_group(dist, device):
         results = val(job.weights, job.data, config, inference=job.inference, runtime=runtime, device=device,
-                      evaluators=evaluators)  # fmt: skip
+                      writers=[report] if report is not None else [])  # fmt: skip
     if not dist.is_main:
         return None
     run = ValRun(results, results_json(results))
-    if job.report:  # the plain numbers plus sizes, images and dataset
-        data, path = results.outputs[0]
+    if report is not None:  # the plain numbers plus sizes, images and dataset
+        data, path = results.outputs[report.name]
         run = ValRun(results, data.as_json(), path)
     if job.json is not None:
         Path(job.json).parent.mkdir(parents=True, exist_ok=True)
@@ -61,7 +61,7 @@ def run_val(job: ValJob, *, runtime: RuntimeConfig | None = None, device: Any = 
 
 
 def _report_writer(job: ValJob, run_dir) -> ReportWriter:
-    """The evaluator that writes the run's evaluation records and its report into the run folder, listing the
+    """The writer of the run's evaluation records and its report into the run folder, listing the
     settings in effect."""
     inference, config = job.inference, job.config
     settings = {"weights": job.weights, "data": job.data, "task": config.task}

@@ -20,8 +20,10 @@ other than the baseline only when it is at least MIN_GAIN times faster (a tie ke
 The choice is kept as one JSON file per key in `<user cache>/runtime-probe/` (`probe_cache_dir`), keyed by
 the machine (CPU model name and flags, or GPU name and compute capability), torch threads, the torch version,
 the model's architecture (its module tree as printed: layers and sizes, not weights), the mode, image size,
-timed batch and the candidates. A later run with the same key reads it and times nothing; an unreadable or
-malformed file is ignored with one warning line and measured again. Deleting the folder measures everything
+timed batch and the candidates. A later run with the same key reads it and times nothing, unless the choice is
+provisional (measured under load, or won within the timings' spread) and the machine is quieter now, or older
+than a month (`tphyolo.runtime.probe_freshness`, which bounds how often); an unreadable or malformed file is
+ignored with one warning line and measured again. Deleting the folder measures everything
 again. One INFO line says what was chosen and whether it came from the cache.
 """
 
@@ -45,6 +47,7 @@ from tphyolo.data.files.atomic import write_text_atomic
 from tphyolo.errors import InputError
 from tphyolo.runtime.config import RuntimeConfig, autocast
 from tphyolo.runtime.cpu_isa import CpuInfo, cpu_info
+from tphyolo.runtime.probe_freshness import Conditions, Freshness, current_conditions, spread
 from tphyolo.user_cache import user_cache_dir
 
 LOGGER = logging.getLogger("tphyolo.runtime")
@@ -70,11 +73,15 @@ Measure = Callable[["Candidate"], float]  # runs one step of a candidate, return
 
 @dataclass(frozen=True)
 class ProbeJob:
-    """What is timed: a training step ("train") or inference ("infer") of `batch` images of `imgsz` pixels."""
+    """What is timed: a training step ("train") or inference ("infer") of `batch` images of `imgsz` pixels.
+    `imgsz_from_model`: the caller left the size to the model (`InferenceConfig.from_model`), so `imgsz` is a
+    fallback that whoever loads the model replaces by the size it will run at (its training size,
+    `tphyolo.infer.backends.pytorch.settled_job`) before the probe runs."""
 
     mode: str
     imgsz: int
     batch: int
+    imgsz_from_model: bool = False
 
     def __post_init__(self) -> None:
         if self.mode not in MODES:
@@ -107,19 +114,26 @@ class Candidate:
 @dataclass(frozen=True)
 class Choice:
     """The probe's answer: the `candidate` chosen, each candidate's median `seconds` per step (by name),
-    `source` "measured" (now, taking `probe_s`) or "cache", and the cache `path`."""
+    `source` "measured" (now, taking `probe_s`) or "cache", the cache `path`, and its `freshness` (when and how
+    it was measured: whether it is provisional, `tphyolo.runtime.probe_freshness`)."""
 
     candidate: Candidate
     seconds: dict[str, float]
     source: str
     path: Path
+    freshness: Freshness
     probe_s: float = 0.0
+    why_again: str | None = None  # why a kept choice was measured again, when it was
 
     def describe(self, job: ProbeJob, device: torch.device) -> str:
-        """One line: the choice, each candidate's time per step and where it came from."""
+        """One line: the choice, each candidate's time per step, where it came from and, when provisional,
+        why."""
         times = ", ".join(f"{name} {s * 1e3:.0f} ms" for name, s in self.seconds.items())
-        where = (f"measured in {self.probe_s:.1f} s, kept in {self.path}" if self.source == "measured"
+        again = f" again ({self.why_again})" if self.why_again else ""
+        where = (f"measured{again} in {self.probe_s:.1f} s, kept in {self.path}" if self.source == "measured"
                  else f"from the cache {self.path} (delete it to measure again)")  # fmt: skip
+        if self.freshness.provisional:
+            where += f"; provisional: {self.freshness.why_provisional()}"
         return (f"runtime probe ({job.mode}, {job.imgsz} px, batch {job.timed_batch}, {device.type}): "
                 f"{self.candidate.name} ({times} per step; {where})")  # fmt: skip
 
@@ -157,8 +171,8 @@ def candidates(runtime: RuntimeConfig, device: torch.device, mode: str, cpu: Cpu
 
 def time_candidates(
     options: Sequence[Candidate], measure: Measure, *, clock: Callable[[], float] = time.perf_counter
-) -> dict[Candidate, float]:
-    """Each candidate's median seconds per step: one warm-up call of `measure` each, then up to MAX_ROUNDS
+) -> dict[Candidate, list[float]]:
+    """Each candidate's seconds per timed step: one warm-up call of `measure` each, then up to MAX_ROUNDS
     interleaved rounds (the order reversed every other round), none started after BUDGET_S of them (by
     `clock`)."""
     for option in options:
@@ -170,13 +184,25 @@ def time_candidates(
             samples[option].append(measure(option))
         if clock() - start >= BUDGET_S:
             break
-    return {option: statistics.median(times) for option, times in samples.items()}
+    return samples
 
 
 def pick(options: Sequence[Candidate], seconds: dict[Candidate, float]) -> Candidate:
     """The fastest of `options`, unless the baseline (the first) is within MIN_GAIN of it."""
     baseline, fastest = options[0], min(options, key=lambda option: seconds[option])
     return fastest if seconds[baseline] >= MIN_GAIN * seconds[fastest] else baseline
+
+
+def decision_margin(options: Sequence[Candidate], seconds: dict[Candidate, float], chosen: Candidate) -> float:
+    """How far `pick`'s decision for `chosen` was from going otherwise, relatively: the smallest change of one
+    candidate's time that would have changed it (the baseline kept: how much faster the fastest other would have
+    had to be to pass MIN_GAIN; another chosen: its lead over every other, the baseline counted at MIN_GAIN)."""
+    baseline = options[0]
+    if chosen == baseline:
+        fastest = min(options[1:], key=lambda option: seconds[option])
+        return seconds[fastest] * MIN_GAIN / seconds[baseline] - 1
+    leads = [seconds[o] / (MIN_GAIN if o == baseline else 1.0) / seconds[chosen] - 1 for o in options if o != chosen]
+    return min(leads)
 
 
 def machine_name(device: torch.device, cpu: CpuInfo) -> str:
@@ -225,16 +251,18 @@ def read_cached(path: Path, key: dict[str, Any], options: Sequence[Candidate]) -
         seconds = {str(name): float(s) for name, s in entry["seconds"].items()}
         if candidate not in options:
             raise ValueError(f"its choice {candidate.name} is not a candidate")
+        freshness = Freshness.from_json(entry.get("measured"))
     except (OSError, ValueError, KeyError, TypeError, AttributeError) as error:
         LOGGER.warning("%s: ignoring an unreadable runtime probe cache file (%s); measuring again", path, error)
         return None
-    return Choice(candidate=candidate, seconds=seconds, source="cache", path=path)
+    return Choice(candidate=candidate, seconds=seconds, source="cache", path=path, freshness=freshness)
 
 
 def write_cached(choice: Choice, key: dict[str, Any]) -> None:
     """Keep `choice` under `key` at `choice.path`; a folder that cannot be written is reported in one warning."""
     chosen = {"channels_last": choice.candidate.channels_last, "amp": choice.candidate.amp}
-    entry = {"key": key, "choice": chosen, "name": choice.candidate.name, "seconds": choice.seconds}
+    entry = {"key": key, "choice": chosen, "name": choice.candidate.name, "seconds": choice.seconds,
+             "measured": choice.freshness.as_json()}  # fmt: skip
     try:
         choice.path.parent.mkdir(parents=True, exist_ok=True)
         write_text_atomic(choice.path, json.dumps(entry, indent=1) + "\n")
@@ -284,12 +312,14 @@ def tuned_runtime(
     folder: Path | None = None,
     measure: Measure | None = None,
     cpu: CpuInfo | None = None,
+    conditions: Conditions | None = None,
 ) -> RuntimeConfig:
     """`runtime` with `channels_last` and `amp` decided for `model` on `device` in `job`: by the flags where
-    they are explicit, else by the probe (cached in `folder`, default `probe_cache_dir()`). `measure` (default
-    `step_timer`) and `cpu` (default this machine's) are the probe's clock and machine. A probe that fails
-    (out of memory, or a model that cannot run random images) keeps the baseline, with one warning, and caches
-    nothing."""
+    they are explicit, else by the probe (cached in `folder`, default `probe_cache_dir()`; a kept choice that is
+    provisional or old is measured again, `tphyolo.runtime.probe_freshness`). `measure` (default `step_timer`),
+    `cpu` (default this machine's) and `conditions` (default `current_conditions()`) are the probe's clock,
+    machine and load. A probe that fails (out of memory, or a model that cannot run random images) keeps the
+    baseline, with one warning, and caches nothing."""
     device, cpu = torch.device(device), cpu if cpu is not None else cpu_info()
     job = replace(job, imgsz=_stride_multiple(model, job.imgsz))
     options = candidates(runtime, device, job.mode, cpu)
@@ -299,31 +329,55 @@ def tuned_runtime(
         return options[0].apply(runtime)
     key = probe_key(model, device, job, options, cpu)
     path = cache_path(key, folder if folder is not None else probe_cache_dir())
+    now = conditions if conditions is not None else current_conditions()
     choice = read_cached(path, key, options)
+    remeasures, why = 0, None
+    if choice is not None and (why := choice.freshness.due(now)) is not None:
+        why = f"the kept {choice.candidate.name} was {why}"
+        choice, remeasures = None, choice.freshness.next_remeasures(now)
     if choice is None:
-        start = time.perf_counter()
-        try:
-            seconds = time_candidates(options, measure or step_timer(model, runtime, device, job))
-        except Exception as error:  # a model that cannot run the probe's step still runs its own inputs
-            reason = (str(error).strip().splitlines() or [type(error).__name__])[0][:160]
-            LOGGER.warning("runtime probe failed (%s: %s); keeping %s", type(error).__name__, reason, options[0].name)
+        choice = _measured_choice(options, measure or step_timer(model, runtime, device, job), path=path, now=now,
+                                  remeasures=remeasures)  # fmt: skip
+        if choice is None:
             return options[0].apply(runtime)
-        choice = Choice(candidate=pick(options, seconds), seconds={o.name: seconds[o] for o in options},
-                        source="measured", path=path, probe_s=time.perf_counter() - start)  # fmt: skip
+        choice = replace(choice, why_again=why)
         write_cached(choice, key)
     LOGGER.info("%s", choice.describe(job, device))
     return choice.candidate.apply(runtime)
 
 
+def _measured_choice(
+    options: Sequence[Candidate], measure: Measure, *, path: Path, now: Conditions, remeasures: int
+) -> Choice | None:
+    """The choice among `options` timed by `measure` now (under `now`, measured again for the `remeasures`-th
+    time), or None when the timing fails (said in one warning: the caller keeps the baseline)."""
+    start = time.perf_counter()
+    try:
+        samples = time_candidates(options, measure)
+    except Exception as error:  # a model that cannot run the probe's step still runs its own inputs
+        reason = (str(error).strip().splitlines() or [type(error).__name__])[0][:160]
+        LOGGER.warning("runtime probe failed (%s: %s); keeping %s", type(error).__name__, reason, options[0].name)
+        return None
+    seconds = {option: statistics.median(times) for option, times in samples.items()}
+    chosen = pick(options, seconds)
+    freshness = Freshness.measured(now, spread=max(spread(times) for times in samples.values()),
+                                   margin=decision_margin(options, seconds, chosen), remeasures=remeasures)  # fmt: skip
+    return Choice(candidate=chosen, seconds={o.name: seconds[o] for o in options}, source="measured", path=path,
+                  freshness=freshness, probe_s=time.perf_counter() - start)  # fmt: skip
+
+
 def cached_choices(folder: Path | None = None) -> list[dict[str, Any]]:
     """Every choice kept in `folder` (default `probe_cache_dir()`), for `tphyolo doctor`: its key's fields,
-    "choice" (the candidate's name) and "seconds"; an unreadable file as {"file", "error"}."""
+    "choice" (the candidate's name), "seconds" and "provisional" (`probe_freshness.Freshness.provisional`); an
+    unreadable file as {"file", "error"}."""
     folder = folder if folder is not None else probe_cache_dir()
     found: list[dict[str, Any]] = []
     for path in sorted(folder.glob("*.json")) if folder.is_dir() else []:
         try:
             entry = json.loads(path.read_text())
-            found.append({**entry["key"], "choice": entry["name"], "seconds": entry["seconds"], "file": str(path)})
+            provisional = Freshness.from_json(entry.get("measured")).provisional
+            found.append({**entry["key"], "choice": entry["name"], "seconds": entry["seconds"], "file": str(path),
+                          "provisional": provisional})  # fmt: skip
         except (OSError, ValueError, KeyError, TypeError) as error:
             found.append({"file": str(path), "error": str(error)[:160]})
     return found

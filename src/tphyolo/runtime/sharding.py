@@ -32,11 +32,6 @@ def deal(units: Sequence[T], *, rank: int, world_size: int) -> list[T]:
     return list(units[rank::world_size])
 
 
-def shard_indices(count: int, *, rank: int, world_size: int, unit: int = 1) -> list[int]:
-    """The indices (ascending) of the `count` items that `rank` handles, in units of `unit` consecutive items."""
-    return [i for span in deal(fixed_units(count, unit), rank=rank, world_size=world_size) for i in span]
-
-
 def merge_shards(shards: Iterable[Iterable[tuple[int, T]]], count: int) -> list[T]:
     """The values of the (index, value) pairs from every rank, in index order. Raises ValueError when an index
     of range(count) is missing, given twice, or out of range: a sharding bug must not pass as a result."""

@@ -28,6 +28,7 @@ from tphyolo.data.letterbox import check_imgsz
 from tphyolo.data.loader import set_loader_epoch, step_size
 from tphyolo.errors import InputError
 from tphyolo.evaluation import loop as evaluation_loop  # by module: a patched loop function is the one called
+from tphyolo.evaluation import results as evaluation_results  # likewise for the rendering
 from tphyolo.evaluation.settings import EvalSettings
 from tphyolo.evaluation.writers import BatchPlots, MetricPlots
 from tphyolo.infer.config import InferenceConfig
@@ -300,10 +301,10 @@ class Trainer:
         plots = self.cfg.plots and self.dist.is_main
         if self.dist.is_main:
             LOGGER.info("validating %s", best)
-        results = self._evaluate(model, evaluators=[BatchPlots(self.run_dir), MetricPlots(self.run_dir)] if plots
+        results = self._evaluate(model, writers=[BatchPlots(self.run_dir), MetricPlots(self.run_dir)] if plots
                                  else ())  # fmt: skip
         if self.dist.is_main:
-            LOGGER.info("%s", evaluation_loop.format_results(results, verbose=True))
+            LOGGER.info("%s", evaluation_results.format_results(results, verbose=True))
         return self._metrics(results)
 
     def _report_startup(self, clock: StartupClock) -> None:
@@ -402,12 +403,12 @@ class Trainer:
         broadcast_module(self.dist, model)  # every rank takes part: rank 0 sends
         return model
 
-    def _evaluate(self, model: torch.nn.Module, batches: Any = None, *, evaluators: Sequence[Any] = ()) -> Any:
+    def _evaluate(self, model: torch.nn.Module, batches: Any = None, *, writers: Sequence[Any] = ()) -> Any:
         config = InferenceConfig(conf=self.cfg.val_conf, iou=self.cfg.val_iou, max_det=self.cfg.max_det)
         batches = self.data.val_loader if batches is None else batches
         settings = EvalSettings(progress=self.verbose, shard=self.data.val_shard)
         return evaluation_loop.evaluate(model, batches, names=self.names, config=config, settings=settings,
-                                        evaluators=evaluators, runtime=self.runtime, device=self.device)  # fmt: skip
+                                        writers=writers, runtime=self.runtime, device=self.device)  # fmt: skip
 
     @staticmethod
     def _metrics(results: Any) -> dict[str, float]:

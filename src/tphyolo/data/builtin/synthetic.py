@@ -192,9 +192,15 @@ def render_scene(rng: np.random.Generator, size: int = 640) -> tuple[np.ndarray,
     return image, ImageLabels(classes, np.array(boxes, np.float32), np.array(ignore, np.float32)), occlusion
 
 
-def _write_image(images: Path, annotations: Path, split: str, i: int, imgsz: int, seed: int) -> None:
+def split_scene(split: str, i: int, *, imgsz: int, seed: int = 0) -> tuple[np.ndarray, ImageLabels, list[int]]:
+    """The `i`-th scene of `split` ("train" or "val") of the set `generate_synthetic(seed=seed, imgsz=imgsz)`
+    writes, rendered in memory: as `render_scene` returns it (before the JPEG encoding of the written file)."""
     rng = np.random.default_rng([seed, GENERATOR_VERSION, 0 if split == "train" else 1, i])
-    image, labels, occlusion = render_scene(rng, imgsz)
+    return render_scene(rng, imgsz)
+
+
+def _write_image(images: Path, annotations: Path, split: str, i: int, imgsz: int, seed: int) -> None:
+    image, labels, occlusion = split_scene(split, i, imgsz=imgsz, seed=seed)
     stem = f"{split}_{i:05d}"
     write_image(images / f"{stem}.jpg", image, (cv2.IMWRITE_JPEG_QUALITY, 92))
     lines = format_visdrone(labels).splitlines()

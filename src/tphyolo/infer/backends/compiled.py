@@ -19,7 +19,8 @@ sha256 over the weights' bytes and what changes the graph or its numbers: the ru
 the dynamic shapes, the opset, and the tphyolo and torch versions. Image size and batch are free in the graph
 and not part of the key; nor is the precision, a setting of OpenVINO's compile (`INFERENCE_PRECISION_HINT`)
 and not of the file. A cache entry that does not load or whose verdict is unreadable is compiled again, said in
-one line. Entries are safe to delete.
+one line. Entries are safe to delete; past `$TPHYOLO_MODEL_CACHE_MB` (2 GB by default) the least recently used
+go (`compiled_cache`).
 """
 
 from __future__ import annotations
@@ -44,12 +45,16 @@ from tphyolo.data.files.image_limits import IMGSZ_BOUNDS
 from tphyolo.errors import InputError
 from tphyolo.imports import require
 from tphyolo.infer.backends.base import ExportedBackend
+from tphyolo.infer.backends.bf16_check import RunTimer, auto_precision, time_run
+from tphyolo.infer.backends.compiled_cache import cache_limit_bytes, evict, touch
 from tphyolo.infer.backends.metadata import ExportMetadata
 from tphyolo.infer.backends.onnx_trace import embed_metadata, trace_onnx
 from tphyolo.infer.backends.onnxruntime import OnnxRuntimeBackend
 from tphyolo.infer.backends.openvino import OpenVINOBackend, ir_from_onnx
 from tphyolo.infer.backends.parity import FP32_TOLERANCE, relative_error, sample_images
+from tphyolo.runtime.cpu_isa import CpuInfo, cpu_info
 from tphyolo.runtime.precision import strict_fp32
+from tphyolo.runtime.probe_freshness import Conditions
 from tphyolo.user_cache import user_cache_dir
 
 LOGGER = logging.getLogger("tphyolo")
@@ -143,27 +148,47 @@ def cache_entry(weights: Path, *, runtime: str, fuse: bool) -> Path:
 
 def load_compiled(
     weights: str | Path, *, runtime: str = "openvino", precision: str = "fp32", fuse: bool = True,
-    threads: int | None = None,
+    threads: int | None = None, cpu: CpuInfo | None = None, timer: RunTimer = time_run,
+    conditions: Conditions | None = None,
 ) -> CompiledCheckpoint | None:  # fmt: skip
     """The backend of checkpoint `weights` compiled to `runtime` ("openvino" or "onnxruntime"), computing in
-    `precision` ("fp32", or "bf16" on OpenVINO) with `threads` CPU threads (default: torch's); compiled and
-    checked on the first call, loaded from the cache afterwards (module docstring). None when the compiled
-    model is not within FP32_TOLERANCE of PyTorch (said in one line). MissingExtraError when the runtime is
-    not installed; the checkpoint's own errors (FileNotFoundError, CheckpointError) as loading it raises them."""
+    `precision` ("fp32"; "bf16" on OpenVINO; "auto": fp32, or bf16 where OpenVINO's bf16 on this `cpu` (default:
+    this machine's) proved faster and as accurate, `bf16_check`, timed by `timer` under `conditions`, default
+    this machine's now) with `threads` CPU threads
+    (default: torch's); compiled and checked on the first call, loaded from the cache afterwards (module
+    docstring). None when the compiled model is not within FP32_TOLERANCE of PyTorch (said in one line).
+    MissingExtraError when the runtime is not installed; the checkpoint's own errors (FileNotFoundError,
+    CheckpointError) as loading it raises them."""
     weights = Path(weights)
     spec = RUNTIMES[runtime]
     entry = cache_entry(weights, runtime=runtime, fuse=fuse)
+    limit = cache_limit_bytes()  # a malformed limit is said before anything is compiled
     threads = threads or torch.get_num_threads()
+    cpu = cpu if cpu is not None else cpu_info()
+    if precision == "auto" and (spec.backend is not OpenVINOBackend or not cpu.has_native_bf16):
+        precision = "fp32"  # nothing to check: bf16 is OpenVINO's, and slower where the CPU emulates it
+
+    def open_at(at: str) -> ExportedBackend:
+        return _open(entry / spec.file, spec, precision=at, threads=threads)
+
+    def resolved() -> str:  # once the entry holds a model within tolerance
+        if precision != "auto":
+            return precision
+        return auto_precision(entry, open_at, cpu=cpu, threads=threads, timer=timer, conditions=conditions)
+
     what = f"{weights} on {spec.title} ({precision})"
     if entry.exists():
+        touch(entry)  # the cache evicts the entries used longest ago (`compiled_cache`)
         try:
             verdict = _read_verdict(entry)
             if not verdict["ok"]:
                 LOGGER.warning("%s: compiled before, %.1e from PyTorch (tolerance %.0e): running PyTorch",
                                what, verdict["relative_error"], FP32_TOLERANCE)  # fmt: skip
                 return None
+            precision = resolved()
             backend = _open(entry / spec.file, spec, precision=precision, threads=threads)
-            LOGGER.info("%s: reusing the compiled model cached in %s", what, entry)
+            LOGGER.info("%s: reusing the compiled model cached in %s", f"{weights} on {spec.title} ({precision})",
+                        entry)  # fmt: skip
             return CompiledCheckpoint(backend, checkpoint=weights, own_imgsz=verdict["own_imgsz"])
         except (OSError, ValueError, KeyError, TypeError) as error:
             LOGGER.warning("%s: the cached model in %s is unreadable (%s); compiling it again", what, entry, error)
@@ -181,12 +206,14 @@ def load_compiled(
         verdict = {"ok": ok, "relative_error": error, "tolerance": FP32_TOLERANCE, "seconds": round(seconds, 2),
                    "weights": str(weights), "own_imgsz": own_imgsz, "schema": SCHEMA}  # fmt: skip
         (staging / VERDICT).write_text(json.dumps(verdict, indent=1))
+    evict(entry.parent, keep=entry, marker=VERDICT, limit=limit)
     if not ok:
         LOGGER.warning("%s: compiled, but %.1e from PyTorch (tolerance %.0e): running PyTorch", what, error,
                        FP32_TOLERANCE)  # fmt: skip
         return None
     LOGGER.info("%s: compiled in %.1f s, %.1e from PyTorch (tolerance %.0e); cached in %s", what, seconds, error,
                 FP32_TOLERANCE, entry)  # fmt: skip
+    precision = resolved()
     if precision != "fp32":
         backend = _open(entry / spec.file, spec, precision=precision, threads=threads)
     else:
@@ -279,7 +306,3 @@ def resolve_runtime(requested: str, *, device: torch.device, torch_compile: bool
         return "pytorch"
     return "openvino"
 
-
-def resolve_precision(requested: str) -> str:
-    """What a compiled checkpoint computes in given `--precision requested`: "auto" is "fp32" (exact)."""
-    return "fp32" if requested == "auto" else requested

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Protocol
 
@@ -21,7 +22,7 @@ from tphyolo.checkpoint.format import load_checkpoint
 from tphyolo.checkpoint.release import is_release_name, missing_weights_message
 from tphyolo.errors import InputError
 from tphyolo.infer.backends import exported_format, load_backend
-from tphyolo.infer.backends.compiled import load_compiled, resolve_precision, resolve_runtime, trained_imgsz
+from tphyolo.infer.backends.compiled import load_compiled, resolve_runtime, trained_imgsz
 from tphyolo.runtime.config import RuntimeConfig, autocast, sdpa_context
 from tphyolo.runtime.probe import ProbeJob, tuned_runtime
 
@@ -62,6 +63,51 @@ def model_stride(model: nn.Module) -> int:
     return int(torch.as_tensor(stride).max())
 
 
+@dataclass(frozen=True)
+class UnpreparedModel:
+    """A PyTorch detection model read but not yet prepared by a runtime: the (fused) `model`, its class `names`,
+    `own_imgsz` (its training size, None when unknown) and `path` (the checkpoint it was read from, None for a
+    model given in memory)."""
+
+    model: nn.Module
+    names: list[str]
+    own_imgsz: int | None = None
+    path: Path | None = None
+
+    @classmethod
+    def read(cls, weights: Weights, *, fuse: bool = True) -> UnpreparedModel:
+        """A model, or a checkpoint file (tphyolo or original TPH-YOLOv5/YOLOv5 format), fused when `fuse`.
+        Raises FileNotFoundError for a missing file."""
+        own_imgsz, path = None, None
+        if isinstance(weights, nn.Module):
+            model, names = weights, list(getattr(weights, "names", []))
+        else:
+            if not Path(weights).exists() and not is_release_name(weights):
+                raise FileNotFoundError(missing_weights_message(weights))
+            checkpoint = load_checkpoint(weights)
+            model, names = checkpoint.build_model(), list(checkpoint.names)
+            own_imgsz = trained_imgsz(checkpoint.state.get("train_args"), source=str(weights))
+            path = Path(weights)
+        if fuse and hasattr(model, "fuse"):
+            model = model.fuse()  # a new module
+        return cls(model=model, names=names, own_imgsz=own_imgsz, path=path)
+
+
+def largest_own_imgsz(models: Sequence[object]) -> tuple[int, object] | None:
+    """The largest `own_imgsz` among `models` (backends, or models not yet prepared) and the one that has it;
+    None when none knows its size. The image size a set of models left to choose it runs at
+    (`tphyolo.infer.input_shape.settled_config`), and so the size the runtime probe times (`settled_job`)."""
+    sizes = [(size, m) for m in models if (size := getattr(m, "own_imgsz", None)) is not None]  # optional
+    return max(sizes, key=lambda pair: pair[0]) if sizes else None
+
+
+def settled_job(job: ProbeJob, models: Sequence[object]) -> ProbeJob:
+    """`job` at the size `models` will run: when `job.imgsz_from_model`, the largest `own_imgsz` among them
+    (`largest_own_imgsz`), else, or when none knows its size, `job.imgsz`; `imgsz_from_model` then cleared."""
+    found = largest_own_imgsz(models) if job.imgsz_from_model else None
+    return replace(job, imgsz=found[0] if found is not None else job.imgsz, imgsz_from_model=False)
+
+
 class TorchBackend:
     """A PyTorch detection model that is already prepared: on `device`, in eval mode, in the runtime's weights
     dtype and memory format. `run` applies the runtime's autocast and attention-kernel choice."""
@@ -93,24 +139,25 @@ class TorchBackend:
     ) -> TorchBackend:  # fmt: skip
         """A model, or a checkpoint file (tphyolo or original TPH-YOLOv5/YOLOv5 format), fused (when `fuse`)
         and prepared by `runtime` for `device`; with `job` (the inference it will run), the layout and precision
-        left automatic in `runtime` are first decided by the runtime probe (`tphyolo.runtime.probe`). Raises
-        FileNotFoundError for a missing file."""
-        own_imgsz, path = None, None
-        if isinstance(weights, nn.Module):
-            model, names = weights, list(getattr(weights, "names", []))
-        else:
-            if not Path(weights).exists() and not is_release_name(weights):
-                raise FileNotFoundError(missing_weights_message(weights))
-            checkpoint = load_checkpoint(weights)
-            model, names = checkpoint.build_model(), list(checkpoint.names)
-            own_imgsz = trained_imgsz(checkpoint.state.get("train_args"), source=str(weights))
-            path = Path(weights)
-        if fuse and hasattr(model, "fuse"):
-            model = model.fuse()  # a new module
+        left automatic in `runtime` are first decided by the runtime probe (`tphyolo.runtime.probe`), at the
+        model's training size when `job.imgsz_from_model`. Raises FileNotFoundError for a missing file."""
+        unprepared = UnpreparedModel.read(weights, fuse=fuse)
         if job is not None:
-            runtime = tuned_runtime(runtime, model.eval(), device, job)
-        model = runtime.prepare_model(model.eval(), device)
-        return cls(model, runtime=runtime, device=device, names=names, own_imgsz=own_imgsz, path=path)
+            job = settled_job(job, [unprepared])
+        return cls.prepared(unprepared, runtime=runtime, device=device, job=job)
+
+    @classmethod
+    def prepared(
+        cls, unprepared: UnpreparedModel, *, runtime: RuntimeConfig, device: torch.device, job: ProbeJob | None
+    ) -> TorchBackend:
+        """`unprepared` prepared by `runtime` for `device`, its automatic settings first decided by the runtime
+        probe for `job` (when given, and already settled: `settled_job`)."""
+        model = unprepared.model.eval()
+        if job is not None:
+            runtime = tuned_runtime(runtime, model, device, job)
+        model = runtime.prepare_model(model, device)
+        return cls(model, runtime=runtime, device=device, names=unprepared.names, own_imgsz=unprepared.own_imgsz,
+                   path=unprepared.path)  # fmt: skip
 
     def prepare(self, images: torch.Tensor) -> torch.Tensor:
         return self.runtime.prepare_images(images, self.device)
@@ -141,7 +188,9 @@ def load_backends(
     Raises ValueError when `runtime` cannot run on `device` (checked before anything is loaded), when the
     models disagree on the number of classes, or for a file that runs its own code (TorchScript) unless
     `runtime.trust_code`. `job`: the inference the PyTorch models will run, for the runtime probe
-    (`TorchBackend.load`).
+    (`TorchBackend.prepared`); when it leaves its size to the models (`imgsz_from_model`), every model is read
+    first and the probe times the size they will run at (`settled_job`), as `input_shape.settled_config` settles
+    the inference's.
     """
     runtime.check_device(device)
     entries = list(weights) if isinstance(weights, (list, tuple)) else [weights]
@@ -149,18 +198,22 @@ def load_backends(
         raise InputError("no weights given")
     files = [e for e in entries if not isinstance(e, nn.Module) and exported_format(e) is None and Path(e).is_file()]
     compiled = resolve_runtime(backend, device=device, torch_compile=runtime.compile != "off") if files else "pytorch"
-    backends: list[Backend] = []
+    loaded: list[Backend | UnpreparedModel] = []  # first every model is read, so that the probe's size is settled
     for entry in entries:
-        loaded = None
+        backend_of_entry = None
         if not isinstance(entry, nn.Module) and exported_format(entry) is not None:
-            loaded = load_backend(entry, device=device, trust_code=runtime.trust_code)
+            backend_of_entry = load_backend(entry, device=device, trust_code=runtime.trust_code)
         elif compiled != "pytorch" and any(entry is f for f in files):
-            loaded = load_compiled(entry, runtime=compiled, precision=resolve_precision(precision), fuse=fuse)
-        if loaded is None:
-            loaded = TorchBackend.load(entry, runtime=runtime, device=device, fuse=fuse, job=job)
-        if backends and len(loaded.names) != len(backends[0].names):
-            raise InputError(f"{entry}: {len(loaded.names)} classes, but the first model has {len(backends[0].names)}")
-        backends.append(loaded)
+            backend_of_entry = load_compiled(entry, runtime=compiled, precision=precision, fuse=fuse)
+        model = backend_of_entry if backend_of_entry is not None else UnpreparedModel.read(entry, fuse=fuse)
+        if loaded and len(model.names) != len(loaded[0].names):
+            raise InputError(f"{entry}: {len(model.names)} classes, but the first model has {len(loaded[0].names)}")
+        loaded.append(model)
+    job = settled_job(job, loaded) if job is not None else None
+    backends: list[Backend] = [
+        TorchBackend.prepared(m, runtime=runtime, device=device, job=job) if isinstance(m, UnpreparedModel) else m
+        for m in loaded
+    ]
     return backends
 
 

@@ -1,0 +1,92 @@
+"""`run_predict(job)` from Python, no command line: a folder of images predicted, then resumed from its run
+folder with nothing left to do; a raster run tile by tile with its GeoJSON and the record a resume checks; and
+raster settings refused without a raster."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+import yaml
+from tests.predict.geotiffs import random_checkpoint, scene, write_geotiff
+
+from tphyolo.infer.config import InferenceConfig
+from tphyolo.infer.slicing import SliceConfig
+from tphyolo.predict.job import PredictInputs, PredictJob, RasterSettings
+from tphyolo.predict.outputs import OutputSettings
+from tphyolo.predict.run import PredictCallbacks, raster_source, run_predict
+from tphyolo.runtime.run_dir import OutputDir
+
+INFERENCE = InferenceConfig(imgsz=64, conf=0.001, max_det=20)
+
+
+@pytest.fixture(scope="module")
+def weights(tmp_path_factory) -> Path:
+    return random_checkpoint(tmp_path_factory.mktemp("weights"))
+
+
+def test_a_folder_job_runs_and_resumes_from_python(weights, visdrone_mini, tmp_path):
+    source = tmp_path / "src"
+    source.mkdir()
+    for image in sorted((visdrone_mini / "images").glob("*.jpg"))[:3]:
+        shutil.copy(image, source / image.name)
+    job = PredictJob(PredictInputs(source=str(source), weights=(str(weights),)), INFERENCE,
+                     outputs=OutputSettings(save_img=False, save_txt=True, save_json=True),
+                     output=OutputDir(project=str(tmp_path), name="py"))  # fmt: skip
+    run = run_predict(job, device="cpu", argv=["--source", str(source)], progress=False)
+    assert run.save_dir == tmp_path / "py" and run.raster is None and run.is_main
+    assert (run.folder.files, run.folder.skipped, run.folder.finished_before) == (3, 0, 0)
+    assert run.folder.detections == len(json.loads((run.save_dir / "predictions.json").read_text())) > 0
+    settings = yaml.safe_load((run.save_dir / "args.yaml").read_text())
+    assert settings["argv"] == ["--source", str(source)] and list(settings["weights_sha256"]) == [str(weights)]
+    assert sorted(p.name for p in (run.save_dir / "labels").iterdir()) == sorted(f"{p.stem}.txt" for p in
+                                                                               source.iterdir())  # fmt: skip
+    whole = (run.save_dir / "predictions.json").read_bytes()
+    resumed = run_predict(PredictJob(PredictInputs(source=str(source), weights=(str(weights),), resume=run.save_dir),
+                                     INFERENCE, outputs=job.outputs), device="cpu", progress=False)  # fmt: skip
+    assert (resumed.save_dir, resumed.folder.finished_before) == (run.save_dir, 3)
+    assert resumed.folder.detections == run.folder.detections
+    assert (run.save_dir / "predictions.json").read_bytes() == whole
+    (source / sorted(p.name for p in source.iterdir())[0]).unlink()  # a source gone: named, the rest goes on
+    notes: list[str] = []
+    again = run_predict(PredictJob(PredictInputs(source=str(source), weights=(str(weights),), resume=run.save_dir),
+                                   INFERENCE, outputs=job.outputs), device="cpu", progress=False,
+                        callbacks=PredictCallbacks(on_note=notes.append))  # fmt: skip
+    assert len(notes) == 2 and notes[0].endswith("of the run is gone; the rest goes on")
+    assert "is not one of this run's (a source removed?); its unit is redone" in notes[1]  # its journal line
+    assert again.folder.finished_before == 2
+
+
+def test_a_raster_job_runs_tile_by_tile_from_python(weights, tmp_path):
+    ortho = write_geotiff(tmp_path / "small.tif", scene(160, 240, [(40, 40, 90, 80, 0)], border=64))
+    opened: list[tuple] = []
+    job = PredictJob(PredictInputs(source=str(ortho), weights=(str(weights),)), INFERENCE, SliceConfig(64),
+                     RasterSettings(save_geojson=True), output=OutputDir(str(tmp_path), "geo"))  # fmt: skip
+    run = run_predict(job, device="cpu", progress=False,
+                      callbacks=PredictCallbacks(on_raster=lambda *a: opened.append(a)))  # fmt: skip
+    assert run.folder is None and opened == [(ortho, 240, 160, 15)]  # 5 columns x 3 rows of 64 px
+    assert (run.raster.tiles, run.raster.rows) == (15, 3) and run.raster.crs == "EPSG:32633"
+    features = json.loads((run.save_dir / "small.geojson").read_text())["features"]
+    assert len(features) == len(run.raster.detections) > 0
+    record = yaml.safe_load((run.save_dir / "args.yaml").read_text())
+    assert record["raster"] == {"bytes": ortho.stat().st_size, "width": 240, "height": 160}
+    assert record["sources"] == [str(ortho)] and record["argv"] == []
+
+
+def test_raster_settings_need_a_raster_and_a_raster_is_never_read_whole(weights, tmp_path):
+    image = tmp_path / "a.jpg"
+    image.write_bytes(b"")
+    inputs = PredictInputs(source=str(image), weights=(str(weights),))
+    with pytest.raises(ValueError, match=r"--save-geojson and --bands need\(s\) a raster --source"):
+        raster_source(PredictJob(inputs, raster=RasterSettings(save_geojson=True, bands=(1,))))
+    assert raster_source(PredictJob(inputs)) is None
+    ortho = write_geotiff(tmp_path / "o.tif", scene(64, 64, []))
+    with pytest.raises(ValueError, match="--slice-full: a raster is run tile by tile, never whole"):
+        raster_source(PredictJob(PredictInputs(source=str(ortho)), slice=SliceConfig(64, full=True)))
+    with pytest.raises(ValueError, match="--to-crs reprojects --save-geojson"):
+        raster_source(PredictJob(PredictInputs(source=str(ortho)), raster=RasterSettings(to_crs="EPSG:4326")))
+    assert raster_source(PredictJob(PredictInputs(source=str(ortho)))) == ortho  # it has a CRS
+    with pytest.raises(ValueError, match="a prediction needs a source and weights"):
+        run_predict(PredictJob(PredictInputs(source=str(ortho))))
