@@ -7,6 +7,7 @@ import pytest
 
 from tphyolo import __version__
 from tphyolo.cli import COMMANDS, main
+from tphyolo.errors import InputError
 
 
 def test_version(capsys):
@@ -159,3 +160,27 @@ def test_a_command_leaves_logging_as_it_found_it(capsys):
     main(["eval", "--gt", "/nonexistent", "--pred", "/nonexistent"])
     assert "error" in capsys.readouterr().err
     assert (list(root.handlers), root.level, list(package.handlers), package.level, package.propagate) == before
+
+
+@pytest.mark.parametrize(
+    ("error", "kind"),
+    [
+        (InputError("w.pt: not a checkpoint"), "bad input"),
+        (FileNotFoundError(2, "No such file or directory", "w.pt"), "bad input"),
+        (UnicodeDecodeError("utf-8", b"\xff", 0, 1, "invalid start byte"), "bad input"),
+        (ValueError("too many values to unpack (expected 2)"), "fault"),
+        (TypeError("unsupported operand"), "fault"),
+    ],
+)
+def test_bad_input_is_one_line_and_exit_2_and_a_fault_of_the_program_propagates(error, kind, monkeypatch, capsys):
+    def fails(job, *, log):
+        raise error
+
+    monkeypatch.setattr("tphyolo.export.exporter.run_export", fails)
+    if kind == "fault":  # a bug is not blamed on the input: its traceback shows (python's exit code 1)
+        with pytest.raises(type(error)):
+            main(["export", "--weights", "w.pt"])
+        return
+    assert main(["export", "--weights", "w.pt"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("tphyolo export: error: ") and err.count("\n") == 1

@@ -14,12 +14,14 @@ provides:
 importing torch. This module is the only caller of `configure_process`: process-wide settings are applied
 here, after the arguments are parsed and before the command touches CUDA.
 
-Error policy: a bad input or a fault (every OSError — no space left, read-only, permission denied, missing
-file —, an undecodable image or yaml, a value that fails validation) ends the command with one line on stderr,
-`tphyolo COMMAND: error: PATH: cause`, and exit code 2, as does a torch and torchvision that do not go together
-(both versions and the pip command of a matching pair: `tphyolo.runtime.install`); Ctrl-C ends it with exit
-code 130; a reader that closes the pipe early (`tphyolo ... | head`) ends it quietly with exit code 141, as a
-shell pipeline expects. With `TPHYOLO_DEBUG=1` the error propagates with its traceback.
+Error policy: a bad input or a fault (`BAD_INPUT`: every OSError — no space left, read-only, permission denied,
+missing file —, an undecodable image or yaml, a value that fails validation: the package's `InputError`) ends
+the command with one line on stderr, `tphyolo COMMAND: error: PATH: cause`, and exit code 2, as does a torch
+and torchvision that do not go together (both versions and the pip command of a matching pair:
+`tphyolo.runtime.install`); any other error is a fault of the program and propagates with its traceback (exit
+code 1); Ctrl-C ends it with exit code 130; a reader that closes the pipe early (`tphyolo ... | head`) ends it
+quietly with exit code 141, as a shell pipeline expects. With `TPHYOLO_DEBUG=1` every error propagates with its
+traceback.
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ from __future__ import annotations
 import argparse
 import difflib
 import importlib
+import json
 import os
 import sys
 from collections.abc import Iterable, Sequence
@@ -34,12 +37,17 @@ from typing import NamedTuple
 
 from tphyolo._version import __version__
 from tphyolo.commands.options.yolov5 import unknown_command_hint, unknown_flag_hints
-from tphyolo.errors import UsageError, describe_error
+from tphyolo.errors import InputError, UsageError, describe_error
 from tphyolo.runtime.console import progress_output
 from tphyolo.runtime.flags import add_runtime_arguments
 from tphyolo.runtime.install import torch_install_checked
 
-__all__ = ["COMMANDS", "Command", "UsageError", "build_parser", "main"]
+__all__ = ["BAD_INPUT", "COMMANDS", "Command", "UsageError", "build_parser", "main"]
+
+# What ends a command with one line and exit code 2: a fault (every OSError, MemoryError), bad input the package
+# finds (InputError: UsageError, ImageError, CheckpointError, invalid yaml, ...) and a text or json file that does
+# not decode. Any other ValueError is a fault of the program: its traceback shows.
+BAD_INPUT = (OSError, MemoryError, InputError, UnicodeError, json.JSONDecodeError)
 
 
 class Command(NamedTuple):
@@ -211,7 +219,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         # Nobody reads what is left: send it to /dev/null so that the exit flush cannot fail again.
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 141
-    except (OSError, ValueError, MemoryError) as error:  # UsageError, ImageError, yaml and decode errors included
+    except BAD_INPUT as error:
         if debug:
             raise
         print(f"tphyolo {args.command}: error: {describe_error(error)}", file=sys.stderr)

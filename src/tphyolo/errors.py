@@ -4,6 +4,7 @@
     -> "runs/exp/weights/last.pt: no space left on device"
 
 The command line prints these (see `tphyolo.cli.main`); commands that skip a file and go on print them too.
+Bad input the package finds itself raises `InputError` (or a subclass: `UsageError`, `ImageError`, ...).
 """
 
 from __future__ import annotations
@@ -42,5 +43,12 @@ def describe_error(error: BaseException) -> str:
     return lines[0] if len(lines) == 1 else f"{lines[0]} (+{len(lines) - 1} more line(s))"
 
 
-class UsageError(ValueError):
+class InputError(ValueError):
+    """Bad input, as the package reports it: a file, a setting or a value it cannot use, in one line that names
+    it first (`describe_error`). The command line ends with that line and exit code 2; a ValueError of another
+    kind is a fault of the program and ends it with its traceback. A ValueError, so that callers catching
+    ValueError catch it."""
+
+
+class UsageError(InputError):
     """A bad value on the command line, found after parsing; reported in one line with exit code 2."""

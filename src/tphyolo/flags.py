@@ -46,6 +46,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from tphyolo.errors import InputError
+
 _METADATA_KEY = "tphyolo.flag"
 
 
@@ -136,7 +138,7 @@ def flag(default: Any, *names: str, help: str, **options: Any) -> Any:  # noqa: 
     negative = options.get("negative")
     every_name = (*names, *(negative[:1] if negative else ()))
     if not names or not all(isinstance(n, str) and n.startswith("--") for n in every_name):
-        raise ValueError(f"flag names must start with '--', got {every_name!r}")
+        raise InputError(f"flag names must start with '--', got {every_name!r}")
     if isinstance(default, (list, dict, set)):
         raise TypeError(f"{names[0]}: use an immutable default (a tuple), got {type(default).__name__}")
     unknown = sorted(set(options) - _FLAG_OPTIONS)
@@ -219,7 +221,7 @@ def _argument(cls: type, name: str, spec: FlagSpec, annotation: Any, default: An
     kwargs: dict[str, Any] = {"dest": name, "default": default, "required": spec.required}
     if annotation is bool:
         if default and not all(n.startswith("--no") for n in spec.names):
-            raise ValueError(f"{cls.__name__}.{name} defaults to True: its flag needs a --no-... name")
+            raise InputError(f"{cls.__name__}.{name} defaults to True: its flag needs a --no-... name")
         return kwargs | {"action": "store_false" if default else "store_true", "help": spec.help}
     if _is_optional_bool(annotation):
         return kwargs | {"action": argparse.BooleanOptionalAction, "help": spec.help}
@@ -242,13 +244,13 @@ def _argument(cls: type, name: str, spec: FlagSpec, annotation: Any, default: An
         kwargs["metavar"] = spec.metavar
     if spec.append:
         if not is_tuple:
-            raise ValueError(f"{cls.__name__}.{name}: append=True needs a tuple field")
+            raise InputError(f"{cls.__name__}.{name}: append=True needs a tuple field")
         kwargs.update(nargs=None, action=_AppendToTuple)
     if spec.square:
         kwargs.update(nargs="+", action=_SquareSide, metavar=spec.metavar or "PIXELS")
     if spec.sep is not None:
         if not is_tuple or spec.append or spec.square:
-            raise ValueError(f"{cls.__name__}.{name}: sep= needs a tuple field, without append or square")
+            raise InputError(f"{cls.__name__}.{name}: sep= needs a tuple field, without append or square")
         kwargs.pop("choices", None)  # checked per item by the type
         kwargs.update(nargs=None, type=_separated(spec, value_type or str))
     return kwargs
@@ -318,7 +320,7 @@ def from_flags(cls: type, args: argparse.Namespace, **overrides: Any) -> Any:
             name, meaning = spec.negative
             if getattr(args, name[2:].replace("-", "_"), False):
                 if value not in (None, meaning):
-                    raise ValueError(f"{spec.names[0]} {value} and {name} contradict each other; give one")
+                    raise InputError(f"{spec.names[0]} {value} and {name} contradict each other; give one")
                 value = meaning
             if value is None:
                 continue  # not given: the field's default
@@ -361,9 +363,9 @@ def check_field_types(config: Any) -> None:
         value = getattr(config, field.name)
         if not _fits(value, hints[field.name]):
             kind = getattr(hints[field.name], "__name__", str(hints[field.name]))
-            raise ValueError(f"{setting_name(config, field.name)} must be {kind}, got {value!r:.60}")
+            raise InputError(f"{setting_name(config, field.name)} must be {kind}, got {value!r:.60}")
         bounds = spec.bounds if (spec := flag_spec(field)) is not None else None
         values = value if isinstance(value, tuple) else (value,)
         outside = [v for v in values if bounds is not None and v is not None and v not in bounds]
         if outside:
-            raise ValueError(f"{setting_name(config, field.name)} must be {bounds}, got {outside[0]!r}")
+            raise InputError(f"{setting_name(config, field.name)} must be {bounds}, got {outside[0]!r}")

@@ -17,6 +17,8 @@ from collections.abc import Callable, Mapping, Sequence
 from types import ModuleType
 from typing import Any
 
+from tphyolo.errors import InputError
+
 
 def lazy_exports(
     package: str, modules: Mapping[str, Sequence[str]]
@@ -40,7 +42,7 @@ def lazy_exports(
 INSTALL_HINT = 'pip install "tphyolo[export]"'
 
 
-class MissingExtraError(ImportError, ValueError):
+class MissingExtraError(ImportError, InputError):
     """An optional package is not installed. An ImportError by nature; also a ValueError, so that the command
     line reports it in one line (as it does bad input) instead of a traceback."""
 

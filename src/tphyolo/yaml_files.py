@@ -19,6 +19,8 @@ from typing import Any
 
 import yaml
 
+from tphyolo.errors import InputError
+
 _MERGE_TAG = "tag:yaml.org,2002:merge"
 
 
@@ -83,14 +85,14 @@ class _BoundedLoader(UniqueKeys, yaml.SafeLoader):
 def load_yaml_text(text: str, origin: str) -> Any:
     """Parse yaml `text` (from `origin`, named in errors) into plain data within the limits above."""
     if len(text) > MAX_YAML_BYTES:
-        raise ValueError(f"{origin}: yaml of {len(text):,} characters, above the limit of {MAX_YAML_BYTES:,}")
+        raise InputError(f"{origin}: yaml of {len(text):,} characters, above the limit of {MAX_YAML_BYTES:,}")
     loader = _BoundedLoader(text)
     try:
         return loader.get_single_data()
     except yaml.YAMLError as error:
-        raise ValueError(f"{origin}: invalid yaml ({' '.join(str(error).split())})") from None
+        raise InputError(f"{origin}: invalid yaml ({' '.join(str(error).split())})") from None
     except RecursionError:
-        raise ValueError(f"{origin}: yaml nested too deeply") from None
+        raise InputError(f"{origin}: yaml nested too deeply") from None
     finally:
         loader.dispose()
 
@@ -101,9 +103,9 @@ def load_yaml_file(path: str | Path) -> Any:
     path = Path(path)
     size = path.stat().st_size
     if size > MAX_YAML_BYTES:
-        raise ValueError(f"{path}: yaml file of {size:,} bytes, above the limit of {MAX_YAML_BYTES:,}")
+        raise InputError(f"{path}: yaml file of {size:,} bytes, above the limit of {MAX_YAML_BYTES:,}")
     try:
         text = path.read_bytes().decode("utf-8")
     except UnicodeDecodeError as error:
-        raise ValueError(f"{path}: not UTF-8 text (byte {error.start})") from None
+        raise InputError(f"{path}: not UTF-8 text (byte {error.start})") from None
     return load_yaml_text(text, str(path))

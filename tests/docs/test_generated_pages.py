@@ -111,3 +111,33 @@ def test_the_yolov5_table_has_every_flag_of_every_script_with_what_tphyolo_does(
 
 def test_the_yolov5_page_holds_the_place_of_the_table():
     assert generated.YOLOV5_MARKER in (ROOT / "docs" / generated.YOLOV5_PAGE).read_text()
+
+
+HELLO = '''"""`tphyolo hello`: a command written for this test."""
+
+
+def add_arguments(parser):
+    parser.add_argument("--name", default="drone", help="who is greeted")
+
+
+def run(args):
+    print(f"hello {args.name}")
+    return 0
+'''
+
+
+def test_a_new_command_is_its_module_and_one_row_of_commands(tmp_path, monkeypatch, capsys):
+    """What adding a command touches (docs/development.md): its module and its `COMMANDS` row (with the job its
+    library unit runs); its help, its place in `tphyolo -h` and its section of the reference follow."""
+    from tphyolo.cli import Command, main
+
+    (tmp_path / "hello_command.py").write_text(HELLO)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.setitem(COMMANDS, "hello", Command("hello_command", "greet whoever is named"))
+    assert main(["hello", "--name", "world"]) == 0
+    assert capsys.readouterr().out == "hello world\n"
+    with pytest.raises(SystemExit):
+        main(["-h"])
+    assert "greet whoever is named" in capsys.readouterr().out
+    section = dict(re.findall(r"^## tphyolo (\S+)\n(.*?)(?=^## |\Z)", generated.cli_reference_markdown(), re.M | re.S))
+    assert _rows(section["hello"]) == {("--name",): ["`drone`", "who is greeted"]}

@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from tphyolo.analyze.points import ANCHORS
+from tphyolo.errors import InputError
 from tphyolo.flags import AT_LEAST_ONE, Bounds, check_field_types, flag
 from tphyolo.track.config import CMC_METHODS
 from tphyolo.track.registry import TRACKER_NAMES
@@ -45,12 +46,12 @@ class AnalyzeConfig:
     def __post_init__(self) -> None:
         check_field_types(self)
         if self.anchor not in ANCHORS:
-            raise ValueError(f"--anchor must be one of {list(ANCHORS)}, got {self.anchor!r}")
+            raise InputError(f"--anchor must be one of {list(ANCHORS)}, got {self.anchor!r}")
         lens = (self.focal_mm is None, self.sensor_mm is None, self.altitude is None)
         if len(set(lens)) > 1:
-            raise ValueError("--altitude, --focal-mm and --sensor-mm go together: give all three or none")
+            raise InputError("--altitude, --focal-mm and --sensor-mm go together: give all three or none")
         if self.gsd is not None and self.altitude is not None:
-            raise ValueError("give --gsd or --altitude/--focal-mm/--sensor-mm, not both")
+            raise InputError("give --gsd or --altitude/--focal-mm/--sensor-mm, not both")
 
 
 @dataclass(frozen=True)
@@ -77,9 +78,9 @@ def check_one_input(*, detector: bool, source: Any, detections: Any, tracks: Any
     """The one-input rule of an analysis: exactly one of a detector (which needs `source` to run on),
     `detections` or `tracks`; ValueError in the words of the flags otherwise."""
     if detector + (detections is not None) + (tracks is not None) != 1:
-        raise ValueError("give one of --weights (with --source), --detections or --tracks")
+        raise InputError("give one of --weights (with --source), --detections or --tracks")
     if detector and source is None:
-        raise ValueError("--weights needs --source: the video or frames to run on")
+        raise InputError("--weights needs --source: the video or frames to run on")
 
 
 @dataclass(frozen=True)

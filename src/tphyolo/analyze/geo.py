@@ -19,6 +19,7 @@ from __future__ import annotations
 import numpy as np
 
 from tphyolo.analyze.inputs.telemetry import Telemetry
+from tphyolo.errors import InputError
 
 EARTH_RADIUS = 6_378_137.0  # metres, WGS84 semi-major axis
 FULL_FRAME_WIDTH_MM = 36.0  # the sensor 35 mm equivalent focal lengths refer to
@@ -30,7 +31,7 @@ def ground_sampling_distance(altitude: float, *, focal_mm: float, sensor_mm: flo
     for name, value in (("altitude", altitude), ("focal_mm", focal_mm), ("sensor_mm", sensor_mm),
                         ("image_width", image_width)):  # fmt: skip
         if not value > 0:
-            raise ValueError(f"{name} must be > 0, got {value}")
+            raise InputError(f"{name} must be > 0, got {value}")
     return altitude * sensor_mm / (focal_mm * image_width)
 
 

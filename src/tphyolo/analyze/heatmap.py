@@ -16,6 +16,7 @@ import cv2
 import numpy as np
 
 from tphyolo.analyze.points import TrackPoints
+from tphyolo.errors import InputError
 
 COLOUR_MAP = cv2.COLORMAP_JET  # blue (few track-frames) to red (many)
 SCALE_WIDTH = 64  # pixels of the colour scale beside the heat
@@ -27,7 +28,7 @@ class Heatmap:
 
     def __init__(self, frame_size: tuple[int, int], *, cell: int = 4) -> None:
         if cell < 1:
-            raise ValueError(f"cell must be >= 1 pixel, got {cell}")
+            raise InputError(f"cell must be >= 1 pixel, got {cell}")
         self.frame_size, self.cell = (int(frame_size[0]), int(frame_size[1])), int(cell)
         self.reset()
 

@@ -50,6 +50,7 @@ from tphyolo.analyze.points import TrackPoints
 from tphyolo.analyze.regions import Regions, load_regions
 from tphyolo.analyze.speed import SPEED_COLUMNS, Speed
 from tphyolo.analyze.zones import Zones
+from tphyolo.errors import InputError
 from tphyolo.predict.predictor import Predictor
 from tphyolo.track.interface import CameraMotionSettings, MultiObjectTracker
 from tphyolo.track.registry import make_tracker, tracker_settings
@@ -286,7 +287,7 @@ def _fixed_gsd(config: AnalyzeConfig, size: tuple[int, int] | None) -> float | N
     if config.altitude is None:
         return None
     if size is None:
-        raise ValueError("--altitude needs the frames' width for the GSD: give --source with the frames, or --gsd")
+        raise InputError("--altitude needs the frames' width for the GSD: give --source with the frames, or --gsd")
     return ground_sampling_distance(config.altitude, focal_mm=config.focal_mm, sensor_mm=config.sensor_mm,
                                     image_width=size[0])  # fmt: skip
 

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from tphyolo.analyze.motion import GroundMotion
+from tphyolo.errors import InputError
 
 ANCHORS = ("centre", "bottom")
 
@@ -24,7 +25,7 @@ def anchor_points(boxes: np.ndarray, anchor: str = "centre") -> np.ndarray:
     """(N, 2) the point of each box (N, 4) xyxy a track stands for: its centre, or the middle of its bottom edge
     (`bottom`: where a person or a vehicle filmed at an angle touches the ground)."""
     if anchor not in ANCHORS:
-        raise ValueError(f"unknown anchor {anchor!r}; known: {list(ANCHORS)}")
+        raise InputError(f"unknown anchor {anchor!r}; known: {list(ANCHORS)}")
     boxes = np.asarray(boxes, dtype=np.float64).reshape(-1, 4)
     y = (boxes[:, 1] + boxes[:, 3]) / 2 if anchor == "centre" else boxes[:, 3]
     return np.stack([(boxes[:, 0] + boxes[:, 2]) / 2, y], axis=1)
@@ -55,7 +56,7 @@ class TrackPoints:
         ids = np.asarray(ids, dtype=np.int64).reshape(-1)
         labels = np.asarray(labels, dtype=np.int64).reshape(-1)
         if not len(ids) == len(labels) == len(image):
-            raise ValueError(f"{len(image)} boxes, {len(ids)} ids and {len(labels)} labels")
+            raise InputError(f"{len(image)} boxes, {len(ids)} ids and {len(labels)} labels")
         if ground is None:
             return cls(number, ids, labels, image, image.copy())
         return cls(number, ids, labels, image, ground.to_ground(image), ground.scale)

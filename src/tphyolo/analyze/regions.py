@@ -27,6 +27,7 @@ from pathlib import Path
 import numpy as np
 
 from tphyolo.analyze.geometry import is_simple_polygon
+from tphyolo.errors import InputError
 from tphyolo.yaml_files import load_yaml_file
 
 # Ten million pixels from the first frame: 100 km of ground at 1 cm a pixel. Far beyond what any flight pans to,
@@ -68,12 +69,12 @@ def load_regions(path: str | Path, *, frame_size: tuple[int, int] | None = None,
     path = Path(path)
     data = load_yaml_file(path)
     if not data:
-        raise ValueError(f"{path}: empty; give 'lines:' and/or 'zones:' (lists of name and points)")
+        raise InputError(f"{path}: empty; give 'lines:' and/or 'zones:' (lists of name and points)")
     if not isinstance(data, dict):
-        raise ValueError(f"{path}: expected a mapping with 'lines:' and/or 'zones:', got {type(data).__name__}")
+        raise InputError(f"{path}: expected a mapping with 'lines:' and/or 'zones:', got {type(data).__name__}")
     unknown = sorted(str(k) for k in data if k not in ("lines", "zones"))
     if unknown:
-        raise ValueError(f"{path}: unknown key(s) {unknown}; known: ['lines', 'zones']")
+        raise InputError(f"{path}: unknown key(s) {unknown}; known: ['lines', 'zones']")
     try:
         lines = [(Line(name, points), geo) for name, points, geo in _entries(data, "lines", 2, from_latlon, frame_size)]
         zones = [(Zone(name, points), geo) for name, points, geo in _entries(data, "zones", 3, from_latlon, frame_size)]
@@ -84,20 +85,20 @@ def load_regions(path: str | Path, *, frame_size: tuple[int, int] | None = None,
                 _check(region, None)
         lines, zones = tuple(line for line, _ in lines), tuple(zone for zone, _ in zones)
         if not lines and not zones:
-            raise ValueError("no lines and no zones")
+            raise InputError("no lines and no zones")
         names = [r.name for r in (*lines, *zones)]
         twice = sorted({n for n in names if names.count(n) > 1})
         if twice:
-            raise ValueError(f"name {twice[0]!r} is given twice")
+            raise InputError(f"name {twice[0]!r} is given twice")
     except ValueError as error:
-        raise ValueError(f"{path}: {error}") from None
+        raise InputError(f"{path}: {error}") from None
     return Regions(lines, zones)
 
 
 def _entries(data: dict, key: str, least: int, from_latlon, frame_size):
     entries = data.get(key) or []
     if not isinstance(entries, list):
-        raise ValueError(f"'{key}' must be a list of entries with name and points")
+        raise InputError(f"'{key}' must be a list of entries with name and points")
     for i, entry in enumerate(entries):
         where = f"{key}[{i}]"
         if (
@@ -106,26 +107,26 @@ def _entries(data: dict, key: str, least: int, from_latlon, frame_size):
             or "name" not in entry
             or not {"points", "latlon"} & set(entry)
         ):
-            raise ValueError(f"{where}: expected exactly 'name' and 'points' (or 'latlon')")
+            raise InputError(f"{where}: expected exactly 'name' and 'points' (or 'latlon')")
         if entry["name"] is None or isinstance(entry["name"], (bool, list, dict)) or not str(entry["name"]).strip():
-            raise ValueError(f"{where}: 'name' must be a non-empty name, got {entry['name']!r:.40}")
+            raise InputError(f"{where}: 'name' must be a non-empty name, got {entry['name']!r:.40}")
         name, field = str(entry["name"]), "points" if "points" in entry else "latlon"
         points = _points(entry[field], f"{key[:-1]} {name!r}: {field}")
         if points.ndim != 2 or points.shape[1] != 2 or len(points) < least or not np.isfinite(points).all():
-            raise ValueError(f"{key[:-1]} {name!r}: needs {least} or more [x, y] points, got {entry[field]!r:.80}")
+            raise InputError(f"{key[:-1]} {name!r}: needs {least} or more [x, y] points, got {entry[field]!r:.80}")
         bound = np.array(LATLON_RANGE) if field == "latlon" else np.array([MAX_COORDINATE, MAX_COORDINATE])
         beyond = np.abs(points) > bound
         if beyond.any():
             value = points[beyond][0]
             limit = "latitude -90..90, longitude -180..180" if field == "latlon" else f"±{MAX_COORDINATE:,.0f} px"
-            raise ValueError(f"{key[:-1]} {name!r}: {field} value {value:g} is beyond {limit}")
+            raise InputError(f"{key[:-1]} {name!r}: {field} value {value:g} is beyond {limit}")
         if key == "lines" and (np.diff(points, axis=0) == 0).all(axis=1).any():
             k = int(np.flatnonzero((np.diff(points, axis=0) == 0).all(axis=1))[0])
-            raise ValueError(f"line {name!r}: points {k + 1} and {k + 2} are the same point (a segment of no "
+            raise InputError(f"line {name!r}: points {k + 1} and {k + 2} are the same point (a segment of no "
                              "length has no direction to count)")  # fmt: skip
         if field == "latlon":
             if from_latlon is None and frame_size is not None:
-                raise ValueError(f"{key[:-1]} {name!r} is in latitude/longitude: it needs the video's SRT telemetry")
+                raise InputError(f"{key[:-1]} {name!r} is in latitude/longitude: it needs the video's SRT telemetry")
             points = from_latlon(points) if from_latlon is not None else points  # degrees: a first look only
         yield name, points, field == "latlon"
 
@@ -138,11 +139,11 @@ def _points(value, where: str) -> np.ndarray:
         isinstance(row, list) and all(isinstance(v, (int, float, str)) and not isinstance(v, bool) for v in row)
         for row in rows
     ):
-        raise ValueError(f"{where} must be [[x, y], ...] numbers, got {value!r:.80}")
+        raise InputError(f"{where} must be [[x, y], ...] numbers, got {value!r:.80}")
     try:
         return np.asarray([[float(v) for v in row] for row in rows], dtype=np.float64)
     except (TypeError, ValueError, OverflowError):
-        raise ValueError(f"{where} must be [[x, y], ...] numbers, got {value!r:.80}") from None
+        raise InputError(f"{where} must be [[x, y], ...] numbers, got {value!r:.80}") from None
 
 
 def _check(region: Line | Zone, frame_size: tuple[int, int] | None) -> None:
@@ -153,7 +154,7 @@ def _check(region: Line | Zone, frame_size: tuple[int, int] | None) -> None:
             region.points[:, 1] > height)  # fmt: skip
         if outside.any():
             x, y = region.points[np.argmax(outside)]
-            raise ValueError(f"{kind} {region.name!r}: point ({x:g}, {y:g}) is outside the first frame "
+            raise InputError(f"{kind} {region.name!r}: point ({x:g}, {y:g}) is outside the first frame "
                              f"({width} x {height} pixels)")  # fmt: skip
     if kind == "zone" and not is_simple_polygon(region.points):
-        raise ValueError(f"zone {region.name!r}: its edges cross (a self-intersecting polygon)")
+        raise InputError(f"zone {region.name!r}: its edges cross (a self-intersecting polygon)")

@@ -21,6 +21,7 @@ from tphyolo.analyze.config import AnalyzeConfig
 from tphyolo.analyze.inputs.streams import track_streams
 from tphyolo.analyze.pipeline import Analysis
 from tphyolo.analyze.regions import load_regions
+from tphyolo.errors import InputError
 
 
 def true_counts(folder: Path, regions: str | Path, *, source=None, cmc: str = "sparse",
@@ -53,9 +54,9 @@ def read_counts(path: Path) -> dict[str, dict]:
         try:
             counts = json.loads(file.read_text(encoding="utf-8"))
         except json.JSONDecodeError as error:
-            raise ValueError(f"{file}: not JSON ({error.msg}, line {error.lineno})") from None
+            raise InputError(f"{file}: not JSON ({error.msg}, line {error.lineno})") from None
         if not isinstance(counts, dict) or not isinstance(counts.get("lines", {}), dict):
-            raise ValueError(f"{file}: expected {{'lines': {{...}}, 'zones': {{...}}}}")
+            raise InputError(f"{file}: expected {{'lines': {{...}}, 'zones': {{...}}}}")
         out[name] = counts
     return out
 
@@ -99,7 +100,7 @@ def score_counts(truth: dict[str, dict], found: dict[str, dict]) -> CountScore:
     cells = []
     for sequence, true in truth.items():
         if sequence not in found:
-            raise ValueError(f"no counts for sequence {sequence!r} (found: {sorted(found)})")
+            raise InputError(f"no counts for sequence {sequence!r} (found: {sorted(found)})")
         mine = found[sequence]
         single = "" if len(truth) == 1 else sequence
         for line, per in true["lines"].items():

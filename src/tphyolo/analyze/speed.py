@@ -14,6 +14,7 @@ from __future__ import annotations
 import numpy as np
 
 from tphyolo.analyze.points import TrackPoints, TrackSlots, grown
+from tphyolo.errors import InputError
 
 SPEED_COLUMNS = ("frame", "track", "class", "speed_kmh", "implausible")
 
@@ -26,11 +27,11 @@ class Speed:
     def __init__(self, *, fps: float, gsd: float | None = None, window: int = 10,
                  max_speed: float | None = None) -> None:  # fmt: skip
         if not fps > 0:
-            raise ValueError(f"fps must be > 0, got {fps}")
+            raise InputError(f"fps must be > 0, got {fps}")
         if gsd is not None and not gsd > 0:
-            raise ValueError(f"gsd must be > 0 metres per pixel, got {gsd}")
+            raise InputError(f"gsd must be > 0 metres per pixel, got {gsd}")
         if window < 1:
-            raise ValueError(f"window must be >= 1 frame, got {window}")
+            raise InputError(f"window must be >= 1 frame, got {window}")
         self.fps, self.gsd, self.window, self.max_speed = float(fps), gsd, int(window), max_speed
         self.reset()
 
@@ -49,7 +50,7 @@ class Speed:
         """(N,) km/h of the frame's tracks; `gsd`: this frame's metres per pixel (default: the stream's)."""
         gsd = self.gsd if gsd is None else gsd
         if gsd is None or not gsd > 0:
-            raise ValueError(f"frame {points.number}: no ground sampling distance (> 0 metres per pixel), got {gsd}")
+            raise InputError(f"frame {points.number}: no ground sampling distance (> 0 metres per pixel), got {gsd}")
         rows = self._slots.rows(points.ids)
         size = len(self._slots)
         self._frame, self._xy = grown(self._frame, size, -np.inf), grown(self._xy, size, 0.0)

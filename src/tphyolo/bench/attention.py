@@ -27,6 +27,7 @@ from torch.utils.flop_counter import FlopCounterMode
 from tphyolo.bench.baselines import original_from
 from tphyolo.bench.report import Row, significant
 from tphyolo.bench.timing import paired_speedup, peak_memory_mb, time_calls
+from tphyolo.errors import InputError
 from tphyolo.models.attention import C3TR
 from tphyolo.models.build import SCALES
 from tphyolo.models.clla import CLLABlock
@@ -72,12 +73,12 @@ def _depth(number: int, scale: str) -> int:
 def build_case(case: AttentionCase, *, device: torch.device, seed: int = 0) -> tuple[nn.Module, list[torch.Tensor]]:
     """Our block for `case` (fresh weights from `seed`) and its fp32 inputs on `device`."""
     if case.scale not in SCALES:
-        raise ValueError(f"unknown scale {case.scale!r}; known: {sorted(SCALES)}")
+        raise InputError(f"unknown scale {case.scale!r}; known: {sorted(SCALES)}")
     generator = torch.Generator().manual_seed(seed)
     torch.manual_seed(seed)
     side = case.image_size // P5_STRIDE
     if side < 1:
-        raise ValueError(f"image size {case.image_size} is smaller than the P5 stride {P5_STRIDE}")
+        raise InputError(f"image size {case.image_size} is smaller than the P5 stride {P5_STRIDE}")
     if case.block == "c3tr":
         c = _width(1024, case.scale)
         block: nn.Module = C3TR(c, c, _depth(3, case.scale), False)
@@ -91,7 +92,7 @@ def build_case(case: AttentionCase, *, device: torch.device, seed: int = 0) -> t
         block = CLLABlock(c_src, c_src, c_p3, CLLA_OUTPUTS)
         shapes = [(case.batch, c_src, 8 * side, 8 * side), (case.batch, c_p3, 4 * side, 4 * side)]
     else:
-        raise ValueError(f"unknown block {case.block!r}; known: {BLOCKS}")
+        raise InputError(f"unknown block {case.block!r}; known: {BLOCKS}")
     inputs = [torch.randn(shape, generator=generator).to(device) for shape in shapes]
     return block.to(device), inputs
 
@@ -120,7 +121,7 @@ def step_function(module: nn.Module, inputs: Sequence[torch.Tensor], mode: str, 
 
         return run_eval
     if mode != "train":
-        raise ValueError(f"mode must be one of {MODES}, got {mode!r}")
+        raise InputError(f"mode must be one of {MODES}, got {mode!r}")
     leaves = [x.detach().requires_grad_(True) for x in inputs]
 
     def run_train() -> None:

@@ -14,6 +14,7 @@ from __future__ import annotations
 import torch
 from torch import Tensor, nn
 
+from tphyolo.errors import InputError
 from tphyolo.training.loss import NEIGHBOUR_BIAS, NEIGHBOUR_OFFSETS, OBJ_IOU_RATIO, YoloLoss, bce_terms, complete_iou
 
 
@@ -24,7 +25,7 @@ class OriginalLoss(nn.Module):
     def __init__(self, loss: YoloLoss) -> None:
         super().__init__()
         if loss.autobalance:
-            raise ValueError("OriginalLoss: autobalance is not part of the measured computation")
+            raise InputError("OriginalLoss: autobalance is not part of the measured computation")
         self.settings = loss
 
     def forward(self, preds: list[Tensor], targets: Tensor) -> tuple[Tensor, Tensor]:

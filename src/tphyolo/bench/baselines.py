@@ -22,6 +22,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from tphyolo.errors import InputError
 from tphyolo.models.attention import C3TR, ORIGINAL_DROPOUT
 from tphyolo.models.blocks import C3, Conv
 from tphyolo.models.clla import CLLA, CLLABlock
@@ -265,7 +266,7 @@ def original_c3str_from(block: C3STR) -> OriginalC3STR:
     """The original-layout twin of `block` (which must use the released shift mask), same weights."""
     layers = list(block.m.tr)
     if layers and layers[0].shift_mask != "original":
-        raise ValueError("original_c3str_from: only C3STR with shift_mask='original' has an original twin")
+        raise InputError("original_c3str_from: only C3STR with shift_mask='original' has an original twin")
     c_in, c_out, e = _c3_dims(block)
     twin = OriginalC3STR(c_in, c_out, len(layers), e=e, window=layers[0].window if layers else 8)
     twin.load_state_dict(block.state_dict(), strict=True)

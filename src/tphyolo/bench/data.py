@@ -15,6 +15,7 @@ from tphyolo.bench.report import Row, significant
 from tphyolo.data.augment import Hyp
 from tphyolo.data.dataset_config import load_data_config
 from tphyolo.data.loader import DatasetSettings, LoaderSettings, build_dataloader, build_dataset
+from tphyolo.errors import InputError
 
 
 def bench_data(
@@ -33,7 +34,7 @@ def bench_data(
         config, "train", DatasetSettings(imgsz=image_size, augment=True, hyp=Hyp(mosaic=1.0), batch_size=batch)
     )
     if len(dataset) < batch:
-        raise ValueError(f"bench data: {data} has {len(dataset)} training images, fewer than one batch of {batch}")
+        raise InputError(f"bench data: {data} has {len(dataset)} training images, fewer than one batch of {batch}")
     rows = []
     for count in workers:
         loader = build_dataloader(

@@ -37,6 +37,7 @@ import torch
 from tphyolo.bench.baselines import with_original_attention
 from tphyolo.bench.report import Row, significant
 from tphyolo.bench.timing import Timing, paired_speedup, time_calls
+from tphyolo.errors import InputError
 from tphyolo.export.config import ExportConfig
 from tphyolo.export.exporter import ExportResult, export_model
 from tphyolo.export.formats import INT8_RUNTIME_SUFFIX, RUNTIMES
@@ -76,11 +77,11 @@ class BackendBenchSettings:
     def __post_init__(self) -> None:
         unknown = [b for b in self.backends if b not in BACKENDS]
         if unknown or not self.backends:
-            raise ValueError(f"unknown backend(s) {unknown or '(none)'}; known: {list(BACKENDS)}")
+            raise InputError(f"unknown backend(s) {unknown or '(none)'}; known: {list(BACKENDS)}")
         if not self.baselines or any(b not in BASELINES for b in self.baselines):
-            raise ValueError(f"baselines must be some of {list(BASELINES)}, got {list(self.baselines)}")
+            raise InputError(f"baselines must be some of {list(BASELINES)}, got {list(self.baselines)}")
         if self.backends == ("torch",) and self.baselines == ("ours",):
-            raise ValueError("backend torch is the baseline ours itself; add --baselines original or other backends")
+            raise InputError("backend torch is the baseline ours itself; add --baselines original or other backends")
 
 
 def baseline_model(model: torch.nn.Module, baseline: str) -> torch.nn.Module:

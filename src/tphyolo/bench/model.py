@@ -33,6 +33,7 @@ from tphyolo.bench.baselines import with_original_attention
 from tphyolo.bench.report import Row, significant
 from tphyolo.bench.timing import paired_speedup, peak_memory_mb, time_calls
 from tphyolo.data.letterbox import check_imgsz
+from tphyolo.errors import InputError
 from tphyolo.models.build import build_model
 from tphyolo.runtime.config import RuntimeConfig, autocast, sdpa_context
 from tphyolo.runtime.precision import strict_fp32
@@ -62,13 +63,13 @@ def variant_runtime(runtime: RuntimeConfig, variant: str, *, device: torch.devic
     """The RuntimeConfig `variant` runs on `device` (see the module docstring); raises ValueError for an
     unknown variant and for an amp variant under amp "off"."""
     if variant not in VARIANTS:
-        raise ValueError(f"unknown variant {variant!r}; known: {VARIANTS}")
+        raise InputError(f"unknown variant {variant!r}; known: {VARIANTS}")
     if variant == "probe":
         return replace(runtime, compile="off")  # layout and precision as given, or as the probe decides
     amp = runtime.amp
     if variant in AMP_VARIANTS:
         if amp == "off":
-            raise ValueError(f"variant {variant!r} autocasts, but the runtime says --amp off")
+            raise InputError(f"variant {variant!r} autocasts, but the runtime says --amp off")
         if amp == "auto":
             amp = "fp16" if device.type == "cuda" and not torch.cuda.is_bf16_supported() else "bf16"
     elif amp == "auto":
@@ -131,7 +132,7 @@ def train_step(model: nn.Module, module: nn.Module, images: torch.Tensor, target
     on prepared `images`, under the runtime's autocast, with a GradScaler when it needs one; the loss is
     `YoloLoss`, or its original-computation twin with `original_loss`."""
     if runtime.half:
-        raise ValueError("a train step needs fp32 weights; half is for inference")
+        raise InputError("a train step needs fp32 weights; half is for inference")
     device = images.device
     loss_fn = _loss_for(model, image_size, original=original_loss).to(device)
     optimizer = torch.optim.SGD(module.parameters(), lr=0.01, momentum=0.937, nesterov=True)
@@ -247,4 +248,4 @@ def _step(model: nn.Module, module: nn.Module, x: torch.Tensor, mode: str, run: 
         return train_step(model, module, x, targets, run, settings.image_size, original_loss=original)
     if mode == "infer":
         return infer_step(module, x, run)
-    raise ValueError(f"mode must be one of {MODES}, got {mode!r}")
+    raise InputError(f"mode must be one of {MODES}, got {mode!r}")

@@ -26,6 +26,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from tphyolo.errors import InputError
+
 if TYPE_CHECKING:  # torch is imported where it is used: `tphyolo bench -h` reads CLOCKS without it
     import torch
 
@@ -75,9 +77,9 @@ def time_calls(
     """Times several callables with their calls interleaved (a, b, a, b, ...), so that a machine whose load
     changes during the measurement slows them alike; each gets `warmup` untimed calls first."""
     if repeats < 1:
-        raise ValueError(f"repeats must be at least 1, got {repeats}")
+        raise InputError(f"repeats must be at least 1, got {repeats}")
     if clock not in CLOCKS:
-        raise ValueError(f"unknown clock {clock!r}; known: {list(CLOCKS)}")
+        raise InputError(f"unknown clock {clock!r}; known: {list(CLOCKS)}")
     now = CLOCKS[clock]
     for fn in fns:
         for _ in range(warmup):
@@ -120,7 +122,7 @@ def peak_memory_mb(fn: Callable[[], object], *, device: torch.device) -> float:
         return (torch.cuda.max_memory_allocated(device) - before) / MIB
     if device.type == "cpu":
         return _cpu_peak_bytes(fn) / MIB
-    raise ValueError(f"peak memory is measured on cpu or cuda, not {device.type}")
+    raise InputError(f"peak memory is measured on cpu or cuda, not {device.type}")
 
 
 def memory_method(device: torch.device) -> str:

@@ -22,6 +22,7 @@ from pathlib import Path
 
 from tphyolo.checkpoint.errors import CheckpointError
 from tphyolo.data.files.digest import file_sha256
+from tphyolo.errors import InputError
 from tphyolo.models.build import builtin_model_names
 from tphyolo.user_cache import user_cache_dir
 
@@ -84,7 +85,7 @@ def release_weights(
     the file; ValueError (a CheckpointError) when the downloaded file is incomplete, has the wrong sha256 or
     fails `check`."""
     if name not in RELEASE_NAMES:
-        raise ValueError(f"{name!r} is not a release weights name; known: {list(RELEASE_NAMES)}")
+        raise InputError(f"{name!r} is not a release weights name; known: {list(RELEASE_NAMES)}")
     final = cached_path(name, cache_dir)
     if final.is_file():
         return final

@@ -30,13 +30,14 @@ import torch
 from tphyolo._version import __version__
 from tphyolo.checkpoint.format import atomic_torch_save
 from tphyolo.classify.model import CropClassifierNet, build_classifier
+from tphyolo.errors import InputError
 
 FORMAT = "tphyolo-crop-classifier"
 FORMAT_VERSION = 1
 DEFAULT_WEIGHT = 0.7  # the classifier's share where no sweep has set one; > 0.5 lets it overrule a confident box
 
 
-class ClassifierCheckpointError(ValueError):
+class ClassifierCheckpointError(InputError):
     """A crop-classifier file that cannot be loaded; the message names the file and the problem."""
 
 
@@ -58,12 +59,12 @@ class ClassifierCheckpoint:
 
     def __post_init__(self) -> None:
         if len(self.names) < 2 or len(self.names) != len(self.class_ids):
-            raise ValueError(f"a classifier needs >= 2 classes with one id each: {self.names}, {self.class_ids}")
+            raise InputError(f"a classifier needs >= 2 classes with one id each: {self.names}, {self.class_ids}")
         for name, i in zip(self.names, self.class_ids, strict=True):
             if not 0 <= i < len(self.dataset_names) or self.dataset_names[i] != name:
-                raise ValueError(f"class {name!r} has id {i}, but the dataset's names are {list(self.dataset_names)}")
+                raise InputError(f"class {name!r} has id {i}, but the dataset's names are {list(self.dataset_names)}")
         if self.img < 8 or self.context < 0 or not 0 <= self.weight <= 1:
-            raise ValueError(
+            raise InputError(
                 f"bad settings: img={self.img} (>= 8), context={self.context} (>= 0), weight={self.weight}"
             )
 

@@ -13,6 +13,7 @@ from torch import nn
 
 from tphyolo.classify.checkpoint import DEFAULT_WEIGHT, load_classifier
 from tphyolo.classify.crops import crop_objects
+from tphyolo.errors import InputError
 from tphyolo.runtime.config import RuntimeConfig, autocast
 
 DEFAULT_BATCH = 64  # crops per forward pass
@@ -22,7 +23,7 @@ def resolve_class_ids(names: Sequence[str], detector_names: Sequence[str]) -> tu
     """The ids of the classifier's class `names` among `detector_names`; ValueError naming those not found."""
     missing = [n for n in names if n not in detector_names]
     if missing:
-        raise ValueError(
+        raise InputError(
             f"classifier classes {missing} are not among the detector's classes {list(detector_names)}; "
             "train the classifier on the detector's dataset"
         )
@@ -52,13 +53,13 @@ class CropClassifier:
         batch_size: int = DEFAULT_BATCH,
     ) -> None:
         if len(names) != len(class_ids) or len(set(class_ids)) != len(class_ids):
-            raise ValueError(f"classes {list(names)} need one distinct id each, got {list(class_ids)}")
+            raise InputError(f"classes {list(names)} need one distinct id each, got {list(class_ids)}")
         self.runtime = runtime or RuntimeConfig(amp="off")
         self.device = torch.device(device)
         self.net = self.runtime.place_model(net, self.device).eval()
         self.names, self.class_ids = tuple(names), tuple(int(i) for i in class_ids)
         if not 0.0 <= weight <= 1.0:
-            raise ValueError(f"classifier weight must be in [0, 1], got {weight}")
+            raise InputError(f"classifier weight must be in [0, 1], got {weight}")
         self.img, self.context, self.weight, self.batch_size = img, context, weight, batch_size
 
     @classmethod
@@ -81,7 +82,7 @@ class CropClassifier:
             try:
                 class_ids = resolve_class_ids(checkpoint.names, detector_names)
             except ValueError as error:
-                raise ValueError(f"{path}: {error}") from None
+                raise InputError(f"{path}: {error}") from None
         return cls(
             checkpoint.build(),
             names=checkpoint.names,
@@ -127,13 +128,13 @@ def as_classifier(
         return CropClassifier.load(classifier, detector_names=detector_names, device=device, runtime=runtime,
                                    weight=weight)  # fmt: skip
     if tuple(resolve_class_ids(classifier.names, detector_names)) != classifier.class_ids:
-        raise ValueError(
+        raise InputError(
             f"the classifier's classes {list(classifier.names)} have ids {list(classifier.class_ids)}, but "
             f"the detector's classes are {list(detector_names)}"
         )
     if weight is not None and weight != classifier.weight:
         if not 0.0 <= weight <= 1.0:
-            raise ValueError(f"classifier weight must be in [0, 1], got {weight}")
+            raise InputError(f"classifier weight must be in [0, 1], got {weight}")
         classifier = copy.copy(classifier)
         classifier.weight = weight
     return classifier

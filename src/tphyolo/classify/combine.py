@@ -25,6 +25,8 @@ from collections.abc import Sequence
 
 import torch
 
+from tphyolo.errors import InputError
+
 
 def combine_class_scores(
     class_scores: torch.Tensor, probabilities: torch.Tensor, class_ids: Sequence[int], *, weight: float
@@ -32,9 +34,9 @@ def combine_class_scores(
     """(N, nc) detector class confidences a, (N, K) classifier probabilities q over the classes `class_ids`
     -> (N, nc) combined confidences a' (module docstring). Rows whose mass on S is zero are unchanged."""
     if not 0.0 <= weight <= 1.0:
-        raise ValueError(f"classifier weight must be in [0, 1], got {weight}")
+        raise InputError(f"classifier weight must be in [0, 1], got {weight}")
     if probabilities.shape != (class_scores.shape[0], len(class_ids)):
-        raise ValueError(
+        raise InputError(
             f"probabilities {tuple(probabilities.shape)} do not match {class_scores.shape[0]} detections x "
             f"{len(class_ids)} classifier classes"
         )

@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from tphyolo.data.files.image_limits import IMGSZ_BOUNDS, MAX_IMGSZ
+from tphyolo.errors import InputError
 from tphyolo.flags import AT_LEAST_ONE, NON_NEGATIVE, SEED, Bounds, check_field_types, flag, imgsz_flag
 
 DEFAULT_ARCH = "crop-cnn"  # the architecture trained unless --arch says otherwise (`small_cnn.py`)
@@ -73,7 +74,7 @@ class ClassifyConfig:
         """Raises ValueError naming the flag of the first setting of the wrong type or out of its bounds."""
         check_field_types(self)
         if self.optimizer not in OPTIMIZERS:
-            raise ValueError(f"unknown optimizer {self.optimizer!r}; known: {list(OPTIMIZERS)}")
+            raise InputError(f"unknown optimizer {self.optimizer!r}; known: {list(OPTIMIZERS)}")
 
     @property
     def learning_rate(self) -> float:

@@ -7,6 +7,7 @@ from dataclasses import dataclass
 
 from tphyolo.data.dataset_config import DataConfig
 from tphyolo.data.scan import Record, scan_split
+from tphyolo.errors import InputError
 from tphyolo.yaml_files import load_yaml_file
 
 CONFUSABLE_KEY = "confusable"
@@ -21,12 +22,12 @@ def confusable_classes(data: DataConfig) -> tuple[str, ...]:
     if listed is None:
         return ()
     if not isinstance(listed, list) or not all(isinstance(v, (str, int)) for v in listed):
-        raise ValueError(f"{data.source}: '{CONFUSABLE_KEY}' must be a list of class names or ids, got {listed!r}")
+        raise InputError(f"{data.source}: '{CONFUSABLE_KEY}' must be a list of class names or ids, got {listed!r}")
     names = []
     for value in listed:
         if isinstance(value, int):
             if not 0 <= value < data.nc:
-                raise ValueError(f"{data.source}: '{CONFUSABLE_KEY}' id {value} outside 0..{data.nc - 1}")
+                raise InputError(f"{data.source}: '{CONFUSABLE_KEY}' id {value} outside 0..{data.nc - 1}")
             value = data.names[value]
         names.append(value)
     return tuple(names)
@@ -46,7 +47,7 @@ def scan_records(data: DataConfig, split: str) -> SplitRecords:
     sources = data.split(split)
     if not sources:
         where = data.source or data.root
-        raise ValueError(f"{where}: the dataset has no '{split}' split")
+        raise InputError(f"{where}: the dataset has no '{split}' split")
     scan = scan_split(sources, names=data.names)
     return SplitRecords(scan.records, scan.names, len(scan.report.problems))
 
@@ -59,9 +60,9 @@ def select_classes(
     chosen = tuple(requested or confusable or names)
     unknown = [n for n in chosen if n not in names]
     if unknown:
-        raise ValueError(f"classes {unknown} are not in the dataset's classes {list(names)}")
+        raise InputError(f"classes {unknown} are not in the dataset's classes {list(names)}")
     if len(set(chosen)) != len(chosen):
-        raise ValueError(f"classes {list(chosen)} name a class twice")
+        raise InputError(f"classes {list(chosen)} name a class twice")
     if len(chosen) < 2:
-        raise ValueError(f"a classifier needs at least two classes, got {list(chosen)}")
+        raise InputError(f"a classifier needs at least two classes, got {list(chosen)}")
     return chosen, tuple(list(names).index(n) for n in chosen)

@@ -14,6 +14,7 @@ from torch import nn
 
 from tphyolo.classify.config import DEFAULT_ARCH
 from tphyolo.classify.small_cnn import SMALL_CNN, small_cnn
+from tphyolo.errors import InputError
 
 IMAGENET_MEAN = (0.485, 0.456, 0.406)  # RGB; the statistics torchvision's weights were trained with
 IMAGENET_STD = (0.229, 0.224, 0.225)
@@ -46,9 +47,9 @@ def build_classifier(arch: str = DEFAULT_ARCH, *, num_classes: int) -> CropClass
 
     known = architectures()
     if arch not in known:
-        raise ValueError(f"unknown classifier architecture {arch!r}; known: {', '.join(known)}")
+        raise InputError(f"unknown classifier architecture {arch!r}; known: {', '.join(known)}")
     if num_classes < 2:
-        raise ValueError(f"a classifier needs at least 2 classes, got {num_classes}")
+        raise InputError(f"a classifier needs at least 2 classes, got {num_classes}")
     if arch == SMALL_CNN:
         return CropClassifierNet(small_cnn(num_classes))
     return CropClassifierNet(models.get_model(arch, weights=None, num_classes=num_classes))
@@ -68,13 +69,13 @@ def load_start_weights(net: CropClassifierNet, path: str | Path) -> list[str]:
     if isinstance(payload, dict) and isinstance(payload.get("model"), dict):
         payload = payload["model"]  # our checkpoint, or a {"model": state_dict} wrapper
     if not isinstance(payload, dict) or not all(isinstance(v, torch.Tensor) for v in payload.values()):
-        raise ValueError(f"--weights {path}: expected a state dict of tensors")
+        raise InputError(f"--weights {path}: expected a state dict of tensors")
     state = {k.removeprefix("backbone."): v for k, v in payload.items()}
     own = net.backbone.state_dict()
     fitting = {k: v for k, v in state.items() if k in own and own[k].shape == v.shape}
     left = sorted(set(own) - set(fitting))
     if len(fitting) < len(own) // 2:
-        raise ValueError(
+        raise InputError(
             f"--weights {path}: only {len(fitting)} of {len(own)} tensors fit {type(net.backbone).__name__} "
             f"(first missing: {left[:3]})"
         )

@@ -26,7 +26,7 @@ from tphyolo.commands.options.inference import (
     inference_settings,
     slice_settings,
 )
-from tphyolo.errors import UsageError, describe_error
+from tphyolo.errors import InputError, UsageError, describe_error
 from tphyolo.flags import add_flags, from_flags
 from tphyolo.predict.draw_style import DrawStyle
 from tphyolo.predict.job import SETTINGS_FILE, PredictInputs, PredictJob, RasterSettings
@@ -66,7 +66,7 @@ def resumed_args(args: argparse.Namespace, settings_file: str) -> argparse.Names
     values = vars(parsed)
     missing = [flag for flag in ("--source", "--weights") if values[flag[2:]] is None]
     if missing:
-        raise ValueError(f"{args.resume / settings_file}: 'argv' has no {' and no '.join(missing)}; not the "
+        raise InputError(f"{args.resume / settings_file}: 'argv' has no {' and no '.join(missing)}; not the "
                          "settings of a prediction run")  # fmt: skip
     return argparse.Namespace(**(values | {"resume": args.resume, "runtime": args.runtime}))
 

@@ -2,13 +2,13 @@
 
 The inference flags are predict's (`InferenceConfig`, slicing, crop classifier, runtime): they set the
 service's defaults, which a request may override (`tphyolo.serve.options`). The service flags come from
-`ServeConfig`. See docs/serving.md.
+`ServeConfig`. The service is `tphyolo.serve.server.run_serve`; this module builds its job from the flags
+and prints where it listens. See docs/serving.md.
 """
 
 from __future__ import annotations
 
 import argparse
-from dataclasses import replace
 
 from tphyolo.commands.options.inference import (
     add_classifier_flags,
@@ -20,7 +20,7 @@ from tphyolo.commands.options.inference import (
     slice_settings,
 )
 from tphyolo.flags import add_flags, from_flags
-from tphyolo.serve.config import RayConfig, ServeConfig, ServedModels
+from tphyolo.serve.config import RayConfig, ServeConfig, ServedModels, ServeJob
 
 USES_RUNTIME = True
 RUNTIME_INFERENCE = True
@@ -36,23 +36,20 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from tphyolo.serve.server import serve_weights  # lazy: imports torch; 'tphyolo serve -h' must not
+    from tphyolo.serve.server import run_serve  # lazy: imports torch; 'tphyolo serve -h' must not
 
     device = inference_device(args.runtime)
     settings, cluster = from_flags(ServeConfig, args), from_flags(RayConfig, args)
-    where = "on Ray Serve" if cluster.ray else "on"
+    job = ServeJob(
+        from_flags(ServedModels, args), inference_settings(args), slice_settings(args), **classifier_settings(args),
+        serve=settings, cluster=cluster,
+    )  # fmt: skip
+    where = "on Ray Serve" if job.cluster.ray else "on"
 
     def listening(host: str, port: int) -> None:
         print(f"tphyolo serve: {' '.join(args.weights)} {where} http://{host}:{port} (ready when /readyz says so)",
               flush=True)  # fmt: skip
 
-    inference = inference_settings(args)
-    if settings.max_batch is None:  # the device's default, at most a fixed-batch export's
-        inference = replace(inference, from_model=(*inference.from_model, "batch"))
-    serve_weights(
-        args.weights, inference, serve=settings, cluster=cluster, on_listening=listening,
-        slice=slice_settings(args), model_weights=args.model_weights, runtime=args.runtime, device=str(device),
-        **classifier_settings(args),
-    )  # fmt: skip
+    run_serve(job, runtime=args.runtime, device=str(device), on_listening=listening)
     print("tphyolo serve: stopped")
     return 0

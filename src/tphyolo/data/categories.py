@@ -33,6 +33,7 @@ import yaml
 from tphyolo.data.formats.visdrone import NAMES as VISDRONE_NAMES
 from tphyolo.data.mot.motchallenge import CLASSES as MOT_CLASSES
 from tphyolo.data.mot.uavdt import CLASSES as UAVDT_CLASSES
+from tphyolo.errors import InputError
 from tphyolo.yaml_files import load_yaml_file
 
 NONE = -1  # no class, or no category
@@ -48,7 +49,7 @@ class CategoryTable:
 
     def __post_init__(self) -> None:
         if len(self.names) != len(self.ids) or len(set(self.ids)) != len(self.ids) or min(self.ids, default=1) < 1:
-            raise ValueError(f"a category table needs one unique category >= 1 per class, got {self.ids}")
+            raise InputError(f"a category table needs one unique category >= 1 per class, got {self.ids}")
 
     @classmethod
     def numbered(cls, names: Sequence[str]) -> CategoryTable:
@@ -109,25 +110,25 @@ def parse_categories(raw: object, names: Sequence[str], where: Path | str) -> Ca
     category that is not a whole number >= 1, a class index outside 0..nc-1 or an unknown name, a class given
     twice, or a class without a category."""
     if not isinstance(raw, dict) or not raw:
-        raise ValueError(f"{where}: 'categories' must be a mapping of category number -> class, got {raw!r:.60}")
+        raise InputError(f"{where}: 'categories' must be a mapping of category number -> class, got {raw!r:.60}")
     class_of: dict[int, int] = {}
     for key, value in raw.items():
         category = _whole(key)
         if category is None or category < 1:
-            raise ValueError(f"{where}: 'categories' key {key!r:.40} is not a whole category number >= 1")
+            raise InputError(f"{where}: 'categories' key {key!r:.40} is not a whole category number >= 1")
         if category in class_of:
-            raise ValueError(f"{where}: 'categories' gives category {category} twice")
+            raise InputError(f"{where}: 'categories' gives category {category} twice")
         index = list(names).index(value) if isinstance(value, str) and value in names else _whole(value)
         if index is None or not 0 <= index < len(names):
             known = ", ".join(names)
-            raise ValueError(f"{where}: 'categories' {category}: {value!r:.40} is not a class index 0..{len(names) - 1}"
+            raise InputError(f"{where}: 'categories' {category}: {value!r:.40} is not a class index 0..{len(names) - 1}"
                              f" or a name of 'names' ({known})")  # fmt: skip
         if index in class_of.values():
-            raise ValueError(f"{where}: 'categories' {category}: class {names[index]!r} has a category already")
+            raise InputError(f"{where}: 'categories' {category}: class {names[index]!r} has a category already")
         class_of[category] = index
     missing = [names[i] for i in range(len(names)) if i not in class_of.values()]
     if missing:
-        raise ValueError(f"{where}: 'categories' gives no category to the class(es) {', '.join(missing)}")
+        raise InputError(f"{where}: 'categories' gives no category to the class(es) {', '.join(missing)}")
     by_class = sorted(class_of.items(), key=lambda item: item[1])
     return CategoryTable(tuple(names), tuple(category for category, _ in by_class))
 
@@ -157,6 +158,6 @@ def read_table(folder: Path) -> CategoryTable | None:
     data = load_yaml_file(path)
     raw = data.get("categories") if isinstance(data, dict) else None
     if not isinstance(raw, dict) or not all(isinstance(name, str) for name in raw.values()):
-        raise ValueError(f"{path}: expected 'categories:', a mapping of category number -> class name")
+        raise InputError(f"{path}: expected 'categories:', a mapping of category number -> class name")
     ordered = sorted(raw.items(), key=lambda item: _whole(item[0]) if _whole(item[0]) is not None else -1)
     return parse_categories(dict(ordered), [name for _, name in ordered], path)

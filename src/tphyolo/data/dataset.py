@@ -38,6 +38,7 @@ from tphyolo.data.letterbox import letterbox, map_boxes
 from tphyolo.data.mosaic import mosaic4
 from tphyolo.data.sampler import SampleKey
 from tphyolo.data.scan import Record
+from tphyolo.errors import InputError
 from tphyolo.ops.boxes import xyxy_to_cxcywh
 
 IGNORE_MODES = ("fill", "keep")
@@ -106,9 +107,9 @@ class DetectionDataset(Dataset):
         seed: int = 0,
     ) -> None:
         if ignore_mode not in IGNORE_MODES:
-            raise ValueError(f"ignore_mode {ignore_mode!r}: expected one of {IGNORE_MODES}")
+            raise InputError(f"ignore_mode {ignore_mode!r}: expected one of {IGNORE_MODES}")
         if not records:
-            raise ValueError("no usable images in this split (see the scan report)")
+            raise InputError("no usable images in this split (see the scan report)")
         self.imgsz, self.augment, self.hyp = imgsz, augment, hyp or Hyp()
         self.rect, self.stride, self.ignore_mode = rect is not None, stride, ignore_mode
         self.records = list(records)

@@ -21,6 +21,7 @@ from importlib import resources
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from tphyolo.errors import InputError
 from tphyolo.yaml_files import load_yaml_file
 
 if TYPE_CHECKING:  # categories.py loads numpy: imported where used, so that a command's -h stays light
@@ -61,7 +62,7 @@ class DataConfig:
 
     def split(self, name: str) -> tuple[Path, ...]:
         if name not in SPLITS:
-            raise ValueError(f"unknown split {name!r}; known: {list(SPLITS)}")
+            raise InputError(f"unknown split {name!r}; known: {list(SPLITS)}")
         return getattr(self, name)
 
 
@@ -77,14 +78,14 @@ def _class_count(nc: object, where: Path) -> int | None:
     if nc is None:
         return None
     if type(nc) is not int or nc < 1:
-        raise ValueError(f"{where}: 'nc' must be a whole number of classes >= 1, got {nc!r:.60}")
+        raise InputError(f"{where}: 'nc' must be a whole number of classes >= 1, got {nc!r:.60}")
     return nc
 
 
 def _class_id(key: object, where: Path) -> int:
     if type(key) is int or (isinstance(key, str) and key.strip().isdigit()):
         return int(key)
-    raise ValueError(f"{where}: 'names' keys must be class ids 0, 1, ..., got {key!r:.60}")
+    raise InputError(f"{where}: 'names' keys must be class ids 0, 1, ..., got {key!r:.60}")
 
 
 def _names(raw: object, nc: object, where: Path) -> tuple[str, ...]:
@@ -93,28 +94,28 @@ def _names(raw: object, nc: object, where: Path) -> tuple[str, ...]:
     count = _class_count(nc, where)
     if raw is None:
         if count is None:
-            raise ValueError(f"{where}: needs 'names' (a list or a {{id: name}} mapping)")
+            raise InputError(f"{where}: needs 'names' (a list or a {{id: name}} mapping)")
         return tuple(f"class{i}" for i in range(count))
     if isinstance(raw, dict):
         by_id = {_class_id(k, where): v for k, v in raw.items()}
         if len(by_id) != len(raw):
-            raise ValueError(f"{where}: 'names' gives a class id twice: {sorted(map(str, raw))}")
+            raise InputError(f"{where}: 'names' gives a class id twice: {sorted(map(str, raw))}")
         keys = sorted(by_id)
         if keys != list(range(len(keys))):
-            raise ValueError(f"{where}: 'names' ids must be 0..{len(keys) - 1}, got {keys}")
+            raise InputError(f"{where}: 'names' ids must be 0..{len(keys) - 1}, got {keys}")
         values = [by_id[k] for k in keys]
     elif isinstance(raw, list):
         values = raw
     else:
-        raise ValueError(f"{where}: 'names' must be a list or a mapping, got {type(raw).__name__}")
+        raise InputError(f"{where}: 'names' must be a list or a mapping, got {type(raw).__name__}")
     if not values:
-        raise ValueError(f"{where}: 'names' is empty; list the class names")
+        raise InputError(f"{where}: 'names' is empty; list the class names")
     for i, name in enumerate(values):
         if not isinstance(name, str) or not name.strip():
-            raise ValueError(f"{where}: class {i} of 'names' must be a non-empty string (quote it), got {name!r:.60}")
+            raise InputError(f"{where}: class {i} of 'names' must be a non-empty string (quote it), got {name!r:.60}")
     names = tuple(values)
     if count is not None and count != len(names):
-        raise ValueError(f"{where}: nc={count} but {len(names)} names")
+        raise InputError(f"{where}: nc={count} but {len(names)} names")
     return names
 
 
@@ -125,7 +126,7 @@ def _sources(raw: object, root: Path, where: Path, split: str) -> tuple[Path, ..
     out = []
     for item in items:
         if not isinstance(item, str):
-            raise ValueError(f"{where}: '{split}' entries must be paths, got {item!r}")
+            raise InputError(f"{where}: '{split}' entries must be paths, got {item!r}")
         p = Path(item).expanduser()
         out.append(p if p.is_absolute() else (root / p))
     return tuple(out)
@@ -137,17 +138,17 @@ def parse_data_yaml(path: Path, *, datasets_dir: Path | None = None) -> DataConf
     path = Path(path)
     data = load_yaml_file(path)
     if not isinstance(data, dict):
-        raise ValueError(f"{path}: expected a mapping with 'train', 'val', 'names'")
+        raise InputError(f"{path}: expected a mapping with 'train', 'val', 'names'")
     base = Path(datasets_dir) if datasets_dir is not None else path.parent
     root = Path(str(data.get("path") or ".")).expanduser()
     root = (root if root.is_absolute() else base / root).resolve()
     splits = {s: _sources(data.get(s), root, path, s) for s in SPLITS}
     if not splits["train"] and not splits["val"]:
-        raise ValueError(f"{path}: needs at least one of 'train' or 'val'")
+        raise InputError(f"{path}: needs at least one of 'train' or 'val'")
     names = _names(data.get("names"), data.get("nc"), path)
     recipe = data.get("recipe")
     if recipe is not None and (not isinstance(recipe, str) or not recipe.strip()):
-        raise ValueError(f"{path}: 'recipe' must be a recipe name, got {recipe!r:.60}")
+        raise InputError(f"{path}: 'recipe' must be a recipe name, got {recipe!r:.60}")
     categories = _categories(data.get("categories"), names, path)
     return DataConfig(root=root, names=names, source=path.resolve(), recipe=recipe, categories=categories, **splits)
 

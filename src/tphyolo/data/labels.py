@@ -14,6 +14,7 @@ from pathlib import Path
 import numpy as np
 
 from tphyolo.data.files.paths import NO_SUCH_FILE, regular_file_problem
+from tphyolo.errors import InputError
 
 
 def empty_boxes() -> np.ndarray:
@@ -37,7 +38,7 @@ class ImageLabels:
         self.boxes = np.asarray(self.boxes, dtype=np.float32).reshape(-1, 4)
         self.ignore = np.asarray(self.ignore, dtype=np.float32).reshape(-1, 4)
         if len(self.classes) != len(self.boxes):
-            raise ValueError(f"{len(self.classes)} classes for {len(self.boxes)} boxes")
+            raise InputError(f"{len(self.classes)} classes for {len(self.boxes)} boxes")
 
 
 # The most objects (and, apart, ignore regions) one image keeps: far above the densest drone images (VisDrone-DET
@@ -46,7 +47,7 @@ class ImageLabels:
 MAX_OBJECTS_PER_IMAGE = 4096
 
 
-class LabelError(ValueError):
+class LabelError(InputError):
     """A label file that cannot be used; the message names the file, the line and the problem."""
 
 

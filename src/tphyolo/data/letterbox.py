@@ -17,6 +17,7 @@ import cv2
 import numpy as np
 
 from tphyolo.data.files.image_limits import MAX_IMGSZ
+from tphyolo.errors import InputError
 
 PAD_VALUE = 114
 LOGGER = logging.getLogger("tphyolo")
@@ -27,7 +28,7 @@ def check_imgsz(imgsz: int, stride: int) -> int:
     (train, val, predict, export, bench). A multiple of `stride` is kept; another size is rounded up to the next
     multiple, with a warning. Raises ValueError for a size below 1 or above MAX_IMGSZ."""
     if not 1 <= imgsz <= MAX_IMGSZ:
-        raise ValueError(f"image size must be 1 to {MAX_IMGSZ} pixels, got {imgsz}")
+        raise InputError(f"image size must be 1 to {MAX_IMGSZ} pixels, got {imgsz}")
     size = math.ceil(imgsz / stride) * stride
     if size != imgsz:
         LOGGER.warning("image size %d is not a multiple of the largest stride %d; using %d", imgsz, stride, size)

@@ -27,6 +27,7 @@ from tphyolo.data.dataset_config import DataConfig
 from tphyolo.data.letterbox import PAD_VALUE
 from tphyolo.data.sampler import EpochSampler
 from tphyolo.data.scan import SplitScan, scan_split
+from tphyolo.errors import InputError
 
 LOGGER = logging.getLogger("tphyolo")
 
@@ -209,9 +210,9 @@ def build_dataloader(dataset: DetectionDataset, settings: LoaderSettings) -> Dat
     s = settings
     workers = usable_workers(s.workers, batch_size=s.batch_size, world_size=s.world_size if s.distributed else 1)
     if s.shuffle and getattr(dataset, "rect", False):
-        raise ValueError("a rect dataset must not be shuffled (batch shapes follow the aspect-ratio order)")
+        raise InputError("a rect dataset must not be shuffled (batch shapes follow the aspect-ratio order)")
     if s.indices is not None and (s.shuffle or s.distributed):
-        raise ValueError("indices choose the items in order: not with shuffle or distributed")
+        raise InputError("indices choose the items in order: not with shuffle or distributed")
     rank, world_size = (s.rank, s.world_size) if s.distributed else (0, 1)
     sampler = EpochSampler(
         len(dataset), shuffle=s.shuffle, seed=s.seed, rank=rank, world_size=world_size, drop_last=s.drop_last
@@ -258,12 +259,12 @@ def build_dataset(data: DataConfig, split: str, settings: DatasetSettings) -> tu
     s = settings
     sources = data.split(split)
     if not sources:
-        raise ValueError(f"data {data.source or data.root}: no '{split}' split")
+        raise InputError(f"data {data.source or data.root}: no '{split}' split")
     scan = scan_split(sources, names=data.names, categories=data.categories, cache=s.scan_cache)
     records = scan.records
     if not records:
         where = ", ".join(map(str, sources))
-        raise ValueError(
+        raise InputError(
             f"{where}: no usable images in the '{split}' split ({scan.report.summary()}); `tphyolo data check` "
             "lists the problems"
         )

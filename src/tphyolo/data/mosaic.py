@@ -9,6 +9,7 @@ from __future__ import annotations
 import numpy as np
 
 from tphyolo.data.letterbox import PAD_VALUE
+from tphyolo.errors import InputError
 
 
 def mosaic4(
@@ -23,7 +24,7 @@ def mosaic4(
     in canvas pixels. With `window` = (x1, y1, x2, y2) only that part of the canvas is built and returned
     (its pixel (0, 0) is canvas pixel (x1, y1)); offsets stay in full-canvas pixels."""
     if len(images) != 4:
-        raise ValueError(f"mosaic4 needs 4 images, got {len(images)}")
+        raise InputError(f"mosaic4 needs 4 images, got {len(images)}")
     s2 = 2 * size
     xc, yc = center
     wx1, wy1, wx2, wy2 = window or (0, 0, s2, s2)

@@ -15,6 +15,8 @@ from typing import NamedTuple
 
 from torch.utils.data import DistributedSampler, Sampler
 
+from tphyolo.errors import InputError
+
 
 class SampleKey(NamedTuple):
     """Which sample to draw: dataset `index`, augmented as in `epoch`."""
@@ -36,7 +38,7 @@ class EpochSampler(Sampler[SampleKey]):
         self, size: int, *, shuffle: bool, seed: int = 0, rank: int = 0, world_size: int = 1, drop_last: bool = False
     ) -> None:
         if not 0 <= rank < world_size:
-            raise ValueError(f"rank {rank} is not one of the {world_size} processes")
+            raise InputError(f"rank {rank} is not one of the {world_size} processes")
         self.size, self.shuffle, self.seed = size, shuffle, seed
         self.rank, self.world_size = rank, world_size
         self._order = DistributedSampler(
@@ -47,7 +49,7 @@ class EpochSampler(Sampler[SampleKey]):
     def set_epoch(self, epoch: int) -> None:
         """The epoch whose order and augmentation the next iteration yields."""
         if epoch < 0:
-            raise ValueError(f"epoch must be >= 0, got {epoch}")
+            raise InputError(f"epoch must be >= 0, got {epoch}")
         self.epoch = epoch
         self._order.set_epoch(epoch)
 

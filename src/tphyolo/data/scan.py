@@ -35,6 +35,7 @@ from tphyolo.data.files.paths import is_read_only_folder, regular_file_problem
 from tphyolo.data.formats import FORMATS
 from tphyolo.data.formats.base import LabelEntry, label_folder_cache
 from tphyolo.data.labels import ImageLabels, LabelError, limit_objects, sanitize
+from tphyolo.errors import InputError
 from tphyolo.user_cache import user_cache_dir
 
 CACHE_VERSION = 2
@@ -225,7 +226,7 @@ def _record_from_json(d: dict) -> Record:
     labels = ImageLabels(np.array(d["cls"]), np.array(d["box"]), np.array(d["ign"]))
     h, w = (int(v) for v in d["hw"])
     if d["state"] not in ("found", "missing", "empty"):
-        raise ValueError(f"bad label state {d['state']!r}")
+        raise InputError(f"bad label state {d['state']!r}")
     return Record(str(d["im"]), d["lb"], h, w, labels, d["state"])
 
 

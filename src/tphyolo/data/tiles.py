@@ -34,6 +34,7 @@ from tphyolo.data.formats.base import LabeledImage
 from tphyolo.data.labels import ImageLabels
 from tphyolo.data.scan import scan_split
 from tphyolo.data.tile_settings import DatasetSlicing
+from tphyolo.errors import InputError
 from tphyolo.ops.tiling import tile_grid
 
 JPEG_QUALITY = 95
@@ -137,7 +138,7 @@ def slice_dataset(
     files already."""
     unknown = sorted(set(splits) - set(SPLITS))
     if unknown:
-        raise ValueError(f"unknown split(s) {unknown}; known: {list(SPLITS)}")
+        raise InputError(f"unknown split(s) {unknown}; known: {list(SPLITS)}")
     cfg = cfg or DatasetSlicing()
     out = Path(out)
     if out.exists() and any(out.iterdir()):
@@ -145,7 +146,7 @@ def slice_dataset(
     rng = np.random.default_rng(cfg.seed)
     names = data.names
     if not any(data.split(split) for split in splits):
-        raise ValueError(f"{data.source or data.root}: no images in split(s) {', '.join(splits)} to slice")
+        raise InputError(f"{data.source or data.root}: no images in split(s) {', '.join(splits)} to slice")
     done, written = [], {}
     for split in SPLITS:
         sources = data.split(split)

@@ -12,6 +12,7 @@ from collections.abc import Sequence
 
 from tphyolo.data.dataset_config import DataConfig
 from tphyolo.data.scan import SplitScan, format_class_names
+from tphyolo.errors import InputError
 
 
 def check_data_classes(
@@ -24,7 +25,7 @@ def check_data_classes(
     if not names:
         names, source = format_class_names(data.split(split)), "by its label format"
     if names and len(names) != len(model_names):
-        raise ValueError(
+        raise InputError(
             f"{model}: the model has {len(model_names)} classes, but {data_name} has {len(names)} (named "
             f"{source}: {_shown(names)}); give data of the model's classes"
         )
@@ -36,7 +37,7 @@ def check_label_ids(scan: SplitScan, num_classes: int, *, model: object, data_na
     `num_classes` classes, does not have."""
     top = max((int(r.labels.classes.max()) for r in scan.records if len(r.labels.classes)), default=-1)
     if top >= num_classes:
-        raise ValueError(
+        raise InputError(
             f"{model}: the model has {num_classes} classes (ids 0..{num_classes - 1}), but the labels of "
             f"{data_name} use class id {top}; give data of the model's classes"
         )

@@ -27,6 +27,7 @@ from tphyolo.data.files.image_io import IMAGE_SUFFIXES, read_image_size
 from tphyolo.data.files.json_files import load_json_file
 from tphyolo.data.formats.coco import check_coco_dataset
 from tphyolo.data.formats.visdrone import read_visdrone_rows as read_rows
+from tphyolo.errors import InputError
 from tphyolo.metrics.coco import check_coco_results, coco_dataset, evaluate_coco
 from tphyolo.metrics.protocol import ImageResult
 from tphyolo.metrics.visdrone import NUM_CLASSES, image_result
@@ -134,7 +135,7 @@ def score_coco_files(gt_path: Path, pred_path: Path):
     gt = read_json(gt_path, "COCO dataset")
     detections = read_json(pred_path, "COCO results")
     if not isinstance(gt, dict) or "annotations" not in gt or "images" not in gt:
-        raise ValueError(f"{gt_path}: a COCO dataset needs 'images' and 'annotations'")
+        raise InputError(f"{gt_path}: a COCO dataset needs 'images' and 'annotations'")
     check_coco_dataset(gt, gt_path, image_files=False)  # scoring needs ids, boxes and categories only
     check_coco_results(detections, str(pred_path), gt=gt)
     return evaluate_coco(gt, detections)

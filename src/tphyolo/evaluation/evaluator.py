@@ -13,6 +13,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from tphyolo.errors import InputError
 from tphyolo.metrics.protocol import ImageResult
 
 
@@ -41,7 +42,7 @@ def combine_results(evaluators: Sequence[Evaluator]) -> dict[str, Any]:
         who = type(evaluator).__name__
         for name, value in evaluator.evaluate().items():
             if name in combined:
-                raise ValueError(f"evaluators {given_by[name]} and {who} both give a result named {name!r}; "
+                raise InputError(f"evaluators {given_by[name]} and {who} both give a result named {name!r}; "
                                  "results need names of their own")  # fmt: skip
             combined[name], given_by[name] = value, who
     return combined

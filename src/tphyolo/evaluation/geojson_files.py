@@ -19,6 +19,7 @@ import numpy as np
 import torch
 
 from tphyolo.data.files.json_files import load_json_file
+from tphyolo.errors import InputError
 from tphyolo.evaluation.results import EvalResults
 from tphyolo.evaluation.scoring import score_images
 from tphyolo.metrics.protocol import ImageResult
@@ -35,29 +36,29 @@ def read_geojson_objects(path: Path) -> tuple[list[str], np.ndarray, np.ndarray,
     file and the feature for anything else."""
     collection = load_json_file(path, what="GeoJSON")
     if not isinstance(collection, dict) or collection.get("type") != "FeatureCollection":
-        raise ValueError(f"{path}: not a GeoJSON FeatureCollection")
+        raise InputError(f"{path}: not a GeoJSON FeatureCollection")
     features = collection.get("features")
     if not isinstance(features, list):
-        raise ValueError(f"{path}: 'features' is not a list")
+        raise InputError(f"{path}: 'features' is not a list")
     names, boxes, scores = [], [], []
     for i, feature in enumerate(features):
         where = f"{path}: feature {i}"
         geometry = feature.get("geometry") if isinstance(feature, dict) else None
         if not isinstance(geometry, dict) or geometry.get("type") not in ("Polygon", "MultiPolygon"):
-            raise ValueError(f"{where}: needs a Polygon or MultiPolygon geometry")
+            raise InputError(f"{where}: needs a Polygon or MultiPolygon geometry")
         try:
             points = np.asarray([p for ring in _rings(geometry) for p in ring], dtype=np.float64).reshape(-1, 2)
         except (TypeError, ValueError) as error:
-            raise ValueError(f"{where}: coordinates are not [x, y] numbers") from error
+            raise InputError(f"{where}: coordinates are not [x, y] numbers") from error
         if len(points) == 0 or not np.isfinite(points).all():
-            raise ValueError(f"{where}: no finite coordinates")
+            raise InputError(f"{where}: no finite coordinates")
         properties = feature.get("properties") or {}
         name = properties.get("class", properties.get("class_id"))
         if name is None:
-            raise ValueError(f"{where}: no 'class' (or 'class_id') property")
+            raise InputError(f"{where}: no 'class' (or 'class_id') property")
         score = properties.get("score", 1.0)
         if not isinstance(score, int | float) or not 0 <= score <= 1:
-            raise ValueError(f"{where}: score {score!r} is not a number in [0, 1]")
+            raise InputError(f"{where}: score {score!r} is not a number in [0, 1]")
         names.append(str(name))
         boxes.append([*points.min(0), *points.max(0)])
         scores.append(float(score))
@@ -75,7 +76,7 @@ def score_geojson_files(gt_path: str | Path, pred_path: str | Path) -> EvalResul
     gt_names, gt_boxes, _, gt_crs = read_geojson_objects(Path(gt_path))
     pred_names, pred_boxes, scores, pred_crs = read_geojson_objects(Path(pred_path))
     if gt_crs is not None and pred_crs is not None and gt_crs != pred_crs:
-        raise ValueError(f"{pred_path} is in {pred_crs}, {gt_path} in {gt_crs}: reproject one to the other's CRS")
+        raise InputError(f"{pred_path} is in {pred_crs}, {gt_path} in {gt_crs}: reproject one to the other's CRS")
     names = sorted(set(gt_names)) + sorted(set(pred_names) - set(gt_names))
     index = {name: i for i, name in enumerate(names)}
     detections = torch.from_numpy(np.concatenate([pred_boxes, scores[:, None],

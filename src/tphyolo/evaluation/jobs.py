@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from tphyolo.data.mot.sequences import TRACK_FORMATS
+from tphyolo.errors import InputError
 from tphyolo.evaluation.settings import ValConfig
 from tphyolo.flags import flag, setting_name
 from tphyolo.infer.config import VALIDATION, InferenceConfig
@@ -82,24 +83,24 @@ class EvalJob:
             if isinstance(getattr(self, name), str):
                 object.__setattr__(self, name, Path(getattr(self, name)))
         if self.task not in EVAL_TASKS:
-            raise ValueError(f"--task must be one of {list(EVAL_TASKS)}, got {self.task!r}")
+            raise InputError(f"--task must be one of {list(EVAL_TASKS)}, got {self.task!r}")
         if self.task == "track":
             defaults = {f.name: f.default for f in fields(self)}
             given = [setting_name(self, n) for n in DETECTION_ONLY if getattr(self, n) != defaults[n]]
             if given:
-                raise ValueError(f"{', '.join(given)} score detections; --task track does not take them")
+                raise InputError(f"{', '.join(given)} score detections; --task track does not take them")
             if self.pred is None or (self.gt is None) == (self.data is None):
-                raise ValueError("--task track needs --pred and one of --gt or --data")
+                raise InputError("--task track needs --pred and one of --gt or --data")
         elif self.task == "count":
             if self.pred is None or self.gt is None or self.lines is None:
-                raise ValueError("--task count needs --pred (an analyze run), --gt (true track files) and --lines")
+                raise InputError("--task count needs --pred (an analyze run), --gt (true track files) and --lines")
         else:
             self._check_detect()
 
     def _check_detect(self) -> None:
         if self.gt is None:
-            raise ValueError("--gt is required")
+            raise InputError("--gt is required")
         if self.save_gt is not None and saved_format(self.gt) != VISDRONE_TXT:
-            raise ValueError(f"--save-gt writes the COCO json of a VisDrone annotation folder; --gt {self.gt} is one")
+            raise InputError(f"--save-gt writes the COCO json of a VisDrone annotation folder; --gt {self.gt} is one")
         if self.pred is None and self.save_gt is None:
-            raise ValueError("--pred is required (unless --save-gt only writes the ground truth)")
+            raise InputError("--pred is required (unless --save-gt only writes the ground truth)")

@@ -20,6 +20,7 @@ from tqdm import tqdm
 from tphyolo.classify.checkpoint import load_classifier
 from tphyolo.classify.classifier import CropClassifier, as_classifier
 from tphyolo.data.files.image_io import read_image
+from tphyolo.errors import InputError
 from tphyolo.evaluation.evaluator import Evaluator, combine_results
 from tphyolo.evaluation.results import EvalResults
 from tphyolo.evaluation.scoring import METRICS, MetricsEvaluator
@@ -108,7 +109,7 @@ def _sliced_rows(detector: Detector, paths: Sequence[str], sizes, *, slicing: Sl
         images = [read_image(path) for path in paths]
     for path, image, size in zip(paths, images, sizes, strict=True):
         if tuple(image.shape[:2]) != tuple(size):
-            raise ValueError(f"{path}: read as {image.shape[1]}x{image.shape[0]}, but the loader had it as "
+            raise InputError(f"{path}: read as {image.shape[1]}x{image.shape[0]}, but the loader had it as "
                              f"{size[1]}x{size[0]}")  # fmt: skip
     slicing = slicing.resolved(imgsz)
     windows = image_windows(images, slicing)
@@ -180,7 +181,7 @@ def evaluate(
         broadcast_object(shard.ctx, scored)
     for writer in writers:
         if writer.name in results:
-            raise ValueError(f"writer {type(writer).__name__} is named {writer.name!r}, as a result of the run is; "
+            raise InputError(f"writer {type(writer).__name__} is named {writer.name!r}, as a result of the run is; "
                              "results need names of their own")  # fmt: skip
         results[writer.name] = writer.write(results)
     outputs = {name: value for name, value in results.items() if name != METRICS}

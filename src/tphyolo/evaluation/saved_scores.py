@@ -16,6 +16,7 @@ from typing import Any
 from tphyolo.data.categories import VISDRONE, CategoryTable
 from tphyolo.data.dataset_config import declared_table, load_data_config
 from tphyolo.data.mot.sequences import tracking_split
+from tphyolo.errors import InputError
 from tphyolo.evaluation.detection_files import annotation_files, score_coco_files, visdrone_image_results
 from tphyolo.evaluation.geojson_files import score_geojson_files
 from tphyolo.evaluation.results import yolo_table
@@ -74,7 +75,7 @@ def score_saved_detections(
     fmt = saved_format(gt)
     if fmt == GEOJSON:
         if fmt not in get_protocol(protocol).saved_formats:
-            raise ValueError(f"--gt {gt}: GeoJSON is scored by box IoU in map units (AP50, AP50-95) only")
+            raise InputError(f"--gt {gt}: GeoJSON is scored by box IoU in map units (AP50, AP50-95) only")
         if not dist.is_main:
             return None
         result = score_geojson_files(gt, pred)
@@ -82,7 +83,7 @@ def score_saved_detections(
         return SavedScores(overall, {}, yolo_table(result))
     if fmt == COCO_JSON:
         if fmt not in get_protocol(protocol).saved_formats:
-            raise ValueError(f"--protocol {protocol} needs a folder of VisDrone annotation txt files, got {gt}")
+            raise InputError(f"--protocol {protocol} needs a folder of VisDrone annotation txt files, got {gt}")
         if not dist.is_main:  # one COCO evaluation, on rank 0
             return None
         coco = score_coco_files(gt, pred)
@@ -105,5 +106,5 @@ def score_saved_tracks(
         tracks = tracking_split(load_data_config(data), split)
         gt, fmt = tracks.annotations, tracks.fmt
     if gt is None:
-        raise ValueError("saved tracks are scored against gt or a data set's split; neither was given")
+        raise InputError("saved tracks are scored against gt or a data set's split; neither was given")
     return evaluate_tracking(gt, pred, fmt=fmt)

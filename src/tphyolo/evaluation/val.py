@@ -20,6 +20,7 @@ from tphyolo.data.dataset_config import load_data_config
 from tphyolo.data.letterbox import check_imgsz
 from tphyolo.data.loader import DatasetSettings, LoaderSettings, build_dataloader, build_dataset
 from tphyolo.data.report import format_problems
+from tphyolo.errors import InputError
 from tphyolo.evaluation.class_match import check_data_classes, check_label_ids
 from tphyolo.evaluation.evaluator import Evaluator
 from tphyolo.evaluation.loop import evaluate
@@ -75,7 +76,7 @@ def val(
     config = replace(config or ValConfig(), **{k: v for k, v in settings.items() if k in VAL_CONFIG_FIELDS})
     inference = inference_config(inference, **{k: v for k, v in settings.items() if k not in VAL_CONFIG_FIELDS})
     if config.writes and config.save_dir is None:
-        raise ValueError("save_json, save_txt and plots need a save_dir")
+        raise InputError("save_json, save_txt and plots need a save_dir")
     runtime = runtime or RuntimeConfig()
     dist = DistContext.from_env()
     torch_device = resolve_device(str(device)) if device is not None else runtime.torch_device(dist.local_rank)

@@ -1,8 +1,9 @@
 """Deployment: export detection models to ONNX, OpenVINO IR, TorchScript and TensorRT, and run the exported
 files through small backends.
 
-    from tphyolo.export import ExportConfig, export_checkpoint, load_backend
-    results = export_checkpoint("best.pt", ExportConfig(formats=("onnx", "openvino"), dynamic=True))
+    from tphyolo.export import ExportConfig, ExportJob, load_backend, run_export
+    run = run_export(ExportJob("best.pt", ExportConfig(formats=("onnx", "openvino"), dynamic=True)))
+    run.ok, run.problems(), [result.path for result in run.results]
     backend = load_backend("best.onnx")              # chosen by suffix / folder
     out = backend.run(backend.prepare(images))       # (B, 3, H, W) uint8 -> (B, N, 5 + nc)
 
@@ -22,12 +23,14 @@ __getattr__, __dir__, __all__ = lazy_exports(
             "exported_format",
             "load_backend",
         ),
-        "tphyolo.export.config": ("ExportConfig",),
+        "tphyolo.export.config": ("ExportConfig", "ExportJob"),
         "tphyolo.export.formats": ("EXPORT_FORMATS", "FORMATS", "ExportFormat"),
         "tphyolo.export.exporter": (
             "ExportResult",
+            "ExportRun",
             "export_checkpoint",
             "export_model",
+            "run_export",
         ),
         "tphyolo.imports": (
             "INSTALL_HINT",

@@ -22,6 +22,7 @@ from tphyolo.data.dataset_config import DataConfig
 from tphyolo.data.files.image_io import read_image
 from tphyolo.data.letterbox import letterbox
 from tphyolo.data.scan import scan_split
+from tphyolo.errors import InputError
 
 
 @dataclass(frozen=True)
@@ -67,14 +68,14 @@ def calibration_batches(
     `progress` wraps the iteration over the chosen images (e.g. `tqdm` with a description), None for none.
     ValueError naming the data when the split has no usable image."""
     if count < 1:
-        raise ValueError(f"--calib-images must be at least 1, got {count}")
+        raise InputError(f"--calib-images must be at least 1, got {count}")
     sources = data.split(split)
     where = data.source or data.root
     if not sources:
-        raise ValueError(f"data {where}: no '{split}' split to calibrate on")
+        raise InputError(f"data {where}: no '{split}' split to calibrate on")
     records = scan_split(sources, names=data.names).records
     if not records:
-        raise ValueError(f"data {where}: no usable image in the '{split}' split to calibrate on")
+        raise InputError(f"data {where}: no usable image in the '{split}' split to calibrate on")
     chosen = [records[i] for i in spread_indices(len(records), count)]
     images = []
     for record in progress(chosen) if progress is not None else chosen:

@@ -1,11 +1,12 @@
-"""What `tphyolo export` writes, as plain data: `ExportConfig` and the ONNX opsets (no torch); the formats are
-the rows of `tphyolo.export.formats`."""
+"""What `tphyolo export` writes, as plain data: `ExportConfig`, the ONNX opsets and `ExportJob`, one run of the
+command (no torch); the formats are the rows of `tphyolo.export.formats`."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, field, fields
 
 from tphyolo.data.files.image_limits import IMGSZ_BOUNDS
+from tphyolo.errors import InputError
 from tphyolo.export.formats import EXPORT_FORMATS, FORMAT_BY_NAME, INT8_FORMATS
 from tphyolo.flags import AT_LEAST_ONE, Bounds, check_field_types, flag, imgsz_flag
 from tphyolo.metrics.registry import PROTOCOLS
@@ -99,37 +100,46 @@ class ExportConfig:
     def __post_init__(self) -> None:
         unknown = [f for f in self.formats if f not in EXPORT_FORMATS]
         if unknown or not self.formats:
-            raise ValueError(f"unknown export format(s) {unknown or '(none)'}; known: {list(EXPORT_FORMATS)}")
+            raise InputError(f"unknown export format(s) {unknown or '(none)'}; known: {list(EXPORT_FORMATS)}")
         if len(set(self.formats)) != len(self.formats):
-            raise ValueError(f"export format listed twice: {list(self.formats)}")
+            raise InputError(f"export format listed twice: {list(self.formats)}")
         check_field_types(self)  # types and the flags' bounds
         if self.calib_ranges not in CALIBRATION_RANGES:
-            raise ValueError(f"--calib-ranges must be one of {list(CALIBRATION_RANGES)}, got {self.calib_ranges!r}")
+            raise InputError(f"--calib-ranges must be one of {list(CALIBRATION_RANGES)}, got {self.calib_ranges!r}")
         if self.int8:
             self._check_int8()
         else:
             given = [f"--{name.replace('_', '-')}" for name in INT8_ONLY if getattr(self, name) != _DEFAULTS[name]]
             if given:
-                raise ValueError(f"{' and '.join(given)} set(s) up INT8 quantization, which runs only with --int8; "
+                raise InputError(f"{' and '.join(given)} set(s) up INT8 quantization, which runs only with --int8; "
                                  "add --int8 or drop it")  # fmt: skip
 
     def _check_int8(self) -> None:
         without = [f for f in self.formats if FORMAT_BY_NAME[f].int8_writer is None]
         if without:
-            raise ValueError(
+            raise InputError(
                 f"--int8: {', '.join(without)} has no INT8 form; formats with one: {', '.join(INT8_FORMATS)}"
             )
         if self.half:
-            raise ValueError("--int8 and --half exclude each other: INT8 files keep fp32 where they keep float")
+            raise InputError("--int8 and --half exclude each other: INT8 files keep fp32 where they keep float")
         if not self.data:
-            raise ValueError("--int8 needs --data: the dataset whose train images calibrate the quantizer and whose "
+            raise InputError("--int8 needs --data: the dataset whose train images calibrate the quantizer and whose "
                              "val images check its accuracy")  # fmt: skip
         if self.calib_images < 1 or (self.calib_val is not None and self.calib_val < 1):
-            raise ValueError(
+            raise InputError(
                 f"--calib-images and --calib-val must be positive, got {self.calib_images} and {self.calib_val}"
             )
         if not 0 <= self.max_drop <= 1:
-            raise ValueError(f"--max-drop is an mAP50 difference in [0, 1], got {self.max_drop}")
+            raise InputError(f"--max-drop is an mAP50 difference in [0, 1], got {self.max_drop}")
+
+
+@dataclass(frozen=True)
+class ExportJob:
+    """One run of `tphyolo export`: the checkpoint `weights` written out as `config` says
+    (`tphyolo.export.exporter.run_export`)."""
+
+    weights: str
+    config: ExportConfig = field(default_factory=ExportConfig)
 
 
 INT8_ONLY = ("data", "calib_images", "calib_ranges", "calib_val", "max_drop", "protocol")  # fields --int8 reads

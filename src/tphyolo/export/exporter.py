@@ -41,13 +41,14 @@ from tphyolo.checkpoint.format import load_checkpoint
 from tphyolo.data.dataset_config import load_data_config
 from tphyolo.data.files.atomic import staged_path
 from tphyolo.data.letterbox import check_imgsz
+from tphyolo.errors import InputError
 from tphyolo.export.calibration import Calibration, calibration_batches
-from tphyolo.export.config import ExportConfig
+from tphyolo.export.config import CALIBRATION_RANGES, ExportConfig, ExportJob
 from tphyolo.export.formats import FORMAT_BY_NAME, FORMATS, ExportFormat
 from tphyolo.export.int8_check import Int8Accuracy, check_int8_accuracy
 from tphyolo.export.onnx_file import trace_onnx
 from tphyolo.export.parity import INT8_TOLERANCE, relative_error, sample_images, tolerance_for
-from tphyolo.export.writer_api import ExportJob
+from tphyolo.export.writer_api import WriterJob
 from tphyolo.infer.backends import BACKENDS, load_backend
 from tphyolo.infer.backends.metadata import ExportMetadata
 from tphyolo.models import DetectionModel
@@ -92,6 +93,42 @@ class ExportResult:
         text = f"{head}; relative error vs PyTorch {errors} (tolerance {self.tolerance:.0e}): {verdict}"
         return text if self.accuracy is None else f"{text}\n{self.accuracy.summary()}"
 
+    def problem(self, *, calib_ranges: str) -> str | None:
+        """Why the file is not `ok`, in one line naming it (None when it is): an accuracy check that says
+        nothing, an error above the tolerance, or an INT8 drop above `max_drop` (the OpenVINO hint names the
+        activation ranges other than `calib_ranges`, those it was calibrated with)."""
+        accuracy = self.accuracy
+        if self.ok:
+            return None
+        if accuracy is not None and accuracy.says_nothing:
+            return (f"{self.path}: the accuracy check says nothing: {accuracy.unchecked_reason}; the file is kept and "
+                    "marked unchecked (check on data the model has learned, or give --no-accuracy-check)")  # fmt: skip
+        if not self.matches:
+            return (f"{self.path} differs from PyTorch by {self.max_error:.1e} relative, above the tolerance "
+                    f"{self.tolerance:.0e}")  # fmt: skip
+        other = next(r for r in CALIBRATION_RANGES if r != calib_ranges)
+        hint = f" (--calib-ranges {other} may lose less)" if self.format == "openvino" else ""
+        return (f"{self.path} loses {accuracy.drop:.4f} mAP50 against the float model "
+                f"({accuracy.float_map50:.4f} -> {accuracy.int8_map50:.4f}), above --max-drop {accuracy.max_drop}; "
+                f"the file is kept{hint}")  # fmt: skip
+
+
+@dataclass(frozen=True)
+class ExportRun:
+    """What `run_export` wrote: one result per format of `job`, in its order."""
+
+    job: ExportJob
+    results: tuple[ExportResult, ...]
+
+    @property
+    def ok(self) -> bool:
+        return all(result.ok for result in self.results)
+
+    def problems(self) -> list[str]:
+        """One line per file that is not `ok`, naming it and why (`ExportResult.problem`)."""
+        found = (result.problem(calib_ranges=self.job.config.calib_ranges) for result in self.results)
+        return [line for line in found if line is not None]
+
 
 def output_paths(cfg: ExportConfig, stem: Path) -> dict[str, Path]:
     """Where each format goes, for weights `stem` + suffix (see the module docstring)."""
@@ -111,7 +148,7 @@ def check_can_export(cfg: ExportConfig, device: torch.device) -> None:
     what each format's writer refuses (TensorRT without CUDA and tensorrt, missing packages of the extra)."""
     for fmt in selected_formats(cfg):
         if cfg.half and fmt.fp16_graph and device.type != "cuda":
-            raise ValueError(
+            raise InputError(
                 f"--half {fmt.name} export needs a CUDA --device: fp16 {fmt.name} models run on CUDA only "
                 "(CPU runtimes compute in fp32); export fp32 for the CPU, or --half openvino for an fp16 IR"
             )
@@ -193,7 +230,7 @@ def export_model(
             path.parent.mkdir(parents=True, exist_ok=True)
             start = time.perf_counter()
             with staged_path(path) if cfg.int8 else contextlib.nullcontext(path) as written:
-                job = ExportJob(fused, fp16, example, written, metadata, cfg, device, fp32_onnx, calibration)
+                job = WriterJob(fused, fp16, example, written, metadata, cfg, device, fp32_onnx, calibration)
                 fmt.writer_module(int8=cfg.int8).write(job)
                 seconds = time.perf_counter() - start
                 checks = check_export(written, fmt, refs, device)
@@ -216,7 +253,7 @@ def read_calibration(cfg: ExportConfig, *, size: int, stride: int) -> Calibratio
                                progress=partial(tqdm, desc="calibration images"))  # fmt: skip
 
 
-def int8_accuracy(job: ExportJob, fmt: ExportFormat, float_path: Path) -> Int8Accuracy:
+def int8_accuracy(job: WriterJob, fmt: ExportFormat, float_path: Path) -> Int8Accuracy:
     """Writes the float twin of `job`'s INT8 file at `float_path`, scores both on the val split of the job's
     data and writes the numbers into the INT8 file's metadata."""
     cfg, writer = job.cfg, fmt.writer_module(int8=True)
@@ -251,3 +288,10 @@ def export_checkpoint(
     return export_model(
         ckpt.build_model(), cfg, stem=weights.with_suffix(""), model_name=name, source=weights.name, log=log
     )
+
+
+def run_export(job: ExportJob, *, log: Callable[[str], None] = LOGGER.info) -> ExportRun:
+    """Write `job` (`export_checkpoint` of its weights and config), each file's summary line to `log`. Raises
+    ValueError / OSError naming the bad setting or file (a format this machine cannot write among them) before
+    the model is built."""
+    return ExportRun(job, tuple(export_checkpoint(job.weights, job.config, log=log)))

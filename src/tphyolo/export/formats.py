@@ -29,6 +29,8 @@ from dataclasses import dataclass
 from types import ModuleType
 from typing import TYPE_CHECKING
 
+from tphyolo.errors import InputError
+
 if TYPE_CHECKING:
 
     pass
@@ -67,7 +69,7 @@ class ExportFormat:
             return importlib.import_module(self.writer)
         if self.int8_writer is None:
             with_int8 = [f.name for f in FORMATS if f.int8_writer is not None]
-            raise ValueError(f"--int8: {self.name} has no INT8 form; formats with one: {', '.join(with_int8)}")
+            raise InputError(f"--int8: {self.name} has no INT8 form; formats with one: {', '.join(with_int8)}")
         return importlib.import_module(self.int8_writer)
 
     def file_suffix(self, *, int8: bool = False) -> str:

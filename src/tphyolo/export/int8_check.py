@@ -23,6 +23,7 @@ from tphyolo.data.dataset import DetectionDataset, RectBatches
 from tphyolo.data.dataset_config import DataConfig
 from tphyolo.data.loader import LoaderSettings, build_dataloader
 from tphyolo.data.scan import scan_split
+from tphyolo.errors import InputError
 from tphyolo.evaluation.loop import evaluate
 from tphyolo.evaluation.results import EvalResults
 from tphyolo.evaluation.settings import EvalSettings
@@ -112,14 +113,14 @@ def check_int8_accuracy(
     meta = int8_backend.metadata
     records = scan_split(data.split("val"), names=data.names).records if data.split("val") else []
     if not records:
-        raise ValueError(f"data {data.source or data.root}: no usable image in the 'val' split to check INT8 on")
+        raise InputError(f"data {data.source or data.root}: no usable image in the 'val' split to check INT8 on")
     chosen = [records[i] for i in spread_indices(len(records), count or len(records))]
     size = max(meta.imgsz)
     batch = meta.batch
     if not meta.dynamic:
         chosen = chosen[: len(chosen) // batch * batch]
         if not chosen:
-            raise ValueError(f"the INT8 check needs at least {batch} val images (the export's fixed batch)")
+            raise InputError(f"the INT8 check needs at least {batch} val images (the export's fixed batch)")
     dataset = DetectionDataset(chosen, imgsz=size, rect=RectBatches(batch, pad=RECT_PAD) if meta.dynamic else None,
                                stride=meta.stride)  # fmt: skip
     config = inference_config(VALIDATION, imgsz=size, batch=batch)

@@ -29,6 +29,7 @@ from typing import TYPE_CHECKING
 
 from torch import nn
 
+from tphyolo.errors import InputError
 from tphyolo.imports import require
 from tphyolo.models.attention import C3TR
 from tphyolo.models.cbam import CBAM
@@ -104,7 +105,7 @@ def float_nodes(onnx_path: Path, model: DetectionModel, parts: tuple[str, ...]) 
     order. ValueError for an unknown part."""
     unknown = [p for p in parts if p not in FLOAT_PARTS]
     if unknown:
-        raise ValueError(f"unknown float part(s) {unknown}; known: {list(FLOAT_PARTS)}")
+        raise InputError(f"unknown float part(s) {unknown}; known: {list(FLOAT_PARTS)}")
     onnx = require("onnx", purpose="INT8 export")
     graph = onnx.load(str(onnx_path), load_external_data=False).graph
     chosen = {name for part in parts for name in FLOAT_PARTS[part](graph, model)}

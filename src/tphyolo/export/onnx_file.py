@@ -14,6 +14,7 @@ import torch
 from torch import nn
 
 from tphyolo.data.files.atomic import atomic_path
+from tphyolo.errors import InputError
 from tphyolo.export.config import DEFAULT_OPSET, MIN_OPSET
 from tphyolo.imports import require
 from tphyolo.infer.backends import onnx_trace
@@ -29,7 +30,7 @@ def trace_onnx(model: nn.Module, example: torch.Tensor, path: Path, *, dynamic: 
     """Writes `model` (eval mode, fused) traced on `example` to `path` as ONNX, without metadata; ValueError for
     an opset below `MIN_OPSET`."""
     if opset < MIN_OPSET:
-        raise ValueError(f"--opset {opset}: attention exports from opset {MIN_OPSET} on")
+        raise InputError(f"--opset {opset}: attention exports from opset {MIN_OPSET} on")
     return onnx_trace.trace_onnx(model, example, path, dynamic=dynamic, opset=opset)
 
 

@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from tphyolo.data.files.atomic import atomic_path
+from tphyolo.errors import InputError
 from tphyolo.export.int8_policy import int8_plan
 from tphyolo.export.onnx_file import embed_metadata
 from tphyolo.export.quantize_openvino import model_input
@@ -67,7 +68,7 @@ def quantize_onnx(
         graph = onnx.load(str(prepared)).graph
         missing = sorted(set(keep_float) - {node.name for node in graph.node})
         if missing:
-            raise ValueError(f"{float_path}: no node named {missing} to keep in float")
+            raise InputError(f"{float_path}: no node named {missing} to keep in float")
         with contextlib.redirect_stdout(io.StringIO()):  # the histogram calibrators print their settings
             quantization.quantize_static(
                 str(prepared),

@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from tphyolo.errors import InputError
 from tphyolo.export.config import CALIBRATION_RANGES
 from tphyolo.export.int8_policy import int8_plan
 from tphyolo.export.openvino_ir import export_openvino, save_ir
@@ -73,7 +74,7 @@ def quantize_openvino(
     names = {op.get_friendly_name() for op in model.get_ops()}
     missing = [name for name in keep_float if name not in names]
     if missing:
-        raise ValueError(f"{model_path}: no operation named {missing} to keep in float")
+        raise InputError(f"{model_path}: no operation named {missing} to keep in float")
     # A Conv node becomes a Convolution named "<name>/WithoutBiases" and an Add named "<name>".
     patterns = [f"^{re.escape(name)}(/WithoutBiases)?$" for name in keep_float]
     dataset = nncf.Dataset(list(calibration), lambda images: {input_name: model_input(images)})
@@ -98,7 +99,7 @@ def quantize_openvino(
 
 def _activation_ranges(kind: str):  # noqa: ANN202 - an nncf RangeEstimatorParameters
     if kind not in CALIBRATION_RANGES:
-        raise ValueError(f"activation ranges must be one of {list(CALIBRATION_RANGES)}, got {kind!r}")
+        raise InputError(f"activation ranges must be one of {list(CALIBRATION_RANGES)}, got {kind!r}")
     ranges = require("nncf.quantization.range_estimator", purpose=PURPOSE).RangeEstimatorParametersSet
     return ranges.MEAN_MINMAX if kind == "mean" else ranges.MINMAX
 

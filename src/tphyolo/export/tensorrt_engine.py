@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING
 import torch
 
 from tphyolo.data.files.atomic import write_bytes_atomic
+from tphyolo.errors import InputError
 from tphyolo.infer.backends.metadata import ExportMetadata
 from tphyolo.infer.backends.onnx_trace import INPUT_NAME
 
@@ -39,7 +40,7 @@ def check_tensorrt(device: torch.device) -> ModuleType:
         missing.append(f"the tensorrt package ({TENSORRT_INSTALL})")
         tensorrt = None
     if missing:
-        raise ValueError(f"TensorRT export needs {' and '.join(missing)}")
+        raise InputError(f"TensorRT export needs {' and '.join(missing)}")
     return tensorrt
 
 
@@ -65,7 +66,7 @@ def export_engine(
     parser = trt.OnnxParser(network, logger)
     if not parser.parse_from_file(str(onnx_path)):
         errors = "; ".join(str(parser.get_error(i)) for i in range(parser.num_errors))
-        raise ValueError(f"{onnx_path}: TensorRT cannot parse the ONNX export: {errors}")
+        raise InputError(f"{onnx_path}: TensorRT cannot parse the ONNX export: {errors}")
     config = builder.create_builder_config()
     config.set_memory_pool_limit(trt.MemoryPoolType.WORKSPACE, WORKSPACE_BYTES)
     if half:
@@ -82,7 +83,7 @@ def export_engine(
     with torch.cuda.device(device):
         engine = builder.build_serialized_network(network, config)
     if engine is None:
-        raise ValueError(f"{onnx_path}: TensorRT could not build an engine (see its log above)")
+        raise InputError(f"{onnx_path}: TensorRT could not build an engine (see its log above)")
     return write_engine_file(path, metadata, bytes(engine))
 
 

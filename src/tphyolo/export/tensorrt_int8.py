@@ -28,7 +28,7 @@ from tphyolo.infer.backends.metadata import ExportMetadata
 
 if TYPE_CHECKING:
     from tphyolo.export.config import ExportConfig
-    from tphyolo.export.writer_api import ExportJob
+    from tphyolo.export.writer_api import WriterJob
 
 METHOD = "TensorRT entropy calibration (IInt8EntropyCalibrator2)"
 
@@ -75,7 +75,7 @@ def check(cfg: ExportConfig, device: torch.device) -> None:
     check_tensorrt(device)
 
 
-def write(job: ExportJob) -> None:
+def write(job: WriterJob) -> None:
     """The INT8 engine of `job`: the fp32 ONNX trace calibrated on `job.calibration()`."""
     plan = int8_plan(job)
     keep = set(plan.keep_float)
@@ -97,7 +97,7 @@ def write(job: ExportJob) -> None:
                   configure=configure)  # fmt: skip
 
 
-def write_float(job: ExportJob, path: Path) -> Path:
+def write_float(job: WriterJob, path: Path) -> Path:
     """The fp32 engine that `job`'s INT8 engine compares with."""
     return export_engine(job.fp32_onnx(), path, metadata=job.metadata, device=job.device, half=False)
 

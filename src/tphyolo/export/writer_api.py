@@ -1,4 +1,4 @@
-"""What a format's writer gets and provides: `ExportJob` (the model, where to write, the metadata, the config) and
+"""What a format's writer gets and provides: `WriterJob` (the model, where to write, the metadata, the config) and
 the `FormatWriter` / `Int8Writer` protocols of the modules the rows of `tphyolo.export.formats` name."""
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ class FormatWriter(Protocol):
         """Refuses what cannot be done here (a missing extra, a device the format needs), before any tracing:
         raises an error with one line naming what is missing."""
 
-    def write(self, job: ExportJob) -> None:
+    def write(self, job: WriterJob) -> None:
         """Writes the format's file (or folder) at `job.path` from `job`, with `job.metadata` embedded."""
 
 
@@ -33,7 +33,7 @@ class Int8Writer(FormatWriter, Protocol):
     """What a format's INT8 writer module provides: `write(job)` quantizes on `job.calibration()` and embeds the
     metadata with the `int8_*` fields; the accuracy check after it needs the two below."""
 
-    def write_float(self, job: ExportJob, path: Path) -> Path:
+    def write_float(self, job: WriterJob, path: Path) -> Path:
         """Writes the float file that the INT8 file is scored against (same input and runtime) at `path`;
         returns the path the backend loads."""
 
@@ -43,7 +43,7 @@ class Int8Writer(FormatWriter, Protocol):
 
 
 @dataclass
-class ExportJob:
+class WriterJob:
     """What a writer gets: the fused fp32 `model` (and its fp16 copy on CUDA with `--half`, else None), the
     example input it is traced on, where to write, the metadata to embed, the config and the device, and
     `fp32_onnx()`: the fp32 ONNX trace of `model` (traced once, on first call) that converters start from.

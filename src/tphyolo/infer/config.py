@@ -10,6 +10,7 @@ from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
 from tphyolo.data.files.image_limits import IMGSZ_BOUNDS, MAX_IMGSZ
+from tphyolo.errors import InputError
 from tphyolo.flags import (
     AT_LEAST_ONE,
     FRACTION,
@@ -113,38 +114,38 @@ class InferenceConfig:
                 object.__setattr__(self, name, tuple(value))
         check_field_types(self)  # types and the flags' bounds
         if self.augment and (largest := max(self.tta_scales) * self.imgsz) > MAX_IMGSZ:
-            raise ValueError(
+            raise InputError(
                 f"{setting_name(self, 'tta_scales')} {max(self.tta_scales):g} at {setting_name(self, 'imgsz')} "
                 f"{self.imgsz}: a {largest:.0f} px input, above the image-size limit of {MAX_IMGSZ}"
             )
         if self.merge not in MERGE_METHODS:
-            raise ValueError(
+            raise InputError(
                 f"unknown {setting_name(self, 'merge')} method {self.merge!r}; known: {list(MERGE_METHODS)}"
             )
         if self.match not in MATCH_MEASURES:
-            raise ValueError(f"unknown {setting_name(self, 'match')} {self.match!r}; known: {list(MATCH_MEASURES)}")
+            raise InputError(f"unknown {setting_name(self, 'match')} {self.match!r}; known: {list(MATCH_MEASURES)}")
         if self.merge == "wbf" and (self.match != "iou" or self.merge_agnostic):
             given = setting_name(self, "match" if self.match != "iou" else "merge_agnostic")
-            raise ValueError(f"{given}: wbf fuses boxes of one class by IoU; choose {setting_name(self, 'merge')} "
+            raise InputError(f"{given}: wbf fuses boxes of one class by IoU; choose {setting_name(self, 'merge')} "
                              "nms, nmm or greedy-nmm")  # fmt: skip
         TTAConfig(self.tta_scales, self.tta_flips)  # validates them
         if unknown := sorted(set(self.from_model) - set(MODEL_CHOSEN)):
-            raise ValueError(f"from_model {unknown}: the models choose only {list(MODEL_CHOSEN)}")
+            raise InputError(f"from_model {unknown}: the models choose only {list(MODEL_CHOSEN)}")
         for name, known in (("backend", RUNTIMES), ("precision", PRECISIONS)):
             if getattr(self, name) not in known:
-                raise ValueError(f"unknown {setting_name(self, name)} {getattr(self, name)!r}; known: {list(known)}")
+                raise InputError(f"unknown {setting_name(self, name)} {getattr(self, name)!r}; known: {list(known)}")
         if self.precision == "bf16" and self.backend not in ("auto", "openvino"):
             flags = setting_name(self, "precision"), setting_name(self, "backend")
-            raise ValueError(f"{flags[0]} bf16 is a precision of {flags[1]} openvino; {self.backend} has --amp")
+            raise InputError(f"{flags[0]} bf16 is a precision of {flags[1]} openvino; {self.backend} has --amp")
         if not self.augment and (self.tta_scales, self.tta_flips) != (PAPER_SCALES, DEFAULT_FLIPS):
             names = f"{setting_name(self, 'tta_scales')}/{setting_name(self, 'tta_flips')}"
-            raise ValueError(f"{names} choose the passes of {setting_name(self, 'augment')}; add it or drop them")
+            raise InputError(f"{names} choose the passes of {setting_name(self, 'augment')}; add it or drop them")
 
     def check_classes(self, num_classes: int) -> None:
         """Raises ValueError when `classes` names an id the model does not have (ids 0..num_classes-1)."""
         unknown = [c for c in self.classes or () if c >= num_classes]
         if unknown:
-            raise ValueError(
+            raise InputError(
                 f"{setting_name(self, 'classes')} {' '.join(map(str, unknown))}: the model has {num_classes} "
                 f"classes (ids 0..{num_classes - 1})"
             )

@@ -35,6 +35,7 @@ import torch
 from tphyolo.classify.classifier import CropClassifier, resolve_class_ids
 from tphyolo.classify.relabel import Image, reclassify_rows
 from tphyolo.data.letterbox import LetterboxInfo
+from tphyolo.errors import InputError
 from tphyolo.infer.backends.pytorch import Backend
 from tphyolo.infer.config import RECLASSIFY_MIN_SCORE, InferenceConfig
 from tphyolo.infer.input_shape import fixed_input_shape
@@ -128,11 +129,11 @@ class Detector:
         classifier: CropClassifier | None = None,
     ) -> None:
         if not backends:
-            raise ValueError("a Detector needs at least one backend")
+            raise InputError("a Detector needs at least one backend")
         if len({(b.device, b.dtype) for b in backends}) > 1:
-            raise ValueError("the backends of one Detector must share a device and an input dtype")
+            raise InputError("the backends of one Detector must share a device and an input dtype")
         if weights is not None and len(weights) != len(backends):
-            raise ValueError(f"{len(weights)} model weights for {len(backends)} models")
+            raise InputError(f"{len(weights)} model weights for {len(backends)} models")
         self.backends, self.config = list(backends), config
         self.names = list(backends[0].names)
         config.check_classes(len(self.names))
@@ -142,7 +143,7 @@ class Detector:
         passes = len(config.tta.passes())
         self.run_weights = [float(w) for w in (weights or [1.0] * len(backends)) for _ in range(passes)]
         if classifier is not None and resolve_class_ids(classifier.names, self.names) != classifier.class_ids:
-            raise ValueError(f"classifier class ids {classifier.class_ids} do not match the detector's {self.names}")
+            raise InputError(f"classifier class ids {classifier.class_ids} do not match the detector's {self.names}")
         self.classifier = classifier
 
     @property

@@ -20,6 +20,7 @@ from collections.abc import Sequence
 from dataclasses import replace
 from pathlib import Path
 
+from tphyolo.errors import InputError
 from tphyolo.flags import setting_name
 from tphyolo.infer.backends.pytorch import Backend, largest_own_imgsz
 from tphyolo.infer.config import InferenceConfig
@@ -34,12 +35,12 @@ def fixed_input_shape(backends: Sequence[Backend], config: InferenceConfig) -> t
     fixed = [b for b in backends if getattr(b, "fixed_shape", None) is not None]  # optional: absent means any
     shapes = sorted({tuple(b.fixed_shape) for b in fixed})
     if len(shapes) > 1:
-        raise ValueError(f"fixed-size exports of different input sizes {shapes} cannot run together; "
+        raise InputError(f"fixed-size exports of different input sizes {shapes} cannot run together; "
                          "export them at one size or with --dynamic")  # fmt: skip
     for backend in fixed:
         if getattr(backend, "max_batch", None) is not None and config.batch > backend.max_batch:
             name = getattr(backend, "path", type(backend).__name__)
-            raise ValueError(
+            raise InputError(
                 f"{name}: exported for batch {backend.max_batch}, but {setting_name(config, 'batch')} is "
                 f"{config.batch}; give {setting_name(config, 'batch')} {backend.max_batch} or export with --dynamic"
             )

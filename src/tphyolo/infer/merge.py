@@ -16,6 +16,7 @@ from collections.abc import Sequence
 import numpy as np
 import torch
 
+from tphyolo.errors import InputError
 from tphyolo.infer.config import MATCH_MEASURES, MERGE_METHODS
 from tphyolo.ops import clip_boxes
 from tphyolo.ops.nmm import non_maximum_merge
@@ -58,11 +59,11 @@ def merge_detections(
     classes. Result on the lists' device, by descending score, at most `max_det` rows.
     """
     if method not in MERGE_METHODS:
-        raise ValueError(f"unknown merge method {method!r}; known: {list(MERGE_METHODS)}")
+        raise InputError(f"unknown merge method {method!r}; known: {list(MERGE_METHODS)}")
     if match not in MATCH_MEASURES:
-        raise ValueError(f"unknown overlap measure {match!r}; known: {list(MATCH_MEASURES)}")
+        raise InputError(f"unknown overlap measure {match!r}; known: {list(MATCH_MEASURES)}")
     if method == "wbf" and (match != "iou" or agnostic):
-        raise ValueError("wbf fuses boxes of one class by IoU; merge with nms, nmm or greedy-nmm instead")
+        raise InputError("wbf fuses boxes of one class by IoU; merge with nms, nmm or greedy-nmm instead")
     device = lists[0].device if lists else torch.device("cpu")
     rows = torch.cat(list(lists)).float() if lists else torch.zeros((0, 6), device=device)
     if method == "wbf":

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
+from tphyolo.errors import InputError
 from tphyolo.flags import Bounds
 from tphyolo.ops.tiling import DEFAULT_OVERLAP, MAX_OVERLAP, MIN_TILE, tile_grid
 
@@ -40,13 +41,13 @@ class SliceConfig:
 
     def __post_init__(self) -> None:
         if self.size != AUTO and (isinstance(self.size, str) or self.size not in SIZE_BOUNDS):
-            raise ValueError(f"slice size must be {AUTO!r} or at least {MIN_SLICE_SIZE} pixels, got {self.size}")
+            raise InputError(f"slice size must be {AUTO!r} or at least {MIN_SLICE_SIZE} pixels, got {self.size}")
         if self.overlap not in OVERLAP_BOUNDS:
-            raise ValueError(f"slice overlap must be {OVERLAP_BOUNDS}, got {self.overlap}")
+            raise InputError(f"slice overlap must be {OVERLAP_BOUNDS}, got {self.overlap}")
         if self.full_min < 0:
-            raise ValueError(f"the full-image pass's smallest box must be >= 0 pixels, got {self.full_min}")
+            raise InputError(f"the full-image pass's smallest box must be >= 0 pixels, got {self.full_min}")
         if self.full_min and not self.full:
-            raise ValueError("a smallest box for the full-image pass needs the full-image pass")
+            raise InputError("a smallest box for the full-image pass needs the full-image pass")
 
     def resolved(self, imgsz: int) -> SliceConfig:
         """This config with an AUTO size replaced by `imgsz`, the network input size (long side)."""
@@ -57,7 +58,7 @@ def slice_windows(height: int, width: int, cfg: SliceConfig) -> list[tuple[int, 
     """The windows covering a height x width image, row by row; with `cfg.full` the whole image comes last
     (unless it already is the only window). Raises ValueError for an AUTO size not yet `resolved`."""
     if cfg.size == AUTO:
-        raise ValueError("an automatic slice size is resolved against the network input size first")
+        raise InputError("an automatic slice size is resolved against the network input size first")
     windows = tile_grid(height, width, size=cfg.size, overlap=cfg.overlap)
     whole = (0, 0, width, height)
     if cfg.full and windows != [whole]:

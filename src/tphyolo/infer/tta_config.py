@@ -8,6 +8,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from tphyolo.errors import InputError
+
 FLIPS = ("none", "lr", "ud")
 PAPER_SCALES = (1.3, 1.0, 0.83, 0.67)  # TPH-YOLOv5's test-time scales
 DEFAULT_FLIPS = ("none", "lr")
@@ -23,10 +25,10 @@ class TTAConfig:
 
     def __post_init__(self) -> None:
         if not self.scales or any(not s > 0 for s in self.scales):
-            raise ValueError(f"TTA scales must be positive numbers, got {self.scales}")
+            raise InputError(f"TTA scales must be positive numbers, got {self.scales}")
         unknown = [f for f in self.flips if f not in FLIPS]
         if not self.flips or unknown:
-            raise ValueError(f"TTA flips must be some of {FLIPS}, got {self.flips}")
+            raise InputError(f"TTA flips must be some of {FLIPS}, got {self.flips}")
 
     def passes(self) -> list[tuple[float, str]]:
         """(scale, flip) of every pass, scales outer."""

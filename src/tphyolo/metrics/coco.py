@@ -21,6 +21,7 @@ import numpy as np
 import torch
 
 from tphyolo.data.formats.coco import coco_box_problem
+from tphyolo.errors import InputError
 from tphyolo.metrics.protocol import IgnoreRules, ImageResult, ProtocolResult, score_table
 from tphyolo.metrics.registry import COCO_JSON, VISDRONE_TXT
 
@@ -83,7 +84,7 @@ def _run(backend: str, gt: dict, detections: list[dict], max_dets: Sequence[int]
             coco_dt = coco_gt.loadRes(detections)
             ev = COCOeval(coco_gt, coco_dt, iouType="bbox")
     else:
-        raise ValueError(f"unknown backend {backend!r}; expected one of {BACKENDS}")
+        raise InputError(f"unknown backend {backend!r}; expected one of {BACKENDS}")
     ev.params.maxDets = sorted(max_dets)
     with redirect_stdout(io.StringIO()):
         ev.evaluate()
@@ -100,29 +101,29 @@ def check_coco_results(detections: object, source: str, *, gt: dict) -> None:
     or that `gt` does not have (ids match by value and type: 1 is not "1"), a bbox that is not 4 finite
     numbers with width and height >= 0, a score that is not a finite number."""
     if not isinstance(detections, list):
-        raise ValueError(f"{source}: COCO results must be a list of detections, got {type(detections).__name__}")
+        raise InputError(f"{source}: COCO results must be a list of detections, got {type(detections).__name__}")
     image_ids = {(type(im["id"]), im["id"]) for im in gt.get("images", [])}
     category_ids = {(type(c["id"]), c["id"]) for c in gt.get("categories", [])}
     for i, d in enumerate(detections):
         where = f"{source}: detection {i}"
         if not isinstance(d, dict):
-            raise ValueError(f"{where}: must be a mapping with {list(RESULT_KEYS)}, got {d!r:.60}")
+            raise InputError(f"{where}: must be a mapping with {list(RESULT_KEYS)}, got {d!r:.60}")
         missing = [k for k in RESULT_KEYS if k not in d]
         if missing:
-            raise ValueError(f"{where}: lacks {missing}")
+            raise InputError(f"{where}: lacks {missing}")
         for key, kinds in (("image_id", (int, str)), ("category_id", (int,))):
             if type(d[key]) not in kinds:
                 expected = " or ".join(k.__name__ for k in kinds)
-                raise ValueError(f"{where}: '{key}' must be {expected}, got {d[key]!r:.40}")
+                raise InputError(f"{where}: '{key}' must be {expected}, got {d[key]!r:.40}")
         if (type(d["image_id"]), d["image_id"]) not in image_ids:
-            raise ValueError(f"{where}: image_id {d['image_id']!r:.40} is not an image of the dataset")
+            raise InputError(f"{where}: image_id {d['image_id']!r:.40} is not an image of the dataset")
         if (type(d["category_id"]), d["category_id"]) not in category_ids:
-            raise ValueError(f"{where}: category_id {d['category_id']!r:.40} is not a category of the dataset")
+            raise InputError(f"{where}: category_id {d['category_id']!r:.40} is not a category of the dataset")
         problem = coco_box_problem(d["bbox"])
         if problem:
-            raise ValueError(f"{where}: {problem}")
+            raise InputError(f"{where}: {problem}")
         if type(d["score"]) not in (int, float) or not np.isfinite(d["score"]):
-            raise ValueError(f"{where}: score must be a finite number, got {d['score']!r:.40}")
+            raise InputError(f"{where}: score must be a finite number, got {d['score']!r:.40}")
 
 
 def evaluate_coco(

@@ -14,6 +14,8 @@ from functools import cache
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from tphyolo.errors import InputError
+
 if TYPE_CHECKING:
     from tphyolo.metrics.protocol import Protocol
 
@@ -66,4 +68,4 @@ def get_protocol(name: str) -> Protocol:
     try:
         return PROTOCOLS[name]
     except KeyError:
-        raise ValueError(f"unknown protocol {name!r}; known: {list(PROTOCOLS)}") from None
+        raise InputError(f"unknown protocol {name!r}; known: {list(PROTOCOLS)}") from None

@@ -31,6 +31,7 @@ import numpy as np
 
 from tphyolo.data.mot.table import UNKNOWN, TrackTable
 from tphyolo.data.mot.visdrone_mot import IGNORED_REGION, OTHERS
+from tphyolo.errors import InputError
 from tphyolo.metrics.ignored import in_ignored_regions
 from tphyolo.ops.boxes import box_iou
 
@@ -153,7 +154,7 @@ def get_track_rules(fmt: str) -> TrackRules:
     try:
         return TRACK_RULES[fmt]
     except KeyError:
-        raise ValueError(f"unknown tracking format {fmt!r}; known: {list(TRACK_RULES)}") from None
+        raise InputError(f"unknown tracking format {fmt!r}; known: {list(TRACK_RULES)}") from None
 
 
 def prepare(

@@ -30,6 +30,7 @@ import numpy as np
 
 from tphyolo.data.mot.sequences import read_ground_truth, read_tracker_output
 from tphyolo.data.mot.table import TrackTable
+from tphyolo.errors import InputError
 from tphyolo.metrics.track_protocols import FrameBoxes, prepare
 from tphyolo.ops.boxes import box_iou
 
@@ -103,7 +104,7 @@ def evaluate_tables(
     """As `evaluate_tracking`, for tables in memory: sequence name -> ground truth, -> tracker output."""
     missing = sorted(set(truth) - set(output))
     if missing:
-        raise ValueError(f"no tracker output for sequence(s) {missing}")
+        raise InputError(f"no tracker output for sequence(s) {missing}")
     return score_sequences({name: prepare(truth[name], output[name], fmt) for name in truth}, protocol=fmt)
 
 
@@ -175,7 +176,7 @@ def trackeval_data(boxes: FrameBoxes, *, where: str) -> dict[str, Any]:
         for t, frame_ids in enumerate(ids):
             if len(np.unique(frame_ids)) != len(frame_ids):
                 frame = boxes.frames[t]
-                raise ValueError(f"{where}: {side} id {_first_repeat(frame_ids)} appears twice in frame {frame}")
+                raise InputError(f"{where}: {side} id {_first_repeat(frame_ids)} appears twice in frame {frame}")
         unique = np.unique(np.concatenate(ids)) if ids else np.zeros(0, np.int64)
         data[f"{key}_ids"] = [np.searchsorted(unique, frame_ids) for frame_ids in ids]
         data[f"num_{key}_ids"] = len(unique)

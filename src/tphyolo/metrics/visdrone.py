@@ -31,6 +31,7 @@ import numpy as np
 import torch
 
 from tphyolo.data.formats.visdrone import NAMES, NUM_CLASSES
+from tphyolo.errors import InputError
 from tphyolo.metrics.ignored import in_ignored_regions
 from tphyolo.metrics.protocol import IgnoreRules, ImageResult, ProtocolResult, score_table
 from tphyolo.metrics.registry import GEOJSON, VISDRONE_TXT
@@ -245,7 +246,7 @@ def _annotations(image: ImageResult) -> ImageAnnotations:
     """The toolkit's rows of one image: objects, then ignore regions; detections in their order."""
     height, width = image.shape if image.shape is not None else (0, 0)
     if len(image.ignore) and image.shape is None:
-        raise ValueError(f"{image.path}: the VisDrone protocol needs the image size where there are ignored regions")
+        raise InputError(f"{image.path}: the VisDrone protocol needs the image size where there are ignored regions")
     boxes = torch.cat([image.boxes_as("xywh", "boxes"), image.boxes_as("xywh", "ignore")]).double()
     score = torch.cat([(~image.crowd_mask()).double(), torch.ones(len(image.ignore), dtype=torch.float64)])
     category = torch.cat([image.classes + 1, torch.zeros(len(image.ignore), dtype=torch.int64)])
@@ -267,7 +268,7 @@ class VisDroneProtocol:
     def score(self, images: Sequence[ImageResult], *, names: Sequence[str], max_det: int) -> ProtocolResult:
         """Toolkit numbers; `max_det` is not used: the toolkit keeps at most 500 detections per image."""
         if len(names) > len(CLASSES):
-            raise ValueError(f"the VisDrone protocol evaluates {len(CLASSES)} classes; this dataset has {len(names)}")
+            raise InputError(f"the VisDrone protocol evaluates {len(CLASSES)} classes; this dataset has {len(names)}")
         padded = [str(n) for n in names] + [f"class{c}" for c in range(len(names), len(CLASSES))]
         result = evaluate_visdrone([_annotations(image) for image in images], names=padded)
         ap50, ap = result.overall["AP50"] / 100.0, result.overall["AP"] / 100.0

@@ -13,6 +13,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from tphyolo.errors import InputError
 from tphyolo.models.blocks import C3, Conv
 
 ORIGINAL_DROPOUT = 0.1  # residual-branch dropout of the original layer (its attention-weight dropout is 0)
@@ -30,7 +31,7 @@ class TransformerLayer(nn.Module):
     def __init__(self, c: int, num_heads: int, dropout: float = ORIGINAL_DROPOUT) -> None:
         super().__init__()
         if c % num_heads:
-            raise ValueError(f"TransformerLayer: {c} channels do not split into {num_heads} heads")
+            raise InputError(f"TransformerLayer: {c} channels do not split into {num_heads} heads")
         self.num_heads = num_heads
         self.ln1 = nn.LayerNorm(c)
         self.qkv = nn.Linear(c, 3 * c)

@@ -14,6 +14,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from tphyolo.errors import InputError
 from tphyolo.models.max_filter import chain_steps, max_filter
 
 BN_EPS = 1e-3
@@ -64,7 +65,7 @@ class Conv(nn.Module):
     def fused(self) -> Conv:
         """A new Conv with the BatchNorm (running statistics) folded into its convolution; equal in eval."""
         if self.bn is None:
-            raise ValueError("Conv.fused(): this Conv has no BatchNorm to fold (already fused)")
+            raise InputError("Conv.fused(): this Conv has no BatchNorm to fold (already fused)")
         conv, bn = self.conv, self.bn
         out = Conv(
             conv.in_channels,

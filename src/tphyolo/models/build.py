@@ -13,6 +13,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
+from tphyolo.errors import InputError
 from tphyolo.models.model import DetectionModel
 from tphyolo.yaml_files import load_yaml_file, load_yaml_text
 
@@ -54,7 +55,7 @@ def load_model_config(cfg: str | Path | Mapping[str, Any]) -> dict[str, Any]:
         return _as_mapping(load_yaml_file(path), str(path))
     if "\n" in text or ":" in text:
         return _parse_yaml(text, "model yaml text")
-    raise ValueError(f"unknown model {text!r}: not a yaml file, yaml text or built-in ({builtin_model_names()})")
+    raise InputError(f"unknown model {text!r}: not a yaml file, yaml text or built-in ({builtin_model_names()})")
 
 
 def build_model(
@@ -79,7 +80,7 @@ def build_model(
     except ValueError as error:
         if origin is None:
             raise
-        raise ValueError(f"{origin}: {error}") from error
+        raise InputError(f"{origin}: {error}") from error
 
 
 def _origin(cfg: str | Path | Mapping[str, Any]) -> str | None:
@@ -100,5 +101,5 @@ def _parse_yaml(text: str, origin: str) -> dict[str, Any]:
 
 def _as_mapping(loaded: Any, origin: str) -> dict[str, Any]:
     if not isinstance(loaded, dict):
-        raise ValueError(f"{origin}: a model yaml must be a mapping, got {type(loaded).__name__}")
+        raise InputError(f"{origin}: a model yaml must be a mapping, got {type(loaded).__name__}")
     return loaded

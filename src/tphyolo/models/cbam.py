@@ -9,6 +9,8 @@ from __future__ import annotations
 import torch
 from torch import nn
 
+from tphyolo.errors import InputError
+
 
 class ChannelAttention(nn.Module):
     """Per-channel gate in (0, 1): sigmoid(MLP(avg-pool(x)) + MLP(max-pool(x))), shape (B, C, 1, 1)."""
@@ -43,7 +45,7 @@ class CBAM(nn.Module):
     def __init__(self, c_in: int, c_out: int | None = None) -> None:
         super().__init__()
         if c_out is not None and c_out != c_in:
-            raise ValueError(f"CBAM keeps the channel count: c_in={c_in} but c_out={c_out}")
+            raise InputError(f"CBAM keeps the channel count: c_in={c_in} but c_out={c_out}")
         self.channel_attention = ChannelAttention(c_in)
         self.spatial_attention = SpatialAttention()
 

@@ -26,6 +26,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from tphyolo.errors import InputError
 from tphyolo.models.capture import capturing
 from tphyolo.models.heads import DetectionHead
 
@@ -42,7 +43,7 @@ class CLLA(nn.Module):
     def __init__(self, size: int, c: int) -> None:
         super().__init__()
         if size < 2:
-            raise ValueError(f"CLLA: block size must be at least 2, got {size}")
+            raise InputError(f"CLLA: block size must be at least 2, got {size}")
         self.size = size
         self.q = nn.Linear(c, c)
         self.k = nn.Linear(c, c)
@@ -70,7 +71,7 @@ class CLLA(nn.Module):
         n, c, h, w = x2.shape
         (query_weight, query_bias), (value_weight, value_bias) = query, value
         if source.shape[0] != n or query_weight.shape != (source.shape[1] + 1, c):
-            raise ValueError(
+            raise InputError(
                 f"CLLA: fine map {tuple(source.shape)} and query map {tuple(query_weight.shape)} do not fit the "
                 f"coarse map {tuple(x2.shape)}"
             )
@@ -94,7 +95,7 @@ class CLLA(nn.Module):
             x1 = F.pad(x1, (pad, pad, pad, pad))
         need_h, need_w = 2 * (h - 1) + r, 2 * (w - 1) + r
         if x1.shape[2] < need_h or x1.shape[3] < need_w:
-            raise ValueError(
+            raise InputError(
                 f"CLLA: fine map {tuple(x1.shape[2:])} (padded by {pad}) too small for coarse map {(h, w)}; "
                 f"needs at least {(need_h, need_w)}"
             )
@@ -153,7 +154,7 @@ class CLLADetect(DetectionHead):
     def __init__(self, nc: int, anchors: Sequence[Sequence[float]], ch: Sequence[int]) -> None:
         super().__init__(nc, anchors)
         if len(ch) != self.nl + 1:
-            raise ValueError(
+            raise InputError(
                 f"CLLADetect: {len(ch)} input maps but {self.nl} anchor levels (needs one more input: the "
                 "cross-layer source first)"
             )
@@ -166,7 +167,7 @@ class CLLADetect(DetectionHead):
 
     def predict_levels(self, xs: list[torch.Tensor]) -> list[torch.Tensor]:
         if len(xs) != self.nl + 1:
-            raise ValueError(f"CLLADetect: expected {self.nl + 1} input maps, got {len(xs)}")
+            raise InputError(f"CLLADetect: expected {self.nl + 1} input maps, got {len(xs)}")
         return [self.det(xs[0], xs[1]), *(conv(x) for conv, x in zip(self.m, xs[2:], strict=True))]
 
     def output_convs(self) -> list[nn.Conv2d]:

@@ -14,6 +14,8 @@ from collections.abc import Mapping
 import torch
 from torch import nn
 
+from tphyolo.errors import InputError
+
 DERIVED_BUFFER_NAMES = frozenset({"relative_position_index", "attn_mask"})
 _SHOWN = 12
 
@@ -45,5 +47,5 @@ def convert_original_state_dict(state_dict: Mapping[str, torch.Tensor], model: n
             for label, items in (("missing", missing), ("unexpected", unexpected), ("shape", mismatched))
             if items
         ]
-        raise ValueError("original state dict does not match the model architecture; " + "; ".join(problems))
+        raise InputError("original state dict does not match the model architecture; " + "; ".join(problems))
     return {k: state[k] for k in expected}

@@ -30,6 +30,7 @@ from collections.abc import Sequence
 import torch
 from torch import nn
 
+from tphyolo.errors import InputError
 from tphyolo.models.capture import capturing
 
 OBJECTS_PER_IMAGE_PRIOR = 8.0  # objectness prior: objects per 640 x 640 image
@@ -42,7 +43,7 @@ class DetectionHead(nn.Module):
     def __init__(self, nc: int, anchors: Sequence[Sequence[float]]) -> None:
         super().__init__()
         if not anchors or any(len(level) % 2 or len(level) != len(anchors[0]) for level in anchors):
-            raise ValueError(f"anchors must be nl lists of equal, even length (w, h pairs); got {anchors!r}")
+            raise InputError(f"anchors must be nl lists of equal, even length (w, h pairs); got {anchors!r}")
         self.nc = nc
         self.no = nc + 5
         self.nl = len(anchors)
@@ -150,7 +151,7 @@ class DetectionHead(nn.Module):
     def set_anchors_(self, anchors_grid: torch.Tensor) -> None:
         """Replaces the anchors, (nl, na, 2) in grid units, and clears cached grids."""
         if anchors_grid.shape != self.anchors.shape:
-            raise ValueError(f"anchors must have shape {tuple(self.anchors.shape)}, got {tuple(anchors_grid.shape)}")
+            raise InputError(f"anchors must have shape {tuple(self.anchors.shape)}, got {tuple(anchors_grid.shape)}")
         with torch.no_grad():
             self.anchors.copy_(anchors_grid)
         self._grids = {}
@@ -180,7 +181,7 @@ class Detect(DetectionHead):
     def __init__(self, nc: int, anchors: Sequence[Sequence[float]], ch: Sequence[int]) -> None:
         super().__init__(nc, anchors)
         if len(ch) != self.nl:
-            raise ValueError(f"Detect: {len(ch)} input maps but {self.nl} anchor levels")
+            raise InputError(f"Detect: {len(ch)} input maps but {self.nl} anchor levels")
         self.m = nn.ModuleList(nn.Conv2d(c, self.no * self.na, 1) for c in ch)
 
     def predict_levels(self, xs: list[torch.Tensor]) -> list[torch.Tensor]:

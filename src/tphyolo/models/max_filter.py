@@ -35,6 +35,8 @@ from collections.abc import Sequence
 import torch
 import torch.nn.functional as F
 
+from tphyolo.errors import InputError
+
 
 def chain_steps(sizes: Sequence[int]) -> list[int] | None:
     """Filter sizes s_1, s_2, ... such that applying them in turn yields each of `sizes` in order
@@ -48,7 +50,7 @@ def chain_steps(sizes: Sequence[int]) -> list[int] | None:
 def max_filter(x: torch.Tensor, size: int) -> torch.Tensor:
     """(B, C, H, W) -> (B, C, H, W): `F.max_pool2d(x, size, 1, size // 2)` for an odd `size`, exactly."""
     if size % 2 == 0:
-        raise ValueError(f"max_filter: size must be odd to keep H and W, got {size}")
+        raise InputError(f"max_filter: size must be odd to keep H and W, got {size}")
     if size == 1:
         return x
     if _exporting():

@@ -11,6 +11,7 @@ from typing import Any
 import torch
 from torch import nn
 
+from tphyolo.errors import InputError
 from tphyolo.models.blocks import Conv
 from tphyolo.models.heads import DetectionHead
 from tphyolo.models.parse import Source, parse_model
@@ -52,11 +53,11 @@ class DetectionModel(nn.Module):
         self.anchors_need_fitting = parsed.anchors_need_fitting
         head = self.model[-1]
         if not isinstance(head, DetectionHead):
-            raise ValueError(f"the last layer of a model yaml must be a detection head, got {type(head).__name__}")
+            raise InputError(f"the last layer of a model yaml must be a detection head, got {type(head).__name__}")
         nc = self.yaml["nc"]
         self.names = list(names) if names is not None else [str(i) for i in range(nc)]
         if len(self.names) != nc:
-            raise ValueError(f"{len(self.names)} class names for nc={nc}")
+            raise InputError(f"{len(self.names)} class names for nc={nc}")
 
         head.set_stride_(self._measure_strides())
         if self.anchors_need_fitting:

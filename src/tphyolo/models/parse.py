@@ -23,6 +23,7 @@ from typing import Any
 
 from torch import nn
 
+from tphyolo.errors import InputError
 from tphyolo.models.registry import resolve_layer
 
 REQUIRED_KEYS = ("nc", "depth_multiple", "width_multiple", "anchors", "backbone", "head")
@@ -67,25 +68,25 @@ def parse_model(cfg: Mapping[str, Any], *, in_channels: int = 3) -> ParsedModel:
     """Builds the layers a model yaml describes; ValueError naming the layer on any problem."""
     missing = [key for key in REQUIRED_KEYS if key not in cfg]
     if missing:
-        raise ValueError(f"model yaml lacks {missing}; a YOLOv5-format model yaml needs {list(REQUIRED_KEYS)}")
+        raise InputError(f"model yaml lacks {missing}; a YOLOv5-format model yaml needs {list(REQUIRED_KEYS)}")
     nc, gd, gw, anchors = cfg["nc"], cfg["depth_multiple"], cfg["width_multiple"], cfg["anchors"]
     if not isinstance(nc, int) or nc < 1:
-        raise ValueError(f"model yaml: nc must be a positive int, got {nc!r}")
+        raise InputError(f"model yaml: nc must be a positive int, got {nc!r}")
     if nc > MAX_CLASSES:
-        raise ValueError(f"model yaml: nc={nc} is above the limit of {MAX_CLASSES} classes")
+        raise InputError(f"model yaml: nc={nc} is above the limit of {MAX_CLASSES} classes")
     for key, value in (("depth_multiple", gd), ("width_multiple", gw)):
         if not isinstance(value, (int, float)) or isinstance(value, bool) or not 0 < value <= MAX_MULTIPLE:
-            raise ValueError(f"model yaml: {key} must be a number in (0, {MAX_MULTIPLE:g}], got {value!r}")
+            raise InputError(f"model yaml: {key} must be a number in (0, {MAX_MULTIPLE:g}], got {value!r}")
     na = _anchors_per_level(anchors)
     no = na * (nc + 5)
     symbols = {"nc": nc, "anchors": anchors, "None": None, "True": True, "False": False}
 
     for part in ("backbone", "head"):
         if not isinstance(cfg[part], (list, tuple)):
-            raise ValueError(f"model yaml: {part} must be a list of rows, got {type(cfg[part]).__name__}")
+            raise InputError(f"model yaml: {part} must be a list of rows, got {type(cfg[part]).__name__}")
     rows = list(cfg["backbone"]) + list(cfg["head"])
     if len(rows) > MAX_LAYERS:
-        raise ValueError(f"model yaml: {len(rows)} layers, above the limit of {MAX_LAYERS}")
+        raise InputError(f"model yaml: {len(rows)} layers, above the limit of {MAX_LAYERS}")
     layers: list[nn.Module] = []
     sources: list[Source] = []
     channels: list[int] = []
@@ -93,19 +94,19 @@ def parse_model(cfg: Mapping[str, Any], *, in_channels: int = 3) -> ParsedModel:
     anchors_need_fitting = False
     for i, row in enumerate(rows):
         if not isinstance(row, Sequence) or isinstance(row, str) or len(row) != 4:
-            raise ValueError(f"layer {i}: a row must be [from, number, module, args], got {row!r}")
+            raise InputError(f"layer {i}: a row must be [from, number, module, args], got {row!r}")
         raw_from, number, name, raw_args = row
         try:
             entry = resolve_layer(name)
         except KeyError as err:
-            raise ValueError(f"layer {i}: {err.args[0]}") from None
+            raise InputError(f"layer {i}: {err.args[0]}") from None
         source = _absolute_source(i, raw_from)
         args = [_resolve_arg(i, name, a, symbols) for a in (raw_args or [])]
         if not isinstance(number, int) or number < 1:
-            raise ValueError(f"layer {i} ({name}): number must be a positive int, got {number!r}")
+            raise InputError(f"layer {i} ({name}): number must be a positive int, got {number!r}")
         n = max(round(number * gd), 1) if number > 1 else number
         if n > MAX_REPEATS:
-            raise ValueError(f"layer {i} ({name}): {n} repeats, above the limit of {MAX_REPEATS}")
+            raise InputError(f"layer {i} ({name}): {n} repeats, above the limit of {MAX_REPEATS}")
         if entry.role != "detect":
             _check_sizes(i, name, args)
 
@@ -114,27 +115,27 @@ def parse_model(cfg: Mapping[str, Any], *, in_channels: int = 3) -> ParsedModel:
 
         if entry.role in ("conv", "csp"):
             if not isinstance(source, int):
-                raise ValueError(f"layer {i} ({name}): takes one input, got from={raw_from!r}")
+                raise InputError(f"layer {i} ({name}): takes one input, got from={raw_from!r}")
             if not args or not isinstance(args[0], int):
-                raise ValueError(f"layer {i} ({name}): first argument must be the output channels, got {args!r}")
+                raise InputError(f"layer {i} ({name}): first argument must be the output channels, got {args!r}")
             c_out = args[0] if args[0] == no else make_divisible(args[0] * gw)
             if c_out > MAX_CHANNELS:
-                raise ValueError(f"layer {i} ({name}): {c_out} channels, above the limit of {MAX_CHANNELS}")
+                raise InputError(f"layer {i} ({name}): {c_out} channels, above the limit of {MAX_CHANNELS}")
             args = [channels_of(source), c_out, *args[1:]]
             if entry.role == "csp":
                 args.insert(2, n)
                 n = 1
         elif entry.role == "concat":
             if not isinstance(source, tuple):
-                raise ValueError(f"layer {i} ({name}): needs a list of inputs, got from={raw_from!r}")
+                raise InputError(f"layer {i} ({name}): needs a list of inputs, got from={raw_from!r}")
             c_out = sum(channels_of(j) for j in source)
         elif entry.role == "detect":
             source = source if isinstance(source, tuple) else (source,)
             if len(args) < 2:
-                raise ValueError(f"layer {i} ({name}): arguments must start with [nc, anchors], got {args!r}")
+                raise InputError(f"layer {i} ({name}): arguments must start with [nc, anchors], got {args!r}")
             if isinstance(args[1], int):
                 if not 0 < args[1] <= MAX_ANCHORS:
-                    raise ValueError(f"layer {i} ({name}): anchors per level must be in 1..{MAX_ANCHORS}")
+                    raise InputError(f"layer {i} ({name}): anchors per level must be in 1..{MAX_ANCHORS}")
                 levels = entry.builder.num_levels(len(source))
                 args[1] = [[0.0] * (2 * args[1])] * levels
                 anchors_need_fitting = True
@@ -142,19 +143,19 @@ def parse_model(cfg: Mapping[str, Any], *, in_channels: int = 3) -> ParsedModel:
             c_out = no
         else:
             if not isinstance(source, int):
-                raise ValueError(f"layer {i} ({name}): takes one input, got from={raw_from!r}")
+                raise InputError(f"layer {i} ({name}): takes one input, got from={raw_from!r}")
             c_out = channels_of(source)
 
         try:
             module = entry.builder(*args) if n == 1 else nn.Sequential(*(entry.builder(*args) for _ in range(n)))
         except (TypeError, ValueError, RuntimeError) as err:
-            raise ValueError(f"layer {i} ({name}, args {args!r}): {err}") from err
+            raise InputError(f"layer {i} ({name}, args {args!r}): {err}") from err
         layers.append(module)
         sources.append(source)
         channels.append(c_out)
         save.update(j for j in (source if isinstance(source, tuple) else (source,)) if j not in (-1, i - 1))
     if not layers:
-        raise ValueError("model yaml has no layers")
+        raise InputError("model yaml has no layers")
     return ParsedModel(layers, sources, frozenset(save), channels, anchors_need_fitting)
 
 
@@ -172,7 +173,7 @@ def _check_sizes(i: int, name: str, args: list) -> None:
 
     head, rest = integers(args[:1]), integers(args[1:])
     if any(abs(v) > MAX_CHANNELS for v in head) or any(abs(v) > MAX_SMALL_ARG for v in rest):
-        raise ValueError(
+        raise InputError(
             f"layer {i} ({name}): argument out of bounds in {args!r} (channels at most {MAX_CHANNELS}, "
             f"other integers at most {MAX_SMALL_ARG})"
         )
@@ -188,7 +189,7 @@ def _anchors_per_level(anchors: Any) -> int:
         and len({len(level) for level in anchors}) == 1
     ):
         return len(anchors[0]) // 2
-    raise ValueError(
+    raise InputError(
         f"model yaml: anchors must be a positive int or a list of equal-length [w, h, ...] lists, got {anchors!r}"
     )
 
@@ -196,10 +197,10 @@ def _anchors_per_level(anchors: Any) -> int:
 def _absolute_source(i: int, raw: Any) -> Source:
     def one(j: Any) -> int:
         if not isinstance(j, int) or isinstance(j, bool):
-            raise ValueError(f"layer {i}: from must be an int or a list of ints, got {raw!r}")
+            raise InputError(f"layer {i}: from must be an int or a list of ints, got {raw!r}")
         k = j if j >= 0 else i + j
         if not -1 <= k < i or (k == -1 and j != -1):
-            raise ValueError(f"layer {i}: from={raw!r} refers to layer {k}, not an earlier layer")
+            raise InputError(f"layer {i}: from={raw!r} refers to layer {k}, not an earlier layer")
         return k
 
     if isinstance(raw, list):
@@ -216,7 +217,7 @@ def _resolve_arg(i: int, name: str, value: Any, symbols: Mapping[str, Any]) -> A
         return symbols[value]
     if value in STRING_ARGS:
         return value
-    raise ValueError(
+    raise InputError(
         f"layer {i} ({name}): unknown argument {value!r}; known symbols: {list(SYMBOLS)}, "
         f"strings: {sorted(STRING_ARGS)}"
     )

@@ -28,6 +28,7 @@ from functools import partial
 
 from torch import nn
 
+from tphyolo.errors import InputError
 from tphyolo.models.attention import C3TR
 from tphyolo.models.blocks import C3, SPP, SPPF, Bottleneck, Concat, Conv, Focus
 from tphyolo.models.cbam import CBAM
@@ -47,7 +48,7 @@ class LayerEntry:
 
     def __post_init__(self) -> None:
         if self.role not in ROLES:
-            raise ValueError(f"unknown layer role {self.role!r}; known: {ROLES}")
+            raise InputError(f"unknown layer role {self.role!r}; known: {ROLES}")
 
 
 LAYERS: dict[str, LayerEntry] = {

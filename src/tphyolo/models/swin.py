@@ -45,6 +45,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from tphyolo.errors import InputError
 from tphyolo.models.blocks import C3
 from tphyolo.models.capture import capturing
 from tphyolo.models.swin_attention import WindowAttention, WindowBiases, attention_dtype
@@ -141,9 +142,9 @@ class SwinLayer(nn.Module):
     ) -> None:
         super().__init__()
         if not 0 <= shift < window:
-            raise ValueError(f"SwinLayer: shift must be in [0, {window}), got {shift}")
+            raise InputError(f"SwinLayer: shift must be in [0, {window}), got {shift}")
         if shift_mask not in SHIFT_MASKS:
-            raise ValueError(f"shift_mask must be one of {SHIFT_MASKS}, got {shift_mask!r}")
+            raise InputError(f"shift_mask must be one of {SHIFT_MASKS}, got {shift_mask!r}")
         self.window = window
         self.shift = shift
         self.shift_mask = shift_mask
@@ -332,7 +333,7 @@ class C3STR(C3):
         super().__init__(c_in, c_out, n, shortcut, g, e)
         c_hidden = int(c_out * e)
         if c_hidden < HEAD_CHANNELS:
-            raise ValueError(
+            raise InputError(
                 f"C3STR: {c_hidden} hidden channels give no attention head (one per {HEAD_CHANNELS} channels)"
             )
         self.m = SwinStack(c_hidden, c_hidden // HEAD_CHANNELS, n, window=window, shift_mask=shift_mask)

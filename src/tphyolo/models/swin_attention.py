@@ -18,6 +18,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from tphyolo.errors import InputError
 from tphyolo.models.swin_windows import relative_position_index
 
 
@@ -49,7 +50,7 @@ class WindowAttention(nn.Module):
     ) -> None:
         super().__init__()
         if num_heads < 1 or c % num_heads:
-            raise ValueError(f"WindowAttention: {c} channels do not split into {num_heads} heads")
+            raise InputError(f"WindowAttention: {c} channels do not split into {num_heads} heads")
         self.num_heads = num_heads
         self.attn_drop = attn_drop
         self.relative_position_bias_table = nn.Parameter(torch.zeros((2 * window - 1) ** 2, num_heads))

@@ -13,6 +13,8 @@ from dataclasses import dataclass
 
 import torch
 
+from tphyolo.errors import InputError
+
 SHIFT_MASKS: tuple[str, ...] = ("original", "standard")
 MASKED = -100.0  # additive attention logit between tokens of different regions
 
@@ -44,7 +46,7 @@ def shift_regions(hp: int, wp: int, window: int, shift: int, mode: str, device: 
         collapsed = (x >= 1) & (x < wp - window)  # (Wp,) columns whose row bands were never written
         regions = regions.masked_fill(collapsed[None, :], 0)
     elif mode != "standard":
-        raise ValueError(f"shift_mask must be one of {SHIFT_MASKS}, got {mode!r}")
+        raise InputError(f"shift_mask must be one of {SHIFT_MASKS}, got {mode!r}")
     return regions
 
 

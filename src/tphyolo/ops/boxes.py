@@ -19,6 +19,8 @@ import numpy as np
 import torch
 from torchvision.ops import box_iou as _tv_box_iou
 
+from tphyolo.errors import InputError
+
 BOX_FORMATS = ("xyxy", "xywh", "cxcywh")
 
 
@@ -62,7 +64,7 @@ def box_convert(boxes, in_fmt: str, out_fmt: str):
     """Convert between any two of BOX_FORMATS (as torchvision.ops.box_convert, for tensors and arrays)."""
     for fmt in (in_fmt, out_fmt):
         if fmt not in BOX_FORMATS:
-            raise ValueError(f"unknown box format {fmt!r}; known: {list(BOX_FORMATS)}")
+            raise InputError(f"unknown box format {fmt!r}; known: {list(BOX_FORMATS)}")
     return _FROM_XYXY[out_fmt](_TO_XYXY[in_fmt](boxes))
 
 

@@ -9,6 +9,7 @@ import numpy as np
 import torch
 from torchvision.ops import batched_nms
 
+from tphyolo.errors import InputError
 from tphyolo.ops.boxes import cxcywh_to_xyxy
 from tphyolo.ops.nmm import by_score
 from tphyolo.ops.overlap import class_groups, overlapping_pairs
@@ -57,9 +58,9 @@ def non_max_suppression(
     sorted by descending confidence, at most `max_det` rows.
     """
     if not 0.0 <= conf_thres <= 1.0:
-        raise ValueError(f"conf_thres must be in [0, 1], got {conf_thres}")
+        raise InputError(f"conf_thres must be in [0, 1], got {conf_thres}")
     if not 0.0 <= iou_thres <= 1.0:
-        raise ValueError(f"iou_thres must be in [0, 1], got {iou_thres}")
+        raise InputError(f"iou_thres must be in [0, 1], got {iou_thres}")
     if prediction.ndim != 3 or prediction.shape[2] < 6:
         raise ValueError(f"prediction must be (B, N, 5 + nc) with nc >= 1, got {tuple(prediction.shape)}")
     b, _, c = prediction.shape

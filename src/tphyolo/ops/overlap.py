@@ -9,13 +9,15 @@ from __future__ import annotations
 
 import numpy as np
 
+from tphyolo.errors import InputError
+
 MATCH_MEASURES = ("iou", "ios")
 _ROWS_PER_BLOCK = 128  # boxes measured at a time against their neighbours (`overlapping_pairs`)
 
 
 def _check_measure(measure: str) -> None:
     if measure not in MATCH_MEASURES:
-        raise ValueError(f"unknown overlap measure {measure!r}; known: {list(MATCH_MEASURES)}")
+        raise InputError(f"unknown overlap measure {measure!r}; known: {list(MATCH_MEASURES)}")
 
 
 def box_overlap(boxes1: np.ndarray, boxes2: np.ndarray, measure: str = "iou") -> np.ndarray:

@@ -21,6 +21,7 @@ from collections.abc import Sequence
 import numpy as np
 import torch
 
+from tphyolo.errors import InputError
 from tphyolo.ops.wbf_grid import grid_clusters
 
 CONF_TYPES = ("avg", "max", "box_and_model_avg", "absent_model_aware_avg")
@@ -52,7 +53,7 @@ def _prefilter(boxes_list, scores_list, labels_list, weights: np.ndarray, skip_b
         labels.append(_as_numpy(lab, np.float64).reshape(-1))
         counts.append(len(boxes[-1]))
         if not counts[-1] == len(scores[-1]) == len(labels[-1]):
-            raise ValueError(f"model {t}: {counts[-1]} boxes, {len(scores[-1])} scores, {len(labels[-1])} labels")
+            raise InputError(f"model {t}: {counts[-1]} boxes, {len(scores[-1])} scores, {len(labels[-1])} labels")
     b, s, lab = np.concatenate(boxes), np.concatenate(scores), np.concatenate(labels)
     models = np.repeat(np.arange(len(counts)), counts)
     b = np.clip(np.concatenate([np.minimum(b[:, :2], b[:, 2:]), np.maximum(b[:, :2], b[:, 2:])], axis=1), 0.0, 1.0)
@@ -266,25 +267,25 @@ def weighted_boxes_fusion(
     Returns numpy float64 arrays: boxes (N, 4) normalised xyxy, scores (N,), labels (N,), by descending score.
     """
     if conf_type not in CONF_TYPES:
-        raise ValueError(f"unknown conf_type {conf_type!r}; expected one of {CONF_TYPES}")
+        raise InputError(f"unknown conf_type {conf_type!r}; expected one of {CONF_TYPES}")
     if iou_thr < 0:
-        raise ValueError(f"iou_thr must be >= 0, got {iou_thr}")
+        raise InputError(f"iou_thr must be >= 0, got {iou_thr}")
     n_models = len(boxes_list)
     if not n_models == len(scores_list) == len(labels_list):
-        raise ValueError(
+        raise InputError(
             f"{n_models} box lists, {len(scores_list)} score lists, {len(labels_list)} label lists; must be equal"
         )
     weights = np.ones(n_models) if weights is None else _as_numpy(weights, np.float64).reshape(-1)
     if len(weights) != n_models:
-        raise ValueError(f"{len(weights)} weights for {n_models} models")
+        raise InputError(f"{len(weights)} weights for {n_models} models")
     if not (np.isfinite(weights) & (weights >= 0)).all():
-        raise ValueError(f"model weights must be finite and >= 0, got {weights.tolist()}")
+        raise InputError(f"model weights must be finite and >= 0, got {weights.tolist()}")
 
     boxes, scores, labels, models = _prefilter(boxes_list, scores_list, labels_list, weights, skip_box_thr)
     bad = ~(np.isfinite(scores) & (scores >= 0)) | np.isnan(boxes).any(axis=1)
     if bad.any():
         i = int(np.flatnonzero(bad)[0])
-        raise ValueError(f"model {models[i]}: a box {boxes[i].tolist()} scoring {scores[i]}; boxes must be numbers "
+        raise InputError(f"model {models[i]}: a box {boxes[i].tolist()} scoring {scores[i]}; boxes must be numbers "
                          "and kept scores finite and >= 0")  # fmt: skip
     if len(boxes) == 0:
         return np.zeros((0, 4)), np.zeros((0,)), np.zeros((0,))

@@ -23,6 +23,7 @@ import yaml
 from tqdm import tqdm
 
 from tphyolo.data.files.atomic import write_text_atomic
+from tphyolo.errors import InputError
 from tphyolo.ops.detections import Detections
 from tphyolo.predict.draw_style import DEFAULT_STYLE, DrawStyle
 from tphyolo.predict.job import SETTINGS_FILE
@@ -137,7 +138,7 @@ def predict_into(
             state.warned += bool(frame.notes)
             name = output_name(frame)
             if save_json and image_ids is not None and name not in image_ids:
-                raise ValueError(f"{frame.path}: the COCO ground truth has no image named {name!r}")
+                raise InputError(f"{frame.path}: the COCO ground truth has no image named {name!r}")
             writer.write(frame, detections)
             state.detections += len(detections)
             if save_json:
@@ -199,7 +200,7 @@ def source_image_ids(coco_gt: Path | str, files: Sequence[Path | Stream]) -> dic
     image_ids = coco_gt_image_ids(Path(coco_gt))
     missing = [name for name in source_names(files) if name not in image_ids]
     if missing:
-        raise ValueError(f"{coco_gt}: no image named {missing[0]!r} ({len(missing)} source file(s) missing)")
+        raise InputError(f"{coco_gt}: no image named {missing[0]!r} ({len(missing)} source file(s) missing)")
     return image_ids
 
 

@@ -22,6 +22,7 @@ import numpy as np
 
 from tphyolo.data.files.atomic import write_text_atomic
 from tphyolo.data.files.raster import rasterio_module
+from tphyolo.errors import InputError
 from tphyolo.ops.detections import Detections
 
 PIXELS = (1.0, 0.0, 0.0, 0.0, 1.0, 0.0)  # the identity transform: coordinates in pixels
@@ -48,7 +49,7 @@ def checked_crs(text: str) -> str:
             return CRS.from_user_input(text).to_string()
         except (rasterio.errors.CRSError, ValueError) as error:
             reason = str(error).splitlines()[0] if str(error) else "not a CRS"
-            raise ValueError(f"not a coordinate reference system PROJ knows ({reason}; e.g. EPSG:4326)") from None
+            raise InputError(f"not a coordinate reference system PROJ knows ({reason}; e.g. EPSG:4326)") from None
 
 
 def _reproject(rings: np.ndarray, src_crs: str, dst_crs: str) -> np.ndarray:
@@ -73,7 +74,7 @@ def geojson_collection(
     rings = box_rings(detections.boxes.numpy(), transform or PIXELS)
     if to_crs is not None:
         if crs is None:
-            raise ValueError(f"--to-crs {to_crs}: the raster has no CRS to reproject from")
+            raise InputError(f"--to-crs {to_crs}: the raster has no CRS to reproject from")
         rings, crs = _reproject(rings, crs, to_crs), to_crs
     rings = rings.round(COORDINATE_DIGITS)
     features = [

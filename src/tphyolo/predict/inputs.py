@@ -14,10 +14,12 @@ from typing import Any
 import numpy as np
 import torch
 
+from tphyolo.errors import InputError
+
 
 def _from_array(image: np.ndarray, *, rgb: bool, where: str) -> np.ndarray:
     if image.ndim != 3 or image.shape[2] != 3 or image.dtype != np.uint8:
-        raise ValueError(f"{where}: expected uint8 (H, W, 3), got {image.dtype} {image.shape}")
+        raise InputError(f"{where}: expected uint8 (H, W, 3), got {image.dtype} {image.shape}")
     return np.ascontiguousarray(image[:, :, ::-1] if rgb else image)
 
 
@@ -25,14 +27,14 @@ def _from_tensor(image: torch.Tensor, *, where: str) -> list[np.ndarray]:
     if image.ndim == 3:
         image = image[None]
     if image.ndim != 4 or image.shape[1] != 3:
-        raise ValueError(f"{where}: expected a (3, H, W) or (B, 3, H, W) RGB tensor, got shape {tuple(image.shape)}")
+        raise InputError(f"{where}: expected a (3, H, W) or (B, 3, H, W) RGB tensor, got shape {tuple(image.shape)}")
     image = image.detach().cpu()
     if image.is_floating_point():
         if image.numel() and (image.min() < 0 or image.max() > 1):
-            raise ValueError(f"{where}: a floating-point tensor must hold values in [0, 1]")
+            raise InputError(f"{where}: a floating-point tensor must hold values in [0, 1]")
         image = (image * 255).round().to(torch.uint8)
     elif image.dtype != torch.uint8:
-        raise ValueError(f"{where}: expected a uint8 or floating-point tensor, got {image.dtype}")
+        raise InputError(f"{where}: expected a uint8 or floating-point tensor, got {image.dtype}")
     bgr = image.flip(1).permute(0, 2, 3, 1).numpy()  # RGB -> BGR, (B, H, W, 3)
     return [np.ascontiguousarray(x) for x in bgr]
 
@@ -52,7 +54,7 @@ def in_memory_images(source: Any, *, rgb: bool = False) -> list[np.ndarray] | No
         return None
     if not all(in_memory):
         kinds = sorted({type(item).__name__ for item in items})
-        raise ValueError(f"a source list holds either images or paths, got {', '.join(kinds)}")
+        raise InputError(f"a source list holds either images or paths, got {', '.join(kinds)}")
     images: list[np.ndarray] = []
     for i, item in enumerate(items):
         where = f"input {i}"

@@ -28,6 +28,7 @@ import torch
 
 from tphyolo.classify.classifier import CropClassifier, as_classifier
 from tphyolo.data.letterbox import check_imgsz
+from tphyolo.errors import InputError
 from tphyolo.infer.backends.pytorch import Weights, load_backends
 from tphyolo.infer.config import InferenceConfig, inference_config
 from tphyolo.infer.detector import Detector
@@ -223,7 +224,7 @@ class Predictor:
         """Results of uint8 BGR (H, W, 3) images, in original pixels, each with its image."""
         for i, image in enumerate(images):
             if image.ndim != 3 or image.shape[2] != 3 or image.dtype != np.uint8:
-                raise ValueError(f"image {i}: expected uint8 (H, W, 3), got {image.dtype} {image.shape}")
+                raise InputError(f"image {i}: expected uint8 (H, W, 3), got {image.dtype} {image.shape}")
         windows = image_windows(images, self.slicing)
         batches = view_batches(images, windows, detector=self.detector, imgsz=self.config.imgsz,
                                batch=self.config.batch)  # fmt: skip

@@ -39,6 +39,7 @@ from tqdm import tqdm
 
 from tphyolo.data.files.atomic import write_text_atomic
 from tphyolo.data.files.raster import MAX_RASTER_PIXELS, Raster, RasterReadError, Window
+from tphyolo.errors import InputError
 from tphyolo.infer.merge import merge_detections
 from tphyolo.infer.slicing import SliceConfig
 from tphyolo.ops.detections import Detections
@@ -91,7 +92,7 @@ class RasterRead:
 def raster_slicing(slicing: SliceConfig, *, imgsz: int) -> SliceConfig:
     """`slicing` with an AUTO size resolved to `imgsz`; ValueError for a full-image pass (never read whole)."""
     if slicing.full:
-        raise ValueError("--slice-full: a raster is run tile by tile, never whole")
+        raise InputError("--slice-full: a raster is run tile by tile, never whole")
     return slicing.resolved(imgsz)
 
 
@@ -137,7 +138,7 @@ class RowRecord:
         """The row of a journal line; ValueError saying what is wrong (as `UnitRecord.from_json`)."""
         data = journal_object(line, keys=("row", "rows", "nodata", "unreadable"))
         if not isinstance(data["row"], str):
-            raise ValueError("'row' is not the name of a row of tiles")
+            raise InputError("'row' is not the name of a row of tiles")
         rows = checked_rows(data["rows"], classes, where=data["row"][:120])
         return cls(data["row"], rows, checked_count(data, "nodata"), checked_count(data, "unreadable"))
 
@@ -178,7 +179,7 @@ def predict_raster(
     Raises ValueError naming the file for a raster that cannot be opened or is above `read.max_pixels`; an
     unreadable tile is skipped (module docstring)."""
     if resume and run_dir is None:
-        raise ValueError("resume=True needs the run_dir whose journal it continues")
+        raise InputError("resume=True needs the run_dir whose journal it continues")
     slicing = raster_slicing(slicing, imgsz=predictor.config.imgsz)
     timer = _Tally(on_note)
     with read.open(path) as raster:

@@ -20,6 +20,7 @@ import numpy as np
 import torch
 
 from tphyolo.data.files.image_io import read_image, write_image
+from tphyolo.errors import InputError
 from tphyolo.ops.detections import Detections, class_name
 from tphyolo.predict.draw import draw_detections
 from tphyolo.predict.draw_style import DrawStyle
@@ -78,7 +79,7 @@ class Results(Detections):
 
     def __post_init__(self) -> None:
         if self.ids is not None and self.ids.shape != self.scores.shape:
-            raise ValueError(f"Results: {tuple(self.ids.shape)} track ids for {len(self.scores)} detections")
+            raise InputError(f"Results: {tuple(self.ids.shape)} track ids for {len(self.scores)} detections")
 
     def tracked(self, boxes, ids, scores, labels) -> Results:
         """These results replaced by the tracks seen in this frame: (M, 4) xyxy boxes, (M,) ids, scores and
@@ -99,7 +100,7 @@ class Results(Detections):
         if self.image is not None:
             return self.image
         if not isinstance(self.path, Path):
-            raise ValueError(f"{self.path or 'in-memory image'}: the image was not kept and cannot be read again")
+            raise InputError(f"{self.path or 'in-memory image'}: the image was not kept and cannot be read again")
         if not is_video_name(self.path):
             return read_image(self.path)
         capture = video_capture(self.path)
@@ -109,7 +110,7 @@ class Results(Detections):
         finally:
             capture.release()
         if not ok:
-            raise ValueError(f"{self.path}: cannot read frame {self.frame} again")
+            raise InputError(f"{self.path}: cannot read frame {self.frame} again")
         return image
 
     def plot(self, *, labels: bool = True, conf: bool = True, line_width: int | None = None) -> np.ndarray:

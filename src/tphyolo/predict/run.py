@@ -25,6 +25,7 @@ import yaml
 from tphyolo.data.files.atomic import write_text_atomic
 from tphyolo.data.files.image_limits import MAX_IMAGE_PIXELS
 from tphyolo.data.files.raster import RASTER_SUFFIXES, Raster
+from tphyolo.errors import InputError
 from tphyolo.infer.slicing import AUTO, SliceConfig
 from tphyolo.predict.folder import PredictionRun, RunCallbacks, predict_to_folder, source_image_ids
 from tphyolo.predict.geojson import checked_crs
@@ -77,7 +78,7 @@ def run_predict(
     rank 0. Raises ValueError naming the bad setting or file (before the run folder is made when it can)."""
     inputs = job.inputs
     if inputs.source is None or inputs.weights is None:
-        raise ValueError("a prediction needs a source and weights (inputs.source, inputs.weights)")
+        raise InputError("a prediction needs a source and weights (inputs.source, inputs.weights)")
     raster = raster_source(job)  # a raster runs tile by tile; its tiles are the slices
     files = resolve_source(inputs.source)
     resume, saved = None if inputs.resume is None else Path(inputs.resume), None
@@ -121,15 +122,15 @@ def raster_source(job: PredictJob) -> Path | None:
     path = Path(str(job.inputs.source))
     if not (path.suffix.lower() in RASTER_SUFFIXES and path.is_file()):
         if asked:
-            raise ValueError(f"{' and '.join(asked)} need(s) a raster --source (.tif, .tiff, .vrt)")
+            raise InputError(f"{' and '.join(asked)} need(s) a raster --source (.tif, .tiff, .vrt)")
         return None
     if settings.to_crs is not None and not settings.save_geojson:
-        raise ValueError("--to-crs reprojects --save-geojson; add --save-geojson or drop it")
+        raise InputError("--to-crs reprojects --save-geojson; add --save-geojson or drop it")
     if settings.to_crs is not None:
         try:
             checked_crs(settings.to_crs)
         except ValueError as error:
-            raise ValueError(f"--to-crs {settings.to_crs}: {error}") from None
+            raise InputError(f"--to-crs {settings.to_crs}: {error}") from None
     if not asked:
         try:
             import rasterio  # lazy: an optional extra, needed only for a raster given without raster settings
@@ -139,7 +140,7 @@ def raster_source(job: PredictJob) -> Path | None:
             if dataset.crs is None and dataset.width * dataset.height <= MAX_IMAGE_PIXELS:
                 return None
     if job.slice is not None and job.slice.full:
-        raise ValueError("--slice-full: a raster is run tile by tile, never whole")
+        raise InputError("--slice-full: a raster is run tile by tile, never whole")
     return path
 
 
@@ -164,7 +165,7 @@ def _predict_raster(run: _RunFolder, path: Path, callbacks: PredictCallbacks, *,
 
     def record_or_check(raster: Raster, tiles: int) -> None:
         if settings.to_crs is not None and raster.crs is None:
-            raise ValueError(f"--to-crs {settings.to_crs}: {path} has no CRS to reproject from")
+            raise InputError(f"--to-crs {settings.to_crs}: {path} has no CRS to reproject from")
         if run.dist.is_main and callbacks.on_raster is not None:
             callbacks.on_raster(path, raster.width, raster.height, tiles)
         fingerprint = raster_fingerprint(path, width=raster.width, height=raster.height)

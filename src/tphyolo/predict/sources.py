@@ -26,6 +26,7 @@ import numpy as np
 from tphyolo.data.files.globbing import glob_once
 from tphyolo.data.files.image_io import ImageError, is_image_name, load_image
 from tphyolo.data.files.paths import NO_SUCH_FILE, regular_file_problem
+from tphyolo.errors import InputError
 
 VIDEO_SUFFIXES = frozenset({".mp4", ".avi", ".mov", ".mkv", ".m4v", ".mpeg", ".mpg", ".wmv", ".webm", ".asf"})
 STREAM_SCHEMES = ("rtsp://", "rtmp://", "http://", "https://")
@@ -119,7 +120,7 @@ def _from_list(path: Path) -> list[Path]:
         if not os.path.lexists(p):  # there but not a regular file: skipped by name when read
             raise FileNotFoundError(f"{path}:{n}: listed file {p} does not exist")
         if not _is_media_name(p):
-            raise ValueError(f"{path}:{n}: {p} is not an image or video file")
+            raise InputError(f"{path}:{n}: {p} is not an image or video file")
         files.append(p)
     return files
 
@@ -157,13 +158,13 @@ def resolve_source(source: str | Path | Stream | Sequence[str | Path | Stream]) 
     if (problem := regular_file_problem(path)) == NO_SUCH_FILE:
         raise FileNotFoundError(f"source {path}: no such file or folder")
     if problem is not None:
-        raise ValueError(f"source {path}: not a regular file ({problem})")
+        raise InputError(f"source {path}: not a regular file ({problem})")
     if path.suffix.lower() == ".txt":
         files = _from_list(path)
         if not files:
-            raise ValueError(f"source {path}: the list names no file")
+            raise InputError(f"source {path}: the list names no file")
         return files
-    raise ValueError(f"source {path}: not an image, a video, a folder, a glob or a .txt list")
+    raise InputError(f"source {path}: not an image, a video, a folder, a glob or a .txt list")
 
 
 def source_names(files: Sequence[Path | Stream]) -> list[str]:
@@ -261,7 +262,7 @@ def source_units(files: Sequence[Path | Stream], *, batch: int) -> list[list[int
     batches, and the floats they give, depend on the file list alone; the units are what the ranks of a
     distributed prediction share out (`tphyolo.runtime.sharding`) and what a resumed one redoes whole."""
     if batch < 1:
-        raise ValueError(f"batch must be at least 1, got {batch}")
+        raise InputError(f"batch must be at least 1, got {batch}")
     units: list[list[int]] = []
     for i, f in enumerate(files):
         if _is_video(f):
@@ -287,7 +288,7 @@ def iter_frames(
     A file that cannot be read or decoded (OSError, ImageError) stops the iteration, unless `on_skip` is
     given: then it is called with the file and the error, and the next file follows."""
     if vid_stride < 1:
-        raise ValueError(f"vid_stride must be at least 1, got {vid_stride}")
+        raise InputError(f"vid_stride must be at least 1, got {vid_stride}")
     names = source_names(files)
     for position in range(len(files)) if only is None else only:
         f, name = files[position], names[position]

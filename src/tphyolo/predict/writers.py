@@ -31,6 +31,7 @@ from tphyolo.data.categories import NONE, CategoryTable, table_for
 from tphyolo.data.files.atomic import write_text_atomic
 from tphyolo.data.files.image_io import write_image
 from tphyolo.data.files.json_files import load_json_file
+from tphyolo.errors import InputError
 from tphyolo.metrics.coco import coco_image_ids
 from tphyolo.ops.detections import Detections
 from tphyolo.predict.draw import draw_detections
@@ -54,7 +55,7 @@ def visdrone_categories(names: Sequence[str], table: CategoryTable | None = None
     ids = table.ids_of(names)
     missing = [name for name, category in zip(names, ids, strict=True) if category == NONE]
     if missing:
-        raise ValueError(f"the model's classes {', '.join(missing[:5])} have no category in the table of "
+        raise InputError(f"the model's classes {', '.join(missing[:5])} have no category in the table of "
                          f"{', '.join(table.names)}")  # fmt: skip
     return ids
 
@@ -109,15 +110,15 @@ def coco_gt_image_ids(path: Path) -> dict[str, int]:
     data = load_json_file(path, what="COCO dataset")
     images = data.get("images") if isinstance(data, dict) else None
     if not isinstance(images, list):
-        raise ValueError(f"{path}: a COCO dataset needs an 'images' list")
+        raise InputError(f"{path}: a COCO dataset needs an 'images' list")
     ids: dict[str, int] = {}
     for i, image in enumerate(images):
         named = isinstance(image, dict) and isinstance(image.get("file_name"), str)
         if not named or type(image.get("id")) is not int:
-            raise ValueError(f"{path}: image {i} needs an integer 'id' and a 'file_name'")
+            raise InputError(f"{path}: image {i} needs an integer 'id' and a 'file_name'")
         name = PurePosixPath(image["file_name"].replace("\\", "/")).with_suffix("").as_posix()
         if name in ids:
-            raise ValueError(f"{path}: images {ids[name]} and {image['id']} are both named {name!r}")
+            raise InputError(f"{path}: images {ids[name]} and {image['id']} are both named {name!r}")
         ids[name] = image["id"]
     return ids
 
@@ -157,7 +158,7 @@ class PredictionWriter:
     def write(self, frame: Frame, detections: Detections) -> None:
         name = output_name(frame)
         if self.save_json and self.image_ids is not None and name not in self.image_ids:
-            raise ValueError(f"{frame.path}: the COCO ground truth has no image named {name!r}")
+            raise InputError(f"{frame.path}: the COCO ground truth has no image named {name!r}")
         height, width = frame.image.shape[:2]
         if self.save_img:
             canvas = draw_detections(frame.image, detections, self.names, style=self.style)

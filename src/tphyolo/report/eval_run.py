@@ -23,6 +23,7 @@ from tphyolo.analyze.scoring import read_counts, score_counts, true_counts
 from tphyolo.data.categories import CategoryTable
 from tphyolo.data.dataset_config import load_data_config
 from tphyolo.data.files.atomic import write_text_atomic
+from tphyolo.errors import InputError
 from tphyolo.evaluation.detection_files import save_coco_gt
 from tphyolo.evaluation.jobs import EvalJob
 from tphyolo.evaluation.saved_scores import (
@@ -90,7 +91,7 @@ def _score_detections(job: EvalJob, dist: DistContext) -> EvalRun:
     if job.pred is None:
         return EvalRun(saved_gt=saved_gt)
     if job.report is not None and fmt != VISDRONE_TXT and fmt in get_protocol(job.protocol).saved_formats:
-        raise ValueError(f"--report needs folders of VisDrone txt files, got {job.gt}")
+        raise InputError(f"--report needs folders of VisDrone txt files, got {job.gt}")
     report = None
     if job.report is not None and fmt == VISDRONE_TXT:
         scored, report = _score_with_report(job, dist)

@@ -22,6 +22,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
+from tphyolo.errors import InputError
 from tphyolo.metrics.ignored import in_ignored_regions
 from tphyolo.metrics.protocol import ImageResult, Protocol
 from tphyolo.metrics.registry import get_protocol
@@ -76,7 +77,7 @@ def _removed_by_ignore(image: ImageResult, det_xyxy: np.ndarray) -> tuple[np.nda
     if not len(image.ignore):
         return np.zeros(len(image.classes), dtype=bool), np.zeros(len(det_xyxy), dtype=bool)
     if image.shape is None:
-        raise ValueError(f"{image.path}: the rule for ignored regions needs the image size")
+        raise InputError(f"{image.path}: the rule for ignored regions needs the image size")
     height, width = image.shape
     regions = image.boxes_as("xywh", "ignore", torch.float64).numpy()
     gt_xywh = image.boxes_as("xywh", "boxes", torch.float64).numpy().reshape(-1, 4)

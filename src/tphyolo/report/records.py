@@ -29,6 +29,7 @@ import torch
 
 from tphyolo.data.files.atomic import write_text_atomic
 from tphyolo.data.files.json_files import load_json_file
+from tphyolo.errors import InputError
 from tphyolo.metrics.protocol import ImageResult
 from tphyolo.metrics.registry import PROTOCOLS
 
@@ -87,41 +88,41 @@ def _tensor(value, columns: int | None, dtype: torch.dtype, where: str) -> torch
     try:
         tensor = torch.tensor(value, dtype=dtype)
     except (TypeError, ValueError, RuntimeError) as error:
-        raise ValueError(f"{where}: not a list of numbers ({error})") from None
+        raise InputError(f"{where}: not a list of numbers ({error})") from None
     if columns is None:
         if tensor.dim() != 1:
-            raise ValueError(f"{where}: expected a flat list, got shape {tuple(tensor.shape)}")
+            raise InputError(f"{where}: expected a flat list, got shape {tuple(tensor.shape)}")
         return tensor
     if tensor.numel() == 0:
         return tensor.reshape(0, columns)
     if tensor.dim() != 2 or tensor.shape[1] != columns:
-        raise ValueError(f"{where}: expected rows of {columns} numbers, got shape {tuple(tensor.shape)}")
+        raise InputError(f"{where}: expected rows of {columns} numbers, got shape {tuple(tensor.shape)}")
     if dtype.is_floating_point and not torch.isfinite(tensor).all():
-        raise ValueError(f"{where}: holds NaN or infinite values")
+        raise InputError(f"{where}: holds NaN or infinite values")
     return tensor
 
 
 def _image(entry: object, where: str) -> ImageResult:
     if not isinstance(entry, Mapping):
-        raise ValueError(f"{where}: must be a mapping, got {type(entry).__name__}")
+        raise InputError(f"{where}: must be a mapping, got {type(entry).__name__}")
     missing = [k for k in ("path", "classes", "boxes", "ignore", "detections") if k not in entry]
     if missing:
-        raise ValueError(f"{where}: lacks {missing}")
+        raise InputError(f"{where}: lacks {missing}")
     box_format = entry.get("box_format", "xyxy")
     if box_format not in ("xyxy", "xywh"):
-        raise ValueError(f"{where}: box_format must be 'xyxy' or 'xywh', got {box_format!r:.40}")
+        raise InputError(f"{where}: box_format must be 'xyxy' or 'xywh', got {box_format!r:.40}")
     shape = entry.get("shape")
     if shape is not None and not (isinstance(shape, list) and len(shape) == 2 and all(type(v) is int for v in shape)):
-        raise ValueError(f"{where}: shape must be [height, width] or null, got {shape!r:.40}")
+        raise InputError(f"{where}: shape must be [height, width] or null, got {shape!r:.40}")
     dtypes = entry.get("dtypes", {})
     if not isinstance(dtypes, Mapping) or any(v not in DTYPES for v in dtypes.values()):
-        raise ValueError(f"{where}: dtypes must map {list(FLOAT_FIELDS)} to one of {list(DTYPES)}")
+        raise InputError(f"{where}: dtypes must map {list(FLOAT_FIELDS)} to one of {list(DTYPES)}")
     dtype = {k: DTYPES[dtypes.get(k, "float32")] for k in FLOAT_FIELDS}
     classes = _tensor(entry["classes"], None, torch.int64, f"{where}.classes")
     boxes = _tensor(entry["boxes"], 4, dtype["boxes"], f"{where}.boxes")
     crowd = _tensor(entry.get("crowd", [False] * len(classes)), None, torch.bool, f"{where}.crowd")
     if not len(boxes) == len(classes) == len(crowd):
-        raise ValueError(f"{where}: {len(classes)} classes, {len(boxes)} boxes and {len(crowd)} crowd flags")
+        raise InputError(f"{where}: {len(classes)} classes, {len(boxes)} boxes and {len(crowd)} crowd flags")
     return ImageResult(
         path=str(entry["path"]),
         shape=tuple(shape) if shape is not None else None,
@@ -144,25 +145,25 @@ def load_records(run_dir: Path) -> Records:
         )
     data = load_json_file(path, what="evaluation records")  # bounded: a file nested 100,000 deep is one line
     if not isinstance(data, dict) or data.get("format") != FORMAT:
-        raise ValueError(f'{path}: not a tphyolo evaluation file (no "format": "{FORMAT}")')
+        raise InputError(f'{path}: not a tphyolo evaluation file (no "format": "{FORMAT}")')
     if data.get("version") != VERSION:
-        raise ValueError(f"{path}: version {data.get('version')!r:.20} is not {VERSION}")
+        raise InputError(f"{path}: version {data.get('version')!r:.20} is not {VERSION}")
     names, images = data.get("names"), data.get("images")
     if not isinstance(names, list) or not all(isinstance(n, str) for n in names) or not names:
-        raise ValueError(f"{path}: 'names' must be a non-empty list of class names")
+        raise InputError(f"{path}: 'names' must be a non-empty list of class names")
     if not isinstance(images, list):
-        raise ValueError(f"{path}: 'images' must be a list")
+        raise InputError(f"{path}: 'images' must be a list")
     max_det = data.get("max_det")
     if type(max_det) is not int or max_det < 1:
-        raise ValueError(f"{path}: 'max_det' must be a positive whole number, got {max_det!r:.20}")
+        raise InputError(f"{path}: 'max_det' must be a positive whole number, got {max_det!r:.20}")
     settings = data.get("settings", {})
     if not isinstance(settings, dict):
-        raise ValueError(f"{path}: 'settings' must be a mapping")
+        raise InputError(f"{path}: 'settings' must be a mapping")
     if data.get("protocol") not in PROTOCOLS:
-        raise ValueError(f"{path}: 'protocol' must be one of {list(PROTOCOLS)}, got {data.get('protocol')!r:.40}")
+        raise InputError(f"{path}: 'protocol' must be one of {list(PROTOCOLS)}, got {data.get('protocol')!r:.40}")
     speed = data.get("speed", {})
     if not isinstance(speed, dict) or not all(type(v) in (int, float) for v in speed.values()):
-        raise ValueError(f"{path}: 'speed' must map stages to milliseconds")
+        raise InputError(f"{path}: 'speed' must map stages to milliseconds")
     return Records(
         speed={str(k): float(v) for k, v in speed.items()},
         protocol=str(data.get("protocol")),

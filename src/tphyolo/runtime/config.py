@@ -17,6 +17,7 @@ from dataclasses import dataclass
 import torch
 from torch import nn
 
+from tphyolo.errors import InputError
 from tphyolo.flags import from_flags
 from tphyolo.runtime.compile_cache import use_compile_cache
 from tphyolo.runtime.cpu_memory import keep_freed_blocks
@@ -53,7 +54,7 @@ class RuntimeConfig(RuntimeSettings):
     def check_device(self, device: torch.device) -> None:
         """Raise ValueError when this runtime cannot run on `device` (fp16 weights need CUDA)."""
         if self.half and device.type != "cuda":
-            raise ValueError(f"half precision (fp16 weights) needs a CUDA device, got {device}")
+            raise InputError(f"half precision (fp16 weights) needs a CUDA device, got {device}")
 
     def memory_format(self, device: torch.device, *, training: bool = False) -> torch.memory_format:
         """The layout of 4-D weights and inputs on `device` for inference or `training`: NHWC
@@ -99,16 +100,16 @@ def resolve_device(spec: str, *, local_rank: int = 0) -> torch.device:
         return torch.device("cpu")
     if names == ["mps"]:
         if not torch.backends.mps.is_built():
-            raise ValueError(f"--device {spec}: this PyTorch build has no MPS support (try --device cpu)")
+            raise InputError(f"--device {spec}: this PyTorch build has no MPS support (try --device cpu)")
         if not torch.backends.mps.is_available():
-            raise ValueError(f"--device {spec}: no MPS device is available on this machine (try --device cpu)")
+            raise InputError(f"--device {spec}: no MPS device is available on this machine (try --device cpu)")
         return torch.device("mps")
     if not torch.cuda.is_available():
-        raise ValueError(f"--device {spec}: asks for CUDA, but no CUDA device is available (try --device cpu)")
+        raise InputError(f"--device {spec}: asks for CUDA, but no CUDA device is available (try --device cpu)")
     if names == ["cuda"]:
         return torch.device("cuda", local_rank)
     if max(torch.device(name).index for name in names) >= torch.cuda.device_count():
-        raise ValueError(f"--device {spec}: only {torch.cuda.device_count()} CUDA device(s) visible")
+        raise InputError(f"--device {spec}: only {torch.cuda.device_count()} CUDA device(s) visible")
     return torch.device(names[min(local_rank, len(names) - 1)])
 
 

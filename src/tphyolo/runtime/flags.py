@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 from dataclasses import dataclass
 
+from tphyolo.errors import InputError
 from tphyolo.flags import add_flags, flag
 from tphyolo.runtime.cpu_memory import KEEP_BYTES
 
@@ -31,9 +32,9 @@ def parse_device(spec: str) -> list[str]:
     parts = [p.strip() for p in spec.split(",")]
     if parts and all(p.isdigit() for p in parts):
         if len(set(parts)) != len(parts):
-            raise ValueError(f"device {spec!r} names a GPU twice")
+            raise InputError(f"device {spec!r} names a GPU twice")
         return [f"cuda:{p}" for p in parts]
-    raise ValueError(f"bad device {spec!r}: use auto, cpu, cuda, cuda:N, N or N,M,...")
+    raise InputError(f"bad device {spec!r}: use auto, cpu, cuda, cuda:N, N or N,M,...")
 
 
 TRUST_CODE_FLAG = "--trust-code"  # allows loading weights that run their own code (TorchScript)
@@ -108,15 +109,15 @@ class RuntimeSettings:
 
     def __post_init__(self) -> None:
         if self.amp not in AMP_CHOICES:
-            raise ValueError(f"amp must be one of {AMP_CHOICES}, got {self.amp!r}")
+            raise InputError(f"amp must be one of {AMP_CHOICES}, got {self.amp!r}")
         if self.compile not in COMPILE_CHOICES:
-            raise ValueError(f"compile must be one of {COMPILE_CHOICES}, got {self.compile!r}")
+            raise InputError(f"compile must be one of {COMPILE_CHOICES}, got {self.compile!r}")
         unknown = [b for b in self.sdpa_backends if b not in SDPA_BACKEND_NAMES]
         if unknown:
-            raise ValueError(f"unknown SDPA backend(s) {unknown}; known: {list(SDPA_BACKEND_NAMES)}")
+            raise InputError(f"unknown SDPA backend(s) {unknown}; known: {list(SDPA_BACKEND_NAMES)}")
         parse_device(self.device)  # validates the spelling
         if self.half and self.amp in ("bf16", "fp16"):
-            raise ValueError(f"half runs fp16 weights without autocast; it cannot be combined with amp {self.amp!r}")
+            raise InputError(f"half runs fp16 weights without autocast; it cannot be combined with amp {self.amp!r}")
 
 
 def add_runtime_arguments(parser: argparse.ArgumentParser, *, inference: bool = False) -> None:

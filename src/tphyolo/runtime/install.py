@@ -25,11 +25,13 @@ from collections.abc import Iterator
 from dataclasses import asdict, dataclass
 from importlib import metadata
 
+from tphyolo.errors import InputError
+
 TORCHVISION_MINOR_OFFSET = 15  # torchvision 0.(m + 15) is built for torch 2.m
 PYTORCH_INDEX = "https://download.pytorch.org/whl"  # PyTorch's wheel indexes: /cpu, /cu126, ...
 
 
-class BrokenInstallError(RuntimeError, ValueError):
+class BrokenInstallError(RuntimeError, InputError):
     """torch and torchvision are installed but do not work together. A ValueError too, so that the command line
     reports it in one line (as bad input) instead of a traceback."""
 

@@ -44,6 +44,7 @@ import torch
 from torch import nn
 
 from tphyolo.data.files.atomic import write_text_atomic
+from tphyolo.errors import InputError
 from tphyolo.runtime.config import RuntimeConfig, autocast
 from tphyolo.runtime.cpu_isa import CpuInfo, cpu_info
 from tphyolo.runtime.probe_freshness import Conditions, Freshness, current_conditions, spread
@@ -84,9 +85,9 @@ class ProbeJob:
 
     def __post_init__(self) -> None:
         if self.mode not in MODES:
-            raise ValueError(f"probe mode must be one of {MODES}, got {self.mode!r}")
+            raise InputError(f"probe mode must be one of {MODES}, got {self.mode!r}")
         if self.imgsz < 1 or self.batch < 1:
-            raise ValueError(f"probe needs a positive image size and batch, got {self.imgsz} and {self.batch}")
+            raise InputError(f"probe needs a positive image size and batch, got {self.imgsz} and {self.batch}")
 
     @property
     def timed_batch(self) -> int:

@@ -28,6 +28,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from tphyolo.errors import InputError
+
 MAX_REMEASURES = 2  # a provisional choice is measured again at most this many times, then kept
 MAX_AGE_DAYS = 30  # a choice older than this is measured again
 DAY_S = 86400.0
@@ -116,9 +118,9 @@ class Freshness:
         if entry is None:
             return cls(measured_at=0.0, load=0.0, cores=1, spread=0.0, margin=1.0)
         if not isinstance(entry, dict):
-            raise ValueError("its 'measured' is not an object")
+            raise InputError("its 'measured' is not an object")
         remeasures = entry["remeasures"]
         if type(remeasures) is not int or remeasures < 0:
-            raise ValueError(f"its remeasures {remeasures!r:.20} is not a count")
+            raise InputError(f"its remeasures {remeasures!r:.20} is not a count")
         return cls(measured_at=float(entry["measured_at"]), load=float(entry["load"]), cores=int(entry["cores"]),
                    spread=float(entry["spread"]), margin=float(entry["margin"]), remeasures=remeasures)  # fmt: skip

@@ -14,7 +14,7 @@ __getattr__, __dir__, __all__ = lazy_exports(
     {
         "tphyolo.serve.app": ("create_app",),
         "tphyolo.serve.client": ("Client", "ServiceError"),
-        "tphyolo.serve.config": ("ServeConfig",),
-        "tphyolo.serve.server": ("run_server",),
+        "tphyolo.serve.config": ("ServeConfig", "ServeJob", "ServedModels"),
+        "tphyolo.serve.server": ("run_serve", "run_server"),
     },
 )

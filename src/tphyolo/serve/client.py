@@ -15,6 +15,7 @@ from pathlib import Path
 import cv2
 import numpy as np
 
+from tphyolo.errors import InputError
 from tphyolo.imports import require
 from tphyolo.predict.results import Results
 from tphyolo.serve.answers import results_from_answer
@@ -58,16 +59,16 @@ class Client:
         takes them (conf=0.3, classes=[0, 2], slice=640, ...). `path` is the file's, `image` the array's."""
         if isinstance(image, np.ndarray):
             if image.ndim != 3 or image.shape[2] != 3 or image.dtype != np.uint8:
-                raise ValueError(f"expected a uint8 (H, W, 3) BGR image, got {image.dtype} {image.shape}")
+                raise InputError(f"expected a uint8 (H, W, 3) BGR image, got {image.dtype} {image.shape}")
             ok, encoded = cv2.imencode(".png", image)
             if not ok:
-                raise ValueError("cannot encode the image as PNG")
+                raise InputError("cannot encode the image as PNG")
             data, media_type, path, kept = encoded.tobytes(), "image/png", None, image
         else:
             path = Path(image)
             media_type = _MEDIA_TYPES.get(path.suffix.lower())
             if media_type is None:
-                raise ValueError(f"{path}: the service takes {', '.join(sorted(set(_MEDIA_TYPES)))} files")
+                raise InputError(f"{path}: the service takes {', '.join(sorted(set(_MEDIA_TYPES)))} files")
             data, kept = path.read_bytes(), None
         params = {k: ",".join(map(str, v)) if isinstance(v, (list, tuple)) else str(v) for k, v in options.items()}
         response = self._http.post("/v1/detect", content=data, params=params, headers={"Content-Type": media_type})

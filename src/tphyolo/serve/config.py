@@ -1,14 +1,17 @@
-"""How the detection service runs, as plain data: `ServedModels` and `ServeConfig`, whose fields are also
-`tphyolo serve`'s flags.
+"""How the detection service runs, as plain data: `ServedModels`, `ServeConfig` and `RayConfig`, whose fields
+are also `tphyolo serve`'s flags, and `ServeJob`, one run of the command (`tphyolo.serve.server.run_serve`).
 
 It imports no torch and no web framework: the command line derives its flags from it cheaply.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
+from tphyolo.errors import InputError
 from tphyolo.flags import AT_LEAST_ONE, NON_NEGATIVE, Bounds, check_field_types, flag
+from tphyolo.infer.config import InferenceConfig
+from tphyolo.infer.slicing import SliceConfig
 
 CPU_MAX_BATCH = 8  # images per forward pass unless --max-batch: on a CPU, a larger batch only adds latency
 GPU_MAX_BATCH = 32  # ... and on a GPU, where batching is what fills it
@@ -97,12 +100,27 @@ class RayConfig:
         """Raises ValueError naming the flag of a setting out of bounds, or used without --ray."""
         check_field_types(self)
         if (self.min_replicas is None) != (self.max_replicas is None):
-            raise ValueError("--min-replicas and --max-replicas set autoscaling up together; give both or neither")
+            raise InputError("--min-replicas and --max-replicas set autoscaling up together; give both or neither")
         if self.min_replicas is not None and not self.min_replicas <= self.replicas <= self.max_replicas:
-            raise ValueError(
+            raise InputError(
                 f"--replicas {self.replicas} must lie in [--min-replicas {self.min_replicas}, "
                 f"--max-replicas {self.max_replicas}]"
             )
         if not self.ray and (self.address is not None or self.replicas != 1 or self.gpus_per_replica or
                              self.min_replicas is not None):  # fmt: skip
-            raise ValueError("--address, --replicas, --gpus-per-replica and --min/--max-replicas need --ray")
+            raise InputError("--address, --replicas, --gpus-per-replica and --min/--max-replicas need --ray")
+
+
+@dataclass(frozen=True)
+class ServeJob:
+    """One run of `tphyolo serve`: the `models` served, the settings requests start from (`inference`, `slice`,
+    a crop `classifier` with its `classifier_weight`; a request may override them, `tphyolo.serve.options`),
+    the service's settings (`serve`) and, with `cluster.ray`, Ray Serve's."""
+
+    models: ServedModels
+    inference: InferenceConfig = field(default_factory=InferenceConfig)
+    slice: SliceConfig | None = None
+    classifier: str | None = None
+    classifier_weight: float | None = None
+    serve: ServeConfig = field(default_factory=ServeConfig)
+    cluster: RayConfig = field(default_factory=RayConfig)

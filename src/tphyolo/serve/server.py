@@ -1,6 +1,7 @@
 """Running the service: uvicorn on the app, with graceful shutdown.
 
     run_server(app, ServeConfig(host="127.0.0.1", port=8000, grace=10))
+    run_serve(ServeJob(ServedModels(weights=("best.pt",))), runtime=RuntimeConfig(device="cpu"))
 
 SIGTERM or SIGINT stop the listener (new connections are refused), give the requests in flight up to `grace`
 seconds to be answered, then stop the app (its queue answered, its worker stopped): the process ends within
@@ -19,11 +20,13 @@ import signal
 import socket
 import threading
 from collections.abc import Callable, Iterator
+from dataclasses import replace
 
-from tphyolo.errors import UsageError
+from tphyolo.errors import InputError, UsageError
 from tphyolo.imports import require
+from tphyolo.runtime.config import RuntimeConfig
 from tphyolo.serve.app import create_app, engine_spec
-from tphyolo.serve.config import RayConfig, ServeConfig
+from tphyolo.serve.config import ServeConfig, ServeJob
 from tphyolo.serve.metrics import SERVE_INSTALL_HINT
 from tphyolo.serve.ray_app import serve_on_ray
 
@@ -71,7 +74,7 @@ def run_server(
     finally:
         listener.close()
     if service.failure is not None:
-        raise ValueError(service.failure)
+        raise InputError(service.failure)
 
 
 def listening_socket(host: str, port: int) -> socket.socket:
@@ -116,19 +119,28 @@ def _signals_end_quietly() -> Iterator[None]:
             signal.signal(sig, handler)
 
 
-def serve_weights(
-    weights,
-    config=None,
+def run_serve(
+    job: ServeJob,
     *,
-    serve: ServeConfig,
-    cluster: RayConfig | None = None,
+    runtime: RuntimeConfig | None = None,
+    device: str | None = None,
     on_listening: Callable[[str, int], None] | None = None,
-    **engine,
+    stop: threading.Event | None = None,
 ) -> None:
-    """Serve `weights` with the default inference `config` and `engine` keywords (`tphyolo.serve.app.
-    engine_spec`) until SIGTERM/SIGINT: on Ray Serve when `cluster.ray` (`tphyolo.serve.ray_app`), else with
-    uvicorn in this process (`run_server`)."""
-    if cluster is not None and cluster.ray:
-        serve_on_ray(engine_spec(weights, config, **engine), serve, cluster, on_listening=on_listening)
+    """Serve `job` on `runtime` and `device` (defaults: Predictor's) until SIGTERM/SIGINT (in the main thread) or
+    `stop` is set: on Ray Serve when `job.cluster.ray` (`tphyolo.serve.ray_app`), else with uvicorn in this
+    process (`run_server`); `on_listening(host, port)` is called once it listens. Without `job.serve.max_batch`
+    the batch is the device's default, at most a fixed-batch export's (the models settle it)."""
+    inference = job.inference
+    if job.serve.max_batch is None:
+        inference = replace(inference, from_model=(*inference.from_model, "batch"))
+    engine = {
+        "slice": job.slice, "model_weights": job.models.model_weights, "classifier": job.classifier,
+        "classifier_weight": job.classifier_weight, "runtime": runtime, "device": device,
+    }  # fmt: skip
+    if job.cluster.ray:
+        spec = engine_spec(job.models.weights, inference, **engine)
+        serve_on_ray(spec, job.serve, job.cluster, on_listening=on_listening, stop=stop)
         return
-    run_server(create_app(weights, config, serve=serve, **engine), serve, on_listening=on_listening)
+    run_server(create_app(job.models.weights, inference, serve=job.serve, **engine), job.serve,
+               on_listening=on_listening, stop=stop)  # fmt: skip

@@ -22,6 +22,7 @@ from __future__ import annotations
 import cv2
 import numpy as np
 
+from tphyolo.errors import InputError
 from tphyolo.track.config import CMC_METHODS
 
 IDENTITY = np.array([[1.0, 0.0, 0.0], [0.0, 1.0, 0.0]])
@@ -36,7 +37,7 @@ class CameraMotion:
 
     def __init__(self, method: str = "sparse", *, size: int = 640) -> None:
         if method not in CMC_METHODS:
-            raise ValueError(f"unknown camera-motion compensation {method!r}; known: {list(CMC_METHODS)}")
+            raise InputError(f"unknown camera-motion compensation {method!r}; known: {list(CMC_METHODS)}")
         self.method = method
         self.size = size
         self._orb = cv2.ORB_create(nfeatures=1000) if method == "orb" else None
@@ -74,7 +75,7 @@ class CameraMotion:
 
     def _shrink(self, frame: np.ndarray) -> tuple[np.ndarray, float]:
         if frame.ndim != 2 and (frame.ndim != 3 or frame.shape[2] != 3):
-            raise ValueError(f"camera motion: expected a (H, W, 3) or (H, W) image, got shape {frame.shape}")
+            raise InputError(f"camera motion: expected a (H, W, 3) or (H, W) image, got shape {frame.shape}")
         grey = frame if frame.ndim == 2 else cv2.cvtColor(frame, cv2.COLOR_BGR2GRAY)
         scale = min(1.0, self.size / max(grey.shape))
         if scale < 1.0:

@@ -25,6 +25,7 @@ from dataclasses import dataclass, fields, is_dataclass, replace
 from pathlib import Path
 from typing import Any
 
+from tphyolo.errors import InputError
 from tphyolo.flags import FRACTION, NON_NEGATIVE, Bounds, check_field_types
 from tphyolo.track.kalman import MOTION_MODELS
 from tphyolo.yaml_files import load_yaml_file
@@ -44,7 +45,7 @@ def check_bounds(settings: Any, bounds: Mapping[str, Bounds]) -> None:
     for name, allowed in bounds.items():
         value = getattr(settings, name)
         if value not in allowed:
-            raise ValueError(f"{name} must be {allowed}, got {value}")
+            raise InputError(f"{name} must be {allowed}, got {value}")
 
 
 @dataclass(frozen=True)
@@ -82,14 +83,14 @@ class TrackerConfig:
     def __post_init__(self) -> None:
         check_field_types(self)
         if self.tracker not in BYTETRACK_FAMILY:
-            raise ValueError(f"TrackerConfig sets up {list(BYTETRACK_FAMILY)}, not {self.tracker!r}")
+            raise InputError(f"TrackerConfig sets up {list(BYTETRACK_FAMILY)}, not {self.tracker!r}")
         if self.motion not in MOTION_MODELS:
-            raise ValueError(f"unknown motion model {self.motion!r}; known: {list(MOTION_MODELS)}")
+            raise InputError(f"unknown motion model {self.motion!r}; known: {list(MOTION_MODELS)}")
         if self.cmc not in CMC_METHODS:
-            raise ValueError(f"unknown camera-motion compensation {self.cmc!r}; known: {list(CMC_METHODS)}")
+            raise InputError(f"unknown camera-motion compensation {self.cmc!r}; known: {list(CMC_METHODS)}")
         check_bounds(self, _BOUNDS)
         if self.track_low_thresh > self.track_high_thresh:
-            raise ValueError(f"track_low_thresh {self.track_low_thresh} is above track_high_thresh "
+            raise InputError(f"track_low_thresh {self.track_low_thresh} is above track_high_thresh "
                              f"{self.track_high_thresh}")  # fmt: skip
 
 
@@ -122,15 +123,15 @@ def settings_from(source: Any, presets: Mapping[str, Any], **overrides: Any) -> 
         return _replaced(presets[text], overrides, where=f"tracker {text}")
     path = Path(text)
     if path.suffix.lower() not in (".yaml", ".yml"):
-        raise ValueError(f"tracker {text!r}: neither a tracker name ({', '.join(presets)}) nor a .yaml file")
+        raise InputError(f"tracker {text!r}: neither a tracker name ({', '.join(presets)}) nor a .yaml file")
     data = load_yaml_file(path)
     if data is None:
         data = {}
     if not isinstance(data, dict):
-        raise ValueError(f"{path}: expected a mapping of tracker settings, got {type(data).__name__}")
+        raise InputError(f"{path}: expected a mapping of tracker settings, got {type(data).__name__}")
     base = data.get("tracker", next(iter(presets)))
     if base not in presets:
-        raise ValueError(f"{path}: tracker {base!r} is not one of {list(presets)}")
+        raise InputError(f"{path}: tracker {base!r} is not one of {list(presets)}")
     return _replaced(presets[base], data | overrides, where=str(path))
 
 
@@ -138,8 +139,8 @@ def _replaced(settings: Any, changes: Mapping[str, Any], *, where: str) -> Any:
     known = {f.name for f in fields(settings)}
     unknown = sorted(str(k) for k in changes if k not in known)
     if unknown:
-        raise ValueError(f"{where}: unknown tracker setting(s) {unknown}; known: {sorted(known)}")
+        raise InputError(f"{where}: unknown tracker setting(s) {unknown}; known: {sorted(known)}")
     try:
         return replace(settings, **changes)
     except ValueError as error:
-        raise ValueError(f"{where}: {error}") from None
+        raise InputError(f"{where}: {error}") from None

@@ -31,6 +31,8 @@ from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 
+from tphyolo.errors import InputError
+
 
 @dataclass(frozen=True)
 class Tracks:
@@ -134,5 +136,5 @@ def detections_of_frame(boxes: Any, scores: Any, labels: Any = None) -> tuple[np
     scores = np.asarray(scores, dtype=np.float64).reshape(-1)
     labels = np.zeros(len(boxes), np.int64) if labels is None else np.asarray(labels).astype(np.int64).reshape(-1)
     if not len(boxes) == len(scores) == len(labels):
-        raise ValueError(f"{len(boxes)} boxes, {len(scores)} scores and {len(labels)} labels")
+        raise InputError(f"{len(boxes)} boxes, {len(scores)} scores and {len(labels)} labels")
     return boxes, scores, labels

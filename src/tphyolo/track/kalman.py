@@ -28,6 +28,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from tphyolo.errors import InputError
+
 MOTION_MODELS = ("xyah", "xywh")
 POSITION_WEIGHT = 1 / 20
 VELOCITY_WEIGHT = 1 / 160
@@ -83,7 +85,7 @@ class KalmanBoxFilter:
 
     def __init__(self, model: str = "xywh") -> None:
         if model not in MOTION_MODELS:
-            raise ValueError(f"unknown motion model {model!r}; known: {list(MOTION_MODELS)}")
+            raise InputError(f"unknown motion model {model!r}; known: {list(MOTION_MODELS)}")
         self.model = model
 
     def measure(self, boxes: np.ndarray) -> np.ndarray:

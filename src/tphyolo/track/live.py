@@ -20,6 +20,8 @@ from typing import Any
 
 import numpy as np
 
+from tphyolo.errors import InputError
+
 
 class LiveTracks:
     """Parallel columns (row i of each is one track), given by name with their first rows (usually none);
@@ -27,10 +29,10 @@ class LiveTracks:
 
     def __init__(self, **columns: Any) -> None:
         if not columns:
-            raise ValueError("LiveTracks needs at least one column")
+            raise InputError("LiveTracks needs at least one column")
         lengths = {name: len(value) for name, value in columns.items()}
         if len(set(lengths.values())) > 1:
-            raise ValueError(f"LiveTracks columns of different lengths: {lengths}")
+            raise InputError(f"LiveTracks columns of different lengths: {lengths}")
         self._names = tuple(columns)
         for name, value in columns.items():
             setattr(self, name, value)
@@ -46,7 +48,7 @@ class LiveTracks:
     def append(self, rows: Mapping[str, Any]) -> None:
         """Add tracks at the end: `rows` gives every column's new rows by name."""
         if set(rows) != set(self._names):
-            raise ValueError(f"LiveTracks.append needs the columns {sorted(self._names)}, got {sorted(rows)}")
+            raise InputError(f"LiveTracks.append needs the columns {sorted(self._names)}, got {sorted(rows)}")
         for name in self._names:
             mine = getattr(self, name)
             joined = np.concatenate([mine, rows[name]]) if isinstance(mine, np.ndarray) else type(mine).concatenate(
@@ -65,5 +67,5 @@ class SparseFrames:
         """Advance `frames` frames that have no detection (and no image) at once, which only moves the frame count
         while no track is kept. ValueError when a track is kept (its age must move frame by frame)."""
         if len(self.tracks) or frames < 0:
-            raise ValueError(f"skip_empty({frames}) with {len(self.tracks)} track(s) kept; update frame by frame")
+            raise InputError(f"skip_empty({frames}) with {len(self.tracks)} track(s) kept; update frame by frame")
         self.frame_count += frames

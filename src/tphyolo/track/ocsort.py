@@ -33,6 +33,7 @@ from typing import Any
 
 import numpy as np
 
+from tphyolo.errors import InputError
 from tphyolo.flags import AT_LEAST_ONE, FRACTION, NON_NEGATIVE, check_field_types
 from tphyolo.ops.overlap import box_overlap
 from tphyolo.track.config import check_bounds
@@ -69,10 +70,10 @@ class OCSortConfig:
     def __post_init__(self) -> None:
         check_field_types(self)
         if self.tracker != "ocsort":
-            raise ValueError(f"OCSortConfig is the settings of 'ocsort', not {self.tracker!r}")
+            raise InputError(f"OCSortConfig is the settings of 'ocsort', not {self.tracker!r}")
         check_bounds(self, _BOUNDS)
         if self.low_thresh > self.det_thresh:
-            raise ValueError(f"low_thresh {self.low_thresh} is above det_thresh {self.det_thresh}")
+            raise InputError(f"low_thresh {self.low_thresh} is above det_thresh {self.det_thresh}")
 
 
 OCSORT_MOT17 = OCSortConfig(det_thresh=0.6, min_hits=3, use_byte=False)  # as published (Cao et al. 2023, MOT17)

@@ -28,6 +28,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from tphyolo.data.mot.table import TrackTable
+from tphyolo.errors import InputError
 from tphyolo.flags import FRACTION, check_field_types
 from tphyolo.track.config import check_bounds
 
@@ -56,10 +57,10 @@ class DetectorNoise:
     def __post_init__(self) -> None:
         check_field_types(self)
         if self.scores not in SCORE_LAWS or self.fp_scores not in FP_SCORE_LAWS:
-            raise ValueError(f"scores must be one of {SCORE_LAWS} and fp_scores one of {FP_SCORE_LAWS}")
+            raise InputError(f"scores must be one of {SCORE_LAWS} and fp_scores one of {FP_SCORE_LAWS}")
         check_bounds(self, dict.fromkeys(("miss", "fp_near", "conf", "score_mean"), FRACTION))
         if self.scores == "beta" and not 0 < self.score_spread**2 < self.score_mean * (1 - self.score_mean):
-            raise ValueError(f"no Beta law has mean {self.score_mean} and spread {self.score_spread}")
+            raise InputError(f"no Beta law has mean {self.score_mean} and spread {self.score_spread}")
 
 
 CONFIDENT_DETECTOR = DetectorNoise()

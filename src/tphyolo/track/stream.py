@@ -26,6 +26,7 @@ import torch
 from tphyolo.data.categories import VISDRONE
 from tphyolo.data.formats.visdrone import NAMES as VISDRONE_NAMES
 from tphyolo.data.mot.sequences import detection_files, read_detections
+from tphyolo.errors import InputError
 from tphyolo.predict import predictor as prediction
 from tphyolo.predict.results import Results
 from tphyolo.predict.sequences import VideoSequence, resolve_sequences
@@ -108,9 +109,9 @@ class Tracker:
         **predictor_settings: Any,
     ) -> None:
         if (weights is None) == (detections is None):
-            raise ValueError("Tracker: give weights (a detector) or detections (a folder of files), one of them")
+            raise InputError("Tracker: give weights (a detector) or detections (a folder of files), one of them")
         if detections is not None and predictor_settings:
-            raise ValueError(f"Tracker: detector settings {sorted(predictor_settings)} given with detections")
+            raise InputError(f"Tracker: detector settings {sorted(predictor_settings)} given with detections")
         if isinstance(tracker, MultiObjectTracker) and not isinstance(tracker, type):
             self.tracker = tracker
         else:
@@ -160,11 +161,11 @@ class Tracker:
         frame is read. on_skip: called with a file that does not decode and the error, which is then skipped
         (default: the error stops the detector's frames)."""
         if vid_stride < 1:
-            raise ValueError(f"vid_stride must be at least 1, got {vid_stride}")
+            raise InputError(f"vid_stride must be at least 1, got {vid_stride}")
         if self.detections is not None:
             return self._detection_sequences(source, vid_stride)
         if source is None:
-            raise ValueError("Tracker: give a source (a video, a folder of frames, ...) for the detector to run on")
+            raise InputError("Tracker: give a source (a video, a folder of frames, ...) for the detector to run on")
         sequences = resolve_sequences(source)
         return ((s.name, self._detector_frames(s, vid_stride, on_skip)) for s in sequences)
 
@@ -178,7 +179,7 @@ class Tracker:
 
     def _detection_sequences(self, source: Any, vid_stride: int) -> Iterator[tuple[str, Iterator[TrackedFrame]]]:
         if source is None and self.cmc != "none":
-            raise ValueError(f"tracker {self.tracker_name} compensates camera motion ({self.cmc}) from "
+            raise InputError(f"tracker {self.tracker_name} compensates camera motion ({self.cmc}) from "
                              "the frames: give their source with the detections, or cmc none")  # fmt: skip
         paired = pair_sequences(self.detections, source)
         return ((name, self._detection_frames(path, sequence, vid_stride)) for name, (path, sequence) in paired.items())

@@ -19,6 +19,7 @@ from typing import Any
 
 import numpy as np
 
+from tphyolo.errors import InputError
 from tphyolo.ops.overlap import box_overlap
 from tphyolo.track.cmc import IDENTITY, CameraMotion
 from tphyolo.track.config import TrackerConfig, tracker_config
@@ -120,7 +121,7 @@ class ByteTracker(SparseFrames):
         if self.config.cmc == "none":
             return None
         if frame is None:
-            raise ValueError(
+            raise InputError(
                 f"camera-motion compensation ({self.config.cmc!r}) needs each frame: pass frame= (or camera_motion=),"
                 " or set cmc='none'"
             )

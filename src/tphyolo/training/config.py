@@ -11,6 +11,7 @@ from typing import Any
 
 from tphyolo.data.files.image_limits import IMGSZ_BOUNDS
 from tphyolo.data.scan_options import scan_cache_flag
+from tphyolo.errors import InputError
 from tphyolo.flags import AT_LEAST_ONE, FRACTION, NON_NEGATIVE, SEED, check_field_types, flag, imgsz_flag, setting_name
 from tphyolo.infer.config import MAX_DET, VAL_CONF, VAL_IOU
 
@@ -126,19 +127,19 @@ class TrainConfig:
             object.__setattr__(self, "freeze", (self.freeze,))
         check_field_types(self)  # types and the flags' bounds
         if not self.freeze:
-            raise ValueError(f"{self._flag('freeze')} needs a number of layers or layer indices")
+            raise InputError(f"{self._flag('freeze')} needs a number of layers or layer indices")
         if self.optimizer is not None and self.optimizer not in OPTIMIZERS:
-            raise ValueError(f"{self._flag('optimizer')} must be one of {OPTIMIZERS}, got {self.optimizer!r}")
+            raise InputError(f"{self._flag('optimizer')} must be one of {OPTIMIZERS}, got {self.optimizer!r}")
         if self.cache not in CACHE_CHOICES:
-            raise ValueError(f"{self._flag('cache')} must be one of {CACHE_CHOICES}, got {self.cache!r}")
+            raise InputError(f"{self._flag('cache')} must be one of {CACHE_CHOICES}, got {self.cache!r}")
         if self.ignore_mode not in IGNORE_MODES:
-            raise ValueError(f"{self._flag('ignore_mode')} must be one of {IGNORE_MODES}, got {self.ignore_mode!r}")
+            raise InputError(f"{self._flag('ignore_mode')} must be one of {IGNORE_MODES}, got {self.ignore_mode!r}")
         for name, minimum in (("max_det", 1),):  # settings without a flag
             if getattr(self, name) < minimum:
-                raise ValueError(f"{self._flag(name)} must be at least {minimum}, got {getattr(self, name)}")
+                raise InputError(f"{self._flag(name)} must be at least {minimum}, got {getattr(self, name)}")
         for name in ("val_conf", "val_iou"):
             if getattr(self, name) not in FRACTION:
-                raise ValueError(f"{self._flag(name)} must be {FRACTION}, got {getattr(self, name)!r}")
+                raise InputError(f"{self._flag(name)} must be {FRACTION}, got {getattr(self, name)!r}")
 
     def _flag(self, name: str) -> str:
         return setting_name(self, name)

@@ -21,6 +21,7 @@ from tphyolo.data.dataset_config import DataConfig, load_data_config
 from tphyolo.data.loader import DatasetSettings, LoaderSettings, build_dataloader, build_dataset
 from tphyolo.data.report import format_problems, shared_images_warning
 from tphyolo.data.scan import SplitScan, scan_split
+from tphyolo.errors import InputError
 from tphyolo.evaluation.sharded import Shard
 from tphyolo.runtime.distributed import DistContext, barrier
 from tphyolo.training.config import TrainConfig
@@ -120,7 +121,7 @@ def build_data(
     if dist.is_main:
         _report_problems("train", train_scan)
     if len(train_set) == 0:
-        raise ValueError(f"data {cfg.data!r}: no usable training images (run `tphyolo data check`)")
+        raise InputError(f"data {cfg.data!r}: no usable training images (run `tphyolo data check`)")
     train_loader = build_dataloader(
         train_set,
         LoaderSettings(

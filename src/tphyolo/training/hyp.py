@@ -16,6 +16,7 @@ import math
 from collections.abc import Mapping
 from pathlib import Path
 
+from tphyolo.errors import InputError
 from tphyolo.yaml_files import load_yaml_file
 
 LOGGER = logging.getLogger("tphyolo.train")
@@ -94,30 +95,30 @@ def validate_hyp(hyp: object, *, source: str = "hyp") -> dict[str, float]:
     Returns a plain dict copy (ints stay ints). Raises ValueError naming `source` and the offending key.
     """
     if not isinstance(hyp, Mapping):
-        raise ValueError(f"{source}: a hyp file must be a mapping of names to numbers, got {type(hyp).__name__}")
+        raise InputError(f"{source}: a hyp file must be a mapping of names to numbers, got {type(hyp).__name__}")
     missing = [k for k in HYP_KEYS if k not in hyp]
     if missing:
-        raise ValueError(f"{source}: missing hyperparameter(s) {missing}")
+        raise InputError(f"{source}: missing hyperparameter(s) {missing}")
     known = {**HYP_KEYS, **OPTIONAL_HYP_KEYS, **NO_EFFECT_HYP_KEYS}
     unknown = [k for k in hyp if k not in known]
     if unknown:
         known = sorted(known)
-        raise ValueError(f"{source}: unknown hyperparameter(s) {unknown}; known: {known}")
+        raise InputError(f"{source}: unknown hyperparameter(s) {unknown}; known: {known}")
     for key, value in hyp.items():
         if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
-            raise ValueError(f"{source}: {key} must be a finite number, got {value!r}")
+            raise InputError(f"{source}: {key} must be a finite number, got {value!r}")
         if value < 0:
-            raise ValueError(f"{source}: {key} must be >= 0, got {value!r}")
+            raise InputError(f"{source}: {key} must be >= 0, got {value!r}")
     for key in PROBABILITY_KEYS:
         if hyp.get(key, 0) > 1:
-            raise ValueError(f"{source}: {key} is a probability/fraction and must be <= 1, got {hyp[key]!r}")
+            raise InputError(f"{source}: {key} is a probability/fraction and must be <= 1, got {hyp[key]!r}")
     if hyp["anchor_t"] <= 1:
-        raise ValueError(f"{source}: anchor_t must be > 1 (a side ratio), got {hyp['anchor_t']!r}")
+        raise InputError(f"{source}: anchor_t must be > 1 (a side ratio), got {hyp['anchor_t']!r}")
     if hyp["lr0"] <= 0:
-        raise ValueError(f"{source}: lr0 must be > 0, got {hyp['lr0']!r}")
+        raise InputError(f"{source}: lr0 must be > 0, got {hyp['lr0']!r}")
     anchors = hyp.get("anchors")
     if anchors is not None and (anchors != int(anchors) or anchors < 1):
-        raise ValueError(f"{source}: anchors is a count per level and must be a positive integer, got {anchors!r}")
+        raise InputError(f"{source}: anchors is a count per level and must be a positive integer, got {anchors!r}")
     return dict(hyp)
 
 
@@ -148,7 +149,7 @@ def scale_hyp(
     obj *= (imgsz/640)^2 * 3/nl. label_smoothing is set to the argument, or kept from `hyp` (default 0).
     """
     if num_levels < 1 or num_classes < 1 or imgsz < 1:
-        raise ValueError(f"num_levels, num_classes and imgsz must be >= 1, got {num_levels}, {num_classes}, {imgsz}")
+        raise InputError(f"num_levels, num_classes and imgsz must be >= 1, got {num_levels}, {num_classes}, {imgsz}")
     scaled = dict(hyp)
     scaled["box"] = hyp["box"] * (3 / num_levels)
     scaled["cls"] = hyp["cls"] * (num_classes / 80 * 3 / num_levels)

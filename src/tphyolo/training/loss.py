@@ -29,6 +29,8 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 from torch.utils.checkpoint import checkpoint
 
+from tphyolo.errors import InputError
+
 # Objectness weight per level, from the finest level (largest map) to the coarsest.
 OBJ_BALANCE_3 = (4.0, 1.0, 0.4)
 OBJ_BALANCE_DEFAULT = (4.0, 1.0, 0.25, 0.06, 0.02)
@@ -49,7 +51,7 @@ def objectness_balance(num_levels: int) -> tuple[float, ...]:
     if num_levels == 3:
         return OBJ_BALANCE_3
     if not 1 <= num_levels <= len(OBJ_BALANCE_DEFAULT):
-        raise ValueError(f"objectness balance is defined for 1 to {len(OBJ_BALANCE_DEFAULT)} levels, got {num_levels}")
+        raise InputError(f"objectness balance is defined for 1 to {len(OBJ_BALANCE_DEFAULT)} levels, got {num_levels}")
     return OBJ_BALANCE_DEFAULT[:num_levels]
 
 
@@ -128,9 +130,9 @@ class YoloLoss(nn.Module):
         if missing:
             raise KeyError(f"loss hyperparameters missing: {missing}; the loss needs {list(LOSS_HYP_KEYS)}")
         if num_classes < 1:
-            raise ValueError(f"num_classes must be >= 1, got {num_classes}")
+            raise InputError(f"num_classes must be >= 1, got {num_classes}")
         if autobalance and 16.0 not in strides:
-            raise ValueError(f"autobalance needs a stride-16 level as reference, strides are {strides}")
+            raise InputError(f"autobalance needs a stride-16 level as reference, strides are {strides}")
 
         self.num_levels, self.num_anchors = int(anchors.shape[0]), int(anchors.shape[1])
         self.num_classes = int(num_classes)
@@ -322,5 +324,5 @@ def _find_head(model: nn.Module) -> nn.Module:
     """The last submodule (or `model` itself) that carries the detection-head attributes."""
     heads = [m for m in model.modules() if all(hasattr(m, k) for k in HEAD_ATTRIBUTES)]
     if not heads:
-        raise ValueError(f"{type(model).__name__} has no detection head (a module with {list(HEAD_ATTRIBUTES)})")
+        raise InputError(f"{type(model).__name__} has no detection head (a module with {list(HEAD_ATTRIBUTES)})")
     return heads[-1]

@@ -14,6 +14,7 @@ from dataclasses import dataclass, replace
 
 from tphyolo.data.dataset_config import DataConfig
 from tphyolo.data.formats.visdrone import NAMES as VISDRONE_NAMES
+from tphyolo.errors import InputError
 from tphyolo.flags import setting_name
 from tphyolo.training.config import TrainConfig
 
@@ -67,7 +68,7 @@ def recipe_name(data: DataConfig) -> tuple[str, str]:
     """(recipe name, why) for a dataset. Raises ValueError naming the yaml when it names an unknown recipe."""
     if data.recipe is not None:
         if data.recipe not in RECIPES:
-            raise ValueError(f"{data.source}: unknown recipe {data.recipe!r}; known: {sorted(RECIPES)}")
+            raise InputError(f"{data.source}: unknown recipe {data.recipe!r}; known: {sorted(RECIPES)}")
         return data.recipe, "named by the dataset's yaml"
     if tuple(data.names) == VISDRONE_NAMES:
         return "visdrone", "the dataset has VisDrone's classes"

@@ -28,6 +28,7 @@ from tphyolo.checkpoint.format import (
     remove_stale_temp_files,
     save_checkpoint,
 )
+from tphyolo.errors import InputError
 from tphyolo.training.config import TrainConfig
 from tphyolo.training.loop import StepState
 from tphyolo.training.optim.ema import unwrap
@@ -97,7 +98,7 @@ def restore_training(ckpt: Checkpoint, optim: Optimization, *, epochs: int, rest
     state = ckpt.state
     progress = read_progress(ckpt)
     if progress.start_epoch >= epochs:
-        raise ValueError(f"{ckpt.path}: the run already finished its {epochs} epochs; nothing to resume")
+        raise InputError(f"{ckpt.path}: the run already finished its {epochs} epochs; nothing to resume")
     if "optimizer" not in state:
         raise CheckpointError(f"{ckpt.path}: not a resumable training checkpoint (it has no 'optimizer' state)")
     _load_state(ckpt, "optimizer", optim.optimizer)

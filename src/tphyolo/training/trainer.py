@@ -26,6 +26,7 @@ from tphyolo.checkpoint.format import load_checkpoint, save_checkpoint
 from tphyolo.data.files.atomic import write_text_atomic
 from tphyolo.data.letterbox import check_imgsz
 from tphyolo.data.loader import set_loader_epoch, step_size
+from tphyolo.errors import InputError
 from tphyolo.evaluation import loop as evaluation_loop  # by module: a patched loop function is the one called
 from tphyolo.evaluation import results as evaluation_results  # likewise for the rendering
 from tphyolo.evaluation.settings import EvalSettings
@@ -120,7 +121,7 @@ class Trainer:
         on_epoch: Callable[[int, dict[str, float]], None] | None = None,
     ) -> None:
         if runtime.half:
-            raise ValueError("half (fp16 weights) is for inference only; train with amp (bf16/fp16 autocast)")
+            raise InputError("half (fp16 weights) is for inference only; train with amp (bf16/fp16 autocast)")
         self.startup = clock = StartupClock()  # imports: the process's start up to here
         if resume_from is None:
             cfg = with_resolved_paths(cfg, Path.cwd())

@@ -28,6 +28,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
+from tphyolo.errors import InputError
+
 MAX_SRT_BYTES = 64 << 20
 _FIELD = re.compile(r"\b(latitude|longitude|rel_alt|altitude|focal_len|gb_yaw)\s*:\s*(-?[\d.]+)")
 _GPS = re.compile(r"GPS\s*\(\s*(-?[\d.]+)\s*,\s*(-?[\d.]+)\s*,\s*(-?[\d.]+)\s*\)")
@@ -70,7 +72,7 @@ def read_srt(path: str | Path) -> dict[int, Telemetry]:
     """{frame number (from 1): Telemetry} of SRT file `path` (see the module docstring)."""
     path = Path(path)
     if path.stat().st_size > MAX_SRT_BYTES:
-        raise ValueError(f"{path}: larger than {MAX_SRT_BYTES >> 20} MiB; not an SRT telemetry file")
+        raise InputError(f"{path}: larger than {MAX_SRT_BYTES >> 20} MiB; not an SRT telemetry file")
     text = path.read_text(encoding="utf-8", errors="replace")
     frames: dict[int, Telemetry] = {}
     for index, entry in enumerate(re.split(r"\n\s*\n", text.replace("\r\n", "\n").strip()), start=1):
@@ -79,7 +81,7 @@ def read_srt(path: str | Path) -> dict[int, Telemetry]:
             number = _FRAME.search(entry)
             frames[int(number.group(1)) if number else index] = telemetry
     if not frames:
-        raise ValueError(f"{path}: no entry with latitude, longitude and height; not a DJI-style SRT telemetry file")
+        raise InputError(f"{path}: no entry with latitude, longitude and height; not a DJI-style SRT telemetry file")
     return frames
 
 

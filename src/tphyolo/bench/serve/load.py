@@ -25,6 +25,7 @@ from urllib.parse import urlsplit
 import numpy as np
 
 from tphyolo.bench.report import significant
+from tphyolo.errors import InputError
 
 LOOPBACK = ("127.0.0.1", "localhost", "::1")
 READY_TIMEOUT_S = 300.0
@@ -88,7 +89,7 @@ def check_loopback(url: str) -> str:
     """`url` without a trailing slash; ValueError unless it is http on a loopback address."""
     parts = urlsplit(url)
     if parts.scheme != "http" or parts.hostname not in LOOPBACK:
-        raise ValueError(f"--url {url}: load goes to a loopback address only (http://127.0.0.1:PORT)")
+        raise InputError(f"--url {url}: load goes to a loopback address only (http://127.0.0.1:PORT)")
     return url.rstrip("/")
 
 
@@ -166,7 +167,7 @@ def rss_mb(pid: int, *, peak: bool = False) -> float:
     for line in Path(f"/proc/{pid}/status").read_text().splitlines():
         if line.startswith(key):
             return int(line.split()[1]) / 1024
-    raise ValueError(f"/proc/{pid}/status: no {key} line")
+    raise InputError(f"/proc/{pid}/status: no {key} line")
 
 
 class ServerProcess:

@@ -1,7 +1,9 @@
 """Errors of the original-checkpoint reader."""
 
+from tphyolo.errors import InputError
 
-class LegacyCheckpointError(ValueError):
+
+class LegacyCheckpointError(InputError):
     """A file that cannot be read as a pickled PyTorch checkpoint; the message names the file."""
 
 
@@ -9,5 +11,5 @@ class ForbiddenGlobalError(LegacyCheckpointError):
     """The pickle references a global outside the allowlist (it would run code if loaded normally)."""
 
 
-class MalformedRecordError(ValueError):
+class MalformedRecordError(InputError):
     """A pickled value that does not rebuild; `read_archive` reports it as a LegacyCheckpointError naming the file."""

@@ -8,7 +8,7 @@ import os
 from collections.abc import Callable, Iterable
 from pathlib import Path
 
-from tphyolo.errors import UsageError
+from tphyolo.errors import InputError, UsageError
 from tphyolo.yaml_files import load_yaml_file
 
 
@@ -67,7 +67,7 @@ class _SavedArgvParser(argparse.ArgumentParser):
     """A parser of a run folder's saved argv: a bad value raises ValueError, for the caller to name the file."""
 
     def error(self, message: str):  # noqa: ANN201 - argparse's hook, which must not return
-        raise ValueError(message)
+        raise InputError(message)
 
 
 def read_saved_run(
@@ -86,10 +86,10 @@ def read_saved_run(
         raise UsageError(f"--resume {run_dir}: not a {kind} folder (no {settings_file})")
     saved = load_yaml_file(path)
     if not isinstance(saved, dict) or not isinstance(saved.get("argv"), list):
-        raise ValueError(f"{path}: expected a mapping with an 'argv' list")
+        raise InputError(f"{path}: expected a mapping with an 'argv' list")
     parser = _SavedArgvParser(prog=prog, add_help=False)
     add_arguments(parser)
     try:
         return parser.parse_args([str(word) for word in saved["argv"]]), saved
     except ValueError as error:
-        raise ValueError(f"{path}: 'argv' (the run's saved settings): {error}") from None
+        raise InputError(f"{path}: 'argv' (the run's saved settings): {error}") from None

@@ -9,7 +9,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from tphyolo.errors import UsageError
+from tphyolo.errors import InputError, UsageError
 from tphyolo.flags import FRACTION, NON_NEGATIVE, add_flags, flag, from_flags
 from tphyolo.infer.config import MODEL_CHOSEN, InferenceConfig
 from tphyolo.infer.slicing import AUTO, DEFAULT_OVERLAP, OVERLAP_BOUNDS, SIZE_BOUNDS, SliceConfig
@@ -137,6 +137,6 @@ def inference_device(runtime):
         runtime.check_device(device)
     except ValueError as error:
         if runtime.half:
-            raise ValueError(f"--half needs a CUDA device, got {device}") from error
+            raise InputError(f"--half needs a CUDA device, got {device}") from error
         raise
     return device

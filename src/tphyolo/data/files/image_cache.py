@@ -13,6 +13,7 @@ import numpy as np
 
 from tphyolo.data.files.image_io import read_image, resize_long_side
 from tphyolo.data.files.paths import is_read_only_folder
+from tphyolo.errors import InputError
 
 CACHE_MODES = ("ram", "disk")
 RAM_SAFETY = 1.3  # refuse RAM caching unless available memory exceeds the estimate by this factor
@@ -59,7 +60,7 @@ def _disk_entry(im_file: str, imgsz: int, augment: bool) -> Path:
         except (OSError, ValueError):
             pass
     if not path.parent.exists() and is_read_only_folder(path.parent.parent):
-        raise ValueError(f"disk image cache: {path.parent.parent} is read-only; use cache='ram' or no cache")
+        raise InputError(f"disk image cache: {path.parent.parent} is read-only; use cache='ram' or no cache")
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f"{path.stem}.{os.getpid()}.tmp.npy")  # np.save keeps a name ending in .npy
     np.save(tmp, load_resized(im_file, imgsz, augment=augment), allow_pickle=False)
@@ -74,7 +75,7 @@ class ImageCache:
         self, files: list[str], shapes: list[tuple[int, int]], *, imgsz: int, mode: str, augment: bool, workers: int = 4
     ) -> None:
         if mode not in CACHE_MODES:
-            raise ValueError(f"image cache {mode!r}: expected one of {CACHE_MODES}")
+            raise InputError(f"image cache {mode!r}: expected one of {CACHE_MODES}")
         self.mode, self.imgsz, self.files, self.augment = mode, imgsz, list(files), augment
         self.nbytes = estimate_cache_bytes(shapes, imgsz)
         if mode == "ram":

@@ -31,6 +31,7 @@ from PIL import Image, UnidentifiedImageError
 
 from tphyolo.data.files.image_limits import MAX_IMAGE_PIXELS, MIN_IMAGE_SIDE
 from tphyolo.data.files.paths import NO_SUCH_FILE, regular_file_problem
+from tphyolo.errors import InputError
 
 # The one list of image file suffixes (lower case), in the order a stem's image is looked for.
 IMAGE_SUFFIXES = (".jpg", ".jpeg", ".png", ".bmp", ".tif", ".tiff", ".webp", ".mpo", ".pgm", ".ppm", ".gif")
@@ -40,7 +41,7 @@ _JPEG_SCAN = b"\xff\xda"  # start of scan
 _JPEG_END = b"\xff\xd9"  # end of image
 
 
-class ImageError(ValueError):
+class ImageError(InputError):
     """An image that cannot be used; the message names the file and the problem."""
 
 

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from tphyolo.data.files.paths import require_regular_file
+from tphyolo.errors import InputError
 
 
 def load_json_text(text: str, origin: str, *, what: str = "JSON") -> Any:
@@ -26,9 +27,9 @@ def load_json_text(text: str, origin: str, *, what: str = "JSON") -> Any:
     try:
         return json.loads(text.removeprefix("\ufeff"))
     except json.JSONDecodeError as error:
-        raise ValueError(f"{origin}: not valid JSON ({what}): {error}") from None
+        raise InputError(f"{origin}: not valid JSON ({what}): {error}") from None
     except RecursionError:
-        raise ValueError(f"{origin}: {what} nested deeper than the JSON reader allows (about 1,000 levels)") from None
+        raise InputError(f"{origin}: {what} nested deeper than the JSON reader allows (about 1,000 levels)") from None
 
 
 def load_json_file(path: str | Path, *, what: str = "JSON") -> Any:
@@ -40,5 +41,5 @@ def load_json_file(path: str | Path, *, what: str = "JSON") -> Any:
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError as error:
-        raise ValueError(f"{path}: not UTF-8 text ({what}; byte {error.start})") from None
+        raise InputError(f"{path}: not UTF-8 text ({what}; byte {error.start})") from None
     return load_json_text(text, str(path), what=what)

@@ -8,6 +8,8 @@ import os
 import stat
 from pathlib import Path
 
+from tphyolo.errors import InputError
+
 NO_SUCH_FILE = "no such file"
 _KINDS = (
     (stat.S_ISDIR, "a directory"),
@@ -47,7 +49,7 @@ def require_regular_file(path: str | Path) -> Path:
         return path
     if problem == NO_SUCH_FILE:
         raise FileNotFoundError(errno.ENOENT, os.strerror(errno.ENOENT), str(path))
-    raise ValueError(f"{path}: not a regular file ({problem})")
+    raise InputError(f"{path}: not a regular file ({problem})")
 
 
 def is_read_only_folder(folder: Path) -> bool:

@@ -32,6 +32,7 @@ from pathlib import Path
 
 import numpy as np
 
+from tphyolo.errors import InputError
 from tphyolo.imports import require
 
 GEO_INSTALL = 'pip install "tphyolo[geo]"'
@@ -50,7 +51,7 @@ STRETCH_PERCENTILES = (2.0, 98.0)
 Window = tuple[int, int, int, int]  # x1, y1, x2, y2 in raster pixels
 
 
-class RasterReadError(ValueError):
+class RasterReadError(InputError):
     """A window of an open raster that GDAL could not read; the message names the file, window and reason."""
 
 
@@ -66,12 +67,12 @@ def choose_bands(count: int, bands: tuple[int, ...] | None, *, path: Path | str)
             return (1, 2, 3)
         if count == 1:
             return (1, 1, 1)
-        raise ValueError(f"{path}: {count} bands; choose one or three of them with --bands")
+        raise InputError(f"{path}: {count} bands; choose one or three of them with --bands")
     if len(bands) not in (1, 3):
-        raise ValueError(f"--bands {' '.join(map(str, bands))}: give one band (grey) or three (R G B)")
+        raise InputError(f"--bands {' '.join(map(str, bands))}: give one band (grey) or three (R G B)")
     missing = [b for b in bands if not 1 <= b <= count]
     if missing:
-        raise ValueError(f"--bands {missing[0]}: {path} has bands 1..{count}")
+        raise InputError(f"--bands {missing[0]}: {path} has bands 1..{count}")
     return (bands[0],) * 3 if len(bands) == 1 else (bands[0], bands[1], bands[2])
 
 
@@ -125,13 +126,13 @@ class Raster:
                 dataset = rasterio.open(path)
         except rasterio.errors.RasterioIOError as error:
             env.__exit__(None, None, None)
-            raise ValueError(f"{path}: not a raster GDAL reads ({str(error).splitlines()[0]})") from error
+            raise InputError(f"{path}: not a raster GDAL reads ({str(error).splitlines()[0]})") from error
         try:
             if not (1 <= dataset.width <= MAX_RASTER_SIDE and 1 <= dataset.height <= MAX_RASTER_SIDE):
                 size = f"{dataset.width}x{dataset.height}"
-                raise ValueError(f"{path}: {size} pixels, outside 1..{MAX_RASTER_SIDE} a side")
+                raise InputError(f"{path}: {size} pixels, outside 1..{MAX_RASTER_SIDE} a side")
             if dataset.width * dataset.height > max_pixels:
-                raise ValueError(f"{path}: {dataset.width}x{dataset.height} pixels ({_gigapixels(dataset)}) is above "
+                raise InputError(f"{path}: {dataset.width}x{dataset.height} pixels ({_gigapixels(dataset)}) is above "
                                  f"the raster limit of {max_pixels:,} pixels; --max-pixels lifts it")  # fmt: skip
             chosen = choose_bands(dataset.count, None if bands is None else tuple(bands), path=path)
             try:

@@ -12,6 +12,7 @@ from tphyolo.data.formats.base import LabelFormat
 from tphyolo.data.formats.coco import CocoFormat
 from tphyolo.data.formats.visdrone import VisDroneFormat
 from tphyolo.data.formats.yolo import YoloFormat
+from tphyolo.errors import InputError
 
 FORMATS: dict[str, LabelFormat] = {
     "visdrone": VisDroneFormat(),
@@ -23,5 +24,5 @@ FORMATS: dict[str, LabelFormat] = {
 def get_format(name: str) -> LabelFormat:
     """The registered format called `name`; raises ValueError listing the known ones."""
     if name not in FORMATS:
-        raise ValueError(f"unknown label format {name!r}; known: {sorted(FORMATS)}")
+        raise InputError(f"unknown label format {name!r}; known: {sorted(FORMATS)}")
     return FORMATS[name]

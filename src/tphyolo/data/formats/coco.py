@@ -21,6 +21,7 @@ import numpy as np
 from tphyolo.data.files.json_files import load_json_file
 from tphyolo.data.formats.base import LabeledImage, LabelEntry, LabelFormat, images_folder
 from tphyolo.data.labels import ImageLabels, LabelError
+from tphyolo.errors import InputError
 from tphyolo.ops.boxes import xywh_to_xyxy
 
 
@@ -226,7 +227,7 @@ class CocoFormat(LabelFormat):
         """`annotations.json` beside the `images/` folder that holds every image (`file_name`s relative to it)."""
         folders = {images_folder(im.image) for im in images}
         if len(folders) != 1 or None in folders:
-            raise ValueError(f"COCO labels need every image under one images/ folder, got {sorted(map(str, folders))}")
+            raise InputError(f"COCO labels need every image under one images/ folder, got {sorted(map(str, folders))}")
         (folder,) = folders
         entries = [CocoImage(im.image.relative_to(folder).as_posix(), im.width, im.height, im.labels) for im in images]
         path = folder.parent / "annotations.json"

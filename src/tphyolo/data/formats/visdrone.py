@@ -17,6 +17,7 @@ import numpy as np
 
 from tphyolo.data.formats.base import LabeledImage, LabelEntry, LabelFormat, sibling_file
 from tphyolo.data.labels import ImageLabels, LabelError, finite_numbers, read_label_text
+from tphyolo.errors import InputError
 from tphyolo.ops.boxes import xywh_to_xyxy
 
 IGNORED_CATEGORY = 0
@@ -156,7 +157,7 @@ class VisDroneFormat(LabelFormat):
         for im in images:
             path = self.label_file(im.image)
             if path is None:
-                raise ValueError(f"{im.image}: not under an images/ folder, so it has no annotations/ file")
+                raise InputError(f"{im.image}: not under an images/ folder, so it has no annotations/ file")
             path.parent.mkdir(parents=True, exist_ok=True)
             path.write_text(format_visdrone(im.labels), encoding="utf-8")
             written.append(path)

@@ -15,6 +15,7 @@ import numpy as np
 
 from tphyolo.data.formats.base import LabeledImage, LabelEntry, LabelFormat, sibling_file
 from tphyolo.data.labels import ImageLabels, LabelError, finite_numbers, read_label_text
+from tphyolo.errors import InputError
 from tphyolo.ops.boxes import cxcywh_to_xyxy, xyxy_to_cxcywh
 
 
@@ -94,7 +95,7 @@ class YoloFormat(LabelFormat):
         for im in images:
             label, ignore = self.label_file(im.image), self.ignore_file(im.image)
             if label is None:
-                raise ValueError(f"{im.image}: not under an images/ folder, so it has no labels/ file")
+                raise InputError(f"{im.image}: not under an images/ folder, so it has no labels/ file")
             label_text, ignore_text = format_yolo(im.labels, width=im.width, height=im.height)
             label.parent.mkdir(parents=True, exist_ok=True)
             ignore.parent.mkdir(parents=True, exist_ok=True)

@@ -23,6 +23,7 @@ from tphyolo.data.mot.motchallenge import read_mot
 from tphyolo.data.mot.table import TrackTable
 from tphyolo.data.mot.uavdt import IGNORE_SUFFIX, TRUTH_SUFFIX, read_uavdt
 from tphyolo.data.mot.visdrone_mot import read_visdrone_mot
+from tphyolo.errors import InputError
 
 MOT_TEXT, VISDRONE_TEXT = "mot", "visdrone"  # the two texts of tracker output (`tphyolo.track.writers`)
 
@@ -106,4 +107,4 @@ def get_layout(fmt: str) -> TrackLayout:
     try:
         return LAYOUTS[fmt]
     except KeyError:
-        raise ValueError(f"unknown tracking format {fmt!r}; known: {list(LAYOUTS)}") from None
+        raise InputError(f"unknown tracking format {fmt!r}; known: {list(LAYOUTS)}") from None

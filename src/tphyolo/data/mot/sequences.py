@@ -28,6 +28,7 @@ from tphyolo.data.mot.layouts import LAYOUTS, TrackLayout, get_layout
 from tphyolo.data.mot.rows import MAX_FRAME, read_rows, xywh_columns
 from tphyolo.data.mot.table import UNKNOWN, TrackTable
 from tphyolo.data.mot.visdrone_mot import IGNORED_REGION
+from tphyolo.errors import InputError
 from tphyolo.yaml_files import load_yaml_file
 
 TRACK_FORMATS = tuple(LAYOUTS)
@@ -90,16 +91,16 @@ def sequence_length(seqinfo: Path) -> int | None:
     try:
         text = seqinfo.read_bytes().decode("utf-8-sig")
     except UnicodeDecodeError as error:
-        raise ValueError(f"{seqinfo}: not UTF-8 text (byte {error.start})") from None
+        raise InputError(f"{seqinfo}: not UTF-8 text (byte {error.start})") from None
     try:
         parser.read_string(text, source=str(seqinfo))
     except configparser.Error as error:
-        raise ValueError(f"{seqinfo}: not an ini file ({' '.join(str(error).split())})") from None
+        raise InputError(f"{seqinfo}: not an ini file ({' '.join(str(error).split())})") from None
     text = parser.get("Sequence", "seqLength", fallback=None)
     if text is None:
         return None
     if not re.fullmatch(r"[0-9]+", text.strip()) or not 1 <= int(text) <= MAX_FRAME:
-        raise ValueError(f"{seqinfo}: seqLength {text!r:.40} is not a whole number from 1 to {MAX_FRAME:,}")
+        raise InputError(f"{seqinfo}: seqLength {text!r:.40} is not a whole number from 1 to {MAX_FRAME:,}")
     return int(text)
 
 
@@ -203,11 +204,11 @@ def tracking_split(config: DataConfig, split: str = "val") -> TrackingSplit:
     """The video split `split` named under `tracking:` in the yaml of `config`. Raises ValueError naming the
     yaml when it names none, or FileNotFoundError when its folder is missing."""
     if split not in SPLITS:
-        raise ValueError(f"unknown split {split!r}; known: {list(SPLITS)}")
+        raise InputError(f"unknown split {split!r}; known: {list(SPLITS)}")
     entry = load_yaml_file(config.source).get("tracking") if config.source is not None else None
     where = config.source or config.root
     if not isinstance(entry, dict) or not isinstance(entry.get(split), str):
-        raise ValueError(f"{where}: no 'tracking:' entry with a '{split}' folder (a dataset of videos names them, "
+        raise InputError(f"{where}: no 'tracking:' entry with a '{split}' folder (a dataset of videos names them, "
                          f"e.g. tracking: {{format: visdrone-mot, {split}: <folder>}})")  # fmt: skip
     fmt = entry.get("format", "visdrone-mot")
     get_layout(fmt)  # an unknown format fails here

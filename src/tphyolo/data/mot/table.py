@@ -11,6 +11,8 @@ from dataclasses import dataclass, fields
 
 import numpy as np
 
+from tphyolo.errors import InputError
+
 UNKNOWN = -1  # a column the file does not have, or an id a detection does not have
 
 
@@ -40,7 +42,7 @@ class TrackTable:
             value = getattr(self, f.name)
             expected = (n, 4) if f.name == "boxes" else (n,)
             if value.shape != expected:
-                raise ValueError(f"TrackTable.{f.name}: shape {value.shape}, expected {expected}")
+                raise InputError(f"TrackTable.{f.name}: shape {value.shape}, expected {expected}")
 
     @classmethod
     def from_columns(

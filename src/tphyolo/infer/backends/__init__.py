@@ -16,6 +16,7 @@ from pathlib import Path
 
 import torch
 
+from tphyolo.errors import InputError
 from tphyolo.infer.backends.base import ExportedBackend
 from tphyolo.infer.backends.onnxruntime import OnnxRuntimeBackend
 from tphyolo.infer.backends.openvino import OpenVINOBackend
@@ -51,11 +52,11 @@ def load_backend(
     fmt = exported_format(path)
     if fmt is None:
         if path.suffix.lower() == ".engine":
-            raise ValueError(f"{path}: TensorRT engines are written by `tphyolo export` but not run by tphyolo yet")
+            raise InputError(f"{path}: TensorRT engines are written by `tphyolo export` but not run by tphyolo yet")
         suffixes = sorted(backend.suffix for backend in BACKENDS.values())
-        raise ValueError(f"{path}: not an exported model; expected a file or folder named *{', *'.join(suffixes)}")
+        raise InputError(f"{path}: not an exported model; expected a file or folder named *{', *'.join(suffixes)}")
     if BACKENDS[fmt].runs_code and not trust_code:
-        raise ValueError(
+        raise InputError(
             f"{path}: a {fmt} file is a program that runs its own code when loaded; refused unless you pass "
             f"{TRUST_CODE_FLAG} (only for files you trust: the metadata naming tphyolo as its writer can be forged)"
         )

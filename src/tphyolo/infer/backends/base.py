@@ -14,6 +14,7 @@ from pathlib import Path
 
 import torch
 
+from tphyolo.errors import InputError
 from tphyolo.infer.backends.metadata import ExportMetadata
 
 
@@ -78,16 +79,16 @@ class ExportedBackend:
     def check_input(self, x: torch.Tensor) -> None:
         """ValueError, naming the file, when this model cannot run on a batch shaped like `x`."""
         if x.ndim != 4 or x.shape[1] != 3:
-            raise ValueError(f"{self.path}: input must be (B, 3, H, W) images, got shape {tuple(x.shape)}")
+            raise InputError(f"{self.path}: input must be (B, 3, H, W) images, got shape {tuple(x.shape)}")
         b, _, h, w = x.shape
         if not self.dynamic and (b > self.batch or (h, w) != self.imgsz):
-            raise ValueError(
+            raise InputError(
                 f"{self.path}: exported for a fixed input ({self.batch}, 3, {self.imgsz[0]}, {self.imgsz[1]}), "
                 f"got ({b}, 3, {h}, {w}); export with --dynamic to run other batch or image sizes "
                 "(TTA scales need it)"
             )
         if h % self.stride or w % self.stride:
-            raise ValueError(f"{self.path}: image sides must be multiples of the stride {self.stride}, got {h}x{w}")
+            raise InputError(f"{self.path}: image sides must be multiples of the stride {self.stride}, got {h}x{w}")
 
     def prepare(self, images: torch.Tensor) -> torch.Tensor:
         """(B, 3, H, W) uint8 RGB images (0..255) -> the input `run` takes: [0, 1] in `dtype` on `device`."""
@@ -120,7 +121,7 @@ def cpu_threads() -> int:
 def check_format(metadata: ExportMetadata, expected: str, path: Path) -> None:
     """ValueError when a file's metadata says it is another format than its name suggests."""
     if metadata.format != expected:
-        raise ValueError(f"{path}: metadata says format {metadata.format!r}, expected {expected!r}")
+        raise InputError(f"{path}: metadata says format {metadata.format!r}, expected {expected!r}")
 
 
 def error_reason(error: BaseException) -> str:

@@ -42,6 +42,7 @@ from tphyolo.checkpoint.format import load_checkpoint
 from tphyolo.data.files.atomic import atomic_path
 from tphyolo.data.files.digest import update_with_file
 from tphyolo.data.files.image_limits import IMGSZ_BOUNDS
+from tphyolo.errors import InputError
 from tphyolo.imports import require
 from tphyolo.infer.backends.base import ExportedBackend
 from tphyolo.infer.backends.bf16_check import RunTimer, auto_precision, time_run
@@ -114,7 +115,7 @@ def trained_imgsz(train_args: object, *, source: str) -> int | None:
         return None
     imgsz = train_args["imgsz"]
     if type(imgsz) is not int or imgsz not in IMGSZ_BOUNDS:
-        raise ValueError(f"{source}: train_args 'imgsz' must be an image size {IMGSZ_BOUNDS}, got {imgsz!r:.40}")
+        raise InputError(f"{source}: train_args 'imgsz' must be an image size {IMGSZ_BOUNDS}, got {imgsz!r:.40}")
     return imgsz
 
 
@@ -223,12 +224,12 @@ def load_compiled(
 def _read_verdict(entry: Path) -> dict:
     verdict = json.loads((entry / VERDICT).read_text())
     if not isinstance(verdict, dict) or verdict.get("schema") != SCHEMA or not isinstance(verdict["ok"], bool):
-        raise ValueError(f"{VERDICT} is not this tphyolo's verdict")
+        raise InputError(f"{VERDICT} is not this tphyolo's verdict")
     if not isinstance(verdict["relative_error"], float | int):
-        raise ValueError(f"{VERDICT} holds no relative error")
+        raise InputError(f"{VERDICT} holds no relative error")
     own = verdict.get("own_imgsz", "missing")
     if own is not None and (type(own) is not int or own not in IMGSZ_BOUNDS):
-        raise ValueError(f"{VERDICT} holds no training size (own_imgsz {own!r:.40})")
+        raise InputError(f"{VERDICT} holds no training size (own_imgsz {own!r:.40})")
     return verdict
 
 
@@ -289,13 +290,13 @@ def resolve_runtime(requested: str, *, device: torch.device, torch_compile: bool
         return "pytorch"
     if requested in RUNTIMES:
         if device.type != "cpu":
-            raise ValueError(f"--runtime {requested} compiles checkpoints for the CPU; --device {device} runs "
+            raise InputError(f"--runtime {requested} compiles checkpoints for the CPU; --device {device} runs "
                              "them with --runtime pytorch")  # fmt: skip
         for package in (RUNTIMES[requested].package, "onnx"):
             require(package, purpose=f"--runtime {requested}", install=f"pip install {package}")
         return requested
     if requested != "auto":
-        raise ValueError(f"unknown --runtime {requested!r}; known: auto, pytorch, {', '.join(RUNTIMES)}")
+        raise InputError(f"unknown --runtime {requested!r}; known: auto, pytorch, {', '.join(RUNTIMES)}")
     if device.type != "cpu" or torch_compile:
         return "pytorch"
     missing = missing_package("openvino")

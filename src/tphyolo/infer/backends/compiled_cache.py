@@ -20,6 +20,8 @@ import os
 import shutil
 from pathlib import Path
 
+from tphyolo.errors import InputError
+
 LOGGER = logging.getLogger("tphyolo")
 LIMIT_ENV = "TPHYOLO_MODEL_CACHE_MB"
 DEFAULT_LIMIT_MB = 2048
@@ -33,7 +35,7 @@ def cache_limit_bytes() -> int:
     if not text:
         return DEFAULT_LIMIT_MB * MB
     if not text.isdigit():
-        raise ValueError(f"${LIMIT_ENV} {text!r:.40}: the compiled-model cache's limit is a whole number of MB")
+        raise InputError(f"${LIMIT_ENV} {text!r:.40}: the compiled-model cache's limit is a whole number of MB")
     return int(text) * MB
 
 

@@ -36,6 +36,7 @@ from typing import Any
 from tphyolo._version import __version__
 from tphyolo.data.files.image_limits import MAX_IMGSZ
 from tphyolo.data.files.json_files import load_json_text
+from tphyolo.errors import InputError
 from tphyolo.models.parse import MAX_CLASSES
 
 SCHEMA = 1  # bump when a field changes meaning
@@ -84,30 +85,30 @@ class ExportMetadata:
     def __post_init__(self) -> None:
         """ValueError naming the key of the first field out of its bounds (see the module docstring)."""
         if self.format not in FORMATS:
-            raise ValueError(f"metadata 'format' must be one of {FORMATS}, got {self.format!r}")
+            raise InputError(f"metadata 'format' must be one of {FORMATS}, got {self.format!r}")
         if self.dtype not in DTYPES:
-            raise ValueError(f"metadata 'dtype' must be one of {DTYPES}, got {self.dtype!r}")
+            raise InputError(f"metadata 'dtype' must be one of {DTYPES}, got {self.dtype!r}")
         if not 1 <= self.batch <= MAX_BATCH:
-            raise ValueError(f"metadata 'batch' must be in [1, {MAX_BATCH}], got {self.batch}")
+            raise InputError(f"metadata 'batch' must be in [1, {MAX_BATCH}], got {self.batch}")
         if not 1 <= self.stride <= MAX_STRIDE or self.stride & (self.stride - 1):
-            raise ValueError(f"metadata 'stride' must be a power of two in [1, {MAX_STRIDE}], got {self.stride}")
+            raise InputError(f"metadata 'stride' must be a power of two in [1, {MAX_STRIDE}], got {self.stride}")
         if len(self.imgsz) != 2 or not all(1 <= side <= MAX_IMGSZ and side % self.stride == 0 for side in self.imgsz):
-            raise ValueError(
+            raise InputError(
                 f"metadata 'imgsz' must be (h, w), each in [1, {MAX_IMGSZ}] and a multiple of the stride "
                 f"{self.stride}; got {list(self.imgsz)}"
             )
         if not self.names or len(self.names) > MAX_CLASSES:
-            raise ValueError(f"metadata 'names' must hold 1 to {MAX_CLASSES} class names, got {len(self.names)}")
+            raise InputError(f"metadata 'names' must hold 1 to {MAX_CLASSES} class names, got {len(self.names)}")
         long = next((i for i, name in enumerate(self.names) if len(name) > MAX_NAME_CHARS), None)
         if long is not None:
-            raise ValueError(
+            raise InputError(
                 f"metadata 'names': name {long} has {len(self.names[long])} characters, at most {MAX_NAME_CHARS}"
             )
         for key in ("model", "source", "int8_method", "int8_calibration", "int8_check", "tphyolo_version"):
             if len(getattr(self, key)) > MAX_TEXT_CHARS:
-                raise ValueError(f"metadata {key!r} has {len(getattr(self, key))} characters, at most {MAX_TEXT_CHARS}")
+                raise InputError(f"metadata {key!r} has {len(getattr(self, key))} characters, at most {MAX_TEXT_CHARS}")
         if len(self.int8_map50) not in (0, 2) or len(self.int8_map) != len(self.int8_map50):
-            raise ValueError(
+            raise InputError(
                 "metadata 'int8_map50' and 'int8_map' hold (float, int8) or nothing; "
                 f"got {self.int8_map50}, {self.int8_map}"
             )
@@ -118,27 +119,27 @@ class ExportMetadata:
         """ValueError naming `source` and the key when the fields disagree with the model's graph: its input
         (B, 3, H, W) and output (B, N, 5 + nc) shapes, a dimension None where the graph leaves it free."""
         if len(input_shape) != 4 or input_shape[1] not in (3, None):
-            raise ValueError(f"{source}: the graph's input is {list(input_shape)}, not (batch, 3, height, width)")
+            raise InputError(f"{source}: the graph's input is {list(input_shape)}, not (batch, 3, height, width)")
         if len(output_shape) != 3:
-            raise ValueError(f"{source}: the graph's output is {list(output_shape)}, not (batch, boxes, 5 + classes)")
+            raise InputError(f"{source}: the graph's output is {list(output_shape)}, not (batch, boxes, 5 + classes)")
         fixed = [dim for dim in (input_shape[0], *input_shape[2:]) if dim is not None]
         if self.dynamic and fixed:
-            raise ValueError(
+            raise InputError(
                 f"{source}: metadata 'dynamic' is true, but the graph's input is fixed at {list(input_shape)}"
             )
         if not self.dynamic:
             if input_shape[0] is not None and input_shape[0] != self.batch:
-                raise ValueError(
+                raise InputError(
                     f"{source}: metadata 'batch' is {self.batch}, the graph's input batch {input_shape[0]}"
                 )
             graph_size = tuple(input_shape[2:])
             if None not in graph_size and graph_size != self.imgsz:
-                raise ValueError(
+                raise InputError(
                     f"{source}: metadata 'imgsz' is {list(self.imgsz)}, the graph's input {list(graph_size)}"
                 )
         classes = output_shape[2]
         if classes is not None and classes != 5 + self.nc:
-            raise ValueError(
+            raise InputError(
                 f"{source}: metadata 'names' holds {self.nc} class names, the graph's output {classes - 5} classes"
             )
 
@@ -163,9 +164,9 @@ class ExportMetadata:
         mistyped or newer than this tphyolo reads. Unknown keys (from other tools) are ignored."""
         missing = [f.name for f in fields(cls) if f.name not in data and f.default is MISSING]
         if missing:
-            raise ValueError(f"{source}: no tphyolo metadata {missing}; export the model with `tphyolo export`")
+            raise InputError(f"{source}: no tphyolo metadata {missing}; export the model with `tphyolo export`")
         if data.get("schema", SCHEMA) != SCHEMA:
-            raise ValueError(
+            raise InputError(
                 f"{source}: metadata schema {data['schema']!r}; this tphyolo ({__version__}) reads schema {SCHEMA}"
             )
         values: dict[str, Any] = {}
@@ -181,24 +182,24 @@ class ExportMetadata:
             else:
                 ok = type(value) is kind
             if not ok:
-                raise ValueError(f"{source}: metadata {f.name!r} should be {kind.__name__}, got {value!r}")
+                raise InputError(f"{source}: metadata {f.name!r} should be {kind.__name__}, got {value!r}")
             values[f.name] = value
         try:
             return cls(**values)
         except (TypeError, ValueError) as error:
-            raise ValueError(f"{source}: {error}") from error
+            raise InputError(f"{source}: {error}") from error
 
     @classmethod
     def from_json(cls, text: str | bytes, *, source: str) -> ExportMetadata:
         if len(text) > MAX_ENTRY_CHARS * 2:
-            raise ValueError(f"{source}: metadata holds {len(text)} characters, at most {MAX_ENTRY_CHARS * 2}")
+            raise InputError(f"{source}: metadata holds {len(text)} characters, at most {MAX_ENTRY_CHARS * 2}")
         try:
             text = text.decode("utf-8") if isinstance(text, bytes) else text
         except UnicodeDecodeError as error:
-            raise ValueError(f"{source}: metadata is not UTF-8 text (byte {error.start})") from None
+            raise InputError(f"{source}: metadata is not UTF-8 text (byte {error.start})") from None
         data = load_json_text(text, source, what="metadata")
         if not isinstance(data, dict):
-            raise ValueError(f"{source}: metadata must be a JSON object, got {type(data).__name__}")
+            raise InputError(f"{source}: metadata must be a JSON object, got {type(data).__name__}")
         return cls.from_dict(data, source=source)
 
     @classmethod
@@ -209,7 +210,7 @@ class ExportMetadata:
             if f.name in entries:
                 text = entries[f.name]
                 if len(text) > MAX_ENTRY_CHARS:
-                    raise ValueError(
+                    raise InputError(
                         f"{source}: metadata {f.name!r} holds {len(text)} characters, at most {MAX_ENTRY_CHARS}"
                     )
                 data[f.name] = load_json_text(text, source, what=f"metadata {f.name!r}")

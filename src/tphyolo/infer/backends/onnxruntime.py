@@ -10,6 +10,7 @@ from pathlib import Path
 
 import torch
 
+from tphyolo.errors import InputError
 from tphyolo.imports import require
 from tphyolo.infer.backends.base import ExportedBackend, check_format, cpu_threads, error_reason
 from tphyolo.infer.backends.metadata import ExportMetadata
@@ -33,23 +34,23 @@ class OnnxRuntimeBackend(ExportedBackend):
         providers = ["CPUExecutionProvider"]
         if device.type == "cuda":
             if "CUDAExecutionProvider" not in ort.get_available_providers():
-                raise ValueError(f"{path}: onnxruntime has no CUDA provider here; install onnxruntime-gpu or use cpu")
+                raise InputError(f"{path}: onnxruntime has no CUDA provider here; install onnxruntime-gpu or use cpu")
             providers = [("CUDAExecutionProvider", {"device_id": device.index or 0}), *providers]
         unreadable = (errors.Fail, errors.InvalidArgument, errors.InvalidProtobuf, errors.InvalidGraph,
                       errors.NoModel, errors.NotImplemented, errors.RuntimeException)  # fmt: skip
         if path.is_file() and path.stat().st_size == 0:
-            raise ValueError(f"{path}: an empty file, not an ONNX model")
+            raise InputError(f"{path}: an empty file, not an ONNX model")
         try:
             self.session = ort.InferenceSession(str(path), options, providers=providers)
         except unreadable as error:
             reason = error_reason(error)
-            raise ValueError(f"{path}: not a readable ONNX model (truncated or corrupt?): {reason}") from error
+            raise InputError(f"{path}: not a readable ONNX model (truncated or corrupt?): {reason}") from error
         metadata = ExportMetadata.from_strings(self.session.get_modelmeta().custom_metadata_map, source=str(path))
         check_format(metadata, "onnx", path)
         metadata.check_graph(str(path), input_shape=_dims(self.session.get_inputs()[0].shape),
                              output_shape=_dims(self.session.get_outputs()[0].shape))  # fmt: skip
         if metadata.dtype == "float16" and device.type != "cuda":
-            raise ValueError(f"{path}: an fp16 export runs on CUDA only; ONNX Runtime's CPU provider needs fp32")
+            raise InputError(f"{path}: an fp16 export runs on CUDA only; ONNX Runtime's CPU provider needs fp32")
         super().__init__(path, metadata, device)
         self.input_name = self.session.get_inputs()[0].name
 

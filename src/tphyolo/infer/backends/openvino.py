@@ -15,6 +15,7 @@ import numpy as np
 import torch
 
 from tphyolo.data.files.atomic import atomic_path
+from tphyolo.errors import InputError
 from tphyolo.imports import require
 from tphyolo.infer.backends.base import ExportedBackend, check_format, cpu_threads, error_reason
 from tphyolo.infer.backends.metadata import ExportMetadata
@@ -29,7 +30,7 @@ def ir_file(path: Path) -> Path:
         return path
     found = sorted(path.glob("*.xml"))
     if len(found) != 1:
-        raise ValueError(f"{path}: an OpenVINO model folder holds one .xml file, found {[p.name for p in found]}")
+        raise InputError(f"{path}: an OpenVINO model folder holds one .xml file, found {[p.name for p in found]}")
     return found[0]
 
 
@@ -60,16 +61,16 @@ class OpenVINOBackend(ExportedBackend):
     ) -> None:
         ov = require("openvino", purpose="running OpenVINO models")
         if precision not in PRECISIONS:
-            raise ValueError(f"{path}: OpenVINO precision {precision!r}; known: {sorted(PRECISIONS)}")
+            raise InputError(f"{path}: OpenVINO precision {precision!r}; known: {sorted(PRECISIONS)}")
         if device.type != "cpu":
-            raise ValueError(f"{path}: OpenVINO models run on the CPU here, not on {device}")
+            raise InputError(f"{path}: OpenVINO models run on the CPU here, not on {device}")
         xml = ir_file(path)
         core = ov.Core()
         try:
             model = core.read_model(str(xml))
         except RuntimeError as error:
             reason = error_reason(error)
-            raise ValueError(f"{path}: not a readable OpenVINO IR (truncated or corrupt?): {reason}") from error
+            raise InputError(f"{path}: not a readable OpenVINO IR (truncated or corrupt?): {reason}") from error
         metadata = read_rt_info(model, str(path))
         check_format(metadata, "openvino", path)
         metadata.check_graph(str(path), input_shape=_dims(model.inputs[0].partial_shape),
@@ -80,7 +81,7 @@ class OpenVINOBackend(ExportedBackend):
             compiled = core.compile_model(model, "CPU", config)
         except RuntimeError as error:
             reason = error_reason(error)
-            raise ValueError(f"{path}: OpenVINO cannot compile this IR (corrupt weights?): {reason}") from error
+            raise InputError(f"{path}: OpenVINO cannot compile this IR (corrupt weights?): {reason}") from error
         super().__init__(path, metadata, device)
         self.precision = precision  # what it computes in (`dtype` is its input's)
         self.request = compiled.create_infer_request()

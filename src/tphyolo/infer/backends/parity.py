@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import torch
 
+from tphyolo.errors import InputError
+
 FP32_TOLERANCE = 1e-4  # fp32 models on another runtime must match PyTorch fp32 this closely
 TEST_SEED = 0
 
@@ -21,7 +23,7 @@ def relative_error(output: torch.Tensor, reference: torch.Tensor) -> float:
     (B, N, 5 + nc). Infinite when the output holds NaN or infinity; ValueError when the shapes differ (a wrong
     export, not a small error)."""
     if output.shape != reference.shape:
-        raise ValueError(f"output shape {tuple(output.shape)} differs from PyTorch's {tuple(reference.shape)}")
+        raise InputError(f"output shape {tuple(output.shape)} differs from PyTorch's {tuple(reference.shape)}")
     output, reference = output.detach().double().cpu(), reference.detach().double().cpu()
     if not torch.isfinite(output).all():
         return float("inf")

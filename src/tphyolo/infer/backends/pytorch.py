@@ -20,6 +20,7 @@ from torch import nn
 
 from tphyolo.checkpoint.format import load_checkpoint
 from tphyolo.checkpoint.release import is_release_name, missing_weights_message
+from tphyolo.errors import InputError
 from tphyolo.infer.backends import exported_format, load_backend
 from tphyolo.infer.backends.compiled import load_compiled, resolve_runtime, trained_imgsz
 from tphyolo.runtime.config import RuntimeConfig, autocast, sdpa_context
@@ -58,7 +59,7 @@ def model_stride(model: nn.Module) -> int:
     """The largest stride of a detection model; raises ValueError for a module without `stride`."""
     stride = getattr(model, "stride", None)
     if stride is None:
-        raise ValueError(f"{type(model).__name__} has no `stride`: not a detection model")
+        raise InputError(f"{type(model).__name__} has no `stride`: not a detection model")
     return int(torch.as_tensor(stride).max())
 
 
@@ -194,7 +195,7 @@ def load_backends(
     runtime.check_device(device)
     entries = list(weights) if isinstance(weights, (list, tuple)) else [weights]
     if not entries:
-        raise ValueError("no weights given")
+        raise InputError("no weights given")
     files = [e for e in entries if not isinstance(e, nn.Module) and exported_format(e) is None and Path(e).is_file()]
     compiled = resolve_runtime(backend, device=device, torch_compile=runtime.compile != "off") if files else "pytorch"
     loaded: list[Backend | UnpreparedModel] = []  # first every model is read, so that the probe's size is settled
@@ -206,7 +207,7 @@ def load_backends(
             backend_of_entry = load_compiled(entry, runtime=compiled, precision=precision, fuse=fuse)
         model = backend_of_entry if backend_of_entry is not None else UnpreparedModel.read(entry, fuse=fuse)
         if loaded and len(model.names) != len(loaded[0].names):
-            raise ValueError(f"{entry}: {len(model.names)} classes, but the first model has {len(loaded[0].names)}")
+            raise InputError(f"{entry}: {len(model.names)} classes, but the first model has {len(loaded[0].names)}")
         loaded.append(model)
     job = settled_job(job, loaded) if job is not None else None
     backends: list[Backend] = [

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import torch
 
+from tphyolo.errors import InputError
 from tphyolo.infer.backends.base import ExportedBackend, check_format, error_reason
 from tphyolo.infer.backends.metadata import ExportMetadata
 from tphyolo.infer.backends.tracing import quiet_jit
@@ -31,13 +32,13 @@ class TorchScriptBackend(ExportedBackend):
                 self.module = torch.jit.load(str(path), map_location=device, _extra_files=extra).eval()
         except RuntimeError as error:
             reason = error_reason(error)
-            raise ValueError(f"{path}: not a readable TorchScript archive (truncated or corrupt?): {reason}") from error
+            raise InputError(f"{path}: not a readable TorchScript archive (truncated or corrupt?): {reason}") from error
         if not extra[METADATA_FILE]:
-            raise ValueError(f"{path}: no tphyolo metadata; export the model with `tphyolo export`")
+            raise InputError(f"{path}: no tphyolo metadata; export the model with `tphyolo export`")
         metadata = ExportMetadata.from_json(extra[METADATA_FILE], source=str(path))
         check_format(metadata, "torchscript", path)
         if metadata.dtype == "float16" and device.type != "cuda":
-            raise ValueError(f"{path}: an fp16 export runs on CUDA only")
+            raise InputError(f"{path}: an fp16 export runs on CUDA only")
         super().__init__(path, metadata, device)
 
     def _forward(self, x: torch.Tensor) -> torch.Tensor:

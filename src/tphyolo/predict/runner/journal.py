@@ -25,6 +25,8 @@ from typing import Protocol, TypeVar
 
 import torch
 
+from tphyolo.errors import InputError
+
 JOURNAL_DIR = ".journal"
 MAX_COUNT = 10**9  # detections, skipped files or frames of one unit
 
@@ -79,13 +81,13 @@ class UnitRecord:
         data = journal_object(line, keys=("files", "detections", "skipped", "frames"))
         files = data["files"]
         if not isinstance(files, list) or not files or not all(isinstance(f, str) for f in files):
-            raise ValueError("'files' is not a list of output names")
+            raise InputError("'files' is not a list of output names")
         counts = [checked_count(data, key) for key in ("detections", "skipped", "warned")]
         if not isinstance(data["frames"], list):
-            raise ValueError("'frames' is not a list")
+            raise InputError("'frames' is not a list")
         frames = tuple(_frame(item, set(files), classes) for item in data["frames"])
         if frames and sum(len(f.rows) for f in frames) != counts[0]:
-            raise ValueError(f"{sum(len(f.rows) for f in frames)} rows for {counts[0]} detections")
+            raise InputError(f"{sum(len(f.rows) for f in frames)} rows for {counts[0]} detections")
         return cls(tuple(files), counts[0], counts[1], frames, counts[2])
 
 
@@ -95,11 +97,11 @@ def journal_object(line: str, *, keys: tuple[str, ...]) -> dict:
     try:
         data = json.loads(line)
     except json.JSONDecodeError:
-        raise ValueError("not a whole JSON line (cut short?)") from None
+        raise InputError("not a whole JSON line (cut short?)") from None
     except RecursionError:
-        raise ValueError("nested deeper than a journal line is") from None
+        raise InputError("nested deeper than a journal line is") from None
     if not isinstance(data, dict) or not set(keys) <= data.keys():
-        raise ValueError(f"not a journal record ({', '.join(keys)})")
+        raise InputError(f"not a journal record ({', '.join(keys)})")
     return data
 
 
@@ -107,19 +109,19 @@ def checked_count(data: dict, key: str) -> int:
     """`data[key]` (0 when absent), a whole number from 0 to MAX_COUNT; ValueError naming the key otherwise."""
     value = data.get(key, 0)
     if type(value) is not int or not 0 <= value <= MAX_COUNT:
-        raise ValueError(f"{key!r} {str(value)[:40]} is not a count from 0 to {MAX_COUNT:,}")
+        raise InputError(f"{key!r} {str(value)[:40]} is not a count from 0 to {MAX_COUNT:,}")
     return value
 
 
 def _frame(item, files: set[str], classes: int | None) -> FrameRecord:
     """A FrameRecord from its JSON [file, index, name, rows]; ValueError saying what is wrong."""
     if not isinstance(item, list) or len(item) != 4:
-        raise ValueError("a frame is not [file, index, name, rows]")
+        raise InputError("a frame is not [file, index, name, rows]")
     file, index, name, rows = item
     if file not in files or not isinstance(name, str):
-        raise ValueError(f"a frame names file {str(file)[:80]!r}, not one of the unit's")
+        raise InputError(f"a frame names file {str(file)[:80]!r}, not one of the unit's")
     if type(index) is not int or not 0 <= index <= MAX_COUNT:
-        raise ValueError(f"frame index {str(index)[:40]} of {file} is not a whole number from 0")
+        raise InputError(f"frame index {str(index)[:40]} of {file} is not a whole number from 0")
     return FrameRecord(file, index, name, checked_rows(rows, classes, where=f"{file} frame {index}"))
 
 
@@ -127,13 +129,13 @@ def checked_rows(rows, classes: int | None, *, where: str) -> torch.Tensor:
     """The (N, 6) float32 tensor of journaled `rows` (JSON lists x1, y1, x2, y2, score, class); ValueError naming
     `where` for a row that is not six finite numbers with a score in [0, 1] and a class id below `classes`."""
     if not isinstance(rows, list) or not all(isinstance(r, list) and len(r) == 6 for r in rows):
-        raise ValueError(f"rows of {where} are not (N, 6) x1, y1, x2, y2, score, class")
+        raise InputError(f"rows of {where} are not (N, 6) x1, y1, x2, y2, score, class")
     for row in rows:
         if not all(type(v) in (int, float) and math.isfinite(v) for v in row):
-            raise ValueError(f"a row of {where} holds a value that is not a finite number")
+            raise InputError(f"a row of {where} holds a value that is not a finite number")
         score, label = row[4], row[5]
         if not 0 <= score <= 1 or label != int(label) or label < 0 or (classes is not None and label >= classes):
-            raise ValueError(f"a row of {where} has score {score} and class {label} (of {classes})")
+            raise InputError(f"a row of {where} has score {score} and class {label} (of {classes})")
     return torch.tensor(rows, dtype=torch.float32).reshape(-1, 6)
 
 
@@ -174,7 +176,7 @@ def finished_records(
             try:
                 record = read(line)
                 if known is not None and record.unit not in known:
-                    raise ValueError(f"unit {_shown(record.unit)} is not one of this run's (a source removed?)")
+                    raise InputError(f"unit {_shown(record.unit)} is not one of this run's (a source removed?)")
             except ValueError as error:
                 if on_bad is not None:
                     on_bad(f"{path}:{n}: {error}; its unit is redone")

@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from tphyolo.data.files.digest import update_with_file
+from tphyolo.errors import InputError
 from tphyolo.predict.sources import Stream, is_stream
 
 
@@ -67,7 +68,7 @@ def check_resumed(
         recorded = {_recorded_path(entry): digest for entry, digest in recorded.items()}
         for entry, digest in weights_digests(weights).items():
             if recorded.get(entry) != digest:
-                raise ValueError(
+                raise InputError(
                     f"{where}: weights {entry} changed since the run began (SHA-256 {str(recorded.get(entry))[:12]} "
                     f"then, {digest[:12]} now); start a new run instead of resuming this one"
                 )
@@ -77,7 +78,7 @@ def check_resumed(
     now, then = source_list(files), {_recorded_path(s) for s in sources}
     added = [s for s in now if s not in then]
     if added:
-        raise ValueError(f"{where}: source {added[0]} was not among the run's sources ({len(added)} added); "
+        raise InputError(f"{where}: source {added[0]} was not among the run's sources ({len(added)} added); "
                          "start a new run for them")  # fmt: skip
     present = set(now)
     return [str(s) for s in sources if _recorded_path(s) not in present]
@@ -96,5 +97,5 @@ def check_raster_resumed(saved: Mapping[str, Any], path: Path, fingerprint: Mapp
     if isinstance(recorded, Mapping) and dict(recorded) != dict(fingerprint):
         then = ", ".join(f"{k} {recorded.get(k)}" for k in fingerprint)
         now = ", ".join(f"{k} {v}" for k, v in fingerprint.items())
-        raise ValueError(f"{where}: raster {path} changed since the run began ({then} then; {now} now); "
+        raise InputError(f"{where}: raster {path} changed since the run began ({then} then; {now} now); "
                          "start a new run instead of resuming this one")  # fmt: skip

@@ -32,6 +32,7 @@ from tphyolo.classify.model import build_classifier, load_start_weights
 from tphyolo.classify.report import Accuracy, plot_confusion
 from tphyolo.data.dataset_config import load_data_config
 from tphyolo.data.report import shared_images_warning
+from tphyolo.errors import InputError
 from tphyolo.runtime.config import RuntimeConfig, autocast
 from tphyolo.runtime.run_dir import new_run_dir, removed_if_left_empty
 from tphyolo.training.classifier.sweep import WeightSweep, save_weight, sweep_weight
@@ -165,7 +166,7 @@ def build_crop_data(cfg: ClassifyConfig) -> CropData:
     )
     val = extract_crops(val_split.records, class_ids, context=cfg.context, size=cfg.img, min_side=cfg.min_size)
     if len(patches) < 2 or len(val) == 0:
-        raise ValueError(
+        raise InputError(
             f"{cfg.data}: {len(patches)} training and {len(val)} validation objects of {list(names)} at least "
             f"{cfg.min_size:g} px: too few to train a classifier"
         )
@@ -278,7 +279,7 @@ def validate_classifier(
         split_records.records, class_ids, context=checkpoint.context, size=checkpoint.img, min_side=min_side
     )
     if len(crops) == 0:
-        raise ValueError(f"{data}: no objects of {list(checkpoint.names)} in the '{split}' split")
+        raise InputError(f"{data}: no objects of {list(checkpoint.names)} in the '{split}' split")
     device = runtime.torch_device()
     net = runtime.prepare_model(checkpoint.build(), device)
     _, accuracy = evaluate(net, eval_loader(crops, batch=batch, workers=workers), names=checkpoint.names,

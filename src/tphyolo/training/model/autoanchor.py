@@ -13,6 +13,8 @@ from typing import NamedTuple
 
 import numpy as np
 
+from tphyolo.errors import InputError
+
 BPR_TARGET = 0.98  # refit anchors whose best possible recall is below this
 MIN_FIT_SIZE = 2.0  # boxes smaller than this (pixels, both sides) do not shape the fitted anchors
 
@@ -62,7 +64,7 @@ def check_anchors(wh: np.ndarray, anchors: np.ndarray, *, thr: float) -> AnchorC
     """How well `anchors` (any shape (..., 2), pixels) cover the boxes `wh` (n, 2, pixels) at ratio `thr`."""
     wh = np.asarray(wh, dtype=np.float64).reshape(-1, 2)
     if not len(wh):
-        raise ValueError("no boxes to check the anchors against")
+        raise InputError("no boxes to check the anchors against")
     x = ratio_metric(wh, np.asarray(anchors, dtype=np.float64).reshape(-1, 2))
     return AnchorCheck(
         bpr=float((x.max(1) > 1 / thr).mean()),
@@ -86,7 +88,7 @@ def kmeans(points: np.ndarray, k: int, *, rng: np.random.Generator, iters: int =
     """
     n = len(points)
     if n < k:
-        raise ValueError(f"k-means needs at least {k} points, got {n}")
+        raise InputError(f"k-means needs at least {k} points, got {n}")
     best, best_cost = None, np.inf
     for _ in range(restarts):
         centres = points[[rng.integers(n)]]
@@ -153,7 +155,7 @@ def fit_anchors(
         wh = wh[rng.choice(len(wh), size=max_boxes, replace=False)]
     n = num_levels * anchors_per_level
     if len(wh) < n:
-        raise ValueError(f"fitting {n} anchors needs at least {n} boxes of >= {MIN_FIT_SIZE} px, got {len(wh)}")
+        raise InputError(f"fitting {n} anchors needs at least {n} boxes of >= {MIN_FIT_SIZE} px, got {len(wh)}")
     sigma = wh.std(0)
     sigma[sigma == 0] = 1.0
     anchors = kmeans(wh / sigma, n, rng=rng) * sigma  # (n, 2)

@@ -16,6 +16,7 @@ from torch import nn
 
 from tphyolo.checkpoint.format import Checkpoint, CheckpointError, load_checkpoint, state_dict_misfit
 from tphyolo.data.dataset import DetectionDataset
+from tphyolo.errors import InputError
 from tphyolo.models import build_model
 from tphyolo.runtime.config import RuntimeConfig
 from tphyolo.runtime.distributed import DistContext
@@ -52,8 +53,8 @@ def check_freeze(model: nn.Module, freeze: int | Sequence[int]) -> None:
         return
     if isinstance(freeze, int) or len(freeze) == 1:
         count = freeze if isinstance(freeze, int) else freeze[0]
-        raise ValueError(f"--freeze {count}: the model has {layers} layers; freeze at most {layers - 1} (not the head)")
-    raise ValueError(
+        raise InputError(f"--freeze {count}: the model has {layers} layers; freeze at most {layers - 1} (not the head)")
+    raise InputError(
         f"--freeze {' '.join(map(str, freeze))}: layer {max(chosen)} is not one to freeze; the model has layers "
         f"0..{layers - 1} and {layers - 1} is the head"
     )

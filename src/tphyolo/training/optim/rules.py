@@ -25,6 +25,7 @@ import numpy as np
 import torch
 from torch import nn
 
+from tphyolo.errors import InputError
 from tphyolo.training.config import OPTIMIZERS
 
 NOMINAL_BATCH = 64
@@ -77,7 +78,7 @@ def build_optimizer(
         return torch.optim.Adam(groups, lr=lr, betas=(momentum, 0.999))
     if name == "AdamW":
         return torch.optim.AdamW(groups, lr=lr, betas=(momentum, 0.999))
-    raise ValueError(f"unknown optimizer {name!r}; choose from {OPTIMIZERS}")
+    raise InputError(f"unknown optimizer {name!r}; choose from {OPTIMIZERS}")
 
 
 def lr_lambda(*, epochs: int, lrf: float, cosine: bool) -> Callable[[int], float]:

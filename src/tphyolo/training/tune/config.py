@@ -11,6 +11,7 @@ from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 from typing import Any
 
+from tphyolo.errors import InputError
 from tphyolo.flags import check_field_types, flag, setting_name
 from tphyolo.training.tune.searchers import SEARCHERS
 
@@ -66,17 +67,17 @@ class TuneConfig:
         """Raises ValueError naming the flag of the first setting out of range."""
         check_field_types(self)
         if self.trials < 1:
-            raise ValueError(f"{setting_name(self, 'trials')} must be at least 1, got {self.trials}")
+            raise InputError(f"{setting_name(self, 'trials')} must be at least 1, got {self.trials}")
         if self.gpus_per_trial is not None and not 0 <= self.gpus_per_trial < math.inf:
-            raise ValueError(f"{setting_name(self, 'gpus_per_trial')} must be >= 0, got {self.gpus_per_trial}")
+            raise InputError(f"{setting_name(self, 'gpus_per_trial')} must be >= 0, got {self.gpus_per_trial}")
         if not 0 < self.cpus_per_trial < math.inf:
-            raise ValueError(f"{setting_name(self, 'cpus_per_trial')} must be > 0, got {self.cpus_per_trial}")
+            raise InputError(f"{setting_name(self, 'cpus_per_trial')} must be > 0, got {self.cpus_per_trial}")
         if self.grace_epochs < 1:
-            raise ValueError(f"{setting_name(self, 'grace_epochs')} must be at least 1, got {self.grace_epochs}")
+            raise InputError(f"{setting_name(self, 'grace_epochs')} must be at least 1, got {self.grace_epochs}")
         if self.searcher not in SEARCHERS:
-            raise ValueError(f"{setting_name(self, 'searcher')} must be one of {sorted(SEARCHERS)}")
+            raise InputError(f"{setting_name(self, 'searcher')} must be one of {sorted(SEARCHERS)}")
         if self.scheduler not in SCHEDULERS:
-            raise ValueError(f"{setting_name(self, 'scheduler')} must be one of {SCHEDULERS}")
+            raise InputError(f"{setting_name(self, 'scheduler')} must be one of {SCHEDULERS}")
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)

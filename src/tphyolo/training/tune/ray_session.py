@@ -18,6 +18,8 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import TextIO
 
+from tphyolo.errors import InputError
+
 TUNE_EXTRA = 'pip install -e ".[tune]"'  # or pip install "tphyolo[tune]"
 LOGGERS_WITH_HANDLERS = ("ray", "optuna")  # loggers that print on their own (propagate=False)
 
@@ -64,7 +66,7 @@ def ray_cluster(*, address: str | None = None, dashboard: bool = False) -> Itera
     if started:
         ray.init(address=address, include_dashboard=dashboard, log_to_driver=False)
     elif address is not None:
-        raise ValueError(f"Ray is already running in this process; cannot also join {address}")
+        raise InputError(f"Ray is already running in this process; cannot also join {address}")
     try:
         yield dict(ray.cluster_resources())
     finally:

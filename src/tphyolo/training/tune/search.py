@@ -25,6 +25,7 @@ import yaml
 
 from tphyolo.data.dataset_config import BUILTIN_DATA
 from tphyolo.data.files.atomic import write_text_atomic
+from tphyolo.errors import InputError
 from tphyolo.flags import setting_name
 from tphyolo.runtime.config import RuntimeConfig
 from tphyolo.runtime.distributed import DistContext
@@ -96,18 +97,18 @@ def _settings(run_dir: Path, tune: TuneConfig | None, train: TrainConfig | None)
     saved = load_yaml_file(path)
     if not isinstance(saved, dict) or not isinstance(saved.get("tune"), dict) or not isinstance(saved.get("train"),
                                                                                                dict):  # fmt: skip
-        raise ValueError(f"{path}: expected the mappings 'tune' and 'train'")
+        raise InputError(f"{path}: expected the mappings 'tune' and 'train'")
     try:
         resumed = TuneConfig.from_dict(saved["tune"])
     except (TypeError, ValueError) as error:
-        raise ValueError(f"{path}: key 'tune' (the search's saved settings): {error}") from None
+        raise InputError(f"{path}: key 'tune' (the search's saved settings): {error}") from None
     if tune is not None:
         resumed = replace(resumed, trials=tune.trials)
     train_values = {k: tuple(v) if isinstance(v, list) else v for k, v in saved["train"].items()}  # yaml lists
     try:
         return resumed, TrainConfig.from_dict(train_values)
     except (TypeError, ValueError) as error:
-        raise ValueError(f"{path}: key 'train' (the search's saved settings): {error}") from None
+        raise InputError(f"{path}: key 'train' (the search's saved settings): {error}") from None
 
 
 def _scheduler(tune: TuneConfig, epochs: int) -> Any:
@@ -139,7 +140,7 @@ def run_search(
         run_dir = Path(resume).resolve()
         tune, train = _settings(run_dir, tune, None)
     elif tune is None or train is None:
-        raise ValueError("a new search needs its settings (tune and train)")
+        raise InputError("a new search needs its settings (tune and train)")
     else:
         run_dir = new_run_dir(tune.project, tune.name, exist_ok=tune.exist_ok).resolve()
         train = replace(train, val=True)
@@ -164,7 +165,7 @@ def _check_columns(path: Path, rows: list[TrialRow], keys: tuple[str, ...]) -> N
     """ValueError naming trials.csv when its rows lack a column of a searched hyperparameter."""
     missing = [key for key in keys if rows and key not in rows[0].hyp]
     if missing:
-        raise ValueError(f"{path}: no column {missing[0]!r} of the searched hyperparameters ({len(missing)} missing)")
+        raise InputError(f"{path}: no column {missing[0]!r} of the searched hyperparameters ({len(missing)} missing)")
 
 
 def _fit(tune: TuneConfig, train: TrainConfig, runtime: RuntimeConfig, *, run_dir: Path, base: dict[str, float],
@@ -178,7 +179,7 @@ def _fit(tune: TuneConfig, train: TrainConfig, runtime: RuntimeConfig, *, run_di
     try:
         space = build_search_space(base, overrides=overrides)
     except ValueError as error:  # only the space file's keys are checked: name it
-        raise ValueError(f"{tune.space}: {error}") from None
+        raise InputError(f"{tune.space}: {error}") from None
     _check_columns(run_dir / TRIALS_FILE, rows, space.keys)
     _check_cpus(tune)
     remaining = tune.trials - sum(row.state in COUNTED for row in rows)
@@ -192,7 +193,7 @@ def _fit(tune: TuneConfig, train: TrainConfig, runtime: RuntimeConfig, *, run_di
     with ray_cluster(address=tune.address, dashboard=tune.dashboard) as resources:
         cpus = resources.get("CPU", 0)
         if tune.cpus_per_trial > cpus:
-            raise ValueError(f"{setting_name(tune, 'cpus_per_trial')} {tune.cpus_per_trial:g}: the Ray cluster has "
+            raise InputError(f"{setting_name(tune, 'cpus_per_trial')} {tune.cpus_per_trial:g}: the Ray cluster has "
                              f"{cpus:g} CPU(s)")  # fmt: skip
         gpus = tune.gpus_per_trial
         if gpus is None:
@@ -221,7 +222,7 @@ def _check_cpus(tune: TuneConfig) -> None:
 
     available = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
     if tune.address is None and tune.cpus_per_trial > available:
-        raise ValueError(f"{setting_name(tune, 'cpus_per_trial')} {tune.cpus_per_trial:g}: this machine has "
+        raise InputError(f"{setting_name(tune, 'cpus_per_trial')} {tune.cpus_per_trial:g}: this machine has "
                          f"{available} CPU(s) for trials")  # fmt: skip
 
 

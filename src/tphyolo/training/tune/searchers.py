@@ -14,6 +14,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from tphyolo.errors import InputError
 from tphyolo.training.tune.evolution import Scored
 from tphyolo.training.tune.proposals import EvolutionProposals, RandomProposals
 from tphyolo.training.tune.ray_adapters import ray_classes
@@ -60,7 +61,7 @@ def build_searcher(
     """The Ray Tune searcher `name` (a key of SEARCHERS) over `space`, told the finished trials `history`,
     numbering its trials from `first_trial`."""
     if name not in SEARCHERS:
-        raise ValueError(f"unknown searcher {name!r}; known: {sorted(SEARCHERS)}")
+        raise InputError(f"unknown searcher {name!r}; known: {sorted(SEARCHERS)}")
     if not space.keys:
-        raise ValueError("the search space searches no key (every range is fixed or has gain 0)")
+        raise InputError("the search space searches no key (every range is fixed or has gain 0)")
     return ray_classes().NumberedSearcher(SEARCHERS[name](space, seed=seed, history=history), first=first_trial)

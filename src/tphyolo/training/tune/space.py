@@ -22,6 +22,7 @@ from types import MappingProxyType
 
 import numpy as np
 
+from tphyolo.errors import InputError
 from tphyolo.yaml_files import load_yaml_file
 
 DECIMALS = 5  # searched values are rounded to this many decimal places, as YOLOv5's evolution does
@@ -55,13 +56,13 @@ class HypRange:
         for name in ("low", "high", "gain"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, (int, float)) or not _finite(value):
-                raise ValueError(f"{name} must be a finite number, got {str(value)[:40]}")
+                raise InputError(f"{name} must be a finite number, got {str(value)[:40]}")
         if self.low > self.high:
-            raise ValueError(f"low {self.low} is above high {self.high}")
+            raise InputError(f"low {self.low} is above high {self.high}")
         if self.gain < 0:
-            raise ValueError(f"gain must be >= 0, got {self.gain}")
+            raise InputError(f"gain must be >= 0, got {self.gain}")
         if self.log and self.low <= 0:
-            raise ValueError(f"a log-scale range needs low > 0, got {self.low}")
+            raise InputError(f"a log-scale range needs low > 0, got {self.low}")
 
     @property
     def searched(self) -> bool:
@@ -129,7 +130,7 @@ class SearchSpace:
     def __post_init__(self) -> None:
         unknown = sorted(set(self.ranges) - set(self.base))
         if unknown:
-            raise ValueError(f"searched keys {unknown} are not in the hyp file; its keys: {sorted(self.base)}")
+            raise InputError(f"searched keys {unknown} are not in the hyp file; its keys: {sorted(self.base)}")
         object.__setattr__(self, "base", dict(self.base))  # copies (plain dicts: a space is pickled to trials)
         object.__setattr__(self, "ranges", dict(self.ranges))
 
@@ -177,7 +178,7 @@ def build_search_space(
     overrides = dict(overrides or {})
     unknown = sorted(set(overrides) - set(base))
     if unknown:
-        raise ValueError(f"the search space names {unknown}, which the hyp file does not set; it sets {list(base)}")
+        raise InputError(f"the search space names {unknown}, which the hyp file does not set; it sets {list(base)}")
     ranges = {}
     for key, value in base.items():
         span = overrides[key] if key in overrides else EVOLVE_RANGES.get(key)
@@ -191,13 +192,13 @@ def load_space_overrides(path: str | Path) -> dict[str, HypRange | None]:
     naming the file and the key for anything else."""
     data = load_yaml_file(path)
     if not isinstance(data, Mapping):
-        raise ValueError(f"{path}: a search space is a mapping of hyp names to ranges, got {type(data).__name__}")
+        raise InputError(f"{path}: a search space is a mapping of hyp names to ranges, got {type(data).__name__}")
     ranges: dict[str, HypRange | None] = {}
     for key, spec in data.items():
         try:
             ranges[key] = _parse_range(spec)
         except (TypeError, ValueError) as error:
-            raise ValueError(f"{path}: {key}: {error}") from None
+            raise InputError(f"{path}: {key}: {error}") from None
     return ranges
 
 
@@ -209,9 +210,9 @@ def _parse_range(spec: object) -> HypRange | None:
     if isinstance(spec, Mapping):
         allowed = {"low", "high", "gain", "log", "integer"}
         if set(spec) - allowed or not {"low", "high"} <= set(spec):
-            raise ValueError(f"a range mapping has low and high, and may have gain, log, integer; got {sorted(spec)}")
+            raise InputError(f"a range mapping has low and high, and may have gain, log, integer; got {sorted(spec)}")
         for flag in ("log", "integer"):
             if flag in spec and not isinstance(spec[flag], bool):
-                raise ValueError(f"{flag} must be true or false, got {spec[flag]!r}")
+                raise InputError(f"{flag} must be true or false, got {spec[flag]!r}")
         return HypRange(**spec)
-    raise ValueError(f"expected [low, high], {{low: .., high: .., gain: ..}} or {FIXED!r}, got {spec!r}")
+    raise InputError(f"expected [low, high], {{low: .., high: .., gain: ..}} or {FIXED!r}, got {spec!r}")

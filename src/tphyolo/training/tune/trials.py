@@ -19,6 +19,7 @@ from pathlib import Path
 import yaml
 
 from tphyolo.data.files.atomic import atomic_path, write_text_atomic
+from tphyolo.errors import InputError
 from tphyolo.training.tune.evolution import Scored
 
 # running: started; done: trained every epoch; stopped: stopped early by the scheduler (or by --patience);
@@ -44,7 +45,7 @@ class TrialRow:
 
     def __post_init__(self) -> None:
         if self.state not in STATES:
-            raise ValueError(f"trial {self.trial}: unknown state {self.state!r}; known: {STATES}")
+            raise InputError(f"trial {self.trial}: unknown state {self.state!r}; known: {STATES}")
 
 
 def write_trials(path: Path, rows: Sequence[TrialRow]) -> None:
@@ -65,20 +66,20 @@ def read_trials(path: Path) -> list[TrialRow]:
         with path.open(newline="", encoding="utf-8") as f:
             lines = list(csv.reader(f))
     except UnicodeDecodeError as error:
-        raise ValueError(f"{path}: not UTF-8 text (byte {error.start}); not a trials table") from None
+        raise InputError(f"{path}: not UTF-8 text (byte {error.start}); not a trials table") from None
     if not lines or tuple(lines[0][: len(COLUMNS)]) != COLUMNS:
-        raise ValueError(f"{path}: not a trials table (the first line must start with {','.join(COLUMNS)})")
+        raise InputError(f"{path}: not a trials table (the first line must start with {','.join(COLUMNS)})")
     keys = lines[0][len(COLUMNS) :]
     rows = []
     for number, line in enumerate(lines[1:], start=2):
         try:
             if len(line) != len(COLUMNS) + len(keys):
-                raise ValueError(f"{len(line)} fields, expected {len(COLUMNS) + len(keys)}")
+                raise InputError(f"{len(line)} fields, expected {len(COLUMNS) + len(keys)}")
             trial, state, fitness, map50, map50_95, epochs = line[: len(COLUMNS)]
             hyp = {key: _number(value) for key, value in zip(keys, line[len(COLUMNS) :], strict=True)}
             rows.append(TrialRow(int(trial), state, float(fitness), float(map50), float(map50_95), int(epochs), hyp))
         except ValueError as error:
-            raise ValueError(f"{path}:{number}: {error}") from None
+            raise InputError(f"{path}:{number}: {error}") from None
     return rows
 
 
