@@ -26,6 +26,7 @@ from tphyolo.data.files.atomic import write_text_atomic
 from tphyolo.errors import InputError
 from tphyolo.evaluation.detection_files import save_coco_gt
 from tphyolo.evaluation.jobs import EvalJob
+from tphyolo.evaluation.results import protocol_table
 from tphyolo.evaluation.saved_scores import (
     SavedScores,
     folder_table,
@@ -119,8 +120,8 @@ def _score_with_report(job: EvalJob, dist: DistContext) -> tuple[SavedScores | N
     records = Records(protocol=job.protocol, max_det=MAX_DET, names=table.names, settings=settings,
                       images=tuple(images))  # fmt: skip
     data, path = report_run(records, job.report)
-    scored = data.results  # the protocol's numbers in `extra` and `protocol_per_class`, its table last
-    return SavedScores(scored.extra, scored.protocol_per_class, scored.tables[-1]), path
+    scored = data.results  # the protocol's numbers in `extra` and `protocol_per_class`
+    return SavedScores(scored.extra, scored.protocol_per_class, protocol_table(scored)), path
 
 
 def _score_tracks(job: EvalJob) -> EvalRun:
