@@ -229,9 +229,7 @@ def test_the_circle_scan_groups_every_module_of_a_circle(tmp_path):
 COMMAND_FORBIDDEN = ("tphyolo.predict.runner", "tphyolo.runtime.distributed")
 # (command module, forbidden module) -> why it is tolerated for now. Each must still be imported
 # (test_allowed_command_imports_still_exist), so that the list empties as the commands hand these to the library.
-COMMAND_IMPORTS_ALLOWED: dict[tuple[str, str], str] = {
-    ("tphyolo.commands.options.inference", "tphyolo.runtime.distributed"): "builds the DistContext of --device",
-}
+COMMAND_IMPORTS_ALLOWED: dict[tuple[str, str], str] = {}
 
 
 def command_imports(root: Path = ROOT) -> set[tuple[str, str]]:

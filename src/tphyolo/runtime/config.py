@@ -35,6 +35,13 @@ class RuntimeConfig(RuntimeSettings):
         """The device this process computes on (for a multi-GPU spec, the `local_rank`-th one)."""
         return resolve_device(self.device, local_rank=local_rank)
 
+    def process_device(self) -> torch.device:
+        """The device this process computes on: under torchrun the `LOCAL_RANK`-th of the devices named, else
+        the first."""
+        from tphyolo.runtime.distributed import DistContext
+
+        return self.torch_device(DistContext.from_env().local_rank)
+
     def amp_dtype(self, device: torch.device) -> torch.dtype | None:
         """The autocast dtype on `device`, or None for full precision (and for fp16 weights, `half`)."""
         if self.amp == "off" or self.half:

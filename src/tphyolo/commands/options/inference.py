@@ -130,9 +130,7 @@ def classifier_settings(args: argparse.Namespace) -> dict[str, Any]:
 def inference_device(runtime):
     """The torch.device `runtime` runs on (under torchrun, this process's: the `LOCAL_RANK`-th of the devices
     named), checked by the runtime before anything is loaded."""
-    from tphyolo.runtime.distributed import DistContext  # lazy: imports torch; '<cmd> -h' must not
-
-    device = runtime.torch_device(DistContext.from_env().local_rank)
+    device = runtime.process_device()
     try:
         runtime.check_device(device)
     except ValueError as error:
