@@ -44,7 +44,8 @@ def validate(args: argparse.Namespace, data: Path) -> dict[str, float]:
 
     from tphyolo.data.dataset_config import load_data_config
     from tphyolo.data.loader import DatasetSettings, LoaderSettings, build_dataloader, build_dataset
-    from tphyolo.evaluation.loop import collect_results, score_images
+    from tphyolo.evaluation.loop import collect_results
+    from tphyolo.evaluation.scoring import score_images
     from tphyolo.evaluation.sharded import Shard, gather_in_order, gather_speed
     from tphyolo.infer.config import InferenceConfig
     from tphyolo.models import build_model

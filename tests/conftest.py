@@ -13,10 +13,8 @@ import torch
 
 from tests.helpers import process_state_restored, require_shared, visdrone_subset
 from tphyolo.data.builtin.synthetic import generate_synthetic
-from tphyolo.infer.backends import compiled
 from tphyolo.infer.backends.compiled import CACHE_ENV
 from tphyolo.runtime import cpu_memory
-from tphyolo.runtime.cpu_isa import CpuInfo
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 SHARED_DIR = Path(os.environ.get("TPHYOLO_SHARED", REPO_ROOT.parent / "shared"))
@@ -29,6 +27,12 @@ if os.environ.get("PYTEST_XDIST_WORKER"):
     torch.set_num_threads(1)
     os.environ["OMP_NUM_THREADS"] = "1"
 
+# The suite, and every process it starts, sees a CPU without native bf16 (`tphyolo.runtime.cpu_isa` follows
+# oneDNN's ISA cap), so that `--precision auto` is f32 without a bf16 check and the runtime probe times no bf16
+# candidate, whatever the machine: outputs compared across processes stay exact. Tests of the bf16 paths give
+# the CPU they need.
+os.environ.setdefault("ONEDNN_MAX_CPU_ISA", "AVX512_CORE_VNNI")
+
 
 @pytest.fixture(scope="session", autouse=True)
 def _model_cache(tmp_path_factory) -> Iterator[Path]:
@@ -39,17 +43,6 @@ def _model_cache(tmp_path_factory) -> Iterator[Path]:
     with pytest.MonkeyPatch.context() as patch:
         patch.setenv(CACHE_ENV, str(folder))
         yield folder
-
-
-@pytest.fixture(scope="session", autouse=True)
-def _cpu_without_native_bf16() -> Iterator[None]:
-    """The compiled runtime sees a CPU without native bf16 for the session, so that `--precision auto` is f32
-    without a bf16 check on any machine (`tphyolo.infer.backends.bf16_check`); the check's own tests give
-    `load_compiled` the CPU they need."""
-    plain = CpuInfo(model="a CPU without native bf16", flags=frozenset({"avx2"}))
-    with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(compiled, "cpu_info", lambda: plain)
-        yield
 
 
 @pytest.fixture(autouse=True)
