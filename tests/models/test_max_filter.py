@@ -177,3 +177,41 @@ def test_every_pyramid_layer_of_a_model_equals_direct_pools(name: str) -> None:
             handle.remove()
     per_pass = {"yolov5n": 1, "tph-yolov5n": 5, "tph-yolov5ppn": 1, "tph-yolov5-swins": 1}[name]
     assert len(checked) == 4 * per_pass
+
+
+def chained_square_pools(layer: SPP | SPPF, x: torch.Tensor) -> torch.Tensor:
+    """The layer with every filter of its chain a square pool of the previous output, in x's own layout."""
+    hidden = layer.cv1(x)
+    steps = layer.steps if isinstance(layer, SPP) else [layer.k] * 3
+    pooled = [hidden]
+    for step in steps:
+        pooled.append(square_pool(pooled[-1], step))
+    return layer.cv2(torch.cat(pooled, dim=1))
+
+
+@pytest.mark.parametrize("fmt", FORMATS)
+@pytest.mark.parametrize("make", [lambda: SPP(6, 8, k=(5, 9, 13)), lambda: SPP(6, 8, k=(3, 7, 11)),
+                                  lambda: SPPF(6, 8, k=5)], ids=["spp-5-9-13", "spp-3-7-11", "sppf-5"])  # fmt: skip
+def test_pyramid_layer_training_equals_chained_square_pools_bit_for_bit(fmt: str, make) -> None:
+    # integer inputs and convolution weights: the pooled maps hold many equal maxima (ties); the layer's output,
+    # its layout, and the gradients of its input and of every parameter must be those of chained square pools
+    torch.manual_seed(0)
+    layer = make().train()
+    with torch.no_grad():
+        for conv in (layer.cv1.conv, layer.cv2.conv):
+            conv.weight.copy_(torch.randint(-2, 3, conv.weight.shape).float())
+    layer = layer.to(memory_format=FORMATS[fmt])
+    x = torch.randint(0, 3, (2, 6, 11, 19)).float().contiguous(memory_format=FORMATS[fmt])
+    upstream = torch.randn(2, 8, 11, 19)
+    results = []
+    for forward in (layer, lambda t: chained_square_pools(layer, t)):
+        layer.zero_grad(set_to_none=True)
+        xs = x.clone().requires_grad_(True)
+        out = forward(xs)
+        out.backward(upstream)
+        results.append((out.detach(), xs.grad, [p.grad.clone() for p in layer.parameters()]))
+    (out, grad, params), (ref_out, ref_grad, ref_params) = results
+    assert out.is_contiguous(memory_format=FORMATS[fmt])
+    assert torch.equal(out, ref_out)
+    assert torch.equal(grad, ref_grad) and grad.abs().sum() > 0
+    assert all(torch.equal(a, b) for a, b in zip(params, ref_params, strict=True))

@@ -15,7 +15,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from tphyolo.errors import InputError
-from tphyolo.models.max_filter import chain_steps, max_filter
+from tphyolo.models.max_filter import chain_steps, max_filter, pooling_source
 
 BN_EPS = 1e-3
 BN_MOMENTUM = 0.03
@@ -124,8 +124,9 @@ class SPP(nn.Module):
     Growing odd sizes are computed as a chain of small filters, each reusing the previous output (a max filter of
     size a after one of size b is exactly one of size a + b - 1, also at the borders), so (5, 9, 13) runs as three
     5 x 5 filters; sizes that do not chain (even, or not increasing) are pooled one by one. Every size is pooled
-    by `max_filter`, equal bit for bit to `nn.MaxPool2d(size, 1, size // 2)`. `steps` holds the chain's filter
-    sizes, None when the sizes do not chain; the layer has no parameters beyond its two Convs.
+    by `max_filter`, equal bit for bit to `nn.MaxPool2d(size, 1, size // 2)`; in NCHW training they pool a
+    channels_last copy (`pooling_source`) and the concatenation returns to x's layout. `steps` holds the chain's
+    filter sizes, None when the sizes do not chain; the layer has no parameters beyond its two Convs.
     """
 
     def __init__(self, c_in: int, c_out: int, k: Sequence[int] = (5, 9, 13)) -> None:
@@ -138,12 +139,13 @@ class SPP(nn.Module):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         x = self.cv1(x)  # (B, C_in / 2, H, W)
+        source = pooling_source(x)  # x, or its channels_last copy in NCHW training
         if self.steps is None:
-            return self.cv2(torch.cat([x, *(_pooled(x, size) for size in self.sizes)], dim=1))  # (B, C_out, H, W)
-        pooled = [x]
+            return self.cv2(torch.cat([x, *(_pooled(source, size) for size in self.sizes)], dim=1))
+        pooled = [source]
         for step in self.steps:
             pooled.append(max_filter(pooled[-1], step))
-        return self.cv2(torch.cat(pooled, dim=1))  # (B, C_out, H, W)
+        return self.cv2(torch.cat([x, *pooled[1:]], dim=1))  # (B, C_out, H, W), in x's layout
 
 
 class SPPF(nn.Module):
@@ -158,7 +160,7 @@ class SPPF(nn.Module):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         x = self.cv1(x)  # (B, C_in / 2, H, W)
-        y1 = _pooled(x, self.k)
+        y1 = _pooled(pooling_source(x), self.k)  # x's channels_last copy in NCHW training (see SPP)
         y2 = _pooled(y1, self.k)
         return self.cv2(torch.cat((x, y1, y2, _pooled(y2, self.k)), dim=1))  # (B, C_out, H, W)
 

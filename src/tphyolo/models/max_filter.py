@@ -22,7 +22,9 @@ tph-yolov5n at 320 px, batch 1 (median of 11 interleaved passes):
   (AVX-512, one thread, load 5-6), three chained 5 x 5 filters with their backward on (8, 32, 80, 80) took
   278 ms against 511 ms for the separable pools (the first form) and 572 ms for the NCHW square pool, and on
   (8, 64, 40, 40) 147 against 272 ms. Both copies are exact and the pooling is the square pool itself, so the
-  output and the gradients are the NCHW square pool's bit for bit, ties included.
+  output and the gradients are the NCHW square pool's bit for bit, ties included. SPP and SPPF go one step
+  further (`pooling_source`): one channels_last copy of their pooled map feeds the whole chain, and their
+  concatenation reads the channels_last outputs directly, which saves the copies back and their gradients'.
 
 Tracing, ONNX export and torch.compile get the square pool, one MaxPool node for an exporter or compiler to map.
 Inference computes no gradients; in training both layouts run the square pool, so the gradients are its own.
@@ -61,6 +63,17 @@ def max_filter(x: torch.Tensor, size: int) -> torch.Tensor:
             return F.max_pool2d(x, size, stride=1, padding=size // 2)
         return _square_pool_through_channels_last(x, size)
     return _shifted_maxima(_shifted_maxima(x, size, dim=-1), size, dim=-2)
+
+
+def pooling_source(x: torch.Tensor) -> torch.Tensor:
+    """What SPP and SPPF pool from, for `x` (B, C, H, W): in NCHW training (autograd recording), a channels_last
+    copy, so that every filter of their chain runs the vectorised square pool with no copy back (their
+    concatenation, led by the NCHW `x`, gathers the channels_last maps into NCHW); else `x` itself."""
+    if _exporting() or not (torch.is_grad_enabled() and x.requires_grad) or x.dim() != 4:
+        return x
+    if x.is_contiguous(memory_format=torch.channels_last):
+        return x
+    return x.contiguous(memory_format=torch.channels_last)
 
 
 def _exporting() -> bool:
