@@ -1,25 +1,31 @@
 """The README's main job beside what a user would pick instead: tphyolo's tph-yolov5n and ultralytics' YOLO11n and
-YOLOv8n, each trained from scratch on the built-in synthetic set with the same epochs, image size and batch,
-then scored by one evaluator.
+YOLO26n, each trained from scratch on the built-in synthetic set at the same image size and batch, timed epoch by
+epoch, then scored by one evaluator.
 
     PYTHONPATH=/path/to/ultralytics python benchmarks/vs_ultralytics.py               # the README's 20 epochs
-    PYTHONPATH=/path/to/ultralytics python benchmarks/vs_ultralytics.py --epochs 3 --json out.json
+    PYTHONPATH=/path/to/ultralytics python benchmarks/vs_ultralytics.py --peer-epochs 60   # time to a mAP50
+    PYTHONPATH=/path/to/ultralytics python benchmarks/vs_ultralytics.py --epochs 3 --img 640 --json out.json
     PYTHONPATH=/path/to/ultralytics python benchmarks/vs_ultralytics.py --steps --weights best.pt   # no training
     PYTHONPATH=/path/to/ultralytics python benchmarks/vs_ultralytics.py --profile --threads 1        # by operator
 
 What runs: the synthetic set (`tphyolo.data.builtin.synthetic`, 80 training and 20 validation scenes at 640 px,
 VisDrone format) is converted to YOLO format with `tphyolo.data.convert.convert_visdrone` (class = VisDrone
 category - 1, ten class names) for ultralytics; `tphyolo train` trains on the set as the README's first command
-does (tph-yolov5n, AdamW, its synthetic recipe) and ultralytics trains `yolo11n.yaml` and `yolov8n.yaml` (no
-pretrained weights, so nothing is downloaded; plots off; its own default recipe), each training in a child
-process of its own, timed in wall-clock seconds and in CPU seconds of that child. Each tool's own val mAP50 is
-the last epoch's of its results.csv. Then every model predicts the 20 validation images at the same size,
-conf 0.001, one image at a time, in this process: the detections are written as VisDrone result files and
-scored by `tphyolo eval --protocol coco` against the set's VisDrone annotations, each class written under
-the number the set's files give it (its category table, `tphyolo.data.categories`): COCO mAP50 and mAP50-95,
-the same evaluator, images and thresholds for all three. The inference time is the median milliseconds per
-image at conf 0.25 (both tools' predict default), the three models taking turns image by image over --rounds
-passes, after two warm-up images each.
+does (tph-yolov5n, AdamW, its synthetic recipe) for `--epochs`, and ultralytics trains `yolo11n.yaml` and
+`yolo26n.yaml` (no pretrained weights, so nothing is downloaded; plots off; its own default recipe) for
+`--peer-epochs` (default: the same), each training in a child process of its own, timed in wall-clock seconds
+and in CPU seconds of that child. While a child trains, this process looks at its results.csv every 0.1 s and
+notes when each epoch's row appears, seconds from the child's start: the same clock for both tools, each with
+its own loader and its own validation after every epoch. From those: the first epoch's time (start-up, data
+caching and the first validation included), the median time of the later epochs, and the time from the start to
+the first epoch whose own val mAP50 reached 0.1, 0.3, 0.5 and 0.7 (each tool's own validation: the same 20
+images, its own NMS and AP). Each tool's own val mAP50 is the last epoch's. Then every model predicts the 20
+validation images at the same size, conf 0.001, one image at a time, in this process: the detections are
+written as VisDrone result files and scored by `tphyolo eval --protocol coco` against the set's VisDrone
+annotations, each class written under the number the set's files give it (its category table,
+`tphyolo.data.categories`): COCO mAP50 and mAP50-95, the same evaluator, images and thresholds for all three.
+The inference time is the median milliseconds per image at conf 0.25 (both tools' predict default), the three
+models taking turns image by image over --rounds passes, after two warm-up images each.
 
 With `--steps`, the trainings are skipped and the models' computation is measured instead, in one run, the
 candidates taking turns call by call (A B C A B C ..., median over `--repeats` rounds after one warm-up call each):
@@ -75,8 +81,10 @@ from tphyolo.data.formats.visdrone import NAMES
 MODELS = {
     "tphyolo tph-yolov5n": "tphyolo",
     "ultralytics YOLO11n": "yolo11n.yaml",
-    "ultralytics YOLOv8n": "yolov8n.yaml",
+    "ultralytics YOLO26n": "yolo26n.yaml",
 }
+MAP50_MARKS = (0.1, 0.3, 0.5, 0.7)  # the time-to-mAP50 table's columns
+POLL_S = 0.1  # how often a training's results.csv is looked at for a new epoch row
 PRED_CONF = 0.001  # what the scores are computed from
 TIMED_CONF = 0.25  # what the inference time is measured at: both tools' predict default
 WARMUP_IMAGES = 2
@@ -91,14 +99,27 @@ YOLO(yaml).train(data=data, epochs=int(epochs), imgsz=int(imgsz), batch=int(batc
 """
 
 
-def timed_child(argv: list[str], env: dict[str, str]) -> tuple[float, float]:
-    """(wall seconds, CPU seconds) of a child process running `argv`; raises when it fails."""
+def timed_child(argv: list[str], env: dict[str, str], watch: Path) -> tuple[float, float, list[float]]:
+    """(wall seconds, CPU seconds, epoch ends) of a child process running `argv`; raises when it fails. The epoch
+    ends are the seconds from the child's start at which each data row of the results.csv `watch` was first seen
+    (looked at every `POLL_S`): the same clock for every tool, start-up, data loading and validation included."""
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    watch.unlink(missing_ok=True)  # an earlier run's rows are not this one's epochs
     start = time.perf_counter()
-    subprocess.run(argv, env=env, check=True)
+    ends: list[float] = []
+    child = subprocess.Popen(argv, env=env)
+    while True:
+        done = child.poll() is not None
+        rows = data_rows(watch)
+        ends += [time.perf_counter() - start] * max(0, len(rows) - len(ends))
+        if done:
+            break
+        time.sleep(POLL_S)
     wall = time.perf_counter() - start
+    if child.returncode != 0:
+        raise subprocess.CalledProcessError(child.returncode, argv)
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
-    return wall, (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+    return wall, (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime), ends
 
 
 def yolo_copy(work: Path) -> tuple[Path, Path, Path]:
@@ -116,38 +137,69 @@ def yolo_copy(work: Path) -> tuple[Path, Path, Path]:
     return yaml, val_split / "images", val_split / "annotations"
 
 
-def last_row(csv_path: Path, column: str) -> float:
-    """The value of `column` in the last row of a results.csv (headers may be padded with spaces)."""
-    lines = [line for line in csv_path.read_text().splitlines() if line.strip()]
+def data_rows(csv_path: Path) -> list[dict[str, str]]:
+    """The complete data rows of a results.csv as {column: text} (headers may be padded with spaces); none while
+    the file is missing, and a last line still being written is left for the next look."""
+    try:
+        text = csv_path.read_text()
+    except FileNotFoundError:
+        return []
+    lines = [line for line in text.split("\n")[:-1] if line.strip()]  # only lines that ended
+    if not lines:
+        return []
     header = [h.strip() for h in lines[0].split(",")]
-    return float(lines[-1].split(",")[header.index(column)])
+    return [dict(zip(header, (v.strip() for v in line.split(",")), strict=True)) for line in lines[1:]]
+
+
+def timeline(ends: list[float], csv_path: Path, column: str) -> list[tuple[float, float]]:
+    """(seconds from the training's start, that epoch's own val mAP50) per epoch."""
+    values = [float(row[column]) for row in data_rows(csv_path)]
+    if len(values) != len(ends):
+        raise RuntimeError(f"{csv_path}: {len(values)} epoch rows at the end, {len(ends)} seen while it trained")
+    return list(zip(ends, values, strict=True))
+
+
+def epoch_seconds(points: list[tuple[float, float]]) -> tuple[float, float | None]:
+    """(seconds to the end of the first epoch, start-up included; median seconds of the later epochs, None with
+    only one)."""
+    ends = [t for t, _ in points]
+    later = [b - a for a, b in zip(ends, ends[1:], strict=False)]
+    return ends[0], (statistics.median(later) if later else None)
+
+
+def seconds_to(points: list[tuple[float, float]], mark: float) -> float | None:
+    """Seconds from the start to the end of the first epoch whose own val mAP50 reached `mark`; None if none."""
+    return next((t for t, value in points if value >= mark), None)
 
 
 def train_all(args, work: Path, yaml: Path, env: dict[str, str], record: Path) -> dict[str, dict]:
-    """Train each model of `MODELS`: {row: {wall_s, cpu_s, own_map50, weights}}, written to `record` after each
-    training; with `args.reuse_training`, the rows `record` already holds are taken as they are."""
+    """Train each model of `MODELS`: {row: {epochs, wall_s, cpu_s, own_map50, timeline, weights}}, written to
+    `record` after each training; with `args.reuse_training`, the rows `record` already holds are taken as they
+    are. tphyolo trains `args.epochs`, ultralytics `args.peer_epochs` (default: the same)."""
     runs = work / "runs"
     out = json.loads(record.read_text()) if args.reuse_training and record.is_file() else {}
     for row, model in MODELS.items():
         if row in out:
             continue
         name = row.split()[-1]
+        folder = runs / name
         if model == "tphyolo":
-            argv = [sys.executable, "-m", "tphyolo", "train", "--epochs", str(args.epochs), "--img", str(args.img),
+            epochs, column = args.epochs, "metrics/mAP50"
+            argv = [sys.executable, "-m", "tphyolo", "train", "--epochs", str(epochs), "--img", str(args.img),
                     "--batch", str(args.batch), "--workers", str(args.workers), "--device", "cpu",
                     "--project", str(runs), "--name", name, "--exist-ok"]  # fmt: skip
-            wall, cpu = timed_child(argv, env)
-            folder = runs / name
-            own = last_row(folder / "results.csv", "metrics/mAP50")
         else:
-            argv = [sys.executable, "-c", ULTRALYTICS_TRAIN, model, str(yaml), str(args.epochs), str(args.img),
+            epochs, column = args.peer_epochs or args.epochs, "metrics/mAP50(B)"
+            argv = [sys.executable, "-c", ULTRALYTICS_TRAIN, model, str(yaml), str(epochs), str(args.img),
                     str(args.batch), str(args.workers), str(runs), name]  # fmt: skip
-            wall, cpu = timed_child(argv, env)
-            folder = runs / name
-            own = last_row(folder / "results.csv", "metrics/mAP50(B)")
-        out[row] = {"wall_s": wall, "cpu_s": cpu, "own_map50": own, "weights": str(folder / "weights" / "best.pt")}
+        wall, cpu, ends = timed_child(argv, env, folder / "results.csv")
+        points = timeline(ends, folder / "results.csv", column)
+        out[row] = {"epochs": epochs, "wall_s": wall, "cpu_s": cpu, "own_map50": points[-1][1],
+                    "timeline": points, "weights": str(folder / "weights" / "best.pt")}  # fmt: skip
         record.write_text(json.dumps(out, indent=2))
-        print(f"{row}: trained in {wall:.0f} s wall, {cpu:.0f} s CPU; own val mAP50 {own:.4f}", flush=True)
+        first, later = epoch_seconds(points)
+        print(f"{row}: {epochs} epochs in {wall:.0f} s wall, {cpu:.0f} s CPU; first epoch {first:.1f} s, later "
+              f"{later or 0:.1f} s each; own val mAP50 {points[-1][1]:.4f}", flush=True)  # fmt: skip
     return out
 
 
@@ -187,17 +239,22 @@ def categories(row: str) -> dict[str, int]:
     return {name: i + 1 for i, name in enumerate(NAMES)}
 
 
-def predict(row: str, weights: str, images: list[Path], imgsz: int, out: Path) -> None:
+def predict(row: str, weights: str, images: list[Path], imgsz: int, out: Path) -> int:
     """Write `row`'s VisDrone result file per image under `out`, at conf `PRED_CONF`, numbered as the set's
-    annotation files (`categories`)."""
+    annotation files (`categories`). Boxes without area (x2 <= x1 or y2 <= y1, which YOLO26n's NMS-free head
+    can give an untrained model) are left out, as no evaluator takes them; returns how many were."""
     run = detector(row, weights, imgsz, PRED_CONF)
     category = categories(row)
     out.mkdir(parents=True, exist_ok=True)
+    dropped = 0
     for path in images:
         boxes, scores, names = run(read_image(path))
         lines = [f"{x1:.2f},{y1:.2f},{x2 - x1:.2f},{y2 - y1:.2f},{s:.5f},{category[n]},-1,-1"
-                 for (x1, y1, x2, y2), s, n in zip(boxes.tolist(), scores.tolist(), names, strict=True)]  # fmt: skip
+                 for (x1, y1, x2, y2), s, n in zip(boxes.tolist(), scores.tolist(), names, strict=True)
+                 if x2 > x1 and y2 > y1]  # fmt: skip
+        dropped += len(names) - len(lines)
         (out / f"{path.stem}.txt").write_text("".join(line + "\n" for line in lines))
+    return dropped
 
 
 def inference_ms(trained: dict[str, dict], images: list[Path], imgsz: int, rounds: int) -> dict[str, float]:
@@ -434,6 +491,9 @@ def profile_train_steps(args) -> dict[str, dict[str, float]]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--epochs", type=int, default=20, help="epochs of every training (README: 20)")
+    parser.add_argument("--peer-epochs", type=int,
+                        help="epochs of the ultralytics trainings (default: --epochs), for the time to a mAP50 "
+                             "that their recipe reaches later")
     parser.add_argument("--img", type=int, default=320, help="train and predict size (README: 320)")
     parser.add_argument("--batch", type=int, default=8, help="batch of every training (README: 8)")
     parser.add_argument("--workers", type=int, default=2, help="data-loading workers of every training")
@@ -482,18 +542,32 @@ def main() -> None:
         images = sorted(p for p in val_images.iterdir() if p.suffix.lower() in (".jpg", ".png"))
         for row, result in trained.items():
             predictions = work / "predictions" / row.split()[-1]
-            predict(row, result["weights"], images, args.img, predictions)
+            result["boxes_without_area"] = predict(row, result["weights"], images, args.img, predictions)
             result.update(common_scores(annotations, val_images, predictions, work / f"{row.split()[-1]}.json"))
         for row, ms in inference_ms(trained, images, args.img, args.rounds).items():
             trained[row]["ms_per_image"] = ms
-    settings = f"{args.epochs} epochs, {args.img} px, batch {args.batch}, {args.threads} threads"
-    print(f"\n{settings}; common evaluator: tphyolo eval --protocol coco on the {len(images)} val images, "
-          f"conf {PRED_CONF}; ms/image at conf {TIMED_CONF}, batch 1\n")  # fmt: skip
-    print("| model | train wall s | train CPU s | own val mAP50 | COCO mAP50 | COCO mAP50-95 | ms/image |")
-    print("|---|---|---|---|---|---|---|")
+    peer = f", ultralytics {args.peer_epochs}" if args.peer_epochs else ""
+    settings = f"{args.epochs} epochs{peer}, {args.img} px, batch {args.batch}, {args.threads} threads"
+    print(f"\n{time.strftime('%Y-%m-%d %H:%M')}; ISA flags: {' '.join(cpu_flags()) or 'none found'}; load after "
+          f"{os.getloadavg()[0]:.1f}\n{settings}; common evaluator: tphyolo eval --protocol coco on the "
+          f"{len(images)} val images, conf {PRED_CONF}; ms/image at conf {TIMED_CONF}, batch 1\n")  # fmt: skip
+    print("| model | epochs | train wall s | train CPU s | first epoch s | later epochs s | own val mAP50 "
+          "| COCO mAP50 | COCO mAP50-95 | ms/image |")  # fmt: skip
+    print("|---|---|---|---|---|---|---|---|---|---|")
     for row, r in trained.items():
-        print(f"| {row} | {r['wall_s']:.0f} | {r['cpu_s']:.0f} | {r['own_map50']:.3f} | {r['map50']:.3f} | "
+        first, later = epoch_seconds(r["timeline"])
+        print(f"| {row} | {r['epochs']} | {r['wall_s']:.0f} | {r['cpu_s']:.0f} | {first:.1f} | "
+              f"{'-' if later is None else f'{later:.1f}'} | {r['own_map50']:.3f} | {r['map50']:.3f} | "
               f"{r['map']:.3f} | {r['ms_per_image']:.1f} |")  # fmt: skip
+    for row, r in trained.items():
+        if r.get("boxes_without_area"):
+            print(f"{row}: {r['boxes_without_area']} boxes without area left out of the common evaluator's input")
+    print("\nseconds from the start of training to the end of the first epoch whose own val mAP50 reached it:\n")
+    print("| model | " + " | ".join(f"mAP50 {mark}" for mark in MAP50_MARKS) + " |")
+    print("|---" * (len(MAP50_MARKS) + 1) + "|")
+    for row, r in trained.items():
+        cells = [seconds_to(r["timeline"], mark) for mark in MAP50_MARKS]
+        print(f"| {row} | " + " | ".join("not reached" if t is None else f"{t:.0f}" for t in cells) + " |")
     if args.json:
         args.json.write_text(json.dumps({"settings": vars(args) | {"json": str(args.json)}, "results": trained},
                                         indent=2, default=str))  # fmt: skip
