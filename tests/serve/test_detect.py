@@ -141,3 +141,31 @@ def test_metrics_count_what_was_sent(server, image_files):
     assert batch["tphyolo_batch_size_sum"] >= 3 and batch["tphyolo_batch_size_count"] >= 1
     for name in ("tphyolo_queue_depth", "tphyolo_images_per_second", "tphyolo_request_seconds", "tphyolo_images"):
         assert name in families
+
+
+def test_images_are_decoded_off_the_event_loop(server, image_files, predicted, monkeypatch):
+    """Each body is decoded in the service's decoder threads, where no event loop runs, so that a large image
+    being decoded does not hold up the other requests; the answers stay predict's."""
+    import asyncio
+    import threading
+
+    import tphyolo.serve.app as app_module
+
+    seen: list[tuple[str, bool]] = []
+    decode = app_module.decode_request_image
+
+    def recording(data, *, where):
+        try:
+            asyncio.get_running_loop()
+            on_loop = True
+        except RuntimeError:
+            on_loop = False
+        seen.append((threading.current_thread().name, on_loop))
+        return decode(data, where=where)
+
+    monkeypatch.setattr(app_module, "decode_request_image", recording)
+    with Client(server) as client:
+        results = [client.detect(path) for path in image_files[:2]]
+    assert len(seen) == 2
+    assert all(name.startswith("tphyolo-serve-decode") and not on_loop for name, on_loop in seen), seen
+    assert all(torch.equal(r.boxes, e.boxes) for r, e in zip(results, predicted[:2], strict=True))
