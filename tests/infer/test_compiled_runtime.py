@@ -117,6 +117,28 @@ def test_bf16_is_used_only_when_asked(first_runs, checkpoint):
         InferenceConfig(backend="pytorch", precision="bf16")
 
 
+def test_a_compiled_checkpoint_runs_on_every_core_whatever_torchs_threads(first_runs, checkpoint):
+    """OpenVINO's threads are the cores this process may use, as for an exported model, not PyTorch's intra-op
+    threads: the serve worker lowers those to keep a core for the event loop (OpenMP stalls on a lost core),
+    which OpenVINO does not need (measured in `tphyolo.serve.engine`)."""
+    cache, _ = first_runs
+    cores = len(os.sched_getaffinity(0))
+    threads = torch.get_num_threads()
+    try:
+        torch.set_num_threads(1)
+        with model_cache_at(cache):
+            backend = load_compiled(checkpoint)
+            pinned = load_compiled(checkpoint, threads=1)
+    finally:
+        torch.set_num_threads(threads)
+
+    def used(loaded) -> int:
+        return int(loaded.compiled.request.get_compiled_model().get_property("INFERENCE_NUM_THREADS"))
+
+    assert used(backend) == cores
+    assert used(pinned) == 1
+
+
 @pytest.mark.parametrize("damage", ["verdict", "weights"])
 def test_a_damaged_cache_entry_is_compiled_again_with_one_line(first_runs, checkpoint, tmp_path, damage):
     cache, _ = first_runs

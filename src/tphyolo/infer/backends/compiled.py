@@ -44,7 +44,7 @@ from tphyolo.data.files.digest import update_with_file
 from tphyolo.data.files.image_limits import IMGSZ_BOUNDS
 from tphyolo.errors import InputError
 from tphyolo.imports import require
-from tphyolo.infer.backends.base import ExportedBackend
+from tphyolo.infer.backends.base import ExportedBackend, cpu_threads
 from tphyolo.infer.backends.bf16_check import RunTimer, auto_precision, time_run
 from tphyolo.infer.backends.compiled_cache import cache_limit_bytes, evict, touch
 from tphyolo.infer.backends.metadata import ExportMetadata
@@ -154,16 +154,16 @@ def load_compiled(
     """The backend of checkpoint `weights` compiled to `runtime` ("openvino" or "onnxruntime"), computing in
     `precision` ("fp32"; "bf16" on OpenVINO; "auto": fp32, or bf16 where OpenVINO's bf16 on this `cpu` (default:
     this machine's) proved faster and as accurate, `bf16_check`, timed by `timer` under `conditions`, default
-    this machine's now) with `threads` CPU threads
-    (default: torch's); compiled and checked on the first call, loaded from the cache afterwards (module
-    docstring). None when the compiled model is not within FP32_TOLERANCE of PyTorch (said in one line).
-    MissingExtraError when the runtime is not installed; the checkpoint's own errors (FileNotFoundError,
-    CheckpointError) as loading it raises them."""
+    this machine's now) with `threads` CPU threads (default: the cores this process may use, as for exported
+    models, `base.cpu_threads`, not PyTorch's threads); compiled and checked on the first call, loaded from the
+    cache afterwards (module docstring). None when the compiled model is not within FP32_TOLERANCE of PyTorch
+    (said in one line). MissingExtraError when the runtime is not installed; the checkpoint's own errors
+    (FileNotFoundError, CheckpointError) as loading it raises them."""
     weights = Path(weights)
     spec = RUNTIMES[runtime]
     entry = cache_entry(weights, runtime=runtime, fuse=fuse)
     limit = cache_limit_bytes()  # a malformed limit is said before anything is compiled
-    threads = threads or torch.get_num_threads()
+    threads = threads or cpu_threads()
     cpu = cpu if cpu is not None else cpu_info()
     if precision == "auto" and (spec.backend is not OpenVINOBackend or not cpu.has_native_bf16):
         precision = "fp32"  # nothing to check: bf16 is OpenVINO's, and slower where the CPU emulates it
