@@ -35,8 +35,8 @@ from tphyolo.serve.options import Settings
 # every layer's barrier. OMP_NUM_THREADS, when set, wins. A compiled checkpoint (OpenVINO, the CPU default) runs
 # on every core all the same (`compiled.load_compiled`), as it does not stall so: on a 2-core AMD EPYC, the README
 # model's 640 px predict took 36 ms with 2 OpenVINO threads against 55 ms with 1 when quiet, and 1.01-1.02x the
-# 1-thread time beside 1, 2 and 4 busy processes; in `bench serve` the worker gave 14.4-15.9 against 11.2-12.5
-# images/s at one caller, 14.5 against 12.2-14.9 at 16.
+# 1-thread time beside 1, 2 and 4 busy processes; in `bench serve` the service gave 16.8-20.5 against 11.2-12.5
+# images/s at one caller, 16.9-20.0 against 12.2-14.9 at 16 (docs/performance.md, the service on an EPYC).
 CORES_KEPT = 1
 SETTINGS_KEPT = 16  # predictors of recent request settings kept (they share the models: a few objects each)
 WARMUP_SIDE = 320  # side of the grey image of the warm-up passes
