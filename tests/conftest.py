@@ -15,6 +15,7 @@ from tests.helpers import process_state_restored, require_shared, visdrone_subse
 from tphyolo.data.builtin.synthetic import generate_synthetic
 from tphyolo.infer.backends.compiled import CACHE_ENV
 from tphyolo.runtime import cpu_memory
+from tphyolo.user_cache import user_cache_dir
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 SHARED_DIR = Path(os.environ.get("TPHYOLO_SHARED", REPO_ROOT.parent / "shared"))
@@ -34,8 +35,37 @@ if os.environ.get("PYTEST_XDIST_WORKER"):
 os.environ.setdefault("ONEDNN_MAX_CPU_ISA", "AVX512_CORE_VNNI")
 
 
+def _tree(folder: Path) -> dict[str, tuple[int, int]]:
+    """Every file under `folder` with its size and modification time (nothing for a missing folder)."""
+    found = {}
+    for path in folder.rglob("*") if folder.is_dir() else []:
+        try:
+            if path.is_file():
+                stat = path.stat()
+                found[str(path.relative_to(folder))] = (stat.st_size, stat.st_mtime_ns)
+        except OSError:  # removed while listed
+            continue
+    return found
+
+
 @pytest.fixture(scope="session", autouse=True)
-def _model_cache(tmp_path_factory) -> Iterator[Path]:
+def _user_cache(tmp_path_factory) -> Iterator[Path]:
+    """The user cache (`tphyolo.user_cache.user_cache_dir`: built-in sets, kept decisions, compiled models) in a
+    folder of the session's, for the tests and every process they start; the real one must be as the session
+    found it (a test that writes it fails the session)."""
+    real = user_cache_dir()
+    before = _tree(real)
+    folder = tmp_path_factory.mktemp("user-cache")
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("XDG_CACHE_HOME", str(folder))
+        yield folder
+    after = _tree(real)
+    changed = sorted(name for name in set(before) | set(after) if before.get(name) != after.get(name))
+    assert not changed, f"the test session wrote the real user cache {real}: {changed[:5]}"
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _model_cache(_user_cache, tmp_path_factory) -> Iterator[Path]:
     """One cache of compiled checkpoints for the session (`tphyolo.infer.backends.compiled`), so that the many tests
     that predict with the same small checkpoint on the CPU compile it to OpenVINO once, and none reads or fills
     the user's cache. Tests of the cache itself give their own folder."""

@@ -24,7 +24,7 @@ def test_default_flags_give_one_change_per_variant():
         "amp": ("bf16", False, "off"),
         "compile": ("off", False, "default"),
         "amp+compile": ("bf16", False, "default"),
-        "probe": ("auto", None, "off"),  # left to the runtime probe, per mode
+        "decided": ("auto", None, "off"),  # left to the decision, per mode
     }
     assert all(run.sdpa_backends == ("math",) for run in runs.values())  # the other flags pass through
 
@@ -32,7 +32,7 @@ def test_default_flags_give_one_change_per_variant():
 def test_channels_last_flag_applies_to_every_variant():
     notes = []
     runs = _runs(RuntimeConfig(channels_last=True, compile="max-autotune"), notes=notes)
-    assert list(runs) == ["eager", "amp", "compile", "amp+compile", "probe"]  # "channels_last" = "eager" here
+    assert list(runs) == ["eager", "amp", "compile", "amp+compile", "decided"]  # "channels_last" = "eager" here
     assert all(run.channels_last for run in runs.values())
     assert runs["compile"].compile == "max-autotune" and runs["eager"].compile == "off"
     assert notes == ["variant channels_last runs the same as eager under these runtime flags; skipped"]

@@ -8,6 +8,8 @@ import torch
 
 from tphyolo import doctor
 from tphyolo.cli import main
+from tphyolo.runtime.config import RuntimeConfig
+from tphyolo.runtime.decisions import decide_runtime, kept_tunings
 
 
 @pytest.mark.slow
@@ -110,3 +112,15 @@ def test_report_is_a_value_with_this_machines_numbers():
         found.torch = {}
     assert found.to_dict()["torch"]["version"] == torch.__version__
     assert f"torch         {torch.__version__}" in found.text()
+
+
+def test_tune_measures_keeps_and_lists_the_training_decision(monkeypatch, tmp_path, capsys):
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    assert main(["doctor", "--tune", "--model", "yolov5n", "--img", "32"]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith(("train yolov5n: NCHW fp32 (", "train yolov5n: NHWC fp32 ("))
+    (kept,) = kept_tunings(tmp_path / "tphyolo" / "decisions")
+    assert kept["architecture"] == "yolov5n" and kept["mode"] == "train" and set(kept["measured"]["seconds"]) == {
+        "NCHW fp32", "NHWC fp32"}  # the suite's CPU has no native bf16 (conftest)
+    _, why = decide_runtime(RuntimeConfig(), torch.device("cpu"), mode="train", architecture="yolov5n")
+    assert why["layout"].source == "tuned" and why["layout"].value == kept["choice"].split()[0]

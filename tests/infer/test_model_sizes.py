@@ -1,7 +1,6 @@
 """What the models choose when the command line leaves it to them: a checkpoint runs at its training size
 unless `--img` is given, said in the first line (`tphyolo.infer.input_shape.settled_config`)."""
 
-import json
 from types import SimpleNamespace
 
 import cv2
@@ -11,11 +10,10 @@ import torch
 
 from tphyolo.checkpoint.format import save_checkpoint
 from tphyolo.cli import main
-from tphyolo.infer.backends.pytorch import settled_job, trained_imgsz
+from tphyolo.infer.backends.pytorch import largest_own_imgsz, trained_imgsz
 from tphyolo.infer.config import InferenceConfig
 from tphyolo.models import build_model
 from tphyolo.predict.predictor import Predictor
-from tphyolo.runtime.probe import ProbeJob
 
 TRAINED_AT = 96  # the training size the checkpoint records, unlike the default 640
 
@@ -42,24 +40,6 @@ def test_a_checkpoint_left_to_itself_runs_at_its_training_size(trained):
     assert Predictor(str(trained), InferenceConfig(imgsz=128), device="cpu").config.imgsz == 128  # given: kept
 
 
-def test_the_runtime_probe_times_the_size_a_checkpoint_left_to_itself_runs_at(trained, tmp_path, monkeypatch):
-    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))  # the user cache of this test, where the probe keeps its key
-    config = InferenceConfig(from_model=("imgsz",), backend="pytorch")
-    assert config.probe_job == ProbeJob("infer", imgsz=640, batch=config.batch, imgsz_from_model=True)
-    assert Predictor(str(trained), config, device="cpu").config.imgsz == TRAINED_AT
-    (kept,) = (tmp_path / "tphyolo" / "runtime-probe").glob("*.json")
-    assert json.loads(kept.read_text())["key"]["imgsz"] == TRAINED_AT  # not the fallback 640
-
-
-def test_a_probe_left_to_the_models_times_the_largest_training_size_of_an_ensemble():
-    job = ProbeJob("infer", imgsz=640, batch=4, imgsz_from_model=True)
-    sizes = [SimpleNamespace(own_imgsz=96), SimpleNamespace(own_imgsz=None), SimpleNamespace(own_imgsz=160)]
-    assert settled_job(job, sizes) == ProbeJob("infer", imgsz=160, batch=4)
-    assert settled_job(job, [SimpleNamespace(own_imgsz=None)]) == ProbeJob("infer", imgsz=640, batch=4)
-    given = ProbeJob("infer", imgsz=320, batch=4)  # a size the caller gave is kept
-    assert settled_job(given, sizes) == given
-
-
 def _predict(trained, source, tmp_path, capsys, name: str, *flags: str) -> tuple[list[str], str]:
     argv = ["predict", "--weights", str(trained), "--source", str(source), "--conf", "0.001", "--save-txt",
             "--save-conf", "--device", "cpu", "--project", str(tmp_path), "--name", name, *flags]  # fmt: skip
@@ -70,13 +50,19 @@ def _predict(trained, source, tmp_path, capsys, name: str, *flags: str) -> tuple
 
 def test_predict_without_img_runs_at_the_training_size_and_says_so_first(trained, source, tmp_path, capsys):
     lines, default = _predict(trained, source, tmp_path, capsys, "default")
-    runtime = [line for line in lines[:2] if "on OpenVINO (fp32)" in line]  # the runtime's compile/cache note
-    assert len(runtime) == 1 and lines[len(runtime)] == (
+    runtime = [line for line in lines[:3] if "on OpenVINO (fp32)" in line or line.startswith("what runs: ")]
+    assert len(runtime) == 2 and lines[len(runtime)] == (
         f"--img {TRAINED_AT}: the image size tiny.pt was trained at (--img overrides)")
     _, given = _predict(trained, source, tmp_path, capsys, "given", "--img", str(TRAINED_AT))
     assert default == given and len(given.splitlines()) > 10  # the oracle: the same size given by hand
     lines, other = _predict(trained, source, tmp_path, capsys, "other", "--img", "160")
     assert not any("was trained at" in line for line in lines) and other != given
+
+
+def test_an_ensemble_left_to_its_models_runs_at_the_largest_training_size():
+    sizes = [SimpleNamespace(own_imgsz=96), SimpleNamespace(own_imgsz=None), SimpleNamespace(own_imgsz=160)]
+    assert largest_own_imgsz(sizes) == (160, sizes[2])
+    assert largest_own_imgsz([SimpleNamespace(own_imgsz=None)]) is None
 
 
 def test_a_training_size_that_is_no_image_size_is_refused_naming_the_file():

@@ -5,9 +5,10 @@ the train row measures the loss alone.
 
 A variant is a `RuntimeConfig`: the runtime flags as given, with what the variant's name adds
 (`variant_runtime`): "eager" (not compiled, NCHW), "channels_last" (NHWC), "amp" (autocast), "compile"
-(torch.compile, the runtime's mode or "default"), "amp+compile" and "probe" (the layout and precision the
-runtime probe picks for the model, size, batch and mode, `tphyolo.runtime.probe`); elsewhere the automatic
-layout of inference (NHWC on the CPU) does not apply, so that eager and channels_last compare the two.
+(torch.compile, the runtime's mode or "default"), "amp+compile" and "decided" (the layout and precision decided
+for the mode as every command decides them, `tphyolo.runtime.decisions`: a flag, a kept tuning or the rule);
+elsewhere the automatic layout of inference (NHWC on the CPU) does not apply, so that eager and channels_last
+compare the two.
 `--channels-last`, `--amp bf16|fp16` and `--sdpa-backend` apply to every variant; under `--amp auto` the amp
 variants autocast to the device's dtype and the others run fp32; under `--amp off` an amp variant is refused.
 Both models of a variant are prepared by that RuntimeConfig (`prepare_model`, `prepare_images`, `autocast`,
@@ -36,12 +37,12 @@ from tphyolo.data.letterbox import check_imgsz
 from tphyolo.errors import InputError
 from tphyolo.models.build import build_model
 from tphyolo.runtime.config import RuntimeConfig, autocast, sdpa_context
+from tphyolo.runtime.decisions import decide_runtime
 from tphyolo.runtime.precision import strict_fp32
-from tphyolo.runtime.probe import ProbeJob, tuned_runtime
 from tphyolo.training.hyp import load_hyp, scale_hyp
 from tphyolo.training.loss import YoloLoss
 
-VARIANTS = ("eager", "channels_last", "amp", "compile", "amp+compile", "probe")
+VARIANTS = ("eager", "channels_last", "amp", "compile", "amp+compile", "decided")
 AMP_VARIANTS = ("amp", "amp+compile")
 MODES = ("train", "infer")
 BOXES_PER_IMAGE = 20
@@ -64,8 +65,8 @@ def variant_runtime(runtime: RuntimeConfig, variant: str, *, device: torch.devic
     unknown variant and for an amp variant under amp "off"."""
     if variant not in VARIANTS:
         raise InputError(f"unknown variant {variant!r}; known: {VARIANTS}")
-    if variant == "probe":
-        return replace(runtime, compile="off")  # layout and precision as given, or as the probe decides
+    if variant == "decided":
+        return replace(runtime, compile="off")  # layout and precision as given, or as decided per mode
     amp = runtime.amp
     if variant in AMP_VARIANTS:
         if amp == "off":
@@ -212,10 +213,10 @@ def bench_model(
 
 
 def _bench_variant(ours, baseline, mode, variant, run, settings, images, targets, device, log) -> Row:
-    """Times one mode of one variant: both models prepared by `run` (for "probe", as the runtime probe
-    decides for ours), their calls interleaved."""
-    if variant == "probe":
-        run = tuned_runtime(run, ours, device, ProbeJob(mode, imgsz=settings.image_size, batch=settings.batch))
+    """Times one mode of one variant: both models prepared by `run` (for "decided", as
+    `decide_runtime` decides), their calls interleaved."""
+    if variant == "decided":
+        run, _ = decide_runtime(run, device, mode="train" if mode == "train" else "infer")
     steps = []
     for model in (baseline, ours):
         module, x = run.prepare_model(copy.deepcopy(model), device), run.prepare_images(images, device)

@@ -27,6 +27,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from tphyolo.errors import InputError
+from tphyolo.runtime.interleaved import time_interleaved
 
 if TYPE_CHECKING:  # torch is imported where it is used: `tphyolo bench -h` reads CLOCKS without it
     import torch
@@ -74,24 +75,16 @@ def time_calls(
     repeats: int = 5,
     clock: str = "wall",
 ) -> list[Timing]:
-    """Times several callables with their calls interleaved (a, b, a, b, ...), so that a machine whose load
-    changes during the measurement slows them alike; each gets `warmup` untimed calls first."""
+    """Times several callables with their calls interleaved (`tphyolo.runtime.interleaved`: a b, b a, ...), so
+    that a machine whose load changes during the measurement slows them alike; each gets `warmup` untimed calls
+    first."""
     if repeats < 1:
         raise InputError(f"repeats must be at least 1, got {repeats}")
     if clock not in CLOCKS:
         raise InputError(f"unknown clock {clock!r}; known: {list(CLOCKS)}")
-    now = CLOCKS[clock]
-    for fn in fns:
-        for _ in range(warmup):
-            fn()
-    synchronize(device)
-    samples: list[list[float]] = [[] for _ in fns]
-    for _ in range(repeats):
-        for fn, times in zip(fns, samples, strict=True):
-            start = now()
-            fn()
-            synchronize(device)
-            times.append((now() - start) * 1e3)
+    seconds = time_interleaved(fns, warmup=warmup, rounds=repeats, clock=CLOCKS[clock],
+                               after_call=lambda: synchronize(device))  # fmt: skip
+    samples = [[s * 1e3 for s in times] for times in seconds]
     return [_statistics(times) for times in samples]
 
 

@@ -64,20 +64,25 @@ def device_summary(report: DoctorReport) -> str:
 
 
 def runtime_probe_lines(found: dict) -> list[str]:
-    """The runtime probe's kept choices, a line each (or one line saying there are none yet)."""
+    """The decisions kept by `tphyolo doctor --tune`, a line each (or one line saying the rule decides)."""
     choices = found["choices"]
     if not choices:
-        return [f"  runtime probe {found['dir']}: no choice measured yet (train, val, predict and bench measure one)"]
-    lines = [f"  runtime probe {found['dir']}: {len(choices)} choice(s) (delete the folder to measure again)"]
+        return [f"  decisions     {found['dir']}: none kept; the rule decides layout and precision "
+                "(tphyolo doctor --tune measures and keeps this machine's)"]  # fmt: skip
+    lines = [f"  decisions     {found['dir']}: {len(choices)} kept (tphyolo doctor --tune replaces them; delete the "
+             "folder to go back to the rule)"]  # fmt: skip
     for entry in choices:
         if "error" in entry:
-            lines.append(f"    {entry['file']}: unreadable ({entry['error']}), measured again when next needed")
+            lines.append(f"    {entry['file']}: unreadable ({entry['error']}); the rule decides instead")
             continue
-        times = ", ".join(f"{name} {seconds * 1e3:.0f} ms" for name, seconds in entry["seconds"].items())
-        note = "  provisional: measured again on a quieter run" if entry.get("provisional") else ""
-        lines.append(f"    {entry['mode']} {entry['imgsz']} px batch {entry['batch']} on {entry['device']} "
-                     f"(model {entry['model']}, torch {entry['torch']}, {entry['threads']} threads): "
-                     f"{entry['choice']}  [{times}]{note}")  # fmt: skip
+        measured = entry["measured"]
+        times = ", ".join(f"{name} {float(seconds) * 1e3:.0f} ms"
+                          for name, seconds in dict(measured.get("seconds") or {}).items())  # fmt: skip
+        load, cores = measured.get("load"), measured.get("cores")
+        busy = (f"  measured on a busy machine (load {load} on {cores} cores): tune again when quiet"
+                if isinstance(load, float | int) and isinstance(cores, int) and load > cores else "")  # fmt: skip
+        lines.append(f"    {entry['mode']} {entry['architecture']} on {entry['device']} (torch {entry['torch']}, "
+                     f"{entry['threads']} threads, {measured.get('date', '?')}): {entry['choice']}  [{times}]{busy}")
     return lines
 
 

@@ -13,7 +13,7 @@ import torch
 
 from tphyolo.runtime.compile_cache import compile_cache_dir, describe_cache
 from tphyolo.runtime.cpu_isa import cpu_info
-from tphyolo.runtime.probe import cached_choices, probe_cache_dir
+from tphyolo.runtime.decisions import decisions_dir, kept_tunings
 
 
 def driver_version() -> str | None:
@@ -100,9 +100,9 @@ def cpu_isa() -> dict:
 
 
 def runtime_probe() -> dict:
-    """Where the runtime probe keeps its choices (`tphyolo.runtime.probe`) and each choice kept there."""
-    folder = probe_cache_dir()
-    return {"dir": str(folder), "choices": cached_choices(folder)}
+    """Where `tphyolo doctor --tune` keeps its decisions (`tphyolo.runtime.decisions`) and each one kept there."""
+    folder = decisions_dir()
+    return {"dir": str(folder), "choices": kept_tunings(folder)}
 
 
 def _installed_bytes(dist: metadata.Distribution) -> int:

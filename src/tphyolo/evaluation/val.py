@@ -82,7 +82,7 @@ def val(
     torch_device = resolve_device(str(device)) if device is not None else runtime.torch_device(dist.local_rank)
     init_process_group(dist, torch_device)  # under torchrun; left joined for the caller's next call
     (backend,) = load_backends(weights, runtime=runtime, device=torch_device, backend=inference.backend,
-                               precision=inference.precision, job=inference.probe_job)  # fmt: skip
+                               precision=inference.precision)  # fmt: skip
     inference = settled_config([backend], inference)  # what the caller left to the model (`from_model`)
     fixed = fixed_input_shape([backend], inference)
     datasets_dir = None if config.datasets_dir is None else Path(config.datasets_dir)

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING
 
 from tphyolo.data.files.image_limits import IMGSZ_BOUNDS, MAX_IMGSZ
 from tphyolo.errors import InputError
@@ -22,9 +21,6 @@ from tphyolo.flags import (
     setting_name,
 )
 from tphyolo.infer.tta_config import DEFAULT_FLIPS, FLIPS, PAPER_SCALES, PLAIN, TTAConfig
-
-if TYPE_CHECKING:
-    from tphyolo.runtime.probe import ProbeJob
 
 MAX_DET = 500  # detections kept per image: the VisDrone protocol scores up to 500
 PREDICT_CONF = 0.25  # confidence threshold when predicting
@@ -64,9 +60,9 @@ class InferenceConfig:
     backend (`--runtime`): what runs a checkpoint, from RUNTIMES: "auto" (OpenVINO on the CPU when installed, else
     PyTorch), "pytorch", or a checkpoint compiled once to "openvino" or "onnxruntime", checked against PyTorch
     and cached (`tphyolo.infer.backends.compiled`); models given as modules and exported files run as they are.
-    precision: what a compiled checkpoint computes in, from PRECISIONS: "auto" (fp32, or bf16 where a check on this
-    machine found OpenVINO's bf16 faster and as accurate), "fp32", "bf16" (OpenVINO only; PyTorch's precision is
-    the runtime's `--amp`).
+    precision: what a compiled checkpoint computes in, from PRECISIONS: "auto" (what `tphyolo doctor --tune
+    --weights` kept for the model on this machine, else the rule: bf16 on CPUs with native bf16, fp32 elsewhere,
+    `tphyolo.runtime.decisions`), "fp32", "bf16" (OpenVINO only; PyTorch's precision is the runtime's `--amp`).
     """
 
     imgsz: int = imgsz_flag(640, help="inference size (long side), pixels", bounds=IMGSZ_BOUNDS)
@@ -101,8 +97,8 @@ class InferenceConfig:
     )  # fmt: skip
     precision: str = flag(
         "auto", "--precision", choices=PRECISIONS,
-        help="what a compiled checkpoint computes in: auto = fp32 (exact), or OpenVINO bf16 where this CPU has "
-        "native bf16 and a check found it faster and as accurate; bf16 with --runtime openvino",
+        help="what a compiled checkpoint computes in: auto = what tphyolo doctor --tune --weights kept, else OpenVINO "
+        "bf16 on CPUs with native bf16 and fp32 elsewhere; fp32 is exact",
     )  # fmt: skip
 
     def __post_init__(self) -> None:
@@ -160,14 +156,6 @@ class InferenceConfig:
         if not runs_merged:
             del settings["merge"], settings["merge_iou"], settings["match"], settings["merge_agnostic"]
         return settings
-
-    @property
-    def probe_job(self) -> ProbeJob:
-        """The inference the runtime probe times for these settings (`tphyolo.runtime.probe`): `imgsz`, or the
-        models' own size when it is left to them (`from_model`), and `batch`."""
-        from tphyolo.runtime.probe import ProbeJob  # torch: imported when a model is about to load, not by the CLI
-
-        return ProbeJob("infer", imgsz=self.imgsz, batch=self.batch, imgsz_from_model="imgsz" in self.from_model)
 
     @property
     def tta(self) -> TTAConfig:

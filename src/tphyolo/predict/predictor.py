@@ -98,7 +98,7 @@ class Predictor:
         self.runtime = runtime or RuntimeConfig()
         self.device = resolve_device(str(device)) if device is not None else self.runtime.torch_device()
         backends = load_backends(weights, runtime=self.runtime, device=self.device, fuse=fuse, backend=config.backend,
-                                 precision=config.precision, job=config.probe_job)  # fmt: skip
+                                 precision=config.precision)  # fmt: skip
         if classifier is not None:
             classifier = as_classifier(classifier, detector_names=backends[0].names, device=self.device,
                                        runtime=self.runtime, weight=classifier_weight)  # fmt: skip

@@ -126,8 +126,9 @@ def configure_process(cfg: RuntimeConfig) -> dict[str, str]:
     Sets PYTORCH_CUDA_ALLOC_CONF and PYTORCH_ALLOC_CONF to `cfg.alloc_conf` only if the user set neither (a
     user's setting always wins), KINETO_LOG_LEVEL to silence the profiler library's own lines (profiler
     start/stop, "gpuGetDeviceCount failed" on machines without a GPU) unless the user set it, keeps large freed
-    CPU blocks for reuse when `cfg.keep_cpu_memory` (`tphyolo.runtime.cpu_memory.keep_freed_blocks`), then the TF32 and
-    cudnn.benchmark flags; when compiling, points PyTorch's compile caches at tphyolo's
+    CPU blocks for reuse when `cfg.keep_cpu_memory` (`tphyolo.runtime.cpu_memory.keep_freed_blocks`), then the TF32
+    and cudnn.benchmark flags (no autotuning, and deterministic algorithms, under `cfg.deterministic`); when
+    compiling, points PyTorch's compile caches at tphyolo's
     (`tphyolo.runtime.compile_cache`). Raises RuntimeError if CUDA is already initialised, because the allocator reads
     its settings once, at initialisation.
     Returns what it did, for logging: {"alloc_conf": ..., "alloc_conf_source": "user"|"tphyolo"|"none",
@@ -151,7 +152,11 @@ def configure_process(cfg: RuntimeConfig) -> dict[str, str]:
     report["cpu_memory"] = keep_freed_blocks() if cfg.keep_cpu_memory else "off"
     torch.set_float32_matmul_precision("high" if cfg.tf32 else "highest")
     torch.backends.cudnn.allow_tf32 = cfg.tf32
-    torch.backends.cudnn.benchmark = cfg.cudnn_benchmark
+    torch.backends.cudnn.benchmark = cfg.cudnn_benchmark and not cfg.deterministic
+    if cfg.deterministic:
+        os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")  # what deterministic cuBLAS needs
+        torch.use_deterministic_algorithms(True, warn_only=True)
+        report["deterministic"] = "on"
     if cfg.compile != "off":
         cache = use_compile_cache()
         report.update(compile_cache=cache["dir"], compile_cache_source=cache["source"])

@@ -47,13 +47,13 @@ class RuntimeSettings:
 
     device: "auto" (first CUDA device, else CPU), "cpu", "cuda", "cuda:N", "N", or "N,M,..." (several GPUs:
         each process of a distributed run uses its LOCAL_RANK).
-    amp: autocast dtype: "auto" (bf16 on GPUs that support it, fp16 on older GPUs; on the CPU off, or bf16
-        where the runtime probe, `tphyolo.runtime.probe`, measured it faster and allows it), "bf16", "fp16" or
-        "off".
+    amp: autocast dtype: "auto" (decided once by `tphyolo.runtime.decisions`: bf16 on GPUs that support it,
+        fp16 on older GPUs; on the CPU fp32, or bf16 for training where the CPU has native bf16, unless
+        `tphyolo doctor --tune` kept another choice), "bf16", "fp16" or "off".
     compile: torch.compile mode, or "off".
     channels_last: the memory format of convolution weights and inputs: True NHWC (`torch.channels_last`),
-        False NCHW, None (auto) the faster of the two as the runtime probe measures it for the model, image size,
-        batch and mode (train, val, predict, bench), else NHWC for inference on the CPU and NCHW for training
+        False NCHW, None (auto) decided once by `tphyolo.runtime.decisions` (a rule by device and CPU, or what
+        `tphyolo doctor --tune` kept); without a decision, NHWC for inference on the CPU and NCHW for training
         and on GPUs (`RuntimeConfig.memory_format`). On the CPU,
         oneDNN runs NHWC convolutions without reordering each activation: an inference pass measured 1.07-2.1x
         faster (`benchmarks/memory_format.py`: the Swin and ++ variants to tph-yolov5n at 1536 px), a training
@@ -66,6 +66,8 @@ class RuntimeSettings:
     tf32: allow TensorFloat-32 in fp32 matmuls and convolutions on Ampere and newer GPUs.
     cudnn_benchmark: let cuDNN pick the fastest convolution algorithm per input shape.
     alloc_conf: CUDA caching-allocator settings, applied only when the user's environment sets none.
+    deterministic: the exact path: fp32, NCHW, PyTorch for checkpoints (no compiled runtime), deterministic
+        algorithms and no autotuning; what the parity tests use.
     keep_cpu_memory: keep large freed CPU blocks in the process for reuse (glibc malloc thresholds, see
         `tphyolo.runtime.cpu_memory`) instead of page-faulting them in again on every pass.
     """
@@ -73,8 +75,8 @@ class RuntimeSettings:
     device: str = flag("auto", "--device", help="auto, cpu, cuda, N or N,M,...")
     amp: str = flag(
         "auto", "--amp", const="auto", choices=AMP_CHOICES, negative=("--no-amp", "off"),
-        help="autocast dtype; auto = bf16 on GPUs that support it, fp16 on older GPUs; on the CPU fp32, or bf16 "
-        "where the runtime probe measured it faster and allows it",
+        help="autocast dtype; auto = bf16 on GPUs that support it, fp16 on older GPUs; on the CPU fp32, or bf16 for "
+        "training on CPUs with native bf16 (tphyolo doctor --tune may keep another choice)",
     )  # fmt: skip
     compile: str = flag(
         "off", "--compile", const="default", choices=COMPILE_CHOICES,
@@ -82,8 +84,8 @@ class RuntimeSettings:
     )  # fmt: skip
     channels_last: bool | None = flag(
         None, "--channels-last",
-        help="NHWC memory format for convolutions (default: the faster layout as the runtime probe measures it, "
-        "kept in the user cache)",
+        help="NHWC memory format for convolutions (default: decided by a rule per device and CPU, or what "
+        "tphyolo doctor --tune kept)",
     )  # fmt: skip
     half: bool = flag(False, "--half", help="fp16 weights and inputs, no autocast (CUDA only)")
     trust_code: bool = flag(
@@ -101,6 +103,10 @@ class RuntimeSettings:
     alloc_conf: str = flag(
         DEFAULT_ALLOC_CONF, "--alloc-conf", help="CUDA allocator settings used when PYTORCH_CUDA_ALLOC_CONF is unset"
     )
+    deterministic: bool = flag(
+        False, "--deterministic",
+        help="the exact path: fp32, NCHW, PyTorch for checkpoints, deterministic algorithms, no autotuning",
+    )  # fmt: skip
     keep_cpu_memory: bool = flag(
         True, "--no-keep-cpu-memory",
         help=f"leave glibc's malloc thresholds as they are (default: freed CPU blocks up to {KEEP_BYTES >> 20} MiB "
@@ -118,6 +124,13 @@ class RuntimeSettings:
         parse_device(self.device)  # validates the spelling
         if self.half and self.amp in ("bf16", "fp16"):
             raise InputError(f"half runs fp16 weights without autocast; it cannot be combined with amp {self.amp!r}")
+        if self.deterministic:
+            flags = (("--half", self.half), (f"--amp {self.amp}", self.amp in ("bf16", "fp16")),
+                     ("--channels-last", bool(self.channels_last)),
+                     (f"--compile {self.compile}", self.compile != "off"))  # fmt: skip
+            conflict = [name for name, on in flags if on]
+            if conflict:
+                raise InputError(f"--deterministic runs fp32 NCHW uncompiled; it cannot be combined with {conflict[0]}")
 
 
 def add_runtime_arguments(parser: argparse.ArgumentParser, *, inference: bool = False) -> None:

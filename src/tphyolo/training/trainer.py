@@ -29,14 +29,16 @@ from tphyolo.data.loader import set_loader_epoch, step_size
 from tphyolo.errors import InputError
 from tphyolo.evaluation import loop as evaluation_loop  # by module: a patched loop function is the one called
 from tphyolo.evaluation import results as evaluation_results  # likewise for the rendering
-from tphyolo.evaluation.settings import EvalSettings
+from tphyolo.evaluation.settings import EvalSettings, ValConfig
+from tphyolo.evaluation.val import val
 from tphyolo.evaluation.writers import BatchPlots, MetricPlots
-from tphyolo.infer.config import InferenceConfig
+from tphyolo.infer.config import MODEL_CHOSEN, VALIDATION, InferenceConfig
 from tphyolo.metrics import fitness
 from tphyolo.ops.boxes import xyxy_to_cxcywh
 from tphyolo.runtime.compile_cache import cache_counters
 from tphyolo.runtime.config import RuntimeConfig
 from tphyolo.runtime.console import progress_output
+from tphyolo.runtime.decisions import Decision, decide_runtime, describe, write_decisions
 from tphyolo.runtime.distributed import (
     DistContext,
     barrier,
@@ -45,7 +47,6 @@ from tphyolo.runtime.distributed import (
     destroy_process_group,
     init_process_group,
 )
-from tphyolo.runtime.probe import ProbeJob, tuned_runtime
 from tphyolo.runtime.run_dir import new_run_dir, remove_if_empty
 from tphyolo.training.config import TrainConfig
 from tphyolo.training.data import build_data, grid_stride, load_train_data_config
@@ -80,6 +81,7 @@ from tphyolo.training.val_loss import ValLoss
 
 LOGGER = logging.getLogger("tphyolo.train")
 SINGLE_CLASS_NAMES = ("item",)  # --single-cls
+RUNTIME_KEY = "_runtime"  # train_args: the layout and autocast a run trained with, which a resume keeps
 METRIC_COLUMNS = ("metrics/precision", "metrics/recall", "metrics/mAP50", "metrics/mAP50-95")
 VALIDATION_COLUMNS = (*METRIC_COLUMNS, *(f"val/{name}_loss" for name in LOSS_NAMES))  # nan under --noval
 
@@ -160,7 +162,7 @@ class Trainer:
         clock.mark("model")
         self.data = build_data(cfg, data_config, hyp=self.hyp, imgsz=imgsz, stride=stride, dist=dist, device=device)
         clock.mark("data")
-        self.runtime = runtime = self._tuned_runtime(model, imgsz)
+        self.runtime = runtime = self._decided_runtime(resume)
         self.model = prepare_model_for_training(
             model, cfg, train_set=self.data.train_set, imgsz=imgsz, anchor_t=self.hyp["anchor_t"],
             resumed=resume is not None, dist=dist, runtime=runtime, device=device,
@@ -190,12 +192,27 @@ class Trainer:
                 (self.weights_dir / "best.pt").unlink()
             self._write_settings(hyp_raw)
 
-    def _tuned_runtime(self, model: torch.nn.Module, imgsz: int) -> RuntimeConfig:
-        """The runtime with the layout and precision left automatic decided by the probe for this model's
-        training step (`tphyolo.runtime.probe`), measured by rank 0 and the same on every rank."""
-        job = ProbeJob("train", imgsz=imgsz, batch=self.cfg.batch)
-        tuned = tuned_runtime(self.runtime, model, self.device, job) if self.dist.is_main else None
-        return broadcast_object(self.dist, tuned)
+    def _decided_runtime(self, resume: Any) -> RuntimeConfig:
+        """The runtime with the layout and precision left automatic decided once for training
+        (`tphyolo.runtime.decisions`: a flag, --deterministic, a kept tuning or the rule), the same on every rank;
+        a resumed run keeps what its checkpoint ran with (`RUNTIME_KEY` in its train_args). Said in one line and
+        kept in `decisions`, which the run folder's decisions.yaml records."""
+        runtime, decisions = decide_runtime(self.runtime, self.device, mode="train", architecture=str(self.cfg.model))
+        ran = resume.state.get("train_args", {}).get(RUNTIME_KEY) if resume is not None else None
+        valid = isinstance(ran, dict) and type(ran.get("channels_last")) is bool
+        if valid and ran.get("amp") in ("off", "bf16", "fp16"):
+            why = f"as {resume.path} ran"
+            if self.runtime.channels_last is None and not self.runtime.deterministic:
+                runtime = replace(runtime, channels_last=ran["channels_last"])
+                decisions["layout"] = Decision("NHWC" if ran["channels_last"] else "NCHW", "resumed", why)
+            if self.runtime.amp == "auto" and not self.runtime.half and not self.runtime.deterministic:
+                runtime = replace(runtime, amp=ran["amp"])
+                decisions["precision"] = Decision("fp32" if ran["amp"] == "off" else ran["amp"], "resumed", why)
+        self.decisions = {**decisions, "threads": Decision(str(torch.get_num_threads()), "rule",
+                                                           "PyTorch's intra-op threads")}  # fmt: skip
+        if self.dist.is_main:
+            LOGGER.info("training runs: %s", describe(self.decisions))
+        return runtime
 
     def _resolve_recipe(self, cfg: TrainConfig, data_config: Any, *, resumed: bool) -> TrainConfig:
         """`cfg` with the dataset's recipe filling the settings left to it; the main process logs which."""
@@ -224,6 +241,7 @@ class Trainer:
         settings = {**self.cfg.to_dict(), "runtime": asdict(self.runtime)}
         write_text_atomic(self.run_dir / "args.yaml", yaml.safe_dump(settings, sort_keys=False))
         write_text_atomic(self.run_dir / "hyp.yaml", yaml.safe_dump(hyp_raw, sort_keys=False))
+        write_decisions(self.run_dir, {"train": self.decisions})
         if self.cfg.plots and self.progress.start_epoch == 0:
             records = self.data.train_set.records
             classes = np.concatenate([r.labels.classes for r in records] + [np.zeros(0, np.int64)])
@@ -294,15 +312,28 @@ class Trainer:
         )
 
     def _final_validation(self, best: Path) -> dict[str, float]:
-        """Validate the weights of `best` on the val split (every rank its share) and log the table with a row
-        per class (rank 0). With `plots`, rank 0 writes YOLOv5's validation figures into the run folder, as
-        `tphyolo val` does: confusion_matrix.png, PR/F1/P/R_curve.png, val_batchK_labels/pred.jpg."""
-        model = self.runtime.place_model(load_checkpoint(best).build_model(), self.device)
+        """Validate `best` on the val split and log the table with a row per class (rank 0), as `tphyolo val
+        --weights best.pt --data DATA` does with no other flags (`tphyolo.evaluation.val.val`: the same runtime,
+        precision, image size and batches), so that command reproduces this table; under --deterministic, as
+        `tphyolo val ... --deterministic` does. Every rank scores its share. With `plots`, rank 0 writes YOLOv5's
+        validation figures into the run folder, as `tphyolo val --plots` does: confusion_matrix.png,
+        PR/F1/P/R_curve.png, val_batchK_labels/pred.jpg. A --single-cls run, which `tphyolo val` cannot score
+        the same way, is scored by its training's validation."""
         plots = self.cfg.plots and self.dist.is_main
         if self.dist.is_main:
-            LOGGER.info("validating %s", best)
-        results = self._evaluate(model, writers=[BatchPlots(self.run_dir), MetricPlots(self.run_dir)] if plots
-                                 else ())  # fmt: skip
+            LOGGER.info("validating %s as `tphyolo val --weights %s --data %s%s` does", best, best, self.cfg.data,
+                        " --deterministic" if self.runtime.deterministic else "")  # fmt: skip
+        if self.cfg.single_cls:
+            model = self.runtime.place_model(load_checkpoint(best).build_model(), self.device)
+            results = self._evaluate(model, writers=[BatchPlots(self.run_dir), MetricPlots(self.run_dir)] if plots
+                                     else ())  # fmt: skip
+        else:
+            config = ValConfig(datasets_dir=self.cfg.datasets_dir, workers=self.cfg.workers, plots=plots,
+                               save_dir=self.run_dir if plots else None, progress=self.verbose)  # fmt: skip
+            inference = replace(VALIDATION, conf=self.cfg.val_conf, iou=self.cfg.val_iou, max_det=self.cfg.max_det,
+                                from_model=MODEL_CHOSEN)  # fmt: skip
+            runtime = RuntimeConfig(device=self.runtime.device, deterministic=self.runtime.deterministic)
+            results = val(best, self.cfg.data, config, inference=inference, runtime=runtime, device=str(self.device))
         if self.dist.is_main:
             LOGGER.info("%s", evaluation_results.format_results(results, verbose=True))
         return self._metrics(results)
@@ -421,6 +452,8 @@ class Trainer:
         (`reconcile_weights`). With --nosave only the `final` epoch writes: last.pt, and best.pt from the best
         epoch's weights, kept in memory until then."""
         payload = training_checkpoint(self.model, self.optim, cfg=self.cfg, epoch=epoch, progress=self.progress)
+        ran = {"channels_last": bool(self.runtime.channels_last), "amp": self.runtime.amp}
+        payload["train_args"][RUNTIME_KEY] = ran
         if not self.cfg.save:
             if improved:
                 self._best_payload = release_payload(payload, copy=True)

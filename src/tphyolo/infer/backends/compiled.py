@@ -45,7 +45,6 @@ from tphyolo.data.files.image_limits import IMGSZ_BOUNDS
 from tphyolo.errors import InputError
 from tphyolo.imports import require
 from tphyolo.infer.backends.base import ExportedBackend, cpu_threads
-from tphyolo.infer.backends.bf16_check import RunTimer, auto_precision, time_run
 from tphyolo.infer.backends.compiled_cache import cache_limit_bytes, evict, touch
 from tphyolo.infer.backends.metadata import ExportMetadata
 from tphyolo.infer.backends.onnx_trace import embed_metadata, trace_onnx
@@ -53,8 +52,8 @@ from tphyolo.infer.backends.onnxruntime import OnnxRuntimeBackend
 from tphyolo.infer.backends.openvino import OpenVINOBackend, ir_from_onnx
 from tphyolo.infer.backends.parity import FP32_TOLERANCE, relative_error, sample_images
 from tphyolo.runtime.cpu_isa import CpuInfo, cpu_info
+from tphyolo.runtime.decisions import Decision, compiled_precision_rule
 from tphyolo.runtime.precision import strict_fp32
-from tphyolo.runtime.probe_freshness import Conditions
 from tphyolo.user_cache import user_cache_dir
 
 LOGGER = logging.getLogger("tphyolo")
@@ -62,6 +61,8 @@ CACHE_ENV = "TPHYOLO_MODEL_CACHE"
 OPSET = 17  # `tphyolo export`'s default opset (tphyolo.export.config.DEFAULT_OPSET)
 CHECK_STRIDES = 4  # the parity check's square side in strides: 128 px at stride 32, cheap on any model
 VERDICT = "check.json"
+PRECISION_FILE = "precision.json"  # the precision `tphyolo doctor --tune --weights` kept for an entry
+MAX_PRECISION_BYTES = 64 << 10
 SCHEMA = 2  # bump when the cache's content changes meaning (2: the verdict keeps the training size)
 
 
@@ -89,14 +90,18 @@ RUNTIMES: dict[str, CompiledRuntime] = {
 
 class CompiledCheckpoint:
     """A checkpoint's compiled backend as the inference core sees it: the compiled file computes (`prepare`,
-    `run`, `names`, `stride`, `device`, `dtype`, `fixed_shape`, `max_batch`, `format`), while `path` and
-    `own_imgsz` are the checkpoint's: the size it was trained at (None when it does not say), so that a model
-    left to choose its image size runs at its training size, as its PyTorch twin does (`imgsz_origin`)."""
+    `run`, `names`, `stride`, `device`, `dtype`, `fixed_shape`, `max_batch`, `format`), `decisions` say what
+    it computes in and why (`tphyolo.runtime.decisions`), while `path` and `own_imgsz` are the checkpoint's: the
+    size it was trained at (None when it does not say), so that a model left to choose its image size runs at its
+    training size, as its PyTorch twin does (`imgsz_origin`)."""
 
     imgsz_origin = "trained"
 
-    def __init__(self, compiled: ExportedBackend, *, checkpoint: Path, own_imgsz: int | None) -> None:
+    def __init__(
+        self, compiled: ExportedBackend, *, checkpoint: Path, own_imgsz: int | None, decisions: dict[str, Decision]
+    ) -> None:
         self.compiled, self.path, self.own_imgsz = compiled, Path(checkpoint), own_imgsz
+        self.decisions = decisions
         self.format, self.names, self.stride = compiled.format, compiled.names, compiled.stride
         self.device, self.dtype = compiled.device, compiled.dtype
         self.fixed_shape, self.max_batch = compiled.fixed_shape, compiled.max_batch
@@ -148,33 +153,24 @@ def cache_entry(weights: Path, *, runtime: str, fuse: bool) -> Path:
 
 def load_compiled(
     weights: str | Path, *, runtime: str = "openvino", precision: str = "fp32", fuse: bool = True,
-    threads: int | None = None, cpu: CpuInfo | None = None, timer: RunTimer = time_run,
-    conditions: Conditions | None = None,
+    threads: int | None = None, cpu: CpuInfo | None = None,
 ) -> CompiledCheckpoint | None:  # fmt: skip
     """The backend of checkpoint `weights` compiled to `runtime` ("openvino" or "onnxruntime"), computing in
-    `precision` ("fp32"; "bf16" on OpenVINO; "auto": fp32, or bf16 where OpenVINO's bf16 on this `cpu` (default:
-    this machine's) proved faster and as accurate, `bf16_check`, timed by `timer` under `conditions`, default
-    this machine's now) with `threads` CPU threads (default: the cores this process may use, as for exported
-    models, `base.cpu_threads`, not PyTorch's threads); compiled and checked on the first call, loaded from the
-    cache afterwards (module docstring). None when the compiled model is not within FP32_TOLERANCE of PyTorch
-    (said in one line). MissingExtraError when the runtime is not installed; the checkpoint's own errors
-    (FileNotFoundError, CheckpointError) as loading it raises them."""
+    `precision` ("fp32"; "bf16" on OpenVINO; "auto": what `tphyolo doctor --tune --weights` kept for this model on
+    this `cpu` (default: this machine's), else the rule, `decisions.compiled_precision_rule`; measures nothing)
+    with `threads` CPU threads (default: the cores this process may use, as for exported models,
+    `base.cpu_threads`, not PyTorch's threads); compiled and checked on the first call, loaded from the cache
+    afterwards (module docstring). The backend's `decisions` say what ran and why. None when the compiled model
+    is not within FP32_TOLERANCE of PyTorch (said in one line). MissingExtraError when the runtime is not
+    installed; the checkpoint's own errors (FileNotFoundError, CheckpointError) as loading it raises them."""
     weights = Path(weights)
     spec = RUNTIMES[runtime]
     entry = cache_entry(weights, runtime=runtime, fuse=fuse)
     limit = cache_limit_bytes()  # a malformed limit is said before anything is compiled
     threads = threads or cpu_threads()
     cpu = cpu if cpu is not None else cpu_info()
-    if precision == "auto" and (spec.backend is not OpenVINOBackend or not cpu.has_native_bf16):
-        precision = "fp32"  # nothing to check: bf16 is OpenVINO's, and slower where the CPU emulates it
-
-    def open_at(at: str) -> ExportedBackend:
-        return _open(entry / spec.file, spec, precision=at, threads=threads)
-
-    def resolved() -> str:  # once the entry holds a model within tolerance
-        if precision != "auto":
-            return precision
-        return auto_precision(entry, open_at, cpu=cpu, threads=threads, timer=timer, conditions=conditions)
+    decided = decided_precision(entry, precision, spec=spec, cpu=cpu, threads=threads)
+    precision = decided.value
 
     what = f"{weights} on {spec.title} ({precision})"
     if entry.exists():
@@ -185,11 +181,11 @@ def load_compiled(
                 LOGGER.warning("%s: compiled before, %.1e from PyTorch (tolerance %.0e): running PyTorch",
                                what, verdict["relative_error"], FP32_TOLERANCE)  # fmt: skip
                 return None
-            precision = resolved()
             backend = _open(entry / spec.file, spec, precision=precision, threads=threads)
             LOGGER.info("%s: reusing the compiled model cached in %s", f"{weights} on {spec.title} ({precision})",
                         entry)  # fmt: skip
-            return CompiledCheckpoint(backend, checkpoint=weights, own_imgsz=verdict["own_imgsz"])
+            return CompiledCheckpoint(backend, checkpoint=weights, own_imgsz=verdict["own_imgsz"],
+                                      decisions=_decisions(spec, decided, threads))  # fmt: skip
         except (OSError, ValueError, KeyError, TypeError) as error:
             LOGGER.warning("%s: the cached model in %s is unreadable (%s); compiling it again", what, entry, error)
     start = time.perf_counter()
@@ -213,12 +209,55 @@ def load_compiled(
         return None
     LOGGER.info("%s: compiled in %.1f s, %.1e from PyTorch (tolerance %.0e); cached in %s", what, seconds, error,
                 FP32_TOLERANCE, entry)  # fmt: skip
-    precision = resolved()
     if precision != "fp32":
         backend = _open(entry / spec.file, spec, precision=precision, threads=threads)
     else:
         backend.path = entry / spec.file  # where it now lies (the compiled model holds the weights it read)
-    return CompiledCheckpoint(backend, checkpoint=weights, own_imgsz=own_imgsz)
+    return CompiledCheckpoint(backend, checkpoint=weights, own_imgsz=own_imgsz,
+                              decisions=_decisions(spec, decided, threads))  # fmt: skip
+
+
+def kept_precision(entry: Path, machine: str) -> str | None:
+    """The precision `tphyolo doctor --tune --weights` kept for the compiled model in `entry` on `machine`
+    (PRECISION_FILE), None when none was kept for it; an unreadable or foreign file is a miss, said in one
+    line."""
+    path = entry / PRECISION_FILE
+    if not path.is_file():
+        return None
+    try:
+        if path.stat().st_size > MAX_PRECISION_BYTES:
+            raise InputError(f"larger than {MAX_PRECISION_BYTES} bytes")
+        verdict = json.loads(path.read_text())
+        if not isinstance(verdict, dict) or verdict.get("precision") not in ("fp32", "bf16"):
+            raise InputError("not a precision check")
+    except (OSError, ValueError, RecursionError, UnicodeDecodeError) as error:
+        LOGGER.warning("%s: ignoring an unreadable precision check (%s); the rule decides", path, str(error)[:120])
+        return None
+    return verdict["precision"] if verdict.get("machine") == machine else None
+
+
+def precision_machine(cpu: CpuInfo, threads: int) -> str:
+    """What a kept precision check is valid for: the CPU and the threads it ran with."""
+    return f"{cpu.fingerprint} | {threads} threads"
+
+
+def decided_precision(entry: Path, requested: str, *, spec: CompiledRuntime, cpu: CpuInfo, threads: int) -> Decision:
+    """What the compiled model computes in for `--precision requested`: the flag; for "auto", fp32 off OpenVINO,
+    else the check kept for this machine (`kept_precision`), else the rule."""
+    if requested != "auto":
+        return Decision(requested, "flag", f"--precision {requested}")
+    if spec.backend is not OpenVINOBackend:
+        return Decision("fp32", "rule", f"{spec.title} computes in fp32")
+    kept = kept_precision(entry, precision_machine(cpu, threads))
+    if kept is not None:
+        return Decision(kept, "tuned", f"tphyolo doctor --tune --weights, kept in {entry / PRECISION_FILE}")
+    value, why = compiled_precision_rule(cpu)
+    return Decision(value, "rule", why)
+
+
+def _decisions(spec: CompiledRuntime, precision: Decision, threads: int) -> dict[str, Decision]:
+    return {"precision": precision, "layout": Decision("NCHW", "file", f"the compiled {spec.title} graph"),
+            "threads": Decision(str(threads), "rule", "the cores this process may use")}  # fmt: skip
 
 
 def _read_verdict(entry: Path) -> dict:

@@ -10,8 +10,9 @@ OpenVINO, TorchScript) plug in as further classes with the same attributes, load
 from __future__ import annotations
 
 import contextlib
+import logging
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
 
@@ -24,9 +25,10 @@ from tphyolo.errors import InputError
 from tphyolo.infer.backends import exported_format, load_backend
 from tphyolo.infer.backends.compiled import load_compiled, resolve_runtime, trained_imgsz
 from tphyolo.runtime.config import RuntimeConfig, autocast, sdpa_context
-from tphyolo.runtime.probe import ProbeJob, tuned_runtime
+from tphyolo.runtime.decisions import Decision, decide_runtime, describe
 
 Weights = str | Path | nn.Module
+LOGGER = logging.getLogger("tphyolo")
 
 
 class Backend(Protocol):
@@ -95,17 +97,10 @@ class UnpreparedModel:
 
 def largest_own_imgsz(models: Sequence[object]) -> tuple[int, object] | None:
     """The largest `own_imgsz` among `models` (backends, or models not yet prepared) and the one that has it;
-    None when none knows its size. The image size a set of models left to choose it runs at
-    (`tphyolo.infer.input_shape.settled_config`), and so the size the runtime probe times (`settled_job`)."""
+    None when none knows its size: the image size a set of models left to choose it runs at
+    (`tphyolo.infer.input_shape.settled_config`)."""
     sizes = [(size, m) for m in models if (size := getattr(m, "own_imgsz", None)) is not None]  # optional
     return max(sizes, key=lambda pair: pair[0]) if sizes else None
-
-
-def settled_job(job: ProbeJob, models: Sequence[object]) -> ProbeJob:
-    """`job` at the size `models` will run: when `job.imgsz_from_model`, the largest `own_imgsz` among them
-    (`largest_own_imgsz`), else, or when none knows its size, `job.imgsz`; `imgsz_from_model` then cleared."""
-    found = largest_own_imgsz(models) if job.imgsz_from_model else None
-    return replace(job, imgsz=found[0] if found is not None else job.imgsz, imgsz_from_model=False)
 
 
 class TorchBackend:
@@ -131,33 +126,31 @@ class TorchBackend:
         self.names = list(names if names is not None else getattr(model, "names", []))
         self.stride = model_stride(model)
         self.dtype = torch.float16 if runtime.half else torch.float32
+        layout = "NHWC" if runtime.memory_format(self.device) == torch.channels_last else "NCHW"
+        precision = {None: "fp32", torch.bfloat16: "bf16", torch.float16: "fp16"}[runtime.amp_dtype(self.device)]
+        precision = "fp16" if runtime.half else precision
+        self.decisions: dict[str, Decision] = {"layout": Decision(layout, "flag", "as prepared by the caller"),
+                                               "precision": Decision(precision, "flag", "as prepared by the caller")}
 
     @classmethod
-    def load(
-        cls, weights: Weights, *, runtime: RuntimeConfig, device: torch.device, fuse: bool = True,
-        job: ProbeJob | None = None,
-    ) -> TorchBackend:  # fmt: skip
+    def load(cls, weights: Weights, *, runtime: RuntimeConfig, device: torch.device, fuse: bool = True) -> TorchBackend:
         """A model, or a checkpoint file (tphyolo or original TPH-YOLOv5/YOLOv5 format), fused (when `fuse`)
-        and prepared by `runtime` for `device`; with `job` (the inference it will run), the layout and precision
-        left automatic in `runtime` are first decided by the runtime probe (`tphyolo.runtime.probe`), at the
-        model's training size when `job.imgsz_from_model`. Raises FileNotFoundError for a missing file."""
-        unprepared = UnpreparedModel.read(weights, fuse=fuse)
-        if job is not None:
-            job = settled_job(job, [unprepared])
-        return cls.prepared(unprepared, runtime=runtime, device=device, job=job)
+        and prepared by `runtime` for `device`, the layout and precision left automatic decided for inference
+        (`tphyolo.runtime.decisions`). Raises FileNotFoundError for a missing file."""
+        return cls.prepared(UnpreparedModel.read(weights, fuse=fuse), runtime=runtime, device=device)
 
     @classmethod
-    def prepared(
-        cls, unprepared: UnpreparedModel, *, runtime: RuntimeConfig, device: torch.device, job: ProbeJob | None
-    ) -> TorchBackend:
-        """`unprepared` prepared by `runtime` for `device`, its automatic settings first decided by the runtime
-        probe for `job` (when given, and already settled: `settled_job`)."""
+    def prepared(cls, unprepared: UnpreparedModel, *, runtime: RuntimeConfig, device: torch.device) -> TorchBackend:
+        """`unprepared` prepared by `runtime` for `device`, its automatic layout and precision first decided for
+        inference (`tphyolo.runtime.decisions.decide_runtime`); `decisions` say what ran and why."""
         model = unprepared.model.eval()
-        if job is not None:
-            runtime = tuned_runtime(runtime, model, device, job)
+        runtime, decisions = decide_runtime(runtime, device, mode="infer")
         model = runtime.prepare_model(model, device)
-        return cls(model, runtime=runtime, device=device, names=unprepared.names, own_imgsz=unprepared.own_imgsz,
-                   path=unprepared.path)  # fmt: skip
+        backend = cls(model, runtime=runtime, device=device, names=unprepared.names, own_imgsz=unprepared.own_imgsz,
+                      path=unprepared.path)  # fmt: skip
+        backend.decisions = {**decisions, "threads": Decision(str(torch.get_num_threads()), "rule",
+                                                              "PyTorch's intra-op threads")}  # fmt: skip
+        return backend
 
     def prepare(self, images: torch.Tensor) -> torch.Tensor:
         return self.runtime.prepare_images(images, self.device)
@@ -175,46 +168,71 @@ def load_backends(
     fuse: bool = True,
     backend: str = "auto",
     precision: str = "auto",
-    job: ProbeJob | None = None,
 ) -> list[Backend]:
     """One backend per entry of `weights` (a model, a checkpoint path, an exported model — `.onnx`,
     `*_openvino_model/` or its `.xml`, `.torchscript` — or a sequence of them: an ensemble; formats may mix).
 
     A checkpoint file runs on `backend` (`InferenceConfig.backend`, `--runtime`: "auto" is OpenVINO on the CPU
-    when installed, `compiled.resolve_runtime`), compiled once, checked and cached (`compiled.load_compiled`) in
-    `precision`; PyTorch when the compiled model is not within tolerance of PyTorch. Models given as modules and
-    exported files run as they are.
+    when installed, `compiled.resolve_runtime`; PyTorch under `runtime.deterministic`), compiled once, checked
+    and cached (`compiled.load_compiled`) in `precision`; PyTorch when the compiled model is not within tolerance
+    of PyTorch. Models given as modules and exported files run as they are. Every backend's `decisions` say what
+    runs it and why (`runtime`, `precision`, `layout`, `threads`: `tphyolo.runtime.decisions.Decision`), and one
+    INFO line says them for the first.
 
     Raises ValueError when `runtime` cannot run on `device` (checked before anything is loaded), when the
     models disagree on the number of classes, or for a file that runs its own code (TorchScript) unless
-    `runtime.trust_code`. `job`: the inference the PyTorch models will run, for the runtime probe
-    (`TorchBackend.prepared`); when it leaves its size to the models (`imgsz_from_model`), every model is read
-    first and the probe times the size they will run at (`settled_job`), as `input_shape.settled_config` settles
-    the inference's.
+    `runtime.trust_code`.
     """
     runtime.check_device(device)
     entries = list(weights) if isinstance(weights, (list, tuple)) else [weights]
     if not entries:
         raise InputError("no weights given")
     files = [e for e in entries if not isinstance(e, nn.Module) and exported_format(e) is None and Path(e).is_file()]
-    compiled = resolve_runtime(backend, device=device, torch_compile=runtime.compile != "off") if files else "pytorch"
-    loaded: list[Backend | UnpreparedModel] = []  # first every model is read, so that the probe's size is settled
+    compiled, chosen = "pytorch", Decision("pytorch", "rule", "a model given in memory")
+    if files and runtime.deterministic:
+        chosen = Decision("pytorch", "deterministic", "--deterministic")
+    elif files:
+        compiled = resolve_runtime(backend, device=device, torch_compile=runtime.compile != "off")
+        chosen = runtime_decision(backend, compiled, device)
+    if runtime.deterministic and precision not in ("auto", "fp32"):
+        raise InputError(f"--deterministic runs fp32; it cannot be combined with --precision {precision}")
+    backends: list[Backend] = []
     for entry in entries:
-        backend_of_entry = None
         if not isinstance(entry, nn.Module) and exported_format(entry) is not None:
-            backend_of_entry = load_backend(entry, device=device, trust_code=runtime.trust_code)
-        elif compiled != "pytorch" and any(entry is f for f in files):
-            backend_of_entry = load_compiled(entry, runtime=compiled, precision=precision, fuse=fuse)
-        model = backend_of_entry if backend_of_entry is not None else UnpreparedModel.read(entry, fuse=fuse)
-        if loaded and len(model.names) != len(loaded[0].names):
-            raise InputError(f"{entry}: {len(model.names)} classes, but the first model has {len(loaded[0].names)}")
-        loaded.append(model)
-    job = settled_job(job, loaded) if job is not None else None
-    backends: list[Backend] = [
-        TorchBackend.prepared(m, runtime=runtime, device=device, job=job) if isinstance(m, UnpreparedModel) else m
-        for m in loaded
-    ]
+            model: Backend = load_backend(entry, device=device, trust_code=runtime.trust_code)
+            model.decisions = exported_decisions(model, entry)
+        else:
+            model = load_compiled(entry, runtime=compiled, precision=precision, fuse=fuse) if (
+                compiled != "pytorch" and any(entry is f for f in files)) else None  # fmt: skip
+            if model is not None:
+                model.decisions = {"runtime": chosen, **model.decisions}
+            else:
+                ran = chosen if compiled == "pytorch" or isinstance(entry, nn.Module) else Decision(
+                    "pytorch", "fallback", f"the {compiled} compile is not within tolerance of PyTorch")  # fmt: skip
+                model = TorchBackend.prepared(UnpreparedModel.read(entry, fuse=fuse), runtime=runtime, device=device)
+                model.decisions = {"runtime": ran, **model.decisions}
+        if backends and len(model.names) != len(backends[0].names):
+            raise InputError(f"{entry}: {len(model.names)} classes, but the first model has {len(backends[0].names)}")
+        backends.append(model)
+    LOGGER.info("what runs: %s", describe(backends[0].decisions))
     return backends
+
+
+def runtime_decision(requested: str, resolved: str, device: torch.device) -> Decision:
+    """Why checkpoints run on `resolved` given `--runtime requested` on `device`."""
+    if requested != "auto":
+        return Decision(resolved, "flag", f"--runtime {requested}")
+    if resolved != "pytorch":
+        return Decision(resolved, "rule", "a checkpoint on the CPU runs compiled (--runtime pytorch keeps PyTorch)")
+    return Decision(resolved, "rule", f"a checkpoint on {device.type} (or torch.compile, or no OpenVINO) runs PyTorch")
+
+
+def exported_decisions(model: Backend, path: object) -> dict[str, Decision]:
+    """What an exported model runs as: its file decides the runtime, precision and layout."""
+    precision = "fp16" if model.dtype == torch.float16 else "fp32"
+    return {"runtime": Decision(str(getattr(model, "format", "exported")), "file", str(path)),  # optional
+            "precision": Decision(getattr(model, "precision", precision), "file", "the exported model"),  # optional
+            "layout": Decision("NCHW", "file", "the exported graph")}  # fmt: skip
 
 
 @contextlib.contextmanager

@@ -1,11 +1,13 @@
-"""Whether a checkpoint compiled to OpenVINO computes in bf16 on this machine, under `--precision auto`.
+"""Whether a checkpoint compiled to OpenVINO should compute in bf16 on this machine: the check `tphyolo doctor
+--tune --weights W` runs and keeps beside the compiled model, which `--precision auto` then reads
+(`tphyolo.infer.backends.compiled.kept_precision`). Loading a model never runs it.
 
 On CPUs with native bf16 (AMX-BF16 or AVX512-BF16, `tphyolo.runtime.cpu_isa`) OpenVINO can compute in bf16:
-faster, but not exact. `--precision auto` takes bf16 only where both of these held for this model on this
-machine, checked once per compiled entry and kept beside it (`precision.json`, keyed by the CPU and threads):
+faster, but not exact. The check keeps bf16 only where both of these held for this model on this machine:
 
 - speed: bf16's forward of one CHECK_SIZE image at least MIN_SPEEDUP times as fast as f32's (medians of up to
-  MAX_ROUNDS interleaved timings, after a warm-up each, none started once BUDGET_S seconds have gone);
+  MAX_ROUNDS interleaved timings, `tphyolo.runtime.interleaved`, after a warm-up each, none started once BUDGET_S
+  seconds have gone);
 - accuracy, on CHECK_IMAGES scenes of the built-in synthetic val split (`tphyolo.data.builtin.synthetic`,
   rendered at CHECK_SIZE): bf16's mAP50 against the scenes' labels within MAP50_TOLERANCE of f32's ("the
   built-in set") when the model's classes are the set's and its f32 mAP50 there is at least INFORMATIVE_MAP50.
@@ -15,18 +17,14 @@ machine, checked once per compiled entry and kept beside it (`precision.json`, k
   MIN_AGREEMENT times f32's own ("agreement with f32": 1 for identical detections). With fewer than
   MIN_REFERENCE boxes to score against nothing can be said, and f32 stands.
 
-On CPUs without native bf16 nothing is checked and f32 stands: bf16 there is emulated, slower. One line says the
-choice and why; `--precision fp32` (exact) and `--precision bf16` skip the check. A check made on a loaded
-machine, or whose speedup was within its timings' spread of MIN_SPEEDUP, is provisional and made again by a
-quieter run, a bounded number of times, and every check is made again after a month, by the rules of the
-runtime probe's choices (`tphyolo.runtime.probe_freshness`).
+The verdict is kept with the load average it was timed under; `tphyolo doctor --tune` says when that was a busy
+machine. Without native bf16 nothing is checked: bf16 there is emulated, slower.
 
 Where the numbers come from: MAP50_TOLERANCE is the 0.005 within which this project counts a lower precision as
-harmless (`tphyolo.runtime.probe.BF16_MODES`); MIN_AGREEMENT asks bf16 to reproduce f32's own detections to
-within the same half a percent. 8 scenes at 320 px (the README main job's size) hold about 115 objects (8 to 21
-each, hence REFERENCE_PER_IMAGE 15); with OpenVINO's compiles of both models, the check took 9 to 28 s for
-tph-yolov5n on a 2-core EPYC loaded to a load average of 6 to 15, once per checkpoint, against 11 to 73 s for
-the first compile there. MIN_SPEEDUP: below a tenth faster, exactness is worth more than the time.
+harmless (`tphyolo.runtime.decisions`); MIN_AGREEMENT asks bf16 to reproduce f32's own detections to within the
+same half a percent. 8 scenes at 320 px (the README main job's size) hold about 115 objects (8 to 21 each, hence
+REFERENCE_PER_IMAGE 15); the check took 9 to 28 s for tph-yolov5n on a 2-core EPYC. MIN_SPEEDUP: below a tenth
+faster, exactness is worth more than the time.
 """
 
 from __future__ import annotations
@@ -47,12 +45,15 @@ import torch
 from tphyolo.data.builtin.synthetic import NAMES as BUILTIN_NAMES
 from tphyolo.data.builtin.synthetic import split_scene
 from tphyolo.data.files.atomic import write_text_atomic
-from tphyolo.infer.backends.base import ExportedBackend
+from tphyolo.infer.backends.base import ExportedBackend, cpu_threads
+from tphyolo.infer.backends.compiled import PRECISION_FILE, RUNTIMES, cache_entry, load_compiled, precision_machine
+from tphyolo.infer.backends.openvino import OpenVINOBackend
 from tphyolo.infer.config import PREDICT_CONF, VAL_CONF, VAL_IOU
 from tphyolo.metrics.ap import DetectionStats
 from tphyolo.ops.nms import non_max_suppression
-from tphyolo.runtime.cpu_isa import CpuInfo
-from tphyolo.runtime.probe_freshness import Conditions, Freshness, current_conditions, spread
+from tphyolo.runtime.cpu_isa import CpuInfo, cpu_info
+from tphyolo.runtime.decisions import machine_load
+from tphyolo.runtime.interleaved import time_interleaved
 
 LOGGER = logging.getLogger("tphyolo")
 FILE = "precision.json"
@@ -68,7 +69,6 @@ MAX_ROUNDS = 5
 BUDGET_S = 5.0
 MAX_DET = 300  # detections kept per scene (they hold at most 22 objects)
 
-RunTimer = Callable[[ExportedBackend, torch.Tensor], float]  # seconds of one `run` of the backend on the input
 OpenAt = Callable[[str], ExportedBackend]  # the compiled model computing in a precision ("fp32" or "bf16")
 
 
@@ -77,8 +77,7 @@ class Bf16Verdict:
     """The check's answer: `precision` ("bf16" or "fp32"), bf16's `speedup` over f32, the `basis` of the accuracy
     comparison ("built-in set", "agreement with f32", "too few boxes", or "not compared" when the speed already
     said no), `f32_map50` and `bf16_map50` on it (for the agreement, both against f32's detections), the
-    `machine` checked, the timings' `spread`, and, once kept, when and under what load it was `measured`
-    (`probe_freshness.Freshness.as_json`)."""
+    `machine` checked and, once kept, when and under what load it was `measured` ({"date", "load", "cores"})."""
 
     precision: str
     speedup: float
@@ -86,7 +85,6 @@ class Bf16Verdict:
     f32_map50: float | None
     bf16_map50: float | None
     machine: str
-    spread: float = 0.0
     measured: dict[str, Any] | None = None
 
     @property
@@ -118,29 +116,14 @@ class Bf16Verdict:
         return f"OpenVINO f32: {why}; --precision bf16 forces it"
 
 
-def time_run(backend: ExportedBackend, x: torch.Tensor) -> float:
-    """Seconds of one forward of `backend` on `x` (the default `RunTimer`)."""
-    start = time.perf_counter()
-    backend.run(x)
-    return time.perf_counter() - start
-
-
-def speedup(f32: ExportedBackend, bf16: ExportedBackend, *, timer: RunTimer = time_run,
-            clock: Callable[[], float] = time.perf_counter) -> tuple[float, float]:  # fmt: skip
-    """f32's median seconds per forward of one CHECK_SIZE image over bf16's, timed interleaved by `timer`, and
-    the larger relative spread of the two's timings (`probe_freshness.spread`)."""
+def speedup(f32: ExportedBackend, bf16: ExportedBackend, *, clock: Callable[[], float] = time.perf_counter) -> float:
+    """f32's median seconds per forward of one CHECK_SIZE image over bf16's, timed interleaved
+    (`tphyolo.runtime.interleaved`) by `clock`."""
     scene = split_scene("val", 0, imgsz=CHECK_SIZE)[0]
     x = f32.prepare(_as_batch([scene]))
-    for backend in (f32, bf16):
-        timer(backend, x)  # warm-up: the first request allocates
-    samples: dict[int, list[float]] = {0: [], 1: []}
-    start = clock()
-    for round_index in range(MAX_ROUNDS):
-        for index in (0, 1) if round_index % 2 == 0 else (1, 0):
-            samples[index].append(timer((f32, bf16)[index], x))
-        if clock() - start >= BUDGET_S:
-            break
-    return statistics.median(samples[0]) / statistics.median(samples[1]), max(spread(t) for t in samples.values())
+    samples = time_interleaved([lambda: f32.run(x), lambda: bf16.run(x)], rounds=MAX_ROUNDS, budget_s=BUDGET_S,
+                               clock=clock)  # fmt: skip
+    return statistics.median(samples[0]) / statistics.median(samples[1])
 
 
 def detections(backend: ExportedBackend, images: Sequence[np.ndarray]) -> list[torch.Tensor]:
@@ -185,13 +168,13 @@ def compare(f32: list[torch.Tensor], bf16: list[torch.Tensor], labels: list[torc
     return "agreement with f32", map50(f32, reference, num_classes), map50(bf16, reference, num_classes)
 
 
-def check_bf16(open_at: OpenAt, *, machine: str, timer: RunTimer = time_run) -> Bf16Verdict:
-    """The verdict for the compiled model `open_at` opens in each precision (module docstring)."""
+def check_bf16(open_at: OpenAt, *, machine: str, clock: Callable[[], float] = time.perf_counter) -> Bf16Verdict:
+    """The verdict for the compiled model `open_at` opens in each precision (module docstring), timed by `clock`."""
     f32, bf16 = open_at("fp32"), open_at("bf16")
     names = f32.names
-    gain, noise = speedup(f32, bf16, timer=timer)
+    gain = speedup(f32, bf16, clock=clock)
     if gain < MIN_SPEEDUP:
-        return Bf16Verdict("fp32", round(gain, 3), "not compared", None, None, machine, round(noise, 4))
+        return Bf16Verdict("fp32", round(gain, 3), "not compared", None, None, machine)
     scenes = [split_scene("val", i, imgsz=CHECK_SIZE) for i in range(CHECK_IMAGES)]
     images = [image for image, _, _ in scenes]
     labels = None
@@ -203,52 +186,34 @@ def check_bf16(open_at: OpenAt, *, machine: str, timer: RunTimer = time_run) -> 
             "agreement with f32": bf16_map50 >= MIN_AGREEMENT * f32_map50}  # fmt: skip
     precision = "bf16" if good.get(basis, False) else "fp32"
     rounded = [None if np.isnan(v) else round(v, 4) for v in (f32_map50, bf16_map50)]
-    return Bf16Verdict(precision, round(gain, 3), basis, *rounded, machine, round(noise, 4))
+    return Bf16Verdict(precision, round(gain, 3), basis, *rounded, machine)
 
 
-def auto_precision(
-    entry: Path, open_at: OpenAt, *, cpu: CpuInfo, threads: int, timer: RunTimer = time_run,
-    conditions: Conditions | None = None,
-) -> str:  # fmt: skip
-    """What `--precision auto` computes in for the compiled model in `entry` (opened by `open_at`) on `cpu` with
-    `threads` threads: "fp32" without native bf16 (nothing checked), else the check's choice, read from
-    `entry`'s FILE when it was made for this machine, else checked now (under `conditions`, default this
-    machine's now) and kept there. A check made under load, or whose speedup was within its timings' spread of
-    MIN_SPEEDUP, is provisional and made again by a quieter run, as the runtime probe's choices are
-    (`tphyolo.runtime.probe_freshness`). One line says the choice."""
-    if not cpu.has_native_bf16:
-        return "fp32"
-    machine = f"{cpu.fingerprint} | {threads} threads"
-    path, now = entry / FILE, conditions if conditions is not None else current_conditions()
-    verdict, remeasures, again = _read(path, machine), 0, ""
-    kept = Freshness.from_json(verdict.measured) if verdict is not None else None
-    if kept is not None and (why := kept.due(now)) is not None:
-        verdict, remeasures, again = None, kept.next_remeasures(now), f" (checked again: the kept check was {why})"
-    if verdict is None:
-        verdict = check_bf16(open_at, machine=machine, timer=timer)
-        freshness = Freshness.measured(now, spread=verdict.spread, margin=abs(verdict.speedup / MIN_SPEEDUP - 1),
-                                       remeasures=remeasures)  # fmt: skip
-        verdict = replace(verdict, measured=freshness.as_json())
-        try:
-            write_text_atomic(path, json.dumps(asdict(verdict), indent=1) + "\n")
-        except OSError as error:
-            LOGGER.warning("%s: could not keep the bf16 check (%s); it runs again next time", path,
-                           error.strerror or error)  # fmt: skip
-    freshness = Freshness.from_json(verdict.measured)
-    provisional = f" [provisional: {freshness.why_provisional()}]" if freshness.provisional else ""
-    LOGGER.info("%s%s%s", verdict.line(), again, provisional)
-    return verdict.precision
-
-
-def _read(path: Path, machine: str) -> Bf16Verdict | None:
-    """The verdict kept at `path` for `machine`, None when there is none (or it is another machine's, or
-    unreadable: checked again)."""
-    try:
-        verdict = Bf16Verdict(**json.loads(path.read_text()))
-        Freshness.from_json(verdict.measured)
-    except (OSError, ValueError, TypeError, KeyError):
+def tune_precision(
+    weights: str | Path, *, threads: int | None = None, cpu: CpuInfo | None = None,
+    clock: Callable[[], float] = time.perf_counter, load: tuple[float, int] | None = None,
+) -> Bf16Verdict | None:  # fmt: skip
+    """Check checkpoint `weights` compiled to OpenVINO in bf16 against f32 on this machine (`cpu`, default this
+    one; `threads`, default the cores this process may use) and keep the verdict beside the compiled model, where
+    `--precision auto` reads it (`compiled.kept_precision`), with the load average and cores at the time (`load`,
+    default now). None, keeping nothing, on a CPU without native bf16 or when the compiled model is not within
+    tolerance of PyTorch (PyTorch runs it then)."""
+    cpu = cpu if cpu is not None else cpu_info()
+    threads = threads or cpu_threads()
+    if not cpu.has_native_bf16 or load_compiled(weights, precision="fp32", threads=threads, cpu=cpu) is None:
         return None
-    return verdict if verdict.machine == machine and verdict.precision in ("fp32", "bf16") else None
+    spec = RUNTIMES["openvino"]
+    entry = cache_entry(Path(weights), runtime=spec.name, fuse=True)
+
+    def open_at(precision: str) -> ExportedBackend:
+        return OpenVINOBackend(entry / spec.file, device=torch.device("cpu"), threads=threads, precision=precision)
+
+    verdict = check_bf16(open_at, machine=precision_machine(cpu, threads), clock=clock)
+    load_now, cores = load if load is not None else machine_load()
+    when = time.strftime("%Y-%m-%d %H:%M", time.localtime())
+    verdict = replace(verdict, measured={"date": when, "load": load_now, "cores": cores})
+    write_text_atomic(entry / PRECISION_FILE, json.dumps(asdict(verdict), indent=1) + "\n")
+    return verdict
 
 
 def _as_batch(images: Sequence[np.ndarray]) -> torch.Tensor:
