@@ -56,7 +56,7 @@ def test_time_calls_interleaves_and_pairs():
 
     order = []
     first, second = time_calls([lambda: order.append("a"), lambda: order.append("b")], device=CPU, warmup=1, repeats=3)
-    assert order == ["a", "b"] + ["a", "b"] * 3
+    assert order == ["a", "b"] + ["a", "b", "b", "a", "a", "b"]  # the warm-ups, then every other round reversed
     assert len(first.samples_ms) == len(second.samples_ms) == 3
     assert paired_speedup(first, first) == 1.0
 

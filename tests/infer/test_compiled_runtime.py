@@ -30,8 +30,8 @@ REPO_ROOT = Path(__file__).resolve().parents[2]
 
 
 def not_the_probes(messages: list[str]) -> list[str]:
-    """`messages` less the runtime probe's line (a PyTorch model's layout, `tphyolo.runtime.probe`)."""
-    return [m for m in messages if not m.startswith("runtime probe (")]
+    """`messages` less the line saying what runs (`load_backends`)."""
+    return [m for m in messages if not m.startswith("what runs: ")]
 
 
 @contextlib.contextmanager
@@ -97,6 +97,22 @@ def test_runtime_pytorch_keeps_pytorch_and_compiles_nothing(checkpoint, tmp_path
         predictor = Predictor(str(checkpoint), imgsz=128, device="cpu", backend="pytorch")
     assert isinstance(predictor.backends[0], TorchBackend)
     assert not (tmp_path / "cache").exists() and not_the_probes(messages) == []
+    assert predictor.decisions["runtime"].describe() == "pytorch (flag: --runtime pytorch)"
+
+
+def test_deterministic_runs_pytorch_fp32_nchw_and_says_why(checkpoint, tmp_path):
+    with model_cache_at(tmp_path / "cache"), notes() as messages:
+        predictor = Predictor(str(checkpoint), imgsz=128, device="cpu", runtime=RuntimeConfig(deterministic=True))
+    (backend,) = predictor.backends
+    assert isinstance(backend, TorchBackend) and not (tmp_path / "cache").exists()
+    assert backend.runtime.channels_last is False and backend.runtime.amp == "off"
+    ran = predictor.decisions
+    assert [(ran[k].value, ran[k].source) for k in ("runtime", "precision", "layout")] == [
+        ("pytorch", "deterministic"), ("fp32", "deterministic"), ("NCHW", "deterministic")]
+    assert [m for m in messages if m.startswith("what runs: runtime pytorch (deterministic: --deterministic)")]
+    with pytest.raises(ValueError, match="--deterministic runs fp32; it cannot be combined with --precision bf16"):
+        Predictor(str(checkpoint), imgsz=128, device="cpu", runtime=RuntimeConfig(deterministic=True),
+                  precision="bf16")  # fmt: skip
 
 
 def test_modules_and_exported_files_run_as_they_are(first_runs):
@@ -170,6 +186,7 @@ def test_a_model_found_off_pytorch_runs_pytorch_with_one_line(first_runs, checkp
     assert isinstance(predictor.backends[0], TorchBackend)
     messages = not_the_probes(messages)
     assert len(messages) == 1 and "running PyTorch" in messages[0]
+    assert predictor.decisions["runtime"].source == "fallback"
 
 
 @pytest.mark.slow

@@ -122,7 +122,7 @@ def test_a_candidate_replaces_the_rule_only_by_the_margin():
 
 def test_the_real_step_timer_runs_both_modes(tmp_path):
     for mode in ("train", "infer"):
-        found = tune(tiny_model(), CPU, mode=mode, architecture="tiny", imgsz=16, batch=2, folder=tmp_path,
+        found = tune(tiny_model(), CPU, mode=mode, architecture="tiny", imgsz=16, folder=tmp_path,
                      cpu=AVX2_ONLY, load=(0.1, 2))  # fmt: skip
         assert set(found.seconds) == {"NCHW fp32", "NHWC fp32"} and all(s > 0 for s in found.seconds.values())
 

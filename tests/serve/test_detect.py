@@ -106,7 +106,7 @@ def test_models_health_and_page(server):
     assert health["status"] == "ok" and health["worker"]["pid"] > 0
     page = httpx.get(f"{server}/")
     assert page.status_code == 200 and 'type="file"' in page.text and "v1/detect" in page.text
-    line = (f'<p id="model">model <b>tiny.pt</b> (openvino, float32 on cpu, {SETTINGS["imgsz"]} px), 3 classes: '
+    line = (f'<p id="model">model <b>tiny.pt</b> (openvino, fp32 on cpu, {SETTINGS["imgsz"]} px), 3 classes: '
             "car, van, bus</p>")  # fmt: skip
     assert line in page.text  # what is loaded, as /v1/models says it
     assert httpx.get(f"{server}/docs").status_code == 200

@@ -2,11 +2,15 @@
 results.png of an interrupted run, and the resume line."""
 
 import logging
+from pathlib import Path
 
 import pytest
 import torch
+import yaml
+from tests.helpers import BLOCKS_SIZE, write_blocks
 
 from tphyolo.checkpoint.format import load_checkpoint
+from tphyolo.cli import main
 from tphyolo.data.dataset_config import load_data_config
 from tphyolo.data.loader import DatasetSettings, LoaderSettings, build_dataloader, build_dataset
 from tphyolo.evaluation.loop import evaluate
@@ -154,3 +158,43 @@ def test_warmup_min_steps_is_a_flag_of_train():
     parser = build_parser(commands=["train"])
     args = parser.parse_args(["train", "--warmup-min-steps", "0"])
     assert args.warmup_min_steps == 0 and parser.parse_args(["train"]).warmup_min_steps == 100
+
+
+def _all_row(text: str) -> list[str]:
+    """The 'all' row of the last validation table in `text`."""
+    rows = [line.split() for line in text.splitlines() if line.split()[:1] == ["all"]]
+    return rows[-1]
+
+
+@pytest.fixture
+def blocks(tmp_path) -> Path:
+    """16 block images at 64 px (`write_blocks`), the same images as train and val split: learnt in a few steps."""
+    write_blocks(tmp_path / "blocks", count=16, size=BLOCKS_SIZE, seed=0)
+    data = {"path": str(tmp_path), "train": "blocks/images", "val": "blocks/images", "names": {0: "red", 1: "blue"}}
+    (tmp_path / "data.yaml").write_text(yaml.safe_dump(data))
+    hyp = load_hyp("synthetic")
+    hyp.update(lr0=0.01, lrf=0.5, warmup_epochs=0.0, weight_decay=0.0, hsv_v=0.0, translate=0.0, scale=0.0, fliplr=0.0)
+    (tmp_path / "hyp.yaml").write_text(yaml.safe_dump(hyp))
+    return tmp_path / "data.yaml"
+
+
+@pytest.mark.slow
+def test_val_of_best_with_no_flags_reproduces_the_final_validation_table(blocks, tmp_path, caplog, capsys):
+    """`tphyolo val --weights best.pt --data DATA` is the oracle: the training's final table is its table, on the
+    runtime, precision and batches the command takes by default (a checkpoint on the CPU: OpenVINO), and both
+    run folders say what ran."""
+    cfg = TrainConfig(data=str(blocks), model="yolov5n", hyp=str(blocks.parent / "hyp.yaml"), imgsz=BLOCKS_SIZE,
+                      batch=16, nominal_batch=16, epochs=20, workers=0, optimizer="AdamW", plots=False,
+                      warmup_min_steps=0, patience=0, project=str(tmp_path), name="run", seed=0)  # fmt: skip
+    with caplog.at_level(logging.INFO, logger="tphyolo"):
+        result = Trainer(cfg, CPU).fit()
+    trained = _all_row(caplog.text)
+    assert result.final_metrics["metrics/mAP50"] > 0.01  # the blocks are learnt in 20 steps
+    capsys.readouterr()
+    assert main(["val", "--weights", str(result.best), "--data", str(blocks), "--workers", "0",
+                 "--project", str(tmp_path), "--name", "val"]) == 0  # fmt: skip
+    assert _all_row(capsys.readouterr().out) == trained
+    ran = yaml.safe_load((result.run_dir / "decisions.yaml").read_text())
+    assert set(ran) == {"train", "val"} and ran["val"]["runtime"]["value"] == "openvino"
+    assert ran["train"]["layout"]["source"] == "rule"
+    assert yaml.safe_load((tmp_path / "val" / "decisions.yaml").read_text())["val"] == ran["val"]

@@ -28,11 +28,12 @@ from tphyolo.evaluation.results import EvalResults
 from tphyolo.evaluation.settings import VAL_CONFIG_FIELDS, EvalSettings, ValConfig
 from tphyolo.evaluation.sharded import Shard
 from tphyolo.evaluation.writers import Writer, writers_for
-from tphyolo.infer.backends.pytorch import Weights, load_backends
+from tphyolo.infer.backends.pytorch import Weights, load_backends, what_ran
 from tphyolo.infer.config import VALIDATION, InferenceConfig, inference_config
 from tphyolo.infer.input_shape import fixed_input_shape, settled_config
 from tphyolo.infer.slicing import SliceConfig
 from tphyolo.runtime.config import RuntimeConfig, resolve_device
+from tphyolo.runtime.decisions import write_decisions
 from tphyolo.runtime.distributed import DistContext, barrier, init_process_group
 from tphyolo.runtime.run_dir import removed_if_left_empty
 
@@ -126,6 +127,8 @@ def val(
         results = evaluate(backend, loader, names=list(data_names or backend.names),
                            config=replace(inference, imgsz=imgsz), settings=run, evaluators=evaluators,
                            writers=[*own, *writers])  # fmt: skip
+        if save_dir is not None and dist.is_main:
+            write_decisions(save_dir, {"val": what_ran([backend])})
     left_out = {writer.name for writer in own}
     outputs = {name: value for name, value in results.outputs.items() if name not in left_out}
     return replace(results, save_dir=save_dir, outputs=outputs)

@@ -33,6 +33,7 @@ from tphyolo.predict.runner.journal import FrameRecord, UnitRecord
 from tphyolo.predict.runner.units import RunJournal, UnitRunner
 from tphyolo.predict.sources import Stream, count_frames, source_names, source_units
 from tphyolo.predict.writers import PredictionWriter, coco_gt_image_ids, coco_predictions, output_name
+from tphyolo.runtime.decisions import write_decisions
 from tphyolo.runtime.distributed import DistContext
 
 
@@ -190,6 +191,7 @@ def predict_to_folder(
     writer = PredictionWriter(save_dir, names=predictor.names, outputs=replace(outputs, save_json=False), style=style)
     if settings is not None and dist.is_main:
         write_text_atomic(Path(save_dir) / SETTINGS_FILE, yaml.safe_dump(dict(settings)))
+        write_decisions(Path(save_dir), {"predict": predictor.decisions})
     return predict_into(predictor, files, writer, dist=dist, save_json=outputs.save_json, image_ids=image_ids,
                         **options)  # fmt: skip
 

@@ -29,7 +29,7 @@ import torch
 from tphyolo.classify.classifier import CropClassifier, as_classifier
 from tphyolo.data.letterbox import check_imgsz
 from tphyolo.errors import InputError
-from tphyolo.infer.backends.pytorch import Weights, load_backends
+from tphyolo.infer.backends.pytorch import Weights, load_backends, what_ran
 from tphyolo.infer.config import InferenceConfig, inference_config
 from tphyolo.infer.detector import Detector
 from tphyolo.infer.input_shape import settled_config
@@ -140,6 +140,11 @@ class Predictor:
     @property
     def backends(self) -> list:
         return self.detector.backends
+
+    @property
+    def decisions(self) -> dict:
+        """What runs the model(s) and why: runtime, precision, layout, threads (`backends.pytorch.what_ran`)."""
+        return what_ran(self.backends)
 
     def __call__(self, source, *, rgb: bool = False, vid_stride: int = 1) -> list[Results]:
         """Results of every image of `source` (see the class docstring), in order; `rgb`: numpy arrays are RGB;

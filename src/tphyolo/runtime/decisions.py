@@ -81,10 +81,18 @@ def describe(decisions: dict[str, Decision]) -> str:
 
 
 def write_decisions(run_dir: Path, decisions: dict[str, Any]) -> Path:
-    """`run_dir/decisions.yaml`: `decisions` (name -> Decision, or a list of such dicts for an ensemble) as plain
-    YAML. Returns the file."""
-    plain = {name: _plain(value) for name, value in decisions.items()}
+    """`run_dir/decisions.yaml` with `decisions` (a job's name -> its decisions: name -> Decision, or lists of
+    such for an ensemble) as plain YAML, beside what other jobs of the folder wrote there (a training's final
+    validation adds "val" to "train"). Returns the file."""
     path = Path(run_dir) / FILE
+    plain: dict[str, Any] = {}
+    try:
+        if path.is_file() and path.stat().st_size <= MAX_FILE_BYTES:
+            kept = yaml.safe_load(path.read_text())
+            plain = kept if isinstance(kept, dict) else {}
+    except (OSError, yaml.YAMLError, RecursionError):
+        plain = {}  # rewritten whole
+    plain.update({name: _plain(value) for name, value in decisions.items()})
     write_text_atomic(path, yaml.safe_dump(plain, sort_keys=False))
     return path
 

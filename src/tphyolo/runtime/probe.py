@@ -133,14 +133,13 @@ def tune(
     mode: str,
     architecture: str,
     imgsz: int,
-    batch: int = MAX_BATCH,
     folder: Path | None = None,
     measure: Measure | None = None,
     clock: Callable[[], float] = time.perf_counter,
     cpu: CpuInfo | None = None,
     load: tuple[float, int] | None = None,
 ) -> Tuning | None:
-    """Time the candidates of `model`'s `mode` step at `imgsz` on `device` and keep the fastest for
+    """Time the candidates of `model`'s `mode` step (MAX_BATCH images) at `imgsz` on `device` and keep the fastest for
     `architecture` (in `folder`, default `decisions.decisions_dir()`), the load average and cores kept beside it
     (`load`, default this machine's now). `measure` and `clock` replace the step and the clock (tests). None when
     only one candidate exists (nothing to decide)."""
@@ -151,7 +150,7 @@ def tune(
     if len(options) < 2:
         return None
     imgsz = _stride_multiple(model, imgsz)
-    measure = measure or step_timer(model, device, mode, imgsz=imgsz, batch=batch)
+    measure = measure or step_timer(model, device, mode, imgsz=imgsz, batch=MAX_BATCH)
     calls = [lambda option=option: measure(option) for option in options]
     samples = time_interleaved(calls, rounds=MAX_ROUNDS, budget_s=BUDGET_S, clock=clock,
                                after_call=lambda: _synchronize(device))  # fmt: skip

@@ -62,7 +62,8 @@ class EngineSpec:
 @dataclass(frozen=True)
 class ModelInfo:
     """What is loaded, as `GET /v1/models` shows it: `name` (the weights' file names), `hash` (sha256 of their
-    bytes, 16 hex digits), `names` (class names), `stride`, `imgsz`, `backend` (formats), `precision`,
+    bytes, 16 hex digits), `names` (class names), `stride`, `imgsz`, `backend` (formats), `precision` (what the
+    first model computes in: "fp32", "bf16" or "fp16", `ran_precision`),
     `device`, `classifier` (a crop classifier is loaded), `defaults` (the settings requests start from),
     `threads` (PyTorch's intra-op threads in the process that runs it)."""
 
@@ -113,6 +114,16 @@ def configure_worker_threads(spec: EngineSpec) -> int:
     return torch.get_num_threads()
 
 
+def ran_precision(backend: object) -> str:
+    """The precision `backend` computes in, as its decisions name it ("fp32", "bf16", "fp16": what ran, not the
+    dtype of its inputs); its input dtype for a backend loaded without decisions."""
+    decisions = getattr(backend, "decisions", {})  # optional: a backend given by the caller may lack them
+    if "precision" in decisions:
+        return decisions["precision"].value
+    return {"float32": "fp32", "float16": "fp16", "bfloat16": "bf16"}.get(str(backend.dtype).removeprefix("torch."),
+                                                                         "fp32")  # fmt: skip
+
+
 def weights_hash(paths: Sequence[str]) -> str:
     """sha256 of the bytes of every file of `paths` (a folder: its files, by name), 16 hex digits."""
     digest = hashlib.sha256()
@@ -147,7 +158,7 @@ class InferenceEngine:
             names=tuple(self.predictor.names), stride=max(b.stride for b in backends),
             imgsz=self.predictor.config.imgsz,
             backend="+".join(sorted({getattr(b, "format", "pytorch") for b in backends})),
-            precision=str(backends[0].dtype).removeprefix("torch."), device=str(self.predictor.device),
+            precision=ran_precision(backends[0]), device=str(self.predictor.device),
             classifier=spec.classifier is not None, defaults=self.defaults, threads=torch.get_num_threads(),
         )  # fmt: skip
 

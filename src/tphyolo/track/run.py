@@ -29,6 +29,7 @@ from tphyolo.data.mot.sequences import TrackingSplit, tracking_split
 from tphyolo.metrics.tracking import evaluate_tracking
 from tphyolo.predict.sequences import resolve_sequences
 from tphyolo.predict.sources import count_frames
+from tphyolo.runtime.decisions import write_decisions
 from tphyolo.track.job import TrackJob
 from tphyolo.track.stream import SkipHandler, Tracker
 from tphyolo.track.writers import TrackWriter
@@ -100,6 +101,8 @@ def track_job(
     save_dir = job.output.create(DEFAULT_PROJECT)
     written = {**(settings or {}), "tracker": tracker.tracker_settings()}
     write_text_atomic(save_dir / SETTINGS_FILE, yaml.safe_dump(written, sort_keys=False))
+    if tracker.predictor is not None:
+        write_decisions(save_dir, {"track": tracker.predictor.decisions})
     text = split.output_text if split is not None else None  # the text the split's ground truth is scored on
     table = TRACKING_TABLES[split.fmt] if split is not None else None  # the split's benchmark numbers categories
     writer = TrackWriter(save_dir, names=tracker.names, save_img=outputs.save_img, style=job.style, categories=table,

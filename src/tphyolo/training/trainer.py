@@ -38,7 +38,7 @@ from tphyolo.ops.boxes import xyxy_to_cxcywh
 from tphyolo.runtime.compile_cache import cache_counters
 from tphyolo.runtime.config import RuntimeConfig
 from tphyolo.runtime.console import progress_output
-from tphyolo.runtime.decisions import Decision, decide_runtime, describe, write_decisions
+from tphyolo.runtime.decisions import describe, write_decisions
 from tphyolo.runtime.distributed import (
     DistContext,
     barrier,
@@ -64,6 +64,7 @@ from tphyolo.training.optim.optimization import build_optimization, warmup_note,
 from tphyolo.training.plots import plot_batch, plot_labels
 from tphyolo.training.recipes import resolve_recipe
 from tphyolo.training.rng import seed_everything
+from tphyolo.training.run_decisions import RUNTIME_KEY, ran_with, training_runtime
 from tphyolo.training.startup import StartupClock
 from tphyolo.training.state import (
     TrainProgress,
@@ -81,7 +82,6 @@ from tphyolo.training.val_loss import ValLoss
 
 LOGGER = logging.getLogger("tphyolo.train")
 SINGLE_CLASS_NAMES = ("item",)  # --single-cls
-RUNTIME_KEY = "_runtime"  # train_args: the layout and autocast a run trained with, which a resume keeps
 METRIC_COLUMNS = ("metrics/precision", "metrics/recall", "metrics/mAP50", "metrics/mAP50-95")
 VALIDATION_COLUMNS = (*METRIC_COLUMNS, *(f"val/{name}_loss" for name in LOSS_NAMES))  # nan under --noval
 
@@ -193,23 +193,13 @@ class Trainer:
             self._write_settings(hyp_raw)
 
     def _decided_runtime(self, resume: Any) -> RuntimeConfig:
-        """The runtime with the layout and precision left automatic decided once for training
-        (`tphyolo.runtime.decisions`: a flag, --deterministic, a kept tuning or the rule), the same on every rank;
-        a resumed run keeps what its checkpoint ran with (`RUNTIME_KEY` in its train_args). Said in one line and
-        kept in `decisions`, which the run folder's decisions.yaml records."""
-        runtime, decisions = decide_runtime(self.runtime, self.device, mode="train", architecture=str(self.cfg.model))
-        ran = resume.state.get("train_args", {}).get(RUNTIME_KEY) if resume is not None else None
-        valid = isinstance(ran, dict) and type(ran.get("channels_last")) is bool
-        if valid and ran.get("amp") in ("off", "bf16", "fp16"):
-            why = f"as {resume.path} ran"
-            if self.runtime.channels_last is None and not self.runtime.deterministic:
-                runtime = replace(runtime, channels_last=ran["channels_last"])
-                decisions["layout"] = Decision("NHWC" if ran["channels_last"] else "NCHW", "resumed", why)
-            if self.runtime.amp == "auto" and not self.runtime.half and not self.runtime.deterministic:
-                runtime = replace(runtime, amp=ran["amp"])
-                decisions["precision"] = Decision("fp32" if ran["amp"] == "off" else ran["amp"], "resumed", why)
-        self.decisions = {**decisions, "threads": Decision(str(torch.get_num_threads()), "rule",
-                                                           "PyTorch's intra-op threads")}  # fmt: skip
+        """The runtime decided once for training (`training.run_decisions`), kept as a resumed run ran, the same
+        on every rank; said in one line and kept in `decisions` (the run folder's decisions.yaml)."""
+        runtime, self.decisions = training_runtime(
+            self.runtime, self.device, architecture=str(self.cfg.model),
+            resumed=resume.state.get("train_args") if resume is not None else None,
+            source=str(resume.path) if resume is not None else "",
+        )  # fmt: skip
         if self.dist.is_main:
             LOGGER.info("training runs: %s", describe(self.decisions))
         return runtime
@@ -329,7 +319,7 @@ class Trainer:
                                      else ())  # fmt: skip
         else:
             config = ValConfig(datasets_dir=self.cfg.datasets_dir, workers=self.cfg.workers, plots=plots,
-                               save_dir=self.run_dir if plots else None, progress=self.verbose)  # fmt: skip
+                               save_dir=self.run_dir if self.dist.is_main else None, progress=self.verbose)  # fmt: skip
             inference = replace(VALIDATION, conf=self.cfg.val_conf, iou=self.cfg.val_iou, max_det=self.cfg.max_det,
                                 from_model=MODEL_CHOSEN)  # fmt: skip
             runtime = RuntimeConfig(device=self.runtime.device, deterministic=self.runtime.deterministic)
@@ -452,8 +442,7 @@ class Trainer:
         (`reconcile_weights`). With --nosave only the `final` epoch writes: last.pt, and best.pt from the best
         epoch's weights, kept in memory until then."""
         payload = training_checkpoint(self.model, self.optim, cfg=self.cfg, epoch=epoch, progress=self.progress)
-        ran = {"channels_last": bool(self.runtime.channels_last), "amp": self.runtime.amp}
-        payload["train_args"][RUNTIME_KEY] = ran
+        payload["train_args"][RUNTIME_KEY] = ran_with(self.runtime)
         if not self.cfg.save:
             if improved:
                 self._best_payload = release_payload(payload, copy=True)

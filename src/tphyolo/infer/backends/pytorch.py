@@ -218,6 +218,13 @@ def load_backends(
     return backends
 
 
+def what_ran(backends: Sequence[object]) -> dict:
+    """The decisions of `backends` (`load_backends`'s), for a run folder's decisions.yaml: the one model's, or
+    {"models": [each model's]} for an ensemble; {} for backends loaded without decisions."""
+    found = [getattr(b, "decisions", {}) for b in backends]  # optional: a backend given by the caller may lack them
+    return found[0] if len(found) == 1 else {"models": found}
+
+
 def runtime_decision(requested: str, resolved: str, device: torch.device) -> Decision:
     """Why checkpoints run on `resolved` given `--runtime requested` on `device`."""
     if requested != "auto":
