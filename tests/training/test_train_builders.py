@@ -20,7 +20,13 @@ from tphyolo.training.loop import EpochPlace, NonFiniteLossError, StepState, tra
 from tphyolo.training.model.setup import build_model_for_training, freeze_layers
 from tphyolo.training.optim.ema import ModelEMA
 from tphyolo.training.optim.optimization import Optimization, build_optimization, warmup_length
-from tphyolo.training.state import TrainProgress, restore_training, resume_config, training_checkpoint
+from tphyolo.training.state import (
+    TrainProgress,
+    restore_training,
+    resume_config,
+    strip_for_release,
+    training_checkpoint,
+)
 
 CPU = RuntimeConfig(device="cpu")
 DEVICE = torch.device("cpu")
@@ -121,8 +127,10 @@ def test_training_state_round_trips_through_a_checkpoint(yolov5n, tmp_path):
     assert resume_config(path, ckpt) == TrainConfig(
         epochs=5, optimizer="SGD", nominal_batch=64, project=str(tmp_path), name="run", exist_ok=True
     )
+    assert restore_training(ckpt, parts()[1], epochs=2, restore_rng=False).trained_out(epochs=2, patience=0)
+    strip_for_release(path)  # a run's last act: the run is finished
     with pytest.raises(ValueError, match="already finished its 2 epochs"):
-        restore_training(ckpt, parts()[1], epochs=2, restore_rng=False)
+        restore_training(load_checkpoint(path), parts()[1], epochs=2, restore_rng=False)
 
 
 def test_data_is_sharded_and_validation_dealt_in_whole_batches(tiny_synthetic):

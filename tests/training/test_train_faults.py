@@ -2,8 +2,14 @@
 
 The write points of an epoch, in order: its results.csv row, `last.pt` (which commits the epoch), `best.pt`.
 A stop is injected as an exception that nothing in the trainer catches (as a kill or Ctrl-C would end it), and,
-for a kill inside the save of `last.pt`, as the temporary file such a kill leaves behind.
+for a kill inside the save of `last.pt`, as the temporary file such a kill leaves behind. After the last epoch,
+the run's end (best.pt, the final validation, the plots, last.pt stripped) is finished by a resume that trains no
+epoch; once it is done, there is nothing to resume.
 """
+
+import errno
+import logging
+import os
 
 import pytest
 
@@ -98,3 +104,67 @@ def test_a_fresh_run_in_a_reused_folder_starts_a_new_results_file(tmp_path):
     log = TrainLog(tmp_path, start_epoch=0, tensorboard=False)
     log.log(0, {"a": 5.0, "c": 6.0})
     assert (tmp_path / "results.csv").read_text().splitlines() == ["epoch,a,c", "0,5,6"]
+
+
+def _end_fault(monkeypatch, fault: str) -> None:
+    """Stop a run after its last epoch: best.pt on a full disk, Ctrl-C in the final validation, or last.pt's
+    strip (the last act) on a full disk."""
+    save, strip = trainer_module.save_checkpoint, trainer_module.strip_for_release
+    full = OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+    def save_all_but_best(path, payload):
+        if path.name == "best.pt":
+            raise full
+        return save(path, payload)
+
+    def interrupted(self, best):
+        raise KeyboardInterrupt
+
+    def strip_all_but_last(path):
+        if path.name == "last.pt":
+            raise full
+        return strip(path)
+
+    target, name, replacement = {
+        "best.pt": (trainer_module, "save_checkpoint", save_all_but_best),
+        "validation": (Trainer, "_final_validation", interrupted),
+        "last.pt strip": (trainer_module, "strip_for_release", strip_all_but_last),
+    }[fault]
+    monkeypatch.setattr(target, name, replacement)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("fault", ["best.pt", "validation", "last.pt strip"])
+def test_a_run_stopped_after_its_last_epoch_is_finished_by_resume(fault, tiny_synthetic, tmp_path, monkeypatch, caplog):
+    """Before: the resume said "nothing to resume", and best.pt, the final validation and the strip never came."""
+    cfg = TrainConfig(
+        data=str(tiny_synthetic), imgsz=64, batch=8, epochs=1, workers=0, project=str(tmp_path), name="run",
+        autoanchor=False, warmup_min_steps=0,
+    )  # fmt: skip
+    with monkeypatch.context() as patch:
+        _end_fault(patch, fault)
+        with pytest.raises((OSError, KeyboardInterrupt)):
+            Trainer(cfg, CPU).fit()
+    run = tmp_path / "run"
+    last = run / "weights" / "last.pt"
+    assert "optimizer" in load_checkpoint(last).state
+    figures = ("results.png", "confusion_matrix.png", "val_batch0_pred.jpg")
+    for name in figures:
+        (run / name).unlink(missing_ok=True)
+
+    def no_epoch(self, epoch, log):
+        raise AssertionError(f"the resume trained epoch {epoch}")
+
+    monkeypatch.setattr(Trainer, "_run_epoch", no_epoch)
+    with caplog.at_level(logging.INFO, logger="tphyolo"):
+        result = Trainer.resume(last, CPU, verbose=False).fit()
+    assert f"finishing {last}: its epochs are trained (1 of 1)" in caplog.text
+    assert f"validating {result.best}" in caplog.text and "Class" in caplog.text  # the final table
+    assert result.epochs_run == 0 and set(result.final_metrics) >= {"metrics/mAP50", "metrics/mAP50-95"}
+    assert read_results(run / "results.csv")["epoch"] == [0.0]
+    assert all((run / name).is_file() for name in figures)
+    for path in (result.last, result.best):
+        ckpt = load_checkpoint(path)
+        assert ckpt.state["epoch"] == 0 and "optimizer" not in ckpt.state and ckpt.ema is None
+    with pytest.raises(ValueError, match=f"^{last}: the run already finished its 1 epochs; nothing to resume$"):
+        Trainer.resume(last, CPU, verbose=False)

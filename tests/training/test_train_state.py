@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from tphyolo.checkpoint.format import Checkpoint, CheckpointError
+from tphyolo.checkpoint.format import Checkpoint, CheckpointError, load_checkpoint, save_checkpoint
 from tphyolo.runtime.config import RuntimeConfig
 from tphyolo.training.config import TrainConfig
 from tphyolo.training.hyp import load_hyp
@@ -17,6 +17,8 @@ from tphyolo.training.optim.optimization import build_optimization
 from tphyolo.training.rng import rng_state
 from tphyolo.training.state import (
     pending_gradients,
+    read_progress,
+    reconcile_weights,
     release_payload,
     restore_gradients,
     restore_training,
@@ -73,9 +75,43 @@ def test_a_malformed_resume_state_names_the_file_and_the_entry(tmp_path, state, 
     assert str(error.value).startswith(str(ckpt.path)) and "\n" not in str(error.value)
 
 
+STRIPPED = dict.fromkeys(("optimizer", "scheduler", "scaler", "rng_state"), ...)  # a finished run's last.pt
+
+
 def test_a_run_that_finished_is_not_resumed(tmp_path):
-    with pytest.raises(ValueError, match="already finished its 3 epochs"):
-        restore_training(_checkpoint(tmp_path), _optimization(), epochs=3, restore_rng=True)
+    with pytest.raises(ValueError, match=r"last.pt: the run already finished its 3 epochs; nothing to resume$"):
+        restore_training(_checkpoint(tmp_path, **STRIPPED), _optimization(), epochs=3, restore_rng=True)
+
+
+def test_a_run_whose_epochs_are_trained_but_not_its_end_is_restored(tmp_path):
+    """Before: "nothing to resume", so that best.pt, the final validation and the strip never came."""
+    progress = restore_training(_checkpoint(tmp_path), _optimization(), epochs=3, restore_rng=True)
+    assert progress.start_epoch == 3 and progress.trained_out(epochs=3, patience=0)
+
+
+def test_early_stopping_counts_on_from_the_checkpoint(tmp_path):
+    """Epoch 2 is the second without gain since epoch 0: a resume with patience 3 trains on and stops after the
+    next epoch without gain (before: the count started again at 0); with patience 2 the run had stopped early,
+    and once its last.pt is stripped it is finished (before: "no 'optimizer' state")."""
+    ckpt = _checkpoint(tmp_path, train_args={**TrainConfig().to_dict(), "_progress": {"best_epoch": 0}})
+    progress = restore_training(ckpt, _optimization(), epochs=10, restore_rng=True, patience=3)
+    assert progress.epochs_without_gain == 2 and not progress.trained_out(epochs=10, patience=3)
+    assert progress.trained_out(epochs=10, patience=2) and not progress.trained_out(epochs=10, patience=0)
+    stripped = _checkpoint(tmp_path, **STRIPPED, train_args=ckpt.state["train_args"])
+    with pytest.raises(ValueError, match=r"finished after 3 of its 10 epochs \(stopped early\); nothing to resume$"):
+        restore_training(stripped, _optimization(), epochs=10, restore_rng=True, patience=2)
+    with pytest.raises(CheckpointError, match="no 'optimizer' state"):  # epochs left: not a finished run's
+        restore_training(stripped, _optimization(), epochs=10, restore_rng=True, patience=3)
+
+
+def test_a_best_pt_lost_with_its_epoch_is_written_from_last_pt(tmp_path, caplog):
+    """--nosave holds the best epoch's weights in memory: a run stopped as it writes best.pt at its end loses them.
+    Before: the resume left best.pt missing, and the run's end failed on it."""
+    ckpt = _checkpoint(tmp_path)  # epoch 2, best epoch 1
+    save_checkpoint(ckpt.path, ckpt.payload())
+    reconcile_weights(tmp_path, ckpt, read_progress(ckpt), save_period=0)
+    assert load_checkpoint(tmp_path / "best.pt").state["epoch"] == 2
+    assert "best.pt is missing and the weights of the best epoch (1) with it" in caplog.text
 
 
 @pytest.mark.parametrize("best", [math.nan, math.inf, "0.9"])

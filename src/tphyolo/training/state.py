@@ -48,6 +48,15 @@ class TrainProgress:
     best_epoch: int = -1
     steps: StepState = field(default_factory=StepState)
 
+    @property
+    def epochs_without_gain(self) -> int:
+        """The epochs trained since the best one: what `--patience` counts."""
+        return self.start_epoch - 1 - self.best_epoch if self.best_epoch >= 0 else 0
+
+    def trained_out(self, *, epochs: int, patience: int) -> bool:
+        """Whether no epoch is left to train: all `epochs` trained, or `patience` (> 0) epochs without gain."""
+        return self.start_epoch >= epochs or 0 < patience <= self.epochs_without_gain
+
 
 def _integer(ckpt: Checkpoint, where: str, value: Any, *, minimum: int) -> int:
     if type(value) is not int or value < minimum:
@@ -91,14 +100,28 @@ def read_progress(ckpt: Checkpoint) -> TrainProgress:
     )
 
 
-def restore_training(ckpt: Checkpoint, optim: Optimization, *, epochs: int, restore_rng: bool) -> TrainProgress:
+def run_finished(ckpt: Checkpoint, progress: TrainProgress, *, epochs: int, patience: int) -> bool:
+    """Whether the run whose `last.pt` is `ckpt` finished: all its epochs trained (`TrainProgress.trained_out`)
+    and `last.pt` stripped for release, which is a run's last act, after best.pt, the final validation and the
+    plots. A run stopped before that keeps the optimiser state in `last.pt`, and a resume finishes it."""
+    return "optimizer" not in ckpt.state and progress.trained_out(epochs=epochs, patience=patience)
+
+
+def restore_training(
+    ckpt: Checkpoint, optim: Optimization, *, epochs: int, restore_rng: bool, patience: int = 0
+) -> TrainProgress:
     """Load `ckpt`'s optimiser, scheduler, scaler and EMA states into `optim` and, when `restore_rng` (rank 0),
-    the RNG states into the process; returns the progress to continue from. Raises CheckpointError (naming the
-    file and entry) on a missing or malformed entry, ValueError when the run already trained its `epochs`."""
+    the RNG states into the process; returns the progress to continue from (all epochs may be trained:
+    `trained_out`, the run then has only its end left). Raises CheckpointError (naming the file and entry) on
+    a missing or malformed entry, InputError when the run finished (`run_finished`). `patience`: the run's
+    early stopping (0: none)."""
     state = ckpt.state
     progress = read_progress(ckpt)
-    if progress.start_epoch >= epochs:
-        raise InputError(f"{ckpt.path}: the run already finished its {epochs} epochs; nothing to resume")
+    if run_finished(ckpt, progress, epochs=epochs, patience=patience):
+        trained = f"its {epochs} epochs"
+        if progress.start_epoch < epochs:
+            trained = f"after {progress.start_epoch} of its {epochs} epochs (stopped early)"
+        raise InputError(f"{ckpt.path}: the run already finished {trained}; nothing to resume")
     if "optimizer" not in state:
         raise CheckpointError(f"{ckpt.path}: not a resumable training checkpoint (it has no 'optimizer' state)")
     _load_state(ckpt, "optimizer", optim.optimizer)
@@ -191,7 +214,9 @@ def epoch_checkpoints(epoch: int, *, improved: bool, save_period: int) -> list[s
 def reconcile_weights(weights_dir: Path, ckpt: Checkpoint, progress: TrainProgress, *, save_period: int) -> None:
     """Make the weights folder of a resumed run agree with its `last.pt` (`ckpt`, read into `progress`): remove
     the temporary files of an interrupted save, and write from `last.pt` each other file of its epoch
-    (`epoch_checkpoints`: best.pt, epochN.pt) that does not hold that epoch (the run stopped in between)."""
+    (`epoch_checkpoints`: best.pt, epochN.pt) that does not hold that epoch (the run stopped in between). A
+    best.pt missing from an earlier best epoch (`--nosave` holds it in memory until the end) is written from
+    `last.pt` too, with a warning: its weights are lost."""
     for path in remove_stale_temp_files(weights_dir):
         LOGGER.warning("removed %s, left by an interrupted checkpoint save", path)
     epoch = progress.start_epoch - 1
@@ -204,6 +229,11 @@ def reconcile_weights(weights_dir: Path, ckpt: Checkpoint, progress: TrainProgre
             pass
         LOGGER.warning("%s does not hold epoch %d, which %s committed: written from it", path, epoch, ckpt.path)
         save_checkpoint(path, ckpt.payload())
+    best = weights_dir / "best.pt"
+    if not best.exists():
+        LOGGER.warning("%s is missing and the weights of the best epoch (%d) with it: written from %s (epoch %d)",
+                       best, progress.best_epoch, ckpt.path, epoch)  # fmt: skip
+        save_checkpoint(best, ckpt.payload())
 
 
 # what a finished run's files no longer need

@@ -110,7 +110,8 @@ class Trainer:
     on_epoch: called on rank 0 after each epoch is validated and saved, with the epoch (from 0) and its
     results.csv values (a hyperparameter search reports them; it may raise to stop the run).
     Resuming: `Trainer.resume(path, runtime)` restores model, EMA, optimiser, scaler, scheduler, epoch, step
-    counters and RNG state from a `last.pt`, and continues the same run folder.
+    counters and RNG state from a `last.pt`, and continues the same run folder (a run stopped after its last
+    epoch does the end of `fit()` alone).
     """
 
     def __init__(
@@ -178,15 +179,25 @@ class Trainer:
         self.loss_fn = YoloLoss.from_model(self.model, self.hyp)
         self.progress = TrainProgress()
         if resume is not None:
-            self.progress = restore_training(resume, self.optim, epochs=cfg.epochs, restore_rng=dist.rank == 0)
+            self.progress = restore_training(
+                resume, self.optim, epochs=cfg.epochs, restore_rng=dist.rank == 0, patience=cfg.patience
+            )
             restore_gradients(resume, self.model)
         clock.mark("optimiser")
         self.train_model = wrap_for_training(self.model, sync_bn=cfg.sync_bn, dist=dist, runtime=runtime, device=device)
         clock.mark("compile")
         if dist.is_main:
             if resume is not None:
-                LOGGER.info("resuming %s from epoch %d of %d", resume.path, self.progress.start_epoch + 1, cfg.epochs)
-                reconcile_weights(self.weights_dir, resume, self.progress, save_period=cfg.save_period)
+                start = self.progress.start_epoch
+                if self.progress.trained_out(epochs=cfg.epochs, patience=cfg.patience):
+                    LOGGER.info(
+                        "finishing %s: its epochs are trained (%d of %d); left: best.pt, the final validation and "
+                        "plots, last.pt without the optimiser state", resume.path, start, cfg.epochs,
+                    )  # fmt: skip
+                else:
+                    LOGGER.info("resuming %s from epoch %d of %d", resume.path, start + 1, cfg.epochs)
+                save_period = cfg.save_period if cfg.save else 0  # --nosave writes no epochN.pt
+                reconcile_weights(self.weights_dir, resume, self.progress, save_period=save_period)
             elif (self.weights_dir / "best.pt").exists():
                 LOGGER.warning("%s: removing best.pt of an earlier run in this folder", self.weights_dir)
                 (self.weights_dir / "best.pt").unlink()
@@ -241,11 +252,17 @@ class Trainer:
 
     # ---------------------------------------------------------------------------------------------- the loop
     def fit(self) -> TrainResult:
-        """Train for the configured epochs (or until early stopping); returns where the results are."""
+        """Train for the configured epochs (or until early stopping); returns where the results are.
+
+        Then the run's end, in order: best.pt stripped for release, its final validation (table and figures),
+        results.png, and last.pt stripped, the last act, which marks the run finished (`run_finished`). A run
+        stopped before that has its optimiser state in last.pt: its resume trains no epoch and does the end."""
         cfg, dist, progress = self.cfg, self.dist, self.progress
+        trained_out = progress.trained_out(epochs=cfg.epochs, patience=cfg.patience)  # a resume of the end alone
         log = None
         if dist.is_main:
             log = TrainLog(self.run_dir, start_epoch=progress.start_epoch)
+        if dist.is_main and not trained_out:
             LOGGER.info(
                 "training %s on %s for %d epochs, %d px, batch %d x %d process(es), accumulate %d, results in %s",
                 cfg.model, cfg.data, cfg.epochs, self.data.imgsz, cfg.batch, dist.world_size, self.optim.accumulate,
@@ -255,12 +272,13 @@ class Trainer:
                 batches = len(self.data.train_loader)
                 LOGGER.info("%s", warmup_plan(self.optim.warmup_steps, batches, min_steps=cfg.warmup_min_steps,
                                               from_epochs=round(self.hyp["warmup_epochs"] * batches)))  # fmt: skip
-        epochs_without_gain = 0
+        epochs_without_gain = progress.epochs_without_gain
         metrics: dict[str, float] = {}
-        epoch = progress.start_epoch
+        epoch = progress.start_epoch - 1
         best = self.weights_dir / "best.pt"
+        finished = False
         try:
-            for epoch in range(progress.start_epoch, cfg.epochs):
+            for epoch in range(progress.start_epoch, progress.start_epoch if trained_out else cfg.epochs):
                 metrics = self._run_epoch(epoch, log)
                 if dist.is_main:
                     score = fitness(metrics.get("metrics/mAP50", 0.0), metrics.get("metrics/mAP50-95", 0.0))
@@ -281,17 +299,19 @@ class Trainer:
                         LOGGER.info("no improvement for %d epochs: stopping early at epoch %d", cfg.patience, epoch)
                     break
             if dist.is_main:
-                for path in (self.weights_dir / "last.pt", best):
-                    before, after = strip_for_release(path)
-                    LOGGER.info("%s: optimiser state stripped, %.1f MB -> %.1f MB", path, before / 1e6, after / 1e6)
+                _strip(best)
             barrier(dist)  # best.pt is written for good before every rank reads it
             metrics = self._final_validation(best)
+            if dist.is_main:
+                self._plot_results()
+                _strip(self.weights_dir / "last.pt")  # the last act: a stripped last.pt marks the run finished
+            finished = True
         finally:
             if log is not None:
                 log.close()
             destroy_process_group(dist)
-            if dist.is_main and cfg.plots and (self.run_dir / "results.csv").exists():
-                plot_results(self.run_dir / "results.csv")  # an interrupted run's curves too
+            if dist.is_main and not finished:
+                self._plot_results()  # an interrupted run's curves too
         return TrainResult(
             run_dir=self.run_dir,
             last=self.weights_dir / "last.pt",
@@ -300,6 +320,10 @@ class Trainer:
             best_fitness=progress.best_fitness,
             final_metrics=metrics,
         )
+
+    def _plot_results(self) -> None:
+        if self.cfg.plots and (self.run_dir / "results.csv").exists():
+            plot_results(self.run_dir / "results.csv")
 
     def _final_validation(self, best: Path) -> dict[str, float]:
         """Validate `best` on the val split and log the table with a row per class (rank 0), as `tphyolo val
@@ -453,6 +477,12 @@ class Trainer:
             return
         for name in epoch_checkpoints(epoch, improved=improved, save_period=self.cfg.save_period):
             LOGGER.debug("saved %s", save_checkpoint(self.weights_dir / name, payload))
+
+
+def _strip(path: Path) -> None:
+    """`strip_for_release(path)`, logged."""
+    before, after = strip_for_release(path)
+    LOGGER.info("%s: optimiser state stripped, %.1f MB -> %.1f MB", path, before / 1e6, after / 1e6)
 
 
 def train(
