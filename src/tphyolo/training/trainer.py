@@ -18,7 +18,6 @@ from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 import torch
 import yaml
 
@@ -29,12 +28,10 @@ from tphyolo.data.loader import set_loader_epoch, step_size
 from tphyolo.errors import InputError
 from tphyolo.evaluation import loop as evaluation_loop  # by module: a patched loop function is the one called
 from tphyolo.evaluation import results as evaluation_results  # likewise for the rendering
-from tphyolo.evaluation.settings import EvalSettings, ValConfig
-from tphyolo.evaluation.val import val
+from tphyolo.evaluation.settings import EvalSettings
 from tphyolo.evaluation.writers import BatchPlots, MetricPlots
-from tphyolo.infer.config import MODEL_CHOSEN, VALIDATION, InferenceConfig
+from tphyolo.infer.config import InferenceConfig
 from tphyolo.metrics import fitness
-from tphyolo.ops.boxes import xyxy_to_cxcywh
 from tphyolo.runtime.compile_cache import cache_counters
 from tphyolo.runtime.config import RuntimeConfig
 from tphyolo.runtime.console import progress_output
@@ -50,8 +47,9 @@ from tphyolo.runtime.distributed import (
 from tphyolo.runtime.run_dir import new_run_dir, remove_if_empty
 from tphyolo.training.config import TrainConfig
 from tphyolo.training.data import build_data, grid_stride, load_train_data_config
+from tphyolo.training.epoch_bar import EpochBar
 from tphyolo.training.hyp import scale_hyp, train_hyp
-from tphyolo.training.log import TrainLog, plot_results
+from tphyolo.training.log import TrainLog
 from tphyolo.training.loop import LOSS_NAMES, EpochHooks, EpochPlace, train_one_epoch
 from tphyolo.training.loss import YoloLoss
 from tphyolo.training.model.setup import (
@@ -61,10 +59,11 @@ from tphyolo.training.model.setup import (
     wrap_for_training,
 )
 from tphyolo.training.optim.optimization import build_optimization, warmup_note, warmup_plan, warn_if_few_steps
-from tphyolo.training.plots import plot_batch, plot_labels
+from tphyolo.training.plots import plot_batch
 from tphyolo.training.recipes import resolve_recipe
 from tphyolo.training.rng import seed_everything
 from tphyolo.training.run_decisions import RUNTIME_KEY, ran_with, training_runtime
+from tphyolo.training.run_end import plot_run, plot_train_labels, strip, validate_as_val
 from tphyolo.training.startup import StartupClock
 from tphyolo.training.state import (
     TrainProgress,
@@ -74,7 +73,6 @@ from tphyolo.training.state import (
     restore_gradients,
     restore_training,
     resume_config,
-    strip_for_release,
     training_checkpoint,
     with_resolved_paths,
 )
@@ -163,7 +161,12 @@ class Trainer:
         clock.mark("model")
         self.data = build_data(cfg, data_config, hyp=self.hyp, imgsz=imgsz, stride=stride, dist=dist, device=device)
         clock.mark("data")
-        self.runtime = runtime = self._decided_runtime(resume)
+        resumed = (resume.state.get("train_args"), str(resume.path)) if resume is not None else (None, "")
+        runtime, self.decisions = training_runtime(runtime, device, architecture=str(cfg.model), resumed=resumed[0],
+                                                   source=resumed[1])  # decided once: `training.run_decisions`
+        self.runtime = runtime
+        if dist.is_main:
+            LOGGER.info("training runs: %s", describe(self.decisions))
         self.model = prepare_model_for_training(
             model, cfg, train_set=self.data.train_set, imgsz=imgsz, anchor_t=self.hyp["anchor_t"],
             resumed=resume is not None, dist=dist, runtime=runtime, device=device,
@@ -190,10 +193,8 @@ class Trainer:
             if resume is not None:
                 start = self.progress.start_epoch
                 if self.progress.trained_out(epochs=cfg.epochs, patience=cfg.patience):
-                    LOGGER.info(
-                        "finishing %s: its epochs are trained (%d of %d); left: best.pt, the final validation and "
-                        "plots, last.pt without the optimiser state", resume.path, start, cfg.epochs,
-                    )  # fmt: skip
+                    LOGGER.info("finishing %s: its epochs are trained (%d of %d); left: best.pt, the final validation "
+                                "and plots, last.pt without the optimiser state", resume.path, start, cfg.epochs)
                 else:
                     LOGGER.info("resuming %s from epoch %d of %d", resume.path, start + 1, cfg.epochs)
                 save_period = cfg.save_period if cfg.save else 0  # --nosave writes no epochN.pt
@@ -202,18 +203,6 @@ class Trainer:
                 LOGGER.warning("%s: removing best.pt of an earlier run in this folder", self.weights_dir)
                 (self.weights_dir / "best.pt").unlink()
             self._write_settings(hyp_raw)
-
-    def _decided_runtime(self, resume: Any) -> RuntimeConfig:
-        """The runtime decided once for training (`training.run_decisions`), kept as a resumed run ran, the same
-        on every rank; said in one line and kept in `decisions` (the run folder's decisions.yaml)."""
-        runtime, self.decisions = training_runtime(
-            self.runtime, self.device, architecture=str(self.cfg.model),
-            resumed=resume.state.get("train_args") if resume is not None else None,
-            source=str(resume.path) if resume is not None else "",
-        )  # fmt: skip
-        if self.dist.is_main:
-            LOGGER.info("training runs: %s", describe(self.decisions))
-        return runtime
 
     def _resolve_recipe(self, cfg: TrainConfig, data_config: Any, *, resumed: bool) -> TrainConfig:
         """`cfg` with the dataset's recipe filling the settings left to it; the main process logs which."""
@@ -244,11 +233,7 @@ class Trainer:
         write_text_atomic(self.run_dir / "hyp.yaml", yaml.safe_dump(hyp_raw, sort_keys=False))
         write_decisions(self.run_dir, {"train": self.decisions})
         if self.cfg.plots and self.progress.start_epoch == 0:
-            records = self.data.train_set.records
-            classes = np.concatenate([r.labels.classes for r in records] + [np.zeros(0, np.int64)])
-            boxes = [r.labels.boxes / np.array([r.width, r.height] * 2, dtype=np.float32) for r in records]
-            cxcywh = xyxy_to_cxcywh(np.concatenate([*boxes, np.zeros((0, 4), np.float32)]))
-            plot_labels(classes, cxcywh, self.names, self.run_dir / "labels.jpg")
+            plot_train_labels(self.data.train_set.records, self.names, self.run_dir / "labels.jpg")
 
     # ---------------------------------------------------------------------------------------------- the loop
     def fit(self) -> TrainResult:
@@ -299,19 +284,19 @@ class Trainer:
                         LOGGER.info("no improvement for %d epochs: stopping early at epoch %d", cfg.patience, epoch)
                     break
             if dist.is_main:
-                _strip(best)
+                strip(best)
             barrier(dist)  # best.pt is written for good before every rank reads it
             metrics = self._final_validation(best)
             if dist.is_main:
-                self._plot_results()
-                _strip(self.weights_dir / "last.pt")  # the last act: a stripped last.pt marks the run finished
+                plot_run(self.cfg, self.run_dir)
+                strip(self.weights_dir / "last.pt")  # the last act: a stripped last.pt marks the run finished
             finished = True
         finally:
             if log is not None:
                 log.close()
             destroy_process_group(dist)
             if dist.is_main and not finished:
-                self._plot_results()  # an interrupted run's curves too
+                plot_run(self.cfg, self.run_dir)  # an interrupted run's curves too
         return TrainResult(
             run_dir=self.run_dir,
             last=self.weights_dir / "last.pt",
@@ -321,33 +306,18 @@ class Trainer:
             final_metrics=metrics,
         )
 
-    def _plot_results(self) -> None:
-        if self.cfg.plots and (self.run_dir / "results.csv").exists():
-            plot_results(self.run_dir / "results.csv")
-
     def _final_validation(self, best: Path) -> dict[str, float]:
-        """Validate `best` on the val split and log the table with a row per class (rank 0), as `tphyolo val
-        --weights best.pt --data DATA` does with no other flags (`tphyolo.evaluation.val.val`: the same runtime,
-        precision, image size and batches), so that command reproduces this table; under --deterministic, as
-        `tphyolo val ... --deterministic` does. Every rank scores its share. With `plots`, rank 0 writes YOLOv5's
-        validation figures into the run folder, as `tphyolo val --plots` does: confusion_matrix.png,
-        PR/F1/P/R_curve.png, val_batchK_labels/pred.jpg. A --single-cls run, which `tphyolo val` cannot score
-        the same way, is scored by its training's validation."""
+        """`best` validated as `tphyolo val` validates it (`run_end.validate_as_val`), its table logged with a row
+        per class (rank 0); a --single-cls run, which `tphyolo val` cannot score the same way, by the training's
+        own validation (with `plots`, the same figures)."""
         plots = self.cfg.plots and self.dist.is_main
-        if self.dist.is_main:
-            LOGGER.info("validating %s as `tphyolo val --weights %s --data %s%s` does", best, best, self.cfg.data,
-                        " --deterministic" if self.runtime.deterministic else "")  # fmt: skip
         if self.cfg.single_cls:
             model = self.runtime.place_model(load_checkpoint(best).build_model(), self.device)
             results = self._evaluate(model, writers=[BatchPlots(self.run_dir), MetricPlots(self.run_dir)] if plots
                                      else ())  # fmt: skip
         else:
-            config = ValConfig(datasets_dir=self.cfg.datasets_dir, workers=self.cfg.workers, plots=plots,
-                               save_dir=self.run_dir if self.dist.is_main else None, progress=self.verbose)  # fmt: skip
-            inference = replace(VALIDATION, conf=self.cfg.val_conf, iou=self.cfg.val_iou, max_det=self.cfg.max_det,
-                                from_model=MODEL_CHOSEN)  # fmt: skip
-            runtime = RuntimeConfig(device=self.runtime.device, deterministic=self.runtime.deterministic)
-            results = val(best, self.cfg.data, config, inference=inference, runtime=runtime, device=str(self.device))
+            results = validate_as_val(best, self.cfg, runtime=self.runtime, device=self.device, plots=plots,
+                                      run_dir=self.run_dir if self.dist.is_main else None, verbose=self.verbose)
         if self.dist.is_main:
             LOGGER.info("%s", evaluation_results.format_results(results, verbose=True))
         return self._metrics(results)
@@ -368,23 +338,9 @@ class Trainer:
         if cfg.multi_scale:
             multi_scale = lambda step: step_size(data.imgsz, seed=cfg.seed, step=step, stride=data.stride)  # noqa: E731
         bar = None
-        progress = None
         if dist.is_main:
-            from tqdm import tqdm
-
-            bar = tqdm(
-                total=len(data.train_loader), desc=f"epoch {epoch + 1}/{cfg.epochs}", leave=False,
-                disable=not self.verbose,
-            )  # fmt: skip
-
-            def progress(i: int, mean_items: torch.Tensor, batch: Any) -> None:
-                memory = torch.cuda.memory_reserved(self.device) / 2**30 if self.device.type == "cuda" else 0.0
-                box, obj, cls = mean_items.tolist()
-                bar.set_postfix_str(
-                    f"box {box:.4f} obj {obj:.4f} cls {cls:.4f} inst {batch.targets.shape[0]} "
-                    f"img {batch.images.shape[-1]} mem {memory:.2f}G"
-                )
-                bar.update(1)
+            bar = EpochBar(len(data.train_loader), epoch=epoch, epochs=cfg.epochs, device=self.device,
+                           visible=self.verbose)  # fmt: skip
 
         on_batch = None
         if dist.is_main and cfg.plots and epoch == self.progress.start_epoch:
@@ -401,7 +357,7 @@ class Trainer:
         mean_items = train_one_epoch(
             self.train_model, self.loss_fn, batches, optim, state=self.progress.steps, epoch=epoch, hyp=self.hyp,
             place=EpochPlace(self.runtime, self.device, dist), grad_clip=cfg.grad_clip,
-            hooks=EpochHooks(multi_scale_size=multi_scale, progress=progress, on_batch=on_batch),
+            hooks=EpochHooks(multi_scale_size=multi_scale, progress=bar, on_batch=on_batch),
         )  # fmt: skip
         if bar is not None:
             bar.close()
@@ -477,12 +433,6 @@ class Trainer:
             return
         for name in epoch_checkpoints(epoch, improved=improved, save_period=self.cfg.save_period):
             LOGGER.debug("saved %s", save_checkpoint(self.weights_dir / name, payload))
-
-
-def _strip(path: Path) -> None:
-    """`strip_for_release(path)`, logged."""
-    before, after = strip_for_release(path)
-    LOGGER.info("%s: optimiser state stripped, %.1f MB -> %.1f MB", path, before / 1e6, after / 1e6)
 
 
 def train(
