@@ -7,6 +7,7 @@ import cv2
 import numpy as np
 import pytest
 import torch
+import yaml
 
 from tphyolo.checkpoint.format import save_checkpoint
 from tphyolo.cli import main
@@ -55,6 +56,10 @@ def test_predict_without_img_runs_at_the_training_size_and_says_so_first(trained
         f"--img {TRAINED_AT}: the image size tiny.pt was trained at (--img overrides)")
     _, given = _predict(trained, source, tmp_path, capsys, "given", "--img", str(TRAINED_AT))
     assert default == given and len(given.splitlines()) > 10  # the oracle: the same size given by hand
+    ran = yaml.safe_load((tmp_path / "default" / "decisions.yaml").read_text())["predict"]
+    assert {k: (v["value"], v["source"]) for k, v in ran.items()} == {
+        "runtime": ("openvino", "rule"), "precision": ("fp32", "rule"), "layout": ("NCHW", "file"),
+        "threads": (ran["threads"]["value"], "rule")}  # the suite's CPU has no native bf16 (conftest)
     lines, other = _predict(trained, source, tmp_path, capsys, "other", "--img", "160")
     assert not any("was trained at" in line for line in lines) and other != given
 

@@ -52,6 +52,7 @@ from tphyolo.analyze.speed import SPEED_COLUMNS, Speed
 from tphyolo.analyze.zones import Zones
 from tphyolo.errors import InputError
 from tphyolo.predict.predictor import Predictor
+from tphyolo.runtime.decisions import write_decisions
 from tphyolo.track.interface import CameraMotionSettings, MultiObjectTracker
 from tphyolo.track.registry import make_tracker, tracker_settings
 
@@ -197,6 +198,8 @@ def run_analyze(job: AnalyzeJob, *, runtime: Any = None, device: Any = None, pro
     if inputs.weights is not None:
         predictor = Predictor(inputs.weights, job.inference, runtime=runtime, device=device)
     save_dir = job.output.create(DEFAULT_PROJECT)
+    if predictor is not None:
+        write_decisions(save_dir, {"analyze": predictor.decisions})
     streams = AnalyzeInput(source=inputs.source, predictor=predictor, detections=inputs.detections,
                            tracks=inputs.tracks)  # fmt: skip
     reports = analyze(inputs.lines, save_dir, streams, config=job.config, tracker=tracker, cmc=tracking.cmc,

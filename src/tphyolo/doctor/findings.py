@@ -38,7 +38,7 @@ class DoctorReport:
     compile: dict[str, Any]  # the torch.compile probe: available, backend, error, seconds; or skipped
     compile_cache: dict[str, Any]  # dir, source, exists, files, mb
     cpu: dict[str, Any]  # cores, usable cores, torch threads, model, isa (AVX2 ... AMX-INT8), native_bf16
-    runtime_probe: dict[str, Any]  # dir, choices (the runtime probe's kept choices, with their keys and times)
+    runtime_probe: dict[str, Any]  # dir, choices (the decisions `doctor --tune` kept, with their keys and times)
     pinned_memory: dict[str, Any]  # supported, reason
     install: dict[str, Any]  # torch_bytes, cuda_libraries_bytes
     problems: tuple[Problem, ...] = ()

@@ -1,12 +1,12 @@
 """What the CPU can compute natively: its model name and instruction-set flags, as Linux reports them.
 
-The runtime probe keys its cached choices by them (a choice measured on one CPU says nothing about another)
-and offers bf16 autocast only where the CPU has native bf16 arithmetic (`has_native_bf16`): AMX-BF16 tiles or
+The decisions of `tphyolo.runtime.decisions` are keyed by them (a choice measured on one CPU says nothing about
+another), and its rule takes bf16 only where the CPU has native bf16 arithmetic (`has_native_bf16`): AMX-BF16 tiles or
 the AVX512-BF16 dot products. Without them PyTorch emulates bf16 in fp32 registers, which is slower than fp32.
 
 A cap on oneDNN's instruction set (`ONEDNN_MAX_CPU_ISA`, or its older name `DNNL_MAX_CPU_ISA`, read by the
 oneDNN kernels PyTorch's CPU convolutions run on) caps what this module reports too: a CPU told to stop at
-AVX512_CORE_VNNI is one without native bf16 for the probe and the compiled runtime, as it is for its kernels.
+AVX512_CORE_VNNI is one without native bf16 for the decisions and the compiled runtime, as it is for its kernels.
 """
 
 from __future__ import annotations

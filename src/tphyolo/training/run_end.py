@@ -12,7 +12,6 @@ from typing import Any
 import numpy as np
 import torch
 
-from tphyolo.checkpoint.release import strip_for_release
 from tphyolo.evaluation.results import EvalResults
 from tphyolo.evaluation.settings import ValConfig
 from tphyolo.evaluation.val import val
@@ -22,6 +21,7 @@ from tphyolo.runtime.config import RuntimeConfig
 from tphyolo.training.config import TrainConfig
 from tphyolo.training.log import plot_results
 from tphyolo.training.plots import plot_labels
+from tphyolo.training.state import strip_for_release
 
 LOGGER = logging.getLogger("tphyolo.train")
 

@@ -4,7 +4,8 @@
 `restore_training` checks one's resume entries and loads them into a freshly built `Optimization`, returning
 where the run stands; `restore_gradients` puts back the gradients accumulated towards an optimiser step that
 the epoch's end had not reached yet. A resumed run thus continues as the uninterrupted run would have (with
-the data of each epoch drawn from the seed and the epoch, `tphyolo.data.sampler`). A malformed entry stops the
+the data of each epoch drawn from the seed and the epoch, `tphyolo.data.sampler`), in the layout and autocast
+its checkpoint ran with (`training_runtime`: decided once, `tphyolo.runtime.decisions`). A malformed entry stops the
 resume with a CheckpointError naming the file and the entry, except those a run can do without, which are
 reset with a warning (an unreadable RNG state, a non-finite best fitness).
 """
@@ -29,12 +30,16 @@ from tphyolo.checkpoint.format import (
     save_checkpoint,
 )
 from tphyolo.errors import InputError
+from tphyolo.runtime.config import RuntimeConfig
+from tphyolo.runtime.decisions import Decision, decide_runtime
 from tphyolo.training.config import TrainConfig
 from tphyolo.training.loop import StepState
 from tphyolo.training.optim.ema import unwrap
 from tphyolo.training.optim.optimization import Optimization
 from tphyolo.training.rng import rng_state, set_rng_state
 
+RUNTIME_KEY = "_runtime"  # train_args: the layout and autocast a run trained with, which a resume keeps
+AMPS = ("off", "bf16", "fp16")
 LOGGER = logging.getLogger("tphyolo.train")
 
 
@@ -293,3 +298,30 @@ def resume_config(path: Path, ckpt: Checkpoint) -> TrainConfig:
     if not saved_run.is_absolute() and len(run_dir.parts) > len(saved_run.parts):
         cfg = with_resolved_paths(cfg, run_dir.parents[len(saved_run.parts) - 1])
     return replace(cfg, project=str(run_dir.parent), name=run_dir.name, exist_ok=True)
+
+
+
+
+def training_runtime(
+    runtime: RuntimeConfig, device: torch.device, *, architecture: str, resumed: dict[str, Any] | None, source: str
+) -> tuple[RuntimeConfig, dict[str, Decision]]:
+    """`runtime` with the layout and autocast left automatic decided for training `architecture` on `device`, and
+    the decisions ({"layout", "precision", "threads"}); `resumed`: the train_args of the checkpoint a run
+    resumes (`source`, its path), whose RUNTIME_KEY, when valid, fills what the flags left automatic."""
+    runtime_out, decisions = decide_runtime(runtime, device, mode="train", architecture=architecture)
+    ran = (resumed or {}).get(RUNTIME_KEY)
+    if isinstance(ran, dict) and type(ran.get("channels_last")) is bool and ran.get("amp") in AMPS:
+        why = f"as {source} ran"
+        if runtime.channels_last is None and not runtime.deterministic:
+            runtime_out = replace(runtime_out, channels_last=ran["channels_last"])
+            decisions["layout"] = Decision("NHWC" if ran["channels_last"] else "NCHW", "resumed", why)
+        if runtime.amp == "auto" and not runtime.half and not runtime.deterministic:
+            runtime_out = replace(runtime_out, amp=ran["amp"])
+            decisions["precision"] = Decision("fp32" if ran["amp"] == "off" else ran["amp"], "resumed", why)
+    threads = Decision(str(torch.get_num_threads()), "rule", "PyTorch's intra-op threads")
+    return runtime_out, {**decisions, "threads": threads}
+
+
+def ran_with(runtime: RuntimeConfig) -> dict[str, Any]:
+    """What a checkpoint keeps under RUNTIME_KEY of a run on `runtime` (decided: no automatic setting left)."""
+    return {"channels_last": bool(runtime.channels_last), "amp": runtime.amp}

@@ -47,9 +47,8 @@ from tphyolo.runtime.distributed import (
 from tphyolo.runtime.run_dir import new_run_dir, remove_if_empty
 from tphyolo.training.config import TrainConfig
 from tphyolo.training.data import build_data, grid_stride, load_train_data_config
-from tphyolo.training.epoch_bar import EpochBar
 from tphyolo.training.hyp import scale_hyp, train_hyp
-from tphyolo.training.log import TrainLog
+from tphyolo.training.log import EpochBar, TrainLog
 from tphyolo.training.loop import LOSS_NAMES, EpochHooks, EpochPlace, train_one_epoch
 from tphyolo.training.loss import YoloLoss
 from tphyolo.training.model.setup import (
@@ -62,18 +61,20 @@ from tphyolo.training.optim.optimization import build_optimization, warmup_note,
 from tphyolo.training.plots import plot_batch
 from tphyolo.training.recipes import resolve_recipe
 from tphyolo.training.rng import seed_everything
-from tphyolo.training.run_decisions import RUNTIME_KEY, ran_with, training_runtime
 from tphyolo.training.run_end import plot_run, plot_train_labels, strip, validate_as_val
 from tphyolo.training.startup import StartupClock
 from tphyolo.training.state import (
+    RUNTIME_KEY,
     TrainProgress,
     epoch_checkpoints,
+    ran_with,
     reconcile_weights,
     release_payload,
     restore_gradients,
     restore_training,
     resume_config,
     training_checkpoint,
+    training_runtime,
     with_resolved_paths,
 )
 from tphyolo.training.val_loss import ValLoss
@@ -163,7 +164,7 @@ class Trainer:
         clock.mark("data")
         resumed = (resume.state.get("train_args"), str(resume.path)) if resume is not None else (None, "")
         runtime, self.decisions = training_runtime(runtime, device, architecture=str(cfg.model), resumed=resumed[0],
-                                                   source=resumed[1])  # decided once: `training.run_decisions`
+                                                   source=resumed[1])  # decided once: `state.training_runtime`
         self.runtime = runtime
         if dist.is_main:
             LOGGER.info("training runs: %s", describe(self.decisions))

@@ -26,6 +26,7 @@ from tphyolo.infer.backends import exported_format, load_backend
 from tphyolo.infer.backends.compiled import load_compiled, resolve_runtime, trained_imgsz
 from tphyolo.runtime.config import RuntimeConfig, autocast, sdpa_context
 from tphyolo.runtime.decisions import Decision, decide_runtime, describe
+from tphyolo.runtime.distributed import DistContext
 
 Weights = str | Path | nn.Module
 LOGGER = logging.getLogger("tphyolo")
@@ -177,7 +178,7 @@ def load_backends(
     and cached (`compiled.load_compiled`) in `precision`; PyTorch when the compiled model is not within tolerance
     of PyTorch. Models given as modules and exported files run as they are. Every backend's `decisions` say what
     runs it and why (`runtime`, `precision`, `layout`, `threads`: `tphyolo.runtime.decisions.Decision`), and one
-    INFO line says them for the first.
+    INFO line (rank 0's, under torchrun) says them for the first.
 
     Raises ValueError when `runtime` cannot run on `device` (checked before anything is loaded), when the
     models disagree on the number of classes, or for a file that runs its own code (TorchScript) unless
@@ -214,7 +215,8 @@ def load_backends(
         if backends and len(model.names) != len(backends[0].names):
             raise InputError(f"{entry}: {len(model.names)} classes, but the first model has {len(backends[0].names)}")
         backends.append(model)
-    LOGGER.info("what runs: %s", describe(backends[0].decisions))
+    if DistContext.from_env().is_main:  # once for a distributed run, by rank 0
+        LOGGER.info("what runs: %s", describe(backends[0].decisions))
     return backends
 
 
