@@ -18,6 +18,7 @@ from tphyolo.infer.backends.bf16_check import (
     FILE,
     MIN_SPEEDUP,
     Bf16Verdict,
+    auto_precision,
     check_bf16,
     compare,
 )
@@ -86,6 +87,18 @@ def test_bf16_as_accurate_and_faster_on_the_built_in_set_is_chosen():
     assert verdict == Bf16Verdict("bf16", 1.6, "built-in set", 0.995, 0.995, MACHINE)  # 0.995: the 101-point AP
     assert verdict.line() == ("OpenVINO bf16: 1.60x f32 here, mAP50 within 0.000 on the built-in set; "
                               "--precision fp32 forces exact")  # fmt: skip
+
+
+def test_a_kept_check_nested_too_deep_is_checked_again_with_one_line(tmp_path, caplog):
+    """Before, a precision.json nested 100,000 deep ended every run in RecursionError until deleted by hand."""
+    (tmp_path / FILE).write_text("[" * 100000)
+    at = opener(fp32=Oracle("fp32"), bf16=Oracle("bf16"))
+    with caplog.at_level(logging.INFO, logger="tphyolo"):
+        chosen = auto_precision(tmp_path, at, cpu=AVX512_BF16, threads=2, timer=Times(fp32=1.6, bf16=1.0),
+                                conditions=QUIET)  # fmt: skip
+    assert chosen == "bf16" and json.loads((tmp_path / FILE).read_text())["precision"] == "bf16"
+    said = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+    assert said == [f"{tmp_path / FILE}: JSON nested 100000 levels deep (at most 16); checking bf16 again"]
 
 
 def test_bf16_that_loses_accuracy_on_the_built_in_set_is_refused():

@@ -44,6 +44,7 @@ import torch
 from torch import nn
 
 from tphyolo.data.files.atomic import write_text_atomic
+from tphyolo.data.files.bounded_json import read_json_bounded
 from tphyolo.errors import InputError
 from tphyolo.runtime.config import RuntimeConfig, autocast
 from tphyolo.runtime.cpu_isa import CpuInfo, cpu_info
@@ -243,7 +244,7 @@ def read_cached(path: Path, key: dict[str, Any], options: Sequence[Candidate]) -
     if not path.exists():
         return None
     try:
-        entry = json.loads(path.read_text())
+        entry = read_json_bounded(path)
         if not isinstance(entry, dict) or entry.get("key") != key:
             raise ValueError("not a choice for this key")
         chosen = entry["choice"]
@@ -374,11 +375,11 @@ def cached_choices(folder: Path | None = None) -> list[dict[str, Any]]:
     found: list[dict[str, Any]] = []
     for path in sorted(folder.glob("*.json")) if folder.is_dir() else []:
         try:
-            entry = json.loads(path.read_text())
+            entry = read_json_bounded(path)
             provisional = Freshness.from_json(entry.get("measured")).provisional
             found.append({**entry["key"], "choice": entry["name"], "seconds": entry["seconds"], "file": str(path),
                           "provisional": provisional})  # fmt: skip
-        except (OSError, ValueError, KeyError, TypeError) as error:
+        except (OSError, ValueError, KeyError, TypeError, AttributeError) as error:
             found.append({"file": str(path), "error": str(error)[:160]})
     return found
 

@@ -47,6 +47,7 @@ import torch
 from tphyolo.data.builtin.synthetic import NAMES as BUILTIN_NAMES
 from tphyolo.data.builtin.synthetic import split_scene
 from tphyolo.data.files.atomic import write_text_atomic
+from tphyolo.data.files.bounded_json import read_kept_json
 from tphyolo.infer.backends.base import ExportedBackend
 from tphyolo.infer.config import PREDICT_CONF, VAL_CONF, VAL_IOU
 from tphyolo.metrics.ap import DetectionStats
@@ -244,7 +245,7 @@ def _read(path: Path, machine: str) -> Bf16Verdict | None:
     """The verdict kept at `path` for `machine`, None when there is none (or it is another machine's, or
     unreadable: checked again)."""
     try:
-        verdict = Bf16Verdict(**json.loads(path.read_text()))
+        verdict = Bf16Verdict(**read_kept_json(path, instead="checking bf16 again"))
         Freshness.from_json(verdict.measured)
     except (OSError, ValueError, TypeError, KeyError):
         return None
