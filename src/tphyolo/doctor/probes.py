@@ -12,6 +12,7 @@ from importlib import metadata
 import torch
 
 from tphyolo.runtime.compile_cache import compile_cache_dir, describe_cache
+from tphyolo.runtime.compiled_cache import describe_entries
 from tphyolo.runtime.cpu_isa import cpu_info
 from tphyolo.runtime.probe import cached_choices, probe_cache_dir
 
@@ -103,6 +104,12 @@ def runtime_probe() -> dict:
     """Where the runtime probe keeps its choices (`tphyolo.runtime.probe`) and each choice kept there."""
     folder = probe_cache_dir()
     return {"dir": str(folder), "choices": cached_choices(folder)}
+
+
+def compiled_models() -> dict:
+    """The compiled-checkpoint cache (`tphyolo.runtime.compiled_cache`): each entry's size, whether tphyolo made
+    it and whether its files still match the SHA-256 its verdict keeps."""
+    return describe_entries()
 
 
 def _installed_bytes(dist: metadata.Distribution) -> int:
