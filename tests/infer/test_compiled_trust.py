@@ -42,9 +42,10 @@ def clean(checkpoint, tmp_path_factory):
 
 
 def detections(checkpoint: Path) -> list[np.ndarray]:
-    """The boxes, scores and labels the default Predictor finds (at a low threshold) in a built-in scene."""
+    """The boxes, scores and labels the default Predictor finds in fp32 (at a low threshold) in a built-in scene:
+    fp32, so that no bf16 check, timed on this machine, decides the precision."""
     scene = split_scene("val", 0, imgsz=320)[0]
-    (found,) = Predictor(str(checkpoint), imgsz=128, device="cpu", conf=0.001).predict_images([scene])
+    (found,) = Predictor(str(checkpoint), imgsz=128, device="cpu", conf=0.001, precision="fp32").predict_images([scene])
     return [np.asarray(found.boxes), np.asarray(found.scores), np.asarray(found.labels)]
 
 
@@ -159,7 +160,7 @@ def test_a_cache_that_cannot_be_written_runs_uncached_and_says_which(checkpoint,
 
     monkeypatch.setattr(compiled, "atomic_path", refused)
     with caplog.at_level(logging.INFO, logger="tphyolo"):
-        predictor = Predictor(str(checkpoint), imgsz=128, device="cpu")
+        predictor = Predictor(str(checkpoint), imgsz=128, device="cpu", precision="fp32")
     assert isinstance(predictor.backends[0].compiled, OpenVINOBackend)
     assert len(predictor.predict_images([split_scene("val", 0, imgsz=320)[0]])) == 1
     (line,) = [m for m in lines(caplog) if "cannot write" in m]
@@ -175,7 +176,7 @@ def test_a_cache_that_cannot_be_written_runs_uncached_and_says_which(checkpoint,
 
     monkeypatch.setattr(compiled.tempfile, "TemporaryDirectory", no_temporary)
     with caplog.at_level(logging.INFO, logger="tphyolo"):
-        predictor = Predictor(str(checkpoint), imgsz=128, device="cpu")
+        predictor = Predictor(str(checkpoint), imgsz=128, device="cpu", precision="fp32")
     assert isinstance(predictor.backends[0], TorchBackend)
     (line,) = [m for m in lines(caplog) if "temporary folder either" in m]
     assert line.endswith(f"cannot compile into a temporary folder either ({cause}): running PyTorch")
