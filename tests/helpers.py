@@ -131,6 +131,12 @@ def save_model_checkpoint(path: Path, model: DetectionModel, names: Sequence[str
     return save_checkpoint(path, payload)
 
 
+def seeded_checkpoint(path: Path, names: Sequence[str], *, config: str = "yolov5n") -> Path:
+    """A weights-only checkpoint at `path` of `config` with `names`, its weights drawn after torch's seed 0."""
+    torch.manual_seed(0)
+    return save_model_checkpoint(path, build_model(config, names=list(names)).eval(), names)
+
+
 @contextmanager
 def model_cache_at(folder: Path) -> Iterator[Path]:
     """Compiled checkpoints kept in `folder` within the block (`tphyolo.infer.backends.compiled`)."""

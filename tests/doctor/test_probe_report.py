@@ -2,8 +2,9 @@
 
 import json
 
-from tphyolo.doctor.findings import runtime_probe_lines
+from tphyolo.doctor.findings import compiled_model_lines, runtime_probe_lines
 from tphyolo.doctor.probes import cpu_isa
+from tphyolo.runtime.compiled_cache import describe_entries, write_marker
 from tphyolo.runtime.cpu_isa import cpu_info
 from tphyolo.runtime.decisions import kept_tunings
 
@@ -32,3 +33,28 @@ def test_kept_decisions_are_listed_a_busy_one_marked_and_a_broken_file_named(tmp
     assert lines[3] == lines[1] + "  measured on a busy machine (load 3.5 on 2 cores): tune again when quiet"
     assert lines[4].startswith(f"    {tmp_path / 'd.json'}: unreadable (not a kept decision)")
     assert runtime_probe_lines({"dir": "/x", "choices": []})[0].startswith("  decisions     /x: none kept; the rule")
+
+
+def test_a_decision_file_nested_past_reason_is_named_not_a_crash(tmp_path):
+    """Before, any run died with RecursionError on a kept file nested 100,000 deep."""
+    (tmp_path / "b.json").write_text("[" * 100000)
+    (found,) = kept_tunings(tmp_path)
+    assert found["file"] == str(tmp_path / "b.json") and "error" in found
+    assert runtime_probe_lines({"dir": str(tmp_path), "choices": [found]})[1].startswith(
+        f"    {tmp_path / 'b.json'}: unreadable (")
+
+
+def test_the_compiled_models_are_listed_with_their_sizes(tmp_path):
+    assert compiled_model_lines(describe_entries(tmp_path / "none")) == [
+        f"  compiled models {tmp_path / 'none'}: none yet (checkpoints run on OpenVINO or ONNX Runtime go here)"
+    ]
+    write_marker(tmp_path, "cache")
+    entry = tmp_path / "tiny-0123456789abcdef"
+    entry.mkdir()
+    write_marker(entry, "entry")
+    (entry / "model.onnx").write_bytes(b"\0" * (1 << 20))
+    (tmp_path / "notes").mkdir()
+    lines = compiled_model_lines(describe_entries(tmp_path))
+    assert lines[0] == f"  compiled models {tmp_path}: 2 entries, 1.0 MB"
+    assert lines[1] == "    notes  0.0 MB  not tphyolo's: left alone"
+    assert lines[2].startswith("    tiny-0123456789abcdef  1.0 MB  tphyolo's, compiled again when next used: ")

@@ -11,16 +11,17 @@ from pathlib import Path
 
 import pytest
 import torch
-from tests.helpers import model_cache_at, save_model_checkpoint
+from tests.helpers import model_cache_at, seeded_checkpoint
 
 from tphyolo.infer.backends import OnnxRuntimeBackend, OpenVINOBackend, load_backend
-from tphyolo.infer.backends.compiled import CACHE_ENV, VERDICT, cache_entry, load_compiled
-from tphyolo.infer.backends.compiled_cache import LIMIT_ENV
+from tphyolo.infer.backends.compiled import CACHE_ENV, cache_entry, load_compiled
+from tphyolo.infer.backends.compiled_verdict import VERDICT
 from tphyolo.infer.backends.parity import FP32_TOLERANCE, relative_error, sample_images
 from tphyolo.infer.backends.pytorch import TorchBackend
 from tphyolo.infer.config import InferenceConfig
 from tphyolo.models import build_model
 from tphyolo.predict.predictor import Predictor
+from tphyolo.runtime.compiled_cache import LIMIT_ENV, write_marker
 from tphyolo.runtime.config import RuntimeConfig
 
 pytest.importorskip("openvino")
@@ -51,11 +52,14 @@ def notes() -> list[str]:
         logger.setLevel(level)
 
 
+def entries(cache: Path) -> list[Path]:
+    """The entries of the compiled-model cache `cache` (its folders; the cache's marker is a file)."""
+    return [path for path in cache.iterdir() if path.is_dir()]
+
+
 @pytest.fixture(scope="module")
 def checkpoint(tmp_path_factory) -> Path:
-    torch.manual_seed(0)
-    model = build_model("yolov5n", names=NAMES).eval()
-    return save_model_checkpoint(tmp_path_factory.mktemp("weights") / "tiny.pt", model, NAMES)
+    return seeded_checkpoint(tmp_path_factory.mktemp("weights") / "tiny.pt", NAMES)
 
 
 @pytest.fixture(scope="module")
@@ -88,7 +92,7 @@ def test_the_compiled_model_is_cached_and_the_next_run_reuses_it(first_runs, che
     assert [m for m in first if "compiled in" in m] and not [m for m in first if "reusing" in m]
     assert [m for m in second if "reusing" in m] and not [m for m in second if "compiled in" in m]
     assert isinstance(second_predictor.backends[0].compiled, OpenVINOBackend)
-    (entry,) = cache.iterdir()
+    (entry,) = entries(cache)
     assert entry.name.startswith("tiny-") and (entry / VERDICT).is_file()
 
 
@@ -119,7 +123,7 @@ def test_modules_and_exported_files_run_as_they_are(first_runs):
     model = build_model("yolov5n", names=NAMES).eval()
     assert isinstance(Predictor(model, imgsz=128, device="cpu").backends[0], TorchBackend)
     cache, _ = first_runs
-    (entry,) = cache.iterdir()
+    (entry,) = entries(cache)
     exported = load_backend(entry / "model_openvino_model")  # the cached IR, read as any exported one
     assert exported.request.get_compiled_model().get_property("INFERENCE_PRECISION_HINT").to_string() == "f32"
 
@@ -158,7 +162,7 @@ def test_a_compiled_checkpoint_runs_on_every_core_whatever_torchs_threads(first_
 @pytest.mark.parametrize("damage", ["verdict", "weights"])
 def test_a_damaged_cache_entry_is_compiled_again_with_one_line(first_runs, checkpoint, tmp_path, damage):
     cache, _ = first_runs
-    (entry,) = cache.iterdir()
+    (entry,) = entries(cache)
     copy = shutil.copytree(entry, tmp_path / "cache" / entry.name)
     if damage == "verdict":
         (copy / VERDICT).write_text("{not json")
@@ -177,7 +181,7 @@ def test_a_damaged_cache_entry_is_compiled_again_with_one_line(first_runs, check
 
 def test_a_model_found_off_pytorch_runs_pytorch_with_one_line(first_runs, checkpoint, tmp_path):
     cache, _ = first_runs
-    (entry,) = cache.iterdir()
+    (entry,) = entries(cache)
     copy = shutil.copytree(entry, tmp_path / "cache" / entry.name)
     (copy / VERDICT).write_text((copy / VERDICT).read_text().replace('"ok": true', '"ok": false'))
     with model_cache_at(tmp_path / "cache"), notes() as messages:
@@ -230,12 +234,13 @@ def test_without_openvino_the_default_runs_pytorch_with_one_line(checkpoint, tmp
 def test_a_compile_evicts_the_least_recently_used_entries_past_the_limit(first_runs, checkpoint, tmp_path,
                                                                         monkeypatch):  # fmt: skip
     cache, _ = first_runs
-    (entry,) = cache.iterdir()
+    (entry,) = entries(cache)
     copy = shutil.copytree(entry, tmp_path / "cache" / entry.name)
     (copy / VERDICT).write_text("{not json")  # compiled again, then the cache is bounded
+    write_marker(tmp_path / "cache", "cache")  # a cache tphyolo made
     stale = tmp_path / "cache" / "old-0123456789abcdef"
     stale.mkdir()
-    (stale / VERDICT).write_text("{}")
+    write_marker(stale, "entry")
     os.utime(stale, (1e9, 1e9))
     monkeypatch.setenv(LIMIT_ENV, "0")  # nothing but the entry in use fits
     with model_cache_at(tmp_path / "cache"), notes() as messages:

@@ -80,7 +80,7 @@ def test_a_kept_tuning_is_used_for_its_key_only_and_a_damaged_one_is_a_miss(tmp_
                                     folder=tmp_path)  # fmt: skip
         assert why["layout"].source == "rule"
         assert [r.getMessage().split(":")[0] for r in caplog.records] == [str(path)]
-    path.write_text("x" * (decisions.MAX_FILE_BYTES + 1))  # too large to be a decision: not read
+    path.write_text(" " * (1 << 20) + "{}")  # too large to be a decision: not read
     assert decisions.read_tuning(path, key) is None
 
 

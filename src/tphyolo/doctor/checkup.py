@@ -96,6 +96,7 @@ def report(*, compile_check: bool | None = None, progress: Callable[[str], None]
             **probes.cpu_isa(),
         },
         runtime_probe=probes.runtime_probe(),
+        compiled_models=probes.compiled_models(),
         pinned_memory=probes.pinned_memory(),
         install=probes.torch_install(),
     )

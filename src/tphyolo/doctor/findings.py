@@ -39,6 +39,7 @@ class DoctorReport:
     compile_cache: dict[str, Any]  # dir, source, exists, files, mb
     cpu: dict[str, Any]  # cores, usable cores, torch threads, model, isa (AVX2 ... AMX-INT8), native_bf16
     runtime_probe: dict[str, Any]  # dir, choices (the decisions `doctor --tune` kept, with their keys and times)
+    compiled_models: dict[str, Any]  # dir, tphyolo (its marker), entries (name, mb, tphyolo, verified, problem)
     pinned_memory: dict[str, Any]  # supported, reason
     install: dict[str, Any]  # torch_bytes, cuda_libraries_bytes
     problems: tuple[Problem, ...] = ()
@@ -83,6 +84,27 @@ def runtime_probe_lines(found: dict) -> list[str]:
                 if isinstance(load, float | int) and isinstance(cores, int) and load > cores else "")  # fmt: skip
         lines.append(f"    {entry['mode']} {entry['architecture']} on {entry['device']} (torch {entry['torch']}, "
                      f"{entry['threads']} threads, {measured.get('date', '?')}): {entry['choice']}  [{times}]{busy}")
+    return lines
+
+
+def compiled_model_lines(found: dict) -> list[str]:
+    """The compiled-checkpoint cache's entries, a line each with its size, owner and whether its files still
+    match their hashes (or one line saying there are none yet)."""
+    entries = found["entries"]
+    if not entries:
+        return [f"  compiled models {found['dir']}: none yet (checkpoints run on OpenVINO or ONNX Runtime go here)"]
+    owner = "" if found["tphyolo"] else "; not a folder tphyolo made: nothing in it is evicted"
+    total = sum(e["mb"] for e in entries)
+    lines = [f"  compiled models {found['dir']}: {len(entries)} entr{'y' if len(entries) == 1 else 'ies'}, "
+             f"{total:.1f} MB{owner}"]  # fmt: skip
+    for entry in entries:
+        if not entry["tphyolo"]:
+            state = "not tphyolo's: left alone"
+        elif entry["verified"]:
+            state = "tphyolo's, files match their SHA-256"
+        else:
+            state = f"tphyolo's, compiled again when next used: {entry['problem']}"
+        lines.append(f"    {entry['name']}  {entry['mb']:.1f} MB  {state}")
     return lines
 
 
@@ -151,6 +173,7 @@ def format_report(report: DoctorReport) -> str:
     lines.append(f"  cpu isa       {' '.join(cpu['isa']) or 'none of AVX2/AVX-512/AMX'} "
                  f"(native bf16: {'yes' if cpu['native_bf16'] else 'no'}); {cpu['model']}")  # fmt: skip
     lines.extend(runtime_probe_lines(report.runtime_probe))
+    lines.extend(compiled_model_lines(report.compiled_models))
     pinned = report.pinned_memory
     lines.append(f"  pinned memory {'supported' if pinned['supported'] else 'no: ' + pinned['reason']}")
     if report.problems:

@@ -12,6 +12,7 @@ from importlib import metadata
 import torch
 
 from tphyolo.runtime.compile_cache import compile_cache_dir, describe_cache
+from tphyolo.runtime.compiled_cache import describe_entries
 from tphyolo.runtime.cpu_isa import cpu_info
 from tphyolo.runtime.decisions import decisions_dir, kept_tunings
 
@@ -103,6 +104,12 @@ def runtime_probe() -> dict:
     """Where `tphyolo doctor --tune` keeps its decisions (`tphyolo.runtime.decisions`) and each one kept there."""
     folder = decisions_dir()
     return {"dir": str(folder), "choices": kept_tunings(folder)}
+
+
+def compiled_models() -> dict:
+    """The compiled-checkpoint cache (`tphyolo.runtime.compiled_cache`): each entry's size, whether tphyolo made
+    it and whether its files still match the SHA-256 its verdict keeps."""
+    return describe_entries()
 
 
 def _installed_bytes(dist: metadata.Distribution) -> int:

@@ -44,6 +44,7 @@ import torch
 import yaml
 
 from tphyolo.data.files.atomic import write_text_atomic
+from tphyolo.data.files.bounded_json import CacheFileError, read_json_bounded, read_kept_json
 from tphyolo.runtime.config import RuntimeConfig
 from tphyolo.runtime.cpu_isa import CpuInfo, cpu_info
 from tphyolo.user_cache import user_cache_dir
@@ -54,7 +55,7 @@ MODES = ("train", "infer")
 SOURCES = ("flag", "deterministic", "tuned", "rule", "resumed", "file", "fallback")
 CACHE_FOLDER = "decisions"
 KEY_VERSION = 1
-MAX_FILE_BYTES = 64 << 10  # a kept decision is well under 1 KB; a larger file is not one
+MAX_FILE_BYTES = 64 << 10  # decisions.yaml is well under 1 KB; a larger one is rewritten whole
 FILE = "decisions.yaml"  # what a run folder keeps of the decisions
 
 
@@ -173,23 +174,21 @@ def tuning_path(key: dict[str, Any], folder: Path | None = None) -> Path:
 
 def read_tuning(path: Path, key: dict[str, Any]) -> dict[str, Any] | None:
     """The tuning kept at `path` for `key`: {"channels_last": bool, "amp": str, "measured": {...}}, or None when
-    there is none. A file that is too large, not JSON, nested past reason, another key's or not a tuning is a miss
-    with one warning naming it."""
-    if not path.is_file():
-        return None
+    there is none. A file that is too large, not JSON, nested past reason or not a tuning is a miss with one
+    warning naming it (`read_kept_json`); another key's is a miss without a word."""
     try:
-        if path.stat().st_size > MAX_FILE_BYTES:
-            raise ValueError(f"larger than {MAX_FILE_BYTES} bytes")
-        entry = json.loads(path.read_text())
-        if not isinstance(entry, dict) or entry.get("key") != key:
-            raise ValueError("not a tuning for this key")
-        choice = entry.get("choice")
-        if not isinstance(choice, dict) or type(choice.get("channels_last")) is not bool:
-            raise ValueError("no layout in its choice")
-        if choice.get("amp") not in ("off", "bf16", "fp16"):
-            raise ValueError("no precision in its choice")
-    except (OSError, ValueError, RecursionError, UnicodeDecodeError) as error:
-        LOGGER.warning("%s: ignoring an unreadable kept decision (%s); the rule decides", path, str(error)[:120])
+        entry = read_kept_json(path, instead="the rule decides")
+    except CacheFileError:
+        return None
+    if not isinstance(entry, dict) or not isinstance(entry.get("key"), dict):
+        LOGGER.warning("%s: not a kept decision; the rule decides", path)
+        return None
+    if entry["key"] != key:
+        return None  # another machine's, torch's or architecture's: not this run's decision
+    choice = entry.get("choice")
+    if not isinstance(choice, dict) or type(choice.get("channels_last")) is not bool or choice.get("amp") not in (
+            "off", "bf16", "fp16"):  # fmt: skip
+        LOGGER.warning("%s: no layout and precision in it; the rule decides", path)
         return None
     return {"channels_last": choice["channels_last"], "amp": choice["amp"], "measured": entry.get("measured", {})}
 
@@ -255,9 +254,7 @@ def kept_tunings(folder: Path | None = None) -> list[dict[str, Any]]:
     found: list[dict[str, Any]] = []
     for path in sorted(folder.glob("*.json")) if folder.is_dir() else []:
         try:
-            if path.stat().st_size > MAX_FILE_BYTES:
-                raise ValueError(f"larger than {MAX_FILE_BYTES} bytes")
-            entry = json.loads(path.read_text())
+            entry = read_json_bounded(path)
             if not isinstance(entry, dict) or not isinstance(entry.get("key"), dict):
                 raise ValueError("not a kept decision")
             choice = entry.get("choice")
@@ -266,6 +263,6 @@ def kept_tunings(folder: Path | None = None) -> list[dict[str, Any]]:
             measured = entry.get("measured") if isinstance(entry.get("measured"), dict) else {}
             name = f"{layout_name(choice['channels_last'])} {amp_name(str(choice.get('amp')))}"
             found.append({**entry["key"], "choice": name, "measured": measured, "file": str(path)})
-        except (OSError, ValueError, RecursionError, UnicodeDecodeError) as error:
-            found.append({"file": str(path), "error": str(error)[:160]})
+        except (CacheFileError, ValueError) as error:
+            found.append({"file": str(path), "error": str(error).removeprefix(f"{path}: ")[:160]})
     return found

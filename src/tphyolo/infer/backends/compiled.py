@@ -14,22 +14,28 @@ OpenVINO f32: the dynamic IR ran within a few percent of a static one (docs/perf
 compile costs seconds per new shape.
 
 Where: `<user cache>/compiled/<weights stem>-<key>/` (`$TPHYOLO_MODEL_CACHE` instead of `<user cache>/compiled`),
-holding the model (`model_openvino_model/` or `model.onnx`) and `check.json` (the verdict). The key is a
-sha256 over the weights' bytes and what changes the graph or its numbers: the runtime and its version, fusing,
-the dynamic shapes, the opset, and the tphyolo and torch versions. Image size and batch are free in the graph
-and not part of the key; nor is the precision, a setting of OpenVINO's compile (`INFERENCE_PRECISION_HINT`)
-and not of the file. A cache entry that does not load or whose verdict is unreadable is compiled again, said in
-one line. Entries are safe to delete; past `$TPHYOLO_MODEL_CACHE_MB` (2 GB by default) the least recently used
-go (`compiled_cache`).
+holding the model (`model_openvino_model/` or `model.onnx`), `check.json` (the verdict, with the SHA-256 of
+each file and a reference input, `compiled_verdict`), `reference.npy` (PyTorch's output on it) and tphyolo's
+marker. The key is a sha256 over the weights' bytes and what changes the graph or its numbers: the runtime and
+its version, fusing, the dynamic shapes, the opset, and the tphyolo and torch versions. Image size and batch are
+free in the graph and not part of the key; nor is the precision, a setting of OpenVINO's compile
+(`INFERENCE_PRECISION_HINT`) and not of the file. Each reuse checks the hashes, and the first in a process the
+reference output; an entry that fails either, does not load or whose verdict is unreadable is compiled again,
+said in one line. Entries are safe to delete; past `$TPHYOLO_MODEL_CACHE_MB` (2 GB by default) the least
+recently used of those tphyolo made go (`tphyolo.runtime.compiled_cache`). A cache that cannot be written
+(read-only, full) is run without: the model is compiled into a temporary folder, said in one line naming the
+cache; where that fails too, `load_compiled` returns None (PyTorch runs).
 """
 
 from __future__ import annotations
 
 import copy
+import functools
 import hashlib
 import json
 import logging
 import os
+import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -40,30 +46,36 @@ from torch import nn
 from tphyolo._version import __version__
 from tphyolo.checkpoint.format import load_checkpoint
 from tphyolo.data.files.atomic import atomic_path
+from tphyolo.data.files.bounded_json import CacheFileError, read_kept_json
 from tphyolo.data.files.digest import update_with_file
 from tphyolo.data.files.image_limits import IMGSZ_BOUNDS
-from tphyolo.errors import InputError
+from tphyolo.errors import InputError, describe_error
 from tphyolo.imports import require
 from tphyolo.infer.backends.base import ExportedBackend, cpu_threads
-from tphyolo.infer.backends.compiled_cache import cache_limit_bytes, evict, touch
+from tphyolo.infer.backends.compiled_verdict import SCHEMA, check_reference, read_verdict, write_verdict
 from tphyolo.infer.backends.metadata import ExportMetadata
 from tphyolo.infer.backends.onnx_trace import embed_metadata, trace_onnx
 from tphyolo.infer.backends.onnxruntime import OnnxRuntimeBackend
 from tphyolo.infer.backends.openvino import OpenVINOBackend, ir_from_onnx
 from tphyolo.infer.backends.parity import FP32_TOLERANCE, relative_error, sample_images
+from tphyolo.runtime.compiled_cache import (
+    CACHE_ENV,
+    cache_limit_bytes,
+    claim_root,
+    clear_stale_staging,
+    evict,
+    model_cache_dir,
+    touch,
+    write_marker,
+)
 from tphyolo.runtime.cpu_isa import CpuInfo, cpu_info
 from tphyolo.runtime.decisions import Decision, compiled_precision_rule
 from tphyolo.runtime.precision import strict_fp32
-from tphyolo.user_cache import user_cache_dir
 
 LOGGER = logging.getLogger("tphyolo")
-CACHE_ENV = "TPHYOLO_MODEL_CACHE"
+PRECISION_FILE = "precision.json"  # the precision `tphyolo doctor --tune --weights` kept for an entry
 OPSET = 17  # `tphyolo export`'s default opset (tphyolo.export.config.DEFAULT_OPSET)
 CHECK_STRIDES = 4  # the parity check's square side in strides: 128 px at stride 32, cheap on any model
-VERDICT = "check.json"
-PRECISION_FILE = "precision.json"  # the precision `tphyolo doctor --tune --weights` kept for an entry
-MAX_PRECISION_BYTES = 64 << 10
-SCHEMA = 2  # bump when the cache's content changes meaning (2: the verdict keeps the training size)
 
 
 @dataclass(frozen=True)
@@ -90,18 +102,19 @@ RUNTIMES: dict[str, CompiledRuntime] = {
 
 class CompiledCheckpoint:
     """A checkpoint's compiled backend as the inference core sees it: the compiled file computes (`prepare`,
-    `run`, `names`, `stride`, `device`, `dtype`, `fixed_shape`, `max_batch`, `format`), `decisions` say what
-    it computes in and why (`tphyolo.runtime.decisions`), while `path` and `own_imgsz` are the checkpoint's: the
-    size it was trained at (None when it does not say), so that a model left to choose its image size runs at its
-    training size, as its PyTorch twin does (`imgsz_origin`)."""
+    `run`, `names`, `stride`, `device`, `dtype`, `fixed_shape`, `max_batch`, `format`), while `path` and
+    `own_imgsz` are the checkpoint's: the size it was trained at (None when it does not say), so that a model
+    left to choose its image size runs at its training size, as its PyTorch twin does (`imgsz_origin`)."""
 
     imgsz_origin = "trained"
 
     def __init__(
-        self, compiled: ExportedBackend, *, checkpoint: Path, own_imgsz: int | None, decisions: dict[str, Decision]
-    ) -> None:
+        self, compiled: ExportedBackend, *, checkpoint: Path, own_imgsz: int | None, decisions: dict[str, Decision],
+        scratch: tempfile.TemporaryDirectory | None = None,
+    ) -> None:  # fmt: skip
         self.compiled, self.path, self.own_imgsz = compiled, Path(checkpoint), own_imgsz
         self.decisions = decisions
+        self.scratch = scratch  # the temporary folder an uncached model lies in, removed with this object
         self.format, self.names, self.stride = compiled.format, compiled.names, compiled.stride
         self.device, self.dtype = compiled.device, compiled.dtype
         self.fixed_shape, self.max_batch = compiled.fixed_shape, compiled.max_batch
@@ -122,11 +135,6 @@ def trained_imgsz(train_args: object, *, source: str) -> int | None:
     if type(imgsz) is not int or imgsz not in IMGSZ_BOUNDS:
         raise InputError(f"{source}: train_args 'imgsz' must be an image size {IMGSZ_BOUNDS}, got {imgsz!r:.40}")
     return imgsz
-
-
-def model_cache_dir() -> Path:
-    """Where compiled checkpoints are kept: `$TPHYOLO_MODEL_CACHE`, else `<user cache>/compiled`."""
-    return Path(os.environ[CACHE_ENV]).expanduser() if os.environ.get(CACHE_ENV) else user_cache_dir() / "compiled"
 
 
 def missing_package(runtime: str) -> str | None:
@@ -161,8 +169,9 @@ def load_compiled(
     with `threads` CPU threads (default: the cores this process may use, as for exported models,
     `base.cpu_threads`, not PyTorch's threads); compiled and checked on the first call, loaded from the cache
     afterwards (module docstring). The backend's `decisions` say what ran and why. None when the compiled model
-    is not within FP32_TOLERANCE of PyTorch (said in one line). MissingExtraError when the runtime is not
-    installed; the checkpoint's own errors (FileNotFoundError, CheckpointError) as loading it raises them."""
+    is not within FP32_TOLERANCE of PyTorch, or when neither the cache nor a temporary folder can be written (said
+    in one line). MissingExtraError when the runtime is not installed; the checkpoint's own errors
+    (FileNotFoundError, CheckpointError) as loading it raises them."""
     weights = Path(weights)
     spec = RUNTIMES[runtime]
     entry = cache_entry(weights, runtime=runtime, fuse=fuse)
@@ -171,67 +180,86 @@ def load_compiled(
     cpu = cpu if cpu is not None else cpu_info()
     decided = decided_precision(entry, precision, spec=spec, cpu=cpu, threads=threads)
     precision = decided.value
+    decisions = {"precision": decided, "layout": Decision("NCHW", "file", f"the compiled {spec.title} graph"),
+                 "threads": Decision(str(threads), "rule", "the cores this process may use")}  # fmt: skip
+
+    def open_at(folder: Path, at: str) -> ExportedBackend:
+        return _open(folder / spec.file, spec, precision=at, threads=threads)
 
     what = f"{weights} on {spec.title} ({precision})"
     if entry.exists():
         touch(entry)  # the cache evicts the entries used longest ago (`compiled_cache`)
         try:
-            verdict = _read_verdict(entry)
+            verdict = read_verdict(entry, model=spec.file)
             if not verdict["ok"]:
                 LOGGER.warning("%s: compiled before, %.1e from PyTorch (tolerance %.0e): running PyTorch",
                                what, verdict["relative_error"], FP32_TOLERANCE)  # fmt: skip
                 return None
-            backend = _open(entry / spec.file, spec, precision=precision, threads=threads)
-            LOGGER.info("%s: reusing the compiled model cached in %s", f"{weights} on {spec.title} ({precision})",
-                        entry)  # fmt: skip
-            return CompiledCheckpoint(backend, checkpoint=weights, own_imgsz=verdict["own_imgsz"],
-                                      decisions=_decisions(spec, decided, threads))  # fmt: skip
+            fp32 = check_reference(functools.partial(open_at, entry, "fp32"), entry, verdict)
+            backend = fp32 if fp32 is not None and precision == "fp32" else open_at(entry, precision)
+            LOGGER.info("%s: reusing the compiled model cached in %s", what, entry)
+            return CompiledCheckpoint(backend, checkpoint=weights, own_imgsz=verdict["own_imgsz"], decisions=decisions)
         except (OSError, ValueError, KeyError, TypeError) as error:
             LOGGER.warning("%s: the cached model in %s is unreadable (%s); compiling it again", what, entry, error)
     start = time.perf_counter()
-    with atomic_path(entry) as staging:  # a reader finds a whole entry or none
-        staging.mkdir(parents=True)
-        model, metadata, own_imgsz = _fused_model(weights, fuse=fuse, runtime=spec)
-        traced = copy.deepcopy(model)  # before the reference runs: no size-keyed caches (grids) in the trace
-        references = _references(model, metadata.stride)
-        _write(traced, staging / spec.file, spec, metadata=metadata, example=references[0][0][:1])
-        backend = _open(staging / spec.file, spec, precision="fp32", threads=threads)
+    model, metadata, own_imgsz = _fused_model(weights, fuse=fuse, runtime=spec)
+    traced = copy.deepcopy(model)  # before the reference runs: no size-keyed caches (grids) in the trace
+    references = _references(model, metadata.stride)
+
+    def compile_into(folder: Path) -> tuple[ExportedBackend, dict]:
+        write_marker(folder, "entry")
+        _write(traced, folder / spec.file, spec, metadata=metadata, example=references[0][0][:1])
+        backend = open_at(folder, "fp32")
         error = max(relative_error(backend.run(images), reference) for images, reference in references)
-        ok = error <= FP32_TOLERANCE
-        seconds = time.perf_counter() - start
-        verdict = {"ok": ok, "relative_error": error, "tolerance": FP32_TOLERANCE, "seconds": round(seconds, 2),
-                   "weights": str(weights), "own_imgsz": own_imgsz, "schema": SCHEMA}  # fmt: skip
-        (staging / VERDICT).write_text(json.dumps(verdict, indent=1))
-    evict(entry.parent, keep=entry, marker=VERDICT, limit=limit)
-    if not ok:
+        verdict = write_verdict(folder, reference=references[0], ok=error <= FP32_TOLERANCE, relative_error=error,
+                                tolerance=FP32_TOLERANCE, seconds=round(time.perf_counter() - start, 2),
+                                weights=str(weights), own_imgsz=own_imgsz)  # fmt: skip
+        return backend, verdict
+
+    folder, scratch = entry, None
+    try:
+        claim_root(entry.parent, default=not os.environ.get(CACHE_ENV))
+        clear_stale_staging(entry.parent)
+        with atomic_path(entry) as staging:  # a reader finds a whole entry or none
+            staging.mkdir(parents=True)
+            backend, verdict = compile_into(staging)
+    except OSError as cache_error:  # the cache cannot be written: this run goes on without it
+        LOGGER.warning("%s: cannot write the compiled-model cache %s (%s); compiling into a temporary folder, "
+                       "not cached", what, entry.parent, _cause(cache_error))  # fmt: skip
+        try:
+            scratch = tempfile.TemporaryDirectory(prefix="tphyolo-compiled-")
+            folder = Path(scratch.name) / entry.name
+            folder.mkdir()
+            backend, verdict = compile_into(folder)
+        except OSError as error:
+            LOGGER.warning("%s: cannot compile into a temporary folder either (%s): running PyTorch", what,
+                           _cause(error))  # fmt: skip
+            return None
+    else:
+        evict(entry.parent, keep=entry, limit=limit)
+    error, kept = verdict["relative_error"], f"cached in {entry}" if scratch is None else "not cached"
+    if not verdict["ok"]:
         LOGGER.warning("%s: compiled, but %.1e from PyTorch (tolerance %.0e): running PyTorch", what, error,
                        FP32_TOLERANCE)  # fmt: skip
         return None
-    LOGGER.info("%s: compiled in %.1f s, %.1e from PyTorch (tolerance %.0e); cached in %s", what, seconds, error,
-                FP32_TOLERANCE, entry)  # fmt: skip
+    LOGGER.info("%s: compiled in %.1f s, %.1e from PyTorch (tolerance %.0e); %s", what, verdict["seconds"], error,
+                FP32_TOLERANCE, kept)  # fmt: skip
     if precision != "fp32":
-        backend = _open(entry / spec.file, spec, precision=precision, threads=threads)
+        backend = open_at(folder, precision)
     else:
-        backend.path = entry / spec.file  # where it now lies (the compiled model holds the weights it read)
-    return CompiledCheckpoint(backend, checkpoint=weights, own_imgsz=own_imgsz,
-                              decisions=_decisions(spec, decided, threads))  # fmt: skip
+        backend.path = folder / spec.file  # where it now lies (the compiled model holds the weights it read)
+    return CompiledCheckpoint(backend, checkpoint=weights, own_imgsz=own_imgsz, decisions=decisions, scratch=scratch)
 
 
 def kept_precision(entry: Path, machine: str) -> str | None:
     """The precision `tphyolo doctor --tune --weights` kept for the compiled model in `entry` on `machine`
     (PRECISION_FILE), None when none was kept for it; an unreadable or foreign file is a miss, said in one
-    line."""
-    path = entry / PRECISION_FILE
-    if not path.is_file():
-        return None
+    line (`read_kept_json`)."""
     try:
-        if path.stat().st_size > MAX_PRECISION_BYTES:
-            raise InputError(f"larger than {MAX_PRECISION_BYTES} bytes")
-        verdict = json.loads(path.read_text())
-        if not isinstance(verdict, dict) or verdict.get("precision") not in ("fp32", "bf16"):
-            raise InputError("not a precision check")
-    except (OSError, ValueError, RecursionError, UnicodeDecodeError) as error:
-        LOGGER.warning("%s: ignoring an unreadable precision check (%s); the rule decides", path, str(error)[:120])
+        verdict = read_kept_json(entry / PRECISION_FILE, instead="the rule decides the precision")
+    except CacheFileError:
+        return None
+    if not isinstance(verdict, dict) or verdict.get("precision") not in ("fp32", "bf16"):
         return None
     return verdict["precision"] if verdict.get("machine") == machine else None
 
@@ -255,21 +283,9 @@ def decided_precision(entry: Path, requested: str, *, spec: CompiledRuntime, cpu
     return Decision(value, "rule", why)
 
 
-def _decisions(spec: CompiledRuntime, precision: Decision, threads: int) -> dict[str, Decision]:
-    return {"precision": precision, "layout": Decision("NCHW", "file", f"the compiled {spec.title} graph"),
-            "threads": Decision(str(threads), "rule", "the cores this process may use")}  # fmt: skip
-
-
-def _read_verdict(entry: Path) -> dict:
-    verdict = json.loads((entry / VERDICT).read_text())
-    if not isinstance(verdict, dict) or verdict.get("schema") != SCHEMA or not isinstance(verdict["ok"], bool):
-        raise InputError(f"{VERDICT} is not this tphyolo's verdict")
-    if not isinstance(verdict["relative_error"], float | int):
-        raise InputError(f"{VERDICT} holds no relative error")
-    own = verdict.get("own_imgsz", "missing")
-    if own is not None and (type(own) is not int or own not in IMGSZ_BOUNDS):
-        raise InputError(f"{VERDICT} holds no training size (own_imgsz {own!r:.40})")
-    return verdict
+def _cause(error: OSError) -> str:
+    """Why `error` happened, without the path it names (a staging path, not one the user knows)."""
+    return describe_error(OSError(error.errno, error.strerror)) if error.errno is not None else str(error)
 
 
 def _open(path: Path, spec: CompiledRuntime, *, precision: str, threads: int) -> ExportedBackend:
