@@ -10,6 +10,7 @@ OpenVINO, TorchScript) plug in as further classes with the same attributes, load
 from __future__ import annotations
 
 import contextlib
+import logging
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -22,10 +23,12 @@ from tphyolo.checkpoint.format import load_checkpoint
 from tphyolo.checkpoint.release import is_release_name, missing_weights_message
 from tphyolo.errors import InputError
 from tphyolo.infer.backends import exported_format, load_backend
-from tphyolo.infer.backends.compiled import load_compiled, resolve_runtime, trained_imgsz
+from tphyolo.infer.backends.compiled import CompiledCheckpoint, load_compiled, resolve_runtime, trained_imgsz
+from tphyolo.infer.backends.metadata import LimitError
 from tphyolo.runtime.config import RuntimeConfig, autocast, sdpa_context
 from tphyolo.runtime.probe import ProbeJob, tuned_runtime
 
+LOGGER = logging.getLogger("tphyolo")
 Weights = str | Path | nn.Module
 
 
@@ -204,7 +207,8 @@ def load_backends(
         if not isinstance(entry, nn.Module) and exported_format(entry) is not None:
             backend_of_entry = load_backend(entry, device=device, trust_code=runtime.trust_code)
         elif compiled != "pytorch" and any(entry is f for f in files):
-            backend_of_entry = load_compiled(entry, runtime=compiled, precision=precision, fuse=fuse)
+            backend_of_entry = compiled_within_limits(entry, runtime=compiled, requested=backend,
+                                                      precision=precision, fuse=fuse)  # fmt: skip
         model = backend_of_entry if backend_of_entry is not None else UnpreparedModel.read(entry, fuse=fuse)
         if loaded and len(model.names) != len(loaded[0].names):
             raise InputError(f"{entry}: {len(model.names)} classes, but the first model has {len(loaded[0].names)}")
@@ -215,6 +219,22 @@ def load_backends(
         for m in loaded
     ]
     return backends
+
+
+def compiled_within_limits(
+    weights: str | Path, *, runtime: str, requested: str, precision: str, fuse: bool
+) -> CompiledCheckpoint | None:
+    """`load_compiled(weights, ...)`, or None (PyTorch runs it) when the checkpoint does not fit the compiled
+    model's metadata (`metadata.LimitError`: class names longer than it holds, ...) and `requested` is "auto"
+    (said in one line naming the checkpoint); InputError naming it when `requested` named the runtime."""
+    try:
+        return load_compiled(weights, runtime=runtime, precision=precision, fuse=fuse)
+    except LimitError as error:
+        reason = f"{weights}: {error} (a limit of the compiled {runtime} model's metadata)"
+        if requested != "auto":
+            raise InputError(f"{reason}; --runtime pytorch runs it") from None
+        LOGGER.warning("%s: running PyTorch", reason)
+        return None
 
 
 @contextlib.contextmanager
