@@ -28,7 +28,7 @@ from pathlib import Path
 @contextlib.contextmanager
 def atomic_path(path: str | Path) -> Iterator[Path]:
     """A temporary path beside `path` (same folder and suffix) for the block to write, a file or a folder;
-    renamed to `path` when the block ends without error (a folder replaces the folder there), removed
+    renamed to `path` when the block ends without error (replacing a file or folder there), removed
     otherwise. OSError of the block or of the rename names `path`."""
     path = Path(path)
     clear_stale(path)
