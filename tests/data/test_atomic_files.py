@@ -46,6 +46,20 @@ def test_a_folder_is_replaced_whole(tmp_path):
     assert os.listdir(folder) == ["m.xml"] and os.listdir(tmp_path) == ["m_openvino_model"]
 
 
+def test_a_file_replaces_a_folder_and_a_folder_a_file(tmp_path):
+    """A rename replaces a file by a file only: the old code's os.replace raised IsADirectoryError (a file onto a
+    folder) and NotADirectoryError (a folder onto a file); what is there is now moved aside first."""
+    path = tmp_path / "m.onnx"
+    (path / "inner").mkdir(parents=True)
+    with atomic_path(path) as tmp:
+        tmp.write_text("file")
+    assert path.read_text() == "file"
+    with atomic_path(path) as tmp:
+        tmp.mkdir()
+        (tmp / "a.txt").write_text("folder")
+    assert (path / "a.txt").read_text() == "folder" and sorted(os.listdir(tmp_path)) == ["m.onnx"]
+
+
 def test_text_naming_a_file_that_is_not_utf8_keeps_its_bytes(tmp_path):
     """A report names `caf\\xe9.jpg` (Latin-1), as Python decodes it: the file holds the name's own bytes."""
     name = os.fsdecode(b"caf\xe9.jpg")

@@ -2,6 +2,8 @@
 out-of-range categories and files that are not UTF-8 text name file:line."""
 
 import re
+import warnings
+from pathlib import Path
 
 import pytest
 from tests.reliability.corpus import NOT_TEXT_LABELS, jpeg_bytes
@@ -92,3 +94,28 @@ def test_a_visdrone_category_outside_the_protocol_is_named_with_file_and_line(tm
     for read in (read_visdrone_rows, parse_visdrone):
         with pytest.raises(LabelError, match=re.escape(f"{path}:2: category {category} outside 0..11")):
             read(path)
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        "99999999999999999999 0.5 0.5 0.2 0.2",  # a class id past int64: an OverflowError traceback
+        "0 0.5 1e308 0.2 0.2",  # a coordinate that overflows once scaled: numpy's RuntimeWarning, then inf boxes
+        "0 0.5 0.5 -1e300 0.2",  # likewise, once a box corner is computed
+    ],
+)
+def test_a_yolo_number_too_large_is_a_bad_label_naming_file_and_line(tmp_path, line):
+    (tmp_path / "images").mkdir()
+    (tmp_path / "labels").mkdir()
+    for stem in ("good", "bad"):
+        (tmp_path / "images" / f"{stem}.jpg").write_bytes(jpeg_bytes(0))
+    (tmp_path / "labels" / "good.txt").write_text("0 0.5 0.5 0.2 0.2\n")
+    bad = tmp_path / "labels" / "bad.txt"
+    bad.write_text(f"1 0.5 0.5 0.1 0.1\n{line}\n")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # no numpy RuntimeWarning on the way
+        with pytest.raises(LabelError, match=re.escape(f"{bad}:2: ") + r"\S+ is out of range"):
+            parse_yolo(bad, None, width=64, height=64)
+        scan = scan_split(tmp_path / "images", names=("a", "b"), cache=False)
+    assert [Path(r.im_file).name for r in scan.records] == ["good.jpg"]
+    assert [p for p in scan.report.problems if p.startswith(f"{bad}:2: ")] == scan.report.problems

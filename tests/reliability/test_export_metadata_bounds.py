@@ -82,3 +82,25 @@ def test_an_empty_onnx_file_is_one_line(tmp_path, capsys):
     assert exit_code(_predict(tmp_path / "empty.onnx", tmp_path)) == 2
     line = one_error_line(capsys.readouterr().err, "predict")
     assert f"{tmp_path / 'empty.onnx'}: an empty file" in line and "ONNXRuntimeError" not in line
+
+
+def test_a_dynamic_export_whose_stride_is_too_small_is_one_line_at_load(weights, tmp_path, capfd):
+    """A dynamic export of a stride-32 model whose metadata says stride 16: a side of 48 (a multiple of 16) broke
+    the graph's feature pyramid inside ONNX Runtime (a traceback: "Concat node ... mismatched dimensions");
+    loading it now runs it once at 3 x stride and refuses it in one line naming the file and the key. The same
+    file with its true stride is predicted."""
+    good = tmp_path / "dyn.onnx"
+    argv = ["export", "--weights", str(weights), "--include", "onnx", "--img", "64", "--dynamic", "--out", str(good)]
+    assert exit_code(argv) == 0
+    proto = onnx.load(str(good))
+    for entry in proto.metadata_props:
+        if entry.key == "stride":
+            entry.value = json.dumps(16)
+    forged = tmp_path / "s16.onnx"
+    onnx.save(proto, str(forged))
+    capfd.readouterr()
+    assert exit_code([*_predict(forged, tmp_path), "--img", "48"]) == 2
+    err = capfd.readouterr().err
+    line = one_error_line(err, "predict")
+    assert str(forged) in line and "metadata 'stride' is 16" in line and len(err.strip().splitlines()) == 1, err
+    assert exit_code([*_predict(good, tmp_path), "--img", "64"]) == 0

@@ -47,6 +47,11 @@ class ImageLabels:
 MAX_OBJECTS_PER_IMAGE = 4096
 
 
+# The largest number (in size) a label line may hold: far above any class id, pixel coordinate, track id or frame
+# number, and small enough that a class id fits int64 and a coordinate times an image side stays finite in float32.
+MAX_LABEL_NUMBER = 1e12
+
+
 class LabelError(InputError):
     """A label file that cannot be used; the message names the file, the line and the problem."""
 
@@ -79,13 +84,19 @@ def read_label_text(path: Path) -> str:
 
 
 def finite_numbers(fields: list[str], where: str, line: str) -> list[float]:
-    """`fields` as floats; raises LabelError prefixed by `where` (file:line) for a non-number or NaN/inf."""
+    """`fields` as floats; raises LabelError prefixed by `where` (file:line) for a non-number, NaN/inf, or a
+    number larger in size than `MAX_LABEL_NUMBER` (which would overflow a class id or a scaled coordinate)."""
     try:
         values = [float(f) for f in fields]
     except ValueError:
         raise LabelError(f"{where}: not a number in {line.strip()!r}") from None
     if not all(math.isfinite(v) for v in values):
         raise LabelError(f"{where}: non-finite value in {line.strip()!r}")
+    huge = next((v for v in values if abs(v) > MAX_LABEL_NUMBER), None)
+    if huge is not None:
+        raise LabelError(
+            f"{where}: {huge:g} is out of range (at most {MAX_LABEL_NUMBER:g} in size) in {line.strip()!r}"
+        )
     return values
 
 

@@ -62,6 +62,11 @@ class ExportConfig:
         help="output file (one format) or folder (several); default: beside the weights W.pt, as "
         "W.onnx, W_openvino_model/, W.torchscript, W.engine",
     )
+    exist_ok: bool = flag(
+        False,
+        "--exist-ok",
+        help="replace what is at an output path even when it is not an export of that format (never the weights)",
+    )
     device: str = flag("cpu", "--device", help="device to export on: cpu, cuda, cuda:N or N")
     int8: bool = flag(
         False,

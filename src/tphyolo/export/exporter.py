@@ -8,7 +8,14 @@ error against the fp32 PyTorch model is measured (`tphyolo.export.parity`); an `
 above the tolerance is not `ok`.
 
 Where files go (`output_paths`): beside the weights, `W.onnx`, `W_openvino_model/`, `W.torchscript`,
-`W.engine` for weights `W.pt`; `out` names the file (one format) or the folder (several formats).
+`W.engine` for weights `W.pt`; `out` names the file (one format) or the folder (several formats). Each path is
+checked before anything is traced (`check_outputs`, one line naming it): its name must end as the format's files
+do (else the file could not be read back as that format); it must not be the weights being exported under any
+name (same resolved path, symbolic or hard link: `os.path.samefile`) nor a folder holding them; and what is there
+already must be an export of that format, judged by name and kind (a file for `.onnx`, `.torchscript`, `.engine`;
+a folder holding an .xml for OpenVINO), unless `cfg.exist_ok`. An export of the same format there is replaced.
+Each file is written under its own name in a hidden folder beside its path (`tphyolo.data.files.atomic.staged_path`)
+and moved in place once written and run: an export that fails leaves what was at the path as it was.
 
 With `--int8` (`cfg.int8`) each format is written by its INT8 writer (`W_int8.onnx`, `W_int8_openvino_model/`),
 calibrated on `cfg.calib_images` images of `cfg.data`'s train split (`tphyolo.export.calibration`); its
@@ -16,17 +23,15 @@ relative error against PyTorch is reported with a loose bound (`INT8_TOLERANCE`,
 8 bits moves outputs by percents), and the accuracy check (`tphyolo.export.int8_check`) scores it against its
 float twin on the val split; the numbers go into the file's metadata, and a drop above `cfg.max_drop` makes
 the result not `ok` (the file stays), and so does a check whose float side scores near zero (it says nothing;
-the metadata marks the file unchecked, as it does when `cfg.accuracy_check` is off). An INT8 file is written,
-checked and given the check's numbers under its own name in a hidden folder beside its path
-(`tphyolo.data.files.atomic.staged_path`), and moved in place only then: an export stopped before (killed
-during calibration, quantization or the check) leaves an earlier file at the path as it was, never one whose
-metadata lacks the check.
+the metadata marks the file unchecked, as it does when `cfg.accuracy_check` is off). An INT8 file is given the
+check's numbers before it is moved in place: an export stopped before (killed during calibration, quantization
+or the check) leaves an earlier file at the path as it was, never one whose metadata lacks the check.
 """
 
 from __future__ import annotations
 
-import contextlib
 import logging
+import os
 import tempfile
 import time
 from collections.abc import Callable
@@ -138,6 +143,43 @@ def output_paths(cfg: ExportConfig, stem: Path) -> dict[str, Path]:
     return {fmt: base.parent / f"{base.name}{FORMAT_BY_NAME[fmt].file_suffix(int8=cfg.int8)}" for fmt in cfg.formats}
 
 
+def check_outputs(paths: dict[str, Path], *, exist_ok: bool, weights: Path | None = None) -> None:
+    """InputError, in one line naming the path, for the first format -> path of `paths` that may not be written
+    (see the module docstring: where files go); `weights` is the checkpoint being exported, when there is one."""
+    for name, path in paths.items():
+        fmt = FORMAT_BY_NAME[name]
+        if not path.name.lower().endswith(fmt.suffix.lower()):
+            raise InputError(
+                f"{path}: not named as {name} exports are, *{fmt.suffix} (e.g. --out "
+                f"{path.with_name(path.stem + fmt.suffix) if fmt.folder else path.with_suffix(fmt.suffix)})"
+            )
+        if weights is not None and _is_or_holds(path, weights):
+            raise InputError(f"{path}: is the weights being exported ({weights}); give --out another name")
+        if (path.exists() or path.is_symlink()) and not exist_ok and not _is_export(path, fmt):
+            what = "folder" if path.is_dir() else "file"
+            raise InputError(f"{path}: a {what} is there that is not an export in format {name}; give --exist-ok "
+                             "to replace it, or another --out")  # fmt: skip
+
+
+def _is_or_holds(path: Path, weights: Path) -> bool:
+    """Whether `path` is the file `weights` (by any name) or a folder that holds it."""
+    try:
+        if os.path.samefile(path, weights):
+            return True
+    except OSError:  # one of them does not exist (yet): their resolved paths decide
+        if path.resolve() == weights.resolve():
+            return True
+    return path.is_dir() and weights.resolve().is_relative_to(path.resolve())
+
+
+def _is_export(path: Path, fmt: ExportFormat) -> bool:
+    """Whether `path` (named as `fmt`'s files are) is of the kind `fmt` writes: a file, or a folder its backend
+    recognises (an OpenVINO folder holds an .xml)."""
+    if not fmt.folder:
+        return path.is_file()
+    return path.is_dir() and BACKENDS[fmt.backend].recognises(path)
+
+
 def selected_formats(cfg: ExportConfig) -> list[ExportFormat]:
     """The rows of `cfg.formats`, in table order (the order in which they are written)."""
     return [fmt for fmt in FORMATS if fmt.name in cfg.formats]
@@ -174,13 +216,18 @@ def export_model(
     stem: Path,
     model_name: str,
     source: str = "",
+    weights: Path | None = None,
     log: Callable[[str], None] = LOGGER.info,
 ) -> list[ExportResult]:
     """Writes `model` in each of `cfg.formats` (paths from `output_paths(cfg, stem)`), checks each against
     PyTorch, and returns the results in the order written. ValueError / MissingExtraError (one line) for what
-    cannot be exported here; the caller decides what an export above tolerance means (`ExportResult.ok`)."""
+    cannot be exported here and for paths that may not be written (`check_outputs`; `weights`, the checkpoint
+    `model` came from, is never written over); the caller decides what an export above tolerance means
+    (`ExportResult.ok`)."""
     device = resolve_device(cfg.device)
     check_can_export(cfg, device)
+    paths = output_paths(cfg, stem)
+    check_outputs(paths, exist_ok=cfg.exist_ok, weights=weights)
     stride = int(model.stride.max())
     size = check_imgsz(cfg.imgsz, stride)
     shapes = [(cfg.batch, 3, size, size)]
@@ -190,7 +237,6 @@ def export_model(
     fused = model.fuse().to(device)  # a fresh copy for tracing: no size-keyed caches from the reference runs
     fp16 = model.fuse().to(device).half() if cfg.half and device.type == "cuda" else None
     example = refs[shapes[0]][0].to(device)
-    paths = output_paths(cfg, stem)
     what = f"{model_name} at {size}x{size}, batch {cfg.batch}{', dynamic' if cfg.dynamic else ''}"
     results = []
     with tempfile.TemporaryDirectory(prefix="tphyolo-export-") as tmp:
@@ -229,7 +275,7 @@ def export_model(
             path = paths[fmt.name]
             path.parent.mkdir(parents=True, exist_ok=True)
             start = time.perf_counter()
-            with staged_path(path) if cfg.int8 else contextlib.nullcontext(path) as written:
+            with staged_path(path) as written:
                 job = WriterJob(fused, fp16, example, written, metadata, cfg, device, fp32_onnx, calibration)
                 fmt.writer_module(int8=cfg.int8).write(job)
                 seconds = time.perf_counter() - start
@@ -282,12 +328,12 @@ def export_checkpoint(
     """`export_model` for a checkpoint file (tphyolo or original format); files go beside it by default."""
     weights = Path(weights)
     check_can_export(cfg, resolve_device(cfg.device))  # before the (slow) model build
+    check_outputs(output_paths(cfg, weights.with_suffix("")), exist_ok=cfg.exist_ok, weights=weights)
     ckpt = load_checkpoint(weights)
     train_model = ckpt.state.get("train_args", {}).get("model")
     name = Path(train_model).stem if isinstance(train_model, str) and train_model else weights.stem
-    return export_model(
-        ckpt.build_model(), cfg, stem=weights.with_suffix(""), model_name=name, source=weights.name, log=log
-    )
+    return export_model(ckpt.build_model(), cfg, stem=weights.with_suffix(""), model_name=name, source=weights.name,
+                        weights=weights, log=log)  # fmt: skip
 
 
 def run_export(job: ExportJob, *, log: Callable[[str], None] = LOGGER.info) -> ExportRun:

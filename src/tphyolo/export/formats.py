@@ -51,6 +51,7 @@ class ExportFormat:
       stored in fp16 where the format can.
     int8_writer: the dotted name of the module that writes the INT8 file with `--int8`, an `Int8Writer`; None
       for a format without one.
+    folder: its export is a folder (named W + suffix), not a file.
     """
 
     name: str
@@ -61,6 +62,7 @@ class ExportFormat:
     onnx_trace: bool = False
     fp16_graph: bool = False
     int8_writer: str | None = None
+    folder: bool = False
 
     def writer_module(self, *, int8: bool = False) -> ModuleType:
         """The module that writes this format (a `FormatWriter`), or its INT8 form (an `Int8Writer`; ValueError
@@ -92,7 +94,7 @@ FORMATS: tuple[ExportFormat, ...] = (
     ExportFormat("onnx", "tphyolo.export.onnx_file", backend="onnx", runtime="onnxruntime", onnx_trace=True,
                  fp16_graph=True, int8_writer="tphyolo.export.quantize_onnx"),  # fmt: skip
     ExportFormat("openvino", "tphyolo.export.openvino_ir", backend="openvino", runtime="openvino",
-                 int8_writer="tphyolo.export.quantize_openvino"),  # fmt: skip
+                 int8_writer="tphyolo.export.quantize_openvino", folder=True),  # fmt: skip
     ExportFormat(
         "torchscript", "tphyolo.export.torchscript_file", backend="torchscript", runtime="torchscript", fp16_graph=True
     ),

@@ -11,16 +11,23 @@ from tphyolo.flags import flag
 
 
 def new_run_dir(project: str | Path, name: str, *, exist_ok: bool = False) -> Path:
-    """Create and return project/name, or the first free project/nameN (N = 2, 3, ...) unless `exist_ok`."""
+    """Create and return project/name, or the first free project/nameN (N = 2, 3, ...) unless `exist_ok`.
+
+    Each name is taken by creating it (`mkdir` fails on an existing entry), never by looking first: runs
+    started together, in threads or processes, each get a folder of their own."""
     base = Path(project) / name
-    path = base
-    if not exist_ok:
-        n = 2
-        while path.exists():
+    if exist_ok:
+        base.mkdir(parents=True, exist_ok=True)
+        return base
+    base.parent.mkdir(parents=True, exist_ok=True)
+    path, n = base, 2
+    while True:
+        try:
+            path.mkdir()
+            return path
+        except FileExistsError:  # taken (by an earlier run, or one that won the race): the next name
             path = base.with_name(f"{base.name}{n}")
             n += 1
-    path.mkdir(parents=True, exist_ok=True)
-    return path
 
 
 def remove_if_empty(path: Path) -> bool:

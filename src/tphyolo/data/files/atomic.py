@@ -28,7 +28,7 @@ from pathlib import Path
 @contextlib.contextmanager
 def atomic_path(path: str | Path) -> Iterator[Path]:
     """A temporary path beside `path` (same folder and suffix) for the block to write, a file or a folder;
-    renamed to `path` when the block ends without error (a folder replaces the folder there), removed
+    renamed to `path` when the block ends without error (replacing a file or folder there), removed
     otherwise. OSError of the block or of the rename names `path`."""
     path = Path(path)
     clear_stale(path)
@@ -74,8 +74,8 @@ def _temporary(path: Path) -> Path:
 
 
 def _install(tmp: Path, path: Path) -> None:
-    """Renames `tmp` to `path`; a folder replaces the folder there (the old one moved aside first)."""
-    if tmp.is_dir() and path.is_dir():  # a folder cannot replace a folder in one step: the old one goes first
+    """Renames `tmp` to `path`; a folder there, or anything where a folder goes, is moved aside first."""
+    if (tmp.is_dir() or path.is_dir()) and os.path.lexists(path):  # a rename replaces a file by a file only
         old = path.with_name(f".{path.name}.{os.getpid()}.old")
         os.replace(path, old)
         os.replace(tmp, path)

@@ -43,9 +43,10 @@ def load_backend(
     """The backend for an exported model file or folder, on `device` (a torch.device or a spelling such as
     "cpu", "cuda", "0"), with `threads` CPU threads (default:
     the cores this process may use). FileNotFoundError when it does not exist; ValueError (naming the file)
-    when it is not an exported model, is truncated or corrupt, lacks tphyolo metadata or cannot run on
-    `device`; MissingExtraError when its runtime is not installed. A format whose files are programs
-    (TorchScript) is refused before anything in the file is read unless `trust_code` says the caller trusts it."""
+    when it is not an exported model, is truncated or corrupt, lacks tphyolo metadata, is dynamic but does not run
+    at a multiple of its metadata's stride (`ExportedBackend.check_stride`) or cannot run on `device`;
+    MissingExtraError when its runtime is not installed. A format whose files are programs (TorchScript) is refused
+    before anything in the file is read unless `trust_code` says the caller trusts it."""
     path = Path(path)
     if not path.exists():
         raise FileNotFoundError(f"exported model {path} does not exist")
@@ -62,7 +63,9 @@ def load_backend(
         )
     if not isinstance(device, torch.device):
         device = resolve_device(device)
-    return BACKENDS[fmt](path, device=device, threads=threads)
+    backend = BACKENDS[fmt](path, device=device, threads=threads)
+    backend.check_stride()
+    return backend
 
 
 __all__ = [

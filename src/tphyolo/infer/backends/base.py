@@ -90,6 +90,22 @@ class ExportedBackend:
         if h % self.stride or w % self.stride:
             raise InputError(f"{self.path}: image sides must be multiples of the stride {self.stride}, got {h}x{w}")
 
+    def check_stride(self) -> None:
+        """InputError naming the file when a dynamic model does not run on a (1, 3, 3s, 3s) input, s its metadata
+        'stride': every multiple of s is a side it promises to run. An odd multiple, so that a graph whose stride
+        is larger (2s, 4s: a side that is not its multiple breaks its feature pyramid) fails here, at load, and not
+        inside the runtime on the first image. A fixed-size model runs its own size only: nothing to check."""
+        if not self.dynamic:
+            return
+        side = 3 * self.stride
+        try:
+            self._forward(torch.zeros(1, 3, side, side, dtype=self.dtype, device=self.device))
+        except Exception as error:  # each runtime raises its own kinds: any is a graph that does not run there
+            raise InputError(
+                f"{self.path}: metadata 'stride' is {self.stride}, but the graph does not run at {side}x{side} "
+                f"({error_reason(error)}); its stride is larger: export the model again"
+            ) from error
+
     def prepare(self, images: torch.Tensor) -> torch.Tensor:
         """(B, 3, H, W) uint8 RGB images (0..255) -> the input `run` takes: [0, 1] in `dtype` on `device`."""
         return images.to(self.device).to(self.dtype) / 255.0

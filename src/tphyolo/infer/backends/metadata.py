@@ -49,6 +49,10 @@ MAX_TEXT_CHARS = 4096  # any other string (model, source, int8 descriptions)
 MAX_ENTRY_CHARS = MAX_CLASSES * (MAX_NAME_CHARS + 4)  # one stored value, before parsing
 
 
+class LimitError(InputError):
+    """A field of `ExportMetadata` outside its bounds (module docstring): the message names the key."""
+
+
 @dataclass(frozen=True)
 class ExportMetadata:
     """What an exported detection model needs to run: see the module docstring.
@@ -83,32 +87,32 @@ class ExportMetadata:
     schema: int = SCHEMA
 
     def __post_init__(self) -> None:
-        """ValueError naming the key of the first field out of its bounds (see the module docstring)."""
+        """LimitError naming the key of the first field out of its bounds (see the module docstring)."""
         if self.format not in FORMATS:
-            raise InputError(f"metadata 'format' must be one of {FORMATS}, got {self.format!r}")
+            raise LimitError(f"metadata 'format' must be one of {FORMATS}, got {self.format!r}")
         if self.dtype not in DTYPES:
-            raise InputError(f"metadata 'dtype' must be one of {DTYPES}, got {self.dtype!r}")
+            raise LimitError(f"metadata 'dtype' must be one of {DTYPES}, got {self.dtype!r}")
         if not 1 <= self.batch <= MAX_BATCH:
-            raise InputError(f"metadata 'batch' must be in [1, {MAX_BATCH}], got {self.batch}")
+            raise LimitError(f"metadata 'batch' must be in [1, {MAX_BATCH}], got {self.batch}")
         if not 1 <= self.stride <= MAX_STRIDE or self.stride & (self.stride - 1):
-            raise InputError(f"metadata 'stride' must be a power of two in [1, {MAX_STRIDE}], got {self.stride}")
+            raise LimitError(f"metadata 'stride' must be a power of two in [1, {MAX_STRIDE}], got {self.stride}")
         if len(self.imgsz) != 2 or not all(1 <= side <= MAX_IMGSZ and side % self.stride == 0 for side in self.imgsz):
-            raise InputError(
+            raise LimitError(
                 f"metadata 'imgsz' must be (h, w), each in [1, {MAX_IMGSZ}] and a multiple of the stride "
                 f"{self.stride}; got {list(self.imgsz)}"
             )
         if not self.names or len(self.names) > MAX_CLASSES:
-            raise InputError(f"metadata 'names' must hold 1 to {MAX_CLASSES} class names, got {len(self.names)}")
+            raise LimitError(f"metadata 'names' must hold 1 to {MAX_CLASSES} class names, got {len(self.names)}")
         long = next((i for i, name in enumerate(self.names) if len(name) > MAX_NAME_CHARS), None)
         if long is not None:
-            raise InputError(
+            raise LimitError(
                 f"metadata 'names': name {long} has {len(self.names[long])} characters, at most {MAX_NAME_CHARS}"
             )
         for key in ("model", "source", "int8_method", "int8_calibration", "int8_check", "tphyolo_version"):
             if len(getattr(self, key)) > MAX_TEXT_CHARS:
-                raise InputError(f"metadata {key!r} has {len(getattr(self, key))} characters, at most {MAX_TEXT_CHARS}")
+                raise LimitError(f"metadata {key!r} has {len(getattr(self, key))} characters, at most {MAX_TEXT_CHARS}")
         if len(self.int8_map50) not in (0, 2) or len(self.int8_map) != len(self.int8_map50):
-            raise InputError(
+            raise LimitError(
                 "metadata 'int8_map50' and 'int8_map' hold (float, int8) or nothing; "
                 f"got {self.int8_map50}, {self.int8_map}"
             )

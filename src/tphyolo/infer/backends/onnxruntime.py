@@ -30,7 +30,7 @@ class OnnxRuntimeBackend(ExportedBackend):
         options.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
         options.intra_op_num_threads = threads or cpu_threads()
         options.inter_op_num_threads = 1
-        options.log_severity_level = 3  # errors only
+        options.log_severity_level = 4  # fatal only: a failed run raises, and the caller says why in one line
         providers = ["CPUExecutionProvider"]
         if device.type == "cuda":
             if "CUDAExecutionProvider" not in ort.get_available_providers():

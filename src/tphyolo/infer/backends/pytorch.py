@@ -23,7 +23,8 @@ from tphyolo.checkpoint.format import load_checkpoint
 from tphyolo.checkpoint.release import is_release_name, missing_weights_message
 from tphyolo.errors import InputError
 from tphyolo.infer.backends import exported_format, load_backend
-from tphyolo.infer.backends.compiled import load_compiled, resolve_runtime, trained_imgsz
+from tphyolo.infer.backends.compiled import CompiledCheckpoint, load_compiled, resolve_runtime, trained_imgsz
+from tphyolo.infer.backends.metadata import LimitError
 from tphyolo.runtime.config import RuntimeConfig, autocast, sdpa_context
 from tphyolo.runtime.decisions import Decision, decide_runtime, describe
 from tphyolo.runtime.distributed import DistContext
@@ -203,13 +204,15 @@ def load_backends(
             model: Backend = load_backend(entry, device=device, trust_code=runtime.trust_code)
             model.decisions = exported_decisions(model, entry)
         else:
-            model = load_compiled(entry, runtime=compiled, precision=precision, fuse=fuse) if (
-                compiled != "pytorch" and any(entry is f for f in files)) else None  # fmt: skip
+            model = None
+            if compiled != "pytorch" and any(entry is f for f in files):
+                model = compiled_within_limits(entry, runtime=compiled, requested=backend, precision=precision,
+                                               fuse=fuse)  # fmt: skip
             if model is not None:
                 model.decisions = {"runtime": chosen, **model.decisions}
             else:
                 ran = chosen if compiled == "pytorch" or isinstance(entry, nn.Module) else Decision(
-                    "pytorch", "fallback", f"the {compiled} compile is not within tolerance of PyTorch")  # fmt: skip
+                    "pytorch", "fallback", f"the {compiled} model could not run it (said above)")  # fmt: skip
                 model = TorchBackend.prepared(UnpreparedModel.read(entry, fuse=fuse), runtime=runtime, device=device)
                 model.decisions = {"runtime": ran, **model.decisions}
         if backends and len(model.names) != len(backends[0].names):
@@ -242,6 +245,22 @@ def exported_decisions(model: Backend, path: object) -> dict[str, Decision]:
     return {"runtime": Decision(str(getattr(model, "format", "exported")), "file", str(path)),  # optional
             "precision": Decision(getattr(model, "precision", precision), "file", "the exported model"),  # optional
             "layout": Decision("NCHW", "file", "the exported graph")}  # fmt: skip
+
+
+def compiled_within_limits(
+    weights: str | Path, *, runtime: str, requested: str, precision: str, fuse: bool
+) -> CompiledCheckpoint | None:
+    """`load_compiled(weights, ...)`, or None (PyTorch runs it) when the checkpoint does not fit the compiled
+    model's metadata (`metadata.LimitError`: class names longer than it holds, ...) and `requested` is "auto"
+    (said in one line naming the checkpoint); InputError naming it when `requested` named the runtime."""
+    try:
+        return load_compiled(weights, runtime=runtime, precision=precision, fuse=fuse)
+    except LimitError as error:
+        reason = f"{weights}: {error} (a limit of the compiled {runtime} model's metadata)"
+        if requested != "auto":
+            raise InputError(f"{reason}; --runtime pytorch runs it") from None
+        LOGGER.warning("%s: running PyTorch", reason)
+        return None
 
 
 @contextlib.contextmanager
