@@ -117,10 +117,26 @@ def test_a_client_that_hangs_up_leaves_the_queue_uncomputed(gated):
     assert re.search(r'^tphyolo_requests_total\{status="499"\} 1\.0$', httpx.get(f"{url}/metrics").text, re.M)
 
 
-def test_a_trickling_request_head_is_answered_408_and_closed(gated):
+def _answer(connection: socket.socket) -> bytes:
+    """One whole HTTP answer (its head and its Content-Length of body) read from `connection`."""
+    data = b""
+    while b"\r\n\r\n" not in data:
+        data += connection.recv(65536)
+    head, _, body = data.partition(b"\r\n\r\n")
+    length = int(re.search(rb"content-length: (\d+)", head, re.IGNORECASE).group(1))
+    while len(body) < length:
+        body += connection.recv(65536)
+    return data
+
+
+@pytest.mark.parametrize("kept_alive", [False, True], ids=["new connection", "after an answer"])
+def test_a_trickling_request_head_is_answered_408_and_closed(gated, kept_alive):
     """Old behaviour: uvicorn waits for a request head for ever; a byte now and then kept the connection open."""
     url, _, _ = gated(ServeConfig(port=0, header_timeout=0.3))
     with _connect(url) as slow:
+        if kept_alive:  # a request answered on the connection first: the next head is timed from its first byte
+            slow.sendall(b"GET /healthz HTTP/1.1\r\nHost: t\r\n\r\n")
+            assert _answer(slow).startswith(b"HTTP/1.1 200 ")
         slow.sendall(b"POST /v1/detect HTTP/1.1\r\nHost: t\r\nX-Slow: ")
         answer = _trickle_until_closed(slow, b"a")
     assert answer.startswith(b"HTTP/1.1 408 "), answer

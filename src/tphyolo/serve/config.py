@@ -56,8 +56,8 @@ class ServeConfig:
     answered 503 with Retry-After at once. timeout: seconds a request may take in all (else 504; its body not
     read by then: 408, the connection closed). max_body_mb: largest request body (else 413). grace: seconds
     SIGTERM/SIGINT leave requests in flight to finish. header_timeout: seconds a connection has, from its
-    opening or its last answer, to send the whole head of a request (else 408, closed); keep_alive: seconds an
-    idle connection is kept open for its next request.
+    opening or a later request's first byte, to send that request's whole head (else 408, closed); keep_alive:
+    seconds an idle connection is kept open for its next request.
     """
 
     host: str = flag("127.0.0.1", "--host", help="address to listen on")

@@ -11,8 +11,8 @@ use raises UsageError naming --host or --port. When the model does not load, the
 `run_server` raises ValueError with the worker's one-line reason.
 
 Connections are bounded in time, so that slow or trickling clients cannot pile up: a request's head within
-`header_timeout` seconds of the connection's opening or its last answer, its body within `timeout` (the app's),
-each answered 408 and closed past it; an idle connection lasts `keep_alive` seconds.
+`header_timeout` seconds of the connection's opening or of its first byte, its body within `timeout` (the
+app's), each answered 408 and closed past it; an idle connection lasts `keep_alive` seconds.
 """
 
 from __future__ import annotations
@@ -88,9 +88,10 @@ def run_server(
 
 def head_timed_protocol(header_timeout: float) -> type:
     """uvicorn's h11 protocol, which also answers 408 and closes a connection that has not sent the whole head of a
-    request (its line and headers) within `header_timeout` seconds of its opening or of its last answer. uvicorn
-    bounds the idle wait between requests (timeout_keep_alive) and the head's size (MAX_HEAD_BYTES), not the time a
-    head takes to trickle in; the body's time is the app's (--timeout)."""
+    request (its line and headers) within `header_timeout` seconds of its opening, or of the first byte of a later
+    request on it (as nginx's client_header_timeout). uvicorn bounds the idle wait between requests
+    (timeout_keep_alive) and the head's size (MAX_HEAD_BYTES), not the time a head takes to trickle in; the
+    body's time is the app's (--timeout)."""
     from uvicorn.protocols.http.h11_impl import H11Protocol
 
     message = f"request head not received within {header_timeout:g} s (--header-timeout)"
@@ -99,31 +100,36 @@ def head_timed_protocol(header_timeout: float) -> type:
               b"content-length: %d\r\n\r\n%s" % (len(body), body))  # fmt: skip
 
     class HeadTimedProtocol(H11Protocol):
-        _head_timer = None
+        _head_timer = None  # runs from a head's start until the timeout; None between requests
+
+        def _waiting_for_a_head(self) -> bool:
+            return self.cycle is None or self.cycle.response_complete
 
         def connection_made(self, transport) -> None:
             super().connection_made(transport)
-            self._time_the_head()
+            self._head_timer = self.loop.call_later(header_timeout, self._head_overdue)
+
+        def data_received(self, data: bytes) -> None:
+            if self._head_timer is None and self._waiting_for_a_head():  # a later request begins
+                self._head_timer = self.loop.call_later(header_timeout, self._head_overdue)
+            super().data_received(data)
 
         def on_response_complete(self) -> None:
-            super().on_response_complete()
-            self._time_the_head()
+            super().on_response_complete()  # idle from now: timeout_keep_alive's
+            self._forget_the_head()
 
         def connection_lost(self, exc) -> None:
             self._forget_the_head()
             super().connection_lost(exc)
 
-        def _time_the_head(self) -> None:
-            self._forget_the_head()
-            self._head_timer = self.loop.call_later(header_timeout, self._head_overdue)
-
         def _forget_the_head(self) -> None:
             if self._head_timer is not None:
                 self._head_timer.cancel()
+                self._head_timer = None
 
         def _head_overdue(self) -> None:
-            waiting_for_a_head = self.cycle is None or self.cycle.response_complete
-            if waiting_for_a_head and not self.transport.is_closing():
+            self._head_timer = None
+            if self._waiting_for_a_head() and not self.transport.is_closing():
                 LOGGER.warning("a connection from %s -> 408: %s", self.client, message)
                 self.transport.write(answer)
                 self.transport.close()
