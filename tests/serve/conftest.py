@@ -66,10 +66,19 @@ def serving(weights, *, serve=None, **settings) -> Iterator[tuple[str, object]]:
     """A real uvicorn serving `create_app(weights, InferenceConfig(**SETTINGS | settings), serve=...)` on a
     free 127.0.0.1 port, in a thread; yields (url, app) once ready, stops it (as SIGTERM would) after."""
     from tphyolo.serve import ServeConfig, create_app
-    from tphyolo.serve.server import run_server
 
     serve = serve or ServeConfig(port=0)
     app = create_app(str(weights), InferenceConfig(**(SETTINGS | settings)), serve=serve, device="cpu")
+    with running(app, serve) as url:
+        yield url, app
+
+
+@contextmanager
+def running(app, serve) -> Iterator[str]:
+    """A real uvicorn serving `app` with the settings `serve` (port 0) on a free 127.0.0.1 port, in a thread;
+    yields its URL once ready, stops it (as SIGTERM would) after."""
+    from tphyolo.serve.server import run_server
+
     ports: list[int] = []
     stop = threading.Event()
     thread = threading.Thread(
@@ -84,7 +93,7 @@ def serving(weights, *, serve=None, **settings) -> Iterator[tuple[str, object]]:
     url = f"http://127.0.0.1:{ports[0]}"
     try:
         wait_ready(url)
-        yield url, app
+        yield url
     finally:
         stop.set()
         thread.join(60)

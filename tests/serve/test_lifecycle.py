@@ -3,6 +3,7 @@ answered 503 and a new worker (loading the weights file again) answers the rest;
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import shutil
@@ -14,7 +15,9 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
+import cv2
 import httpx
+import numpy as np
 import pytest
 import torch
 from tests.helpers import save_model_checkpoint
@@ -138,6 +141,33 @@ def test_a_stuck_worker_is_ended_at_the_deadline_and_restarted(tiny_weights, ima
         assert health["restarts"] == 1 and health["pid"] not in (None, old_pid)
         assert _gauge(url, "tphyolo_worker_restarts_total") == 1.0
         assert _post(url, body).status_code == 200
+
+
+@pytest.mark.slow
+def test_a_stopped_worker_with_a_full_pipe_is_killed_at_the_deadline_and_restarted(tiny_weights):
+    """A worker stopped (SIGSTOP) and sent images larger than its pipe holds: the three requests get an error
+    (504) by their deadline, the worker is killed and a new one started, and the same image is answered 200
+    again. Old behaviour: the batching thread blocked for ever writing to the full pipe, the deadline never
+    acted, and every request got 503 until the worker was resumed by hand."""
+    body = cv2.imencode(".png", np.full((2000, 2000, 3), 90, np.uint8))[1].tobytes()  # 12 MB once decoded
+    with serving(tiny_weights, serve=ServeConfig(port=0, max_batch=1, timeout=3)) as (url, app):
+        worker = app.state.service.worker
+        old_pid = worker.pid
+        os.kill(old_pid, signal.SIGSTOP)
+        try:
+            with ThreadPoolExecutor(3) as pool:
+                statuses = [r.status_code for r in pool.map(lambda _: _post(url, body), range(3))]
+            assert statuses == [504, 504, 504]
+            _wait_for(lambda: worker.restarts == 1)
+        finally:  # a worker left stopped would hold the server's stop
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(old_pid, signal.SIGCONT)
+        with pytest.raises(ProcessLookupError):
+            os.kill(old_pid, 0)  # killed and reaped
+        wait_ready(url)
+        assert worker.pid not in (None, old_pid)
+        again = _post(url, body)
+        assert again.status_code == 200 and again.json()["images"][0]["width"] == 2000
 
 
 @pytest.mark.slow

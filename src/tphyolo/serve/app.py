@@ -44,12 +44,12 @@ from tphyolo.serve.engine import EngineSpec, ModelInfo
 from tphyolo.serve.images import decode_request_image
 from tphyolo.serve.metrics import SERVE_INSTALL_HINT, ServiceMetrics
 from tphyolo.serve.options import answer_format, request_settings
-from tphyolo.serve.problems import RequestProblem, unavailable
+from tphyolo.serve.problems import CLOSE, RequestProblem, unavailable
 from tphyolo.serve.uploads import read_uploads
 from tphyolo.serve.worker import InferenceWorker, InProcessWorker
 
 LOGGER = logging.getLogger(__name__)
-CLIENT_GONE = 499  # the status counted (and logged) for a client that left before its request was read
+CLIENT_GONE = 499  # the status counted (and logged) for a client that left before its answer
 ANSWER_MARGIN_S = 1.0  # of the grace, left for ending a busy worker and answering what is left (503)
 DECODE_THREADS = 2  # images decoded at once, off the event loop (PIL and OpenCV release the GIL while decoding)
 
@@ -148,11 +148,12 @@ class Service:
         """The answer of a POST /v1/detect request (JSON data) and its status; RequestProblem otherwise."""
         arrived = time.monotonic()
         self.check_ready()
-        try:  # a client sending its body slowly (slowloris) holds no more than the deadline
+        try:  # a client sending its body slowly (slowloris) holds no more than the deadline, and its connection
             reading = read_uploads(request, self.settings.max_body_bytes)
             uploads, form_options = await asyncio.wait_for(reading, timeout=self.settings.timeout)
         except asyncio.TimeoutError:
-            raise RequestProblem(408, f"body not received within {self.settings.timeout:g} s (--timeout)") from None
+            message = f"body not received within {self.settings.timeout:g} s (--timeout)"
+            raise RequestProblem(408, message, headers=CLOSE) from None
         options: dict[str, list[str]] = {}
         for name, value in request.query_params.multi_items():
             options.setdefault(name, []).append(value)
@@ -171,16 +172,10 @@ class Service:
             [image.shape[:2] for image in images], settings, models=len(self.spec.weights),
             max_views=self.settings.max_views, max_candidates=self.settings.max_candidates, given=list(options),
         )  # fmt: skip
-        futures = self.batcher.submit(images, settings, deadline=arrived + self.settings.timeout)
-        waiting = asyncio.gather(*(asyncio.wrap_future(f) for f in futures))
-        try:
-            answers = await asyncio.wait_for(
-                waiting, timeout=max(arrived + self.settings.timeout - time.monotonic(), 0)
-            )
-        except asyncio.TimeoutError:
-            raise RequestProblem(
-                504, f"no answer within the deadline of {self.settings.timeout:g} s (--timeout)"
-            ) from None
+        deadline = arrived + self.settings.timeout
+        futures = self.batcher.submit(images, settings, deadline=deadline)
+        left = max(deadline - time.monotonic(), 0)
+        answers = await _answers(futures, request, timeout=left, limit=self.settings.timeout)
         for answer in answers:
             self.metrics.queue_seconds.observe(answer.queue_s)
         if kind == "coco":
@@ -195,6 +190,32 @@ class Service:
             "total_ms": 1000 * (time.monotonic() - arrived),
         }
         return {"model": {"name": info.name, "hash": info.hash}, "timings": timings, "images": entries}, 200
+
+
+async def _answers(futures, request, *, timeout: float, limit: float) -> list:
+    """The results of `futures` (`Batcher.submit`'s, for `request`, whose body is read) within `timeout` seconds;
+    RequestProblem otherwise: 504 past the deadline (`limit`, the --timeout), CLIENT_GONE once the client has
+    disconnected. Past either, or when this call is cancelled, the futures are cancelled: the images still
+    queued leave the queue (`Batcher`), and nobody computes them."""
+    waiting = asyncio.gather(*(asyncio.wrap_future(f) for f in futures))
+    leaving = asyncio.ensure_future(_disconnected(request))
+    try:
+        done, _ = await asyncio.wait((waiting, leaving), timeout=timeout, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        leaving.cancel()
+        waiting.cancel()  # nothing once answered
+    if waiting in done:
+        return waiting.result()
+    if leaving in done:
+        raise RequestProblem(CLIENT_GONE, "the client disconnected before its answer; its images left the queue")
+    raise RequestProblem(504, f"no answer within the deadline of {limit:g} s (--timeout)")
+
+
+async def _disconnected(request) -> None:
+    """Returns once the client of `request` (a starlette Request whose body is read) has disconnected: the ASGI
+    server then answers `receive` with http.disconnect, and until then waits."""
+    while (await request.receive())["type"] != "http.disconnect":
+        pass
 
 
 def _decode_all(uploads) -> list:

@@ -10,21 +10,24 @@ with Retry-After; 413 when it holds more images than the whole queue, which no r
 to time out. One thread forms the batches: the oldest waiting image and those of
 its bucket -- the same settings and the same letterboxed shape, which is what lets them share one forward pass
 -- up to `max_batch`, waiting at most `max_wait_s` from the oldest's arrival for the batch to fill. While the
-worker runs a batch the next one gathers, so under load batches fill without waiting. An image whose request
-gave up (its deadline passed, its future cancelled) is dropped before it costs a pass.
+worker runs a batch the next one gathers, so under load batches fill without waiting. An image whose future is
+cancelled (its client left, its request timed out) leaves the queue at once, and its pixels with it; one whose
+deadline passed is dropped before it costs a pass.
 
 A batch whose worker crashed is answered 503 and the worker restarted; the images waiting meanwhile stay queued
-and are answered by the new worker. A batch still running when the last deadline of its requests passes is
-work nobody waits for: the worker is ended (504) and restarted; while a batch runs past its deadline (an
-in-process worker, which cannot be ended) `stuck` says so and the service is not ready. Any other error in a
-batch -- the worker's, the metrics callback's, a restart that raises -- answers every request of that batch
-(500, one log line) and the thread goes on. `stop()` refuses new images, answers every queued one, then stops
-the worker: nothing accepted is lost.
+and are answered by the new worker. A batch still running (or not yet taken: a stopped worker whose pipe is
+full) when the last deadline of its requests passes is work nobody waits for: the worker is ended (504) and
+restarted; while a batch runs past its deadline (an in-process worker, which cannot be ended) `stuck` says so
+and the service is not ready. Any other error in a batch -- the worker's, the metrics callback's, a restart
+that raises -- answers every request of that batch (500, one log line) and the thread goes on. `stop()`
+refuses new images, answers every queued one, then stops the worker: nothing accepted is lost.
 """
 
 from __future__ import annotations
 
 import concurrent.futures
+import contextlib
+import functools
 import logging
 import math
 import threading
@@ -147,7 +150,15 @@ class Batcher:
                 raise unavailable(f"the queue is full ({len(self._pending)} of {self.max_queue} images waiting)")
             self._pending.extend(jobs)
             self._condition.notify()
+        for job in jobs:
+            job.future.add_done_callback(functools.partial(self._forget, job))
         return [job.future for job in jobs]
+
+    def _forget(self, job: _Job, future: concurrent.futures.Future) -> None:
+        """Take `job` out of the queue once its future is cancelled: nobody waits for it, its image is let go."""
+        if future.cancelled():
+            with self._condition, contextlib.suppress(ValueError):  # not queued: in a batch already
+                self._pending.remove(job)
 
     def stop(self, timeout: float | None = None) -> None:
         """Refuse new images, answer the queued ones within `timeout` seconds, then stop the worker (killing it

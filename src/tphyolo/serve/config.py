@@ -24,6 +24,13 @@ POSITIVE = Bounds(0, low_open=True)
 MAX_VIEWS = 512
 MAX_CANDIDATES = 200_000
 CANDIDATES_HELP = "most boxes merged per image: its model passes x max_det (more: 422)"
+# How long a connection may take (a slow or trickling client holds a socket and a file descriptor meanwhile).
+# A request head is at most 16 KiB (h11's limit, `server.MAX_HEAD_BYTES`): a 16 kbit/s link sends it in 8 s, and
+# a real client in one packet; nginx allows 60 s (its client_header_timeout). An idle connection between two
+# requests is kept uvicorn's default (its timeout_keep_alive). A body is read within --timeout.
+HEADER_TIMEOUT_S = 10.0
+KEEP_ALIVE_S = 5.0
+HEADER_TIMEOUT_HELP = "seconds a connection may take to send a request's headers (more: 408, closed)"
 
 
 @dataclass(frozen=True)
@@ -46,8 +53,11 @@ class ServeConfig:
     host, port: where to listen (127.0.0.1 unless told: the service is not exposed by default). max_batch:
     most images per forward pass (None: CPU_MAX_BATCH on a CPU, GPU_MAX_BATCH on a GPU); max_wait_ms: how long
     the first image of a batch waits for others of its shape. max_queue: images waiting at most; one more is
-    answered 503 with Retry-After at once. timeout: seconds a request may take in all (else 504). max_body_mb:
-    largest request body (else 413). grace: seconds SIGTERM/SIGINT leave requests in flight to finish.
+    answered 503 with Retry-After at once. timeout: seconds a request may take in all (else 504; its body not
+    read by then: 408, the connection closed). max_body_mb: largest request body (else 413). grace: seconds
+    SIGTERM/SIGINT leave requests in flight to finish. header_timeout: seconds a connection has, from its
+    opening or a later request's first byte, to send that request's whole head (else 408, closed); keep_alive:
+    seconds an idle connection is kept open for its next request.
     """
 
     host: str = flag("127.0.0.1", "--host", help="address to listen on")
@@ -65,6 +75,8 @@ class ServeConfig:
     max_views: int = flag(MAX_VIEWS, "--max-views", help="most model passes a request (more: 422)", bounds=AT_LEAST_ONE)
     max_candidates: int = flag(MAX_CANDIDATES, "--max-candidates", help=CANDIDATES_HELP, bounds=AT_LEAST_ONE)
     grace: float = flag(10.0, "--grace", help="seconds in-flight requests get on SIGTERM", bounds=NON_NEGATIVE)
+    header_timeout: float = flag(HEADER_TIMEOUT_S, "--header-timeout", help=HEADER_TIMEOUT_HELP, bounds=POSITIVE)
+    keep_alive: float = flag(KEEP_ALIVE_S, "--keep-alive", help="seconds an idle connection lasts", bounds=POSITIVE)
 
     def __post_init__(self) -> None:
         """Raises ValueError naming the flag of a setting out of its bounds."""

@@ -9,6 +9,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 RETRY_AFTER_S = 1  # what a 503 asks a client to wait, seconds
+# The header of an answer given before the request's body was all read (too large, too slow): the server closes
+# the connection after it, instead of reading (and waiting for) the rest.
+CLOSE = {"Connection": "close"}
 
 
 class RequestProblem(Exception):

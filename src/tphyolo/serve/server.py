@@ -9,6 +9,10 @@ the grace and the second or two it takes to end a busy worker. One log line per 
 access log. The socket is bound before the model loads: an address that is not this machine's or a port in
 use raises UsageError naming --host or --port. When the model does not load, the server stops and
 `run_server` raises ValueError with the worker's one-line reason.
+
+Connections are bounded in time, so that slow or trickling clients cannot pile up: a request's head within
+`header_timeout` seconds of the connection's opening or of its first byte, its body within `timeout` (the
+app's), each answered 408 and closed past it; an idle connection lasts `keep_alive` seconds.
 """
 
 from __future__ import annotations
@@ -16,6 +20,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import errno
+import json
+import logging
 import signal
 import socket
 import threading
@@ -30,7 +36,9 @@ from tphyolo.serve.config import ServeConfig, ServeJob
 from tphyolo.serve.metrics import SERVE_INSTALL_HINT
 from tphyolo.serve.ray_app import serve_on_ray
 
+LOGGER = logging.getLogger(__name__)
 _POLL_S = 0.05
+MAX_HEAD_BYTES = 16 * 1024  # a request's line and headers at most (h11's default; larger: 400, closed)
 
 
 def run_server(
@@ -47,7 +55,8 @@ def run_server(
     uvicorn = require("uvicorn", purpose="tphyolo serve", install=SERVE_INSTALL_HINT)
     config = uvicorn.Config(
         app, host=settings.host, port=settings.port, timeout_graceful_shutdown=settings.grace, access_log=False,
-        log_level="warning", lifespan="on",
+        log_level="warning", lifespan="on", http=head_timed_protocol(settings.header_timeout),
+        timeout_keep_alive=settings.keep_alive, h11_max_incomplete_event_size=MAX_HEAD_BYTES,
     )  # fmt: skip
     server = uvicorn.Server(config)
     service = app.state.service
@@ -75,6 +84,57 @@ def run_server(
         listener.close()
     if service.failure is not None:
         raise InputError(service.failure)
+
+
+def head_timed_protocol(header_timeout: float) -> type:
+    """uvicorn's h11 protocol, which also answers 408 and closes a connection that has not sent the whole head of a
+    request (its line and headers) within `header_timeout` seconds of its opening, or of the first byte of a later
+    request on it (as nginx's client_header_timeout). uvicorn bounds the idle wait between requests
+    (timeout_keep_alive) and the head's size (MAX_HEAD_BYTES), not the time a head takes to trickle in; the
+    body's time is the app's (--timeout)."""
+    from uvicorn.protocols.http.h11_impl import H11Protocol
+
+    message = f"request head not received within {header_timeout:g} s (--header-timeout)"
+    body = json.dumps({"error": message}).encode()
+    answer = (b"HTTP/1.1 408 Request Timeout\r\ncontent-type: application/json\r\nconnection: close\r\n"
+              b"content-length: %d\r\n\r\n%s" % (len(body), body))  # fmt: skip
+
+    class HeadTimedProtocol(H11Protocol):
+        _head_timer = None  # runs from a head's start until the timeout; None between requests
+
+        def _waiting_for_a_head(self) -> bool:
+            return self.cycle is None or self.cycle.response_complete
+
+        def connection_made(self, transport) -> None:
+            super().connection_made(transport)
+            self._head_timer = self.loop.call_later(header_timeout, self._head_overdue)
+
+        def data_received(self, data: bytes) -> None:
+            if self._head_timer is None and self._waiting_for_a_head():  # a later request begins
+                self._head_timer = self.loop.call_later(header_timeout, self._head_overdue)
+            super().data_received(data)
+
+        def on_response_complete(self) -> None:
+            super().on_response_complete()  # idle from now: timeout_keep_alive's
+            self._forget_the_head()
+
+        def connection_lost(self, exc) -> None:
+            self._forget_the_head()
+            super().connection_lost(exc)
+
+        def _forget_the_head(self) -> None:
+            if self._head_timer is not None:
+                self._head_timer.cancel()
+                self._head_timer = None
+
+        def _head_overdue(self) -> None:
+            self._head_timer = None
+            if self._waiting_for_a_head() and not self.transport.is_closing():
+                LOGGER.warning("a connection from %s -> 408: %s", self.client, message)
+                self.transport.write(answer)
+                self.transport.close()
+
+    return HeadTimedProtocol
 
 
 def listening_socket(host: str, port: int) -> socket.socket:

@@ -5,7 +5,8 @@
   application/octet-stream is taken by its bytes), other fields being options like the query string's.
 
 The body is read up to `limit` bytes: a Content-Length above it is refused (413) before a byte is read, and a
-body sent without one is refused as soon as it passes the limit. Nothing is written to disk.
+body sent without one is refused as soon as it passes the limit; the connection is then closed, the rest
+unread. Nothing is written to disk.
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from tphyolo.serve.images import check_media_type
-from tphyolo.serve.problems import RequestProblem
+from tphyolo.serve.problems import CLOSE, RequestProblem
 
 MULTIPART = "multipart/form-data"
 FILE_FIELD = "file"
@@ -28,7 +29,7 @@ class Upload:
 
 
 def _too_large(size: str, limit: int) -> RequestProblem:
-    return RequestProblem(413, f"body: {size} bytes, over the limit of {limit:,} bytes (--max-body-mb)")
+    return RequestProblem(413, f"body: {size} bytes, over the limit of {limit:,} bytes (--max-body-mb)", headers=CLOSE)
 
 
 async def read_body(request, limit: int) -> bytes:

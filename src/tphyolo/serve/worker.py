@@ -11,7 +11,10 @@ the weights again (a file replaced meanwhile gives the new model, with its new h
 forked: the parent runs threads), applies the runtime's process settings as any entry point does, and talks over
 one pipe: a batch of images and their settings in, the rows of each image (or a one-line error) out. One
 worker per device, one batch at a time. A batch that outlives its `timeout` (nobody waits for its answer any
-more) ends the process: it cannot be interrupted otherwise, and it would hold every later batch.
+more) ends the process (SIGKILL): it cannot be interrupted otherwise, and it would hold every later batch. The
+timeout bounds the whole exchange, the write as well as the wait for the answer: a worker that stops reading
+(SIGSTOP, a hang) fills its pipe, and a batch larger than the pipe holds would block its writer for ever. The
+parent closes its end of the pipe to ask the worker to end, as writing to a stopped worker could block too.
 
 `stop()` may be called from another thread while `detect` waits (the service shutting down past its grace):
 the waiting call then raises WorkerCrashed.
@@ -23,6 +26,8 @@ import contextlib
 import logging
 import multiprocessing
 import os
+import pickle
+import threading
 import time
 from collections.abc import Sequence
 from multiprocessing.connection import Connection
@@ -53,8 +58,8 @@ class WorkerFailed(RuntimeError):
 
 
 def _serve_batches(connection: Connection, spec: EngineSpec, max_batch: int) -> None:
-    """The child's main: load and warm the engine, say ready with its ModelInfo, then answer batches until told
-    to stop (None) or the pipe closes."""
+    """The child's main: load and warm the engine, say ready with its ModelInfo, then answer batches until the
+    parent closes the pipe."""
     try:
         configure_process(spec.runtime)  # this process's entry point: its settings, before CUDA starts
         configure_worker_threads(spec)
@@ -64,21 +69,16 @@ def _serve_batches(connection: Connection, spec: EngineSpec, max_batch: int) -> 
         connection.send(("failed", describe_error(error)))
         return
     connection.send(("ready", engine.info))
-    while True:
-        try:
-            message = connection.recv()
-        except (EOFError, OSError):
-            return
-        if message is None:
-            return
-        images, settings = message
-        start = time.perf_counter()
-        try:
-            rows = engine.detect(images, settings)
-        except Exception as error:  # noqa: BLE001 - one line to the parent, which answers the requests with it
-            connection.send(("error", describe_error(error)))
-            continue
-        connection.send(("ok", rows, time.perf_counter() - start))
+    with contextlib.suppress(EOFError, OSError):  # the parent closed the pipe: its sign to end
+        while True:
+            images, settings = connection.recv()
+            start = time.perf_counter()
+            try:
+                rows = engine.detect(images, settings)
+            except Exception as error:  # noqa: BLE001 - one line to the parent, which answers the requests with it
+                connection.send(("error", describe_error(error)))
+                continue
+            connection.send(("ok", rows, time.perf_counter() - start))
 
 
 class InferenceWorker:
@@ -120,18 +120,40 @@ class InferenceWorker:
         """The rows of each image and the seconds the worker spent. Raises WorkerCrashed when the process ended
         (it is then stopped: `restart` it), WorkerTimedOut when it gave no answer within `timeout` seconds
         (None: no limit; it is then ended), WorkerFailed when it answered with an error."""
-        connection = self._connection
-        if connection is None:
-            raise WorkerCrashed("the inference worker is not running")
-        try:
-            connection.send((list(images), settings))
-        except (BrokenPipeError, ConnectionResetError, EOFError, OSError) as error:
-            self.stop()
-            raise WorkerCrashed(f"the inference worker is gone ({error})") from None
-        message = self._receive(timeout=timeout)
+        deadline = None if timeout is None else time.monotonic() + timeout
+        self._send(pickle.dumps((list(images), settings), protocol=pickle.HIGHEST_PROTOCOL), timeout=timeout)
+        message = self._receive(timeout=None if deadline is None else max(deadline - time.monotonic(), 0.0))
         if message[0] == "error":
             raise WorkerFailed(message[1])
         return message[1], message[2]
+
+    def _send(self, data: bytes, *, timeout: float | None) -> None:
+        """Write `data` (a pickled message) to the worker within `timeout` seconds (None: no limit). A worker that
+        stops reading (stopped, hung) fills its pipe, and a write then blocks: it is done by a thread of its own,
+        and the worker that has not taken it all by the timeout is killed, which breaks the pipe and ends the write.
+        Raises WorkerTimedOut then, WorkerCrashed when the pipe is broken (the worker is stopped in both cases)."""
+        connection, process = self._connection, self._process
+        if connection is None or process is None:
+            raise WorkerCrashed("the inference worker is not running")
+        failures: list[BaseException] = []
+
+        def write() -> None:
+            try:
+                connection.send_bytes(data)
+            except (OSError, EOFError, ValueError, TypeError) as error:  # broken, or closed by stop() meanwhile
+                failures.append(error)
+
+        writer = threading.Thread(target=write, name="tphyolo-serve-send", daemon=True)
+        writer.start()
+        writer.join(timeout)
+        if writer.is_alive():
+            process.kill()
+            writer.join(KILL_WAIT_S)
+            self.stop(timeout=0)
+            raise WorkerTimedOut(f"the inference worker did not take a batch within {timeout:.1f} s and was ended")
+        if failures:
+            self.stop()
+            raise WorkerCrashed(f"the inference worker is gone ({failures[0]})")
 
     def _receive(self, *, timeout: float | None):
         """The worker's next message, waiting while the process lives (and at most `timeout` seconds)."""
@@ -166,12 +188,11 @@ class InferenceWorker:
         return self.start()
 
     def stop(self, timeout: float = 5.0) -> None:
-        """Ask the worker to end, give it `timeout` seconds, then kill it."""
+        """Ask the worker to end (its pipe closed: nothing is written, which could block), give it `timeout`
+        seconds, then kill it."""
         process, connection = self._process, self._connection
         self._process, self._connection = None, None
         if connection is not None:
-            with contextlib.suppress(BrokenPipeError, ConnectionResetError, OSError):
-                connection.send(None)
             connection.close()
         if process is not None:
             process.join(timeout)
