@@ -4,6 +4,11 @@ A loader starts at most as many worker processes as can run at once (`usable_wor
 cores this process may use (shared among the processes of a distributed run), or than the images of a batch,
 only add start-up time and memory. A smaller count than asked is said in a log line.
 
+Workers are forked, unless the process has loaded a runtime with thread pools of its own (OpenVINO, ONNX Runtime:
+`worker_context`): a worker forked while one of its threads holds a lock waits for that lock forever, so such a
+process starts its workers from a fork server. A loader that gets no batch from its workers in `timeout` seconds
+(`WORKER_TIMEOUT_S`) ends the run with a TimeoutError naming its images, instead of waiting forever.
+
 `Batch` holds everything evaluation and prediction need to map boxes back to original pixels:
 x0 = (x - pads[i, 0]) / ratios[i, 0], y0 = (y - pads[i, 1]) / ratios[i, 1] for image i.
 """
@@ -11,10 +16,13 @@ x0 = (x - pads[i, 0]) / ratios[i, 0], y0 = (y - pads[i, 1]) / ratios[i, 1] for i
 from __future__ import annotations
 
 import logging
+import multiprocessing
 import os
 import random
+import sys
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
+from pathlib import Path
 
 import numpy as np
 import torch
@@ -30,6 +38,23 @@ from tphyolo.data.scan import SplitScan, scan_split
 from tphyolo.errors import InputError
 
 LOGGER = logging.getLogger("tphyolo")
+
+# The longest a loader waits for its workers' next batch before the run fails (`LoaderSettings.timeout`). The
+# slowest honest batch measured here, 32 mosaic samples of 1920x1080 VisDrone images at 1536 px made by one
+# process on a 2-core Xeon at a load average of 10, took 9.5 s (2.6 s of CPU); 300 s is far past that and a
+# slow network disk, and still ends a run whose worker hangs within minutes instead of never.
+WORKER_TIMEOUT_S = 300.0
+
+# How often a loader waiting for a batch looks whether its workers still run (torch's own interval): a worker
+# that died is reported then, a worker that hangs once WORKER_TIMEOUT_S have passed.
+WORKER_POLL_S = 5.0
+
+# Runtimes that run thread pools of their own: a process that has imported one may hold its threads.
+THREADED_RUNTIMES = ("openvino", "onnxruntime")
+
+# What the fork server imports once, before it forks workers: torch and the datasets, which each worker would
+# otherwise import anew (seconds).
+_FORKSERVER_PRELOAD = ["__main__", "tphyolo.data.loader"]
 
 
 @dataclass
@@ -142,6 +167,58 @@ def seed_worker(worker_id: int) -> None:
     np.random.seed(seed)
 
 
+def worker_context() -> multiprocessing.context.BaseContext | None:
+    """How a loader starts its workers: None (torch's default: forked on Linux) while no THREADED_RUNTIMES module
+    is loaded, else from a fork server, a process that has imported torch and the datasets and runs no other
+    thread (where the platform has one; elsewhere the default, spawn, is safe). Forking is safe beside torch's own
+    threads (a worker runs one intra-op thread of its own and takes none of their locks), not beside a compiled
+    runtime's pool; the fork server costs one import of torch per process (docs/performance.md), and a script
+    that runs a loader must then guard its top level with `if __name__ == "__main__":`, as spawn asks."""
+    threaded = any(name in sys.modules for name in THREADED_RUNTIMES)
+    if not threaded or "forkserver" not in multiprocessing.get_all_start_methods():
+        return None
+    context = multiprocessing.get_context("forkserver")
+    context.set_forkserver_preload(_FORKSERVER_PRELOAD)  # read when the server starts, once per process
+    return context
+
+
+class _TimedLoader(DataLoader):
+    """A DataLoader that waits at most `patience` seconds for its workers' next batch, then raises a TimeoutError
+    naming its images (torch's own timeout names nothing). Its `timeout` is the poll interval: between polls torch
+    checks that the workers still run, which a single long timeout would put off."""
+
+    def __init__(self, *args, patience: float, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self.patience = patience
+
+    def __iter__(self):
+        batches = super().__iter__()
+        waited = 0.0
+        while True:
+            try:
+                batch = next(batches)
+            except StopIteration:
+                return
+            except RuntimeError as error:
+                if not str(error).startswith("DataLoader timed out"):
+                    raise
+                waited += self.timeout
+                if waited < self.patience:
+                    continue  # the same batch is waited for again
+                raise TimeoutError(
+                    f"{_images_of(self.dataset)}: the data loader got no batch from its {self.num_workers} worker "
+                    f"process(es) in {self.patience:g} s (a worker hangs); --workers 0 reads in the main process"
+                ) from None
+            waited = 0.0
+            yield batch
+
+
+def _images_of(dataset) -> str:
+    """The folder of `dataset`'s first image (a DetectionDataset's), else its class name, for messages."""
+    records = getattr(dataset, "records", None)
+    return str(Path(records[0].im_file).parent) if records else type(dataset).__name__
+
+
 def worker_base_seed(seed: int, rank: int, epoch: int) -> int:
     """The seed that the workers a loader starts for `epoch` derive theirs from (each adds its worker id)."""
     return int(np.random.SeedSequence([seed % 2**64, rank, epoch]).generate_state(1, np.uint64)[0] >> 1)
@@ -187,7 +264,8 @@ class LoaderSettings:
     of an `EpochSampler` shuffled from (seed, epoch) (never for rect datasets, whose batches are pre-shaped by
     order); persistent_workers, pin_memory, prefetch_factor, drop_last: as torch's DataLoader; distributed:
     process `rank` of `world_size` gets its share of each epoch; indices: only these items, in this order,
-    instead (a rank's share of an evaluation, `tphyolo.runtime.sharding`); not with shuffle or distributed.
+    instead (a rank's share of an evaluation, `tphyolo.runtime.sharding`); not with shuffle or distributed;
+    timeout: the seconds to wait for the workers' next batch before a TimeoutError ends the run.
     """
 
     batch_size: int
@@ -202,6 +280,7 @@ class LoaderSettings:
     world_size: int = 1
     drop_last: bool = False
     indices: Sequence[int] | None = None
+    timeout: float = WORKER_TIMEOUT_S
 
 
 def build_dataloader(dataset: DetectionDataset, settings: LoaderSettings) -> DataLoader:
@@ -219,11 +298,14 @@ def build_dataloader(dataset: DetectionDataset, settings: LoaderSettings) -> Dat
     ) if s.indices is None else list(s.indices)  # fmt: skip
     generator = torch.Generator()
     generator.manual_seed(worker_base_seed(s.seed, rank, 0))
-    return DataLoader(
+    return _TimedLoader(
         dataset,
         batch_size=s.batch_size,
         sampler=sampler,
         num_workers=workers,
+        multiprocessing_context=worker_context() if workers > 0 else None,
+        timeout=min(WORKER_POLL_S, s.timeout) if workers > 0 else 0,
+        patience=s.timeout,
         persistent_workers=s.persistent_workers and workers > 0,
         pin_memory=s.pin_memory,
         prefetch_factor=s.prefetch_factor if workers > 0 else None,
