@@ -38,8 +38,9 @@ def validate_as_val(
     if run_dir is not None:
         LOGGER.info("validating %s as `tphyolo val --weights %s --data %s%s` does", best, best, cfg.data,
                     " --deterministic" if runtime.deterministic else "")  # fmt: skip
-    config = ValConfig(datasets_dir=cfg.datasets_dir, workers=cfg.workers, plots=plots, save_dir=run_dir,
-                       progress=verbose)  # fmt: skip
+    # no loader workers: beside the compiled runtime they would start from a fork server, which re-imports a
+    # script's main module (`tphyolo.data.loader`); the numbers do not depend on them
+    config = ValConfig(datasets_dir=cfg.datasets_dir, workers=0, plots=plots, save_dir=run_dir, progress=verbose)
     inference = replace(VALIDATION, conf=cfg.val_conf, iou=cfg.val_iou, max_det=cfg.max_det, from_model=MODEL_CHOSEN)
     as_val = RuntimeConfig(device=runtime.device, deterministic=runtime.deterministic)
     return val(best, cfg.data, config, inference=inference, runtime=as_val, device=str(device))
