@@ -209,3 +209,21 @@ def test_a_run_that_fails_to_start_leaves_no_empty_folder(tmp_path):
     with pytest.raises(FileNotFoundError, match="missing.yaml"):
         Trainer(cfg, CPU)
     assert not (tmp_path / "runs" / "exp").exists()
+
+
+def test_a_resumed_run_keeps_the_layout_and_autocast_its_checkpoint_ran_with():
+    from tphyolo.runtime.config import RuntimeConfig
+    from tphyolo.training.state import RUNTIME_KEY, ran_with, training_runtime
+
+    cpu = torch.device("cpu")
+    ran = {RUNTIME_KEY: ran_with(RuntimeConfig(channels_last=True, amp="bf16"))}
+    kept, why = training_runtime(RuntimeConfig(), cpu, architecture="m", resumed=ran, source="last.pt")
+    assert (kept.channels_last, kept.amp) == (True, "bf16")  # whatever the rule says on this machine
+    assert why["layout"].describe() == "NHWC (resumed: as last.pt ran)" and why["precision"].source == "resumed"
+    given, why = training_runtime(RuntimeConfig(amp="off"), cpu, architecture="m", resumed=ran, source="last.pt")
+    assert (given.channels_last, given.amp) == (True, "off") and why["precision"].source == "flag"
+    exact, why = training_runtime(RuntimeConfig(deterministic=True), cpu, architecture="m", resumed=ran, source="x")
+    assert (exact.channels_last, exact.amp) == (False, "off") and why["layout"].source == "deterministic"
+    for broken in ({RUNTIME_KEY: {"channels_last": "yes", "amp": "bf16"}}, {RUNTIME_KEY: []}, {}):
+        _, why = training_runtime(RuntimeConfig(), cpu, architecture="m", resumed=broken, source="x")
+        assert why["layout"].source == "rule"
