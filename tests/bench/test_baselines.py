@@ -98,7 +98,7 @@ def test_model_with_original_attention(name, expected):
 
 
 def test_strict_fp32_restores_settings():
-    from tphyolo.runtime.precision import strict_fp32
+    from tphyolo.runtime.config import strict_fp32
 
     before = (torch.get_float32_matmul_precision(), torch.backends.cudnn.allow_tf32)
     with strict_fp32():

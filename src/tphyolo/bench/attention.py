@@ -32,8 +32,7 @@ from tphyolo.models.attention import C3TR
 from tphyolo.models.build import SCALES
 from tphyolo.models.clla import CLLABlock
 from tphyolo.models.swin import C3STR
-from tphyolo.runtime.config import RuntimeConfig, sdpa_backends
-from tphyolo.runtime.precision import strict_fp32
+from tphyolo.runtime.config import RuntimeConfig, sdpa_backends, strict_fp32
 from tphyolo.runtime.sdpa_probe import kernel_that_ran
 
 BLOCKS = ("c3tr", "c3str", "clla")

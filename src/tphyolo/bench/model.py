@@ -36,9 +36,8 @@ from tphyolo.bench.timing import paired_speedup, peak_memory_mb, time_calls
 from tphyolo.data.letterbox import check_imgsz
 from tphyolo.errors import InputError
 from tphyolo.models.build import build_model
-from tphyolo.runtime.config import RuntimeConfig, autocast, sdpa_context
+from tphyolo.runtime.config import RuntimeConfig, autocast, sdpa_context, strict_fp32
 from tphyolo.runtime.decisions import decide_runtime
-from tphyolo.runtime.precision import strict_fp32
 from tphyolo.training.hyp import load_hyp, scale_hyp
 from tphyolo.training.loss import YoloLoss
 

@@ -57,8 +57,7 @@ from tphyolo.export.writer_api import WriterJob
 from tphyolo.infer.backends import BACKENDS, load_backend
 from tphyolo.infer.backends.metadata import ExportMetadata
 from tphyolo.models import DetectionModel
-from tphyolo.runtime.config import resolve_device
-from tphyolo.runtime.precision import strict_fp32
+from tphyolo.runtime.config import resolve_device, strict_fp32
 
 LOGGER = logging.getLogger("tphyolo")
 SKIPPED = "the accuracy check was skipped (--no-accuracy-check)"  # an INT8 file's `int8_unchecked` without it

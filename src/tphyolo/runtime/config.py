@@ -3,7 +3,7 @@
 `RuntimeConfig` is plain data. Nothing here changes global state on import. `configure_process(cfg)` is the
 one function that applies process-wide settings (CUDA allocator environment, CPU malloc thresholds, TF32,
 cudnn.benchmark); only the command-line entry points call it, before the first CUDA call. Everything else is
-scoped: `autocast(cfg, device)` and `sdpa_context(cfg)` are context managers.
+scoped: `autocast(cfg, device)`, `sdpa_context(cfg)` and `strict_fp32()` (for comparisons) are context managers.
 """
 
 from __future__ import annotations
@@ -161,6 +161,22 @@ def configure_process(cfg: RuntimeConfig) -> dict[str, str]:
         cache = use_compile_cache()
         report.update(compile_cache=cache["dir"], compile_cache_source=cache["source"])
     return report
+
+
+@contextlib.contextmanager
+def strict_fp32() -> Iterator[None]:
+    """Within: fp32 matmuls and convolutions without TensorFloat-32, so that two computations of one function (a
+    model and its export, a block and its original-computation twin) compare to fp32 tolerances; the previous
+    settings are restored on exit."""
+    precision = torch.get_float32_matmul_precision()
+    cudnn_tf32 = torch.backends.cudnn.allow_tf32
+    torch.set_float32_matmul_precision("highest")
+    torch.backends.cudnn.allow_tf32 = False
+    try:
+        yield
+    finally:
+        torch.set_float32_matmul_precision(precision)
+        torch.backends.cudnn.allow_tf32 = cudnn_tf32
 
 
 @contextlib.contextmanager

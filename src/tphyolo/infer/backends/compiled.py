@@ -68,9 +68,9 @@ from tphyolo.runtime.compiled_cache import (
     touch,
     write_marker,
 )
+from tphyolo.runtime.config import strict_fp32
 from tphyolo.runtime.cpu_isa import CpuInfo, cpu_info
 from tphyolo.runtime.decisions import Decision, compiled_precision_rule
-from tphyolo.runtime.precision import strict_fp32
 
 LOGGER = logging.getLogger("tphyolo")
 PRECISION_FILE = "precision.json"  # the precision `tphyolo doctor --tune --weights` kept for an entry
