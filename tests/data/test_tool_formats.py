@@ -202,3 +202,18 @@ def _assert_same_rows(got: ImageLabels, want: ImageLabels, *, atol: float) -> No
     for c, box in zip(got.classes.tolist(), got.boxes.tolist(), strict=True):
         match = next(i for i, (wc, wb) in enumerate(left) if wc == c and np.allclose(wb, box, rtol=0, atol=atol))
         left.pop(match)
+
+
+def test_the_tools_files_are_refused_where_one_process_cannot_write_them(tmp_path, capsys):
+    """A raster runs tile by tile into GeoJSON: --save-cvat is refused in one line, before any run folder."""
+    from tests.helpers import exit_code
+    from tests.predict.geotiffs import scene, write_geotiff
+
+    tif = write_geotiff(tmp_path / "ortho.tif", scene(64, 64, []))
+    weights = random_checkpoint(tmp_path)
+    argv = ["predict", "--weights", str(weights), "--source", str(tif), "--save-cvat", "--project", str(tmp_path),
+            "--name", "run"]  # fmt: skip
+    assert exit_code(argv) == 2
+    assert "--save-cvat write(s) one file of a whole run of images in one process: not with a raster" in \
+        capsys.readouterr().err  # fmt: skip
+    assert not (tmp_path / "run").exists()
