@@ -34,7 +34,13 @@ ALLOWED = {  # first words of shell commands that name nothing of this project's
     "jupyter": lambda argv: argv[1] == "nbconvert" and (ROOT / argv[-1]).is_file(),
     # docs/serving.md's requests to a local service, which tests/serve/test_docs_examples.py runs
     "curl": lambda argv: any(a.startswith(("http://127.0.0.1:8000/", "'http://127.0.0.1:8000/")) for a in argv),
+    # docs/labelling-tools.md: starting the labelling tools, CVAT from its repository's compose file
+    "git": lambda argv: argv[1:] == ["clone", "https://github.com/cvat-ai/cvat"],
+    "cd": lambda argv: argv[1:] == ["cvat"],
+    "label-studio": lambda argv: argv[1:] == ["start"],
 }
+TOOLS = ("label-studio",)  # what pip installs beside this project's extras (docs/labelling-tools.md)
+DOCKER_TOOLS = (["compose", "up", "-d"], ["exec", "-it", "cvat_server"])  # CVAT's compose file and server
 
 
 def _blocks(kind: str) -> list[tuple[str, str]]:
@@ -100,7 +106,7 @@ def _check_pip(argv: list[str]) -> None:
         if wanted:
             assert set(wanted.group(1).split(",")) <= extras, f"pip install {target}: no such extra"
         else:
-            assert target in (".", "torch", "torchvision") or target.startswith("https://"), target
+            assert target in (".", "torch", "torchvision", *TOOLS) or target.startswith("https://"), target
 
 
 def check_command(argv: list[str]) -> None:
@@ -121,6 +127,8 @@ def check_command(argv: list[str]) -> None:
             assert (ROOT / path).exists(), path
     elif word == "docker" and argv[1] == "build":
         assert (ROOT / argv[argv.index("-f") + 1]).is_file(), shlex.join(argv)
+    elif word == "docker" and any(argv[1 : 1 + len(tool)] == tool for tool in DOCKER_TOOLS):
+        pass
     elif word == "docker" and argv[1] == "run":
         if "tphyolo" in argv:
             _parse_tphyolo(argv[argv.index("tphyolo") + 1 :])

@@ -128,16 +128,62 @@ def test_a_raster_without_crs_runs_in_pixels_with_one_warning(finder, tmp_path, 
     json.dumps(collection)
 
 
-def test_max_det_caps_each_tile_of_a_raster_as_its_help_says(finder, ortho, capsys):
-    """--max-det 1 on a raster whose two blocks lie in different tiles: one detection per tile, both blocks."""
+def test_max_det_caps_each_window_of_a_raster_and_a_sliced_image_as_its_help_says(finder, ortho, capsys):
+    """--max-det 1 on a raster whose two blocks lie in different tiles: one detection per tile, both blocks; the
+    same pixels as a sliced image give the same two (the image's merge was capped per image: one block)."""
     from tphyolo.cli import main
 
     run = predict_raster(_predictor(finder, max_det=1), ortho, slicing=SLICES)
     boxes, labels = _sorted(run.detections)
     torch.testing.assert_close(boxes, TRUTH, atol=1.0, rtol=0)
     assert labels.tolist() == [0, 1]
+    with Raster.open(ortho) as raster:
+        image = raster.read((0, 0, raster.width, raster.height))
+    sliced = _predictor(finder, max_det=1, slice=SLICES).predict_images([image])[0]
+    torch.testing.assert_close(_sorted(sliced)[0], boxes, atol=0, rtol=0)
     with pytest.raises(SystemExit):
         main(["predict", "-h"])
     help_text = " ".join(capsys.readouterr().out.split())
-    assert "--max-det MAX_DET most detections per image (a raster, run tile by tile: per tile; its merged " \
-           "detections are all kept) (default: 500)" in help_text  # fmt: skip
+    assert ("--max-det MAX_DET most detections per window: the whole image, or each slice of a sliced image and "
+            "tile of a raster, whose merged detections keep up to this many per window (default: 500)") in help_text
+
+
+def _visdrone_mosaic(visdrone_mini, side: int = 160) -> np.ndarray:
+    """(2 side, 3 side, 3) uint8 BGR: six real VisDrone frames' top-left corners side by side, dark pixels kept."""
+    import cv2
+
+    frames = [cv2.imread(str(p))[:side, :side] for p in sorted((visdrone_mini / "images").glob("*.jpg"))[:6]]
+    return np.concatenate([np.concatenate(frames[:3], 1), np.concatenate(frames[3:], 1)], 0)
+
+
+def test_the_same_pixels_as_a_png_and_a_geotiff_give_the_same_boxes(visdrone_mini, tmp_path):
+    """An orthomosaic of real VisDrone frames, sliced, with a model that finds boxes everywhere at a low
+    threshold: the GeoTIFF (nodata 0, as orthomosaics have) gives exactly the PNG's boxes, and --max-det caps
+    both the same way. Before, a pixel whose red band was 0 read as NoData, black in all three bands (boxes
+    parted), and the PNG's merge was capped per image where the raster's tiles were capped each."""
+    import cv2
+    from tests.predict.geotiffs import random_checkpoint
+
+    from tphyolo.data.files.image_io import read_image
+
+    mosaic = _visdrone_mosaic(visdrone_mini)
+    assert (mosaic[..., 2] == 0).any() and not (mosaic == 0).all(-1).all()  # dark pixels: red 0, not black
+    cv2.imwrite(str(tmp_path / "ortho.png"), mosaic)
+    tif = write_geotiff(tmp_path / "ortho.tif", np.ascontiguousarray(mosaic[..., ::-1].transpose(2, 0, 1)), nodata=0)
+    with Raster.open(tif) as opened:  # the same pixels: a dark pixel whose red is 0 is no NoData
+        np.testing.assert_array_equal(opened.read((0, 0, opened.width, opened.height)), mosaic)
+    weights = random_checkpoint(tmp_path)
+    slicing = SliceConfig(128, 0.2)
+    for max_det in (30_000, 20):
+        settings = {"imgsz": 128, "conf": 0.001, "device": "cpu", "backend": "pytorch", "max_det": max_det,
+                    "merge": "nms"}
+        png = Predictor(str(weights), slice=slicing, **settings).predict_images([read_image(tmp_path / "ortho.png")])
+        raster = predict_raster(Predictor(str(weights), **settings), tif, slicing=slicing).detections
+        assert len(raster) > 20 * 4  # more than a per-image cap would keep
+        torch.testing.assert_close(_ordered_rows(png[0]), _ordered_rows(raster), atol=0, rtol=0)
+
+
+def _ordered_rows(detections) -> torch.Tensor:
+    """(n, 6) rows x1, y1, x2, y2, score, class in one order that depends on the rows alone."""
+    rows = torch.cat([detections.boxes, detections.scores[:, None], detections.labels[:, None].float()], 1)
+    return rows[np.lexsort(rows.numpy().T[::-1])]

@@ -1,7 +1,8 @@
 """Scanning a split: list its images, find and parse their labels, verify both, cache the result.
 
 The label format is found by the registry `tphyolo.data.formats.FORMATS`: a split source that a whole-split
-format describes (a COCO `.json`, or an `images/` folder with a COCO file beside it) is read by that format;
+format describes (a COCO `.json`, a CVAT `.xml`, Label Studio tasks, or an `images/` folder with such a file
+beside it) is read by that format;
 otherwise each image's labels are in the first format whose label folder exists beside its `images/` folder
 (`annotations/STEM.txt` -> VisDrone-DET; `labels/STEM.txt` (+ `ignore/STEM.txt`) -> YOLO).
 
@@ -152,7 +153,7 @@ def _expand_source(source: Path, problems: list[str]) -> list[LabelEntry]:
 
 
 def _check(
-    entry: LabelEntry, nc: int, categories: tuple[int, ...] = ()
+    entry: LabelEntry, nc: int, categories: tuple[int, ...] = (), names: tuple[str, ...] = ()
 ) -> tuple[Record | None, str | None, list[str], list[str], str]:
     """(record or None, problem or None, notes, partial, label state) for one image; notes and partial name
     their file."""
@@ -166,8 +167,10 @@ def _check(
         if entry.fmt is None or not os.path.lexists(entry.label):  # there but not a file: named by the reader
             labels, state = ImageLabels(), "missing"
         else:
+            fmt = FORMATS[entry.fmt]
             mapped = {"categories": categories} if categories else {}  # a format of its own may not take them
-            labels, read_notes = FORMATS[entry.fmt].read(entry, width=info.width, height=info.height, num_classes=nc,
+            mapped |= {"names": names} if fmt.by_name else {}
+            labels, read_notes = fmt.read(entry, width=info.width, height=info.height, num_classes=nc,
                                                        **mapped)  # fmt: skip
             notes += read_notes
             state = "found"
@@ -297,7 +300,7 @@ def _sources(sources: tuple[Path, ...] | list[Path] | Path) -> list[Path]:
 
 def _own_names(items: list[LabelEntry]) -> tuple[str, ...]:
     formats = sorted({i.fmt for i in items if i.fmt is not None})
-    return FORMATS[formats[0]].names if len(formats) == 1 else ()
+    return FORMATS[formats[0]].own_names(items) if len(formats) == 1 else ()
 
 
 def format_class_names(sources: tuple[Path, ...] | list[Path] | Path) -> tuple[str, ...]:
@@ -317,8 +320,10 @@ def scan_split(
 ) -> SplitScan:
     """Scan a split given by its sources (folders, .txt image lists, COCO .json files, single images).
 
-    `names` fixes the number of classes (labels with a class outside it are corrupt); empty means infer: the
-    format's own names when the whole split is in one format that has them (VisDrone), else max class + 1.
+    `names` fixes the number of classes (labels with a class outside it are corrupt) and, for the formats that
+    name their labels (CVAT, Label Studio), the class of each name; empty means infer: the format's own names
+    when the whole split is in one format that has them (VisDrone; a tool's export: its labels), else max
+    class + 1.
     `categories`: the category number of each class of a data set's `categories:` mapping (`DataConfig.
     categories`; () = class index + 1), for formats that number categories (VisDrone).
     `cache`: True = where the format keeps it (`<label folder>.cache.json`), a Path = that file, False = none.
@@ -329,6 +334,9 @@ def scan_split(
     own_names = _own_names(items)
     nc = len(names) or len(own_names)
     key = _files_hash(items) + ("" if not categories else ":categories=" + ",".join(map(str, categories)))
+    by_name = any(FORMATS[f].by_name for f in formats)
+    label_names = tuple(names) or own_names  # what the formats that name their labels map them by
+    key += ":names=" + json.dumps(label_names) if by_name else ""
     cache_path = None if cache is False else (Path(cache) if cache is not True else _default_cache_path(items))
     places = [] if cache_path is None else [cache_path]
     if cache is True and cache_path is not None:
@@ -345,7 +353,7 @@ def scan_split(
         report.notes += _orphan_labels(items)
         n_workers = workers or min(8, os.cpu_count() or 1)
         with ThreadPoolExecutor(max_workers=n_workers) as pool:
-            results = list(pool.map(lambda i: _check(i, nc, categories), items))
+            results = list(pool.map(lambda i: _check(i, nc, categories, label_names), items))
         records = []
         for record, problem, notes, partial, state in results:
             report.counts[state] += 1

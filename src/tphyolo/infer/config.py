@@ -22,7 +22,10 @@ from tphyolo.flags import (
 )
 from tphyolo.infer.tta_config import DEFAULT_FLIPS, FLIPS, PAPER_SCALES, PLAIN, TTAConfig
 
-MAX_DET = 500  # detections kept per image: the VisDrone protocol scores up to 500
+# Detections kept per window (a whole image, a slice, a raster's tile): the VisDrone protocol scores up to 500 per
+# image; a sliced image or a raster keeps up to this many per window, so an orthomosaic of many dense frames keeps
+# every frame's objects, whether it is read as an image or as a raster.
+MAX_DET = 500
 PREDICT_CONF = 0.25  # confidence threshold when predicting
 PREDICT_IOU = 0.45  # NMS IoU threshold when predicting
 VAL_CONF = 0.001  # confidence threshold when scoring (a full precision-recall curve)
@@ -49,7 +52,8 @@ class InferenceConfig:
 
     imgsz: network input size (long side) of each image or slice, rounded up to a stride multiple by whoever
     letterboxes (`check_imgsz`); batch: images or slices per forward pass. conf, iou: NMS thresholds of each
-    run; max_det: most detections per image. classes: keep only these ids; agnostic: suppress across classes.
+    run; max_det: most detections per window (`Detector.combine`). classes: keep only these ids; agnostic:
+    suppress across classes.
     augment: test-time augmentation with every scale of `tta_scales` and flip of `tta_flips`. merge: how runs
     and slices are combined, "wbf", "nms", "nmm" or "greedy-nmm" (`tphyolo.infer.merge`); merge_iou: its overlap
     threshold (default `merge_threshold`); match: the overlap measure of nms/nmm/greedy-nmm, "iou" or "ios";
@@ -69,8 +73,9 @@ class InferenceConfig:
     batch: int = flag(1, "--batch", "--batch-size", help="images (or slices) per forward pass", bounds=AT_LEAST_ONE)
     conf: float = flag(PREDICT_CONF, "--conf", "--conf-thres", help="confidence threshold", bounds=FRACTION)
     iou: float = flag(PREDICT_IOU, "--iou", "--iou-thres", help="NMS IoU threshold", bounds=FRACTION)
-    max_det: int = flag(MAX_DET, "--max-det", help="most detections per image (a raster, run tile by tile: per tile; "
-                        "its merged detections are all kept)", bounds=AT_LEAST_ONE)  # fmt: skip
+    max_det: int = flag(MAX_DET, "--max-det", help="most detections per window: the whole image, or each slice of "
+                        "a sliced image and tile of a raster, whose merged detections keep up to this many per window",
+                        bounds=AT_LEAST_ONE)  # fmt: skip
     classes: tuple[int, ...] | None = flag(None, "--classes", help="keep only these class ids", bounds=NON_NEGATIVE)
     agnostic: bool = flag(False, "--agnostic-nms", help="suppress across classes")
     augment: bool = flag(False, "--augment", help="test-time augmentation")

@@ -219,7 +219,10 @@ class Detector:
 
     def combine(self, runs: Sequence[Sequence[torch.Tensor]], *, width: int, height: int) -> torch.Tensor:
         """One image's detections from [run][view] rows in original pixels: each run's views are concatenated
-        and the runs merged (one run of one view is returned as it is). (n, 6), by descending score."""
+        and the runs merged (one run of one view is returned as it is). (n, 6), by descending score.
+
+        `max_det` is per window: each run of each view keeps at most that many (NMS), and the merge of V views
+        keeps up to V x max_det -- so a sliced image gives what the same windows give as a raster's tiles."""
         if len(runs) == 1 and len(runs[0]) == 1:
             return runs[0][0]
         if not any(len(views) for views in runs):  # every window of the image was skipped (empty)
@@ -231,7 +234,7 @@ class Detector:
             width=width,
             height=height,
             iou=cfg.merge_threshold,
-            max_det=cfg.max_det,
+            max_det=cfg.max_det * max(len(views) for views in runs),
             weights=self.run_weights,
             agnostic=cfg.merge_across_classes,
             match=cfg.match,

@@ -181,14 +181,16 @@ def predict_to_folder(
     style: DrawStyle = DEFAULT_STYLE,
     image_ids: dict[str, int] | None = None,
     settings: Mapping[str, Any] | None = None,
+    model: str = "tphyolo",
     **options: Any,
 ) -> PredictionRun:
     """Predict `files` into the run folder `save_dir` with the writers `outputs` asks for, drawn in `style`
     (`predict_into`, which takes `options`: resume, vid_stride, calls, progress). settings: the run's
     settings, written to save_dir/SETTINGS_FILE by rank 0 once the writers accepted them (a refusal leaves no
-    settings behind), for a resume to read."""
+    settings behind), for a resume to read. model: the model's name in the labelling tools' files."""
     # predictions.json is predict_into's: it gathers every rank's detections
-    writer = PredictionWriter(save_dir, names=predictor.names, outputs=replace(outputs, save_json=False), style=style)
+    writer = PredictionWriter(save_dir, names=predictor.names, outputs=replace(outputs, save_json=False), style=style,
+                              model=model)  # fmt: skip
     if settings is not None and dist.is_main:
         write_text_atomic(Path(save_dir) / SETTINGS_FILE, yaml.safe_dump(dict(settings)))
         write_decisions(Path(save_dir), {"predict": predictor.decisions})

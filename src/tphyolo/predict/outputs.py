@@ -12,7 +12,8 @@ from tphyolo.flags import check_field_types, flag
 class OutputSettings:
     """The outputs of a run folder besides the journal: annotated images/videos (`save_img`), YOLO txt per
     image (`save_txt`, with scores: `save_conf`), VisDrone submission txt (`save_visdrone`), COCO results json
-    (`save_json`, numbered by the image ids of the COCO dataset json `coco_gt` when given) and crops."""
+    (`save_json`, numbered by the image ids of the COCO dataset json `coco_gt` when given), crops, and the
+    pre-annotations of labelling tools (`save_cvat`, `save_label_studio`: one file for the whole run)."""
 
     save_img: bool = flag(True, "--no-save-img", "--nosave", help="do not write annotated images/videos")
     save_txt: bool = flag(False, "--save-txt", help="YOLO txt per image (labels/)")
@@ -26,9 +27,18 @@ class OutputSettings:
         help="COCO dataset json whose image ids --save-json uses (matched by file name without suffix)",
     )
     save_crop: bool = flag(False, "--save-crop", help="each detection's image region (crops/CLASS/)")
+    save_cvat: bool = flag(False, "--save-cvat", help="CVAT for images 1.1 XML of every image's detections with "
+                           "scores, to correct in CVAT and train on its export (annotations.xml)")  # fmt: skip
+    save_label_studio: bool = flag(False, "--save-label-studio", help="Label Studio tasks with every image's "
+                                   "detections as predictions of the model (label-studio.json)")  # fmt: skip
 
     def __post_init__(self) -> None:
         check_field_types(self)
+
+    @property
+    def tool_flags(self) -> list[str]:
+        """The flags of the labelling tools' files asked for: written once, when the run ends."""
+        return [f for f, on in (("--save-cvat", self.save_cvat), ("--save-label-studio", self.save_label_studio)) if on]
 
     def problems(self) -> list[str]:
         """Settings that have no effect as given, each a line saying what to do."""

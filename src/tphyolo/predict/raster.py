@@ -261,7 +261,8 @@ def _predict_row(
 
 
 def _merged(found: list[torch.Tensor], predictor: Predictor, *, width: int, height: int) -> Detections:
-    """Every tile's detections (raster pixels) merged as the windows of one sliced image."""
+    """Every tile's detections (raster pixels) merged as the windows of one sliced image: each tile kept at most
+    `max_det`, and the merge keeps them all (`Detector.combine`)."""
     rows = torch.cat(found) if found else torch.zeros((0, 6))
     if len(rows) == 0:
         return Detections.from_rows(rows)

@@ -88,6 +88,10 @@ def run_predict(
             _note(callbacks, f"{gone} of the run is gone; the rest goes on")
     image_ids = source_image_ids(job.outputs.coco_gt, files) if job.outputs.coco_gt is not None else None
     dist = DistContext.from_env()  # under torchrun: the ranks share the work, rank 0 names the folder
+    if job.outputs.tool_flags and (raster is not None or resume is not None or dist.distributed):
+        why = "a raster" if raster is not None else "--resume" if resume is not None else "torchrun"
+        raise InputError(f"{' and '.join(job.outputs.tool_flags)} write(s) one file of a whole run of images in one "
+                         f"process: not with {why}")  # fmt: skip
     runtime = runtime or RuntimeConfig()
     device = torch.device(device) if device is not None else runtime.torch_device(dist.local_rank)
     with process_group(dist, device):
@@ -109,7 +113,8 @@ def run_predict(
             calls = RunCallbacks(on_skip=callbacks.on_skip, on_note=callbacks.on_note)
             folder = predict_to_folder(predictor, files, save_dir, job.outputs, dist=dist, style=job.style,
                                        image_ids=image_ids, settings=settings, resume=saved is not None,
-                                       vid_stride=inputs.vid_stride, calls=calls, progress=progress)  # fmt: skip
+                                       vid_stride=inputs.vid_stride, calls=calls, progress=progress,
+                                       model="+".join(Path(str(w)).name for w in inputs.weights))  # fmt: skip
     return PredictRun(save_dir, folder=folder, is_main=dist.is_main)
 
 

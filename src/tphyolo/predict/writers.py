@@ -17,6 +17,10 @@ number, 6 digits) for a video frame. Annotated images keep the source's suffix (
   --save-gt` numbers the ground truth of a VisDrone folder: predictions of an image folder sorted by name
   score against it directly. With `image_ids` (`--coco-gt`: a COCO dataset's ids by file name), those ids.
 - Crops (`crops/CLASS/NAME_K.jpg`): each detection's box cut from the image, K its rank in the image.
+- CVAT (`annotations.xml`, CVAT for images 1.1) and Label Studio (`label-studio.json`, tasks with `predictions`
+  of the model, `model`): every image's detections with their scores, images named by their output name and
+  suffix (`a/x.jpg`), for a person to correct (`tphyolo.data.formats.cvat`, `.label_studio`); written when the
+  run ends. Video frames are left out (the tools take a video as one task).
 """
 
 from __future__ import annotations
@@ -31,6 +35,10 @@ from tphyolo.data.categories import NONE, CategoryTable, table_for
 from tphyolo.data.files.atomic import write_text_atomic
 from tphyolo.data.files.image_io import write_image
 from tphyolo.data.files.json_files import load_json_file
+from tphyolo.data.formats.base import LabeledImage
+from tphyolo.data.formats.cvat import cvat_xml
+from tphyolo.data.formats.label_studio import label_studio_tasks
+from tphyolo.data.labels import ImageLabels
 from tphyolo.errors import InputError
 from tphyolo.metrics.coco import coco_image_ids
 from tphyolo.ops.detections import Detections
@@ -128,7 +136,8 @@ class PredictionWriter:
     is for the caller, who passes `image_ids`); call `close()` at the end (writes the json,
     finishes videos). Returns nothing; `saved` lists the files and folders written. `image_ids`: the COCO image
     id of each output name (`coco_gt_image_ids`); `write` raises ValueError for an image it does not name.
-    `categories`: the category table of the VisDrone files (`visdrone_categories`)."""
+    `categories`: the category table of the VisDrone files (`visdrone_categories`). `model`: the model's name in
+    the labelling tools' files."""
 
     def __init__(
         self,
@@ -139,6 +148,7 @@ class PredictionWriter:
         style: DrawStyle = DEFAULT_STYLE,
         image_ids: Mapping[str, int] | None = None,
         categories: CategoryTable | None = None,
+        model: str = "tphyolo",
     ) -> None:
         outputs = outputs or OutputSettings()  # None: the defaults of `tphyolo predict`
         save_img, save_txt, save_conf = outputs.save_img, outputs.save_txt, outputs.save_conf
@@ -151,6 +161,8 @@ class PredictionWriter:
         self.save_visdrone, self.save_json, self.save_crop = save_visdrone, save_json, save_crop
         self.style, self.image_ids = style, image_ids
         self.json_images: list[tuple[str, Detections]] = []
+        self.save_cvat, self.save_label_studio, self.model = outputs.save_cvat, outputs.save_label_studio, model
+        self.tool_images: list[LabeledImage] = []  # the labelling tools' files, written by `close`
         self.videos: dict[str, VideoOut] = {}  # by output name
         self.saved: list[Path] = []
         self.save_dir.mkdir(parents=True, exist_ok=True)
@@ -177,6 +189,10 @@ class PredictionWriter:
             self.json_images.append((name, detections))
         if self.save_crop:
             self.saved += save_crops(frame.image, detections, self.names, self.save_dir / "crops", name)
+        if (self.save_cvat or self.save_label_studio) and not frame.is_video:
+            labels = ImageLabels(detections.labels.numpy(), detections.boxes.numpy())
+            image = Path(f"{name}{frame.path.suffix}")
+            self.tool_images.append(LabeledImage(image, height, width, labels, detections.scores.numpy()))
 
     def _text(self, path: Path, lines: list[str]) -> None:
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -205,6 +221,16 @@ class PredictionWriter:
         for writer in videos:
             writer.close()
         if self.save_json:
-            path = self.save_dir / "predictions.json"
-            write_text_atomic(path, json.dumps(coco_predictions(self.json_images, self.image_ids)))
-            self.saved.append(path)
+            records = coco_predictions(self.json_images, self.image_ids)
+            self._whole(self.save_dir / "predictions.json", json.dumps(records))
+        here = Path()  # the images are named by their output names
+        if self.save_cvat:
+            self._whole(self.save_dir / "annotations.xml", cvat_xml(self.tool_images, self.names, base=here,
+                                                                      task=self.model))  # fmt: skip
+        if self.save_label_studio:
+            tasks = label_studio_tasks(self.tool_images, self.names, base=here, model=self.model)
+            self._whole(self.save_dir / "label-studio.json", json.dumps(tasks))
+
+    def _whole(self, path: Path, text: str) -> None:
+        write_text_atomic(path, text)
+        self.saved.append(path)

@@ -13,8 +13,10 @@ The rule that turns any raster into the 8-bit RGB a detector takes:
 - values: uint8 bands are taken as they are. Any other type (uint16, int16, float) is stretched linearly per
   band from its 2nd to its 98th percentile to 0..255 (clipped), the percentiles measured on valid pixels of
   a reduced read of the whole raster (at most STATS_SIDE px long, from the overviews when the file has them).
-- NoData: GDAL's mask of the first band chosen (the nodata value, else an alpha band or an internal mask); a window
-  whose mask is empty is NoData, and NoData pixels of a partial window are read as 0.
+- NoData: GDAL's masks of the bands chosen (the nodata value, else an alpha band or an internal mask); a pixel is
+  NoData when it is in every band's (with a nodata value of 0, black (0, 0, 0) alone, never a pixel whose red is
+  0: the same pixels read the same as a PNG of them), a window of NoData pixels alone is NoData, and NoData pixels
+  of a partial window are read as 0.
 
 The header is validated before it sizes anything: sides from 1 to MAX_RASTER_SIDE, at most `max_pixels` pixels in
 all (MAX_RASTER_PIXELS unless the caller lifts it: a sparse file of a few MB can declare 10^12 pixels, months of
@@ -163,10 +165,11 @@ class Raster:
         return RioWindow(x1, y1, x2 - x1, y2 - y1)
 
     def _mask(self, window: Window) -> np.ndarray:
-        """(h, w) uint8 GDAL mask of the first band chosen: 0 NoData, 255 valid."""
+        """(h, w) uint8 mask of the bands chosen: 0 where every band's GDAL mask says NoData, else 255 valid."""
         with warnings.catch_warnings():  # a nodata value beside an alpha band: the nodata value rules, as said
             warnings.simplefilter("ignore", self._shadow_warning)
-            return self._dataset.read_masks(self.bands[0], window=self._window(window))
+            masks = self._dataset.read_masks(sorted(set(self.bands)), window=self._window(window))  # (k, h, w)
+        return np.bitwise_or.reduce(masks, axis=0)
 
     def is_nodata(self, window: Window) -> bool:
         """Whether every pixel of `window` is NoData (module docstring); RasterReadError when unreadable."""

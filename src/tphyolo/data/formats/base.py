@@ -13,7 +13,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar
 
+import numpy as np
+
 from tphyolo.data.labels import ImageLabels
+from tphyolo.errors import InputError
 
 
 @dataclass(frozen=True)
@@ -35,12 +38,14 @@ class LabelEntry:
 
 @dataclass(frozen=True)
 class LabeledImage:
-    """One image to write labels for: its file (under an `images/` folder), displayed size and labels."""
+    """One image to write labels for: its file (under an `images/` folder), displayed size and labels; `scores`
+    (one per object) when the labels are a model's predictions, written by the formats that keep them."""
 
     image: Path
     height: int
     width: int
     labels: ImageLabels
+    scores: np.ndarray | None = None
 
 
 def images_folder(image: Path) -> Path | None:
@@ -50,6 +55,15 @@ def images_folder(image: Path) -> Path | None:
         return None
     i = len(parts) - 2 - parts[-2::-1].index("images")
     return Path(*parts[: i + 1])
+
+
+def one_images_folder(images: Sequence[LabeledImage], what: str) -> Path:
+    """The one `images/` folder that holds every one of `images`; InputError saying that `what` (a format's
+    labels) needs one when they are under several or none."""
+    folders = {images_folder(im.image) for im in images}
+    if len(folders) != 1 or None in folders:
+        raise InputError(f"{what} need every image under one images/ folder, got {sorted(map(str, folders))}")
+    return next(iter(folders))
 
 
 def sibling_file(image: Path, folder: str, suffix: str = ".txt") -> Path | None:
@@ -75,10 +89,16 @@ class LabelFormat(ABC):
 
     name: ClassVar[str]
     names: ClassVar[tuple[str, ...]] = ()  # the format's own class names; () = numbered from the labels
+    by_name: ClassVar[bool] = False  # whether its files name their labels (the scan passes `names` to `read`)
 
     def split_entries(self, source: Path) -> list[LabelEntry] | None:
         """The images of a split source this format describes as a whole, or None when `source` is not one."""
         return None
+
+    def own_names(self, entries: Sequence[LabelEntry]) -> tuple[str, ...]:
+        """The class names the files of `entries` (all of this format) define: `names` unless the files list
+        their own (the labels of a labelling tool's export)."""
+        return self.names
 
     def label_file(self, image: Path) -> Path | None:
         """Where this format keeps `image`'s labels, whether or not the file exists (None: not per-image)."""
@@ -97,14 +117,16 @@ class LabelFormat(ABC):
 
     @abstractmethod
     def read(self, entry: LabelEntry, *, width: int, height: int, num_classes: int,
-             categories: tuple[int, ...] = ()) -> tuple[ImageLabels, list[str]]:  # fmt: skip
+             categories: tuple[int, ...] = (),
+             names: tuple[str, ...] = ()) -> tuple[ImageLabels, list[str]]:  # fmt: skip
         """The labels of one image (width x height as displayed) in pixel xyxy, and notes naming the file.
 
         `num_classes` is the dataset's class count (0 = unknown); `categories` the category number of each class
         for formats whose files number categories (VisDrone), () for class index + 1
         (`tphyolo.data.categories`): the scan passes it only when a data set maps its categories, so a format
-        whose labels are class ids need not take it. Raises LabelError naming the file and the
-        problem; OSError and UnicodeDecodeError pass through."""
+        whose labels are class ids need not take it. `names`: the class names, for formats whose files name
+        their labels (CVAT, Label Studio); the scan passes them only to those (`by_name`). Raises LabelError
+        naming the file and the problem; OSError and UnicodeDecodeError pass through."""
 
     def cache_file(self, entry: LabelEntry) -> Path:
         """Where the scan cache of a split whose first labelled image is `entry` is kept."""

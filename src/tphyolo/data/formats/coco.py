@@ -19,9 +19,8 @@ from pathlib import Path
 import numpy as np
 
 from tphyolo.data.files.json_files import load_json_file
-from tphyolo.data.formats.base import LabeledImage, LabelEntry, LabelFormat, images_folder
+from tphyolo.data.formats.base import LabeledImage, LabelEntry, LabelFormat, one_images_folder
 from tphyolo.data.labels import ImageLabels, LabelError
-from tphyolo.errors import InputError
 from tphyolo.ops.boxes import xywh_to_xyxy
 
 
@@ -225,10 +224,7 @@ class CocoFormat(LabelFormat):
 
     def write(self, images: Sequence[LabeledImage], *, names: Sequence[str]) -> list[Path]:
         """`annotations.json` beside the `images/` folder that holds every image (`file_name`s relative to it)."""
-        folders = {images_folder(im.image) for im in images}
-        if len(folders) != 1 or None in folders:
-            raise InputError(f"COCO labels need every image under one images/ folder, got {sorted(map(str, folders))}")
-        (folder,) = folders
+        folder = one_images_folder(images, "COCO labels")
         entries = [CocoImage(im.image.relative_to(folder).as_posix(), im.width, im.height, im.labels) for im in images]
         path = folder.parent / "annotations.json"
         path.write_text(json.dumps(coco_dict(entries, list(names))), encoding="utf-8")
