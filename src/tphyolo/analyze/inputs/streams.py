@@ -82,7 +82,7 @@ def detector_streams(predictor: SequenceDetector, tracker: MultiObjectTracker, s
         motion = FrameMotion(tracker, cmc)
         for frame, result in predictor.track_sequence(sequence, tracker):
             boxes = result.boxes.numpy()
-            yield StreamFrame(result.frame + 1, frame.image, frame.fps, boxes, result.ids.numpy(),
+            yield StreamFrame(result.frame, frame.image, frame.fps, boxes, result.ids.numpy(),
                               result.labels.numpy(), motion(frame.image, boxes))  # fmt: skip
 
     for sequence in resolve_sequences(source):
