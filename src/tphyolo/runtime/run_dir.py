@@ -31,14 +31,16 @@ def new_run_dir(project: str | Path, name: str, *, exist_ok: bool = False) -> Pa
 
 
 def remove_if_empty(path: Path, *, ignoring: Iterable[str] = ()) -> bool:
-    """Remove folder `path` when it holds no file (only empty folders, if any) but the files named `ignoring` at
-    its top, which go with it; returns whether it did."""
+    """Remove folder `path` when it holds no file (only empty folders, if any) but those under the names
+    `ignoring` at its top (a run's settings, its journal), which go with it; returns whether it did."""
     path = Path(path)
-    kept = {path / name for name in ignoring}
-    if not path.is_dir() or any((p.is_file() or p.is_symlink()) and p not in kept for p in path.rglob("*")):
+    if not path.is_dir():
         return False
-    for file in kept:
-        file.unlink(missing_ok=True)
+    files = [p for p in path.rglob("*") if p.is_file() or p.is_symlink()]
+    if any(p.relative_to(path).parts[0] not in set(ignoring) for p in files):
+        return False
+    for file in files:
+        file.unlink()
     for folder in sorted((p for p in path.rglob("*") if p.is_dir()), key=lambda p: len(p.parts), reverse=True):
         folder.rmdir()
     with contextlib.suppress(OSError):
@@ -52,7 +54,7 @@ def removed_if_left_empty(path: str | Path | None, *, ignoring: Iterable[str] = 
     (the files named `ignoring`, such as its saved settings; `remove_if_empty`): a command that fails before
     producing anything leaves no numbered folder behind to shift the next run's name. A folder that held files
     when the block began (an earlier run's, under --exist-ok) is left as it is."""
-    fresh = path is not None and not any(Path(path).rglob("*"))
+    fresh = path is not None and not (Path(path).is_dir() and any(Path(path).iterdir()))
     try:
         yield
     except BaseException:

@@ -38,6 +38,7 @@ from tphyolo.track.writers import TrackWriter
 
 DEFAULT_PROJECT = "runs/track"
 SETTINGS_FILE = "args.yaml"  # a run folder's settings
+BOOKKEEPING = (SETTINGS_FILE, DECISIONS_FILE)  # what a run folder holds before any tracks
 
 
 @dataclass(frozen=True)
@@ -102,7 +103,7 @@ def track_job(
     source = split.folder / "sequences" if split is not None else inputs.source
     sequences = tracker.sequences(source, vid_stride=inputs.vid_stride, on_skip=on_skip)
     save_dir = job.output.create(DEFAULT_PROJECT)
-    with removed_if_left_empty(save_dir, ignoring=(SETTINGS_FILE, DECISIONS_FILE)):  # a file or frame unread
+    with removed_if_left_empty(save_dir, ignoring=BOOKKEEPING):  # a file or frame that does not read
         written = {**(settings or {}), "tracker": tracker.tracker_settings()}
         write_text_atomic(save_dir / SETTINGS_FILE, yaml.safe_dump(written, sort_keys=False))
         if tracker.predictor is not None:
