@@ -88,8 +88,7 @@ def predict_job(args: argparse.Namespace) -> PredictJob:
 
 
 def run(args: argparse.Namespace) -> int:
-    from tphyolo.predict.run import BOOKKEEPING, PredictCallbacks, run_predict  # lazy: torch; 'predict -h' not
-    from tphyolo.predict.runner.journal import JOURNAL_DIR
+    from tphyolo.predict.run import UNREAD, PredictCallbacks, run_predict  # lazy: it imports torch; 'predict -h'
 
     if args.resume is not None:
         args = resumed_args(args, SETTINGS_FILE)
@@ -109,7 +108,7 @@ def run(args: argparse.Namespace) -> int:
         print(f"tphyolo predict: error: --source {args.source}: no file or stream could be read "
               f"({run.skipped} skipped, named above)", file=sys.stderr)  # fmt: skip
         if args.resume is None and not job.output.exist_ok:  # a folder of settings alone: gone, its name free
-            remove_if_empty(result.save_dir, ignoring=(*BOOKKEEPING, JOURNAL_DIR))  # a journal of skips alone
+            remove_if_empty(result.save_dir, ignoring=UNREAD)
         return 1
     warnings = f" ({run.warned} with a warning)" if run.warned else ""
     before = f" ({run.finished_before} finished before)" if run.finished_before else ""

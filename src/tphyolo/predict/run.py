@@ -32,6 +32,7 @@ from tphyolo.predict.geojson import checked_crs
 from tphyolo.predict.job import DEFAULT_PROJECT, SETTINGS_FILE, PredictJob
 from tphyolo.predict.predictor import Predictor
 from tphyolo.predict.raster import RasterCallbacks, RasterOutputs, RasterPrediction, RasterRead, predict_raster_into
+from tphyolo.predict.runner.journal import JOURNAL_DIR
 from tphyolo.predict.runner.resume import check_raster_resumed, check_resumed, raster_fingerprint, run_fingerprint
 from tphyolo.predict.sources import Stream, resolve_source
 from tphyolo.runtime.config import RuntimeConfig
@@ -40,9 +41,10 @@ from tphyolo.runtime.distributed import DistContext, broadcast_object, process_g
 from tphyolo.runtime.run_dir import removed_if_left_empty
 from tphyolo.yaml_files import load_yaml_file
 
-# What a run folder holds before any result (and its journal, of files skipped as well as done): a run that
-# fails with no more leaves no folder.
+# What a run folder holds before any result: a run that fails with no more leaves no folder. UNREAD: the same
+# with the journal, for a run whose every file was skipped (its journal holds nothing done).
 BOOKKEEPING = (SETTINGS_FILE, DECISIONS_FILE)
+UNREAD = (*BOOKKEEPING, JOURNAL_DIR)
 
 
 @dataclass(frozen=True)
