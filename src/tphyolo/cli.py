@@ -139,10 +139,10 @@ class _Parser(argparse.ArgumentParser):
         depth, owner = self.command_path(args)
         translation = translate(owner, args[depth:])
         if translation.unknown:
-            word, closest = translation.unknown[0]
+            word, instead = translation.unknown[0]
             command = owner.prog.split()[1] if len(owner.prog.split()) > 1 else ""
             hints = unknown_flag_hints(command, ["--" + word.split("=", 1)[0].replace("_", "-")])
-            guess = f"; did you mean {closest}?" if closest is not None and not hints else ""
+            guess = f"; {instead}" if instead is not None and not hints else ""
             owner.error(f"unrecognized argument {word}{guess}", notes=hints)
         for note in translation.notes:
             print(f"{owner.prog}: {note}", file=sys.stderr)

@@ -62,6 +62,10 @@ def test_an_unknown_key_says_exactly_what_to_type(capsys):
         "tphyolo predict: error: unrecognized argument sorce=images/; did you mean --source images/? "
         "(see 'tphyolo predict -h')"
     ]
+    assert _error_lines(["train", "data=d.yaml", "lr0=0.02"], capsys) == [
+        "tphyolo train: error: unrecognized argument lr0=0.02; lr0 is a hyperparameter: give `lr0: 0.02` in a hyp "
+        "yaml, --hyp FILE (see 'tphyolo train -h')"
+    ]
     lines = _error_lines(["predict", "weights=x.pt", "source=y", "show=True"], capsys)
     assert lines[0] == "tphyolo predict: error: unrecognized argument show=True (see 'tphyolo predict -h')"
     assert lines[1].startswith("tphyolo predict: --show is ultralytics': no window")

@@ -14,9 +14,10 @@ line (`weights=x.pt -> --weights x.pt`):
   its bare form;
 - a list flag takes `0,2` or `[0, 2]` (`classes=0,2` -> `--classes 0 2`).
 
-A key no flag takes is refused with the closest flag and its value, which is exactly what to type
-(`sorce=y` -> `--source y`). The docs' table of ultralytics' keys (`docs/hooks/generated.py`) is rendered from
-`ULTRALYTICS_KEYS`. Importing this module imports nothing.
+A key no flag takes is refused with what to type instead: the closest flag with its value (`sorce=y` ->
+`--source y`), or for a hyperparameter (`lr0=0.02`) a hyp yaml given to `--hyp`. The docs' table of
+ultralytics' keys (`docs/hooks/generated.py`) is rendered from `ULTRALYTICS_KEYS`.
+Importing this module imports nothing.
 """
 
 from __future__ import annotations
@@ -45,7 +46,8 @@ _CHECKPOINT = (".pt", ".pth", ".onnx", ".xml", ".torchscript", ".engine")
 @dataclass
 class Translation:
     """`argv` with every word read as a tphyolo flag, a line per word saying what it became (`notes`) and the
-    words no flag takes, each with the closest flag and its value (`unknown`, None when no flag is close)."""
+    words no flag takes, each with what to type instead (`unknown`: the closest flag and its value; None when
+    nothing is close)."""
 
     argv: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
@@ -60,7 +62,7 @@ class Spelled:
 
 @dataclass(frozen=True)
 class Unknown:
-    closest: str | None
+    instead: str | None  # what to type instead, as the error says it after the word; None: nothing close
 
 
 def translate(parser: argparse.ArgumentParser, words: Sequence[str]) -> Translation:
@@ -81,7 +83,7 @@ def translate(parser: argparse.ArgumentParser, words: Sequence[str]) -> Translat
             out.argv.append(word)
         elif isinstance(spelled, Unknown):
             out.argv.append(word)
-            out.unknown.append((word, spelled.closest))
+            out.unknown.append((word, spelled.instead))
         else:
             out.argv += spelled.argv
             out.notes.append(f"{word} -> {' '.join(spelled.shown) or '(nothing to give: the default)'}")
@@ -102,13 +104,13 @@ def _spelled(options: dict[str, argparse.Action], word: str) -> Spelled | Unknow
     key, value = match.groups()
     name = _flag_for(options, key, value)
     if name is None:
-        return Unknown(_closest(options, key, value))
+        return Unknown(_instead(options, key, value))
     action = options[name]
     truth = _truth(value, action)
     if truth is not None:
         return _switched(options, action, name, on=truth != _is_negative(name))
     if action.nargs == 0:
-        return Unknown(f"{name} (a switch: {key}=True or {key}=False)")
+        return Unknown(f"{name} is a switch: give {key}=True or {key}=False")
     if action.nargs in ("+", "*") or isinstance(action.nargs, int):
         items = [item.strip() for item in value.strip("[]()").split(",") if item.strip()]
         return Spelled([name, *items], [name, *items])
@@ -150,7 +152,13 @@ def _switched(options: dict[str, argparse.Action], action: argparse.Action, name
     return Spelled([other], [other]) if other is not None else Spelled([], [])
 
 
-def _closest(options: dict[str, argparse.Action], key: str, value: str) -> str | None:
-    """The flag closest to `key`, with `value`: what to type instead."""
+def _instead(options: dict[str, argparse.Action], key: str, value: str) -> str | None:
+    """What to type in place of `key=value`: a hyperparameter's hyp yaml where the command takes one, else the
+    flag closest to `key` with `value`."""
+    if "--hyp" in options:
+        from tphyolo.training.hyp import HYP_KEYS, OPTIONAL_HYP_KEYS  # lazy: only for this message
+
+        if key in HYP_KEYS or key in OPTIONAL_HYP_KEYS:
+            return f"{key} is a hyperparameter: give `{key}: {value}` in a hyp yaml, --hyp FILE"
     close = difflib.get_close_matches(f"--{key.replace('_', '-')}", list(options), n=1, cutoff=0.6)
-    return f"{close[0]} {value}" if close else None
+    return f"did you mean {close[0]} {value}?" if close else None
