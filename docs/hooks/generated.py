@@ -5,6 +5,8 @@
 - The YOLOv5 flag table of `from-yolov5.md` (in place of its `<!-- yolov5-flags -->` line): each flag of YOLOv5
   v6.0's scripts with the tphyolo flag that takes it, or the hint `tphyolo` prints for it
   (`tphyolo.commands.options.yolov5`).
+- The table of ultralytics' keys tphyolo names otherwise, in the same page (in place of `<!-- ultralytics-keys -->`),
+  from `tphyolo.commands.options.ultralytics.ULTRALYTICS_KEYS`, the table the command line reads them through.
 
 `tests/docs/test_generated_pages.py` compares both with the parsers.
 """
@@ -18,6 +20,7 @@ from pathlib import Path
 CLI_PAGE = "reference/cli.md"
 YOLOV5_PAGE = "from-yolov5.md"
 YOLOV5_MARKER = "<!-- yolov5-flags -->"
+ULTRALYTICS_MARKER = "<!-- ultralytics-keys -->"
 
 
 # ------------------------------------------------------------------------------------------------ parsers
@@ -170,6 +173,18 @@ def yolov5_table_markdown() -> str:
     return "\n".join(lines)
 
 
+def ultralytics_table_markdown() -> str:
+    """ultralytics' keys whose tphyolo flag has another name: the flags each may be (the first a command takes)."""
+    from tphyolo.commands.options.ultralytics import ULTRALYTICS_KEYS
+
+    lines = ["| ultralytics | tphyolo |", "| --- | --- |"]
+    for key, flags in ULTRALYTICS_KEYS.items():
+        negative = all(f.startswith(("--no", "--hide-")) for f in flags)
+        answer = " or ".join(_code(f) for f in flags) + (f" (given for `{key}=False`)" if negative else "")
+        lines.append(f"| `{key}=` | {answer} |")
+    return "\n".join(lines) + "\n"
+
+
 # ------------------------------------------------------------------------------------------------ hooks
 def on_files(files, config):
     from mkdocs.structure.files import File
@@ -181,6 +196,8 @@ def on_files(files, config):
 def on_page_markdown(markdown, page, config, files):
     if page.file.src_uri != YOLOV5_PAGE:
         return markdown
-    if YOLOV5_MARKER not in markdown:
-        raise ValueError(f"{Path(config['docs_dir']) / YOLOV5_PAGE}: the line {YOLOV5_MARKER} is missing")
-    return markdown.replace(YOLOV5_MARKER, yolov5_table_markdown())
+    for marker, table in ((YOLOV5_MARKER, yolov5_table_markdown), (ULTRALYTICS_MARKER, ultralytics_table_markdown)):
+        if marker not in markdown:
+            raise ValueError(f"{Path(config['docs_dir']) / YOLOV5_PAGE}: the line {marker} is missing")
+        markdown = markdown.replace(marker, table())
+    return markdown

@@ -36,6 +36,7 @@ from collections.abc import Iterable, Sequence
 from typing import NamedTuple
 
 from tphyolo._version import __version__
+from tphyolo.commands.options.ultralytics import translate
 from tphyolo.commands.options.yolov5 import unknown_command_hint, unknown_flag_hints
 from tphyolo.errors import InputError, UsageError, describe_error
 from tphyolo.runtime.console import progress_output
@@ -131,14 +132,37 @@ class _Parser(argparse.ArgumentParser):
         """As argparse's, but an unknown argument is reported by the (sub)command that was given it, with the
         closest flag of that command: `tphyolo val: error: unrecognized argument --imgsz-x; did you mean
         --imgsz? (see 'tphyolo val -h')`. A YOLOv5 flag tphyolo does not take gets a line saying what to do
-        instead (`tphyolo.commands.options.yolov5`), in place of the closest flag."""
-        parsed, unknown = self.parse_known_args(args, namespace)
+        instead (`tphyolo.commands.options.yolov5`), in place of the closest flag. ultralytics' `key=value`
+        and YOLOv5's `--switch=True` are read as the command's flags, one line on stderr saying what each became
+        (`tphyolo.commands.options.ultralytics`); a key no flag takes is refused with what to type instead."""
+        args = list(sys.argv[1:] if args is None else args)
+        depth, owner = self.command_path(args)
+        translation = translate(owner, args[depth:])
+        if translation.unknown:
+            word, instead = translation.unknown[0]
+            command = owner.prog.split()[1] if len(owner.prog.split()) > 1 else ""
+            hints = unknown_flag_hints(command, ["--" + word.split("=", 1)[0].replace("_", "-")])
+            guess = f"; {instead}" if instead is not None and not hints else ""
+            owner.error(f"unrecognized argument {word}{guess}", notes=hints)
+        for note in translation.notes:
+            print(f"{owner.prog}: {note}", file=sys.stderr)
+        parsed, unknown = self.parse_known_args(args[:depth] + translation.argv, namespace)
         if unknown:
             owner = self.command_parser(parsed)
             command = owner.prog.split()[1] if len(owner.prog.split()) > 1 else ""
             hints = unknown_flag_hints(command, unknown)
             owner.error(owner.unknown_argument(unknown, suggest=not hints), notes=hints)
         return parsed
+
+    def command_path(self, argv: Sequence[str]) -> tuple[int, argparse.ArgumentParser]:
+        """(how many words of `argv` name the (sub)command, its parser): `classify train` is two words."""
+        parser: argparse.ArgumentParser = self
+        for depth, word in enumerate(argv):
+            chooser = next((a for a in parser._actions if isinstance(a, argparse._SubParsersAction)), None)
+            if chooser is None or word not in chooser.choices:
+                return depth, parser
+            parser = chooser.choices[word]
+        return len(argv), parser
 
     def command_parser(self, parsed: argparse.Namespace) -> argparse.ArgumentParser:
         """The innermost (sub)command parser that `parsed` went through (`tphyolo classify train`'s for

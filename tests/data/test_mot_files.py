@@ -15,6 +15,7 @@ from tphyolo.data.mot.sequences import (
     read_detections,
     read_ground_truth,
     read_tracker_output,
+    track_files,
 )
 from tphyolo.data.mot.table import UNKNOWN, TrackTable
 from tphyolo.data.mot.uavdt import read_uavdt
@@ -163,3 +164,13 @@ def test_a_track_file_row_without_a_track_id_and_a_detection_score_above_1_are_n
     detections.write_text("1,-1,10,10,20,20,0.9,4,-1,-1\n1,-1,40,10,20,20,2.5,4,-1,-1\n")
     with pytest.raises(LabelError, match=r"det.txt:2: field 7 \(score\) 2.5 is not a confidence in \[0, 1\]"):
         read_detections(detections)
+
+
+def test_one_track_file_is_named_and_read_as_in_its_folder(tmp_path):
+    (tmp_path / "S1" / "gt").mkdir(parents=True)
+    (tmp_path / "S1" / "gt" / "gt.txt").write_text("1,1,10,10,5,5,1,1,1\n")
+    (tmp_path / "S2_gt_whole.txt").write_text("1,1,10,10,5,5,1,1,1\n")
+    (tmp_path / "run.txt").write_text("1,1,10,10,5,5,0.9,4,-1,-1\n")
+    found = {name: track_files(tmp_path / name) for name in ("S1/gt/gt.txt", "S2_gt_whole.txt", "run.txt")}
+    assert [(list(files), fmt) for files, _, fmt in found.values()] == [
+        (["S1"], "mot"), (["S2"], "uavdt"), (["run"], "visdrone-mot")]  # was: "no such folder" for each

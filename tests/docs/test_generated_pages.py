@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from tphyolo.cli import COMMANDS, build_parser
+from tphyolo.commands.options.ultralytics import ULTRALYTICS_KEYS
 from tphyolo.commands.options.yolov5 import HINTS, YOLOV5_FLAGS, YOLOV5_SCRIPTS
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -141,3 +142,11 @@ def test_a_new_command_is_its_module_and_one_row_of_commands(tmp_path, monkeypat
     assert "greet whoever is named" in capsys.readouterr().out
     section = dict(re.findall(r"^## tphyolo (\S+)\n(.*?)(?=^## |\Z)", generated.cli_reference_markdown(), re.M | re.S))
     assert _rows(section["hello"]) == {("--name",): ["`drone`", "who is greeted"]}
+
+
+def test_the_yolov5_page_shows_the_ultralytics_keys_the_command_line_reads():
+    assert generated.ULTRALYTICS_MARKER in (ROOT / "docs" / generated.YOLOV5_PAGE).read_text()
+    table = generated.ultralytics_table_markdown()
+    for key, flags in ULTRALYTICS_KEYS.items():
+        row = next(line for line in table.splitlines() if line.startswith(f"| `{key}=` |"))
+        assert all(f"`{flag}`" in row for flag in flags)

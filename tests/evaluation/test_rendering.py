@@ -54,3 +54,6 @@ def test_the_tables_are_those_the_scorers_print(protocol):
     own_table = f"\n\n{protocol} protocol (percent):\n{scored.table}\nSpeed:"
     assert (own_table in printed) == (not get_protocol(protocol).yolo_metrics)
     assert 0 < results.map50 < 1 and len(results.per_class) == len(NAMES)  # scores that are neither 0 nor 1
+    rows = {line.split()[0]: int(line.split()[1]) for line in yolo_table(results).splitlines()[1:]}
+    holding = {name: sum(int((image.classes == c).any()) for image in images) for c, name in enumerate(NAMES)}
+    assert rows == {"all": len(images)} | holding and min(holding.values()) < len(images)

@@ -57,6 +57,8 @@ def test_dataset_summary_and_table():
     assert table[0].split() == ["Class", "Images", "Labels", "P", "R", "mAP@.5", "mAP@.5:.95"]
     assert table[1].split()[:3] == ["all", "2", "3"]
     assert [line.split()[0] for line in table[2:]] == ["car", "bus"]
+    # a class row counts the images holding the class (the bus is in one of the two), as ultralytics prints it
+    assert [line.split()[1:3] for line in table[2:]] == [["2", "2"], ["1", "1"]]
 
 
 def test_ap_per_class_ignores_classes_without_predictions():

@@ -76,7 +76,7 @@ def test_a_video_url_is_a_stream_read_through_opencv(video_url):
 
 def test_predictor_streams_a_url_and_keeps_its_frames(predictor, video_url):
     results = predictor(video_url, vid_stride=3)
-    assert [r.frame for r in results] == [0, 3, 6] and all(r.path == video_url for r in results)
+    assert [r.frame for r in results] == [1, 4, 7] and all(r.path == video_url for r in results)
     assert all(r.image is not None and r.shape == (64, 96) for r in results)  # a stream cannot be read again
     assert [round(float(r.image.mean()) / 30) for r in results] == [0, 3, 6]
 
@@ -120,5 +120,5 @@ def test_the_predict_command_reads_a_video_url(video_url, tmp_path, capsys):
 
 def test_results_of_a_video_file_read_their_frame_again(predictor, video):
     results = predictor(video, vid_stride=3)
-    assert [r.frame for r in results] == [0, 3, 6] and all(r.image is None and r.path == video for r in results)
+    assert [r.frame for r in results] == [1, 4, 7] and all(r.image is None and r.path == video for r in results)
     assert [round(float(r.load_image().mean()) / 30) for r in results] == [0, 3, 6]

@@ -7,7 +7,9 @@ import threading
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-from tphyolo.runtime.run_dir import new_run_dir
+import pytest
+
+from tphyolo.runtime.run_dir import new_run_dir, removed_if_left_empty
 
 RUNS = 8
 
@@ -50,3 +52,16 @@ def test_names_are_numbered_and_exist_ok_reuses(tmp_path):
     assert new_run_dir(tmp_path, "exp") == tmp_path / "exp4"
     assert new_run_dir(tmp_path, "exp", exist_ok=True) == tmp_path / "exp"
     assert new_run_dir(tmp_path / "new" / "deep", "exp") == tmp_path / "new" / "deep" / "exp"
+
+
+def test_a_failed_run_leaves_no_folder_holding_only_its_bookkeeping(tmp_path):
+    fresh, earlier = tmp_path / "exp", tmp_path / "kept"
+    fresh.mkdir()
+    earlier.mkdir()
+    (earlier / "args.yaml").write_text("argv: []\n")  # an earlier run's, reused with --exist-ok
+    for folder in (fresh, earlier):
+        with pytest.raises(FileNotFoundError), removed_if_left_empty(folder, ignoring=("args.yaml",)):
+            (folder / "args.yaml").write_text("argv: [--x]\n")
+            (folder / "mot").mkdir(exist_ok=True)
+            raise FileNotFoundError("input")
+    assert not fresh.exists() and (earlier / "args.yaml").is_file()

@@ -71,11 +71,11 @@ def test_tracker_follows_the_squares_of_a_video_in_three_lines(video):
     from tphyolo import Tracker
 
     results = list(Tracker(SquarePredictor(), tracker="bytetrack")(video))
-    assert [r.frame for r in results] == list(range(FRAMES))
+    assert [r.frame for r in results] == list(range(1, FRAMES + 1))  # numbered as the MOT files number them
     assert all(len(r) == 2 for r in results) and results[0].image.shape == (128, 256, 3)
     ids = {}  # class -> the track ids it was given over the video
     for r in results:
-        truth = square_boxes(r.frame)
+        truth = square_boxes(r.frame - 1)
         for box, track_id, label in zip(r.boxes.numpy(), r.ids.tolist(), r.labels.tolist(), strict=True):
             np.testing.assert_allclose(box, truth[label], atol=2.5)  # the tracker's box on its square
             ids.setdefault(label, set()).add(track_id)
@@ -88,12 +88,12 @@ def test_tracker_restarts_per_sequence_and_scores_as_the_truth(tmp_path):
 
     results = list(Tracker(OraclePredictor(split), tracker="botsort")(split.folder / "sequences"))
     first, second = results[:10], results[10:]
-    assert len(results) == 20 and [r.frame for r in second] == list(range(10))
+    assert len(results) == 20 and [r.frame for r in second] == list(range(1, 11))
     assert min(r.ids.min().item() for r in second if len(r)) == 1  # ids start again at the second sequence
     truth = {s.name: s.truth for s in read_ground_truth(split.annotations, split.fmt)}
     outputs = {
         name: TrackTable.concatenate([
-            TrackTable.from_columns(np.full(len(r), r.frame + 1), r.ids, r.boxes, r.scores, r.labels + 1) for r in part
+            TrackTable.from_columns(np.full(len(r), r.frame), r.ids, r.boxes, r.scores, r.labels + 1) for r in part
         ])
         for name, part in (("val-000", first), ("val-001", second))
     }  # fmt: skip
@@ -108,7 +108,7 @@ def test_tracker_on_precomputed_detections_gives_classes_by_visdrone_category(tm
     lines = [f"{f},-1,{10 + 2 * f},10,20,12,0.9,4,-1,-1\n{f},-1,{100 + 2 * f},60,6,14,0.8,1,-1,-1" for f in range(1, 6)]
     (tmp_path / "dets" / "seq.txt").write_text("\n".join(lines) + "\n")
     results = list(Tracker(detections=tmp_path / "dets", tracker=make_tracker("ocsort", min_hits=1))())
-    assert [r.frame for r in results] == list(range(5)) and results[0].names[3] == "car"
+    assert [r.frame for r in results] == [1, 2, 3, 4, 5] and results[0].names[3] == "car"  # the files' numbers
     last = results[-1]
     label_of = dict(zip(last.ids.tolist(), last.labels.tolist(), strict=True))
     assert sorted(label_of) == [1, 2] and sorted(label_of.values()) == [0, 3]  # car (4) -> 3, pedestrian (1) -> 0

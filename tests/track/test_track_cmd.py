@@ -39,7 +39,7 @@ def test_predictor_track_streams_results_with_ids_and_restarts_per_sequence(spli
     results = list(predictor.track(split.folder / "sequences", ByteTracker("botsort")))
     assert len(results) == 20 and predictor.calls == 20
     first, second = results[:10], results[10:]
-    assert [r.frame for r in first] == list(range(10)) and [r.frame for r in second] == list(range(10))
+    assert [r.frame for r in first] == list(range(1, 11)) and [r.frame for r in second] == list(range(1, 11))
     assert min(r.ids.min().item() for r in second if len(r)) == 1  # the tracker started afresh
     record = first[3].to_dict()["detections"][0]
     assert set(record) == {"box", "score", "class", "name", "id"} and record["id"] >= 1
@@ -49,7 +49,7 @@ def test_predictor_track_streams_results_with_ids_and_restarts_per_sequence(spli
     outputs = {}
     for name, part in (("val-000", first), ("val-001", second)):
         outputs[name] = TrackTable.concatenate([
-            TrackTable.from_columns(np.full(len(r), r.frame + 1), r.ids, r.boxes, r.scores, r.labels + 1) for r in part
+            TrackTable.from_columns(np.full(len(r), r.frame), r.ids, r.boxes, r.scores, r.labels + 1) for r in part
         ])  # fmt: skip
     combined = evaluate_tables(truth, outputs, fmt="visdrone-mot").combined
     assert combined["IDSW"] == 0 and combined["HOTA"] > 90

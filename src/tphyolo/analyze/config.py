@@ -65,9 +65,11 @@ class AnalyzeInputs:
         None, "--weights", help="detector checkpoint(s) or exported model(s) to run on --source"
     )
     source: str | None = flag(None, "--source", help="video or frames: what the detector runs on, and what is drawn")
-    detections: Path | None = flag(None, "--detections", metavar="DIR", help="detection files (<seq>.txt) to track")
-    tracks: Path | None = flag(None, "--tracks", metavar="DIR",
-                               help="track files (<seq>.txt) of a track run or truth")  # fmt: skip
+    detections: Path | None = flag(None, "--detections", metavar="PATH",
+                                   help="detection files (<seq>.txt) to track: a folder of them, or one")
+    tracks: Path | None = flag(None, "--tracks", metavar="PATH",
+                               help="track files of a track run (<seq>.txt) or ground truth (UAVDT "
+                                    "<seq>_gt_whole.txt, MOT <seq>/gt/gt.txt): a folder of them, or one")  # fmt: skip
 
     def __post_init__(self) -> None:
         check_one_input(detector=self.weights is not None, source=self.source, detections=self.detections,

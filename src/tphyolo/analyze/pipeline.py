@@ -52,7 +52,9 @@ from tphyolo.analyze.speed import SPEED_COLUMNS, Speed
 from tphyolo.analyze.zones import Zones
 from tphyolo.errors import InputError
 from tphyolo.predict.predictor import Predictor
+from tphyolo.runtime.decisions import FILE as DECISIONS_FILE
 from tphyolo.runtime.decisions import write_decisions
+from tphyolo.runtime.run_dir import removed_if_left_empty
 from tphyolo.track.interface import CameraMotionSettings, MultiObjectTracker
 from tphyolo.track.registry import make_tracker, tracker_settings
 
@@ -198,12 +200,13 @@ def run_analyze(job: AnalyzeJob, *, runtime: Any = None, device: Any = None, pro
     if inputs.weights is not None:
         predictor = Predictor(inputs.weights, job.inference, runtime=runtime, device=device)
     save_dir = job.output.create(DEFAULT_PROJECT)
-    if predictor is not None:
-        write_decisions(save_dir, {"analyze": predictor.decisions})
-    streams = AnalyzeInput(source=inputs.source, predictor=predictor, detections=inputs.detections,
-                           tracks=inputs.tracks)  # fmt: skip
-    reports = analyze(inputs.lines, save_dir, streams, config=job.config, tracker=tracker, cmc=tracking.cmc,
-                      save_video=job.outputs.save_video, progress=progress)  # fmt: skip
+    with removed_if_left_empty(save_dir, ignoring=(DECISIONS_FILE,)):  # inputs that fail to read leave no folder
+        if predictor is not None:
+            write_decisions(save_dir, {"analyze": predictor.decisions})
+        streams = AnalyzeInput(source=inputs.source, predictor=predictor, detections=inputs.detections,
+                               tracks=inputs.tracks)  # fmt: skip
+        reports = analyze(inputs.lines, save_dir, streams, config=job.config, tracker=tracker, cmc=tracking.cmc,
+                          save_video=job.outputs.save_video, progress=progress)  # fmt: skip
     return AnalyzeRun(save_dir, reports)
 
 

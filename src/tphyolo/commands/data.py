@@ -72,8 +72,8 @@ def _check(args: argparse.Namespace) -> int:
     from tphyolo.data.scan import scan_split
 
     data = load_data_config(args.data, datasets_dir=args.datasets_dir)
-    print(f"data: {data.source or data.root} ({data.nc or 'unknown number of'} classes)")
-    corrupt = 0
+    print(f"data: {data.source or data.root}" + (f" ({data.nc} classes)" if data.nc else ""))
+    corrupt, found = 0, ()
     seen: dict[tuple, str] = {}
     splits = _splits(args)
     missing = {split: line for split in splits if (line := missing_split(data, split)) is not None}
@@ -90,6 +90,9 @@ def _check(args: argparse.Namespace) -> int:
         scan = scan_split(sources, names=data.names, cache=from_flags(ScanOptions, args).scan_cache)
         print(format_report(split, scan, max_problems=args.max_problems))
         corrupt += scan.report.counts["corrupt"]
+        found = max(found, scan.names, key=len)
+    if not data.nc and seen:  # no names given: the label format's own, or numbered by the labels
+        print(f"data: {len(found)} classes found: {', '.join(found)}")
     if not seen and missing:
         raise FileNotFoundError(f"--data {args.data}: none of the splits {', '.join(splits)} is on disk")
     return 1 if corrupt else 0

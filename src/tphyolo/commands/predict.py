@@ -31,7 +31,7 @@ from tphyolo.flags import add_flags, from_flags
 from tphyolo.predict.draw_style import DrawStyle
 from tphyolo.predict.job import SETTINGS_FILE, PredictInputs, PredictJob, RasterSettings
 from tphyolo.predict.outputs import OutputSettings
-from tphyolo.runtime.run_dir import OutputDir
+from tphyolo.runtime.run_dir import OutputDir, remove_if_empty
 
 USES_RUNTIME = True
 RUNTIME_INFERENCE = True
@@ -88,7 +88,7 @@ def predict_job(args: argparse.Namespace) -> PredictJob:
 
 
 def run(args: argparse.Namespace) -> int:
-    from tphyolo.predict.run import PredictCallbacks, run_predict  # lazy: it imports torch; 'predict -h' must not
+    from tphyolo.predict.run import UNREAD, PredictCallbacks, run_predict  # lazy: it imports torch; 'predict -h'
 
     if args.resume is not None:
         args = resumed_args(args, SETTINGS_FILE)
@@ -107,6 +107,8 @@ def run(args: argparse.Namespace) -> int:
     if run.skipped and not run.files and not run.finished_before:
         print(f"tphyolo predict: error: --source {args.source}: no file or stream could be read "
               f"({run.skipped} skipped, named above)", file=sys.stderr)  # fmt: skip
+        if args.resume is None and not job.output.exist_ok:  # a folder of settings alone: gone, its name free
+            remove_if_empty(result.save_dir, ignoring=UNREAD)
         return 1
     warnings = f" ({run.warned} with a warning)" if run.warned else ""
     before = f" ({run.finished_before} finished before)" if run.finished_before else ""

@@ -27,7 +27,7 @@ from tphyolo.commands.options.inference import (
 from tphyolo.errors import UsageError, describe_error
 from tphyolo.flags import add_flags, from_flags
 from tphyolo.predict.draw_style import DrawStyle
-from tphyolo.runtime.run_dir import OutputDir
+from tphyolo.runtime.run_dir import OutputDir, remove_if_empty
 from tphyolo.track.job import TRACK_CONF, TrackerChoice, TrackInputs, TrackJob, TrackOutputs
 
 USES_RUNTIME = True
@@ -80,7 +80,7 @@ def _print_skip(path, error: Exception) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from tphyolo.track.run import track_job  # lazy: it imports torch, which `tphyolo track -h` must not
+    from tphyolo.track.run import BOOKKEEPING, track_job  # lazy: it imports torch, which `track -h` must not
 
     job = _job(args)
     device = inference_device(args.runtime) if args.weights is not None else None
@@ -94,6 +94,8 @@ def run(args: argparse.Namespace) -> int:
             if value is not None
         )
         print(f"tphyolo track: error: {given}: no frame could be read (skipped sources named above)", file=sys.stderr)
+        if not job.output.exist_ok:  # a folder of settings alone: gone, its name free for the next run
+            remove_if_empty(result.save_dir, ignoring=BOOKKEEPING)
         return 1
     print(f"{result.frames} frames tracked ({result.tracker}, cmc {result.cmc}) at {result.fps:.1f} fps; "
           f"results in {result.save_dir}")  # fmt: skip

@@ -88,7 +88,7 @@ def yolo_table(results: EvalResults) -> str:
     """The YOLO table (`tphyolo.metrics.ap.yolo_table`): the 'all' row, then a row per class when more than one
     class has one."""
     rows = [results.yolo_all, *results.per_class] if len(results.per_class) > 1 else [results.yolo_all]
-    return ap.yolo_table(results.images, [(r.name, r.instances, r.precision, r.recall, r.map50, r.map) for r in rows])
+    return ap.yolo_table([(r.name, r.images, r.instances, r.precision, r.recall, r.map50, r.map) for r in rows])
 
 
 def protocol_table(results: EvalResults) -> str:

@@ -8,8 +8,6 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-import torch
-
 from tphyolo.evaluation.evaluator import Evaluator
 from tphyolo.evaluation.results import ClassResult, EvalResults
 from tphyolo.infer.config import VALIDATION
@@ -69,7 +67,7 @@ def score_images(
         protocol=protocol,
         names=tuple(map(str, names)),
         yolo_all=ClassResult("all", len(images), total, summary.mp, summary.mr, summary.map50, summary.map),
-        per_class=_per_class(summary, images, names),
+        per_class=_per_class(summary, names),
         map50=scored.map50,
         map=scored.map,
         extra=dict(scored.overall),
@@ -81,13 +79,10 @@ def score_images(
     return results, summary
 
 
-def _per_class(summary, results: Sequence[ImageResult], names: Sequence[str]) -> list[ClassResult]:
+def _per_class(summary: Summary, names: Sequence[str]) -> list[ClassResult]:
     if summary.result is None:
         return []
-    res = summary.result
-    holding = torch.zeros(len(names), dtype=torch.int64)
-    for r in results:
-        holding[r.classes.unique()] += 1
+    res, holding = summary.result, summary.images_per_class
     return [
         ClassResult(
             str(names[c]),

@@ -136,7 +136,8 @@ def fitness(map50: float, map50_95: float) -> float:
 
 @dataclass(frozen=True)
 class Summary:
-    """Dataset-level YOLO metrics; per-class arrays follow `result.classes`; `labels_per_class` (nc_total,)."""
+    """Dataset-level YOLO metrics; per-class arrays follow `result.classes`; `labels_per_class` (nc_total,) the
+    objects of each class, `images_per_class` (nc_total,) the images holding at least one."""
 
     images: int
     labels_per_class: np.ndarray
@@ -145,6 +146,7 @@ class Summary:
     map50: float
     map: float
     result: APResult | None
+    images_per_class: np.ndarray | None = None
 
     @property
     def fitness(self) -> float:
@@ -152,20 +154,22 @@ class Summary:
 
     def table(self, names: Mapping[int, str] | Sequence[str]) -> str:
         """The familiar table (`yolo_table`): a row for all, one per class when more than one has a row."""
-        rows = [("all", int(self.labels_per_class.sum()), self.mp, self.mr, self.map50, self.map)]
+        rows = [("all", self.images, int(self.labels_per_class.sum()), self.mp, self.mr, self.map50, self.map)]
         if self.result is not None and len(self.result.classes) > 1:
-            res = self.result
-            rows += [(str(names[int(c)]), int(self.labels_per_class[c]), res.p[i], res.r[i], res.ap50[i],
-                      res.ap50_95[i]) for i, c in enumerate(res.classes)]  # fmt: skip
-        return yolo_table(self.images, rows)
+            res, holding = self.result, self.images_per_class
+            rows += [(str(names[int(c)]), int(holding[c]) if holding is not None else self.images,
+                      int(self.labels_per_class[c]), res.p[i], res.r[i], res.ap50[i], res.ap50_95[i])
+                     for i, c in enumerate(res.classes)]  # fmt: skip
+        return yolo_table(rows)
 
 
-def yolo_table(images: int, rows: Sequence[tuple[str, int, float, float, float, float]]) -> str:
+def yolo_table(rows: Sequence[tuple[str, int, int, float, float, float, float]]) -> str:
     """The familiar table: Class, Images, Labels, P, R, mAP@.5, mAP@.5:.95, a line per row of `rows` (name,
-    labels, P, R, mAP@.5, mAP@.5:.95 as fractions), each with the `images` of the set."""
+    images, labels, P, R, mAP@.5, mAP@.5:.95 as fractions). As YOLOv5 and ultralytics print it, a class row's
+    images are those holding the class; the 'all' row's are every image scored."""
     head = f"{'Class':>20}{'Images':>11}{'Labels':>11}{'P':>11}{'R':>11}{'mAP@.5':>11}{'mAP@.5:.95':>11}"
     lines = [head]
-    for name, labels, p, r, m50, m in rows:
+    for name, images, labels, p, r, m50, m in rows:
         lines.append(f"{name:>20}{images:>11d}{labels:>11d}{p:>11.3g}{r:>11.3g}{m50:>11.3g}{m:>11.3g}")
     return "\n".join(lines)
 
@@ -178,6 +182,7 @@ class DetectionStats:
         self.iou_thresholds = iou_thresholds
         self._correct, self._conf, self._pred_cls, self._target_cls = [], [], [], []
         self.images = 0
+        self._holding = np.zeros(num_classes, dtype=np.int64)  # images holding each class
 
     def update(self, detections: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
         """Add one image: detections (N, 6) x1, y1, x2, y2, score, class; labels (M, 5) class, x1, y1, x2, y2.
@@ -188,6 +193,8 @@ class DetectionStats:
         self._conf.append(detections[:, 4].detach().cpu().double().numpy())
         self._pred_cls.append(detections[:, 5].detach().cpu().numpy().astype(np.int64))
         self._target_cls.append(labels[:, 0].detach().cpu().numpy().astype(np.int64))
+        present = np.unique(self._target_cls[-1])
+        self._holding[present[present < self.num_classes]] += 1
         return correct
 
     def summarize(self) -> Summary:
@@ -198,7 +205,7 @@ class DetectionStats:
         target_cls = np.concatenate(self._target_cls) if self._target_cls else np.zeros(0, dtype=np.int64)
         labels_per_class = np.bincount(target_cls, minlength=self.num_classes)
         if not correct.any():
-            return Summary(self.images, labels_per_class, 0.0, 0.0, 0.0, 0.0, None)
+            return Summary(self.images, labels_per_class, 0.0, 0.0, 0.0, 0.0, None, self._holding.copy())
         res = ap_per_class(correct, conf, pred_cls, target_cls)
         return Summary(
             images=self.images,
@@ -208,4 +215,5 @@ class DetectionStats:
             map50=float(res.ap50.mean()),
             map=float(res.ap50_95.mean()),
             result=res,
+            images_per_class=self._holding.copy(),
         )

@@ -196,9 +196,10 @@ class Predictor:
         vid_stride: int = 1,
     ) -> Iterator[Results]:
         """The results of every frame of the video sequences of `source` (`tphyolo.predict.sequences`), holding
-        the tracks seen in that frame: boxes from `tracker`, `ids` its track ids, `frame` the frame's index in
-        its sequence (from 0), image kept. `tracker` (a `tphyolo.track.tracker.ByteTracker`, or anything with its
-        `reset` and `update`) starts afresh at each sequence. `on_skip`, `vid_stride`: as `stream`."""
+        the tracks seen in that frame: boxes from `tracker`, `ids` its track ids, `frame` the frame's number in
+        its sequence (from 1, as in the MOT files), image kept. `tracker` (a `tphyolo.track.tracker.ByteTracker`,
+        or anything with its `reset` and `update`) starts afresh at each sequence.
+        `on_skip`, `vid_stride`: as `stream`."""
         for sequence in resolve_sequences(source):
             for _, result in self.track_sequence(sequence, tracker, on_skip=on_skip, vid_stride=vid_stride):
                 yield result
@@ -218,12 +219,12 @@ class Predictor:
             tracks = tracker.update(result.boxes.numpy(), result.scores.numpy(), result.labels.numpy(),
                                     frame=frame.image)  # fmt: skip
             tracked = result.tracked(tracks.boxes, tracks.ids, tracks.scores, tracks.labels)
-            yield frame, replace(tracked, frame=sequence.frame_number(frame, position) - 1)
+            yield frame, replace(tracked, frame=sequence.frame_number(frame, position))
 
     def _frames_results(self, frames: list[Frame]) -> Iterator[tuple[Frame, Results]]:
         results = self.predict_images([f.image for f in frames])
         for frame, result in zip(frames, results, strict=True):
-            yield frame, replace(result, path=frame.path, frame=frame.index)
+            yield frame, replace(result, path=frame.path, frame=frame.index + 1 if frame.is_video else 0)
 
     def predict_images(self, images: Sequence[np.ndarray]) -> list[Results]:
         """Results of uint8 BGR (H, W, 3) images, in original pixels, each with its image."""

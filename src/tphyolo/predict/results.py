@@ -66,9 +66,10 @@ def save_crops(
 class Results(Detections):
     """Detections of one image (boxes (N, 4) xyxy in original pixels, scores (N,), labels (N,), by descending
     score; see Detections) with `names` (class id -> name), `path` (the file it came from, a stream's source
-    text, or None for an in-memory image), `shape` (original height, width), `frame` (the frame number in a
-    video; 0 for an image), `image` (the uint8 BGR image, or None where it can be read again from `path`) and
-    `ids` ((N,) int64 track ids >= 1 when the results come from tracking, `Predictor.track`; else None)."""
+    text, or None for an in-memory image), `shape` (original height, width), `frame` (the frame's number in its
+    video or sequence, from 1 as MOT files and TrackEval number frames; 0 for a still image), `image` (the uint8
+    BGR image, or None where it can be read again from `path`) and `ids` ((N,) int64 track ids >= 1 when the
+    results come from tracking, `Predictor.track`; else None)."""
 
     names: tuple[str, ...] = ()
     path: Path | str | None = None
@@ -105,7 +106,7 @@ class Results(Detections):
             return read_image(self.path)
         capture = video_capture(self.path)
         try:
-            capture.set(cv2.CAP_PROP_POS_FRAMES, self.frame)
+            capture.set(cv2.CAP_PROP_POS_FRAMES, self.frame - 1)
             ok, image = capture.read()
         finally:
             capture.release()

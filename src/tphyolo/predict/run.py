@@ -32,12 +32,19 @@ from tphyolo.predict.geojson import checked_crs
 from tphyolo.predict.job import DEFAULT_PROJECT, SETTINGS_FILE, PredictJob
 from tphyolo.predict.predictor import Predictor
 from tphyolo.predict.raster import RasterCallbacks, RasterOutputs, RasterPrediction, RasterRead, predict_raster_into
+from tphyolo.predict.runner.journal import JOURNAL_DIR
 from tphyolo.predict.runner.resume import check_raster_resumed, check_resumed, raster_fingerprint, run_fingerprint
 from tphyolo.predict.sources import Stream, resolve_source
 from tphyolo.runtime.config import RuntimeConfig
+from tphyolo.runtime.decisions import FILE as DECISIONS_FILE
 from tphyolo.runtime.distributed import DistContext, broadcast_object, process_group
 from tphyolo.runtime.run_dir import removed_if_left_empty
 from tphyolo.yaml_files import load_yaml_file
+
+# What a run folder holds before any result: a run that fails with no more leaves no folder. UNREAD: the same
+# with the journal, for a run whose every file was skipped (its journal holds nothing done).
+BOOKKEEPING = (SETTINGS_FILE, DECISIONS_FILE)
+UNREAD = (*BOOKKEEPING, JOURNAL_DIR)
 
 
 @dataclass(frozen=True)
@@ -102,7 +109,7 @@ def run_predict(
         if save_dir is None:
             save_dir = job.output.create(DEFAULT_PROJECT) if dist.is_main else None
             save_dir = Path(broadcast_object(dist, None if save_dir is None else str(save_dir)))
-        with removed_if_left_empty(save_dir if dist.is_main and resume is None else None):
+        with removed_if_left_empty(save_dir if dist.is_main and resume is None else None, ignoring=BOOKKEEPING):
             if raster is not None:
                 folder = _RunFolder(job, predictor, save_dir, dist, saved, argv)
                 prediction = _predict_raster(folder, raster, callbacks, progress=progress)

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -30,11 +30,17 @@ def new_run_dir(project: str | Path, name: str, *, exist_ok: bool = False) -> Pa
             n += 1
 
 
-def remove_if_empty(path: Path) -> bool:
-    """Remove folder `path` when it holds no file (only empty folders, if any); returns whether it did."""
+def remove_if_empty(path: Path, *, ignoring: Iterable[str] = ()) -> bool:
+    """Remove folder `path` when it holds no file (only empty folders, if any) but those under the names
+    `ignoring` at its top (a run's settings, its journal), which go with it; returns whether it did."""
     path = Path(path)
-    if not path.is_dir() or any(p.is_file() or p.is_symlink() for p in path.rglob("*")):
+    if not path.is_dir():
         return False
+    files = [p for p in path.rglob("*") if p.is_file() or p.is_symlink()]
+    if any(p.relative_to(path).parts[0] not in set(ignoring) for p in files):
+        return False
+    for file in files:
+        file.unlink()
     for folder in sorted((p for p in path.rglob("*") if p.is_dir()), key=lambda p: len(p.parts), reverse=True):
         folder.rmdir()
     with contextlib.suppress(OSError):
@@ -43,14 +49,17 @@ def remove_if_empty(path: Path) -> bool:
 
 
 @contextlib.contextmanager
-def removed_if_left_empty(path: str | Path | None) -> Iterator[None]:
-    """Run the block; should it raise, remove folder `path` when it holds no file (`remove_if_empty`): a command
-    that fails before producing anything leaves no numbered folder behind to shift the next run's name."""
+def removed_if_left_empty(path: str | Path | None, *, ignoring: Iterable[str] = ()) -> Iterator[None]:
+    """Run the block; should it raise, remove folder `path` when it holds no file but the run's own bookkeeping
+    (the files named `ignoring`, such as its saved settings; `remove_if_empty`): a command that fails before
+    producing anything leaves no numbered folder behind to shift the next run's name. A folder that held files
+    when the block began (an earlier run's, under --exist-ok) is left as it is."""
+    fresh = path is not None and not (Path(path).is_dir() and any(Path(path).iterdir()))
     try:
         yield
     except BaseException:
-        if path is not None:
-            remove_if_empty(Path(path))
+        if fresh:
+            remove_if_empty(Path(path), ignoring=ignoring)
         raise
 
 

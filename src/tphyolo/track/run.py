@@ -29,13 +29,16 @@ from tphyolo.data.mot.sequences import TrackingSplit, tracking_split
 from tphyolo.metrics.tracking import evaluate_tracking
 from tphyolo.predict.sequences import resolve_sequences
 from tphyolo.predict.sources import count_frames
+from tphyolo.runtime.decisions import FILE as DECISIONS_FILE
 from tphyolo.runtime.decisions import write_decisions
+from tphyolo.runtime.run_dir import removed_if_left_empty
 from tphyolo.track.job import TrackJob
 from tphyolo.track.stream import SkipHandler, Tracker
 from tphyolo.track.writers import TrackWriter
 
 DEFAULT_PROJECT = "runs/track"
 SETTINGS_FILE = "args.yaml"  # a run folder's settings
+BOOKKEEPING = (SETTINGS_FILE, DECISIONS_FILE)  # what a run folder holds before any tracks
 
 
 @dataclass(frozen=True)
@@ -88,8 +91,9 @@ def track_job(
     told of each sequence as it ends, `on_skip` of each file that does not decode (then skipped; default: it
     stops the run). `settings` (plain data) are saved in the run folder's SETTINGS_FILE beside the tracker's,
     under `tracker`; `progress`: a bar of the frames (their total when the frames are files). Raises
-    ValueError / FileNotFoundError naming the bad setting or file before the run folder is made."""
-    inputs, choice, outputs = job.inputs, job.choice, job.outputs
+    ValueError / FileNotFoundError naming the bad setting or file; a run that fails before it writes any tracks
+    leaves no run folder."""
+    inputs, choice = job.inputs, job.choice
     detector = {} if inputs.weights is None else {
         "config": job.inference, "runtime": runtime, "device": device, "slice": job.slice,
         "classifier": job.classifier, "classifier_weight": job.classifier_weight,
@@ -99,18 +103,30 @@ def track_job(
     source = split.folder / "sequences" if split is not None else inputs.source
     sequences = tracker.sequences(source, vid_stride=inputs.vid_stride, on_skip=on_skip)
     save_dir = job.output.create(DEFAULT_PROJECT)
-    written = {**(settings or {}), "tracker": tracker.tracker_settings()}
-    write_text_atomic(save_dir / SETTINGS_FILE, yaml.safe_dump(written, sort_keys=False))
-    if tracker.predictor is not None:
-        write_decisions(save_dir, {"track": tracker.predictor.decisions})
+    with removed_if_left_empty(save_dir, ignoring=BOOKKEEPING):  # a file or frame that does not read
+        written = {**(settings or {}), "tracker": tracker.tracker_settings()}
+        write_text_atomic(save_dir / SETTINGS_FILE, yaml.safe_dump(written, sort_keys=False))
+        if tracker.predictor is not None:
+            write_decisions(save_dir, {"track": tracker.predictor.decisions})
+        done = _track_into(save_dir, job, tracker, split, sequences, source, on_sequence, progress)
+    run = TrackRun(save_dir, tracker.tracker_name, tracker.cmc, tuple(done))
+    if split is None or run.frames == 0:
+        return run
+    return TrackRun(**{**vars(run), "scores": _score(split, save_dir)})
+
+
+def _track_into(save_dir: Path, job: TrackJob, tracker: Tracker, split: TrackingSplit | None, sequences, source: Any,
+                on_sequence: Callable[[SequenceRun], None] | None, progress: bool) -> list[SequenceRun]:  # fmt: skip
+    """Track every sequence into `save_dir`; what was tracked is written whatever stops the loop."""
     text = split.output_text if split is not None else None  # the text the split's ground truth is scored on
     table = TRACKING_TABLES[split.fmt] if split is not None else None  # the split's benchmark numbers categories
+    outputs = job.outputs
     writer = TrackWriter(save_dir, names=tracker.names, save_img=outputs.save_img, style=job.style, categories=table,
                          save_mot=outputs.save_mot or text == MOT_TEXT,
                          save_visdrone=outputs.save_visdrone or text == VISDRONE_TEXT)  # fmt: skip
     done: list[SequenceRun] = []
-    bar = tqdm(total=_frame_total(source, inputs.vid_stride), unit="frame", desc="track") if progress else None
-    try:  # what was tracked is written whatever stops the loop
+    bar = tqdm(total=_frame_total(source, job.inputs.vid_stride), unit="frame", desc="track") if progress else None
+    try:
         for name, frames in sequences:
             done.append(_write_sequence(writer, name, frames, bar))
             if on_sequence is not None:
@@ -119,10 +135,7 @@ def track_job(
         writer.close()
         if bar is not None:
             bar.close()
-    run = TrackRun(save_dir, tracker.tracker_name, tracker.cmc, tuple(done))
-    if split is None or run.frames == 0:
-        return run
-    return TrackRun(**{**vars(run), "scores": _score(split, save_dir)})
+    return done
 
 
 def _frame_total(source: Any, vid_stride: int) -> int | None:

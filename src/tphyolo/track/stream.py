@@ -2,7 +2,7 @@
 
     for result in Tracker("best.pt", tracker="botsort")("drone.mp4"):
         result.ids, result.boxes    # (M,) track ids >= 1, (M, 4) xyxy pixels of the frame
-        result.frame                # the frame's index in its sequence, from 0
+        result.frame                # the frame's number in its sequence, from 1 (as in the MOT files)
 
 A source is cut into sequences as `tphyolo.predict.sequences.resolve_sequences` does (a video, a folder of
 frames, a folder of sequence folders, ...) and the tracker starts afresh at each. With `detections=` (a folder
@@ -77,10 +77,10 @@ class TrackedFrame:
     categories: np.ndarray | None = None
 
     def results(self, names: tuple[str, ...]) -> Results:
-        """This frame as `Results` with track ids (sorted by score, as any Results), `frame` = number - 1."""
+        """This frame as `Results` with track ids (sorted by score, as any Results), `frame` = number."""
         shape = (0, 0) if self.image is None else self.image.shape[:2]
         empty = Results(torch.zeros((0, 4)), torch.zeros(0), torch.zeros(0, dtype=torch.int64), names=names,
-                        path=self.path, shape=shape, frame=self.number - 1, image=self.image)  # fmt: skip
+                        path=self.path, shape=shape, frame=self.number, image=self.image)  # fmt: skip
         return empty.tracked(self.boxes, self.ids, self.scores, self.labels)
 
 
@@ -95,7 +95,8 @@ class Tracker:
     the detector's `conf` defaults to TRACK_CONF (0.1: ByteTrack's second association uses weak detections).
 
     Calling it on a source yields one `Results` per frame, holding the tracks seen: `ids` (M,) int64 track ids,
-    the tracker's `boxes`, `scores`, `labels`, `frame` (index in its sequence from 0) and the image.
+    the tracker's `boxes`, `scores`, `labels`, `frame` (its number in its sequence from 1, as the MOT files
+    and TrackEval number it) and the image.
     `sequences(source)` yields (sequence name, its `TrackedFrame`s) for writers.
     """
 
@@ -174,7 +175,7 @@ class Tracker:
         tracked = self.predictor.track_sequence(sequence, self.tracker, on_skip=on_skip, vid_stride=vid_stride)
         for frame, result in tracked:
             name = None if frame.is_video else Path(frame.path).name
-            yield TrackedFrame(result.frame + 1, frame.image, frame.path, name, frame.fps, result.boxes.numpy(),
+            yield TrackedFrame(result.frame, frame.image, frame.path, name, frame.fps, result.boxes.numpy(),
                                result.ids.numpy(), result.scores.numpy(), result.labels.numpy())  # fmt: skip
 
     def _detection_sequences(self, source: Any, vid_stride: int) -> Iterator[tuple[str, Iterator[TrackedFrame]]]:

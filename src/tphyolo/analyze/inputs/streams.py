@@ -82,7 +82,7 @@ def detector_streams(predictor: SequenceDetector, tracker: MultiObjectTracker, s
         motion = FrameMotion(tracker, cmc)
         for frame, result in predictor.track_sequence(sequence, tracker):
             boxes = result.boxes.numpy()
-            yield StreamFrame(result.frame + 1, frame.image, frame.fps, boxes, result.ids.numpy(),
+            yield StreamFrame(result.frame, frame.image, frame.fps, boxes, result.ids.numpy(),
                               result.labels.numpy(), motion(frame.image, boxes))  # fmt: skip
 
     for sequence in resolve_sequences(source):
@@ -107,10 +107,10 @@ def _tracked_frames(frames: Iterator[TrackedFrame], tracker: MultiObjectTracker,
 
 
 def track_streams(folder: Path, source=None, *, cmc: str = "sparse") -> Iterator[TrackStream]:
-    """Streams of the track files in `folder` (`<seq>.txt`, rows with ids), the camera motion estimated with
-    `cmc` from the frames of the sequence of the same name in `source` when given."""
+    """Streams of the track files in `folder` (`<seq>.txt`, rows with ids; or one such file), the camera motion
+    estimated with `cmc` from the frames of the sequence of the same name in `source` when given."""
     files, read, fmt = track_files(folder)
-    categories = read_table(folder) or TRACKING_TABLES[fmt]
+    categories = read_table(folder if folder.is_dir() else folder.parent) or TRACKING_TABLES[fmt]
     for name, (path, sequence) in pair_sequences(files, source).items():
         table = read(path)
         known = (categories.classes(table.classes) != NONE) | (table.classes <= 0)  # 0, -1: region, no class

@@ -121,15 +121,19 @@ def read_tracker_output(folder: Path, fmt: str, names: Iterable[str]) -> dict[st
     return out
 
 
-def detection_files(folder: Path) -> dict[str, Path]:
+def detection_files(folder: Path, *, kind: str = "detections") -> dict[str, Path]:
     """Sequence name -> detection file: `<folder>/<seq>.txt`, or MOTChallenge's `<folder>/<seq>/det/det.txt`;
-    sorted by name. Raises FileNotFoundError when there are none."""
+    sorted by name; `folder` may also be one such file (its sequence: MOTChallenge's `<seq>` for a
+    `<seq>/det/det.txt`, else the file's stem). Raises FileNotFoundError, naming the files as `kind`, when there
+    are none."""
     folder = Path(folder)
+    if folder.is_file():
+        return {_sequence_name(folder, "det"): folder}
     if not folder.is_dir():
-        raise FileNotFoundError(f"detections {folder}: no such folder")
+        raise FileNotFoundError(f"{kind} {folder}: no such file or folder")
     files = _txt_files(folder) | {p.parent.parent.name: p for p in folder.glob("*/det/det.txt")}
     if not files:
-        raise FileNotFoundError(f"detections {folder}: no <seq>.txt or <seq>/det/det.txt files")
+        raise FileNotFoundError(f"{kind} {folder}: no <seq>.txt or <seq>/det/det.txt files")
     return dict(sorted(files.items()))
 
 
@@ -166,14 +170,24 @@ def track_files(folder: Path) -> tuple[dict[str, Path], Callable[[Path], TrackTa
     """Sequence name -> file of the tracks in `folder`, how to read one, and the layout whose category numbers
     its category column holds: UAVDT ground truth (`<seq>_gt_whole.txt`: "uavdt"), MOTChallenge ground truth
     (`<seq>/gt/gt.txt`: "mot"), else `detection_files` read by `read_tracks` (a `tphyolo track` run's
-    output or VisDrone-MOT ground truth: "visdrone-mot"). Raises FileNotFoundError when there are none."""
+    output or VisDrone-MOT ground truth: "visdrone-mot"). `folder` may also be one such file, known by the
+    same names. Raises FileNotFoundError when there are none."""
     folder = Path(folder)
     for fmt in ("uavdt", "mot"):
         layout = get_layout(fmt)
-        files = layout.find_truth(folder) if folder.is_dir() else {}
+        if folder.is_file():  # one file: the layout that finds it where it lies
+            root = folder.parent.parent.parent if fmt == "mot" else folder.parent
+            files = {name: path for name, path in layout.find_truth(root).items() if path == folder}
+        else:
+            files = layout.find_truth(folder) if folder.is_dir() else {}
         if files and (fmt != "mot" or any(p.name == "gt.txt" for p in files.values())):
             return dict(sorted(files.items())), layout.read_truth, fmt
-    return detection_files(folder), read_tracks, "visdrone-mot"
+    return detection_files(folder, kind="tracks"), read_tracks, "visdrone-mot"
+
+
+def _sequence_name(path: Path, kind: str) -> str:
+    """The sequence of one file: MOTChallenge's `<seq>` for `<seq>/<kind>/<kind>.txt`, else the file's stem."""
+    return path.parent.parent.name if path.name == f"{kind}.txt" and path.parent.name == kind else path.stem
 
 
 @dataclass(frozen=True)
