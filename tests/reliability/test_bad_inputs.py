@@ -145,7 +145,7 @@ def test_faults_are_one_line_with_the_path_and_exit_2(tmp_path, weights, capsys,
     argv = ["predict", "--weights", str(weights), "--source", str(tmp_path / "image.jpg"), *CPU]
     assert main([*argv, "--project", str(tmp_path / "a_file" / "runs")]) == 2
     line = one_error_line(capsys.readouterr().err, "predict")
-    assert line == f"tphyolo predict: error: {tmp_path / 'a_file' / 'runs' / 'exp'}: not a directory"
+    assert line == f"tphyolo predict: error: {tmp_path / 'a_file' / 'runs'}: not a directory"
     monkeypatch.setenv("TPHYOLO_DEBUG", "1")  # the traceback, for whoever debugs
     with pytest.raises(FileNotFoundError):
         main(["data", "check", "--data", str(tmp_path / "none.yaml")])

@@ -27,6 +27,8 @@ def _key(image: np.ndarray) -> str:
 class OraclePredictor(Predictor):
     """Detections = the ground-truth objects of the frame (score 0.9, class = VisDrone category - 1)."""
 
+    decisions: dict = {}  # no backend: nothing was decided about how a model runs
+
     def __init__(self, split: TrackingSplit) -> None:  # no model: nothing of Predictor.__init__ is needed
         self.config = InferenceConfig(conf=0.1)
         self.calls = 0
