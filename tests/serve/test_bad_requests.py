@@ -128,12 +128,13 @@ def test_a_request_of_more_images_than_the_queue_is_413(server, caplog):
 
 @pytest.mark.slow
 def test_a_full_queue_answers_503_at_once(tiny_weights, image_files):
-    """The worker stopped (SIGSTOP) with one image in it and one queued: a third request is answered 503 with
-    Retry-After while the worker is still stopped -- at once, not after a timeout; once it goes on, the two
-    accepted requests are answered."""
+    """The worker stopped (SIGSTOP) with an image in it per inference stream and one queued: one more request
+    is answered 503 with Retry-After while the worker is still stopped -- at once, not after a timeout; once it
+    goes on, the accepted requests are answered."""
     settings = ServeConfig(port=0, max_queue=1, max_batch=1, max_wait_ms=0)
     with serving(tiny_weights, serve=settings) as (url, app):
         service = app.state.service
+        streams = service.worker.info.stream_count
         body = image_files[0].read_bytes()
 
         def post() -> httpx.Response:
@@ -141,17 +142,17 @@ def test_a_full_queue_answers_503_at_once(tiny_weights, image_files):
 
         os.kill(service.worker.pid, signal.SIGSTOP)
         try:
-            with ThreadPoolExecutor(2) as pool:
-                first = pool.submit(post)
-                _wait_for(lambda: service.batcher.in_flight == 1)
-                second = pool.submit(post)
+            with ThreadPoolExecutor(streams + 1) as pool:
+                accepted = [pool.submit(post) for _ in range(streams)]
+                _wait_for(lambda: service.batcher.in_flight == streams)
+                accepted.append(pool.submit(post))
                 _wait_for(lambda: service.batcher.depth == 1)
                 refused = post()
                 assert refused.status_code == 503 and refused.headers["Retry-After"] == "1"
                 assert "queue is full" in refused.json()["error"]
-                assert not first.done() and not second.done()
+                assert not any(a.done() for a in accepted)
                 os.kill(service.worker.pid, signal.SIGCONT)
-                assert first.result().status_code == 200 and second.result().status_code == 200
+                assert [a.result().status_code for a in accepted] == [200] * (streams + 1)
         finally:
             os.kill(service.worker.pid, signal.SIGCONT)
 

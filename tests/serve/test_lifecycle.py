@@ -49,8 +49,9 @@ def _gauge(url: str, name: str) -> float:
 
 @pytest.mark.slow
 def test_sigterm_finishes_the_requests_in_flight(tiny_weights, image_files, tmp_path):
-    """`tphyolo serve` with its worker stopped (SIGSTOP) and three requests accepted (one in the worker, two
-    queued) gets SIGTERM: the three are answered 200 with their detections, then the process exits 0."""
+    """`tphyolo serve` with its worker stopped (SIGSTOP) and three requests accepted (one in the worker per
+    inference stream, the others queued) gets SIGTERM: the three are answered 200 with their detections, then
+    the process exits 0."""
     command = [sys.executable, "-m", "tphyolo", "serve", "--weights", str(tiny_weights), "--port", "0",
                "--img", str(SETTINGS["imgsz"]), "--conf", str(SETTINGS["conf"]), "--max-batch", "1", "--device", "cpu",
                "--grace", "60"]  # fmt: skip
@@ -61,11 +62,12 @@ def test_sigterm_finishes_the_requests_in_flight(tiny_weights, image_files, tmp_
         url = re.search(r"http://127\.0\.0\.1:\d+", line).group(0)
         wait_ready(url)
         worker = httpx.get(f"{url}/healthz").json()["worker"]["pid"]
+        streams = httpx.get(f"{url}/v1/models").json()["models"][0]["streams"]
         body = image_files[1].read_bytes()
         os.kill(worker, signal.SIGSTOP)
         with ThreadPoolExecutor(3) as pool:
             answers = [pool.submit(_post, url, body) for _ in range(3)]
-            _wait_for(lambda: _gauge(url, "tphyolo_queue_depth") == 2)
+            _wait_for(lambda: _gauge(url, "tphyolo_queue_depth") == max(3 - streams, 0))
             process.send_signal(signal.SIGTERM)
             time.sleep(0.5)  # the signal handled first: the worker then finishes what was accepted
             assert not any(a.done() for a in answers)

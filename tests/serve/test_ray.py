@@ -61,3 +61,29 @@ def test_two_ray_replicas_answer_as_the_plain_server(server, tiny_weights, image
         stop.set()
         thread.join(120)
         ray.shutdown()
+
+
+def test_a_replica_is_created_once_its_model_is_ready(monkeypatch):
+    """Ray sends requests to a replica once its constructor returns: it returns only once the model is loaded
+    and warm. Old behaviour: it returned at once, and a replica added by autoscaling answered 503 to its share of
+    the load while its model loaded (942 of 1,059 answers in a measured scale-out)."""
+    from tphyolo.serve import ray_app
+    from tphyolo.serve.engine import EngineSpec
+
+    class LoadingService:
+        def __init__(self, spec, settings, *, in_process) -> None:
+            self.failure, self.polls, self.batcher = None, 0, self
+
+        @property
+        def ready(self) -> bool:
+            self.polls += 1
+            return self.polls > 3
+
+        def start(self) -> None:
+            pass
+
+    monkeypatch.setattr(ray_app, "Service", LoadingService)
+    monkeypatch.setattr(ray_app, "build_app", lambda service, lifespan: None)
+    monkeypatch.setattr(ray_app, "READY_POLL_S", 0.001)
+    replica = ray_app.DetectionReplica(EngineSpec(weights=("m.pt",)), ServeConfig())
+    assert replica.service.polls == 4

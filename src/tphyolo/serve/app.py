@@ -36,11 +36,12 @@ from tphyolo.imports import require
 from tphyolo.infer.config import InferenceConfig
 from tphyolo.infer.slicing import SliceConfig
 from tphyolo.runtime.config import RuntimeConfig, resolve_device
+from tphyolo.runtime.decisions import Decision, describe
 from tphyolo.serve.answers import coco_answer, image_answer
 from tphyolo.serve.batcher import Batcher, too_many_images
 from tphyolo.serve.config import ServeConfig
 from tphyolo.serve.cost import check_cost
-from tphyolo.serve.engine import EngineSpec, ModelInfo
+from tphyolo.serve.engine import ONE_STREAM, EngineSpec, ModelInfo
 from tphyolo.serve.images import decode_request_image
 from tphyolo.serve.metrics import SERVE_INSTALL_HINT, ServiceMetrics
 from tphyolo.serve.options import answer_format, request_settings
@@ -89,7 +90,8 @@ class Service:
         supervises), not in a child process; worker: one of InferenceWorker's interface to use instead."""
         device = resolve_device(spec.device) if spec.device is not None else spec.runtime.torch_device()
         self.spec, self.settings = spec, settings
-        self.max_batch = settings.batch_size(device.type)
+        self.max_batch, source, why = settings.batching(device.type)
+        self.batching = Decision(str(self.max_batch), source, why)
         worker_kind = InProcessWorker if in_process else InferenceWorker
         self.worker = worker if worker is not None else worker_kind(spec, max_batch=self.max_batch)
         self.metrics = ServiceMetrics(queue_depth=lambda: self.batcher.depth, restarts=lambda: self.worker.restarts)
@@ -106,12 +108,20 @@ class Service:
         def load() -> None:
             try:
                 self.batcher.start()
-                LOGGER.info("model %s loaded and warm; ready", self.worker.info.name)
+                LOGGER.info("model %s loaded and warm; ready: %s", self.worker.info.name, self.describe_decisions())
             except Exception as error:  # noqa: BLE001 - any failure to load is the service's one-line failure
                 self.failure = describe_error(error)
                 LOGGER.error("%s", self.failure)
 
         threading.Thread(target=load, name="tphyolo-serve-load", daemon=True).start()
+
+    def decisions(self) -> dict[str, Decision]:
+        """How the loaded model is run: images per forward pass (`batching`) and batches at once (`streams`,
+        the worker's `ModelInfo.streams`), each with its source and why; decided once, at start-up."""
+        return {"batching": self.batching, "streams": getattr(self.worker.info, "streams", ONE_STREAM)}
+
+    def describe_decisions(self) -> str:
+        return describe(self.decisions())
 
     def begin_shutdown(self) -> None:
         """The shutdown starts now (the first call counts): what is queued is answered until ANSWER_MARGIN_S
@@ -302,7 +312,8 @@ def build_app(service: Service, *, lifespan: bool = True):
         except RequestProblem as error:
             return problem(request, error)
         info = service.worker.info
-        return {"models": [info.as_json() | {"max_batch": service.max_batch}]}
+        decisions = {name: decision.as_dict() for name, decision in service.decisions().items()}
+        return {"models": [info.as_json() | {"max_batch": service.max_batch, "decisions": decisions}]}
 
     @app.get("/healthz", summary="the process answers")
     async def healthz():

@@ -12,15 +12,18 @@ its bucket -- the same settings and the same letterboxed shape, which is what le
 -- up to `max_batch`, waiting at most `max_wait_s` from the oldest's arrival for the batch to fill. While the
 worker runs a batch the next one gathers, so under load batches fill without waiting. An image whose future is
 cancelled (its client left, its request timed out) leaves the queue at once, and its pixels with it; one whose
-deadline passed is dropped before it costs a pass.
+deadline passed is dropped before it costs a pass. The worker runs as many batches at once as it has inference
+streams (`ModelInfo.streams`, decided when it loads): that many threads form and send batches, each waiting for
+its own answer, so that a stream finishing a batch finds the next one already gathered.
 
 A batch whose worker crashed is answered 503 and the worker restarted; the images waiting meanwhile stay queued
-and are answered by the new worker. A batch still running (or not yet taken: a stopped worker whose pipe is
-full) when the last deadline of its requests passes is work nobody waits for: the worker is ended (504) and
-restarted; while a batch runs past its deadline (an in-process worker, which cannot be ended) `stuck` says so
-and the service is not ready. Any other error in a batch -- the worker's, the metrics callback's, a restart
-that raises -- answers every request of that batch (500, one log line) and the thread goes on. `stop()`
-refuses new images, answers every queued one, then stops the worker: nothing accepted is lost.
+and are answered by the new worker (one thread restarts it; the others wait for it before sending their next
+batch, and do not restart it again for the batches it took down with it). A batch still running (or not yet taken:
+a stopped worker whose pipe is full) when the last deadline of its requests passes is work nobody waits for: the
+worker is ended (504) and restarted; while a batch runs past its deadline (an in-process worker, which cannot be
+ended) `stuck` says so and the service is not ready. Any other error in a batch -- the worker's, the metrics
+callback's, a restart that raises -- answers every request of that batch (500, one log line) and the thread goes
+on. `stop()` refuses new images, answers every queued one, then stops the worker: nothing accepted is lost.
 """
 
 from __future__ import annotations
@@ -97,21 +100,29 @@ class Batcher:
         self._condition = threading.Condition()
         self._stop_lock = threading.Lock()
         self._stopping = False
-        self._thread: threading.Thread | None = None
+        self._threads: list[threading.Thread] = []
         self._ready = False
-        self.in_flight = 0  # images of the batch in the worker now
-        self._batch_deadline: float | None = None  # the last deadline of the batch in the worker
+        self._restart_lock = threading.Lock()  # held while a worker restarts: the other threads wait for it
+        self._generation = 0  # workers started since, which tells a thread whether its worker was restarted
+        self._in_worker: dict[int, tuple[int, float]] = {}  # per thread: images of its batch in the worker, and
+        # the last deadline of their requests
 
     @property
     def ready(self) -> bool:
-        """The worker is started, the batching thread runs and no batch is past its deadline."""
-        return self._ready and self._thread is not None and self._thread.is_alive() and not self.stuck
+        """The worker is started, the batching threads run and no batch is past its deadline."""
+        alive = bool(self._threads) and all(thread.is_alive() for thread in self._threads)
+        return self._ready and alive and not self.stuck
 
     @property
     def stuck(self) -> bool:
         """A batch is in the worker past the last deadline of its requests."""
-        deadline = self._batch_deadline
-        return deadline is not None and time.monotonic() > deadline
+        now = time.monotonic()
+        return any(now > deadline for _, deadline in list(self._in_worker.values()))
+
+    @property
+    def in_flight(self) -> int:
+        """Images of the batches in the worker now."""
+        return sum(count for count, _ in list(self._in_worker.values()))
 
     @property
     def depth(self) -> int:
@@ -119,11 +130,15 @@ class Batcher:
         return len(self._pending)
 
     def start(self) -> None:
-        """Start the worker (its model loaded and warm: then `ready`) and the batching thread."""
-        self.worker.start()
+        """Start the worker (its model loaded and warm: then `ready`) and a batching thread per inference stream
+        of its model (`ModelInfo.streams`; one for a worker that does not say)."""
+        info = self.worker.start()
         self._ready = True
-        self._thread = threading.Thread(target=self._run, name="tphyolo-serve-batcher", daemon=True)
-        self._thread.start()
+        streams = getattr(info, "stream_count", 1)
+        self._threads = [threading.Thread(target=self._run, name=f"tphyolo-serve-batcher-{i}", daemon=True)
+                         for i in range(streams)]  # fmt: skip
+        for thread in self._threads:
+            thread.start()
 
     def submit(
         self, images: Sequence[np.ndarray], settings: Settings, *, deadline: float
@@ -149,7 +164,7 @@ class Batcher:
             if len(self._pending) + len(jobs) > self.max_queue:
                 raise unavailable(f"the queue is full ({len(self._pending)} of {self.max_queue} images waiting)")
             self._pending.extend(jobs)
-            self._condition.notify()
+            self._condition.notify_all()
         for job in jobs:
             job.future.add_done_callback(functools.partial(self._forget, job))
         return [job.future for job in jobs]
@@ -165,24 +180,27 @@ class Batcher:
         when it is busy still: what is left is answered 503)."""
         with self._condition:
             self._stopping = True
-            self._condition.notify()
-        if self._thread is not None:
-            self._thread.join(timeout)
+            self._condition.notify_all()
+        until = None if timeout is None else time.monotonic() + timeout
+        for thread in self._threads:
+            thread.join(None if until is None else max(until - time.monotonic(), 0.0))
         self._ready = False
+        busy = any(thread.is_alive() for thread in self._threads)
         with self._stop_lock:  # once at a time: a shutdown's timer and the app's stop may overlap
-            self.worker.stop(timeout=0 if self._thread is not None and self._thread.is_alive() else 5.0)
-        if self._thread is not None:
-            self._thread.join(STOP_ANSWER_S)
+            self.worker.stop(timeout=0 if busy else 5.0)
+        until = time.monotonic() + STOP_ANSWER_S
+        for thread in self._threads:
+            thread.join(max(until - time.monotonic(), 0.0))
 
     def _next_batch(self) -> list[_Job] | None:
         """The next batch (see the module docstring), or None when stopping with nothing queued."""
         with self._condition:
-            while not self._pending and not self._stopping:
-                self._condition.wait()
-            if not self._pending:
-                return None
-            first = self._pending[0]
             while True:
+                while not self._pending and not self._stopping:
+                    self._condition.wait()
+                if not self._pending:
+                    return None
+                first = self._pending[0]  # again after each wait: another thread may have taken it
                 batch = [job for job in self._pending if job.bucket == first.bucket][: self.max_batch]
                 left = first.enqueued + self.max_wait_s - time.monotonic()
                 if len(batch) >= self.max_batch or left <= 0 or self._stopping:
@@ -190,6 +208,8 @@ class Batcher:
                 self._condition.wait(left)
             for job in batch:
                 self._pending.remove(job)
+            if self._pending:
+                self._condition.notify()  # another thread, for what is left
             return batch
 
     def _run(self) -> None:
@@ -213,7 +233,13 @@ class Batcher:
 
     def _answer(self, jobs: list[_Job], started: float) -> None:
         deadline = max(job.deadline for job in jobs)
-        self.in_flight, self._batch_deadline = len(jobs), deadline
+        with self._restart_lock:  # a worker restarting is waited for; the batch goes to the one it starts
+            generation = self._generation
+        if time.monotonic() > deadline:
+            _settle(jobs, RequestProblem(504, "the request's deadline passed while the worker restarted"))
+            return
+        me = threading.get_ident()
+        self._in_worker[me] = (len(jobs), deadline)
         try:
             rows, seconds = self.worker.detect(
                 [job.image for job in jobs], jobs[0].settings, timeout=max(deadline - time.monotonic(), 0.0)
@@ -230,9 +256,9 @@ class Batcher:
             _settle(jobs, RequestProblem(500, f"inference failed: {error}"))
             return
         finally:
-            self.in_flight, self._batch_deadline = 0, None
+            self._in_worker.pop(me, None)
         if rows is None:  # the worker is gone
-            self._restart_worker()
+            self._restart_worker(generation)
             return
         if len(rows) != len(jobs):
             raise RuntimeError(f"the worker answered {len(rows)} image(s) for a batch of {len(jobs)}")
@@ -240,18 +266,23 @@ class Batcher:
         for job, image_rows in zip(jobs, rows, strict=True):
             job.future.set_result(ImageAnswer(image_rows, started - job.enqueued, seconds, len(jobs)))
 
-    def _restart_worker(self) -> None:
-        """Start a new worker, again and again until one starts or the service stops; not `ready` meanwhile."""
-        self._ready = False
-        while not self._stopping:
-            try:
-                self.worker.restart()
-            except Exception as error:  # noqa: BLE001 - a worker that cannot start now may start later
-                LOGGER.error("%s; trying again in %.0f s", describe_error(error), RESTART_PAUSE_S)
-                time.sleep(RESTART_PAUSE_S)
-            else:
-                self._ready = True
+    def _restart_worker(self, generation: int) -> None:
+        """Start a new worker, again and again until one starts or the service stops; not `ready` meanwhile.
+        Nothing when another thread restarted it since `generation` (the worker that took this batch down)."""
+        with self._restart_lock:
+            if generation != self._generation:
                 return
+            self._ready = False
+            while not self._stopping:
+                try:
+                    self.worker.restart()
+                except Exception as error:  # noqa: BLE001 - a worker that cannot start now may start later
+                    LOGGER.error("%s; trying again in %.0f s", describe_error(error), RESTART_PAUSE_S)
+                    time.sleep(RESTART_PAUSE_S)
+                else:
+                    self._ready = True
+                    break
+            self._generation += 1
 
 
 def too_many_images(count: int, max_queue: int) -> str:

@@ -7,12 +7,18 @@ with each request's settings.
 `EngineSpec` is plain, picklable data (paths, configs): what a worker process needs to load the engine on its
 own. The Predictor of other settings shares the loaded models (`Predictor.with_settings`); the last few are
 kept, so that a request with the defaults or a recent combination loads nothing.
+
+Inference streams: when every model runs on OpenVINO (a checkpoint on the CPU compiles to it by default), each
+is switched to OpenVINO's throughput path (`OpenVINOBackend.use_streams`) and the engine runs as many `detect`
+calls at once as OpenVINO has requests for it (`ModelInfo.streams`), decided once when it loads; other runtimes
+run one at a time. The pixels, the pre- and post-processing are the same, so are the answers.
 """
 
 from __future__ import annotations
 
 import hashlib
 import os
+import threading
 import time
 from collections import OrderedDict
 from collections.abc import Mapping, Sequence
@@ -27,6 +33,7 @@ from tphyolo.infer.config import InferenceConfig
 from tphyolo.infer.slicing import SliceConfig
 from tphyolo.predict.predictor import Predictor
 from tphyolo.runtime.config import RuntimeConfig, resolve_device
+from tphyolo.runtime.decisions import Decision
 from tphyolo.serve.options import Settings
 
 # PyTorch threads of a CPU worker: all cores but one, which the server's event loop and the clients' side keep.
@@ -38,6 +45,7 @@ from tphyolo.serve.options import Settings
 # 1-thread time beside 1, 2 and 4 busy processes; in `bench serve` the service gave 16.8-20.5 against 11.2-12.5
 # images/s at one caller, 16.9-20.0 against 12.2-14.9 at 16 (docs/performance.md, the service on an EPYC).
 CORES_KEPT = 1
+ONE_STREAM = Decision("1", "rule", "one forward at a time")
 SETTINGS_KEPT = 16  # predictors of recent request settings kept (they share the models: a few objects each)
 WARMUP_SIDE = 320  # side of the grey image of the warm-up passes
 WARMUP_PASSES = 2
@@ -65,7 +73,8 @@ class ModelInfo:
     bytes, 16 hex digits), `names` (class names), `stride`, `imgsz`, `backend` (formats), `precision` (what the
     first model computes in: "fp32", "bf16" or "fp16", `ran_precision`),
     `device`, `classifier` (a crop classifier is loaded), `defaults` (the settings requests start from),
-    `threads` (PyTorch's intra-op threads in the process that runs it)."""
+    `threads` (PyTorch's intra-op threads in the process that runs it), `streams` (how many batches run at once,
+    and why: `inference_streams`)."""
 
     name: str
     hash: str
@@ -78,6 +87,11 @@ class ModelInfo:
     classifier: bool
     defaults: Settings
     threads: int = 1
+    streams: Decision = ONE_STREAM
+
+    @property
+    def stream_count(self) -> int:
+        return int(self.streams.value)
 
     def as_json(self) -> dict:
         config = self.defaults.config
@@ -85,7 +99,7 @@ class ModelInfo:
         return {
             "name": self.name, "hash": self.hash, "classes": list(self.names), "stride": self.stride,
             "imgsz": self.imgsz, "backend": self.backend, "precision": self.precision, "device": self.device,
-            "classifier": self.classifier, "threads": self.threads,
+            "classifier": self.classifier, "threads": self.threads, "streams": self.stream_count,
             "defaults": {
                 "conf": config.conf, "iou": config.iou, "max_det": config.max_det,
                 "classes": None if config.classes is None else list(config.classes), "imgsz": config.imgsz,
@@ -124,6 +138,19 @@ def ran_precision(backend: object) -> str:
                                                                          "fp32")  # fmt: skip
 
 
+def inference_streams(backends: Sequence[object]) -> Decision:
+    """How many forwards the models `backends` run at once: when every one runs on OpenVINO, each is switched to
+    its throughput path (`use_streams`, on the backend or the compiled runtime of a checkpoint) and the fewest
+    requests any of them has is the number; else 1. Decided once, from the models and OpenVINO's own rule for
+    this CPU (its THROUGHPUT hint), never from a timing."""
+    runtimes = [getattr(b, "compiled", b) for b in backends]  # a compiled checkpoint runs its compiled model
+    if not all(hasattr(r, "use_streams") for r in runtimes):
+        formats = "+".join(sorted({getattr(b, "format", "pytorch") for b in backends}))
+        return Decision("1", "rule", f"{formats}: one forward at a time (inference streams are OpenVINO's)")
+    count = min(r.use_streams() for r in runtimes)
+    return Decision(str(count), "rule", "OpenVINO's OPTIMAL_NUMBER_OF_INFER_REQUESTS under its THROUGHPUT hint")
+
+
 def weights_hash(paths: Sequence[str]) -> str:
     """sha256 of the bytes of every file of `paths` (a folder: its files, by name), 16 hex digits."""
     digest = hashlib.sha256()
@@ -139,7 +166,8 @@ class InferenceEngine:
 
     max_batch: images per forward pass (the predictor's `batch`). The images of one `detect` call are letterboxed
     and grouped by shape as `Predictor.predict_images` does, so that an answer does not depend on the batch it
-    went in, beyond the float rounding of a batched convolution."""
+    went in, beyond the float rounding of a batched convolution. `detect` may be called from `info.streams`
+    threads at once (`inference_streams`)."""
 
     def __init__(self, spec: EngineSpec, *, max_batch: int) -> None:
         config = replace(spec.config, batch=max_batch)
@@ -152,6 +180,7 @@ class InferenceEngine:
             replace(self.predictor.config, batch=1), self.predictor.slicing, spec.classifier is not None
         )
         self._predictors: OrderedDict[Settings, object] = OrderedDict({self.defaults: self.predictor})
+        self._lock = threading.Lock()  # over `_predictors`, which the streams' threads share
         backends = self.predictor.backends
         self.info = ModelInfo(
             name="+".join(Path(w).name for w in spec.weights), hash=weights_hash(spec.weights),
@@ -160,19 +189,21 @@ class InferenceEngine:
             backend="+".join(sorted({getattr(b, "format", "pytorch") for b in backends})),
             precision=ran_precision(backends[0]), device=str(self.predictor.device),
             classifier=spec.classifier is not None, defaults=self.defaults, threads=torch.get_num_threads(),
+            streams=inference_streams(backends),
         )  # fmt: skip
 
     def predictor_for(self, settings: Settings):
         """The Predictor of `settings` (sharing the loaded models)."""
-        predictor = self._predictors.get(settings)
-        if predictor is None:
-            config = replace(settings.config, batch=self.max_batch)
-            predictor = self.predictor.with_settings(config, slice=settings.slicing, classifier=settings.classifier)
-            self._predictors[settings] = predictor
-            while len(self._predictors) > SETTINGS_KEPT:
-                self._predictors.popitem(last=False)
-        self._predictors.move_to_end(settings)
-        return predictor
+        with self._lock:
+            predictor = self._predictors.get(settings)
+            if predictor is None:
+                config = replace(settings.config, batch=self.max_batch)
+                predictor = self.predictor.with_settings(config, slice=settings.slicing, classifier=settings.classifier)
+                self._predictors[settings] = predictor
+                while len(self._predictors) > SETTINGS_KEPT:
+                    self._predictors.popitem(last=False)
+            self._predictors.move_to_end(settings)
+            return predictor
 
     def detect(self, images: Sequence[np.ndarray], settings: Settings) -> list[np.ndarray]:
         """Per uint8 BGR image: its detections (n, 6) float32 x1, y1, x2, y2 (original pixels), score, class id,

@@ -5,7 +5,8 @@
 Each replica is a Ray actor holding a `Service` whose model runs in the replica's own process
 (`InProcessWorker`: Ray supervises and restarts replicas) behind the same batcher as the plain server, so a
 replica batches images of one settings-and-shape bucket exactly as `tphyolo serve` does, and answers the same.
-Ray's HTTP proxy listens on `host:port` and spreads requests over the replicas; a replica forwards each
+A replica is created once its model is loaded and warm, so that Ray sends it nothing before. Ray's HTTP proxy
+listens on `host:port` and spreads requests over the replicas; a replica forwards each
 request to its FastAPI app as ASGI. Ray is started locally unless `address` names a cluster to join; only what
 was started here is shut down.
 """
@@ -31,9 +32,14 @@ class DetectionReplica:
     """One replica: the service's app with its model in this process (module docstring)."""
 
     def __init__(self, spec: EngineSpec, settings: ServeConfig) -> None:
+        """Returns once the model is loaded and warm (or failed to load: then unhealthy), since Ray sends
+        requests to a replica once its constructor returns: a replica added by autoscaling would otherwise
+        answer 503 to its share of the load until its model is ready."""
         self.service = Service(spec, settings, in_process=True)
         self.app = build_app(self.service, lifespan=False)
         self.service.start()
+        while not self.service.batcher.ready and self.service.failure is None:
+            time.sleep(READY_POLL_S)
 
     async def __call__(self, request):
         """The app's answer to `request` (a starlette Request from Ray's proxy)."""
@@ -60,8 +66,10 @@ class DetectionReplica:
             raise RuntimeError("the model is busy with a batch past its deadline")
 
 
-def deployment_options(cluster: RayConfig) -> dict:
-    """`serve.deployment` options of `cluster`: replicas (or autoscaling) and each replica's resources."""
+def deployment_options(cluster: RayConfig, *, autoscaling: dict | None = None) -> dict:
+    """`serve.deployment` options of `cluster`: replicas (or autoscaling, with the `autoscaling` keys of Ray
+    Serve's autoscaling_config beyond the bounds: target_ongoing_requests, upscale_delay_s, ...) and each
+    replica's resources."""
     options: dict = {
         "name": DEPLOYMENT,
         "ray_actor_options": {"num_cpus": cluster.cpus_per_replica, "num_gpus": cluster.gpus_per_replica},
@@ -69,7 +77,7 @@ def deployment_options(cluster: RayConfig) -> dict:
     if cluster.min_replicas is not None:
         options["autoscaling_config"] = {
             "min_replicas": cluster.min_replicas, "max_replicas": cluster.max_replicas,
-            "initial_replicas": cluster.replicas,
+            "initial_replicas": cluster.replicas, **(autoscaling or {}),
         }  # fmt: skip
     else:
         options["num_replicas"] = cluster.replicas
@@ -83,10 +91,11 @@ def serve_on_ray(
     *,
     on_listening: Callable[[str, int], None] | None = None,
     stop: threading.Event | None = None,
+    autoscaling: dict | None = None,
 ) -> None:
     """Deploy DetectionReplica on Ray Serve at `settings.host:settings.port` and serve until SIGTERM/SIGINT
     (in the main thread) or `stop` is set; then delete the deployment (and Ray, when started here).
-    `on_listening(host, port)` is called once every replica is ready."""
+    `on_listening(host, port)` is called once every replica is ready; `autoscaling`: see `deployment_options`."""
     ray = require("ray", purpose="tphyolo serve --ray", install=SERVE_INSTALL_HINT)
     serve = require("ray.serve", purpose="tphyolo serve --ray", install=SERVE_INSTALL_HINT)
     started = not ray.is_initialized()
@@ -98,7 +107,8 @@ def serve_on_ray(
         handlers = {sig: signal.signal(sig, lambda *_: stop.set()) for sig in (signal.SIGTERM, signal.SIGINT)}
     try:
         serve.start(http_options={"host": settings.host, "port": settings.port})
-        app = serve.deployment(DetectionReplica, **deployment_options(cluster)).bind(spec, settings)
+        options = deployment_options(cluster, autoscaling=autoscaling)
+        app = serve.deployment(DetectionReplica, **options).bind(spec, settings)
         serve.run(app, name=DEPLOYMENT, route_prefix="/", blocking=False)
         _wait_ready(settings, stop)
         if on_listening is not None and not stop.is_set():

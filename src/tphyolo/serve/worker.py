@@ -6,15 +6,19 @@
     worker.restart(); worker.stop()
 
 Why a process: a model that crashes (a native fault, an out-of-memory kill, a SIGKILL) takes only the worker
-with it; the service sees the pipe close, answers that batch's requests 503 and starts a new worker, which loads
-the weights again (a file replaced meanwhile gives the new model, with its new hash). The child is spawned (not
-forked: the parent runs threads), applies the runtime's process settings as any entry point does, and talks over
-one pipe: a batch of images and their settings in, the rows of each image (or a one-line error) out. One
-worker per device, one batch at a time. A batch that outlives its `timeout` (nobody waits for its answer any
-more) ends the process (SIGKILL): it cannot be interrupted otherwise, and it would hold every later batch. The
-timeout bounds the whole exchange, the write as well as the wait for the answer: a worker that stops reading
-(SIGSTOP, a hang) fills its pipe, and a batch larger than the pipe holds would block its writer for ever. The
-parent closes its end of the pipe to ask the worker to end, as writing to a stopped worker could block too.
+with it; the service sees the pipe close, answers the requests of its batches 503 and starts a new worker, which
+loads the weights again (a file replaced meanwhile gives the new model, with its new hash). The child is spawned
+(not forked: the parent runs threads), applies the runtime's process settings as any entry point does, and talks
+over one pipe: batches of images and their settings in, each with an id, the rows of each image (or a one-line
+error) out with the batch's id. One worker per device; it runs as many batches at once as its engine has
+inference streams (`ModelInfo.streams`: OpenVINO's throughput path, `tphyolo.serve.engine`), each in a thread
+of its own, so `detect` may be called from that many threads at once. A batch that outlives its `timeout`
+(nobody waits for its answer any more) ends the process (SIGKILL): it cannot be interrupted otherwise, and it
+would hold every later batch; the other batches in it then end as WorkerCrashed. The timeout bounds the whole
+exchange, the write as well as the wait for the answer: a worker that stops reading (SIGSTOP, a hang) fills its
+pipe, and a batch larger than the pipe holds would block its writer for ever. The parent closes its end of the
+pipe to ask the worker to end, as writing to a stopped worker could block too. A call that finds the worker it
+sent to gone ends that process only, never one started since by another thread's `restart`.
 
 `stop()` may be called from another thread while `detect` waits (the service shutting down past its grace):
 the waiting call then raises WorkerCrashed.
@@ -22,7 +26,9 @@ the waiting call then raises WorkerCrashed.
 
 from __future__ import annotations
 
+import concurrent.futures
 import contextlib
+import itertools
 import logging
 import multiprocessing
 import os
@@ -58,32 +64,38 @@ class WorkerFailed(RuntimeError):
 
 
 def _serve_batches(connection: Connection, spec: EngineSpec, max_batch: int) -> None:
-    """The child's main: load and warm the engine, say ready with its ModelInfo, then answer batches until the
-    parent closes the pipe."""
+    """The child's main: load and warm the engine, say ready with its ModelInfo, then answer batches, each in one
+    of `info.streams` threads, until the parent closes the pipe."""
     try:
         configure_process(spec.runtime)  # this process's entry point: its settings, before CUDA starts
         configure_worker_threads(spec)
         engine = InferenceEngine(spec, max_batch=max_batch)
         engine.warm_up()
     except Exception as error:  # noqa: BLE001 - reported to the parent in one line, which refuses to start
-        connection.send(("failed", describe_error(error)))
+        connection.send((None, "failed", describe_error(error)))
         return
-    connection.send(("ready", engine.info))
-    with contextlib.suppress(EOFError, OSError):  # the parent closed the pipe: its sign to end
+    connection.send((None, "ready", engine.info))
+    sending = threading.Lock()
+
+    def answer(batch_id: int, images: list[np.ndarray], settings: Settings) -> None:
+        start = time.perf_counter()
+        try:
+            message = (batch_id, "ok", engine.detect(images, settings), time.perf_counter() - start)
+        except Exception as error:  # noqa: BLE001 - one line to the parent, which answers the requests with it
+            message = (batch_id, "error", describe_error(error))
+        with sending, contextlib.suppress(OSError, ValueError):  # the parent is gone: nobody to answer
+            connection.send(message)
+
+    streams = concurrent.futures.ThreadPoolExecutor(engine.info.stream_count, thread_name_prefix="tphyolo-stream")
+    with streams, contextlib.suppress(EOFError, OSError):  # the parent closed the pipe: its sign to end
         while True:
-            images, settings = connection.recv()
-            start = time.perf_counter()
-            try:
-                rows = engine.detect(images, settings)
-            except Exception as error:  # noqa: BLE001 - one line to the parent, which answers the requests with it
-                connection.send(("error", describe_error(error)))
-                continue
-            connection.send(("ok", rows, time.perf_counter() - start))
+            streams.submit(answer, *connection.recv())
 
 
 class InferenceWorker:
     """An InferenceEngine of `spec` in a child process (see the module docstring); `max_batch` images per pass.
-    Methods are called from one thread (the batcher's)."""
+    `start`, `restart` and `stop` are called from one thread at a time; `detect` from up to `info.streams`
+    threads at once."""
 
     def __init__(self, spec: EngineSpec, *, max_batch: int) -> None:
         self.spec, self.max_batch = spec, max_batch
@@ -92,6 +104,11 @@ class InferenceWorker:
         self._connection: Connection | None = None
         self.info: ModelInfo | None = None
         self.restarts = 0
+        self._ids = itertools.count()
+        self._sending = threading.Lock()  # one message on the pipe at a time
+        self._answers: dict = {}  # batch id -> its message, read from the pipe by whichever waiter reads it
+        self._answered = threading.Condition()  # over `_answers` and `_reading`
+        self._reading = False  # a waiter reads the pipe (the others wait for it to hand their answers over)
 
     @property
     def pid(self) -> int | None:
@@ -106,12 +123,14 @@ class InferenceWorker:
         )
         process.start()
         child.close()
+        with self._answered:
+            self._answers.clear()
         self._process, self._connection = process, parent
-        message = self._receive(timeout=START_TIMEOUT_S)
-        if message[0] != "ready":
+        message = self._receive(None, timeout=START_TIMEOUT_S)
+        if message[1] != "ready":
             self.stop()
-            raise RuntimeError(f"the inference worker did not start: {message[1]}")
-        self.info = message[1]
+            raise RuntimeError(f"the inference worker did not start: {message[2]}")
+        self.info = message[2]
         return self.info
 
     def detect(
@@ -121,17 +140,20 @@ class InferenceWorker:
         (it is then stopped: `restart` it), WorkerTimedOut when it gave no answer within `timeout` seconds
         (None: no limit; it is then ended), WorkerFailed when it answered with an error."""
         deadline = None if timeout is None else time.monotonic() + timeout
-        self._send(pickle.dumps((list(images), settings), protocol=pickle.HIGHEST_PROTOCOL), timeout=timeout)
-        message = self._receive(timeout=None if deadline is None else max(deadline - time.monotonic(), 0.0))
-        if message[0] == "error":
-            raise WorkerFailed(message[1])
-        return message[1], message[2]
+        batch_id = next(self._ids)
+        message = pickle.dumps((batch_id, list(images), settings), protocol=pickle.HIGHEST_PROTOCOL)
+        self._send(message, timeout=timeout)
+        answer = self._receive(batch_id, timeout=None if deadline is None else max(deadline - time.monotonic(), 0.0))
+        if answer[1] == "error":
+            raise WorkerFailed(answer[2])
+        return answer[2], answer[3]
 
     def _send(self, data: bytes, *, timeout: float | None) -> None:
-        """Write `data` (a pickled message) to the worker within `timeout` seconds (None: no limit). A worker that
-        stops reading (stopped, hung) fills its pipe, and a write then blocks: it is done by a thread of its own,
-        and the worker that has not taken it all by the timeout is killed, which breaks the pipe and ends the write.
-        Raises WorkerTimedOut then, WorkerCrashed when the pipe is broken (the worker is stopped in both cases)."""
+        """Write `data` (a pickled message) to the worker within `timeout` seconds (None: no limit), waiting for
+        the writes of other threads first. A worker that stops reading (stopped, hung) fills its pipe, and a
+        write then blocks: it is done by a thread of its own, and the worker that has not taken it all by the
+        timeout is killed, which breaks the pipe and ends the write. Raises WorkerTimedOut then, WorkerCrashed
+        when the pipe is broken (the worker is stopped in both cases)."""
         connection, process = self._connection, self._process
         if connection is None or process is None:
             raise WorkerCrashed("the inference worker is not running")
@@ -139,7 +161,8 @@ class InferenceWorker:
 
         def write() -> None:
             try:
-                connection.send_bytes(data)
+                with self._sending:
+                    connection.send_bytes(data)
             except (OSError, EOFError, ValueError, TypeError) as error:  # broken, or closed by stop() meanwhile
                 failures.append(error)
 
@@ -149,36 +172,62 @@ class InferenceWorker:
         if writer.is_alive():
             process.kill()
             writer.join(KILL_WAIT_S)
-            self.stop(timeout=0)
+            self._end(process, timeout=0)
             raise WorkerTimedOut(f"the inference worker did not take a batch within {timeout:.1f} s and was ended")
         if failures:
-            self.stop()
+            self._end(process)
             raise WorkerCrashed(f"the inference worker is gone ({failures[0]})")
 
-    def _receive(self, *, timeout: float | None):
-        """The worker's next message, waiting while the process lives (and at most `timeout` seconds)."""
+    def _receive(self, batch_id: int | None, *, timeout: float | None):
+        """The worker's message for `batch_id` (None: its start), waiting while the process lives (and at most
+        `timeout` seconds). One waiter at a time reads the pipe and hands the others their answers."""
         deadline = None if timeout is None else time.monotonic() + timeout
         connection, process = self._connection, self._process  # stop() from another thread clears them
         if connection is None or process is None:
             raise WorkerCrashed("the inference worker is not running")
         while True:
+            with self._answered:
+                if batch_id in self._answers:
+                    return self._answers.pop(batch_id)
+                reader = not self._reading
+                if reader:
+                    self._reading = True
+                else:
+                    self._answered.wait(_POLL_S)
             try:
-                if connection.poll(_POLL_S):
-                    return connection.recv()
+                if reader and connection.poll(_POLL_S):
+                    message = connection.recv()
+                    with self._answered:
+                        self._answers[message[0]] = message
+                    continue
                 alive = process.is_alive()
             except (EOFError, OSError, ValueError):  # the pipe closed (the process ended, or stop() closed it)
                 alive = False
+            finally:
+                if reader:
+                    with self._answered:
+                        self._reading = False
+                        self._answered.notify_all()
             if alive and (deadline is None or time.monotonic() < deadline):
                 continue
             if alive:
-                self.stop(timeout=0)
+                self._end(process, timeout=0)
                 raise WorkerTimedOut(f"the inference worker did not answer within {timeout:.1f} s and was ended")
             process.join(1.0)  # reaped, so that its exit code is known
             code = process.exitcode
-            self.stop()
+            self._end(process)
             raise WorkerCrashed(
                 f"the inference worker {'was stopped' if code is None else f'ended with exit code {code}'}"
             )
+
+    def _end(self, process, *, timeout: float = 5.0) -> None:  # noqa: ANN001 - a multiprocessing Process
+        """Stop the worker when it is still `process`; else (another thread restarted it meanwhile) end only
+        `process`."""
+        if self._process is process:
+            self.stop(timeout=timeout)
+        elif process.is_alive():
+            process.kill()
+            process.join(KILL_WAIT_S)
 
     def restart(self) -> ModelInfo:
         """Stop what is left of the worker and start a new one (the weights loaded again)."""

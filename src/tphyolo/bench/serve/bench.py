@@ -111,7 +111,11 @@ def bench_serve(settings: ServeBenchSettings, *, log: Callable[[str], None] = pr
             servers[max_batch] = ServerProcess(flags)
             urls[max_batch] = stack.enter_context(servers[max_batch])
             log(f"server max_batch {max_batch or 'default'} ready at {urls[max_batch]}")
-        model = httpx.get(f"{next(iter(urls.values()))}/v1/models").json()["models"][0]
+        for max_batch, url in urls.items():
+            model = httpx.get(f"{url}/v1/models").json()["models"][0]
+            said = "; ".join(f"{name} {d['value']} ({d['source']}: {d['why']})"
+                             for name, d in model.get("decisions", {}).items())  # fmt: skip
+            log(f"server max_batch {max_batch or 'default'} runs: {said or 'no decisions said'}")
         threads = int(model.get("threads", 1))
         log(f"timing each step in-process under the worker's {threads} thread(s)")
         with torch_threads(threads):

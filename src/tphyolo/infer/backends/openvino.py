@@ -5,10 +5,15 @@ explicit inference precision, f32 unless `precision="bf16"` is asked for: OpenVI
 CPUs with AMX or AVX512-BF16, which would silently lower the precision of every IR, fp16-weight and INT8 ones
 (their float parts) included. A dynamic IR runs a whole batch in one request. `save_ir` writes an IR with
 tphyolo's metadata, as `tphyolo export` and the compiled CPU runtime (`tphyolo.infer.backends.compiled`) do.
+
+A service with many callers asks for OpenVINO's throughput path instead (`use_streams`): the model compiled again
+with the THROUGHPUT hint, each forward run on an async infer queue of OpenVINO's own number of requests
+(`OPTIMAL_NUMBER_OF_INFER_REQUESTS`, one per inference stream), so that as many threads may run forwards at once.
 """
 
 from __future__ import annotations
 
+import threading
 from pathlib import Path
 
 import numpy as np
@@ -75,20 +80,55 @@ class OpenVINOBackend(ExportedBackend):
         check_format(metadata, "openvino", path)
         metadata.check_graph(str(path), input_shape=_dims(model.inputs[0].partial_shape),
                              output_shape=_dims(model.outputs[0].partial_shape))  # fmt: skip
-        config = {"PERFORMANCE_HINT": "LATENCY", "INFERENCE_NUM_THREADS": threads or cpu_threads(),
-                  "INFERENCE_PRECISION_HINT": PRECISIONS[precision]}  # fmt: skip
-        try:
-            compiled = core.compile_model(model, "CPU", config)
-        except RuntimeError as error:
-            reason = error_reason(error)
-            raise InputError(f"{path}: OpenVINO cannot compile this IR (corrupt weights?): {reason}") from error
+        self._core, self._threads = core, threads or cpu_threads()
         super().__init__(path, metadata, device)
         self.precision = precision  # what it computes in (`dtype` is its input's)
-        self.request = compiled.create_infer_request()
+        self.request = self._compile(model, "LATENCY").create_infer_request()
+        self.queue = None  # the async infer queue, once `use_streams`
+
+    def _compile(self, model, hint: str):  # noqa: ANN001, ANN202 - openvino.Model -> openvino.CompiledModel
+        config = {"PERFORMANCE_HINT": hint, "INFERENCE_NUM_THREADS": self._threads,
+                  "INFERENCE_PRECISION_HINT": PRECISIONS[self.precision]}  # fmt: skip
+        try:
+            return self._core.compile_model(model, "CPU", config)
+        except RuntimeError as error:
+            reason = error_reason(error)
+            raise InputError(f"{self.path}: OpenVINO cannot compile this IR (corrupt weights?): {reason}") from error
+
+    def use_streams(self) -> int:
+        """Compile the model again with the THROUGHPUT hint (same threads and precision) and run every later
+        forward on an async infer queue of OpenVINO's OPTIMAL_NUMBER_OF_INFER_REQUESTS requests; from then on
+        `run` may be called from several threads, that many forwards running at once. Returns that number
+        (the same on every call: it is decided once)."""
+        if self.queue is None:
+            ov = require("openvino", purpose="running OpenVINO models")
+            compiled = self._compile(self._core.read_model(str(ir_file(Path(self.path)))), "THROUGHPUT")
+            self.queue = ov.AsyncInferQueue(compiled, compiled.get_property("OPTIMAL_NUMBER_OF_INFER_REQUESTS"))
+            self.queue.set_callback(_settle_forward)
+            self.request = None
+        return len(self.queue)
 
     def _forward(self, x: torch.Tensor) -> torch.Tensor:
-        out = self.request.infer({0: x.numpy()})[0]
-        return torch.from_numpy(np.array(out, copy=True))  # the request reuses its output buffer
+        if self.queue is None:
+            out = self.request.infer({0: x.numpy()})[0]
+            return torch.from_numpy(np.array(out, copy=True))  # the request reuses its output buffer
+        done: dict = {"event": threading.Event()}
+        self.queue.start_async({0: x.numpy()}, done)  # waits for an idle request
+        done["event"].wait()
+        if "error" in done:
+            raise RuntimeError(done["error"])
+        return torch.from_numpy(done["out"])
+
+
+def _settle_forward(request, done: dict) -> None:  # noqa: ANN001 - an openvino.InferRequest
+    """The async queue's callback, in OpenVINO's thread: a copy of the output (the request reuses its buffer)
+    for the waiting `_forward`."""
+    try:
+        done["out"] = np.array(request.get_output_tensor(0).data, copy=True)
+    except Exception as error:  # noqa: BLE001 - raised again in the waiting thread, which would otherwise hang
+        done["error"] = str(error)
+    finally:
+        done["event"].set()
 
 
 def _dims(shape) -> list[int | None]:  # noqa: ANN001 - an openvino.PartialShape

@@ -1,0 +1,222 @@
+"""Inference streams and the batching decision: an OpenVINO model runs on OpenVINO's async infer queue with its
+own number of requests, decided once at start-up and said (in /v1/models and the ready line); on a CPU images run
+one per forward by rule (or as --max-batch says); several batches are in the worker at once, each answered with
+its own rows, equal to the in-process Predictor's, and a worker they all lose is restarted once.
+Bounded in time: every wait has a timeout."""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+from types import SimpleNamespace
+
+import numpy as np
+import pytest
+import torch
+from tests.serve.conftest import SETTINGS
+
+from tphyolo.infer.config import InferenceConfig
+from tphyolo.predict.predictor import Predictor
+from tphyolo.serve.batcher import Batcher
+from tphyolo.serve.config import CPU_MAX_BATCH, GPU_MAX_BATCH, ServeConfig
+from tphyolo.serve.engine import EngineSpec, inference_streams
+from tphyolo.serve.options import Settings
+from tphyolo.serve.worker import InferenceWorker, WorkerCrashed
+
+WAIT_S = 20.0
+FAKE = Settings(InferenceConfig(imgsz=64))
+IMAGE = np.zeros((32, 32, 3), np.uint8)
+
+
+def test_batching_is_a_flag_or_the_rule_never_a_timing():
+    """Old behaviour: 8 images per pass on a CPU, where the forward gains too little per image to pay for the
+    wait."""
+    assert ServeConfig().batching("cpu") == (CPU_MAX_BATCH, "rule", ServeConfig().batching("cpu")[2])
+    assert CPU_MAX_BATCH == 1 and "streams" in ServeConfig().batching("cpu")[2]
+    assert ServeConfig().batching("cuda")[:2] == (GPU_MAX_BATCH, "rule")
+    assert ServeConfig(max_batch=4).batching("cpu") == (4, "flag", "--max-batch 4")
+
+
+class _Streams:
+    def __init__(self, count: int) -> None:
+        self.count, self.calls = count, 0
+
+    def use_streams(self) -> int:
+        self.calls += 1
+        return self.count
+
+
+def test_streams_are_openvino_s_own_and_one_for_other_runtimes():
+    """Every model on OpenVINO: the fewest requests any has; a compiled checkpoint is asked through its compiled
+    model; any other runtime in the ensemble: one forward at a time."""
+    first, second = _Streams(4), _Streams(2)
+    decided = inference_streams([SimpleNamespace(compiled=first, format="openvino"), second])
+    assert (decided.value, decided.source) == ("2", "rule") and "THROUGHPUT" in decided.why
+    assert first.calls == second.calls == 1
+    mixed = inference_streams([_Streams(4), SimpleNamespace(format="onnx")])
+    assert mixed.value == "1" and "one forward at a time" in mixed.why
+
+
+def test_the_async_queue_answers_each_thread_as_the_latency_request_does(tiny_weights):
+    """OpenVINO's throughput path gives the outputs its latency path gives, to threads running at once. Old
+    behaviour: one infer request, which two threads could not share."""
+    from tphyolo.infer.backends.compiled import load_compiled
+
+    backend = load_compiled(tiny_weights).compiled
+    inputs = [torch.rand(1, 3, 64 + 32 * (i % 2), 64, generator=torch.Generator().manual_seed(i)) for i in range(6)]
+    expected = [backend.run(x) for x in inputs]
+    streams = backend.use_streams()
+    assert streams >= 1 and backend.use_streams() == streams  # decided once: no second compile
+    with ThreadPoolExecutor(3) as pool:
+        outputs = list(pool.map(backend.run, inputs))
+    for output, reference in zip(outputs, expected, strict=True):
+        assert torch.equal(output, reference)
+
+
+class _GatedWorker:
+    """InferenceWorker's interface with `streams` streams; `detect` blocks until `release` is set, recording
+    how many batches were in it at once; `crash` makes each raise WorkerCrashed once released."""
+
+    def __init__(self, streams: int, *, crash: bool = False) -> None:
+        self.streams, self.crash = streams, crash
+        self.info, self.restarts, self.pid = None, 0, 1
+        self.release, self.lock = threading.Event(), threading.Lock()
+        self.inside = self.most_inside = 0
+
+    def start(self):
+        self.info = SimpleNamespace(stride=32, name="gated", stream_count=self.streams)
+        return self.info
+
+    def detect(self, images, settings, *, timeout=None):
+        with self.lock:
+            self.inside += 1
+            self.most_inside = max(self.most_inside, self.inside)
+            crash = self.crash  # the worker this batch went to
+        try:
+            assert self.release.wait(WAIT_S)
+            if crash:
+                raise WorkerCrashed("the inference worker ended with exit code -9")
+            return [np.zeros((0, 6), np.float32) for _ in images], 0.01
+        finally:
+            with self.lock:
+                self.inside -= 1
+
+    def restart(self):
+        self.restarts += 1
+        self.crash = False
+
+    def stop(self, timeout=5.0):
+        pass
+
+
+def _wait_for(condition) -> None:
+    deadline = time.monotonic() + WAIT_S
+    while not condition() and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert condition()
+
+
+@pytest.mark.parametrize("streams", [1, 2])
+def test_the_batcher_keeps_one_batch_per_stream_in_the_worker(streams):
+    """Old behaviour: one batch in the worker at a time, whatever the model could run at once."""
+    worker = _GatedWorker(streams)
+    batcher = Batcher(worker, max_batch=1, max_wait_s=0.0, max_queue=8)
+    batcher.start()
+    try:
+        futures = batcher.submit([IMAGE] * 4, FAKE, deadline=time.monotonic() + WAIT_S)
+        _wait_for(lambda: worker.inside == streams and batcher.in_flight == streams)
+        assert batcher.depth == 4 - streams
+        worker.release.set()
+        assert all(f.result(timeout=WAIT_S).batch_size == 1 for f in futures)
+        assert worker.most_inside == streams
+    finally:
+        worker.release.set()
+        batcher.stop(timeout=WAIT_S)
+
+
+def test_a_worker_lost_by_two_batches_at_once_is_restarted_once():
+    """Both streams' batches end with the worker: each answered 503, one restart. Old behaviour (one thread per
+    batch restarting on its own): a second restart that would end the worker the first had just started."""
+    worker = _GatedWorker(2, crash=True)
+    batcher = Batcher(worker, max_batch=1, max_wait_s=0.0, max_queue=8)
+    batcher.start()
+    try:
+        futures = batcher.submit([IMAGE] * 2, FAKE, deadline=time.monotonic() + WAIT_S)
+        _wait_for(lambda: worker.inside == 2)
+        worker.release.set()
+        statuses = []
+        for future in futures:
+            with pytest.raises(Exception) as raised:
+                future.result(timeout=WAIT_S)
+            statuses.append(raised.value.status)
+        assert statuses == [503, 503]
+        _wait_for(lambda: batcher.ready)
+        assert worker.restarts == 1
+        assert batcher.submit([IMAGE], FAKE, deadline=time.monotonic() + WAIT_S)[0].result(timeout=WAIT_S)
+    finally:
+        worker.release.set()
+        batcher.stop(timeout=WAIT_S)
+
+
+@pytest.mark.slow
+def test_the_worker_answers_threads_at_once_each_its_own_rows(tiny_weights, image_files):
+    """Four threads send batches to one worker process at once: each gets its image's rows, equal to the
+    in-process Predictor's (batch 1, as predict runs). Old behaviour: one batch at a time on the pipe."""
+    import cv2
+
+    images = [cv2.imread(str(path)) for path in image_files[:4]]
+    expected = Predictor(str(tiny_weights), device="cpu", **SETTINGS)(images)
+    spec = EngineSpec(weights=(str(tiny_weights),), config=InferenceConfig(**SETTINGS), device="cpu")
+    worker = InferenceWorker(spec, max_batch=1)
+    info = worker.start()
+    try:
+        assert info.streams.source == "rule" and info.stream_count >= 1
+        settings = info.defaults
+        with ThreadPoolExecutor(4) as pool:
+            answers = list(pool.map(lambda image: worker.detect([image], settings, timeout=60)[0][0], images * 2))
+    finally:
+        worker.stop()
+    for rows, result in zip(answers, expected * 2, strict=True):
+        assert len(result) > 0
+        assert np.array_equal(rows[:, :4], result.boxes.numpy()) and np.array_equal(rows[:, 4], result.scores.numpy())
+
+
+def test_models_say_the_streams_and_the_batching(server):
+    """Old behaviour: /v1/models said max_batch 8 on a CPU, neither streams nor why."""
+    import httpx
+
+    model = httpx.get(f"{server}/v1/models", timeout=30).json()["models"][0]
+    batching, streams = model["decisions"]["batching"], model["decisions"]["streams"]
+    assert model["max_batch"] == 1 and (batching["value"], batching["source"]) == ("1", "rule")
+    assert streams["source"] == "rule" and "THROUGHPUT" in streams["why"]
+    assert model["streams"] == int(streams["value"]) >= 1
+
+
+@pytest.mark.slow
+def test_models_and_the_ready_line_say_the_streams_and_the_batching(tiny_weights, image_files, caplog):
+    """/v1/models and the line logged once the model is ready say how it runs and why; under 8 concurrent
+    callers each answer equals the in-process Predictor's exactly (one image per forward). Old behaviour: neither
+    said, and batched answers differed in the float rounding of a batched convolution."""
+    from tests.serve.conftest import serving
+
+    from tphyolo.serve import Client
+
+    expected = Predictor(str(tiny_weights), device="cpu", **SETTINGS)(image_files)
+    with caplog.at_level(logging.INFO, logger="tphyolo.serve.app"), serving(tiny_weights) as (url, _):
+        import httpx
+
+        model = httpx.get(f"{url}/v1/models", timeout=30).json()["models"][0]
+        order = [i for i in range(len(image_files)) for _ in range(2)]
+        with Client(url) as client, ThreadPoolExecutor(8) as pool:
+            results = list(pool.map(lambda i: client.detect(image_files[i]), order))
+    batching, streams = model["decisions"]["batching"], model["decisions"]["streams"]
+    assert model["max_batch"] == 1 and batching["value"] == "1" and batching["source"] == "rule"
+    assert streams["source"] == "rule" and "THROUGHPUT" in streams["why"]
+    assert model["streams"] == int(streams["value"]) >= 1
+    ready = [r.getMessage() for r in caplog.records if "loaded and warm; ready" in r.getMessage()]
+    assert len(ready) == 1 and f"streams {streams['value']} (rule: " in ready[0] and "batching 1 (rule: " in ready[0]
+    for i, result in zip(order, results, strict=True):
+        assert len(result) > 0
+        assert torch.equal(result.boxes, expected[i].boxes) and torch.equal(result.scores, expected[i].scores)
