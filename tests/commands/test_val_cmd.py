@@ -43,7 +43,8 @@ def test_val_prints_the_table_and_writes_outputs(weights, data_yaml, tmp_path, c
     assert "pedestrian" in out  # --task test prints every class
     files = {p.name for p in (tmp_path / "v").iterdir()}
     assert {"predictions.json", "labels", "val_batch0_labels.jpg", "val_batch0_pred.jpg"} <= files
-    assert "confusion_matrix.png" in files
+    figures = {f"{curve}_curve.png" for curve in ("PR", "F1", "P", "R")}  # an untrained model's: flat, saying why
+    assert {"confusion_matrix.png", "confusion_matrix_normalized.png", *figures} <= files
     assert len(list((tmp_path / "v" / "labels").iterdir())) == 3
 
 

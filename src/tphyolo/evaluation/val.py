@@ -120,7 +120,7 @@ def val(
     slicing = SliceConfig(config.slicing) if isinstance(config.slicing, int | str) else config.slicing
     run = EvalSettings(protocol=config.protocol, progress=config.progress, classifier=classifier, slicing=slicing,
                        keep_images=config.keep_images, shard=shard)  # fmt: skip
-    own = writers_for(config, save_dir) if save_dir is not None else []
+    own = writers_for(config, save_dir, conf=inference.conf) if save_dir is not None else []
     with removed_if_left_empty(save_dir):
         if save_dir is not None:
             save_dir.mkdir(parents=True, exist_ok=True)

@@ -314,8 +314,8 @@ class Trainer:
         plots = self.cfg.plots and self.dist.is_main
         if self.cfg.single_cls:
             model = self.runtime.place_model(load_checkpoint(best).build_model(), self.device)
-            results = self._evaluate(model, writers=[BatchPlots(self.run_dir), MetricPlots(self.run_dir)] if plots
-                                     else ())  # fmt: skip
+            figures = [BatchPlots(self.run_dir), MetricPlots(self.run_dir, conf=self.cfg.val_conf)]
+            results = self._evaluate(model, writers=figures if plots else ())
         else:
             results = validate_as_val(best, self.cfg, runtime=self.runtime, device=self.device, plots=plots,
                                       run_dir=self.run_dir if self.dist.is_main else None, verbose=self.verbose)
