@@ -41,9 +41,11 @@ def test_val_prints_the_table_and_writes_outputs(weights, data_yaml, tmp_path, c
     out = capsys.readouterr().out
     assert "mAP@.5:.95" in out and "visdrone protocol" in out and "AR500" in out
     assert "pedestrian" in out  # --task test prints every class
+    assert "NMS: conf 0.001, iou 0.45, max_det 500, agnostic no\n" in out  # the settings the scores depend on
     files = {p.name for p in (tmp_path / "v").iterdir()}
     assert {"predictions.json", "labels", "val_batch0_labels.jpg", "val_batch0_pred.jpg"} <= files
-    assert "confusion_matrix.png" in files
+    figures = {f"{curve}_curve.png" for curve in ("PR", "F1", "P", "R")}  # an untrained model's: flat, saying why
+    assert {"confusion_matrix.png", "confusion_matrix_normalized.png", *figures} <= files
     assert len(list((tmp_path / "v" / "labels").iterdir())) == 3
 
 

@@ -97,7 +97,7 @@ def test_plots_and_saved_predictions(data_yaml, tmp_path):
         writers=writers_for(ValConfig(plots=True, save_json=True), tmp_path),
     )
     assert results.outputs["predictions_json"] == tmp_path / "predictions.json"  # what the writers returned
-    for name in ("PR_curve", "F1_curve", "P_curve", "R_curve", "confusion_matrix"):
+    for name in ("PR_curve", "F1_curve", "P_curve", "R_curve", "confusion_matrix", "confusion_matrix_normalized"):
         assert (tmp_path / f"{name}.png").stat().st_size > 1000
     assert (tmp_path / "val_batch0_labels.jpg").is_file() and (tmp_path / "val_batch0_pred.jpg").is_file()
     records = json.loads((tmp_path / "predictions.json").read_text())

@@ -121,9 +121,34 @@ def test_metric_plots_draw_the_computed_results_without_summarizing_again(tmp_pa
         monkeypatch.setattr(module, name, unavailable)
     written = MetricPlots(tmp_path).write(results)
     curves = [tmp_path / f"{curve}_curve.png" for curve in ("PR", "F1", "P", "R")]
-    expected = [*curves, tmp_path / "confusion_matrix.png"]
+    expected = [*curves, tmp_path / "confusion_matrix.png", tmp_path / "confusion_matrix_normalized.png"]
     assert written == expected and all(path.stat().st_size > 1000 for path in written)
     assert np.array_equal(results[CONFUSION].matrix, confusion)  # read, not filled again
+
+
+@pytest.mark.parametrize(("found", "false", "reason"), [
+    (0, False, "no detections above conf 0.001 in the 2 images scored (4 labelled objects)"),
+    (0, True, "none of the 2 detections above conf 0.001 found a labelled object of its class at IoU 0.5 (4 "
+              "objects in 2 images)"),
+])  # fmt: skip
+def test_a_run_without_a_correct_detection_gets_every_figure_saying_why(tmp_path, caplog, found, false, reason):
+    """Before, such a run wrote the confusion matrix alone, silently: no PR/F1/P/R curves."""
+    images = [_image("a.jpg", [0, 1, 1], [[10, 10, 50, 50], [100, 100, 180, 160], [200, 20, 260, 90]], found=found),
+              _image("b.jpg", [0], [[30, 40, 90, 100]], found=found)]  # fmt: skip
+    if not false:
+        images = [ImageResult(r.path, r.shape, r.detections[:0], r.classes, r.boxes, r.ignore) for r in images]
+    metrics, plots = MetricsEvaluator(names=["car", "van"], confusion=True), MetricPlots(tmp_path, conf=0.001)
+    for evaluator in (metrics, plots):
+        evaluator.reset()
+        evaluator.process(images)
+    results = dict(metrics.evaluate())
+    assert results[SUMMARY].result is None  # nothing to draw a curve of
+    with caplog.at_level("WARNING", logger="tphyolo"):
+        written = plots.write(results)
+    names = [f"{curve}_curve.png" for curve in ("PR", "F1", "P", "R")]
+    assert [p.name for p in written] == [*names, "confusion_matrix.png", "confusion_matrix_normalized.png"]
+    assert all(path.stat().st_size > 1000 for path in written)
+    assert caplog.messages == [f"PR/F1/P/R curves in {tmp_path} are flat: {reason}"]
 
 
 def test_val_gives_the_callers_results_and_leaves_out_its_own_writers(data_yaml, tmp_path):

@@ -12,6 +12,7 @@ from tphyolo.evaluation.settings import EvalSettings
 from tphyolo.flags import add_flags, from_flags
 from tphyolo.infer.config import (
     MAX_DET,
+    NMS_IOU,
     PREDICT_CONF,
     VAL_DEFAULTS,
     VALIDATION,
@@ -45,7 +46,19 @@ def test_flags_round_trip_to_the_config():
 
 def test_validation_defaults_are_one_config():
     assert _parse(defaults=VAL_DEFAULTS, exclude=("classes", "agnostic")) == VALIDATION
-    assert (VALIDATION.conf, VALIDATION.iou, VALIDATION.batch) == (0.001, 0.6, 32)
+    assert (VALIDATION.conf, VALIDATION.iou, VALIDATION.batch) == (0.001, 0.45, 32)
+
+
+def test_val_predict_and_training_suppress_at_one_iou():
+    """Before, val suppressed at 0.6 and predict at 0.45: one model, two mAPs (0.834 and 0.898 on the main job's)."""
+    from tphyolo.commands.val import nms_header
+    from tphyolo.training.config import TrainConfig
+
+    assert InferenceConfig().iou == VALIDATION.iou == TrainConfig().val_iou == NMS_IOU
+    assert nms_header(VALIDATION) == "NMS: conf 0.001, iou 0.45, max_det 500, agnostic no"
+    assert nms_header(InferenceConfig(conf=0.3, iou=0.7, max_det=1000, agnostic=True)) == (
+        "NMS: conf 0.3, iou 0.7, max_det 1000, agnostic yes"
+    )
 
 
 def test_merge_iou_is_the_wbf_default_unless_given_and_nms_uses_iou():

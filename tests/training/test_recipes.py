@@ -10,7 +10,8 @@ from tphyolo.data.dataset_config import DataConfig, load_data_config
 from tphyolo.data.formats.visdrone import NAMES as VISDRONE_NAMES
 from tphyolo.runtime.config import RuntimeConfig
 from tphyolo.training.config import TrainConfig
-from tphyolo.training.recipes import recipe_name, resolve_recipe
+from tphyolo.training.optim.rules import optimiser_steps
+from tphyolo.training.recipes import MIN_OPTIMISER_STEPS, fit_nominal_batch, recipe_name, resolve_recipe
 from tphyolo.training.trainer import Trainer
 
 
@@ -82,7 +83,45 @@ def test_an_unknown_recipe_name_is_refused_naming_the_file(tmp_path):
         _data(tmp_path, names=["a"], recipe=3)
 
 
-def test_a_run_says_its_recipe_first_and_saves_the_resolved_values(tiny_synthetic, tmp_path, caplog):
+def _fit(tmp_path: Path, cfg: TrainConfig, *, batches_per_epoch: int, warmup_epochs: float, world_size: int = 1):
+    resolved, recipe = resolve_recipe(cfg, _data(tmp_path, names=list(VISDRONE_NAMES)))
+    return fit_nominal_batch(resolved, recipe, batches_per_epoch=batches_per_epoch, world_size=world_size,
+                             warmup_epochs=warmup_epochs)  # fmt: skip
+
+
+def test_a_small_training_set_gets_a_nominal_batch_that_takes_enough_steps(tmp_path):
+    # Before: 40 images (5 batches of 8) for 10 epochs kept the recipe's nbs 64, 10 optimiser steps in the run.
+    cfg, recipe = _fit(tmp_path, TrainConfig(epochs=10, batch=8), batches_per_epoch=5, warmup_epochs=3)
+    assert optimiser_steps(batches=50, warmup_steps=25, accumulate=8) == 10
+    assert cfg.nominal_batch == 8  # 50 batches cannot make 100 steps: step every batch
+    assert recipe.describe(cfg) == (
+        "recipe: visdrone (hyp visdrone, SGD, nbs 8) -- the dataset has VisDrone's classes; nbs 64 lowered to 8: "
+        "this run's 50 batches of 8 images take 10 optimiser steps at nbs 64, 50 at 8 (at least 100 where it has "
+        "them; --nbs to choose)"
+    )
+    # 30 batches of 8 for 10 epochs: the largest accumulation that still takes 100 steps, not one batch
+    cfg, _ = _fit(tmp_path, TrainConfig(epochs=10, batch=8), batches_per_epoch=30, warmup_epochs=3)
+    accumulate = cfg.nominal_batch // 8
+    assert 1 < accumulate < 8 and cfg.nominal_batch % 8 == 0
+    assert optimiser_steps(batches=300, warmup_steps=100, accumulate=accumulate) >= MIN_OPTIMISER_STEPS
+    assert optimiser_steps(batches=300, warmup_steps=100, accumulate=accumulate + 1) < MIN_OPTIMISER_STEPS
+    # two processes of 4 images each: the nominal batch counts the 8 images of a step
+    cfg, _ = _fit(tmp_path, TrainConfig(epochs=10, batch=4), batches_per_epoch=5, warmup_epochs=3, world_size=2)
+    assert cfg.nominal_batch == 8
+
+
+def test_a_large_training_set_or_a_given_nbs_keeps_the_nominal_batch(tmp_path):
+    cfg, recipe = _fit(tmp_path, TrainConfig(epochs=10, batch=8), batches_per_epoch=100, warmup_epochs=3)
+    assert cfg.nominal_batch == 64 and recipe.fitted == ""  # 1000 batches: 125 steps at nbs 64
+    given = TrainConfig(epochs=10, batch=8, nominal_batch=64)
+    cfg, recipe = _fit(tmp_path, given, batches_per_epoch=5, warmup_epochs=3)
+    assert cfg.nominal_batch == 64 and recipe.fitted == ""  # the user's --nbs stands (the run warns instead)
+    quick, recipe = resolve_recipe(TrainConfig(epochs=8), _data(tmp_path, names=["car"], recipe="synthetic"))
+    fitted = fit_nominal_batch(quick, recipe, batches_per_epoch=10, world_size=1, warmup_epochs=3)
+    assert fitted == (quick, recipe)  # nbs 8 with batches of 8 steps every batch already: nothing to lower
+
+
+def test_a_run_says_its_recipe_and_saves_the_resolved_values(tiny_synthetic, tmp_path, caplog):
     data = yaml.safe_load(tiny_synthetic.read_text())
     del data["recipe"]  # an ordinary yaml of the same images: the default recipe
     data["path"] = str(tiny_synthetic.parent)
@@ -92,8 +131,9 @@ def test_a_run_says_its_recipe_first_and_saves_the_resolved_values(tiny_syntheti
                       project=str(tmp_path / "runs"), hyp="scratch-high")  # fmt: skip
     with caplog.at_level(logging.INFO, logger="tphyolo"):
         trainer = Trainer(cfg, RuntimeConfig(device="cpu"))
-    lines = [r.getMessage() for r in caplog.records if r.name.startswith("tphyolo")]
-    assert lines[0] == "recipe: default (hyp scratch-high, SGD, nbs 64) -- the dataset names no recipe; --hyp given"
-    saved = yaml.safe_load((trainer.run_dir / "args.yaml").read_text())
-    assert (saved["hyp"], saved["optimizer"], saved["nominal_batch"]) == ("scratch-high", "SGD", 64)
-    assert type(trainer.optim.optimizer).__name__ == "SGD" and trainer.optim.accumulate == 32
+    (line,) = [r.getMessage() for r in caplog.records if r.getMessage().startswith("recipe")]
+    assert line.startswith("recipe: default (hyp scratch-high, SGD, nbs 2) -- the dataset names no recipe; --hyp "
+                           "given; nbs 64 lowered to 2: this run's 4 batches of 2 images take 1 optimiser step")
+    saved = yaml.safe_load((trainer.run_dir / "args.yaml").read_text())  # what a resume trains with
+    assert (saved["hyp"], saved["optimizer"], saved["nominal_batch"]) == ("scratch-high", "SGD", 2)
+    assert type(trainer.optim.optimizer).__name__ == "SGD" and trainer.optim.accumulate == 1

@@ -132,14 +132,13 @@ def test_a_finished_run_writes_yolov5s_validation_figures_as_val_does(tiny_synth
     from tphyolo.evaluation.val import val
 
     result = Trainer(_cfg(tiny_synthetic, tmp_path, plots=True), CPU).fit()
-    figures = {"confusion_matrix.png", "PR_curve.png", "F1_curve.png", "P_curve.png", "R_curve.png",
-               "val_batch0_labels.jpg", "val_batch0_pred.jpg"}  # fmt: skip
+    figures = {"confusion_matrix.png", "confusion_matrix_normalized.png", "PR_curve.png", "F1_curve.png",
+               "P_curve.png", "R_curve.png", "val_batch0_labels.jpg", "val_batch0_pred.jpg"}  # fmt: skip
     oracle = tmp_path / "val"
     val(str(result.best), tiny_synthetic, ValConfig(save_dir=oracle, plots=True, workers=0), imgsz=128,
         device="cpu")  # fmt: skip
-    expected = figures & {p.name for p in oracle.iterdir()}
-    assert {"confusion_matrix.png", "val_batch0_labels.jpg", "val_batch0_pred.jpg"} <= expected
-    assert figures & {p.name for p in result.run_dir.iterdir()} == expected
+    assert figures <= {p.name for p in oracle.iterdir()}  # every one, flat curves too (2 epochs find little)
+    assert figures <= {p.name for p in result.run_dir.iterdir()}
     labels = "val_batch0_labels.jpg"
     assert (result.run_dir / labels).read_bytes() == (oracle / labels).read_bytes()
 

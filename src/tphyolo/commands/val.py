@@ -19,7 +19,7 @@ from tphyolo.commands.options.inference import (
 from tphyolo.evaluation.jobs import ValJob
 from tphyolo.evaluation.settings import ValConfig
 from tphyolo.flags import add_flags, from_flags
-from tphyolo.infer.config import VAL_DEFAULTS
+from tphyolo.infer.config import VAL_DEFAULTS, InferenceConfig
 from tphyolo.runtime.run_dir import OutputDir
 
 USES_RUNTIME = True
@@ -60,14 +60,22 @@ def _job(args: argparse.Namespace) -> ValJob:
                   output=from_flags(OutputDir, args))  # fmt: skip
 
 
+def nms_header(inference: InferenceConfig) -> str:
+    """The line above the table: the suppression settings the scores depend on."""
+    agnostic = "yes" if inference.agnostic else "no"
+    return f"NMS: conf {inference.conf:g}, iou {inference.iou:g}, max_det {inference.max_det}, agnostic {agnostic}"
+
+
 def run(args: argparse.Namespace) -> int:
     # torch-importing modules stay lazy: `tphyolo val -h` must not import torch
     from tphyolo.evaluation.results import format_results
     from tphyolo.report.val_run import run_val
 
-    run = run_val(_job(args), runtime=args.runtime, device=inference_device(args.runtime))
+    job = _job(args)
+    run = run_val(job, runtime=args.runtime, device=inference_device(args.runtime))
     if run is None:  # a torchrun process other than rank 0: rank 0 prints
         return 0
+    print(nms_header(job.inference))
     print(format_results(run.results, verbose=True if args.verbose or args.task == "test" else None))
     if run.report is not None:
         print(f"report in {run.report}")

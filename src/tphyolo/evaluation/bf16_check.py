@@ -48,7 +48,7 @@ from tphyolo.data.files.atomic import write_text_atomic
 from tphyolo.infer.backends.base import ExportedBackend, cpu_threads
 from tphyolo.infer.backends.compiled import PRECISION_FILE, RUNTIMES, cache_entry, load_compiled, precision_machine
 from tphyolo.infer.backends.openvino import OpenVINOBackend
-from tphyolo.infer.config import PREDICT_CONF, VAL_CONF, VAL_IOU
+from tphyolo.infer.config import NMS_IOU, PREDICT_CONF, VAL_CONF
 from tphyolo.metrics.ap import DetectionStats
 from tphyolo.ops.nms import non_max_suppression
 from tphyolo.runtime.cpu_isa import CpuInfo, cpu_info
@@ -130,7 +130,7 @@ def detections(backend: ExportedBackend, images: Sequence[np.ndarray]) -> list[t
     """`backend`'s detections (n, 6) x1, y1, x2, y2, score, class of each BGR image, as validation keeps them."""
     with torch.no_grad():
         out = backend.run(backend.prepare(_as_batch(images)))
-    return non_max_suppression(out.float(), conf_thres=VAL_CONF, iou_thres=VAL_IOU, max_det=MAX_DET)
+    return non_max_suppression(out.float(), conf_thres=VAL_CONF, iou_thres=NMS_IOU, max_det=MAX_DET)
 
 
 def map50(found: Sequence[torch.Tensor], labels: Sequence[torch.Tensor], num_classes: int) -> float:

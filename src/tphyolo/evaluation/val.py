@@ -4,7 +4,7 @@ metrics = tphyolo.val("best.pt", data="visdrone", imgsz=1536, protocol="visdrone
 metrics.map50, metrics.map, metrics.per_class
 
 or with the settings as objects: `tphyolo.val("best.pt", "visdrone", ValConfig(protocol="visdrone"),
-inference=InferenceConfig(imgsz=1536, conf=0.001, iou=0.6, batch=32))`.
+inference=InferenceConfig(imgsz=1536, conf=0.001, iou=0.45, batch=32))`.
 """
 
 from __future__ import annotations
@@ -55,14 +55,14 @@ def val(
     """The metrics of `weights` (a checkpoint, an exported model or a model) on split `config.task` of `data` (a
     built-in name, a dataset yaml or an image folder), scored by `config.protocol` (yolo, coco, visdrone).
 
-    config: what the run scores and writes (`ValConfig`: task, protocol, workers, save_dir with save_json,
-    save_txt and plots, a crop classifier, slicing, ...); inference: the inference settings (default:
-    validation's conf 0.001, iou 0.6, batch 32). `settings` are fields of either, by name (`imgsz=1536`,
-    `protocol="visdrone"`, `tta=True`), replacing those of `config` and `inference`. runtime/device: how and
-    where to run. evaluators: results of one's own (`tphyolo.evaluation.evaluator.Evaluator`), in `outputs` by
-    name; writers: files of one's own (`tphyolo.evaluation.writers.Writer`), written after those the config asks
-    for, what they return in `outputs` under their names (those of the config's writers are left out). With
-    `slicing`, each image is cut into windows run at `imgsz`, merged by `inference.merge`, and scored against its
+    config: what the run scores and writes (`ValConfig`: task, protocol, workers, save_dir with save_json, save_txt
+    and plots, a crop classifier, slicing, ...); inference: the inference settings (default: validation's conf 0.001
+    and batch 32, and predict's NMS iou 0.45). `settings` are fields of either, by name (`imgsz=1536`,
+    `protocol="visdrone"`, `tta=True`), replacing those of `config` and `inference`. runtime/device: how and where
+    to run. evaluators: results of one's own (`tphyolo.evaluation.evaluator.Evaluator`), in `outputs` by name;
+    writers: files of one's own (`tphyolo.evaluation.writers.Writer`), written after those the config asks for, what
+    they return in `outputs` under their names (those of the config's writers are left out). With `slicing`, each
+    image is cut into windows run at `imgsz`, merged by `inference.merge`, and scored against its
     full ground truth. A fixed-size export gets
     every image letterboxed to its size (no rect batches). Raises ValueError, before any image is read, when
     the model's and the dataset's classes differ (`check_data_classes`), and after the label scan, before
@@ -120,7 +120,7 @@ def val(
     slicing = SliceConfig(config.slicing) if isinstance(config.slicing, int | str) else config.slicing
     run = EvalSettings(protocol=config.protocol, progress=config.progress, classifier=classifier, slicing=slicing,
                        keep_images=config.keep_images, shard=shard)  # fmt: skip
-    own = writers_for(config, save_dir) if save_dir is not None else []
+    own = writers_for(config, save_dir, conf=inference.conf) if save_dir is not None else []
     with removed_if_left_empty(save_dir):
         if save_dir is not None:
             save_dir.mkdir(parents=True, exist_ok=True)

@@ -8,13 +8,14 @@ results and computes no scores of its own; what `write` returns is among the run
 `name`. A new file is one class: pass it in `writers=[...]` to `evaluate` or `val`.
 
 The writers here: `PredictionTxt` (labels/STEM.txt), `PredictionJson` (predictions.json), `BatchPlots`
-(val_batchK_labels/pred.jpg), `MetricPlots` (PR/F1/P/R curves, confusion matrix); `writers_for` picks them from
-the `ValConfig` flags.
+(val_batchK_labels/pred.jpg), `MetricPlots` (PR/F1/P/R curves, confusion matrices); `writers_for` picks them
+from the `ValConfig` flags.
 """
 
 from __future__ import annotations
 
 import json
+import logging
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -26,13 +27,15 @@ from tphyolo.data.files.image_io import read_image, write_image
 from tphyolo.evaluation.evaluator import Evaluator
 from tphyolo.evaluation.scoring import CONFUSION, METRICS, SUMMARY
 from tphyolo.evaluation.settings import ValConfig
-from tphyolo.metrics.plots import plot_confusion_matrix, plot_curves
+from tphyolo.metrics.plots import plot_confusion_matrix, plot_curves, plot_empty_curves
 from tphyolo.metrics.protocol import ImageResult
 from tphyolo.ops.detections import Detections
 from tphyolo.predict.draw import draw_detections, image_grid
 from tphyolo.predict.writers import coco_predictions, yolo_lines
 
 PLOTTED_SCORE = 0.25  # batch plots draw detections scoring at least this
+
+_log = logging.getLogger(__name__)
 
 
 class Writer(Evaluator):
@@ -130,31 +133,61 @@ class BatchPlots(Writer):
 
 
 class MetricPlots(Writer):
-    """PR/F1/P/R curves (when any detection was correct) and the normalised confusion matrix (YOLO matching),
-    as PNG files in `save_dir`, drawn from the run's SUMMARY and CONFUSION results; returns the files written."""
+    """PR/F1/P/R curves and the confusion matrix (YOLO matching) as counts and normalised, as PNG files in
+    `save_dir` (confusion_matrix.png, confusion_matrix_normalized.png), drawn from the run's SUMMARY and CONFUSION
+    results; returns the files written. A run with no correct detection gets flat curves that say why (and a
+    logged warning); `conf`: the run's confidence threshold, for that reason."""
 
     name = "metric_plots"
     uses_confusion = True
 
-    def __init__(self, save_dir: str | Path) -> None:
-        self.save_dir = Path(save_dir)
+    def __init__(self, save_dir: str | Path, *, conf: float | None = None) -> None:
+        self.save_dir, self.conf = Path(save_dir), conf
+        self.detections = 0
+
+    def reset(self) -> None:
+        self.detections = 0
+
+    def process(self, images: Sequence[ImageResult]) -> None:
+        self.detections += sum(len(r.detections) for r in images)
 
     def write(self, results: Mapping[str, Any]) -> list[Path]:
-        names, summary = list(results[METRICS].names), results[SUMMARY]
+        metrics, summary = results[METRICS], results[SUMMARY]
+        names = list(metrics.names)
         self.save_dir.mkdir(parents=True, exist_ok=True)
-        written = plot_curves(summary.result, names, self.save_dir) if summary.result is not None else []
-        written.append(self.save_dir / "confusion_matrix.png")
-        plot_confusion_matrix(results[CONFUSION].normalized(), names, written[-1])
+        if summary.result is not None:
+            written = plot_curves(summary.result, names, self.save_dir)
+        else:
+            reason = self._no_curves(images=metrics.images, labels=metrics.instances)
+            _log.warning("PR/F1/P/R curves in %s are flat: %s", self.save_dir, reason)
+            written = plot_empty_curves(reason, self.save_dir)
+        confusion = results[CONFUSION]
+        written.append(plot_confusion_matrix(confusion.matrix, names, self.save_dir / "confusion_matrix.png",
+                                             counts=True))  # fmt: skip
+        written.append(plot_confusion_matrix(confusion.normalized(), names,
+                                             self.save_dir / "confusion_matrix_normalized.png"))  # fmt: skip
         return written
 
+    def _no_curves(self, *, images: int, labels: int) -> str:
+        """Why a run has no curves: no labels, no detections, or no detection on a labelled object."""
+        above = f" above conf {self.conf:g}" if self.conf is not None else ""
+        scored = f"{images} image{'s' if images != 1 else ''}"
+        if not labels:
+            return f"no labelled objects in the {scored} scored ({self.detections} detections{above})"
+        if not self.detections:
+            return f"no detections{above} in the {scored} scored ({labels} labelled objects)"
+        return (f"none of the {self.detections} detections{above} found a labelled object of its class at IoU 0.5 "
+                f"({labels} objects in {scored})")  # fmt: skip
 
-def writers_for(config: ValConfig, save_dir: str | Path) -> list[Writer]:
-    """The writers the flags of `config` ask for (`save_txt`, `save_json`, `plots`), writing into `save_dir`."""
+
+def writers_for(config: ValConfig, save_dir: str | Path, *, conf: float | None = None) -> list[Writer]:
+    """The writers the flags of `config` ask for (`save_txt`, `save_json`, `plots`), writing into `save_dir`;
+    `conf`: the run's confidence threshold (the plots say it when nothing scored above it)."""
     writers: list[Writer] = []
     if config.save_txt:
         writers.append(PredictionTxt(save_dir))
     if config.save_json:
         writers.append(PredictionJson(save_dir))
     if config.plots:
-        writers += [BatchPlots(save_dir), MetricPlots(save_dir)]
+        writers += [BatchPlots(save_dir), MetricPlots(save_dir, conf=conf)]
     return writers

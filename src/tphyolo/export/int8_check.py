@@ -1,7 +1,7 @@
 """The accuracy check of an INT8 export: the INT8 file and its float twin, scored on the same images.
 
 Both files run in the same runtime, on `count` images of the dataset's val split (all of them by default;
-otherwise spread evenly over the split), with validation's thresholds (conf 0.001, IoU 0.6) and the chosen
+otherwise spread evenly over the split), with validation's thresholds (conf 0.001, IoU 0.45) and the chosen
 protocol. A dynamic export is scored as `tphyolo val` scores a model (rectangular batches, long side at the
 export size); a fixed-size one at its size and batch, every image letterboxed to the square (whole batches
 only: the last images that do not fill one are left out). The drop is float mAP50 minus INT8 mAP50, in

@@ -13,7 +13,7 @@ from tphyolo.data.files.image_limits import IMGSZ_BOUNDS
 from tphyolo.data.scan_options import scan_cache_flag
 from tphyolo.errors import InputError
 from tphyolo.flags import AT_LEAST_ONE, FRACTION, NON_NEGATIVE, SEED, check_field_types, flag, imgsz_flag, setting_name
-from tphyolo.infer.config import MAX_DET, VAL_CONF, VAL_IOU
+from tphyolo.infer.config import MAX_DET, NMS_IOU, VAL_CONF
 
 OPTIMIZERS = ("SGD", "Adam", "AdamW")  # the optimisers `training.optim.rules.build_optimizer` builds
 CACHE_CHOICES = (None, "ram", "disk")
@@ -116,7 +116,7 @@ class TrainConfig:
         "alone)",
     )  # fmt: skip
     val_conf: float = VAL_CONF
-    val_iou: float = VAL_IOU
+    val_iou: float = NMS_IOU
     max_det: int = MAX_DET
     plots: bool = flag(True, "--no-plots", help="skip labels.jpg, train_batch*.jpg, results.png")
 

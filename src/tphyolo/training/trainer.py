@@ -59,7 +59,7 @@ from tphyolo.training.model.setup import (
 )
 from tphyolo.training.optim.optimization import build_optimization, warmup_note, warmup_plan, warn_if_few_steps
 from tphyolo.training.plots import plot_batch
-from tphyolo.training.recipes import resolve_recipe
+from tphyolo.training.recipes import fit_nominal_batch, resolve_recipe
 from tphyolo.training.rng import seed_everything
 from tphyolo.training.run_end import plot_run, plot_train_labels, strip, validate_as_val
 from tphyolo.training.startup import StartupClock
@@ -149,7 +149,7 @@ class Trainer:
     def _build(self, resume_from: str | Path | None) -> None:
         cfg, runtime, dist, device, clock = self.cfg, self.runtime, self.dist, self.device, self.startup
         data_config = load_train_data_config(cfg.data, dist, datasets_dir=cfg.datasets_dir, scan_cache=cfg.scan_cache)
-        self.cfg = cfg = self._resolve_recipe(cfg, data_config, resumed=resume_from is not None)
+        cfg, recipe = resolve_recipe(cfg, data_config)
         clock.mark("data")
         resume = load_checkpoint(resume_from) if resume_from is not None else None
         names = SINGLE_CLASS_NAMES if cfg.single_cls else data_config.names
@@ -162,6 +162,11 @@ class Trainer:
         clock.mark("model")
         self.data = build_data(cfg, data_config, hyp=self.hyp, imgsz=imgsz, stride=stride, dist=dist, device=device)
         clock.mark("data")
+        cfg, recipe = fit_nominal_batch(cfg, recipe, batches_per_epoch=len(self.data.train_loader),
+                                        world_size=dist.world_size, warmup_epochs=self.hyp["warmup_epochs"])
+        if dist.is_main:  # the recipe line, once the nominal batch is fitted to the training set
+            LOGGER.info("%s", recipe.describe(cfg, resumed=resume is not None))
+        self.cfg = cfg
         resumed = (resume.state.get("train_args"), str(resume.path)) if resume is not None else (None, "")
         runtime, self.decisions = training_runtime(runtime, device, architecture=str(cfg.model), resumed=resumed[0],
                                                    source=resumed[1])  # decided once: `state.training_runtime`
@@ -204,13 +209,6 @@ class Trainer:
                 LOGGER.warning("%s: removing best.pt of an earlier run in this folder", self.weights_dir)
                 (self.weights_dir / "best.pt").unlink()
             self._write_settings(hyp_raw)
-
-    def _resolve_recipe(self, cfg: TrainConfig, data_config: Any, *, resumed: bool) -> TrainConfig:
-        """`cfg` with the dataset's recipe filling the settings left to it; the main process logs which."""
-        resolved, recipe = resolve_recipe(cfg, data_config)
-        if self.dist.is_main:
-            LOGGER.info("%s", recipe.describe(resolved, resumed=resumed))
-        return resolved
 
     @classmethod
     def resume(cls, path: str | Path, runtime: RuntimeConfig, *, verbose: bool = True) -> Trainer:
@@ -314,8 +312,8 @@ class Trainer:
         plots = self.cfg.plots and self.dist.is_main
         if self.cfg.single_cls:
             model = self.runtime.place_model(load_checkpoint(best).build_model(), self.device)
-            results = self._evaluate(model, writers=[BatchPlots(self.run_dir), MetricPlots(self.run_dir)] if plots
-                                     else ())  # fmt: skip
+            figures = [BatchPlots(self.run_dir), MetricPlots(self.run_dir, conf=self.cfg.val_conf)]
+            results = self._evaluate(model, writers=figures if plots else ())
         else:
             results = validate_as_val(best, self.cfg, runtime=self.runtime, device=self.device, plots=plots,
                                       run_dir=self.run_dir if self.dist.is_main else None, verbose=self.verbose)

@@ -74,16 +74,17 @@ class TuneResult:
 
 
 def _base_hyp(train: TrainConfig) -> tuple[TrainConfig, str, dict[str, float]]:
-    """The training settings with the dataset's recipe filled in and paths made absolute (trials run in Ray's
-    folders), the hyp file the search starts from, and its values."""
+    """The training settings with the dataset's recipe filled in (a nominal batch left to it is left to each
+    trial's fit) and paths made absolute (trials run in Ray's folders), the hyp file the search starts from, and
+    its values."""
     train = with_resolved_paths(train, Path.cwd())
     if train.datasets_dir is not None or train.data in BUILTIN_DATA:  # built-in configs start from ./datasets
         train = replace(train, datasets_dir=str(Path(train.datasets_dir or "datasets").resolve()))
     data = load_train_data_config(train.data, DistContext(), datasets_dir=train.datasets_dir,
                                   scan_cache=train.scan_cache)  # fmt: skip
-    train, _ = resolve_recipe(train, data)
-    path = hyp_path(train.hyp)
-    return replace(train, hyp=str(path.resolve())), str(path), load_hyp(path)
+    resolved, _ = resolve_recipe(train, data)
+    path = hyp_path(resolved.hyp)  # the nominal batch is left to each trial, which fits it to the data
+    return replace(resolved, hyp=str(path.resolve()), nominal_batch=train.nominal_batch), str(path), load_hyp(path)
 
 
 def _settings(run_dir: Path, tune: TuneConfig | None, train: TrainConfig | None) -> tuple[TuneConfig, TrainConfig]:
