@@ -51,6 +51,7 @@ from tphyolo.analyze.regions import Regions, load_regions
 from tphyolo.analyze.speed import SPEED_COLUMNS, Speed
 from tphyolo.analyze.zones import Zones
 from tphyolo.errors import InputError
+from tphyolo.infer.slicing import MODEL, SliceConfig
 from tphyolo.predict.predictor import Predictor
 from tphyolo.runtime.decisions import write_decisions
 from tphyolo.track.interface import CameraMotionSettings, MultiObjectTracker
@@ -196,7 +197,8 @@ def run_analyze(job: AnalyzeJob, *, runtime: Any = None, device: Any = None, pro
     tracker = make_tracker(tracking.tracker, **({"cmc": cmc} if compensates else {}))
     predictor = None
     if inputs.weights is not None:
-        predictor = Predictor(inputs.weights, job.inference, runtime=runtime, device=device)
+        predictor = Predictor(inputs.weights, job.inference, runtime=runtime, device=device,
+                              slice=SliceConfig(MODEL))  # a checkpoint trained on tiles runs sliced  # fmt: skip
     save_dir = job.output.create(DEFAULT_PROJECT)
     if predictor is not None:
         write_decisions(save_dir, {"analyze": predictor.decisions})
