@@ -36,7 +36,7 @@ from tphyolo.data.formats import get_format
 from tphyolo.data.formats.base import LabeledImage
 from tphyolo.data.labels import ImageLabels
 from tphyolo.data.scan import scan_split
-from tphyolo.data.tile_settings import DEFAULT_EMPTY_RATIO, DEFAULT_MIN_VISIBLE, DatasetSlicing
+from tphyolo.data.tile_settings import DEFAULT_EMPTY_RATIO, DEFAULT_MIN_VISIBLE, DatasetSlicing, tile_labels
 from tphyolo.errors import InputError
 from tphyolo.ops.tiling import tile_grid
 
@@ -64,33 +64,6 @@ class SlicedDataset:
 
     yaml: Path
     splits: tuple[SlicedSplit, ...]
-
-
-def _clip(boxes: np.ndarray, tile: tuple[int, int, int, int]) -> np.ndarray:
-    """(n, 4) xyxy clipped to `tile`, in the tile's own pixels; boxes outside get zero area."""
-    x1, y1, x2, y2 = tile
-    clipped = np.stack([boxes[:, 0].clip(x1, x2), boxes[:, 1].clip(y1, y2),
-                        boxes[:, 2].clip(x1, x2), boxes[:, 3].clip(y1, y2)], axis=1)  # fmt: skip
-    return clipped - np.array([x1, y1, x1, y1], dtype=clipped.dtype)
-
-
-def _area(boxes: np.ndarray) -> np.ndarray:
-    return (boxes[:, 2] - boxes[:, 0]).clip(min=0) * (boxes[:, 3] - boxes[:, 1]).clip(min=0)
-
-
-def tile_labels(labels: ImageLabels, tile: tuple[int, int, int, int], *, min_visible: float) -> ImageLabels:
-    """`labels` of an image as seen in `tile` (x1, y1, x2, y2), in the tile's pixels: objects whose visible
-    share of area is at least `min_visible` (clipped), smaller visible parts and clipped ignore regions as
-    ignore regions."""
-    boxes = _clip(labels.boxes.astype(np.float64), tile)
-    visible = _area(boxes)
-    whole = _area(labels.boxes.astype(np.float64))
-    share = np.divide(visible, whole, out=np.zeros_like(visible), where=whole > 0)
-    kept = (visible > 0) & (share >= min_visible)
-    cut = (visible > 0) & ~kept
-    regions = _clip(labels.ignore.astype(np.float64), tile)
-    ignore = np.concatenate([regions[_area(regions) > 0], boxes[cut]])
-    return ImageLabels(labels.classes[kept], boxes[kept], ignore)
 
 
 @dataclass(frozen=True)

@@ -30,7 +30,7 @@ from tphyolo.data.categories import CategoryTable
 from tphyolo.data.files.image_io import write_image
 from tphyolo.data.formats.visdrone import format_visdrone
 from tphyolo.data.labels import ImageLabels
-from tphyolo.data.tiles import tile_labels
+from tphyolo.data.tile_settings import tile_labels
 from tphyolo.user_cache import user_cache_dir
 
 LOGGER = logging.getLogger("tphyolo.data")
