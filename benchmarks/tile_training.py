@@ -153,13 +153,14 @@ def main() -> None:
     parser.add_argument("--recipes", nargs="+", default=list(RECIPES), choices=list(RECIPES))
     parser.add_argument("--project", default="runs/tile-bench")
     parser.add_argument("--workers", type=int, default=1)
+    parser.add_argument("--nbs", type=int, default=None, help="nominal batch (default: the data's recipe)")
     args = parser.parse_args()
     rows = []
     for name in args.recipes:
         what, settings, (imgsz, slicing) = RECIPES[name]
-        cfg = TrainConfig(data=args.data, model=args.model, batch=args.batch, epochs=30, workers=args.workers,
-                          val=False, plots=False, warmup_min_steps=10, project=args.project, name=name,
-                          **settings)  # fmt: skip
+        cfg = TrainConfig(data=args.data, model=args.model, epochs=30, workers=args.workers, val=False, plots=False,
+                          warmup_min_steps=10, project=args.project, name=name, nominal_batch=args.nbs,
+                          **{"batch": args.batch, **settings})  # fmt: skip
         weights, epochs, trained = train_for(cfg, 60 * args.minutes)
         inference = replace(VALIDATION, imgsz=imgsz, batch=4, backend="pytorch")
         results = val(weights, args.data, ValConfig(protocol="visdrone", keep_images=True, slicing=slicing),
