@@ -51,6 +51,7 @@ from tphyolo.analyze.regions import Regions, load_regions
 from tphyolo.analyze.speed import SPEED_COLUMNS, Speed
 from tphyolo.analyze.zones import Zones
 from tphyolo.errors import InputError
+from tphyolo.infer.slicing import MODEL, SliceConfig
 from tphyolo.predict.predictor import Predictor
 from tphyolo.runtime.decisions import FILE as DECISIONS_FILE
 from tphyolo.runtime.decisions import write_decisions
@@ -198,7 +199,8 @@ def run_analyze(job: AnalyzeJob, *, runtime: Any = None, device: Any = None, pro
     tracker = make_tracker(tracking.tracker, **({"cmc": cmc} if compensates else {}))
     predictor = None
     if inputs.weights is not None:
-        predictor = Predictor(inputs.weights, job.inference, runtime=runtime, device=device)
+        predictor = Predictor(inputs.weights, job.inference, runtime=runtime, device=device,
+                              slice=SliceConfig(MODEL))  # a checkpoint trained on tiles runs sliced  # fmt: skip
     save_dir = job.output.create(DEFAULT_PROJECT)
     with removed_if_left_empty(save_dir, ignoring=(DECISIONS_FILE,)):  # inputs that fail to read leave no folder
         if predictor is not None:

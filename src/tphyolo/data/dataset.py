@@ -10,6 +10,10 @@ warp, flips, mixup, HSV) come from a generator seeded with those three, never fr
 does not matter which loader worker draws it, nor how many epochs that worker drew before (a resumed run draws
 what the uninterrupted one drew). The epoch comes with the key (`SampleKey`, from `EpochSampler`) or, for a
 plain index, from `set_epoch`.
+
+Training on tiles (`tile`): an index is a window of the epoch (`tphyolo.data.tiles.TileWindows`), cut from its
+image at the image's own resolution, never resized; its labels follow the shared cut rule (`tile_labels`). The
+window then goes through the augmentation a whole image goes through (mosaic of four windows, warp, HSV, flips).
 """
 
 from __future__ import annotations
@@ -38,6 +42,7 @@ from tphyolo.data.letterbox import letterbox, map_boxes
 from tphyolo.data.mosaic import mosaic4
 from tphyolo.data.sampler import SampleKey
 from tphyolo.data.scan import Record
+from tphyolo.data.tiles import TileWindows
 from tphyolo.errors import InputError
 from tphyolo.ops.boxes import xyxy_to_cxcywh
 
@@ -89,8 +94,9 @@ class DetectionDataset(Dataset):
     batches (`RectBatches`, no mosaic) or None for square `imgsz` samples; stride: what letterboxed sides are
     multiples of;
     ignore_mode: "fill" paints ignore regions grey 114 (neither positive nor negative), "keep" leaves them;
-    cache: None, "ram" or "disk" (see `ImageCache`); seed: with the epoch and the index, what an augmented
-    sample's random draws are seeded with (see the module docstring).
+    cache: None, "ram" or "disk" (see `ImageCache`; with `tile`, the full images); seed: with the epoch and the
+    index, what an augmented sample's random draws are seeded with (see the module docstring); tile: train on
+    windows of this many pixels (`TileWindows`; not with `rect`).
     """
 
     def __init__(
@@ -105,11 +111,14 @@ class DetectionDataset(Dataset):
         ignore_mode: str = "fill",
         cache: str | None = None,
         seed: int = 0,
+        tile: int | None = None,
     ) -> None:
         if ignore_mode not in IGNORE_MODES:
             raise InputError(f"ignore_mode {ignore_mode!r}: expected one of {IGNORE_MODES}")
         if not records:
             raise InputError("no usable images in this split (see the scan report)")
+        if tile is not None and rect is not None:
+            raise InputError("training on tiles draws its windows at random: not with rect batches")
         self.imgsz, self.augment, self.hyp = imgsz, augment, hyp or Hyp()
         self.rect, self.stride, self.ignore_mode = rect is not None, stride, ignore_mode
         self.records = list(records)
@@ -126,8 +135,13 @@ class DetectionDataset(Dataset):
         if cache:
             files = [r.im_file for r in self.records]
             shapes_list = [(r.height, r.width) for r in self.records]
-            self.image_cache = ImageCache(files, shapes_list, imgsz=imgsz, mode=cache, augment=augment)
+            self.image_cache = ImageCache(files, shapes_list, imgsz=None if tile else imgsz, mode=cache,
+                                          augment=augment)  # fmt: skip
         self.seed, self.epoch = seed, 0
+        self.tiles = None
+        if tile is not None:
+            self.tiles = TileWindows([(r.height, r.width) for r in self.records], [r.labels for r in self.records],
+                                     size=tile, seed=seed)  # fmt: skip
 
     def set_epoch(self, epoch: int) -> None:
         """The epoch a plain index draws for (a `SampleKey` names its own)."""
@@ -138,13 +152,31 @@ class DetectionDataset(Dataset):
         return np.random.default_rng([self.seed % 2**64, epoch, index])  # negative seeds too
 
     def __len__(self) -> int:
-        return len(self.records)
+        return len(self.tiles) if self.tiles is not None else len(self.records)
 
     def load_image(self, i: int) -> np.ndarray:
-        """Image i as uint8 BGR, resized to long side imgsz (from the image cache when there is one)."""
+        """Image i as uint8 BGR, resized to long side imgsz, or at its own size with `tile` (from the image cache
+        when there is one)."""
         if self.image_cache is not None:
             return self.image_cache.get(i)
-        return load_resized(self.records[i].im_file, self.imgsz, augment=self.augment)
+        return load_resized(self.records[i].im_file, None if self.tiles else self.imgsz, augment=self.augment)
+
+    def record(self, index: int, epoch: int) -> Record:
+        """The record sample `index` of `epoch` is drawn from (with `tile`: its window's image)."""
+        return self.records[self.tiles.window(index, epoch).image if self.tiles is not None else index]
+
+    def source(self, index: int, epoch: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """Sample `index`'s pixels before augmentation and their labels: (image (H, W, 3) uint8 BGR, classes (n,),
+        boxes (n, 4), ignore regions (k, 4) xyxy pixels of the image): the image resized to long side imgsz, or
+        with `tile` the window of `epoch`, its pixels as they are in the full image."""
+        if self.tiles is None:
+            image = self.load_image(index)
+            return image, *self._resized_labels(index, image)
+        window = self.tiles.window(index, epoch)
+        x1, y1, x2, y2 = window.tile
+        image = self.load_image(window.image)[y1:y2, x1:x2]
+        labels = window.labels
+        return image, labels.classes, labels.boxes.astype(np.float32), labels.ignore.astype(np.float32)
 
     def _resized_labels(self, i: int, image: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         r = self.records[i]
@@ -153,7 +185,7 @@ class DetectionDataset(Dataset):
         return r.labels.classes, r.labels.boxes * scale, r.labels.ignore * scale
 
     def _mosaic(
-        self, index: int, flips: tuple[bool, bool], rng: np.random.Generator
+        self, index: int, epoch: int, flips: tuple[bool, bool], rng: np.random.Generator
     ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
         """A 4-image mosaic on a (2s, 2s) canvas, warped to (s, s). Only the canvas part the warp reads is built."""
         s = self.imgsz
@@ -161,8 +193,7 @@ class DetectionDataset(Dataset):
         center = (int(rng.uniform(s / 2, 3 * s / 2)), int(rng.uniform(s / 2, 3 * s / 2)))
         images, classes, boxes, ignore = [], [], [], []
         for i in indices:
-            image = self.load_image(i)
-            c, b, g = self._resized_labels(i, image)
+            image, c, b, g = self.source(i, epoch)
             images.append(image)
             classes.append(c)
             boxes.append(b)
@@ -179,28 +210,28 @@ class DetectionDataset(Dataset):
 
     def __getitem__(self, key: int | SampleKey) -> Sample:
         index, epoch = key if isinstance(key, SampleKey) else (key, self.epoch)
-        r = self.records[index]
+        r = self.record(index, epoch)
         ratio, pad = (1.0, 1.0), (0, 0)
         flips = (False, False)
         rng = self.sample_rng(index, epoch) if self.augment else None
         if self.augment:  # flips are folded into the geometric warp
             flips = (bool(rng.random() < self.hyp.fliplr), bool(rng.random() < self.hyp.flipud))
         if self.augment and not self.rect and rng.random() < self.hyp.mosaic:
-            image, classes, boxes, ignore = self._mosaic(index, flips, rng)
+            image, classes, boxes, ignore = self._mosaic(index, epoch, flips, rng)
             if rng.random() < self.hyp.mixup:
                 other = int(rng.integers(0, len(self)))
-                image2, classes2, boxes2, ignore2 = self._mosaic(other, (False, False), rng)
+                image2, classes2, boxes2, ignore2 = self._mosaic(other, epoch, (False, False), rng)
                 image = mixup_images(image, image2, mixup_weight(rng))
                 classes = np.concatenate([classes, classes2])
                 boxes = np.concatenate([boxes, boxes2])
                 ignore = np.concatenate([ignore, ignore2])
         else:
-            loaded = self.load_image(index)
-            classes, boxes, ignore = self._resized_labels(index, loaded)
+            loaded, classes, boxes, ignore = self.source(index, epoch)
             shape = tuple(self.batch_shapes[index // self.batch_size]) if self.rect else self.imgsz
             image, info = letterbox(loaded, shape, stride=self.stride, auto=False, scaleup=self.augment)
             boxes, ignore = map_boxes(boxes, info), map_boxes(ignore, info)
-            ratio = (loaded.shape[1] * info.ratio[0] / r.width, loaded.shape[0] * info.ratio[1] / r.height)
+            ratio = info.ratio if self.tiles is not None else (loaded.shape[1] * info.ratio[0] / r.width,
+                                                               loaded.shape[0] * info.ratio[1] / r.height)
             pad = info.pad
             if self.augment:
                 image, keep, boxes, ignore = random_perspective(

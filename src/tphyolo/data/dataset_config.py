@@ -28,7 +28,7 @@ if TYPE_CHECKING:  # categories.py loads numpy: imported where used, so that a c
     from tphyolo.data.categories import CategoryTable
 
 SPLITS = ("train", "val", "test")
-BUILTIN_DATA = ("visdrone", "synthetic", "synthetic-fine", "synthetic-mot")
+BUILTIN_DATA = ("visdrone", "synthetic", "synthetic-fine", "synthetic-mot", "synthetic-large")
 
 
 @dataclass(frozen=True)
@@ -171,13 +171,17 @@ def load_data_config(
     train = val = that folder, class names unknown).
 
     `datasets_dir` (default `./datasets`) anchors built-in configs; `cache_dir` is where the generated sets
-    ('synthetic', 'synthetic-fine', 'synthetic-mot') are written (default `~/.cache/tphyolo`)."""
+    ('synthetic', 'synthetic-fine', 'synthetic-mot', 'synthetic-large') are written (default `~/.cache/tphyolo`)."""
     text = str(source)
     # The generators are imported where used: they load torch and OpenCV, and this module stays light for `-h`.
     if text == "synthetic":
         from tphyolo.data.builtin.synthetic import ensure_synthetic
 
         return _synthetic_recipe(parse_data_yaml(ensure_synthetic(cache_dir=cache_dir)))
+    if text == "synthetic-large":  # 1536-2048 px scenes of VisDrone-sized objects, for training on tiles
+        from tphyolo.data.builtin.synthetic import LARGE_SET, ensure_synthetic
+
+        return _synthetic_recipe(parse_data_yaml(ensure_synthetic(cache_dir=cache_dir, large=True, **LARGE_SET)))
     if text == "synthetic-fine":
         from tphyolo.data.builtin.synthetic_fine import ensure_synthetic_fine
 

@@ -321,7 +321,8 @@ class DatasetSettings:
     """How `build_dataset` reads a split: at `imgsz` (long side), augmented per `hyp` or not, in rect batches
     of `batch_size` on the `stride` grid (validation: half-stride padding), ignore regions as `ignore_mode`,
     images cached per `cache`, the label scan cached unless `scan_cache` is False, samples drawn from `seed`;
-    `single_class`: every object is class 0 (the scan still checks the ids against the data's names)."""
+    `single_class`: every object is class 0 (the scan still checks the ids against the data's names); `tile`:
+    samples are windows of `imgsz` px cut from the images at their own resolution (`TileWindows`)."""
 
     imgsz: int = 640
     augment: bool = False
@@ -334,6 +335,7 @@ class DatasetSettings:
     scan_cache: bool = True
     seed: int = 0
     single_class: bool = False
+    tile: bool = False
 
 
 def build_dataset(data: DataConfig, split: str, settings: DatasetSettings) -> tuple[DetectionDataset, SplitScan]:
@@ -362,5 +364,6 @@ def build_dataset(data: DataConfig, split: str, settings: DatasetSettings) -> tu
         ignore_mode=s.ignore_mode,
         cache=s.cache,
         seed=s.seed,
+        tile=s.imgsz if s.tile else None,
     )
     return dataset, scan

@@ -15,6 +15,9 @@ formats or has none). The rules for a box that a tile edge cuts:
 
 Tiles without objects (negatives) are kept at `empty_ratio` per tile with objects, drawn at random with `seed`.
 The yaml written (`OUT/data.yaml`) names the sliced splits and the classes, ready for `tphyolo train`.
+
+`TileWindows` draws such tiles while training instead (`tphyolo train --tile`): windows at the images' own
+resolution, cut by the same rule (`tile_labels`), new ones every epoch, with no copy of the data.
 """
 
 from __future__ import annotations
@@ -33,11 +36,12 @@ from tphyolo.data.formats import get_format
 from tphyolo.data.formats.base import LabeledImage
 from tphyolo.data.labels import ImageLabels
 from tphyolo.data.scan import scan_split
-from tphyolo.data.tile_settings import DatasetSlicing
+from tphyolo.data.tile_settings import DEFAULT_EMPTY_RATIO, DEFAULT_MIN_VISIBLE, DatasetSlicing, tile_labels
 from tphyolo.errors import InputError
 from tphyolo.ops.tiling import tile_grid
 
 JPEG_QUALITY = 95
+OBJECT_SHARE = 0.5  # windows drawn around a randomly chosen object (the rest anywhere in the image)
 
 @dataclass(frozen=True)
 class SlicedSplit:
@@ -62,31 +66,86 @@ class SlicedDataset:
     splits: tuple[SlicedSplit, ...]
 
 
-def _clip(boxes: np.ndarray, tile: tuple[int, int, int, int]) -> np.ndarray:
-    """(n, 4) xyxy clipped to `tile`, in the tile's own pixels; boxes outside get zero area."""
-    x1, y1, x2, y2 = tile
-    clipped = np.stack([boxes[:, 0].clip(x1, x2), boxes[:, 1].clip(y1, y2),
-                        boxes[:, 2].clip(x1, x2), boxes[:, 3].clip(y1, y2)], axis=1)  # fmt: skip
-    return clipped - np.array([x1, y1, x1, y1], dtype=clipped.dtype)
+@dataclass(frozen=True)
+class Window:
+    """One training window: the record `image` it is cut from, `tile` (x1, y1, x2, y2) in that image's pixels,
+    and the image's labels as seen in it (`tile_labels`: in the window's pixels, cut objects as ignore regions)."""
+
+    image: int
+    tile: tuple[int, int, int, int]
+    labels: ImageLabels
 
 
-def _area(boxes: np.ndarray) -> np.ndarray:
-    return (boxes[:, 2] - boxes[:, 0]).clip(min=0) * (boxes[:, 3] - boxes[:, 1]).clip(min=0)
+class TileWindows:
+    """The windows of `size` px that training on tiles draws, epoch by epoch, from images of `sizes` (h, w)
+    with `labels` (`ImageLabels` in their own pixels).
 
+    An epoch holds as many windows as the images have tiles of `size` side by side (`tile_grid` without
+    overlap), image i owning that many of its own; window k of an epoch is a function of (seed, epoch, k) alone,
+    as the samples of `DetectionDataset` are, so a resumed run draws the windows the uninterrupted one drew.
+    A window of an image with objects lies around one of them, chosen at random, with probability
+    `object_share`; else anywhere in the image, kept when empty with probability `empty_ratio` (else drawn around
+    an object instead), which bounds the share of empty windows. An image no larger than `size` is one window,
+    the whole image. Objects less than `min_visible` inside become ignore regions (`tile_labels`)."""
 
-def tile_labels(labels: ImageLabels, tile: tuple[int, int, int, int], *, min_visible: float) -> ImageLabels:
-    """`labels` of an image as seen in `tile` (x1, y1, x2, y2), in the tile's pixels: objects whose visible
-    share of area is at least `min_visible` (clipped), smaller visible parts and clipped ignore regions as
-    ignore regions."""
-    boxes = _clip(labels.boxes.astype(np.float64), tile)
-    visible = _area(boxes)
-    whole = _area(labels.boxes.astype(np.float64))
-    share = np.divide(visible, whole, out=np.zeros_like(visible), where=whole > 0)
-    kept = (visible > 0) & (share >= min_visible)
-    cut = (visible > 0) & ~kept
-    regions = _clip(labels.ignore.astype(np.float64), tile)
-    ignore = np.concatenate([regions[_area(regions) > 0], boxes[cut]])
-    return ImageLabels(labels.classes[kept], boxes[kept], ignore)
+    def __init__(
+        self, sizes: list[tuple[int, int]], labels: list[ImageLabels], *, size: int, seed: int = 0,
+        object_share: float = OBJECT_SHARE, empty_ratio: float = DEFAULT_EMPTY_RATIO,
+        min_visible: float = DEFAULT_MIN_VISIBLE,
+    ) -> None:  # fmt: skip
+        self.sizes, self.labels, self.size, self.seed = list(sizes), list(labels), size, seed
+        self.object_share, self.empty_ratio, self.min_visible = object_share, empty_ratio, min_visible
+        counts = [len(tile_grid(h, w, size=size, overlap=0.0)) for h, w in self.sizes]
+        self.owner = np.repeat(np.arange(len(counts)), counts)
+
+    def __len__(self) -> int:
+        return len(self.owner)
+
+    def describe(self) -> str:
+        """One line: how many windows an epoch holds and how they are drawn."""
+        return (f"training on tiles: {len(self)} windows of {self.size} px per epoch from {len(self.sizes)} images "
+                f"at their own resolution (as many as their tiles side by side), {self.object_share:.0%} around a "
+                f"random object, the rest anywhere, empty ones kept at {self.empty_ratio:.0%}; objects less than "
+                f"{self.min_visible:.0%} inside a window become ignore regions")  # fmt: skip
+
+    def window(self, k: int, epoch: int) -> Window:
+        """Window `k` of `epoch` (class docstring)."""
+        image = int(self.owner[k])
+        rng = np.random.default_rng([self.seed % 2**64, epoch, k, 1])  # apart from the sample's own draws
+        boxes = self.labels[image].boxes
+        if len(boxes) and rng.random() >= self.object_share:
+            tile = self._anywhere(image, rng)
+            labels = self._cut(image, tile)
+            if len(labels.classes) or rng.random() < self.empty_ratio:
+                return Window(image, tile, labels)
+        if len(boxes):
+            tile = self._around(image, boxes[int(rng.integers(len(boxes)))], rng)
+        else:
+            tile = self._anywhere(image, rng)
+        return Window(image, tile, self._cut(image, tile))
+
+    def _cut(self, image: int, tile: tuple[int, int, int, int]) -> ImageLabels:
+        return tile_labels(self.labels[image], tile, min_visible=self.min_visible)
+
+    def _extent(self, image: int) -> tuple[int, int, int, int]:
+        h, w = self.sizes[image]
+        return h, w, min(self.size, h), min(self.size, w)
+
+    def _anywhere(self, image: int, rng: np.random.Generator) -> tuple[int, int, int, int]:
+        h, w, th, tw = self._extent(image)
+        x, y = int(rng.integers(0, w - tw + 1)), int(rng.integers(0, h - th + 1))
+        return x, y, x + tw, y + th
+
+    def _around(self, image: int, box: np.ndarray, rng: np.random.Generator) -> tuple[int, int, int, int]:
+        """A window holding `box` at a random place (its centre, when the box is larger than the window)."""
+        h, w, th, tw = self._extent(image)
+        starts = []
+        for lo, hi, side, length in ((box[0], box[2], tw, w), (box[1], box[3], th, h)):
+            first, last = (hi - side, lo) if hi - lo <= side else ((lo + hi - side) / 2,) * 2
+            start = rng.uniform(max(first, 0), max(min(last, length - side), max(first, 0)))
+            starts.append(int(np.clip(round(start), 0, length - side)))
+        x, y = starts
+        return x, y, x + tw, y + th
 
 
 def _write_tile(image: np.ndarray, path: Path) -> None:

@@ -30,7 +30,7 @@ from tphyolo.evaluation.sharded import Shard
 from tphyolo.evaluation.writers import Writer, writers_for
 from tphyolo.infer.backends.pytorch import Weights, load_backends, what_ran
 from tphyolo.infer.config import VALIDATION, InferenceConfig, inference_config
-from tphyolo.infer.input_shape import fixed_input_shape, settled_config
+from tphyolo.infer.input_shape import fixed_input_shape, settled_config, settled_slicing
 from tphyolo.infer.slicing import SliceConfig
 from tphyolo.runtime.config import RuntimeConfig, resolve_device
 from tphyolo.runtime.decisions import write_decisions
@@ -84,6 +84,8 @@ def val(
     init_process_group(dist, torch_device)  # under torchrun; left joined for the caller's next call
     (backend,) = load_backends(weights, runtime=runtime, device=torch_device, backend=inference.backend,
                                precision=inference.precision)  # fmt: skip
+    slicing = SliceConfig(config.slicing) if isinstance(config.slicing, int | str) else config.slicing
+    inference, slicing = settled_slicing([backend], inference, slicing)  # a slicing left to the model (MODEL)
     inference = settled_config([backend], inference)  # what the caller left to the model (`from_model`)
     fixed = fixed_input_shape([backend], inference)
     datasets_dir = None if config.datasets_dir is None else Path(config.datasets_dir)
@@ -117,7 +119,6 @@ def val(
     if callable(save_dir):
         save_dir = save_dir() if dist.is_main else None
     save_dir = None if save_dir is None else Path(save_dir)
-    slicing = SliceConfig(config.slicing) if isinstance(config.slicing, int | str) else config.slicing
     run = EvalSettings(protocol=config.protocol, progress=config.progress, classifier=classifier, slicing=slicing,
                        keep_images=config.keep_images, shard=shard)  # fmt: skip
     own = writers_for(config, save_dir, conf=inference.conf) if save_dir is not None else []

@@ -11,6 +11,10 @@ is settled by the models once they are loaded (`settled_config`), as ultralytics
 the one the models were made for (a checkpoint's training size, an export's own), and the batch at most a
 fixed-batch export's. Each choice is said in one line (`tphyolo.infer.input_shape` logger, INFO), before any
 image is read.
+
+Slicing left to the models (`SliceConfig(MODEL)`, the commands' default without `--slice`) is settled likewise
+(`settled_slicing`): a checkpoint trained on tiles runs sliced with windows of its tile size and the merge it was
+validated with, in one line that says so; other models run whole images.
 """
 
 from __future__ import annotations
@@ -18,12 +22,15 @@ from __future__ import annotations
 import logging
 from collections.abc import Sequence
 from dataclasses import replace
+from functools import lru_cache
 from pathlib import Path
 
+from tphyolo.checkpoint.format import load_checkpoint
 from tphyolo.errors import InputError
 from tphyolo.flags import setting_name
 from tphyolo.infer.backends.pytorch import Backend, largest_own_imgsz
 from tphyolo.infer.config import InferenceConfig
+from tphyolo.infer.slicing import MODEL, SliceConfig
 
 LOGGER = logging.getLogger(__name__)
 
@@ -72,3 +79,42 @@ def settled_config(backends: Sequence[Backend], config: InferenceConfig) -> Infe
 def _name(backend: Backend) -> str:
     path = getattr(backend, "path", None)  # optional: a model given in memory has none
     return Path(path).name if path is not None else type(backend).__name__
+
+
+@lru_cache(maxsize=16)
+def _trained_tiles(path: str, mtime: float) -> tuple[int, str] | None:
+    """(tile size, merge) of a checkpoint trained on tiles (its train_args), None for any other file."""
+    args = load_checkpoint(path).state.get("train_args") if path.endswith(".pt") else None
+    if not isinstance(args, dict) or not args.get("tile") or type(args.get("imgsz")) is not int:
+        return None
+    return args["imgsz"], str(args.get("merge", InferenceConfig.merge))
+
+
+def trained_tiles(backends: Sequence[Backend]) -> tuple[int, str, Backend] | None:
+    """The tile size and merge of the first of `backends` read from a checkpoint trained on tiles, and it."""
+    for backend in backends:
+        path = getattr(backend, "path", None)  # optional: a model given in memory has none
+        if path is not None and Path(path).is_file():
+            found = _trained_tiles(str(path), Path(path).stat().st_mtime)
+            if found is not None:
+                return *found, backend
+    return None
+
+
+def settled_slicing(
+    backends: Sequence[Backend], config: InferenceConfig, slicing: SliceConfig | None
+) -> tuple[InferenceConfig, SliceConfig | None]:
+    """`config` and `slicing` with a slicing left to the models (`SliceConfig(MODEL)`) settled: windows of the
+    tile size of a checkpoint trained on tiles (`trained_tiles`), merged by its merge unless `config` names another
+    than the default, said in one line; no slicing for other models. Other slicings come back as they are."""
+    if slicing is None or slicing.size != MODEL:
+        return config, slicing
+    found = trained_tiles(backends)
+    if found is None:
+        return config, None
+    size, merge, backend = found
+    if config.merge == InferenceConfig.merge:
+        config = replace(config, merge=merge)
+    LOGGER.info("--slice %d: %s was trained on %d px tiles and validated sliced (--merge %s); --slice 0 runs whole "
+                "images", size, _name(backend), size, config.merge)  # fmt: skip
+    return config, replace(slicing, size=size)

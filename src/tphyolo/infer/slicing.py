@@ -10,6 +10,10 @@ then seen at its own resolution, neither shrunk nor enlarged, and an image no la
 With `full`, the whole image is one more window; `full_min` keeps from that pass only boxes whose longer side is
 at least that many pixels (the slices see the small ones better). With `skip_empty`, windows whose pixels all
 have one value (blank borders, NoData) are not run.
+
+`size="model"` leaves slicing to the model: a checkpoint trained on tiles (`tphyolo train --tile`) is sliced with
+windows of its tile size, as it was validated; any other model runs whole images
+(`tphyolo.infer.input_shape.settled_slicing`, which says so in one line). The commands' default.
 """
 
 from __future__ import annotations
@@ -21,6 +25,7 @@ from tphyolo.flags import Bounds
 from tphyolo.ops.tiling import DEFAULT_OVERLAP, MAX_OVERLAP, MIN_TILE, tile_grid
 
 AUTO = "auto"  # the window size of `--slice auto`: the network input size
+MODEL = "model"  # the window size a checkpoint trained on tiles was validated with, else no slicing
 MIN_SLICE_SIZE = MIN_TILE
 SIZE_BOUNDS = Bounds(MIN_SLICE_SIZE)
 OVERLAP_BOUNDS = Bounds(0, MAX_OVERLAP)
@@ -28,7 +33,8 @@ OVERLAP_BOUNDS = Bounds(0, MAX_OVERLAP)
 
 @dataclass(frozen=True)
 class SliceConfig:
-    """size: window side in original pixels (>= MIN_SLICE_SIZE), or AUTO (`resolved` gives the size); overlap:
+    """size: window side in original pixels (>= MIN_SLICE_SIZE), AUTO (`resolved` gives the size) or MODEL (the
+    model's, settled once it is loaded: `tphyolo.infer.input_shape.settled_slicing`); overlap:
     fraction of a window shared with its neighbour, in [0, MAX_OVERLAP]; full: also run the whole image as one
     more window (helps large objects); full_min: the whole-image pass keeps only boxes whose longer side is at
     least this many pixels (0: all; needs `full`); skip_empty: windows of one pixel value are not run."""
@@ -40,7 +46,7 @@ class SliceConfig:
     skip_empty: bool = False
 
     def __post_init__(self) -> None:
-        if self.size != AUTO and (isinstance(self.size, str) or self.size not in SIZE_BOUNDS):
+        if self.size not in (AUTO, MODEL) and (isinstance(self.size, str) or self.size not in SIZE_BOUNDS):
             raise InputError(f"slice size must be {AUTO!r} or at least {MIN_SLICE_SIZE} pixels, got {self.size}")
         if self.overlap not in OVERLAP_BOUNDS:
             raise InputError(f"slice overlap must be {OVERLAP_BOUNDS}, got {self.overlap}")
@@ -57,7 +63,7 @@ class SliceConfig:
 def slice_windows(height: int, width: int, cfg: SliceConfig) -> list[tuple[int, int, int, int]]:
     """The windows covering a height x width image, row by row; with `cfg.full` the whole image comes last
     (unless it already is the only window). Raises ValueError for an AUTO size not yet `resolved`."""
-    if cfg.size == AUTO:
+    if cfg.size in (AUTO, MODEL):
         raise InputError("an automatic slice size is resolved against the network input size first")
     windows = tile_grid(height, width, size=cfg.size, overlap=cfg.overlap)
     whole = (0, 0, width, height)

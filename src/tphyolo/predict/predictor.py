@@ -32,7 +32,7 @@ from tphyolo.errors import InputError
 from tphyolo.infer.backends.pytorch import Weights, load_backends, what_ran
 from tphyolo.infer.config import InferenceConfig, inference_config
 from tphyolo.infer.detector import Detector
-from tphyolo.infer.input_shape import settled_config
+from tphyolo.infer.input_shape import settled_config, settled_slicing
 from tphyolo.infer.slicing import SliceConfig
 from tphyolo.infer.tta_config import TTAConfig
 from tphyolo.infer.windows import image_windows, view_batches
@@ -64,7 +64,8 @@ class Predictor:
     its fields may also be given as keywords (`imgsz=1536, conf=0.25`), with `tta=True` (the paper's passes)
     or a TTAConfig as a shorthand for `augment` and the TTA passes. An `imgsz` that is not a multiple of the
     largest stride is rounded up, with a warning. slice: a window size in original pixels, "auto" (the
-    network input size) or a SliceConfig.
+    network input size), "model" (a checkpoint trained on tiles: its tile size, else none; `settled_slicing`) or
+    a SliceConfig.
     runtime: how to run (device, fp16 weights with `half`, channels_last, compile, autocast); `device`
     overrides its device. A checkpoint file on the CPU runs on OpenVINO by default, compiled once and cached
     (`backend="pytorch"` keeps PyTorch; `backend="onnxruntime"`, `precision="bf16"`: see InferenceConfig).
@@ -108,6 +109,8 @@ class Predictor:
     def _configure(
         self, backends: Sequence, config: InferenceConfig, slicing: int | str | SliceConfig | None, classifier
     ) -> None:
+        slicing = SliceConfig(slicing) if isinstance(slicing, int | str) else slicing
+        config, slicing = settled_slicing(backends, config, slicing)  # a slicing left to the models (MODEL)
         config = settled_config(backends, config)  # what the caller left to the models (`from_model`)
         self.config = replace(config, imgsz=check_imgsz(config.imgsz, max(b.stride for b in backends)))
         self.detector = Detector(backends, self.config, weights=self.model_weights, classifier=classifier)
@@ -116,7 +119,6 @@ class Predictor:
             LOGGER.warning("a fixed-size export: images are letterboxed to its %dx%d, not to --img %d",
                            fixed[1], fixed[0], self.config.imgsz)  # fmt: skip
             self.config = replace(self.config, imgsz=max(fixed))
-        slicing = SliceConfig(slicing) if isinstance(slicing, int | str) else slicing
         self.slicing = slicing.resolved(self.config.imgsz) if slicing is not None else None
 
     def with_settings(

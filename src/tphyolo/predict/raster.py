@@ -29,7 +29,7 @@ import json
 import logging
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import partial
 from pathlib import Path
 
@@ -41,7 +41,7 @@ from tphyolo.data.files.atomic import write_text_atomic
 from tphyolo.data.files.raster import MAX_RASTER_PIXELS, Raster, RasterReadError, Window
 from tphyolo.errors import InputError
 from tphyolo.infer.merge import merge_detections
-from tphyolo.infer.slicing import SliceConfig
+from tphyolo.infer.slicing import AUTO, MODEL, SliceConfig
 from tphyolo.ops.detections import Detections
 from tphyolo.ops.tiling import tile_grid
 from tphyolo.predict.geojson import geojson_collection, write_geojson
@@ -90,10 +90,11 @@ class RasterRead:
 
 
 def raster_slicing(slicing: SliceConfig, *, imgsz: int) -> SliceConfig:
-    """`slicing` with an AUTO size resolved to `imgsz`; ValueError for a full-image pass (never read whole)."""
+    """`slicing` with an AUTO size (or one left to the model: a raster is always tiled) resolved to `imgsz`;
+    ValueError for a full-image pass (never read whole)."""
     if slicing.full:
         raise InputError("--slice-full: a raster is run tile by tile, never whole")
-    return slicing.resolved(imgsz)
+    return (replace(slicing, size=AUTO) if slicing.size == MODEL else slicing).resolved(imgsz)
 
 
 def raster_tiles(raster: Raster, slicing: SliceConfig) -> list[Window]:

@@ -13,7 +13,7 @@ from tphyolo.data.files.image_limits import IMGSZ_BOUNDS
 from tphyolo.data.scan_options import scan_cache_flag
 from tphyolo.errors import InputError
 from tphyolo.flags import AT_LEAST_ONE, FRACTION, NON_NEGATIVE, SEED, check_field_types, flag, imgsz_flag, setting_name
-from tphyolo.infer.config import MAX_DET, NMS_IOU, VAL_CONF
+from tphyolo.infer.config import MAX_DET, MERGE_METHODS, NMS_IOU, VAL_CONF
 
 OPTIMIZERS = ("SGD", "Adam", "AdamW")  # the optimisers `training.optim.rules.build_optimizer` builds
 CACHE_CHOICES = (None, "ram", "disk")
@@ -40,6 +40,9 @@ class TrainConfig:
     label_smoothing: None takes the hyp file's value (0 when it has none); a number, 0 included, replaces it.
     warmup_min_steps: minimum warm-up length in batches (the original used 1000; later YOLOv5 100).
     val_conf, val_iou, max_det: the validation after each epoch (the shared scoring defaults).
+    tile: train on windows of `imgsz` px cut from the full images at their own resolution
+        (`tphyolo.data.tiles.TileWindows`), and validate as sliced inference on the full val images with windows
+        of that size merged by `merge`; the checkpoints record both, and inference on them slices so by default.
     """
 
     data: str = flag("synthetic", "--data", help="dataset yaml, image folder, or 'synthetic' / 'visdrone'")
@@ -83,6 +86,12 @@ class TrainConfig:
     )
     scan_cache: bool = scan_cache_flag()
     rect: bool = flag(False, "--rect", help="rectangular training batches (no mosaic shuffle)")
+    tile: bool = flag(
+        False, "--tile", help="train on --img px windows of the full images at their own resolution (never "
+        "resized) and validate sliced, as predict --slice infers; inference on the weights then slices by default",
+    )  # fmt: skip
+    merge: str = flag("wbf", "--merge", choices=MERGE_METHODS,
+                      help="with --tile: how the validation merges the slices (saved for inference)")  # fmt: skip
     multi_scale: bool = flag(False, "--multi-scale", help="vary the image size +/- 50%% per batch")
     sync_bn: bool = flag(False, "--sync-bn", help="SyncBatchNorm across processes (DDP on GPUs only)")
     freeze: tuple[int, ...] = flag(
@@ -132,6 +141,10 @@ class TrainConfig:
             raise InputError(f"{self._flag('optimizer')} must be one of {OPTIMIZERS}, got {self.optimizer!r}")
         if self.cache not in CACHE_CHOICES:
             raise InputError(f"{self._flag('cache')} must be one of {CACHE_CHOICES}, got {self.cache!r}")
+        if self.tile and self.rect:
+            raise InputError(f"{self._flag('tile')} draws windows at random: not with {self._flag('rect')}")
+        if self.merge not in MERGE_METHODS:
+            raise InputError(f"{self._flag('merge')} must be one of {MERGE_METHODS}, got {self.merge!r}")
         if self.ignore_mode not in IGNORE_MODES:
             raise InputError(f"{self._flag('ignore_mode')} must be one of {IGNORE_MODES}, got {self.ignore_mode!r}")
         for name, minimum in (("max_det", 1),):  # settings without a flag

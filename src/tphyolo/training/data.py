@@ -23,6 +23,7 @@ from tphyolo.data.report import format_problems, shared_images_warning
 from tphyolo.data.scan import SplitScan, scan_split
 from tphyolo.errors import InputError
 from tphyolo.evaluation.sharded import Shard
+from tphyolo.infer.slicing import SliceConfig
 from tphyolo.runtime.distributed import DistContext, barrier
 from tphyolo.training.config import TrainConfig
 
@@ -37,7 +38,8 @@ class TrainData:
     config: the resolved dataset; train_set / train_loader: augmented training samples (sharded across the
     processes of a distributed run); val_loader: the val split in rect batches of 2 x batch, in a distributed
     run this rank's share of those batches (`val_shard`: which images; `evaluation.sharded`); imgsz: the
-    training size, a multiple of `stride`, the size grid of the run.
+    training size, a multiple of `stride`, the size grid of the run; val_slicing: with --tile, the sliced
+    inference validation runs on the full val images (windows of imgsz), else None.
     """
 
     config: DataConfig
@@ -47,6 +49,7 @@ class TrainData:
     imgsz: int
     stride: int
     val_shard: Shard
+    val_slicing: SliceConfig | None = None
 
 
 def grid_stride(model: nn.Module) -> int:
@@ -116,10 +119,13 @@ def build_data(
             scan_cache=cfg.scan_cache,
             seed=cfg.seed,
             single_class=cfg.single_cls,
+            tile=cfg.tile,
         ),
     )
     if dist.is_main:
         _report_problems("train", train_scan)
+        if train_set.tiles is not None:
+            LOGGER.info("%s", train_set.tiles.describe())
     if len(train_set) == 0:
         raise InputError(f"data {cfg.data!r}: no usable training images (run `tphyolo data check`)")
     train_loader = build_dataloader(
@@ -167,4 +173,5 @@ def build_data(
             indices=val_shard.indices if dist.distributed else None,
         ),
     )
-    return TrainData(config, train_set, train_loader, val_loader, imgsz, stride, val_shard)
+    val_slicing = SliceConfig(imgsz) if cfg.tile else None
+    return TrainData(config, train_set, train_loader, val_loader, imgsz, stride, val_shard, val_slicing)

@@ -16,6 +16,7 @@ from tphyolo.evaluation.results import EvalResults
 from tphyolo.evaluation.settings import ValConfig
 from tphyolo.evaluation.val import val
 from tphyolo.infer.config import MODEL_CHOSEN, VALIDATION
+from tphyolo.infer.slicing import MODEL, SliceConfig
 from tphyolo.ops.boxes import xyxy_to_cxcywh
 from tphyolo.runtime.config import RuntimeConfig
 from tphyolo.training.config import TrainConfig
@@ -34,13 +35,15 @@ def validate_as_val(
     (`tphyolo.evaluation.val.val`: the same runtime, precision, image size and batches; under --deterministic, as
     with `--deterministic`), so that command reproduces the table; `run_dir` (rank 0's; None on other ranks) gets
     val's decisions.yaml entry and, with `plots`, YOLOv5's validation figures, as `tphyolo val --plots` writes
-    them. Every rank of a distributed run scores its share."""
+    them; a run on tiles (--tile) is scored sliced, as `tphyolo val` slices its checkpoint by default. Every rank
+    of a distributed run scores its share."""
     if run_dir is not None:
         LOGGER.info("validating %s as `tphyolo val --weights %s --data %s%s` does", best, best, cfg.data,
                     " --deterministic" if runtime.deterministic else "")  # fmt: skip
     # no loader workers: beside the compiled runtime they would start from a fork server, which re-imports a
     # script's main module (`tphyolo.data.loader`); the numbers do not depend on them
-    config = ValConfig(datasets_dir=cfg.datasets_dir, workers=0, plots=plots, save_dir=run_dir, progress=verbose)
+    config = ValConfig(datasets_dir=cfg.datasets_dir, workers=0, plots=plots, save_dir=run_dir, progress=verbose,
+                       slicing=SliceConfig(MODEL))  # fmt: skip
     inference = replace(VALIDATION, conf=cfg.val_conf, iou=cfg.val_iou, max_det=cfg.max_det, from_model=MODEL_CHOSEN)
     as_val = RuntimeConfig(device=runtime.device, deterministic=runtime.deterministic)
     return val(best, cfg.data, config, inference=inference, runtime=as_val, device=str(device))

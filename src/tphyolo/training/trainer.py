@@ -383,11 +383,10 @@ class Trainer:
         return metrics
 
     def validate(self) -> dict[str, float]:
-        """Validate the EMA model on the val split: metrics and the validation losses (`ValLoss`), keyed as in
-        results.csv. In a distributed run every rank calls this and validates its share of the batches with
-        rank 0's EMA weights; the numbers are rank 0's (gathered there, as one process would compute them)."""
-        model = self._validation_model()
-        tracker = ValLoss(model, self.loss_fn)
+        """Validate the EMA model on the val split (--tile: sliced, as `predict --slice` runs): metrics and validation
+        losses (`ValLoss`; nan when sliced), keyed as in results.csv. In a distributed run every rank calls this and
+        validates its share of the batches with rank 0's EMA weights; the numbers are rank 0's (gathered there)."""
+        tracker = ValLoss(model := self._validation_model(), self.loss_fn, sliced=self.data.val_slicing is not None)
         metrics = self._metrics(self._evaluate(model, tracker.batches(self.data.val_loader)))
         losses = tracker.mean(self.data.val_shard).tolist()
         return {**metrics, **{f"val/{name}_loss": v for name, v in zip(LOSS_NAMES, losses, strict=True)}}
@@ -404,9 +403,10 @@ class Trainer:
         return model
 
     def _evaluate(self, model: torch.nn.Module, batches: Any = None, *, writers: Sequence[Any] = ()) -> Any:
-        config = InferenceConfig(conf=self.cfg.val_conf, iou=self.cfg.val_iou, max_det=self.cfg.max_det)
+        config = InferenceConfig(imgsz=self.data.imgsz, batch=2 * self.cfg.batch, conf=self.cfg.val_conf,
+                                 iou=self.cfg.val_iou, max_det=self.cfg.max_det, merge=self.cfg.merge)  # fmt: skip
         batches = self.data.val_loader if batches is None else batches
-        settings = EvalSettings(progress=self.verbose, shard=self.data.val_shard)
+        settings = EvalSettings(progress=self.verbose, shard=self.data.val_shard, slicing=self.data.val_slicing)
         return evaluation_loop.evaluate(model, batches, names=self.names, config=config, settings=settings,
                                         writers=writers, runtime=self.runtime, device=self.device)  # fmt: skip
 

@@ -24,10 +24,12 @@ class ValLoss:
     `tracker.mean()` is the loss items (box, obj, cls) averaged over the batches (zeros for none).
 
     `model` is the module the evaluation runs (its head is found as the loss finds it); `loss_fn` a YoloLoss
-    for that model, called as in training with raw maps [(B, na, H, W, no)] * nl and targets (n, 6)."""
+    for that model, called as in training with raw maps [(B, na, H, W, no)] * nl and targets (n, 6).
+    `sliced`: the evaluation runs the model on windows of the images, not on the batch: nothing is scored and
+    `mean` is nan."""
 
-    def __init__(self, model: nn.Module, loss_fn: nn.Module) -> None:
-        self.head, self.loss_fn = _find_head(model), loss_fn
+    def __init__(self, model: nn.Module, loss_fn: nn.Module, *, sliced: bool = False) -> None:
+        self.head, self.loss_fn, self.sliced = _find_head(model), loss_fn, sliced
         self.items: list[torch.Tensor | None] = []  # per batch of the loader: its loss items, None if not scored
         self._maps: dict[int, torch.Tensor] = {}  # level -> its output convolution's last output
 
@@ -39,6 +41,9 @@ class ValLoss:
 
     def batches(self, loader: Iterable) -> Iterator[Any]:
         """`loader`'s batches, each scored once the evaluation has run the model on it."""
+        if self.sliced:
+            yield from loader
+            return
         convs = self.head.output_convs()
         handles = [conv.register_forward_hook(self._keeper(level)) for level, conv in enumerate(convs)]
         try:
@@ -59,6 +64,8 @@ class ValLoss:
         """(3,) the mean box, obj and cls loss over the scored batches, summed in batch order. With the `shard`
         of a distributed evaluation (every rank calls this), over the batches of every rank, summed in their
         one-process order: rank 0's answer, the other ranks get that of their own batches."""
+        if self.sliced:
+            return torch.full((3,), float("nan"))
         items = self.items
         if shard is not None and shard.ctx.distributed:
             batches = Shard.of(shard.units, unit=1, ctx=shard.ctx)  # loader batch j of rank r is batch r + jW

@@ -12,7 +12,7 @@ from typing import Any
 from tphyolo.errors import InputError, UsageError
 from tphyolo.flags import FRACTION, NON_NEGATIVE, add_flags, flag, from_flags
 from tphyolo.infer.config import MODEL_CHOSEN, InferenceConfig
-from tphyolo.infer.slicing import AUTO, DEFAULT_OVERLAP, OVERLAP_BOUNDS, SIZE_BOUNDS, SliceConfig
+from tphyolo.infer.slicing import AUTO, DEFAULT_OVERLAP, MODEL, OVERLAP_BOUNDS, SIZE_BOUNDS, SliceConfig
 from tphyolo.runtime.run_dir import OutputDir
 
 _MODEL_DEFAULT_HELP = {  # what a setting of MODEL_CHOSEN is when its flag is not given
@@ -53,20 +53,24 @@ def inference_settings(args: argparse.Namespace) -> InferenceConfig:
 
 
 def _slice_size(text: str) -> int | str:
-    """An argparse `type` for --slice: "auto" or a window size in pixels within SIZE_BOUNDS."""
-    return AUTO if text == AUTO else SIZE_BOUNDS.parser(int)(text)
+    """An argparse `type` for --slice: "auto", 0 (no slicing) or a window size in pixels within SIZE_BOUNDS."""
+    if text in (AUTO, "0"):
+        return AUTO if text == AUTO else 0
+    return SIZE_BOUNDS.parser(int)(text)
 
 
-_slice_size.__name__ = "size ('auto' or pixels)"  # argparse: "invalid size ('auto' or pixels) value: 'x'"
+_slice_size.__name__ = "size ('auto', 0 or pixels)"  # argparse: "invalid size ('auto', 0 or pixels) value: 'x'"
 
 
 @dataclass(frozen=True)
 class SliceFlags:
-    """Sliced inference as the command line says it: `SliceConfig`'s settings, with no `--slice` for none."""
+    """Sliced inference as the command line says it: `SliceConfig`'s settings; no `--slice` leaves it to the model
+    (a checkpoint trained on tiles slices at its tile size, others run whole images), `--slice 0` is none."""
 
     slice: int | str | None = flag(
         None, "--slice", convert=_slice_size, metavar="SIZE",
-        help="sliced inference: window pixels, or auto (the network input size)",
+        help="sliced inference: window pixels, auto (the network input size) or 0 (none); default: a checkpoint "
+        "trained with --tile slices at its tile size, other models run whole images",
     )  # fmt: skip
     overlap: float = flag(DEFAULT_OVERLAP, "--overlap", bounds=OVERLAP_BOUNDS,
                           help=f"slice overlap fraction, {OVERLAP_BOUNDS}")  # fmt: skip
@@ -77,16 +81,17 @@ class SliceFlags:
     skip_empty: bool = flag(False, "--skip-empty", help="do not run windows of one pixel value (NoData)")
 
     def config(self) -> SliceConfig | None:
-        """The SliceConfig, or None without `--slice`. Raises UsageError for slice flags given without `--slice`
-        and for settings the SliceConfig refuses."""
-        if self.slice is None:
+        """The SliceConfig; without `--slice` SliceConfig(MODEL) (the model's, `settled_slicing`); None for
+        `--slice 0`. Raises UsageError for slice flags given without `--slice` or with `--slice 0`, and for
+        settings the SliceConfig refuses."""
+        if self.slice in (None, 0):
             given = [name for name, on in (("--overlap", self.overlap != DEFAULT_OVERLAP),
                                            ("--slice-full", self.slice_full),
                                            ("--slice-full-min", self.slice_full_min != 0),
                                            ("--skip-empty", self.skip_empty)) if on]  # fmt: skip
             if given:
                 raise UsageError(f"{' and '.join(given)} set(s) sliced inference up; add --slice SIZE or drop it")
-            return None
+            return SliceConfig(MODEL) if self.slice is None else None
         try:
             return SliceConfig(self.slice, self.overlap, self.slice_full, self.slice_full_min, self.skip_empty)
         except ValueError as error:

@@ -7,6 +7,9 @@ annotations/, ignore regions as category 0) so the default training path reads t
 categories are class index + 1 in the order of `NAMES` (car 1, bus 2, ...), the table the data yaml declares
 under `categories:` (`tphyolo.data.categories`).
 The output depends only on the arguments (same seed, same bytes).
+
+`large=True` writes large scenes instead (`render_large_scene`): 1536-2048 px wide, of VisDrone's aspect ratios,
+whose objects follow VisDrone's sizes (nearly all under 32 px, many under 16: the case training on tiles is for).
 """
 
 from __future__ import annotations
@@ -27,6 +30,7 @@ from tphyolo.data.categories import CategoryTable
 from tphyolo.data.files.image_io import write_image
 from tphyolo.data.formats.visdrone import format_visdrone
 from tphyolo.data.labels import ImageLabels
+from tphyolo.data.tile_settings import tile_labels
 from tphyolo.user_cache import user_cache_dir
 
 LOGGER = logging.getLogger("tphyolo.data")
@@ -137,9 +141,12 @@ def _object_box(cls: int, rng, vertical: bool, near=None) -> tuple[int, int, boo
     return w, h, vertical
 
 
-def render_scene(rng: np.random.Generator, size: int = 640) -> tuple[np.ndarray, ImageLabels, list[int]]:
-    """One scene: uint8 BGR (size, size, 3), its labels (pixel xyxy) and per-object occlusion levels (0/1)."""
-    scale = size / 640
+def render_scene(
+    rng: np.random.Generator, size: int = 640, *, object_scale: float | None = None
+) -> tuple[np.ndarray, ImageLabels, list[int]]:
+    """One scene: uint8 BGR (size, size, 3), its labels (pixel xyxy) and per-object occlusion levels (0/1).
+    object_scale: object sizes relative to a 640 px scene (default size / 640)."""
+    scale = size / 640 if object_scale is None else object_scale
     image = _ground(rng, size)
     free = np.ones((size, size), dtype=bool)
     roads = _roads(image, rng, free)
@@ -192,15 +199,48 @@ def render_scene(rng: np.random.Generator, size: int = 640) -> tuple[np.ndarray,
     return image, ImageLabels(classes, np.array(boxes, np.float32), np.array(ignore, np.float32)), occlusion
 
 
-def split_scene(split: str, i: int, *, imgsz: int, seed: int = 0) -> tuple[np.ndarray, ImageLabels, list[int]]:
-    """The `i`-th scene of `split` ("train" or "val") of the set `generate_synthetic(seed=seed, imgsz=imgsz)`
-    writes, rendered in memory: as `render_scene` returns it (before the JPEG encoding of the written file)."""
+LARGE_WIDTH = (1536, 2048)  # the large scenes' widths, pixels
+LARGE_ASPECT = (0.5625, 0.75)  # their height / width: VisDrone's 16:9 to 4:3
+LARGE_OBJECT_SCALE = (0.4, 1.5)  # object sizes per 640 px patch, relative to a 640 px scene
+LARGE_SET = {"n_train": 32, "n_val": 8}  # the built-in 'synthetic-large'
+
+
+def render_large_scene(rng: np.random.Generator) -> tuple[np.ndarray, ImageLabels, list[int]]:
+    """A large scene (module docstring): 640 px patches of `render_scene`, each with objects at a scale drawn from
+    LARGE_OBJECT_SCALE, side by side, cut to a width in LARGE_WIDTH and a height of LARGE_ASPECT. Objects the cut
+    leaves less than whole become ignore regions (`tile_labels`)."""
+    width = int(rng.integers(LARGE_WIDTH[0], LARGE_WIDTH[1] + 1))
+    height = round(width * rng.uniform(*LARGE_ASPECT))
+    rows, cols = -(-height // 640), -(-width // 640)
+    image = np.zeros((rows * 640, cols * 640, 3), np.uint8)
+    classes, boxes, ignore, occlusion = [], [], [], []
+    for r in range(rows):
+        for c in range(cols):
+            patch, labels, occluded = render_scene(rng, 640, object_scale=float(rng.uniform(*LARGE_OBJECT_SCALE)))
+            image[r * 640 : (r + 1) * 640, c * 640 : (c + 1) * 640] = patch
+            shift = np.array([c * 640, r * 640] * 2, np.float32)
+            classes.append(labels.classes)
+            boxes.append(labels.boxes.reshape(-1, 4) + shift)
+            ignore.append(labels.ignore.reshape(-1, 4) + shift)
+            occlusion += occluded
+    whole = ImageLabels(np.concatenate(classes), np.concatenate(boxes), np.concatenate(ignore))
+    cut = tile_labels(whole, (0, 0, width, height), min_visible=1.0)
+    inside = (whole.boxes[:, 2] <= width) & (whole.boxes[:, 3] <= height)  # the objects `tile_labels` kept
+    return np.ascontiguousarray(image[:height, :width]), cut, [o for o, k in zip(occlusion, inside, strict=True) if k]
+
+
+def split_scene(
+    split: str, i: int, *, imgsz: int, seed: int = 0, large: bool = False
+) -> tuple[np.ndarray, ImageLabels, list[int]]:
+    """The `i`-th scene of `split` ("train" or "val") of the set `generate_synthetic(seed=seed, imgsz=imgsz,
+    large=large)` writes, rendered in memory: as `render_scene` (`render_large_scene`) returns it (before the JPEG
+    encoding of the written file)."""
     rng = np.random.default_rng([seed, GENERATOR_VERSION, 0 if split == "train" else 1, i])
-    return render_scene(rng, imgsz)
+    return render_large_scene(rng) if large else render_scene(rng, imgsz)
 
 
-def _write_image(images: Path, annotations: Path, split: str, i: int, imgsz: int, seed: int) -> None:
-    image, labels, occlusion = split_scene(split, i, imgsz=imgsz, seed=seed)
+def _write_image(images: Path, annotations: Path, split: str, i: int, imgsz: int, seed: int, large: bool) -> None:
+    image, labels, occlusion = split_scene(split, i, imgsz=imgsz, seed=seed, large=large)
     stem = f"{split}_{i:05d}"
     write_image(images / f"{stem}.jpg", image, (cv2.IMWRITE_JPEG_QUALITY, 92))
     lines = format_visdrone(labels).splitlines()
@@ -209,21 +249,24 @@ def _write_image(images: Path, annotations: Path, split: str, i: int, imgsz: int
     (annotations / f"{stem}.txt").write_text("".join(f"{line}\n" for line in lines), encoding="utf-8")
 
 
-def _write_split(root: Path, split: str, n: int, imgsz: int, seed: int) -> None:
+def _write_split(root: Path, split: str, n: int, imgsz: int, seed: int, large: bool) -> None:
     images, annotations = root / split / "images", root / split / "annotations"
     images.mkdir(parents=True, exist_ok=True)
     annotations.mkdir(parents=True, exist_ok=True)
     with ThreadPoolExecutor(max_workers=min(4, os.cpu_count() or 1)) as pool:
-        list(pool.map(lambda i: _write_image(images, annotations, split, i, imgsz, seed), range(n)))
+        list(pool.map(lambda i: _write_image(images, annotations, split, i, imgsz, seed, large), range(n)))
 
 
-def generate_synthetic(root: Path, *, n_train: int = 80, n_val: int = 20, imgsz: int = 640, seed: int = 0) -> Path:
+def generate_synthetic(
+    root: Path, *, n_train: int = 80, n_val: int = 20, imgsz: int = 640, seed: int = 0, large: bool = False
+) -> Path:
     """Write the dataset under `root` (train/ and val/, each images/ + annotations/) and return its data yaml.
+    large: the large scenes (module docstring; `imgsz` unused).
 
-    Deterministic in (n_train, n_val, imgsz, seed); about 100 images at 640 take a few seconds."""
+    Deterministic in (n_train, n_val, imgsz, seed, large); about 100 images at 640 take a few seconds."""
     root = Path(root)
-    _write_split(root, "train", n_train, imgsz, seed)
-    _write_split(root, "val", n_val, imgsz, seed)
+    _write_split(root, "train", n_train, imgsz, seed, large)
+    _write_split(root, "val", n_val, imgsz, seed, large)
     data = {
         "path": ".",
         "train": "train/images",
@@ -232,7 +275,7 @@ def generate_synthetic(root: Path, *, n_train: int = 80, n_val: int = 20, imgsz:
         "names": dict(enumerate(NAMES)),
         "categories": CategoryTable.numbered(NAMES).to_yaml(),  # what the annotation files number
         "recipe": "synthetic",
-        "synthetic": {"generator_version": GENERATOR_VERSION, "seed": seed, "imgsz": imgsz},
+        "synthetic": {"generator_version": GENERATOR_VERSION, "seed": seed, "imgsz": imgsz, "large": large},
     }
     path = root / "data.yaml"
     path.write_text(yaml.safe_dump(data, sort_keys=False), encoding="utf-8")
@@ -245,14 +288,15 @@ def default_cache_dir() -> Path:
 
 
 def ensure_synthetic(
-    cache_dir: Path | None = None, *, n_train: int = 80, n_val: int = 20, imgsz: int = 640, seed: int = 0
-) -> Path:
+    cache_dir: Path | None = None, *, n_train: int = 80, n_val: int = 20, imgsz: int = 640, seed: int = 0,
+    large: bool = False,
+) -> Path:  # fmt: skip
     """The data yaml of the synthetic dataset under `cache_dir`, generating it the first time (atomically:
     a partly written copy is never used)."""
-    name = f"synthetic-v{GENERATOR_VERSION}-s{seed}-{n_train}x{n_val}-{imgsz}"
+    name = f"synthetic-v{GENERATOR_VERSION}-s{seed}-{n_train}x{n_val}-{'large' if large else imgsz}"
     return generated_once(
         Path(cache_dir or default_cache_dir()) / name,
-        lambda root: generate_synthetic(root, n_train=n_train, n_val=n_val, imgsz=imgsz, seed=seed),
+        lambda root: generate_synthetic(root, n_train=n_train, n_val=n_val, imgsz=imgsz, seed=seed, large=large),
     )
 
 

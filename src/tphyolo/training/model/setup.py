@@ -80,7 +80,8 @@ def fit_anchors_to_data(
     model: nn.Module, dataset: DetectionDataset, *, imgsz: int, anchor_t: float, seed: int, dist: DistContext
 ) -> None:
     """Refit the head's anchors on rank 0 when their best possible recall on the training boxes is low (or the
-    yaml gave only a count), then give every rank rank 0's anchors."""
+    yaml gave only a count), then give every rank rank 0's anchors. The boxes are sized as training sees them:
+    each image resized to long side `imgsz`, or at its own size when training on tiles."""
     head = model.head
     records = dataset.records
     boxes_wh = [
@@ -88,7 +89,10 @@ def fit_anchors_to_data(
         for r in records
     ]
     shapes = np.array([(r.width, r.height) for r in records], dtype=np.float64)
-    wh = label_wh(boxes_wh, shapes, imgsz=imgsz)
+    if dataset.tiles is not None:  # windows at the images' own resolution: every image at its own size
+        wh = np.concatenate([b * s for b, s in zip(boxes_wh, shapes, strict=True)] + [np.zeros((0, 2))])
+    else:
+        wh = label_wh(boxes_wh, shapes, imgsz=imgsz)
     strides = head.stride.view(-1, 1, 1)
     current = (head.anchors * strides).cpu().numpy()  # (nl, na, 2) pixels
     anchors = head.na if getattr(model, "anchors_need_fitting", False) else current
