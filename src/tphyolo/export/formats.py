@@ -6,7 +6,7 @@ exporter's dispatch and the benchmarked runtimes are derived.
 | `onnx` | `W.onnx` | `export.onnx_file` | ONNX Runtime (`onnxruntime`) |
 | `openvino` | `W_openvino_model/` | `export.openvino_ir` (from the fp32 ONNX trace) | OpenVINO (`openvino`) |
 | `torchscript` | `W.torchscript` | `export.torchscript_file` | TorchScript (`torchscript`) |
-| `engine` | `W.engine` | `export.tensorrt_engine` (from the fp32 ONNX trace) | -- (written only) |
+| `engine` | `W.engine` | `export.tensorrt.engine` (from the fp32 ONNX trace) | -- (written only) |
 
 With `--int8` a format with an INT8 writer is quantized instead (`W_int8.onnx` by ONNX Runtime's static QDQ
 quantization, `W_int8_openvino_model/` by NNCF, `W_int8.engine` by TensorRT's entropy calibrator), calibrated
@@ -98,8 +98,8 @@ FORMATS: tuple[ExportFormat, ...] = (
     ExportFormat(
         "torchscript", "tphyolo.export.torchscript_file", backend="torchscript", runtime="torchscript", fp16_graph=True
     ),
-    ExportFormat("engine", "tphyolo.export.tensorrt_engine", suffix_written=".engine",
-                 int8_writer="tphyolo.export.tensorrt_int8"),  # fmt: skip
+    ExportFormat("engine", "tphyolo.export.tensorrt.engine", suffix_written=".engine",
+                 int8_writer="tphyolo.export.tensorrt.int8"),  # fmt: skip
 )
 FORMAT_BY_NAME: dict[str, ExportFormat] = {f.name: f for f in FORMATS}
 EXPORT_FORMATS: tuple[str, ...] = tuple(FORMAT_BY_NAME)
