@@ -1,5 +1,5 @@
-"""`export_model`: a detection model to ONNX, OpenVINO, TorchScript or TensorRT, each export checked against
-PyTorch.
+"""`export_model`: a detection model to ONNX, OpenVINO, TorchScript, a torch.export program or TensorRT, each
+export checked against PyTorch.
 
 What is exported: the fused model (`DetectionModel.fuse()`, Conv+BN folded, eval mode) whose output is the
 decoded (B, N, 5 + nc) tensor. Each file carries `ExportMetadata`. After writing a file, its backend runs it
@@ -7,12 +7,12 @@ on fixed random images (and, with `dynamic`, on a second batch size and a non-sq
 error against the fp32 PyTorch model is measured (`tphyolo.export.parity`); an `ExportResult` whose error is
 above the tolerance is not `ok`.
 
-Where files go (`output_paths`): beside the weights, `W.onnx`, `W_openvino_model/`, `W.torchscript`,
+Where files go (`output_paths`): beside the weights, `W.onnx`, `W_openvino_model/`, `W.torchscript`, `W.pt2`,
 `W.engine` for weights `W.pt`; `out` names the file (one format) or the folder (several formats). Each path is
 checked before anything is traced (`check_outputs`, one line naming it): its name must end as the format's files
 do (else the file could not be read back as that format); it must not be the weights being exported under any
 name (same resolved path, symbolic or hard link: `os.path.samefile`) nor a folder holding them; and what is there
-already must be an export of that format, judged by name and kind (a file for `.onnx`, `.torchscript`,
+already must be an export of that format, judged by name and kind (a file for `.onnx`, `.torchscript`, `.pt2`,
 `.engine`; a folder holding an .xml for OpenVINO), unless `cfg.exist_ok`. An export of the same format there is
 replaced. Each file is written under its own name in a hidden folder beside its path
 (`tphyolo.data.files.atomic.staged_path`) and moved in place once written and run: an export that fails leaves
@@ -281,6 +281,8 @@ def export_model(
                 source=source,
                 int8_unchecked=SKIPPED if cfg.int8 and not cfg.accuracy_check else "",
             )
+            if fmt.note:
+                log(f"{fmt.name}: {fmt.note}")
             log(f"{fmt.name}: exporting {what}{', fp16' if cfg.half else ''}{', INT8' if cfg.int8 else ''} ...")
             path = paths[fmt.name]
             path.parent.mkdir(parents=True, exist_ok=True)
