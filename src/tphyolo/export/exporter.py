@@ -335,12 +335,14 @@ def int8_accuracy(job: WriterJob, fmt: ExportFormat, float_path: Path, *, log: C
 
 
 def replace_export(path: Path, fmt: ExportFormat, write: Callable[[Path], None]) -> None:
-    """Writes a new file (or folder) with `write(new_path)` beside `path` and moves it over `path`."""
-    new = path.with_name(f".retry-{path.name}")
-    write(new)
-    if fmt.folder:
-        shutil.rmtree(path)
-    os.replace(new, path)
+    """Writes a new file (or folder) of the same name with `write(new_path)` in a folder beside `path` (an IR
+    names its files after its folder) and moves it over `path`."""
+    with tempfile.TemporaryDirectory(prefix=".retry-", dir=path.parent) as tmp:
+        new = Path(tmp) / path.name
+        write(new)
+        if fmt.folder:
+            shutil.rmtree(path)
+        os.replace(new, path)
 
 
 def int8_speedup(float_path: Path, int8_path: Path, *, rounds: int = INT8_TIMING_ROUNDS,
