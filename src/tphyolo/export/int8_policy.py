@@ -111,15 +111,19 @@ MAX_FLOAT_LAYERS = 8  # the most layers the accuracy check's retries keep in flo
 
 def sensitive_layers(model: DetectionModel, limit: int = MAX_FLOAT_LAYERS) -> list[int]:
     """Up to `limit` indices of `model.model` in the order the accuracy check keeps them in float: breadth-first
-    from the head's finest input backwards along the layers' inputs (see the module docstring)."""
+    from the head's finest input backwards along the layers' inputs (see the module docstring), leaving out
+    layers without convolutions or linear layers (concatenations, upsampling: nothing of theirs is quantized)."""
     head_inputs = model.sources[-1]
     order: list[int] = []
+    seen: set[int] = set()
     queue = [head_inputs[0] if isinstance(head_inputs, tuple) else head_inputs]
     while queue and len(order) < limit:
         index = queue.pop(0)
-        if index < 0 or index in order:
+        if index < 0 or index in seen:
             continue
-        order.append(index)
+        seen.add(index)
+        if any(isinstance(m, (nn.Conv2d, nn.Linear)) for m in model.model[index].modules()):
+            order.append(index)
         source = model.sources[index]
         queue.extend(source if isinstance(source, tuple) else (index - 1 if source == -1 else source,))
     return order
