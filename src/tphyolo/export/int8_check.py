@@ -99,7 +99,7 @@ class Int8Accuracy:
                 f"{name} {_ap(before)} -> {_ap(after)}" for name, before, after in self.size_ap50
             )
         if self.float_layers:
-            details += f"; kept in float to stay within the bound: {', '.join(self.float_layers)}"
+            details += f"; layers kept in float: {', '.join(self.float_layers)}"
         if self.speedup is not None:
             details += f"; INT8 runs {self.speedup:.2f}x the float file's speed"
         verdict = "ok" if self.ok else "ABOVE --max-drop"
