@@ -46,7 +46,7 @@ def test_predict_writes_every_output(weights, source, tmp_path, capsys):
         assert (visdrone[:, 0] >= 0).all() and (visdrone[:, 0] + visdrone[:, 2] <= 96 + 1e-2).all()
     assert {r["image_id"] for r in json.loads((out / "predictions.json").read_text())} == {1, 2}  # one, two
     assert main(argv + ["--no-save-img"]) == 0  # the same name again: a new folder, no images
-    assert sorted(p.name for p in (tmp_path / "run2").iterdir()) == [".journal", "args.yaml"]  # for --resume
+    assert sorted(p.name for p in (tmp_path / "run2").iterdir()) == [".journal", "args.yaml", "decisions.yaml"]
 
 
 def test_a_visdrone_submission_of_a_model_of_other_classes_numbers_them_as_its_data_set(source, tmp_path):
@@ -125,14 +125,14 @@ def test_half_is_refused_on_cpu_and_with_an_amp_dtype(weights, source, tmp_path,
          "--tta-scales 3 at --img 4000: a 12000 px input, above the image-size limit of 11584"),
         (["--classes", "0", "99"], "--classes 99: the model has 2 classes (ids 0..1)"),
         (["--tta-scales", "1", "0.5"], "--tta-scales/--tta-flips choose the passes of --augment"),
-        (["--slice", "0"], "argument --slice: must be >= 32, got 0"),
+        (["--slice", "16"], "argument --slice: must be >= 32, got 16"),
         (["--slice", "64", "--overlap", "1.5"], "argument --overlap: must be in [0, 0.9], got 1.5"),
         (["--slice", "64", "--overlap", "0.999"], "argument --overlap: must be in [0, 0.9], got 0.999"),
         (["--device", "mps"], "--device mps: "),
         (["--overlap", "0.5"], "--overlap set(s) sliced inference up; add --slice SIZE"),
         (["--slice-full"], "--slice-full set(s) sliced inference up"),
         (["--skip-empty"], "--skip-empty set(s) sliced inference up"),
-        (["--slice", "big"], "argument --slice: invalid size ('auto' or pixels) value: 'big'"),
+        (["--slice", "big"], "argument --slice: invalid size ('auto', 0 or pixels) value: 'big'"),
         (["--slice", "64", "--slice-full-min", "50"], "a smallest box for the full-image pass needs the full-image"),
         (["--match", "ios"], "--match: wbf fuses boxes of one class by IoU; choose --merge nms, nmm or greedy-nmm"),
         (["--merge", "nmm", "--match", "giou"], "argument --match: invalid choice: 'giou'"),

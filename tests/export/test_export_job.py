@@ -24,6 +24,8 @@ def test_a_job_writes_torchscript_checked_against_pytorch(tmp_path):
     [result] = run.results
     assert result.path == tmp_path / "tiny.torchscript" and result.max_error < result.tolerance
     assert logged[-1] == result.summary() and "relative error vs PyTorch" in logged[-1]
+    assert logged[0] == "torchscript: PyTorch deprecates TorchScript; --format pt2 writes its successor, a " \
+        "torch.export program"  # fmt: skip
     assert load_backend(result.path, trust_code=True).names == ["car", "van"]
 
 

@@ -5,7 +5,7 @@ Baselines (`BASELINES`), each the same weights in PyTorch eager fp32, Conv+BN fu
 model; "original", our model with its attention blocks computed as the original code computes them
 (`tphyolo.bench.baselines.with_original_attention`). Backends (`BACKENDS`): "torch", our model in PyTorch
 eager (a row only against the "original" baseline), the runtimes of exported files, "onnxruntime",
-"openvino", "torchscript", and the INT8 files of those that have one, "onnxruntime-int8", "openvino-int8"
+"openvino", "torchscript", "pt2", and the INT8 files of those that have one, "onnxruntime-int8", "openvino-int8"
 (`tphyolo export --int8`, calibrated on `calib_images` images of `int8_data`'s train split; the accuracy check
 is skipped: random weights score nothing).
 

@@ -1,5 +1,5 @@
-"""Deployment: export detection models to ONNX, OpenVINO IR, TorchScript and TensorRT, and run the exported
-files through small backends.
+"""Deployment: export detection models to ONNX, OpenVINO IR, TorchScript, torch.export programs and TensorRT,
+and run the exported files through small backends.
 
     from tphyolo.export import ExportConfig, ExportJob, load_backend, run_export
     run = run_export(ExportJob("best.pt", ExportConfig(formats=("onnx", "openvino"), dynamic=True)))

@@ -60,7 +60,7 @@ class ExportConfig:
         None,
         "--out",
         help="output file (one format) or folder (several); default: beside the weights W.pt, as "
-        "W.onnx, W_openvino_model/, W.torchscript, W.engine",
+        "W.onnx, W_openvino_model/, W.torchscript, W.pt2, W.engine",
     )
     exist_ok: bool = flag(
         False,

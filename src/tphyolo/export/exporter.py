@@ -1,5 +1,5 @@
-"""`export_model`: a detection model to ONNX, OpenVINO, TorchScript or TensorRT, each export checked against
-PyTorch.
+"""`export_model`: a detection model to ONNX, OpenVINO, TorchScript, a torch.export program or TensorRT, each
+export checked against PyTorch.
 
 What is exported: the fused model (`DetectionModel.fuse()`, Conv+BN folded, eval mode) whose output is the
 decoded (B, N, 5 + nc) tensor. Each file carries `ExportMetadata`. After writing a file, its backend runs it
@@ -7,15 +7,16 @@ on fixed random images (and, with `dynamic`, on a second batch size and a non-sq
 error against the fp32 PyTorch model is measured (`tphyolo.export.parity`); an `ExportResult` whose error is
 above the tolerance is not `ok`.
 
-Where files go (`output_paths`): beside the weights, `W.onnx`, `W_openvino_model/`, `W.torchscript`,
+Where files go (`output_paths`): beside the weights, `W.onnx`, `W_openvino_model/`, `W.torchscript`, `W.pt2`,
 `W.engine` for weights `W.pt`; `out` names the file (one format) or the folder (several formats). Each path is
 checked before anything is traced (`check_outputs`, one line naming it): its name must end as the format's files
 do (else the file could not be read back as that format); it must not be the weights being exported under any
 name (same resolved path, symbolic or hard link: `os.path.samefile`) nor a folder holding them; and what is there
-already must be an export of that format, judged by name and kind (a file for `.onnx`, `.torchscript`, `.engine`;
-a folder holding an .xml for OpenVINO), unless `cfg.exist_ok`. An export of the same format there is replaced.
-Each file is written under its own name in a hidden folder beside its path (`tphyolo.data.files.atomic.staged_path`)
-and moved in place once written and run: an export that fails leaves what was at the path as it was.
+already must be an export of that format, judged by name and kind (a file for `.onnx`, `.torchscript`, `.pt2`,
+`.engine`; a folder holding an .xml for OpenVINO), unless `cfg.exist_ok`. An export of the same format there is
+replaced. Each file is written under its own name in a hidden folder beside its path
+(`tphyolo.data.files.atomic.staged_path`) and moved in place once written and run: an export that fails leaves
+what was at the path as it was.
 
 With `--int8` (`cfg.int8`) each format is written by its INT8 writer (`W_int8.onnx`, `W_int8_openvino_model/`),
 calibrated on `cfg.calib_images` images of `cfg.data`'s train split (`tphyolo.export.calibration`); its
@@ -23,15 +24,21 @@ relative error against PyTorch is reported with a loose bound (`INT8_TOLERANCE`,
 8 bits moves outputs by percents), and the accuracy check (`tphyolo.export.int8_check`) scores it against its
 float twin on the val split; the numbers go into the file's metadata, and a drop above `cfg.max_drop` makes
 the result not `ok` (the file stays), and so does a check whose float side scores near zero (it says nothing;
-the metadata marks the file unchecked, as it does when `cfg.accuracy_check` is off). An INT8 file is given the
-check's numbers before it is moved in place: an export stopped before (killed during calibration, quantization
-or the check) leaves an earlier file at the path as it was, never one whose metadata lacks the check.
+the metadata marks the file unchecked, as it does when `cfg.accuracy_check` is off). A file above `cfg.max_drop`
+is quantized again with more of the model's layers kept in float, one per try, until it passes
+(`int8_accuracy`); the check reports AP50 by object size and the INT8 file's speed against its float twin. An
+INT8 file is given the check's numbers before it is moved in place: an export stopped before (killed during
+calibration, quantization or the check) leaves an earlier file at the path as it was, never one whose metadata
+lacks the check.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import os
+import shutil
+import statistics
 import tempfile
 import time
 from collections.abc import Callable
@@ -50,7 +57,8 @@ from tphyolo.errors import InputError
 from tphyolo.export.calibration import Calibration, calibration_batches
 from tphyolo.export.config import CALIBRATION_RANGES, ExportConfig, ExportJob
 from tphyolo.export.formats import FORMAT_BY_NAME, FORMATS, ExportFormat
-from tphyolo.export.int8_check import Int8Accuracy, check_int8_accuracy
+from tphyolo.export.int8_check import AccuracyCheck, Int8Accuracy, keep_layers_float
+from tphyolo.export.int8_policy import layer_name, sensitive_layers
 from tphyolo.export.onnx_file import trace_onnx
 from tphyolo.export.parity import INT8_TOLERANCE, relative_error, sample_images, tolerance_for
 from tphyolo.export.writer_api import WriterJob
@@ -58,8 +66,10 @@ from tphyolo.infer.backends import BACKENDS, load_backend
 from tphyolo.infer.backends.metadata import ExportMetadata
 from tphyolo.models import DetectionModel
 from tphyolo.runtime.config import resolve_device, strict_fp32
+from tphyolo.runtime.interleaved import time_interleaved
 
 LOGGER = logging.getLogger("tphyolo")
+INT8_TIMING_ROUNDS = 10  # interleaved float / INT8 runs behind the printed speed-up
 SKIPPED = "the accuracy check was skipped (--no-accuracy-check)"  # an INT8 file's `int8_unchecked` without it
 
 
@@ -270,6 +280,8 @@ def export_model(
                 source=source,
                 int8_unchecked=SKIPPED if cfg.int8 and not cfg.accuracy_check else "",
             )
+            if fmt.note:
+                log(f"{fmt.name}: {fmt.note}")
             log(f"{fmt.name}: exporting {what}{', fp16' if cfg.half else ''}{', INT8' if cfg.int8 else ''} ...")
             path = paths[fmt.name]
             path.parent.mkdir(parents=True, exist_ok=True)
@@ -281,7 +293,7 @@ def export_model(
                 checks = check_export(written, fmt, refs, device)
                 accuracy = None
                 if cfg.int8 and cfg.accuracy_check and fmt.backend is not None:
-                    accuracy = int8_accuracy(job, fmt, Path(tmp) / f"float{fmt.suffix}")
+                    accuracy = int8_accuracy(job, fmt, Path(tmp) / f"float{fmt.suffix}", log=log)
             if fmt.onnx_trace and not fp16_graph and not cfg.int8:
                 traces.setdefault("fp32", path)
             tolerance = INT8_TOLERANCE if cfg.int8 else tolerance_for(cfg.half)
@@ -298,15 +310,50 @@ def read_calibration(cfg: ExportConfig, *, size: int, stride: int) -> Calibratio
                                progress=partial(tqdm, desc="calibration images"))  # fmt: skip
 
 
-def int8_accuracy(job: WriterJob, fmt: ExportFormat, float_path: Path) -> Int8Accuracy:
+def int8_accuracy(job: WriterJob, fmt: ExportFormat, float_path: Path, *, log: Callable[[str], None]) -> Int8Accuracy:
     """Writes the float twin of `job`'s INT8 file at `float_path`, scores both on the val split of the job's
-    data and writes the numbers into the INT8 file's metadata."""
+    data and writes the numbers into the INT8 file's metadata. While the INT8 file loses more than
+    `--max-drop`, it is written again with one more of the model's layers kept in float
+    (`int8_policy.sensitive_layers`), until one passes or `MAX_FLOAT_LAYERS` are float; the last written is
+    kept. Then the INT8 file and its float twin are timed against each other (`Int8Accuracy.speedup`)."""
     cfg, writer = job.cfg, fmt.writer_module(int8=True)
     writer.write_float(job, float_path)
-    accuracy, metadata = check_int8_accuracy(float_path, job.path, load_data_config(cfg.data), count=cfg.calib_val,
-                                             protocol=cfg.protocol, max_drop=cfg.max_drop)  # fmt: skip
+    check = AccuracyCheck(float_path, load_data_config(cfg.data), count=cfg.calib_val, protocol=cfg.protocol,
+                          max_drop=cfg.max_drop)  # fmt: skip
+
+    def retry(layers: tuple[int, ...], drop: float) -> tuple[Int8Accuracy, ExportMetadata]:
+        log(f"{fmt.name} INT8: mAP50 drop {drop:.4f} above --max-drop {cfg.max_drop}; quantizing again with "
+            f"{layer_name(job.model, layers[-1])} in float too")  # fmt: skip
+        replace_export(job.path, fmt, lambda path: writer.write(dataclasses.replace(job, path=path), layers))
+        return check(job.path)
+
+    accuracy, metadata, layers = keep_layers_float(check(job.path), retry, sensitive_layers(job.model))
     writer.rewrite_metadata(job.path, metadata)
-    return accuracy
+    named = tuple(layer_name(job.model, i) for i in layers)
+    return dataclasses.replace(accuracy, float_layers=named, speedup=int8_speedup(float_path, job.path))
+
+
+def replace_export(path: Path, fmt: ExportFormat, write: Callable[[Path], None]) -> None:
+    """Writes a new file (or folder) of the same name with `write(new_path)` in a folder beside `path` (an IR
+    names its files after its folder) and moves it over `path`."""
+    with tempfile.TemporaryDirectory(prefix=".retry-", dir=path.parent) as tmp:
+        new = Path(tmp) / path.name
+        write(new)
+        if fmt.folder:
+            shutil.rmtree(path)
+        os.replace(new, path)
+
+
+def int8_speedup(float_path: Path, int8_path: Path, *, rounds: int = INT8_TIMING_ROUNDS,
+                 clock: Callable[[], float] = time.perf_counter) -> float:  # fmt: skip
+    """How many times faster the INT8 file runs than its float twin, in the same runtime on the CPU: the
+    median over `rounds` interleaved rounds of the ratio of their times on one batch of the export's size
+    (`tphyolo.runtime.interleaved`). Printed, never judged: a shared machine moves it."""
+    backends = [load_backend(p) for p in (float_path, int8_path)]
+    meta = backends[0].metadata
+    images = sample_images(meta.batch, *meta.imgsz)
+    times = time_interleaved([lambda b=b: b.run(images) for b in backends], warmup=2, rounds=rounds, clock=clock)
+    return statistics.median(f / max(q, 1e-9) for f, q in zip(*times, strict=True))
 
 
 def check_export(

@@ -6,7 +6,8 @@ exporter's dispatch and the benchmarked runtimes are derived.
 | `onnx` | `W.onnx` | `export.onnx_file` | ONNX Runtime (`onnxruntime`) |
 | `openvino` | `W_openvino_model/` | `export.openvino_ir` (from the fp32 ONNX trace) | OpenVINO (`openvino`) |
 | `torchscript` | `W.torchscript` | `export.torchscript_file` | TorchScript (`torchscript`) |
-| `engine` | `W.engine` | `export.tensorrt_engine` (from the fp32 ONNX trace) | -- (written only) |
+| `pt2` | `W.pt2` | `export.pt2_file` | torch.export (`pt2`) |
+| `engine` | `W.engine` | `export.tensorrt.engine` (from the fp32 ONNX trace) | -- (written only) |
 
 With `--int8` a format with an INT8 writer is quantized instead (`W_int8.onnx` by ONNX Runtime's static QDQ
 quantization, `W_int8_openvino_model/` by NNCF, `W_int8.engine` by TensorRT's entropy calibrator), calibrated
@@ -52,6 +53,7 @@ class ExportFormat:
     int8_writer: the dotted name of the module that writes the INT8 file with `--int8`, an `Int8Writer`; None
       for a format without one.
     folder: its export is a folder (named W + suffix), not a file.
+    note: a line the exporter prints before writing it ("" for none).
     """
 
     name: str
@@ -63,6 +65,7 @@ class ExportFormat:
     fp16_graph: bool = False
     int8_writer: str | None = None
     folder: bool = False
+    note: str = ""
 
     def writer_module(self, *, int8: bool = False) -> ModuleType:
         """The module that writes this format (a `FormatWriter`), or its INT8 form (an `Int8Writer`; ValueError
@@ -95,11 +98,12 @@ FORMATS: tuple[ExportFormat, ...] = (
                  fp16_graph=True, int8_writer="tphyolo.export.quantize_onnx"),  # fmt: skip
     ExportFormat("openvino", "tphyolo.export.openvino_ir", backend="openvino", runtime="openvino",
                  int8_writer="tphyolo.export.quantize_openvino", folder=True),  # fmt: skip
-    ExportFormat(
-        "torchscript", "tphyolo.export.torchscript_file", backend="torchscript", runtime="torchscript", fp16_graph=True
-    ),
-    ExportFormat("engine", "tphyolo.export.tensorrt_engine", suffix_written=".engine",
-                 int8_writer="tphyolo.export.tensorrt_int8"),  # fmt: skip
+    ExportFormat("torchscript", "tphyolo.export.torchscript_file", backend="torchscript", runtime="torchscript",
+                 fp16_graph=True, note="PyTorch deprecates TorchScript; --format pt2 writes its successor, a "
+                 "torch.export program"),  # fmt: skip
+    ExportFormat("pt2", "tphyolo.export.pt2_file", backend="pt2", runtime="pt2", fp16_graph=True),
+    ExportFormat("engine", "tphyolo.export.tensorrt.engine", suffix_written=".engine",
+                 int8_writer="tphyolo.export.tensorrt.int8"),  # fmt: skip
 )
 FORMAT_BY_NAME: dict[str, ExportFormat] = {f.name: f for f in FORMATS}
 EXPORT_FORMATS: tuple[str, ...] = tuple(FORMAT_BY_NAME)

@@ -10,11 +10,13 @@ absolute terms; `Int8Accuracy.ok` says whether it is within `max_drop`. A float 
 check then says nothing (`says_nothing`), is not `ok`, and the file's metadata marks it unchecked
 (`int8_unchecked`). When the dataset lists `confusable:`
 classes (`synthetic-fine`, the crop classifier's datasets), their mean AP50 is reported too: small score shifts
-are what swaps them.
+are what swaps them. AP50 by object size (under 16 px, 16 to 32 px, larger: `tphyolo.metrics.size_bins`) is
+reported for both files: rounding to 8 bits erases the small objects first.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 
@@ -28,9 +30,10 @@ from tphyolo.evaluation.loop import evaluate
 from tphyolo.evaluation.results import EvalResults
 from tphyolo.evaluation.settings import EvalSettings
 from tphyolo.export.calibration import data_name, spread_indices
-from tphyolo.infer.backends import load_backend
+from tphyolo.infer.backends import ExportedBackend, load_backend
 from tphyolo.infer.backends.metadata import ExportMetadata
 from tphyolo.infer.config import VALIDATION, inference_config
+from tphyolo.metrics.size_bins import size_bin_ap50
 
 RECT_PAD = 0.5  # strides of padding of validation's rectangular batches (`build_dataset`)
 # Below this float mAP50 the check cannot tell a good INT8 file from a useless one (at the default --max-drop
@@ -43,7 +46,10 @@ class Int8Accuracy:
     """What the check measured: `scored` (which images, which protocol, in words), mAP50 and mAP50-95 of the
     float and the INT8 file (fractions), the allowed mAP50 drop, the class whose AP50 dropped most
     (name, drop), None when no class has objects, and the mean AP50 of the dataset's confusable classes
-    (names, float, INT8), None when it lists none with objects in the scored images."""
+    (names, float, INT8), None when it lists none with objects in the scored images; `size_ap50`: (bin, float
+    AP50, INT8 AP50) per object-size bin, None for a bin without objects; `float_layers`: the layers kept in
+    float beyond the family's policy to bring the drop within the bound (names, in the order added);
+    `speedup`: how many times faster the INT8 file ran than its float twin (timed once, printed only)."""
 
     scored: str
     float_map50: float
@@ -53,6 +59,9 @@ class Int8Accuracy:
     max_drop: float
     worst_class: tuple[str, float] | None = None
     confusable: tuple[tuple[str, ...], float, float] | None = None
+    size_ap50: tuple[tuple[str, float | None, float | None], ...] = ()
+    float_layers: tuple[str, ...] = ()
+    speedup: float | None = None
 
     @property
     def drop(self) -> float:
@@ -85,6 +94,14 @@ class Int8Accuracy:
                 f"; confusable classes ({', '.join(names)}) AP50 float {before:.4f}, INT8 {after:.4f} "
                 f"(drop {before - after:+.4f})"
             )
+        if self.size_ap50:
+            details += "; AP50 by object size " + ", ".join(
+                f"{name} {_ap(before)} -> {_ap(after)}" for name, before, after in self.size_ap50
+            )
+        if self.float_layers:
+            details += f"; layers kept in float: {', '.join(self.float_layers)}"
+        if self.speedup is not None:
+            details += f"; INT8 runs {self.speedup:.2f}x the float file's speed"
         verdict = "ok" if self.ok else "ABOVE --max-drop"
         if self.says_nothing:
             verdict = "UNCHECKED (the float model finds almost nothing)"
@@ -93,6 +110,57 @@ class Int8Accuracy:
             f"(drop {self.drop:+.4f}, max {self.max_drop}); mAP50-95 float {self.float_map:.4f}, INT8 "
             f"{self.int8_map:.4f} (drop {self.float_map - self.int8_map:+.4f}){details}: {verdict}"
         )
+
+
+def _ap(value: float | None) -> str:
+    return "-" if value is None else f"{value:.4f}"
+
+
+class AccuracyCheck:
+    """The check's images and the float file's scores on them, made once; called with an INT8 file (or each
+    of several tries of one), it scores that file alike and compares (see the module docstring). ValueError
+    naming the data when its val split has no usable image."""
+
+    def __init__(self, float_path: Path, data: DataConfig, *, count: int | None, protocol: str, max_drop: float,
+                 progress: bool = True) -> None:  # fmt: skip
+        float_backend = load_backend(float_path)
+        meta = float_backend.metadata
+        records = scan_split(data.split("val"), names=data.names).records if data.split("val") else []
+        if not records:
+            raise InputError(f"data {data.source or data.root}: no usable image in the 'val' split to check INT8 on")
+        chosen = [records[i] for i in spread_indices(len(records), count or len(records))]
+        size, batch = max(meta.imgsz), meta.batch
+        if not meta.dynamic:
+            chosen = chosen[: len(chosen) // batch * batch]
+            if not chosen:
+                raise InputError(f"the INT8 check needs at least {batch} val images (the export's fixed batch)")
+        rect = RectBatches(batch, pad=RECT_PAD) if meta.dynamic else None
+        self.dataset = DetectionDataset(chosen, imgsz=size, rect=rect, stride=meta.stride)
+        self.config = inference_config(VALIDATION, imgsz=size, batch=batch)
+        self.settings = EvalSettings(protocol=protocol, progress=progress, keep_images=True)
+        self.names = list(data.names) or float_backend.names
+        self.confusable = confusable_classes(data)
+        self.scored = f"{data_name(data)} val: {len(chosen)} of {len(records)} images, {protocol} protocol"
+        self.max_drop = max_drop
+        self.float_scores = self._score(float_backend)
+
+    def _score(self, backend: ExportedBackend) -> EvalResults:
+        loader = build_dataloader(self.dataset, LoaderSettings(batch_size=self.config.batch))
+        return evaluate(backend, loader, names=self.names, config=self.config, settings=self.settings)
+
+    def __call__(self, int8_path: Path) -> tuple[Int8Accuracy, ExportMetadata]:
+        """What the INT8 file at `int8_path` loses, and its metadata with that recorded (`int8_check`,
+        `int8_map50`, `int8_map`, `int8_unchecked`), for the caller to write."""
+        int8_backend = load_backend(int8_path)
+        before, after = self.float_scores, self._score(int8_backend)
+        accuracy = Int8Accuracy(self.scored, before.map50, after.map50, before.map, after.map, self.max_drop,
+                                worst_class_drop(before, after), confusable_ap50(before, after, self.confusable),
+                                size_bins(before, after, nc=len(self.names)))  # fmt: skip
+        recorded = replace(int8_backend.metadata, int8_check=self.scored,
+                           int8_map50=(accuracy.float_map50, accuracy.int8_map50),
+                           int8_map=(accuracy.float_map, accuracy.int8_map),
+                           int8_unchecked=accuracy.unchecked_reason)  # fmt: skip
+        return accuracy, recorded
 
 
 def check_int8_accuracy(
@@ -106,37 +174,34 @@ def check_int8_accuracy(
     progress: bool = True,
 ) -> tuple[Int8Accuracy, ExportMetadata]:
     """Scores the float and the INT8 export on `count` val images of `data` (None: all); see the module
-    docstring. Returns what was measured and the INT8 file's metadata with it recorded (`int8_check`,
-    `int8_map50`, `int8_map`, `int8_unchecked`), for the caller to write. ValueError naming the data when its
-    val split has no usable image."""
-    float_backend, int8_backend = load_backend(float_path), load_backend(int8_path)
-    meta = int8_backend.metadata
-    records = scan_split(data.split("val"), names=data.names).records if data.split("val") else []
-    if not records:
-        raise InputError(f"data {data.source or data.root}: no usable image in the 'val' split to check INT8 on")
-    chosen = [records[i] for i in spread_indices(len(records), count or len(records))]
-    size = max(meta.imgsz)
-    batch = meta.batch
-    if not meta.dynamic:
-        chosen = chosen[: len(chosen) // batch * batch]
-        if not chosen:
-            raise InputError(f"the INT8 check needs at least {batch} val images (the export's fixed batch)")
-    dataset = DetectionDataset(chosen, imgsz=size, rect=RectBatches(batch, pad=RECT_PAD) if meta.dynamic else None,
-                               stride=meta.stride)  # fmt: skip
-    config = inference_config(VALIDATION, imgsz=size, batch=batch)
-    names = list(data.names) or int8_backend.names
-    scores = []
-    for backend in (float_backend, int8_backend):
-        loader = build_dataloader(dataset, LoaderSettings(batch_size=batch))
-        scores.append(evaluate(backend, loader, names=names, config=config,
-                               settings=EvalSettings(protocol=protocol, progress=progress)))  # fmt: skip
-    scored = f"{data_name(data)} val: {len(chosen)} of {len(records)} images, {protocol} protocol"
-    accuracy = Int8Accuracy(scored, scores[0].map50, scores[1].map50, scores[0].map, scores[1].map, max_drop,
-                            worst_class_drop(*scores), confusable_ap50(*scores, confusable_classes(data)))  # fmt: skip
-    recorded = replace(meta, int8_check=scored, int8_map50=(accuracy.float_map50, accuracy.int8_map50),
-                       int8_map=(accuracy.float_map, accuracy.int8_map),
-                       int8_unchecked=accuracy.unchecked_reason)  # fmt: skip
-    return accuracy, recorded
+    docstring and `AccuracyCheck`."""
+    return AccuracyCheck(float_path, data, count=count, protocol=protocol, max_drop=max_drop,
+                         progress=progress)(int8_path)  # fmt: skip
+
+
+def keep_layers_float(
+    first: tuple[Int8Accuracy, ExportMetadata],
+    retry: Callable[[tuple[int, ...], float], tuple[Int8Accuracy, ExportMetadata]],
+    candidates: Sequence[int],
+) -> tuple[Int8Accuracy, ExportMetadata, tuple[int, ...]]:
+    """The accuracy check's retries: while the INT8 file's drop is above the bound (and the check says something),
+    `retry(layers, drop)` writes and checks it again with one more of `candidates` (layer indices, in order) in
+    float. Returns the last check's accuracy and metadata and the layers it kept in float (none when the first
+    passed); the last retry's when even all candidates do not bring the drop within the bound."""
+    (accuracy, metadata), layers = first, ()
+    while not accuracy.ok and not accuracy.says_nothing and len(layers) < len(candidates):
+        layers = tuple(candidates[: len(layers) + 1])
+        accuracy, metadata = retry(layers, accuracy.drop)
+    return accuracy, metadata, layers
+
+
+def size_bins(
+    float_scores: EvalResults, int8_scores: EvalResults, *, nc: int
+) -> tuple[tuple[str, float | None, float | None], ...]:
+    """(bin, float AP50, INT8 AP50) per object-size bin (`tphyolo.metrics.size_bins`)."""
+    before = size_bin_ap50(float_scores.image_results, nc=nc)
+    after = size_bin_ap50(int8_scores.image_results, nc=nc)
+    return tuple((name, before[name], after[name]) for name in before)
 
 
 def worst_class_drop(float_scores: EvalResults, int8_scores: EvalResults) -> tuple[str, float] | None:

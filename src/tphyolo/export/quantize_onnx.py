@@ -28,7 +28,7 @@ import numpy as np
 
 from tphyolo.data.files.atomic import atomic_path
 from tphyolo.errors import InputError
-from tphyolo.export.int8_policy import int8_plan
+from tphyolo.export.int8_policy import QUANTIZED_OPS, int8_plan
 from tphyolo.export.onnx_file import embed_metadata
 from tphyolo.export.quantize_openvino import model_input
 from tphyolo.imports import require
@@ -40,7 +40,7 @@ if TYPE_CHECKING:
     from tphyolo.export.config import ExportConfig
     from tphyolo.export.writer_api import ExportJob
 
-OP_TYPES = ("Conv", "MatMul", "Gemm")
+OP_TYPES = QUANTIZED_OPS
 PURPOSE = "--int8 ONNX export"
 METHOD = "ONNX Runtime static quantization, QDQ, uint8 activations, 7-bit int8 weights per channel"
 
@@ -108,9 +108,10 @@ def check(cfg: ExportConfig, device: torch.device) -> None:
     require("onnxruntime", purpose=PURPOSE)
 
 
-def write(job: ExportJob) -> None:
-    """The INT8 ONNX file of `job`, quantized from the fp32 ONNX trace on `job.calibration()`."""
-    plan = int8_plan(job)
+def write(job: ExportJob, layers: tuple[int, ...] = ()) -> None:
+    """The INT8 ONNX file of `job`, quantized from the fp32 ONNX trace on `job.calibration()`; `layers`
+    (indices of the model's layers) stay float besides the policy's parts."""
+    plan = int8_plan(job, layers)
     with atomic_path(job.path) as tmp:  # a file there stays whole until the quantized one has its metadata
         quantize_onnx(plan.trace, tmp, plan.calibration.batches, keep_float=plan.keep_float)
         rewrite_metadata(tmp, plan.metadata(job, METHOD))

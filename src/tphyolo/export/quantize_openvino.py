@@ -132,9 +132,10 @@ def check(cfg: ExportConfig, device: torch.device) -> None:
     require("nncf", purpose=PURPOSE)
 
 
-def write(job: ExportJob) -> None:
-    """The INT8 IR folder of `job`, quantized from the fp32 ONNX trace on `job.calibration()`."""
-    plan, ranges = int8_plan(job), job.cfg.calib_ranges
+def write(job: ExportJob, layers: tuple[int, ...] = ()) -> None:
+    """The INT8 IR folder of `job`, quantized from the fp32 ONNX trace on `job.calibration()`; `layers`
+    (indices of the model's layers) stay float besides the policy's parts."""
+    plan, ranges = int8_plan(job, layers), job.cfg.calib_ranges
     model = quantize_openvino(plan.trace, plan.calibration.batches, keep_float=plan.keep_float,
                               transformer=plan.policy.transformer, activation_ranges=ranges)  # fmt: skip
     save_ir(model, job.path, metadata=plan.metadata(job, method(plan.policy.transformer, ranges)))

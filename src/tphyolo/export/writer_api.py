@@ -31,7 +31,11 @@ class FormatWriter(Protocol):
 @runtime_checkable
 class Int8Writer(FormatWriter, Protocol):
     """What a format's INT8 writer module provides: `write(job)` quantizes on `job.calibration()` and embeds the
-    metadata with the `int8_*` fields; the accuracy check after it needs the two below."""
+    metadata with the `int8_*` fields, and `write(job, layers)` keeps those layers of the model (indices) in float
+    too, when the accuracy check asks; the check needs the two below."""
+
+    def write(self, job: WriterJob, layers: tuple[int, ...] = ()) -> None:
+        """Writes the INT8 file at `job.path`, the model's `layers` kept in float besides the policy's parts."""
 
     def write_float(self, job: WriterJob, path: Path) -> Path:
         """Writes the float file that the INT8 file is scored against (same input and runtime) at `path`;

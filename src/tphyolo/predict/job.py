@@ -34,8 +34,8 @@ class PredictInputs:
     source: str | None = flag(None, "--source", help="image, folder, glob, .txt list of files, video, webcam index "
                               "(0) or rtsp/rtmp/http(s) video URL (required unless --resume)")  # fmt: skip
     weights: tuple[str, ...] | None = flag(
-        None, "--weights", help="checkpoint(s) or exported model(s) (.onnx, OpenVINO, .torchscript); several form an "
-        "ensemble (required unless --resume)",
+        None, "--weights", help="checkpoint(s) or exported model(s) (.onnx, OpenVINO, .torchscript, .pt2); several "
+        "form an ensemble (required unless --resume)",
     )  # fmt: skip
     model_weights: tuple[float, ...] | None = flag(None, "--model-weights", bounds=Bounds(0),
                                                    help="WBF weight of each model")  # fmt: skip

@@ -90,7 +90,8 @@ class RuntimeSettings:
     half: bool = flag(False, "--half", help="fp16 weights and inputs, no autocast (CUDA only)")
     trust_code: bool = flag(
         False, TRUST_CODE_FLAG,
-        help="load weights that are programs (.torchscript runs the code it carries); only for files you trust",
+        help="load weights that are programs (.torchscript runs the code it carries, .pt2 unpickles); only for files "
+        "you trust",
     )  # fmt: skip
     sdpa_backends: tuple[str, ...] = flag(
         (), "--sdpa-backend", append=True, choices=SDPA_BACKEND_NAMES,

@@ -45,7 +45,7 @@ class ServedModels:
 
     weights: tuple[str, ...] | None = flag(
         None, "--weights", required=True,
-        help="checkpoint(s) or exported model(s) (.onnx, OpenVINO, .torchscript); several form an ensemble",
+        help="checkpoint(s) or exported model(s) (.onnx, OpenVINO, .torchscript, .pt2); several form an ensemble",
     )  # fmt: skip
     model_weights: tuple[float, ...] | None = flag(
         None, "--model-weights", help="WBF weight of each model", bounds=NON_NEGATIVE

@@ -42,7 +42,7 @@ class BenchSettings:
     model_modes: tuple[str, ...] = flag(("train", "infer"), "--model-modes", sep=",", help="train,infer")
     backends: tuple[str, ...] = flag(
         ("onnxruntime", "openvino"), "--backends", sep=",",
-        help="torch,onnxruntime,openvino,torchscript and the INT8 files onnxruntime-int8,openvino-int8 (calibrated "
+        help="torch,onnxruntime,openvino,torchscript,pt2 and the INT8 files onnxruntime-int8,openvino-int8 (calibrated "
         "on --data's train split)",
     )  # fmt: skip
     baselines: tuple[str, ...] = flag(

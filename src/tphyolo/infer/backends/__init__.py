@@ -5,6 +5,7 @@
 | `*.onnx` | ONNX | `OnnxRuntimeBackend` (CPU, or CUDA with onnxruntime-gpu) |
 | `*_openvino_model/` or its `*.xml` | OpenVINO IR | `OpenVINOBackend` (CPU) |
 | `*.torchscript` | TorchScript | `TorchScriptBackend` (CPU or CUDA) |
+| `*.pt2` | torch.export program | `ExportedProgramBackend` (CPU or CUDA) |
 
 Each is an `ExportedBackend` (`tphyolo.infer.backends.base`) and follows the inference core's `Backend`
 interface (`prepare`, `run`, `names`, `stride`, `device`, `dtype`).
@@ -20,13 +21,15 @@ from tphyolo.errors import InputError
 from tphyolo.infer.backends.base import ExportedBackend
 from tphyolo.infer.backends.onnxruntime import OnnxRuntimeBackend
 from tphyolo.infer.backends.openvino import OpenVINOBackend
+from tphyolo.infer.backends.pt2 import ExportedProgramBackend
 from tphyolo.infer.backends.torchscript import TorchScriptBackend
 from tphyolo.runtime.config import resolve_device
 from tphyolo.runtime.flags import TRUST_CODE_FLAG
 
 # format -> the backend that runs its files (the export formats' table, `tphyolo.export.formats`, names these)
 BACKENDS: dict[str, type[ExportedBackend]] = {
-    backend.format: backend for backend in (OnnxRuntimeBackend, OpenVINOBackend, TorchScriptBackend)
+    backend.format: backend
+    for backend in (OnnxRuntimeBackend, OpenVINOBackend, TorchScriptBackend, ExportedProgramBackend)
 }
 
 
@@ -45,7 +48,7 @@ def load_backend(
     the cores this process may use). FileNotFoundError when it does not exist; ValueError (naming the file)
     when it is not an exported model, is truncated or corrupt, lacks tphyolo metadata, is dynamic but does not run
     at a multiple of its metadata's stride (`ExportedBackend.check_stride`) or cannot run on `device`;
-    MissingExtraError when its runtime is not installed. A format whose files are programs (TorchScript) is refused
+    MissingExtraError when its runtime is not installed. A format whose files are programs (TorchScript, pt2) is refused
     before anything in the file is read unless `trust_code` says the caller trusts it."""
     path = Path(path)
     if not path.exists():
@@ -71,6 +74,7 @@ def load_backend(
 __all__ = [
     "BACKENDS",
     "ExportedBackend",
+    "ExportedProgramBackend",
     "OnnxRuntimeBackend",
     "OpenVINOBackend",
     "TorchScriptBackend",

@@ -140,6 +140,18 @@ def check_format(metadata: ExportMetadata, expected: str, path: Path) -> None:
         raise InputError(f"{path}: metadata says format {metadata.format!r}, expected {expected!r}")
 
 
+def archive_metadata(text: str, expected: str, path: Path, device: torch.device) -> ExportMetadata:
+    """The metadata of a PyTorch archive (TorchScript, pt2) from the JSON `text` of its extra file; ValueError
+    naming `path` when there is none, it is not `expected`'s, or it is an fp16 file asked to run off CUDA."""
+    if not text:
+        raise InputError(f"{path}: no tphyolo metadata; export the model with `tphyolo export`")
+    metadata = ExportMetadata.from_json(text, source=str(path))
+    check_format(metadata, expected, path)
+    if metadata.dtype == "float16" and device.type != "cuda":
+        raise InputError(f"{path}: an fp16 export runs on CUDA only")
+    return metadata
+
+
 def error_reason(error: BaseException) -> str:
     """The first sentence of the last non-empty line of a runtime's error message (where runtimes say what
     went wrong; what follows is advice about other situations)."""

@@ -16,6 +16,7 @@ Where it is stored:
 | ONNX | `metadata_props` of the model: one entry per field, the value JSON |
 | OpenVINO | `rt_info` of the IR (`<rt_info><tphyolo>` in the .xml): one entry per field, the value JSON |
 | TorchScript | the archive's extra file `extra/tphyolo.json`: the fields as one JSON object |
+| torch.export (pt2) | the archive's extra file `tphyolo.json` (`torch.export.save(extra_files=...)`), likewise |
 | TensorRT | a prefix of the .engine file: 4-byte little-endian length, then the fields as one JSON object |
 
 Reading never runs code: values are parsed by the bounded JSON reader (`tphyolo.data.files.json_files`) and checked
@@ -40,7 +41,7 @@ from tphyolo.errors import InputError
 from tphyolo.models.parse import MAX_CLASSES
 
 SCHEMA = 1  # bump when a field changes meaning
-FORMATS = ("onnx", "openvino", "torchscript", "engine")  # the rows of `tphyolo.export.formats` (tested)
+FORMATS = ("onnx", "openvino", "torchscript", "pt2", "engine")  # the rows of `tphyolo.export.formats` (tested)
 DTYPES = ("float32", "float16")
 MAX_BATCH = 1024  # images per forward pass of a fixed-batch export
 MAX_STRIDE = 128  # the largest stride of any model (P6 models: 64)

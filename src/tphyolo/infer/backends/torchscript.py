@@ -11,8 +11,7 @@ from pathlib import Path
 import torch
 
 from tphyolo.errors import InputError
-from tphyolo.infer.backends.base import ExportedBackend, check_format, error_reason
-from tphyolo.infer.backends.metadata import ExportMetadata
+from tphyolo.infer.backends.base import ExportedBackend, archive_metadata, error_reason
 from tphyolo.infer.backends.tracing import quiet_jit
 
 METADATA_FILE = "tphyolo.json"  # the archive's extra file holding the metadata (JSON)
@@ -33,13 +32,7 @@ class TorchScriptBackend(ExportedBackend):
         except RuntimeError as error:
             reason = error_reason(error)
             raise InputError(f"{path}: not a readable TorchScript archive (truncated or corrupt?): {reason}") from error
-        if not extra[METADATA_FILE]:
-            raise InputError(f"{path}: no tphyolo metadata; export the model with `tphyolo export`")
-        metadata = ExportMetadata.from_json(extra[METADATA_FILE], source=str(path))
-        check_format(metadata, "torchscript", path)
-        if metadata.dtype == "float16" and device.type != "cuda":
-            raise InputError(f"{path}: an fp16 export runs on CUDA only")
-        super().__init__(path, metadata, device)
+        super().__init__(path, archive_metadata(extra[METADATA_FILE], self.format, path, device), device)
 
     def _forward(self, x: torch.Tensor) -> torch.Tensor:
         with torch.inference_mode():

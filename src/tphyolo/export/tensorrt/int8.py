@@ -23,7 +23,7 @@ import torch
 from tphyolo.data.letterbox import PAD_VALUE
 from tphyolo.export.int8_policy import int8_plan
 from tphyolo.export.quantize_openvino import model_input
-from tphyolo.export.tensorrt_engine import check_tensorrt, export_engine, write_engine_file
+from tphyolo.export.tensorrt.engine import check_tensorrt, export_engine, write_engine_file
 from tphyolo.infer.backends.metadata import ExportMetadata
 
 if TYPE_CHECKING:

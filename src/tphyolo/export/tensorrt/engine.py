@@ -57,7 +57,7 @@ def export_engine(
 ) -> Path:
     """Builds an engine from the ONNX file `onnx_path` (fp32) and writes it, prefixed by `metadata`, to
     `path`; fp16 kernels when `half`. `configure(trt, network, config, profile)` may change the build
-    (INT8 calibration: `tphyolo.export.tensorrt_int8`); `profile` is None for a fixed-size engine. Returns
+    (INT8 calibration: `tphyolo.export.tensorrt.int8`); `profile` is None for a fixed-size engine. Returns
     the path."""
     trt = check_tensorrt(device)
     logger = trt.Logger(trt.Logger.WARNING)
