@@ -104,7 +104,8 @@ def test_coco_files_with_lists_for_ids_or_nested_100000_deep_are_one_line(tmp_pa
     )
     (tmp_path / "data.yaml").write_text(f"path: {tmp_path}\ntrain: deep.json\nval: deep.json\nnames: [a]\n")
     assert main(["data", "check", "--data", str(tmp_path / "data.yaml"), "--no-scan-cache"]) == 2
-    assert "deep.json: COCO dataset nested deeper" in one_error_line(capsys.readouterr().err, "data")
+    line = one_error_line(capsys.readouterr().err, "data")  # a JSON list: read as Label Studio tasks, COCO's sibling
+    assert "deep.json: Label Studio tasks nested deeper than the JSON reader allows" in line
 
 
 def test_report_on_evaluation_records_nested_100000_deep_is_one_line(tmp_path, capsys):

@@ -15,6 +15,7 @@ import pytest
 
 from tphyolo.checkpoint.format import load_checkpoint
 from tphyolo.runtime.config import RuntimeConfig
+from tphyolo.training import run_end as run_end_module
 from tphyolo.training import trainer as trainer_module
 from tphyolo.training.config import TrainConfig
 from tphyolo.training.log import TrainLog, read_results
@@ -109,7 +110,7 @@ def test_a_fresh_run_in_a_reused_folder_starts_a_new_results_file(tmp_path):
 def _end_fault(monkeypatch, fault: str) -> None:
     """Stop a run after its last epoch: best.pt on a full disk, Ctrl-C in the final validation, or last.pt's
     strip (the last act) on a full disk."""
-    save, strip = trainer_module.save_checkpoint, trainer_module.strip_for_release
+    save, strip = trainer_module.save_checkpoint, run_end_module.strip_for_release
     full = OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
 
     def save_all_but_best(path, payload):
@@ -128,7 +129,7 @@ def _end_fault(monkeypatch, fault: str) -> None:
     target, name, replacement = {
         "best.pt": (trainer_module, "save_checkpoint", save_all_but_best),
         "validation": (Trainer, "_final_validation", interrupted),
-        "last.pt strip": (trainer_module, "strip_for_release", strip_all_but_last),
+        "last.pt strip": (run_end_module, "strip_for_release", strip_all_but_last),
     }[fault]
     monkeypatch.setattr(target, name, replacement)
 
