@@ -182,6 +182,14 @@ def worker_context() -> multiprocessing.context.BaseContext | None:
     return context
 
 
+def stop_workers(loader: object) -> None:
+    """End `loader`'s persistent worker processes now; the next iteration starts new ones. Left to the
+    interpreter's exit, forked workers are ended after a threaded runtime loaded since (OpenVINO, ONNX Runtime)
+    has started its threads, and the process crashed there (exit 139 after a training's final validation)."""
+    if getattr(loader, "_iterator", None) is not None:  # torch's DataLoader keeps its persistent workers' iterator
+        loader._iterator = None  # its finaliser shuts the workers down
+
+
 class _TimedLoader(DataLoader):
     """A DataLoader that waits at most `patience` seconds for its workers' next batch, then raises a TimeoutError
     naming its images (torch's own timeout names nothing). Its `timeout` is the poll interval: between polls torch

@@ -24,7 +24,7 @@ import yaml
 from tphyolo.checkpoint.format import load_checkpoint, save_checkpoint
 from tphyolo.data.files.atomic import write_text_atomic
 from tphyolo.data.letterbox import check_imgsz
-from tphyolo.data.loader import set_loader_epoch, step_size
+from tphyolo.data.loader import set_loader_epoch, step_size, stop_workers
 from tphyolo.errors import InputError
 from tphyolo.evaluation import loop as evaluation_loop  # by module: a patched loop function is the one called
 from tphyolo.evaluation import results as evaluation_results  # likewise for the rendering
@@ -285,6 +285,8 @@ class Trainer:
             if dist.is_main:
                 strip(best)
             barrier(dist)  # best.pt is written for good before every rank reads it
+            for loader in (self.data.train_loader, self.data.val_loader):
+                stop_workers(loader)  # before the compiled runtime starts its threads (`data.loader.stop_workers`)
             metrics = self._final_validation(best)
             if dist.is_main:
                 plot_run(self.cfg, self.run_dir)
