@@ -86,7 +86,8 @@ def test_two_processes_score_print_and_save_what_one_does(five_images, tmp_path)
     def printed(folder: Path, command: str, rank: int = 0) -> list[str]:
         """What a rank printed, the exit code first, without the lines naming the run's folder or its speed."""
         lines = (folder / f"{command}.rank{rank}.out").read_text().splitlines()
-        return [line for line in lines if not line.startswith(("Speed:", "results in", "report in"))
+        return [line for line in lines if not line.startswith(
+            ("Speed:", "results in", "report in", "PR/F1/P/R curves in"))
                 and " on OpenVINO (" not in line]  # the first run compiles the checkpoint, the next reuses it
 
     for command in ("eval", "val"):  # the command line

@@ -23,7 +23,7 @@ def test_train_reports_progress_by_default_and_writes_best_even_without_a_gain(
     result = tphyolo.train(**_tiny(tiny_synthetic, tmp_path, "loud"))
     out = capsys.readouterr()
     lines = out.out.splitlines()
-    assert lines[0].startswith("recipe: synthetic (hyp synthetic, AdamW, nbs 8)")
+    assert lines[0].startswith("recipe: synthetic (hyp synthetic, AdamW, nbs ")  # nbs fit to this tiny set
     assert any(line.startswith("epoch 1/1  loss ") for line in lines)
     assert "epoch 1/1" in out.err  # the progress bar
     assert result.best_fitness == 0.0 and result.best.is_file()  # fitness never rose: best.pt all the same

@@ -20,6 +20,7 @@ from tphyolo.data.files.atomic import write_text_atomic
 from tphyolo.evaluation.jobs import VAL_PROJECT, ValJob
 from tphyolo.evaluation.results import EvalResults, results_json
 from tphyolo.evaluation.val import val
+from tphyolo.infer.slicing import MODEL
 from tphyolo.report.run_report import ReportWriter
 from tphyolo.runtime.config import RuntimeConfig
 from tphyolo.runtime.distributed import DistContext, process_group
@@ -65,7 +66,9 @@ def _report_writer(job: ValJob, run_dir) -> ReportWriter:
     settings in effect."""
     inference, config = job.inference, job.config
     settings = {"weights": job.weights, "data": job.data, "task": config.task}
-    settings |= inference.settings_in_effect(runs_merged=inference.augment or config.slicing is not None)
-    if config.slicing is not None:
-        settings["slice"] = getattr(config.slicing, "size", config.slicing)  # a SliceConfig, a size or "auto"
+    size = getattr(config.slicing, "size", config.slicing)  # a SliceConfig, a size, "auto" or None
+    sliced = size is not None and size != MODEL  # MODEL: the checkpoint's own tiles, if it has any (settled later)
+    settings |= inference.settings_in_effect(runs_merged=inference.augment or sliced)
+    if sliced:
+        settings["slice"] = size
     return ReportWriter(run_dir, settings=settings, max_det=inference.max_det)
