@@ -103,4 +103,4 @@ def test_two_processes_score_print_and_save_what_one_does(five_images, tmp_path)
     assert row[1] == "5" and int(row[2]) > 0 and row[3:] == expected, (row, expected)
     files = same_files(one / "val", two / "val", ignore=("report.html", "evaluation.json"))
     assert {"predictions.json", "confusion_matrix.png"} <= set(files)
-    assert len(json.loads((one / "val" / "predictions.json").read_text())) > 100
+    assert len(json.loads((one / "val" / "predictions.json").read_text())) > 50  # 75 at NMS IoU 0.45
