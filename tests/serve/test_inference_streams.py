@@ -71,8 +71,8 @@ def test_the_async_queue_answers_each_thread_as_the_latency_request_does(tiny_we
     assert streams >= 1 and backend.use_streams() == streams  # decided once: no second compile
     with ThreadPoolExecutor(3) as pool:
         outputs = list(pool.map(backend.run, inputs))
-    for output, reference in zip(outputs, expected, strict=True):
-        assert torch.equal(output, reference)
+    for output, reference in zip(outputs, expected, strict=True):  # the throughput compile may split the work
+        assert torch.allclose(output, reference, rtol=1e-5, atol=1e-5)  # otherwise: fp32 sums in another order
 
 
 class _GatedWorker:
