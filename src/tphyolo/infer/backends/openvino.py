@@ -85,6 +85,7 @@ class OpenVINOBackend(ExportedBackend):
         self.precision = precision  # what it computes in (`dtype` is its input's)
         self.request = self._compile(model, "LATENCY").create_infer_request()
         self.queue = None  # the async infer queue, once `use_streams`
+        self._submit = threading.Lock()  # the queue hands one idle request to one caller at a time
 
     def _compile(self, model, hint: str):  # noqa: ANN001, ANN202 - openvino.Model -> openvino.CompiledModel
         config = {"PERFORMANCE_HINT": hint, "INFERENCE_NUM_THREADS": self._threads,
@@ -113,7 +114,8 @@ class OpenVINOBackend(ExportedBackend):
             out = self.request.infer({0: x.numpy()})[0]
             return torch.from_numpy(np.array(out, copy=True))  # the request reuses its output buffer
         done: dict = {"event": threading.Event()}
-        self.queue.start_async({0: x.numpy()}, done)  # waits for an idle request
+        with self._submit:  # two threads in start_async at once can be given the same idle request ("busy")
+            self.queue.start_async({0: x.numpy()}, done)  # waits for an idle request
         done["event"].wait()
         if "error" in done:
             raise RuntimeError(done["error"])
