@@ -172,25 +172,34 @@ def tuning_path(key: dict[str, Any], folder: Path | None = None) -> Path:
     return (folder if folder is not None else decisions_dir()) / f"{digest}.json"
 
 
+def _tuning_entry(entry: Any) -> dict[str, Any]:
+    """A kept tuning's content checked: {"key": {...}, "choice": {"channels_last": bool, "amp": str},
+    "measured": {...}}. Raises ValueError saying what is missing."""
+    if not isinstance(entry, dict) or not isinstance(entry.get("key"), dict):
+        raise ValueError("not a kept decision")
+    choice = entry.get("choice")
+    if not isinstance(choice, dict) or type(choice.get("channels_last")) is not bool or choice.get("amp") not in (
+            "off", "bf16", "fp16"):  # fmt: skip
+        raise ValueError("no layout and precision in it")
+    measured = entry.get("measured") if isinstance(entry.get("measured"), dict) else {}
+    return {"key": entry["key"], "choice": {"channels_last": choice["channels_last"], "amp": choice["amp"]},
+            "measured": measured}  # fmt: skip
+
+
 def read_tuning(path: Path, key: dict[str, Any]) -> dict[str, Any] | None:
     """The tuning kept at `path` for `key`: {"channels_last": bool, "amp": str, "measured": {...}}, or None when
     there is none. A file that is too large, not JSON, nested past reason or not a tuning is a miss with one
     warning naming it (`read_kept_json`); another key's is a miss without a word."""
     try:
-        entry = read_kept_json(path, instead="the rule decides")
+        entry = _tuning_entry(read_kept_json(path, instead="the rule decides"))
     except CacheFileError:
         return None
-    if not isinstance(entry, dict) or not isinstance(entry.get("key"), dict):
-        LOGGER.warning("%s: not a kept decision; the rule decides", path)
+    except ValueError as error:
+        LOGGER.warning("%s: %s; the rule decides", path, error)
         return None
     if entry["key"] != key:
         return None  # another machine's, torch's or architecture's: not this run's decision
-    choice = entry.get("choice")
-    if not isinstance(choice, dict) or type(choice.get("channels_last")) is not bool or choice.get("amp") not in (
-            "off", "bf16", "fp16"):  # fmt: skip
-        LOGGER.warning("%s: no layout and precision in it; the rule decides", path)
-        return None
-    return {"channels_last": choice["channels_last"], "amp": choice["amp"], "measured": entry.get("measured", {})}
+    return {**entry["choice"], "measured": entry["measured"]}
 
 
 def write_tuning(path: Path, key: dict[str, Any], *, channels_last: bool, amp: str, measured: dict) -> None:
@@ -254,15 +263,10 @@ def kept_tunings(folder: Path | None = None) -> list[dict[str, Any]]:
     found: list[dict[str, Any]] = []
     for path in sorted(folder.glob("*.json")) if folder.is_dir() else []:
         try:
-            entry = read_json_bounded(path)
-            if not isinstance(entry, dict) or not isinstance(entry.get("key"), dict):
-                raise ValueError("not a kept decision")
-            choice = entry.get("choice")
-            if not isinstance(choice, dict) or type(choice.get("channels_last")) is not bool:
-                raise ValueError("no choice in it")
-            measured = entry.get("measured") if isinstance(entry.get("measured"), dict) else {}
-            name = f"{layout_name(choice['channels_last'])} {amp_name(str(choice.get('amp')))}"
-            found.append({**entry["key"], "choice": name, "measured": measured, "file": str(path)})
+            entry = _tuning_entry(read_json_bounded(path))
+            choice = entry["choice"]
+            name = f"{layout_name(choice['channels_last'])} {amp_name(choice['amp'])}"
+            found.append({**entry["key"], "choice": name, "measured": entry["measured"], "file": str(path)})
         except (CacheFileError, ValueError) as error:
             found.append({"file": str(path), "error": str(error).removeprefix(f"{path}: ")[:160]})
     return found
