@@ -18,7 +18,6 @@ import argparse
 import json
 import statistics
 import tempfile
-import time
 from pathlib import Path
 
 from tphyolo.classify.checkpoint import load_classifier
@@ -28,6 +27,7 @@ from tphyolo.data.dataset_config import load_data_config
 from tphyolo.data.files.image_io import read_image
 from tphyolo.predict.predictor import Predictor
 from tphyolo.runtime.config import RuntimeConfig
+from tphyolo.runtime.interleaved import time_interleaved
 
 
 def _run(argv: list[str]) -> None:
@@ -51,12 +51,10 @@ def _time_predictions(detector: str, classifier: str, images: list, *, img: int,
     both = Predictor(detector, imgsz=img, runtime=runtime, classifier=classifier)
     alone(images[0]), both(images[0])  # warm-up
     times: dict[str, list[float]] = {"alone": [], "both": []}
-    for _ in range(repeats):
-        for image in images:
-            for key, predictor in (("alone", alone), ("both", both)):
-                start = time.perf_counter()
-                predictor(image)
-                times[key].append(time.perf_counter() - start)
+    for image in images:
+        pair = time_interleaved((lambda x=image: alone(x), lambda x=image: both(x)), warmup=0, rounds=repeats)
+        times["alone"] += pair[0]
+        times["both"] += pair[1]
     ids = set(both.detector.classifier.class_ids)
     relabelled = sum(int(sum(int(label) in ids for label in d.labels)) for d in alone(images))
     return statistics.median(times["alone"]), statistics.median(times["both"]), relabelled / len(images)

@@ -28,6 +28,7 @@ from tphyolo.data.formats.visdrone import NAMES
 from tphyolo.infer.backends.compiled import CACHE_ENV
 from tphyolo.models import build_model
 from tphyolo.predict.predictor import Predictor
+from tphyolo.runtime.interleaved import time_interleaved
 
 IMAGE = Path(os.environ.get("TPHYOLO_SHARED", "../shared")) / "data/visdrone-mini/images/0000001_02999_d_0000005.jpg"
 
@@ -55,10 +56,8 @@ def measure(weights: Path, image, *, imgsz: int, repeats: int, cache: Path) -> d
     verdict = next(cache.glob("*/check.json")).read_text()
     eager = Predictor(str(weights), imgsz=imgsz, device="cpu", backend="pytorch")
     eager(image)
-    times: dict[str, list[float]] = {"openvino": [], "pytorch": []}
-    for _ in range(repeats):
-        times["openvino"].append(timed(lambda: predictor(image))[0])
-        times["pytorch"].append(timed(lambda: eager(image))[0])
+    runs = time_interleaved((lambda: predictor(image), lambda: eager(image)), warmup=0, rounds=repeats)
+    times = dict(zip(("openvino", "pytorch"), runs, strict=True))
     ov, pt = (statistics.median(times[k]) for k in ("openvino", "pytorch"))
     paired = statistics.median(p / o for p, o in zip(times["pytorch"], times["openvino"], strict=True))
     print(f"{weights.name}: first run {first:.1f} s, warm start {warm:.1f} s ({first / warm:.1f}x); check {verdict}")

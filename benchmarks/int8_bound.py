@@ -26,7 +26,6 @@ import argparse
 import os
 import statistics
 import tempfile
-import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -34,6 +33,8 @@ from pathlib import Path
 import numpy as np
 import onnx
 from onnx import TensorProto, helper, numpy_helper
+
+from tphyolo.runtime.interleaved import time_interleaved
 
 SEED = 0
 
@@ -164,21 +165,6 @@ RUNTIMES: dict[str, Callable[[Path, list[np.ndarray], int], tuple[Callable, Call
 }
 
 
-def paired_times(fp32: Callable, int8: Callable, pairs: int) -> tuple[list[float], list[float]]:
-    """Times of `pairs` interleaved calls of each (which runs first alternates), after two untimed calls each."""
-    for call in (fp32, int8, fp32, int8):
-        call()
-    times: tuple[list[float], list[float]] = ([], [])
-    for i in range(pairs):
-        order = (0, 1) if i % 2 == 0 else (1, 0)
-        for which in order:
-            call = (fp32, int8)[which]
-            start = time.perf_counter()
-            call()
-            times[which].append(time.perf_counter() - start)
-    return times
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--pairs", type=int, default=15, help="timed pairs per kernel after two untimed ones")
@@ -191,7 +177,7 @@ def main() -> None:
             for index, kernel in enumerate(KERNELS):
                 path = Path(tmp) / f"{runtime}-{index}.onnx"
                 fp32, int8 = RUNTIMES[runtime](path, kernel_graph(kernel, path), args.threads)
-                fp32_s, int8_s = paired_times(fp32, int8, args.pairs)
+                fp32_s, int8_s = time_interleaved((fp32, int8), warmup=2, rounds=args.pairs)
                 ratios = [a / b for a, b in zip(fp32_s, int8_s, strict=True)]
                 q1, _, q3 = statistics.quantiles(ratios, n=4)
                 print(

@@ -42,6 +42,7 @@ from tphyolo.export.quantize_onnx import quantize_onnx, rewrite_metadata
 from tphyolo.export.quantize_openvino import quantize_openvino
 from tphyolo.infer.backends import load_backend
 from tphyolo.infer.backends.metadata import ExportMetadata
+from tphyolo.runtime.interleaved import time_interleaved
 
 PART_WORDS = {"head": "head-convs", "attn": "attention-products"}
 RUNTIMES = {"ov": "openvino", "ort": "onnx"}
@@ -119,17 +120,8 @@ def agreement(int8, reference: list[torch.Tensor], images: list) -> tuple[float,
 
 
 def paired(runs: dict[str, callable], pairs: int) -> dict[str, list[float]]:
-    names = list(runs)
-    for name in names:
-        runs[name](), runs[name]()
-    times: dict[str, list[float]] = {name: [] for name in names}
-    for i in range(pairs):
-        shift = i % len(names)
-        for name in names[shift:] + names[:shift]:
-            start = time.perf_counter()
-            runs[name]()
-            times[name].append(time.perf_counter() - start)
-    return times
+    """Seconds per call of each of `runs`, interleaved, after two untimed calls each."""
+    return dict(zip(runs, time_interleaved(list(runs.values()), warmup=2, rounds=pairs), strict=True))
 
 
 def main() -> None:

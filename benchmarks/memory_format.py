@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import argparse
 import statistics
-import time
 from collections.abc import Callable
 
 import torch
@@ -22,6 +21,7 @@ import torch
 from tphyolo.bench.model import infer_step, synthetic_images, synthetic_targets, train_step
 from tphyolo.models.build import build_model
 from tphyolo.runtime.config import RuntimeConfig, configure_process
+from tphyolo.runtime.interleaved import time_interleaved
 
 
 def step_in(layout: bool, args: argparse.Namespace) -> Callable[[], None]:
@@ -47,14 +47,7 @@ def main() -> None:
     args = parser.parse_args()
     configure_process(RuntimeConfig(device="cpu"))
     steps = {"NCHW": step_in(False, args), "NHWC": step_in(True, args)}
-    for step in steps.values():
-        step(), step()
-    times: dict[str, list[float]] = {name: [] for name in steps}
-    for i in range(args.pairs):
-        for name in sorted(steps, reverse=bool(i % 2)):  # alternate which layout runs first
-            start = time.perf_counter()
-            steps[name]()
-            times[name].append(time.perf_counter() - start)
+    times = dict(zip(steps, time_interleaved(list(steps.values()), warmup=2, rounds=args.pairs), strict=True))
     ratios = [a / b for a, b in zip(times["NCHW"], times["NHWC"], strict=True)]
     quartiles = statistics.quantiles(ratios, n=4) if len(ratios) > 1 else ratios * 3
     medians = ", ".join(f"{name} {1e3 * statistics.median(t):.1f} ms" for name, t in times.items())

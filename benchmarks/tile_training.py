@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import subprocess
+import os
 import time
 from dataclasses import replace
 from pathlib import Path
@@ -38,6 +38,7 @@ from tphyolo.infer.config import VALIDATION
 from tphyolo.infer.slicing import SliceConfig
 from tphyolo.models import build_model
 from tphyolo.runtime.config import RuntimeConfig
+from tphyolo.runtime.cpu_isa import cpu_info
 from tphyolo.training.config import TrainConfig
 from tphyolo.training.trainer import Trainer
 
@@ -135,15 +136,6 @@ def step_memory_mb(model_name: str, nc: int, *, batch: int, imgsz: int) -> float
     return peak_memory_mb(step, device=torch.device("cpu"))
 
 
-def cpu_name() -> str:
-    out = subprocess.run(["lscpu"], capture_output=True, text=True, check=False).stdout
-    fields = dict(line.split(":", 1) for line in out.splitlines() if ":" in line)
-    flags = fields.get("Flags", "").split()
-    wanted = [f for f in ("avx2", "avx512f", "avx512_bf16", "amx_bf16") if f in flags]
-    model, cpus = fields.get("Model name", "?").strip(), fields.get("CPU(s)", "?").strip()
-    return f"{model}, {cpus} CPUs, flags: {' '.join(wanted)}"
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--data", default="synthetic-large")
@@ -177,8 +169,9 @@ def main() -> None:
     for name, what, batch, epochs, trained, map50, ap16, ap32, memory in rows:
         print(f"| ({name}) {what} | {batch} | {epochs} | {trained:.0f} | {map50:.3f} | {ap16:.3f} | {ap32:.3f} | "
               f"{memory:.0f} |")
-    print(f"\nCPU: {cpu_name()}; torch {torch.__version__}; data {args.data}, model {args.model}, "
-          f"{args.minutes:g} min of training each")
+    cpu = cpu_info()
+    print(f"\nCPU: {cpu.model}, {os.cpu_count()} CPUs, {' '.join(cpu.isa)}; torch {torch.__version__}; "
+          f"data {args.data}, model {args.model}, {args.minutes:g} min of training each")
 
 
 if __name__ == "__main__":

@@ -95,3 +95,38 @@ def test_resident_memory_is_read_from_proc():
     assert rss_mb(os.getpid(), peak=True) >= kb["VmHWM"] / 1024 - 1  # the peak only grows
     assert abs(rss_mb(os.getpid()) - kb["VmRSS"] / 1024) < 64  # the same field, a moment later
     assert rss_mb(os.getpid()) > 10
+
+
+@pytest.fixture(scope="module")
+def tiny_predictor(tmp_path_factory):
+    from tests.helpers import seeded_checkpoint
+
+    from tphyolo.predict.predictor import Predictor
+
+    weights = seeded_checkpoint(tmp_path_factory.mktemp("bench-serve") / "tiny.pt", ["car", "van"])
+    return Predictor(str(weights), imgsz=64, device="cpu", conf=0.001)
+
+
+def test_in_process_steps_are_timed_by_the_bench_timer(tiny_predictor, monkeypatch):
+    import cv2
+    import numpy as np
+
+    from tphyolo.bench.serve import bench, stages
+    from tphyolo.bench.timing import Timing
+
+    image = np.random.default_rng(0).integers(0, 255, (48, 64, 3), dtype=np.uint8)
+    body = cv2.imencode(".jpg", image)[1].tobytes()
+    measured = stages.stage_times(tiny_predictor, body, threads=1, repeats=1)
+    assert list(measured) == list(STAGES) and all(ms > 0 for ms in measured.values())
+    assert bench.predict_ms(tiny_predictor, image, 1) > 0
+
+    calls = []
+
+    def fake_time_calls(fns, *, device, warmup, repeats):  # 12 ms per call, whatever the batch
+        calls.extend(fn() for fn in fns)  # each runs the model once, on its own batch size
+        return [Timing(12.0, 0.0, 12.0, repeats) for _ in fns]
+
+    monkeypatch.setattr(stages, "time_calls", fake_time_calls)
+    per_image = stages.forward_per_image(tiny_predictor, image, batches=(1, 4), threads=1, repeats=1)
+    assert per_image == {1: 12.0, 4: 3.0}
+    assert [len(out) for out in calls] == [1, 4]

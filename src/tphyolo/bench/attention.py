@@ -24,7 +24,7 @@ import torch
 from torch import nn
 from torch.utils.flop_counter import FlopCounterMode
 
-from tphyolo.bench.baselines import original_from
+from tphyolo.bench.baselines import max_relative_difference, original_from
 from tphyolo.bench.report import Row, significant
 from tphyolo.bench.timing import paired_speedup, peak_memory_mb, time_calls
 from tphyolo.errors import InputError
@@ -32,7 +32,7 @@ from tphyolo.models.attention import C3TR
 from tphyolo.models.build import SCALES
 from tphyolo.models.clla import CLLABlock
 from tphyolo.models.swin import C3STR
-from tphyolo.runtime.config import RuntimeConfig, sdpa_backends, strict_fp32
+from tphyolo.runtime.config import RuntimeConfig, sdpa_backends
 from tphyolo.runtime.sdpa_probe import kernel_that_ran
 
 BLOCKS = ("c3tr", "c3str", "clla")
@@ -94,17 +94,6 @@ def build_case(case: AttentionCase, *, device: torch.device, seed: int = 0) -> t
         raise InputError(f"unknown block {case.block!r}; known: {BLOCKS}")
     inputs = [torch.randn(shape, generator=generator).to(device) for shape in shapes]
     return block.to(device), inputs
-
-
-def max_relative_difference(ours: nn.Module, baseline: nn.Module, inputs: Sequence[torch.Tensor]) -> float:
-    """max |ours - baseline| / max(1, max |baseline|) of the eval-mode outputs in strict fp32 (no TF32);
-    the modules are left in eval mode."""
-    ours.eval()
-    baseline.eval()
-    with torch.no_grad(), strict_fp32():
-        expected = baseline(*inputs)
-        got = ours(*inputs)
-    return float((got - expected).abs().max() / expected.abs().max().clamp(min=1.0))
 
 
 def step_function(module: nn.Module, inputs: Sequence[torch.Tensor], mode: str, dtype: torch.dtype) -> Callable:

@@ -11,12 +11,14 @@ They exist only to be measured against: same parameters, same results, the origi
   elementwise products.
 
 `original_from(module)` builds the reference twin of one of our blocks, loaded with equivalent weights;
-`with_original_attention(model)` returns a new model tree in which every such block is replaced by its twin.
+`with_original_attention(model)` returns a new model tree in which every such block is replaced by its twin;
+`max_relative_difference` checks that a twin computes what ours does.
 """
 
 from __future__ import annotations
 
 import copy
+from collections.abc import Sequence
 
 import torch
 import torch.nn.functional as F
@@ -27,6 +29,7 @@ from tphyolo.models.attention import C3TR, ORIGINAL_DROPOUT
 from tphyolo.models.blocks import C3, Conv
 from tphyolo.models.clla import CLLA, CLLABlock
 from tphyolo.models.swin import C3STR, MASKED, DropPath, Mlp
+from tphyolo.runtime.config import strict_fp32
 
 
 class OriginalTransformerLayer(nn.Module):
@@ -312,3 +315,14 @@ def with_original_attention(model: nn.Module) -> tuple[nn.Module, int]:
                 setattr(parent, name, original_from(child))
                 replaced += 1
     return twin, replaced
+
+
+def max_relative_difference(ours: nn.Module, baseline: nn.Module, inputs: Sequence[torch.Tensor]) -> float:
+    """max |ours - baseline| / max(1, max |baseline|) of the eval-mode outputs in strict fp32 (no TF32);
+    the modules are left in eval mode."""
+    ours.eval()
+    baseline.eval()
+    with torch.no_grad(), strict_fp32():
+        expected = baseline(*inputs)
+        got = ours(*inputs)
+    return float((got - expected).abs().max() / expected.abs().max().clamp(min=1.0))

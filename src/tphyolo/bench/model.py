@@ -30,13 +30,13 @@ import torch
 from torch import nn
 
 from tphyolo.bench.baseline_loss import OriginalLoss
-from tphyolo.bench.baselines import with_original_attention
+from tphyolo.bench.baselines import max_relative_difference, with_original_attention
 from tphyolo.bench.report import Row, significant
 from tphyolo.bench.timing import paired_speedup, peak_memory_mb, time_calls
 from tphyolo.data.letterbox import check_imgsz
 from tphyolo.errors import InputError
 from tphyolo.models.build import build_model
-from tphyolo.runtime.config import RuntimeConfig, autocast, sdpa_context, strict_fp32
+from tphyolo.runtime.config import RuntimeConfig, autocast, sdpa_context
 from tphyolo.runtime.decisions import decide_runtime
 from tphyolo.training.hyp import load_hyp, scale_hyp
 from tphyolo.training.loss import YoloLoss
@@ -162,14 +162,6 @@ def infer_step(module: nn.Module, images: torch.Tensor, runtime: RuntimeConfig) 
     return step
 
 
-def check_same_outputs(ours: nn.Module, baseline: nn.Module, images: torch.Tensor) -> float:
-    """max |ours - baseline| / max(1, max |baseline|) of the eval-mode (decoded) outputs in strict fp32;
-    the models are left in eval mode."""
-    with torch.no_grad(), strict_fp32():
-        got, expected = ours.eval()(images), baseline.eval()(images)
-    return float((got - expected).abs().max() / expected.abs().max().clamp(min=1.0))
-
-
 def memory_format(module: nn.Module, images: torch.Tensor) -> str:
     """The memory format that ran: "channels_last" when `images` and the convolution weights of `module` are
     NHWC, "contiguous" when both are NCHW, else "mixed"."""
@@ -197,7 +189,7 @@ def bench_model(
     baseline, replaced = with_original_attention(ours)
     images = synthetic_images(settings.batch, settings.image_size)
     targets = synthetic_targets(settings.batch, settings.num_classes).to(device)
-    diff = check_same_outputs(ours, baseline, RuntimeConfig().prepare_images(images, device))  # fp32, NCHW
+    diff = max_relative_difference(ours, baseline, [RuntimeConfig().prepare_images(images, device)])  # fp32, NCHW
     tolerance = 1e-4 if device.type == "cpu" else 1e-3
     if diff > tolerance:
         raise RuntimeError(f"{settings.model}: original-attention twin differs by {diff:.2e} (> {tolerance})")

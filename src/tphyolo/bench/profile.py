@@ -26,7 +26,7 @@ from torch.profiler import record_function
 
 from tphyolo.models.clla import CLLABlock
 
-TPH_TYPES = frozenset({"C3TR", "C3STR", "CBAM", "CLLABlock", "OriginalC3TR", "OriginalC3STR", "OriginalCLLABlock"})
+TPH_TYPES = frozenset({"C3TR", "C3STR", "CBAM", "CLLABlock"})
 _LAYER = re.compile(r"^layer(\d+):(\w+)$")
 
 

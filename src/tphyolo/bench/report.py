@@ -19,6 +19,7 @@ from typing import Any
 import torch
 
 from tphyolo.bench.timing import memory_method
+from tphyolo.runtime.cpu_isa import cpu_info
 
 
 def significant(value: float, digits: int = 3) -> float:
@@ -52,20 +53,10 @@ class Row:
         return data
 
 
-def cpu_name() -> str:
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or platform.machine()
-
-
 def machine_info(device: torch.device, **measured: Any) -> dict[str, Any]:
     """What the numbers were measured on; `measured` adds entries such as the matmul rate."""
     info: dict[str, Any] = {
-        "cpu": cpu_name(),
+        "cpu": cpu_info().model,
         "cpu_count": os.cpu_count(),
         "torch_threads": torch.get_num_threads(),
         "omp_num_threads": os.environ.get("OMP_NUM_THREADS"),

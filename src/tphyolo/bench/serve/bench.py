@@ -27,8 +27,6 @@ Rows (`tphyolo.bench.report.Row`), one baseline per row name:
 from __future__ import annotations
 
 import contextlib
-import statistics
-import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -37,6 +35,7 @@ import numpy as np
 from tphyolo.bench.report import Row, significant
 from tphyolo.bench.serve.load import LoadResult, Progress, ServerProcess, bench_image, check_loopback, closed_loop
 from tphyolo.bench.serve.stages import STAGES, forward_per_image, stage_times, torch_threads
+from tphyolo.bench.timing import time_call
 from tphyolo.predict.predictor import Predictor
 
 PROGRESS_EVERY_S = 10.0
@@ -68,13 +67,7 @@ class ServeBenchSettings:
 
 def predict_ms(predictor: Predictor, image: np.ndarray, repeats: int) -> float:
     """Median ms of `predictor` on `image`, one call per image (the baseline), after one warm-up call."""
-    predictor(image)
-    times = []
-    for _ in range(repeats):
-        start = time.perf_counter()
-        predictor(image)
-        times.append(time.perf_counter() - start)
-    return 1000 * statistics.median(times)
+    return time_call(lambda: predictor(image), device=predictor.device, warmup=1, repeats=repeats).median_ms
 
 
 @dataclass

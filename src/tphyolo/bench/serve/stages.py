@@ -15,13 +15,12 @@ from __future__ import annotations
 
 import contextlib
 import json
-import statistics
-import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 
 import numpy as np
 import torch
 
+from tphyolo.bench.timing import time_call, time_calls
 from tphyolo.infer.windows import image_windows, view_batches
 from tphyolo.ops import non_max_suppression
 from tphyolo.predict.predictor import Predictor
@@ -40,15 +39,6 @@ def torch_threads(threads: int) -> Iterator[None]:
         yield
     finally:
         torch.set_num_threads(kept)
-
-
-def _median_ms(call: Callable[[], object], repeats: int) -> float:
-    times = []
-    for _ in range(repeats):
-        start = time.perf_counter()
-        call()
-        times.append(time.perf_counter() - start)
-    return 1000 * statistics.median(times)
 
 
 def _batches(predictor: Predictor, images: Sequence[np.ndarray]) -> list:
@@ -78,13 +68,10 @@ def stage_times(predictor: Predictor, body: bytes, *, threads: int, repeats: int
             entry = image_answer(rows.astype(np.float32), names=predictor.names, shape=image.shape[:2], file=None)
             return json.dumps({"images": [entry]}).encode()
 
-        return {
-            "decode": _median_ms(lambda: decode_request_image(body, where="body"), repeats),
-            "letterbox": _median_ms(lambda: _batches(predictor, [image]), repeats),
-            "forward": _median_ms(lambda: backend.run(x), repeats),
-            "nms": _median_ms(nms, repeats),
-            "encode": _median_ms(encode, repeats),
-        }
+        calls = (lambda: decode_request_image(body, where="body"), lambda: _batches(predictor, [image]),
+                 lambda: backend.run(x), nms, encode)  # fmt: skip
+        timings = [time_call(call, device=backend.device, warmup=0, repeats=repeats) for call in calls]
+        return {stage: timing.median_ms for stage, timing in zip(STAGES, timings, strict=True)}
 
 
 def forward_per_image(
@@ -93,14 +80,8 @@ def forward_per_image(
     """Median ms per image of the forward pass of `predictor`'s model on batches of `image`, per batch size;
     the sizes interleaved in every repeat, so that load drifting meanwhile weighs on each alike."""
     backend = predictor.backends[0]
-    times: dict[int, list[float]] = {b: [] for b in batches}
     with torch_threads(threads), torch.inference_mode():
-        inputs = {b: _batches(predictor, [image] * b)[0].x for b in batches}
-        for x in inputs.values():
-            backend.run(x)  # warm-up at each batch
-        for _ in range(repeats):
-            for b, x in inputs.items():
-                start = time.perf_counter()
-                backend.run(x)
-                times[b].append(1000 * (time.perf_counter() - start) / b)
-    return {b: statistics.median(t) for b, t in times.items()}
+        inputs = [_batches(predictor, [image] * b)[0].x for b in batches]
+        calls = [lambda x=x: backend.run(x) for x in inputs]
+        timings = time_calls(calls, device=backend.device, warmup=1, repeats=repeats)
+    return {b: timing.median_ms / b for b, timing in zip(batches, timings, strict=True)}

@@ -36,7 +36,7 @@ class BenchSettings:
     img: int = imgsz_flag(640, bounds=IMGSZ_BOUNDS, help="image size")
     variants: tuple[str, ...] | None = flag(
         None, "--variants", sep=",",
-        help="eager,channels_last,amp,compile,amp+compile,probe (default: eager,channels_last on CPU; "
+        help="eager,channels_last,amp,compile,amp+compile,decided (default: eager,channels_last on CPU; "
         "eager,channels_last,amp,amp+compile on CUDA)",
     )  # fmt: skip
     model_modes: tuple[str, ...] = flag(("train", "infer"), "--model-modes", sep=",", help="train,infer")
