@@ -103,14 +103,11 @@ class ExportConfig:
     )
 
     def __post_init__(self) -> None:
-        unknown = [f for f in self.formats if f not in EXPORT_FORMATS]
-        if unknown or not self.formats:
-            raise InputError(f"unknown export format(s) {unknown or '(none)'}; known: {list(EXPORT_FORMATS)}")
+        check_field_types(self)  # types, choices and bounds
+        if not self.formats:
+            raise InputError(f"no export format given; known: {list(EXPORT_FORMATS)}")
         if len(set(self.formats)) != len(self.formats):
             raise InputError(f"export format listed twice: {list(self.formats)}")
-        check_field_types(self)  # types and the flags' bounds
-        if self.calib_ranges not in CALIBRATION_RANGES:
-            raise InputError(f"--calib-ranges must be one of {list(CALIBRATION_RANGES)}, got {self.calib_ranges!r}")
         if self.int8:
             self._check_int8()
         else:
