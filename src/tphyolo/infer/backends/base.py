@@ -9,7 +9,6 @@ nothing else. The engine never asks which backend it holds.
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 import torch
@@ -127,11 +126,6 @@ class ExportedBackend:
     def __repr__(self) -> str:
         size = "dynamic" if self.dynamic else f"{self.batch}x{self.imgsz[0]}x{self.imgsz[1]}"
         return f"{type(self).__name__}({self.path}, {self.metadata.model}, {size}, {self.metadata.dtype})"
-
-
-def cpu_threads() -> int:
-    """The CPU cores this process may use."""
-    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
 
 
 def check_format(metadata: ExportMetadata, expected: str, path: Path) -> None:

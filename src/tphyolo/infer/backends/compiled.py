@@ -49,9 +49,10 @@ from tphyolo.data.files.atomic import atomic_path
 from tphyolo.data.files.bounded_json import CacheFileError, read_kept_json
 from tphyolo.data.files.digest import update_with_file
 from tphyolo.data.files.image_limits import IMGSZ_BOUNDS
+from tphyolo.data.loader import available_cores
 from tphyolo.errors import InputError, describe_error
 from tphyolo.imports import require
-from tphyolo.infer.backends.base import ExportedBackend, cpu_threads
+from tphyolo.infer.backends.base import ExportedBackend
 from tphyolo.infer.backends.compiled_verdict import SCHEMA, check_reference, read_verdict, write_verdict
 from tphyolo.infer.backends.metadata import ExportMetadata
 from tphyolo.infer.backends.onnx_trace import embed_metadata, trace_onnx
@@ -167,7 +168,7 @@ def load_compiled(
     `precision` ("fp32"; "bf16" on OpenVINO; "auto": what `tphyolo doctor --tune --weights` kept for this model on
     this `cpu` (default: this machine's), else the rule, `decisions.compiled_precision_rule`; measures nothing)
     with `threads` CPU threads (default: the cores this process may use, as for exported models,
-    `base.cpu_threads`, not PyTorch's threads); compiled and checked on the first call, loaded from the cache
+    `available_cores`, not PyTorch's threads); compiled and checked on the first call, loaded from the cache
     afterwards (module docstring). The backend's `decisions` say what ran and why. None when the compiled model
     is not within FP32_TOLERANCE of PyTorch, or when neither the cache nor a temporary folder can be written (said
     in one line). MissingExtraError when the runtime is not installed; the checkpoint's own errors
@@ -176,7 +177,7 @@ def load_compiled(
     spec = RUNTIMES[runtime]
     entry = cache_entry(weights, runtime=runtime, fuse=fuse)
     limit = cache_limit_bytes()  # a malformed limit is said before anything is compiled
-    threads = threads or cpu_threads()
+    threads = threads or available_cores()
     cpu = cpu if cpu is not None else cpu_info()
     decided = decided_precision(entry, precision, spec=spec, cpu=cpu, threads=threads)
     precision = decided.value
