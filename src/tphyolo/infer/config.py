@@ -51,6 +51,9 @@ RUNTIMES = ("auto", "pytorch", "openvino", "onnxruntime")
 # What a compiled checkpoint computes in: "auto" is exact fp32, or OpenVINO's bf16 on CPUs with AMX / AVX512-BF16
 # where a check on this machine and model found it faster and as accurate (`tphyolo.infer.backends.bf16_check`).
 PRECISIONS = ("auto", "fp32", "bf16")
+# The ONNX opset of `tphyolo export` unless given, and of the trace the compiled runtimes start from: LayerNormalization
+# is a single op from 17; every runtime here reads it.
+DEFAULT_OPSET = 17
 
 
 @dataclass(frozen=True)

@@ -59,6 +59,7 @@ from tphyolo.infer.backends.onnx_trace import embed_metadata, trace_onnx
 from tphyolo.infer.backends.onnxruntime import OnnxRuntimeBackend
 from tphyolo.infer.backends.openvino import OpenVINOBackend, ir_from_onnx
 from tphyolo.infer.backends.parity import FP32_TOLERANCE, relative_error, sample_images
+from tphyolo.infer.config import DEFAULT_OPSET
 from tphyolo.runtime.compiled_cache import (
     CACHE_ENV,
     cache_limit_bytes,
@@ -75,7 +76,6 @@ from tphyolo.runtime.decisions import Decision, compiled_precision_rule
 
 LOGGER = logging.getLogger("tphyolo")
 PRECISION_FILE = "precision.json"  # the precision `tphyolo doctor --tune --weights` kept for an entry
-OPSET = 17  # `tphyolo export`'s default opset (tphyolo.export.config.DEFAULT_OPSET)
 CHECK_STRIDES = 4  # the parity check's square side in strides: 128 px at stride 32, cheap on any model
 
 
@@ -155,7 +155,8 @@ def cache_entry(weights: Path, *, runtime: str, fuse: bool) -> Path:
     digest = hashlib.sha256()
     update_with_file(digest, weights)
     settings = {"runtime": runtime, "version": getattr(package, "__version__", "?"), "fuse": fuse, "dynamic": True,
-                "opset": OPSET, "tphyolo": __version__, "torch": torch.__version__, "schema": SCHEMA}  # fmt: skip
+                "opset": DEFAULT_OPSET, "tphyolo": __version__, "torch": torch.__version__,
+                "schema": SCHEMA}  # fmt: skip
     digest.update(json.dumps(settings, sort_keys=True).encode())
     return model_cache_dir() / f"{weights.stem}-{digest.hexdigest()[:16]}"
 
@@ -326,12 +327,12 @@ def _write(model: nn.Module, path: Path, spec: CompiledRuntime, *, metadata: Exp
     """`model` traced with free batch and size and written at `path` as `spec`'s file, with `metadata`."""
     if spec.name == "onnxruntime":
         onnx = require("onnx", purpose="--runtime onnxruntime")
-        trace_onnx(model, example, path, dynamic=True, opset=OPSET)
+        trace_onnx(model, example, path, dynamic=True, opset=DEFAULT_OPSET)
         proto = onnx.load(str(path))
         embed_metadata(proto, metadata)
         onnx.save(proto, str(path))
         return
-    trace = trace_onnx(model, example, path.parent / "trace.onnx", dynamic=True, opset=OPSET)
+    trace = trace_onnx(model, example, path.parent / "trace.onnx", dynamic=True, opset=DEFAULT_OPSET)
     ir_from_onnx(trace, path, metadata=metadata)
     trace.unlink()
 
