@@ -1,13 +1,28 @@
 """Flags derived from config dataclasses: defaults, types, choices, switches, tuples, round trip."""
 
 import argparse
+import dataclasses
+import importlib
 import math
+import re
+import typing
 from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 
-from tphyolo.flags import IMGSZ_FLAGS, Bounds, add_flags, check_field_types, flag, flag_spec, from_flags, imgsz_flag
+from tphyolo.flags import (
+    IMGSZ_FLAGS,
+    Bounds,
+    add_flags,
+    check_field_types,
+    checked,
+    flag,
+    flag_spec,
+    from_flags,
+    imgsz_flag,
+    setting_name,
+)
 
 
 @dataclass(frozen=True)
@@ -259,3 +274,102 @@ def test_a_convert_flag_parses_what_its_annotation_cannot_say(capsys):
     with pytest.raises(SystemExit):
         parser.parse_args(["--slice", "8"])
     assert "argument --slice: must be >= 32, got 8" in capsys.readouterr().err
+
+
+@dataclass(frozen=True)
+class Chosen:
+    mode: str = flag("wbf", "--merge", help="merge method", choices=("wbf", "nms"))
+    flips: tuple[str, ...] = flag((), "--flips", help="flips", choices=("lr", "ud"))
+    cache: str | None = flag(None, "--cache", help="cache", choices=("ram", "disk"))
+    measure: str = checked("iou", choices=("iou", "ios"))
+    limit: float = checked(0.5, bounds=Bounds(0, 1))
+
+    def __post_init__(self):
+        check_field_types(self)
+
+
+def test_a_config_built_in_python_refuses_a_value_outside_its_choices_or_bounds():
+    # Before, check_field_types skipped choices: Chosen(mode="soft") was accepted, and fields without a flag
+    # had no declared limits at all.
+    assert Chosen(mode="nms", flips=("lr", "ud"), cache="disk", measure="ios", limit=1) is not None
+    with pytest.raises(ValueError, match="^--merge must be one of wbf, nms, got 'soft'$"):
+        Chosen(mode="soft")
+    with pytest.raises(ValueError, match="^--flips must be one of lr, ud, got 'x'$"):
+        Chosen(flips=("lr", "x"))
+    with pytest.raises(ValueError, match="^--cache must be one of ram, disk, got 'tape'$"):
+        Chosen(cache="tape")
+    with pytest.raises(ValueError, match="^measure must be one of iou, ios, got 'giou'$"):
+        Chosen(measure="giou")
+    with pytest.raises(ValueError, match="^limit must be in \\[0, 1\\], got 2$"):
+        Chosen(limit=2)
+    parser = argparse.ArgumentParser()
+    add_flags(parser, Chosen)
+    assert {a.dest for a in parser._actions} == {"help", "mode", "flips", "cache"}  # checked() adds no flag
+
+
+def _config_classes() -> list[type]:
+    """Every frozen dataclass of the package with a field whose values are limited (`flag` or `checked`)."""
+    root = Path(__file__).resolve().parents[1] / "src" / "tphyolo"
+    classes = {}
+    for path in sorted(root.rglob("*.py")):
+        if not re.search(r"\b(flag|imgsz_flag|checked)\(", path.read_text(encoding="utf-8")):
+            continue
+        module = importlib.import_module(".".join(("tphyolo", *path.relative_to(root).with_suffix("").parts)))
+        for value in vars(module).values():
+            if (dataclasses.is_dataclass(value) and isinstance(value, type) and value.__module__ == module.__name__
+                    and value.__dataclass_params__.frozen and any(_limits(f) for f in dataclasses.fields(value))):
+                classes[value.__qualname__] = value
+    return [classes[name] for name in sorted(classes)]
+
+
+def _limits(field):
+    return flag_spec(field) or field.metadata.get("tphyolo.limits")
+
+
+CONFIG_CLASSES = _config_classes()
+
+
+def test_the_config_classes_are_found():
+    names = {c.__name__ for c in CONFIG_CLASSES}
+    assert {"TrainConfig", "InferenceConfig", "TrackerConfig", "OCSortConfig", "ServeConfig", "ExportConfig",
+            "RuntimeSettings"} <= names, sorted(names)  # fmt: skip
+
+
+REQUIRED = {"BenchSettings": {"what": ("model",)}}  # the fields without a default of each class
+
+
+@pytest.mark.parametrize("cls", CONFIG_CLASSES, ids=lambda c: c.__name__)
+def test_every_config_field_with_choices_refuses_a_value_outside_them(cls):
+    # Before, a choice was checked by argparse only, or by hand in some configs' __post_init__ (a Python caller
+    # of the others, e.g. ValConfig(task="bogus") or TrackerChoice(cmc="gyro"), got no error).
+    hints = typing.get_type_hints(cls)
+    required = REQUIRED.get(cls.__name__, {})
+    assert required.keys() == {f.name for f in dataclasses.fields(cls) if f.default is f.default_factory}
+    chosen = [f for f in dataclasses.fields(cls) if (spec := _limits(f)) is not None and spec.choices]
+    for field in chosen:
+        kind = type(next(c for c in _limits(field).choices if c is not None))
+        bad = "not-a-choice" if kind is str else max(c for c in _limits(field).choices if c is not None) + 1000
+        value = (bad,) if typing.get_origin(hints[field.name]) is tuple or "tuple" in str(hints[field.name]) else bad
+        with pytest.raises(ValueError, match=re.escape(f"{setting_name(cls, field.name)} must be one of")):
+            cls(**(required | {field.name: value}))
+
+
+def _outside(bounds: Bounds, kind: type) -> float:
+    """A value of `kind` outside `bounds`."""
+    if bounds.low is not None:
+        return kind(bounds.low) if bounds.low_open else kind(math.floor(bounds.low) - 1)
+    return kind(bounds.high) if bounds.high_open else kind(math.ceil(bounds.high) + 1)
+
+
+@pytest.mark.parametrize("cls", CONFIG_CLASSES, ids=lambda c: c.__name__)
+def test_every_config_field_with_bounds_refuses_a_value_outside_them(cls):
+    # Before, TrackerConfig, OCSortConfig and DetectorNoise had their own bounds tables, and flag holders such as
+    # PredictInputs or SliceFlags took any number from a Python caller.
+    hints = typing.get_type_hints(cls)
+    for field in [f for f in dataclasses.fields(cls) if (spec := _limits(f)) is not None and spec.bounds]:
+        spec = _limits(field)
+        is_tuple = "tuple" in str(hints[field.name])
+        kind = int if re.search(r"\bint\b", str(hints[field.name])) else float
+        value = _outside(spec.bounds, kind)
+        with pytest.raises(ValueError, match=re.escape(f"{setting_name(cls, field.name)} must be {spec.bounds}, got")):
+            cls(**(REQUIRED.get(cls.__name__, {}) | {field.name: (value,) if is_tuple else value}))

@@ -24,6 +24,10 @@ the parsed namespace. So a setting's name, default, choices and help live in one
 - A numeric field may declare `bounds` (`Bounds`: the values the setting means something for): argparse
   refuses a value outside them at once, in one line naming the flag, before any work, and
   `check_field_types` refuses it on a config built in Python. NaN and infinities are outside every bound.
+- A field with `choices` refuses another value the same way: argparse on the command line, `check_field_types`
+  on a config built in Python (each value of a tuple; None is the "not given" of an optional field).
+- `checked(default, choices=..., bounds=...)` declares the allowed values of a field that has no flag, so that
+  `check_field_types` checks it as it checks a flag's.
 - A `const` lets the flag be given bare (`--cache` means `--cache ram`).
 - A `negative` (name, value) adds a switch that means the flag with that value (`--no-amp` = `--amp off`);
   given together with the flag set to another value, `from_flags` refuses the pair in one line.
@@ -151,6 +155,16 @@ def flag(default: Any, *names: str, help: str, **options: Any) -> Any:  # noqa: 
 
 
 _FLAG_OPTIONS = frozenset(f.name for f in dataclasses.fields(FlagSpec)) - {"names", "help"}
+
+
+_LIMITS_KEY = "tphyolo.limits"
+
+
+def checked(default: Any, *, choices: Iterable[Any] | None = None, bounds: Bounds | None = None) -> Any:
+    """A dataclass field with `default` and no flag whose value `check_field_types` checks against `choices`
+    (any iterable, stored as a tuple) and `bounds`, as it checks a flag's."""
+    limits = FlagSpec((), "", choices=None if choices is None else tuple(choices), bounds=bounds)
+    return dataclasses.field(default=default, metadata={_LIMITS_KEY: limits})
 
 
 IMGSZ_FLAGS = ("--img", "--imgsz", "--img-size")  # an image side, as YOLOv5's train, val, detect and export spell it
@@ -355,17 +369,23 @@ def _fits(value: Any, annotation: Any) -> bool:
 
 
 def check_field_types(config: Any) -> None:
-    """Raises ValueError, naming the setting as `setting_name` does, for the first field of dataclass instance
+    """Raises InputError, naming the setting as `setting_name` does, for the first field of dataclass instance
     `config` whose value does not have its annotated type (an int for float is accepted; bool is not an int)
-    or, for a field whose flag declares `bounds`, is outside them (each value of a tuple)."""
+    or, for a field whose flag (or `checked`) declares `choices` or `bounds`, is not among or within them (each
+    value of a tuple; None passes: an optional field's "not given"). The one check of every config's values:
+    its `__post_init__` calls it, and checks by hand only what relates two fields."""
     hints = typing.get_type_hints(type(config))
     for field in dataclasses.fields(config):
         value = getattr(config, field.name)
         if not _fits(value, hints[field.name]):
             kind = getattr(hints[field.name], "__name__", str(hints[field.name]))
             raise InputError(f"{setting_name(config, field.name)} must be {kind}, got {value!r:.60}")
-        bounds = spec.bounds if (spec := flag_spec(field)) is not None else None
-        values = value if isinstance(value, tuple) else (value,)
-        outside = [v for v in values if bounds is not None and v is not None and v not in bounds]
-        if outside:
-            raise InputError(f"{setting_name(config, field.name)} must be {bounds}, got {outside[0]!r}")
+        limits = flag_spec(field) or field.metadata.get(_LIMITS_KEY)
+        if limits is None:
+            continue
+        values = [v for v in (value if isinstance(value, tuple) else (value,)) if v is not None]
+        if limits.choices is not None and (wrong := [v for v in values if v not in limits.choices]):
+            shown = ", ".join(map(str, (c for c in limits.choices if c is not None)))
+            raise InputError(f"{setting_name(config, field.name)} must be one of {shown}, got {wrong[0]!r:.60}")
+        if limits.bounds is not None and (outside := [v for v in values if v not in limits.bounds]):
+            raise InputError(f"{setting_name(config, field.name)} must be {limits.bounds}, got {outside[0]!r}")

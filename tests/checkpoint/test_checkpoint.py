@@ -5,6 +5,9 @@ from __future__ import annotations
 import collections
 import io
 import os
+import signal
+import subprocess
+import sys
 import zipfile
 from pathlib import Path
 
@@ -21,6 +24,7 @@ from tphyolo.checkpoint.format import (
     save_checkpoint,
 )
 from tphyolo.checkpoint.legacy import ForbiddenGlobalError
+from tphyolo.data.files.atomic import clear_stale
 from tphyolo.models import build_model
 
 NAMES = ["pedestrian", "car", "bus"]
@@ -124,6 +128,32 @@ def test_write_is_synced(tmp_path: Path, tiny_model: torch.nn.Module, monkeypatc
     monkeypatch.setattr(os, "fsync", lambda fd: synced.append(fd) or real_fsync(fd))
     save_checkpoint(tmp_path / "last.pt", _payload(tiny_model))
     assert len(synced) == 2  # the file, then the folder holding the rename
+
+
+_KILLED_SAVE = """
+import os, signal, sys
+import torch
+from tphyolo.checkpoint.format import atomic_torch_save
+
+class KilledMidWrite:
+    def __reduce__(self):
+        os.kill(os.getpid(), signal.SIGKILL)
+
+atomic_torch_save({"weights": torch.zeros(4096), "then": KilledMidWrite()}, sys.argv[1])
+"""
+
+
+@pytest.mark.skipif(os.name == "nt", reason="SIGKILL")
+def test_the_temporary_of_a_killed_save_is_cleared_by_the_next_write(tmp_path: Path) -> None:
+    # Before, checkpoints were written to mkstemp's `.last.pt.XXXX.tmp`, a name clear_stale does not know: a save
+    # killed mid-write left it behind for good (only a resumed run's weights folder was swept).
+    path = tmp_path / "last.pt"
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
+    child = subprocess.run([sys.executable, "-c", _KILLED_SAVE, str(path)], env=env, timeout=120, check=False)
+    assert child.returncode == -signal.SIGKILL
+    left = [p.name for p in tmp_path.iterdir()]
+    assert len(left) == 1 and left[0].startswith(".last.")  # the killed save's temporary
+    assert [p.name for p in clear_stale(path)] == left and list(tmp_path.iterdir()) == []
 
 
 @pytest.mark.parametrize(

@@ -11,7 +11,7 @@ from tphyolo.data.augment import NO_AUGMENT, Hyp, box_candidates
 from tphyolo.data.dataset import DetectionDataset, RectBatches
 from tphyolo.data.formats.visdrone import NAMES
 from tphyolo.data.labels import ImageLabels
-from tphyolo.data.letterbox import letterbox, map_boxes
+from tphyolo.data.letterbox import letterbox, letterbox_shape, map_boxes
 from tphyolo.data.mosaic import mosaic4
 from tphyolo.data.scan import Record, scan_split
 from tphyolo.ops.boxes import cxcywh_to_xyxy, unletterbox
@@ -177,3 +177,15 @@ def test_letterbox_fits_any_aspect_ratio_and_maps_back(h0, w0, size):
         box = np.array([[0, 0, w0, h0]], np.float32)
         back = unletterbox(torch.from_numpy(map_boxes(box, info)), ratio=info.ratio, pad=info.pad, width=w0, height=h0)
         np.testing.assert_allclose(back.numpy(), box, atol=1e-3)
+
+
+@pytest.mark.parametrize(("h0", "w0"), [(75, 130), (130, 75), (20, 2000), (640, 640), (33, 31)])
+def test_letterbox_shape_is_the_shape_letterbox_makes(h0, w0):
+    """The serving batcher groups images by `letterbox_shape` without letterboxing them: it must be the shape
+    `letterbox` gives, for every mode (a copy of the geometry in the batcher could drift from it)."""
+    image = np.zeros((h0, w0, 3), np.uint8)
+    for new_shape, auto, scaleup in ((64, True, True), (64, False, True), ((96, 64), False, False), (640, True, False)):
+        out, info = letterbox(image, new_shape, stride=32, auto=auto, scaleup=scaleup)
+        resized, padded = letterbox_shape(h0, w0, new_shape, stride=32, auto=auto, scaleup=scaleup)
+        assert padded == out.shape[:2]
+        assert info.ratio == (resized[1] / w0, resized[0] / h0)

@@ -37,8 +37,8 @@ def test_out_is_the_file_for_one_format_and_the_folder_for_several():
     ("kwargs", "message"),
     [
         ({"formats": ("onnx", "onnx")}, "listed twice"),
-        ({"formats": ("tflite",)}, "unknown export format"),
-        ({"formats": ()}, "unknown export format"),
+        ({"formats": ("tflite",)}, "--format must be one of .*, got .tflite."),
+        ({"formats": ()}, "no export format given"),
         ({"opset": 13}, "--opset must be in \\[14, 20\\], got 13"),
         ({"opset": 99}, "--opset must be in \\[14, 20\\], got 99"),
         ({"batch": 0}, "--batch must be >= 1, got 0"),

@@ -33,7 +33,7 @@ def test_defaults_are_valid_and_frozen():
     [
         ({"amp": "fp8"}, "amp must be one of"),
         ({"compile": "fast"}, "compile must be one of"),
-        ({"sdpa_backends": ("flash", "turbo")}, "unknown SDPA backend"),
+        ({"sdpa_backends": ("flash", "turbo")}, "--sdpa-backend must be one of .*, got .turbo."),
         ({"device": "gpu0"}, "bad device"),
         ({"device": "0,0"}, "names a GPU twice"),
     ],

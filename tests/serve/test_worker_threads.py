@@ -6,9 +6,11 @@ from __future__ import annotations
 import os
 
 import pytest
+import torch
 
+from tphyolo.data.loader import available_cores
 from tphyolo.infer.config import InferenceConfig
-from tphyolo.serve.engine import EngineSpec, worker_threads
+from tphyolo.serve.engine import EngineSpec, configure_worker_threads, worker_threads
 from tphyolo.serve.worker import InferenceWorker
 
 
@@ -16,6 +18,17 @@ def test_a_cpu_worker_leaves_one_core_to_the_server():
     assert [worker_threads(usable_cores=n, environ={}) for n in (1, 2, 4, 16)] == [1, 1, 3, 15]
     assert worker_threads(usable_cores=16, environ={"OMP_NUM_THREADS": "4"}) is None  # the user's choice wins
     assert worker_threads(usable_cores=2, environ={"OMP_NUM_THREADS": ""}) == 1
+
+
+def test_a_cpu_worker_counts_the_cores_where_the_os_has_no_affinity_mask(monkeypatch):
+    # Before, configure_worker_threads called os.sched_getaffinity unguarded: AttributeError on macOS / Windows.
+    monkeypatch.delattr(os, "sched_getaffinity", raising=False)
+    monkeypatch.setattr(os, "cpu_count", lambda: 6)
+    monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
+    asked = []
+    monkeypatch.setattr(torch, "set_num_threads", asked.append)  # this process keeps its threads
+    configure_worker_threads(EngineSpec(weights=("unused.pt",), device="cpu"))
+    assert asked == [5]
 
 
 @pytest.mark.slow
@@ -27,5 +40,5 @@ def test_the_worker_process_runs_with_its_threads(tiny_weights):
         info = worker.start()
     finally:
         worker.stop()
-    expected = worker_threads(usable_cores=len(os.sched_getaffinity(0)), environ=os.environ)
+    expected = worker_threads(usable_cores=available_cores(), environ=os.environ)
     assert info.threads == expected and info.as_json()["threads"] == expected

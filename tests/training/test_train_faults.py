@@ -54,7 +54,7 @@ def _inject(monkeypatch, point: str) -> None:
 
     def save_then_stop(path, payload):
         if payload["epoch"] == 1 and path.name == "last.pt" and point == "inside-last":
-            path.with_name(".last.pt.x1y2z3.tmp").write_bytes(b"PK\x03\x04 half a checkpoint")
+            path.with_name(".last.4194305.tmp.pt").write_bytes(b"PK\x03\x04 half a checkpoint")  # a dead PID
             raise Stop
         written = save(path, payload)
         if payload["epoch"] == 1 and path.name == {"last": "last.pt", "best": "best.pt"}.get(point):
@@ -89,7 +89,7 @@ def test_a_run_stopped_at_any_write_point_resumes_into_one_record(point, tiny_sy
     assert last.state["epoch"] == 2 and best.state["epoch"] == 1
     assert load_checkpoint(weights / "epoch2.pt").state["epoch"] == 1  # written after best.pt, every 2 epochs
     assert last.state["best_fitness"] == best.state["best_fitness"] == pytest.approx(FITNESS[1])
-    assert not list(weights.glob(".*.tmp")), "temporary files of the interrupted save remain"
+    assert not list(weights.glob(".*.tmp*")), "temporary files of the interrupted save remain"
 
 
 def test_results_rows_after_the_resumed_epoch_and_torn_rows_are_dropped(tmp_path):

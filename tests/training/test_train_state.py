@@ -185,7 +185,7 @@ def test_a_new_run_stores_its_paths_resolved(tmp_path):
         ({"imgsz": 0}, r"--img must be in \[1, 11584\], got 0"),
         ({"batch": -1}, "--batch must be >= 1, got -1"),
         ({"freeze": -1}, "--freeze must be >= 0"),
-        ({"max_det": 0}, "max_det must be at least 1"),
+        ({"max_det": 0}, "max_det must be >= 1, got 0"),
         ({"epochs": True}, "--epochs must be int, got True"),
     ],
 )

@@ -94,6 +94,9 @@ class AnalyzeTracking:
     cmc: str = flag("sparse", "--cmc", choices=CMC_METHODS, help="camera-motion estimate that keeps lines and zones "
                     "on the ground; also the tracker's, when it has the setting")  # fmt: skip
 
+    def __post_init__(self) -> None:
+        check_field_types(self)  # types, choices and bounds
+
 
 @dataclass(frozen=True)
 class AnalyzeOutputs:

@@ -29,9 +29,7 @@ import collections
 import contextlib
 import datetime
 import logging
-import os
 import pickle
-import tempfile
 import zipfile
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -45,6 +43,7 @@ from tphyolo._version import __version__
 from tphyolo.checkpoint.errors import CheckpointError
 from tphyolo.checkpoint.legacy import read_yolov5_checkpoint
 from tphyolo.checkpoint.release import is_release_name, release_weights
+from tphyolo.data.files.atomic import write_file_atomic
 from tphyolo.models import build_model, convert_original_state_dict
 
 LOGGER = logging.getLogger("tphyolo")
@@ -189,8 +188,8 @@ def save_checkpoint(path: str | Path, payload: Mapping[str, Any]) -> Path:
     """Writes `payload` (keys in the module docstring) to `path` atomically; returns the path.
 
     `format_version`, `tphyolo_version` and `date` (UTC, ISO 8601) are filled in. The file is written to a
-    temporary file in the same folder, flushed and fsynced, then renamed over `path` and the folder fsynced:
-    `path` holds either its old content or the complete new checkpoint, never a partial one.
+    temporary file in the same folder (`atomic_torch_save`), flushed and fsynced, then renamed over `path` and
+    the folder fsynced: `path` holds either its old content or the complete new checkpoint, never a partial one.
     Raises CheckpointError (bad keys or counts) or TypeError (a value that is not plain data) before writing.
     """
     path = Path(path)
@@ -206,38 +205,25 @@ def save_checkpoint(path: str | Path, payload: Mapping[str, Any]) -> Path:
 
 
 def atomic_torch_save(obj: Any, path: str | Path) -> Path:
-    """`torch.save(obj)` to `path` atomically: written to a temporary file in the same folder, flushed and
-    fsynced, renamed over `path`, the folder fsynced. `path` keeps its old content on any failure, and the
-    temporary file is removed; an OSError (e.g. a full disk, which the serializer would report as a bare
-    "unexpected pos") is raised naming `path`. Returns the path."""
+    """`torch.save(obj)` to `path` atomically, as `tphyolo.data.files.atomic.write_file_atomic` writes: to a
+    temporary file beside it (which `clear_stale` removes once its writer is gone), fsynced, renamed over `path`,
+    the folder fsynced. `path` keeps its old content on any failure, and the temporary file is removed; an
+    OSError (e.g. a full disk, which the serializer would report as a bare "unexpected pos") is raised naming
+    `path`. Returns the path."""
     path = Path(path)
     if not path.parent.is_dir():
         raise FileNotFoundError(f"cannot save {path}: folder {path.parent} does not exist")
-    try:
-        fd, tmp_name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    except OSError as error:
-        raise OSError(error.errno, error.strerror, str(path)) from error
-    try:
-        with os.fdopen(fd, "wb") as file:
-            writer = _RecordingWriter(file)
-            try:
-                torch.save(obj, writer)
-            except RuntimeError:
-                if writer.error is None:
-                    raise
-                raise writer.error from None
-            file.flush()
-            os.fsync(file.fileno())
-        os.chmod(tmp_name, 0o644)
-        os.replace(tmp_name, path)
-    except BaseException as error:
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(tmp_name)
-        if isinstance(error, OSError) and error.errno is not None:  # e.g. disk full: name the checkpoint
-            raise OSError(error.errno, error.strerror, str(path)) from error
-        raise
-    _fsync_directory(path.parent)
-    return path
+
+    def save(file: BinaryIO) -> None:
+        writer = _RecordingWriter(file)
+        try:
+            torch.save(obj, writer)
+        except RuntimeError:
+            if writer.error is None:
+                raise
+            raise writer.error from None
+
+    return write_file_atomic(path, save)
 
 
 class _RecordingWriter:
@@ -259,21 +245,11 @@ class _RecordingWriter:
         self._file.flush()
 
 
-def _fsync_directory(directory: Path) -> None:
-    """Makes a rename in `directory` durable (a no-op where folders cannot be opened, e.g. Windows)."""
-    if os.name == "nt":
-        return
-    fd = os.open(directory, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
 def remove_stale_temp_files(folder: str | Path) -> list[Path]:
-    """Remove the temporary files an interrupted `save_checkpoint` left in `folder` (`.NAME.pt.*.tmp`); returns
-    them. Call it only when no save into `folder` is under way."""
-    stale = sorted(Path(folder).glob(".*.pt.*.tmp"))
+    """Remove the temporary files an interrupted `save_checkpoint` left in `folder` (`.STEM.PID.tmp.pt`, as
+    `tphyolo.data.files.atomic` names them; `.NAME.pt.*.tmp` from earlier versions); returns them. Call it only
+    when no save into `folder` is under way."""
+    stale = sorted({*Path(folder).glob(".*.*.tmp.pt"), *Path(folder).glob(".*.pt.*.tmp")})
     for path in stale:
         with contextlib.suppress(FileNotFoundError):
             path.unlink()

@@ -5,7 +5,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from tphyolo.data.files.image_limits import IMGSZ_BOUNDS, MAX_IMGSZ
-from tphyolo.errors import InputError
 from tphyolo.flags import AT_LEAST_ONE, NON_NEGATIVE, SEED, Bounds, check_field_types, flag, imgsz_flag
 
 DEFAULT_ARCH = "crop-cnn"  # the architecture trained unless --arch says otherwise (`small_cnn.py`)
@@ -20,6 +19,9 @@ class ClassifierSplit:
     """The split `tphyolo classify val` scores a classifier on; its field is also the flag."""
 
     task: str = flag("val", "--task", choices=("val", "test"), help="the split to evaluate")
+
+    def __post_init__(self) -> None:
+        check_field_types(self)  # types, choices and bounds
 
 
 @dataclass(frozen=True)
@@ -72,9 +74,7 @@ class ClassifyConfig:
 
     def __post_init__(self) -> None:
         """Raises ValueError naming the flag of the first setting of the wrong type or out of its bounds."""
-        check_field_types(self)
-        if self.optimizer not in OPTIMIZERS:
-            raise InputError(f"unknown optimizer {self.optimizer!r}; known: {list(OPTIMIZERS)}")
+        check_field_types(self)  # types, choices and bounds
 
     @property
     def learning_rate(self) -> float:

@@ -43,6 +43,23 @@ class LetterboxInfo:
     pad: tuple[int, int]
 
 
+def letterbox_shape(
+    height: int, width: int, new_shape: int | tuple[int, int], *, stride: int = 32, auto: bool = False,
+    scaleup: bool = True,
+) -> tuple[tuple[int, int], tuple[int, int]]:
+    """((h, w) of the resized image, (h, w) of the letterboxed output) for a height x width image given to
+    `letterbox` with the same arguments: the geometry alone, without the pixels."""
+    new_h, new_w = (new_shape, new_shape) if isinstance(new_shape, int) else new_shape
+    r = min(new_h / height, new_w / width)
+    if not scaleup:
+        r = min(r, 1.0)
+    h1, w1 = max(1, round(height * r)), max(1, round(width * r))
+    dh, dw = new_h - h1, new_w - w1
+    if auto:  # pad to the next stride multiple only
+        dh, dw = dh % stride, dw % stride
+    return (h1, w1), (h1 + dh, w1 + dw)
+
+
 def letterbox(
     image: np.ndarray,
     new_shape: int | tuple[int, int],
@@ -59,14 +76,8 @@ def letterbox(
     Returns the letterboxed image and how to map coordinates (see module docstring).
     """
     h0, w0 = image.shape[:2]
-    new_h, new_w = (new_shape, new_shape) if isinstance(new_shape, int) else new_shape
-    r = min(new_h / h0, new_w / w0)
-    if not scaleup:
-        r = min(r, 1.0)
-    w1, h1 = max(1, round(w0 * r)), max(1, round(h0 * r))
-    dw, dh = new_w - w1, new_h - h1
-    if auto:
-        dw, dh = dw % stride, dh % stride
+    (h1, w1), (h, w) = letterbox_shape(h0, w0, new_shape, stride=stride, auto=auto, scaleup=scaleup)
+    dw, dh = w - w1, h - h1
     if (w1, h1) != (w0, h0):
         image = cv2.resize(image, (w1, h1), interpolation=cv2.INTER_LINEAR)
     left, top = round(dw / 2 - 0.1), round(dh / 2 - 0.1)

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from tphyolo.data.dataset_config import SPLITS
-from tphyolo.flags import NON_NEGATIVE, flag
+from tphyolo.flags import NON_NEGATIVE, check_field_types, flag
 
 
 def scan_cache_flag() -> bool:
@@ -40,3 +40,6 @@ class DataCommandInputs:
     splits: str = flag(",".join(SPLITS), "--splits", help="comma-separated splits to scan")
     max_problems: int = flag(20, "--max-problems", help="problems listed per split", bounds=NON_NEGATIVE)
     out: Path | None = flag(None, "--out", metavar="DIR", help="slice: the new dataset's folder")
+
+    def __post_init__(self) -> None:
+        check_field_types(self)  # types, choices and bounds

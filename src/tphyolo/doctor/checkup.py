@@ -12,6 +12,7 @@ from typing import Any
 import torch
 
 from tphyolo._version import __version__
+from tphyolo.data.loader import available_cores
 from tphyolo.doctor import probes
 from tphyolo.doctor.findings import DoctorReport
 from tphyolo.doctor.problems import find_problems
@@ -89,7 +90,7 @@ def report(*, compile_check: bool | None = None, progress: Callable[[str], None]
         compile_cache=probes.compile_cache(),
         cpu={
             "logical_cores": os.cpu_count(),
-            "usable_cores": len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count(),
+            "usable_cores": available_cores(),
             "torch_threads": torch.get_num_threads(),
             "torch_interop_threads": torch.get_num_interop_threads(),
             "processor": platform.processor() or platform.machine(),

@@ -45,7 +45,8 @@ import torch
 from tphyolo.data.builtin.synthetic import NAMES as BUILTIN_NAMES
 from tphyolo.data.builtin.synthetic import split_scene
 from tphyolo.data.files.atomic import write_text_atomic
-from tphyolo.infer.backends.base import ExportedBackend, cpu_threads
+from tphyolo.data.loader import available_cores
+from tphyolo.infer.backends.base import ExportedBackend
 from tphyolo.infer.backends.compiled import PRECISION_FILE, RUNTIMES, cache_entry, load_compiled, precision_machine
 from tphyolo.infer.backends.openvino import OpenVINOBackend
 from tphyolo.infer.config import NMS_IOU, PREDICT_CONF, VAL_CONF
@@ -199,7 +200,7 @@ def tune_precision(
     default now). None, keeping nothing, on a CPU without native bf16 or when the compiled model is not within
     tolerance of PyTorch (PyTorch runs it then)."""
     cpu = cpu if cpu is not None else cpu_info()
-    threads = threads or cpu_threads()
+    threads = threads or available_cores()
     if not cpu.has_native_bf16 or load_compiled(weights, precision="fp32", threads=threads, cpu=cpu) is None:
         return None
     spec = RUNTIMES["openvino"]

@@ -15,7 +15,7 @@ from typing import Any
 from tphyolo.data.mot.sequences import TRACK_FORMATS
 from tphyolo.errors import InputError
 from tphyolo.evaluation.settings import ValConfig
-from tphyolo.flags import flag, setting_name
+from tphyolo.flags import check_field_types, flag, setting_name
 from tphyolo.infer.config import VALIDATION, InferenceConfig
 from tphyolo.metrics.registry import PROTOCOLS, VISDRONE_TXT, saved_format
 from tphyolo.runtime.run_dir import OutputDir
@@ -82,8 +82,7 @@ class EvalJob:
         for name in ("gt", "pred", "images", "json", "report", "save_gt"):  # Python callers may give str
             if isinstance(getattr(self, name), str):
                 object.__setattr__(self, name, Path(getattr(self, name)))
-        if self.task not in EVAL_TASKS:
-            raise InputError(f"--task must be one of {list(EVAL_TASKS)}, got {self.task!r}")
+        check_field_types(self)  # types, choices and bounds
         if self.task == "track":
             defaults = {f.name: f.default for f in fields(self)}
             given = [setting_name(self, n) for n in DETECTION_ONLY if getattr(self, n) != defaults[n]]

@@ -27,7 +27,8 @@ from tphyolo.evaluation.scoring import METRICS, MetricsEvaluator
 from tphyolo.evaluation.settings import DEFAULT_EVAL, EvalSettings
 from tphyolo.evaluation.sharded import gather_in_order, gather_speed, global_progress
 from tphyolo.evaluation.writers import Writer
-from tphyolo.infer.backends.pytorch import Backend, as_backend
+from tphyolo.infer.backends.base import Backend
+from tphyolo.infer.backends.pytorch import as_backend
 from tphyolo.infer.config import VALIDATION, InferenceConfig
 from tphyolo.infer.detector import Detector, PhaseTimes, View, ViewBatch
 from tphyolo.infer.slicing import SliceConfig

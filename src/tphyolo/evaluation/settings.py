@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from tphyolo.data.scan_options import scan_cache_flag
-from tphyolo.flags import NON_NEGATIVE, flag
+from tphyolo.flags import NON_NEGATIVE, check_field_types, flag
 from tphyolo.metrics.registry import PROTOCOLS
 
 TASKS = ("val", "test")  # the splits `val` scores
@@ -75,6 +75,9 @@ class ValConfig:
     def writes(self) -> bool:
         """Whether the run writes any file (`save_json`, `save_txt` or `plots`)."""
         return self.save_json or self.save_txt or self.plots
+
+    def __post_init__(self) -> None:
+        check_field_types(self)  # types, choices and bounds
 
 
 VAL_CONFIG_FIELDS = frozenset(f.name for f in fields(ValConfig))

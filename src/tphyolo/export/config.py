@@ -9,9 +9,9 @@ from tphyolo.data.files.image_limits import IMGSZ_BOUNDS
 from tphyolo.errors import InputError
 from tphyolo.export.formats import EXPORT_FORMATS, FORMAT_BY_NAME, INT8_FORMATS
 from tphyolo.flags import AT_LEAST_ONE, Bounds, check_field_types, flag, imgsz_flag
+from tphyolo.infer.config import DEFAULT_OPSET
 from tphyolo.metrics.registry import PROTOCOLS
 
-DEFAULT_OPSET = 17  # LayerNormalization is a single op from 17; every runtime here reads it
 MIN_OPSET = 14  # scaled_dot_product_attention needs 14
 MAX_OPSET = 20  # the newest the TorchScript-based ONNX exporter writes (torch.onnx ONNX_TORCHSCRIPT_EXPORTER_MAX_OPSET)
 DEFAULT_CALIBRATION_IMAGES = 300  # NNCF's default subset size; fewer when the train split is smaller
@@ -103,14 +103,11 @@ class ExportConfig:
     )
 
     def __post_init__(self) -> None:
-        unknown = [f for f in self.formats if f not in EXPORT_FORMATS]
-        if unknown or not self.formats:
-            raise InputError(f"unknown export format(s) {unknown or '(none)'}; known: {list(EXPORT_FORMATS)}")
+        check_field_types(self)  # types, choices and bounds
+        if not self.formats:
+            raise InputError(f"no export format given; known: {list(EXPORT_FORMATS)}")
         if len(set(self.formats)) != len(self.formats):
             raise InputError(f"export format listed twice: {list(self.formats)}")
-        check_field_types(self)  # types and the flags' bounds
-        if self.calib_ranges not in CALIBRATION_RANGES:
-            raise InputError(f"--calib-ranges must be one of {list(CALIBRATION_RANGES)}, got {self.calib_ranges!r}")
         if self.int8:
             self._check_int8()
         else:

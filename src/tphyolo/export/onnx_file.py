@@ -15,11 +15,12 @@ from torch import nn
 
 from tphyolo.data.files.atomic import atomic_path
 from tphyolo.errors import InputError
-from tphyolo.export.config import DEFAULT_OPSET, MIN_OPSET
+from tphyolo.export.config import MIN_OPSET
 from tphyolo.imports import require
 from tphyolo.infer.backends import onnx_trace
 from tphyolo.infer.backends.metadata import ExportMetadata
 from tphyolo.infer.backends.onnx_trace import embed_metadata
+from tphyolo.infer.config import DEFAULT_OPSET
 
 if TYPE_CHECKING:
     from tphyolo.export.config import ExportConfig

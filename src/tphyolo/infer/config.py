@@ -16,6 +16,7 @@ from tphyolo.flags import (
     NON_NEGATIVE,
     Bounds,
     check_field_types,
+    checked,
     flag,
     imgsz_flag,
     setting_name,
@@ -50,6 +51,9 @@ RUNTIMES = ("auto", "pytorch", "openvino", "onnxruntime")
 # What a compiled checkpoint computes in: "auto" is exact fp32, or OpenVINO's bf16 on CPUs with AMX / AVX512-BF16
 # where a check on this machine and model found it faster and as accurate (`tphyolo.infer.backends.bf16_check`).
 PRECISIONS = ("auto", "fp32", "bf16")
+# The ONNX opset of `tphyolo export` unless given, and of the trace the compiled runtimes start from: LayerNormalization
+# is a single op from 17; every runtime here reads it.
+DEFAULT_OPSET = 17
 
 
 @dataclass(frozen=True)
@@ -100,7 +104,7 @@ class InferenceConfig:
         "iou", "--match", choices=MATCH_MEASURES, help="merge overlap: iou, or ios (over the smaller box)"
     )
     merge_agnostic: bool = flag(False, "--merge-agnostic", help="merge boxes across classes (nms, nmm, greedy-nmm)")
-    from_model: tuple[str, ...] = ()
+    from_model: tuple[str, ...] = checked((), choices=MODEL_CHOSEN)
     backend: str = flag(
         "auto", "--runtime", choices=RUNTIMES,
         help="what runs a .pt checkpoint: auto = OpenVINO on the CPU when installed (compiled once, checked "
@@ -119,28 +123,17 @@ class InferenceConfig:
             value = getattr(self, name)
             if value is not None and not isinstance(value, tuple):
                 object.__setattr__(self, name, tuple(value))
-        check_field_types(self)  # types and the flags' bounds
+        check_field_types(self)  # types, choices and bounds
         if self.augment and (largest := max(self.tta_scales) * self.imgsz) > MAX_IMGSZ:
             raise InputError(
                 f"{setting_name(self, 'tta_scales')} {max(self.tta_scales):g} at {setting_name(self, 'imgsz')} "
                 f"{self.imgsz}: a {largest:.0f} px input, above the image-size limit of {MAX_IMGSZ}"
             )
-        if self.merge not in MERGE_METHODS:
-            raise InputError(
-                f"unknown {setting_name(self, 'merge')} method {self.merge!r}; known: {list(MERGE_METHODS)}"
-            )
-        if self.match not in MATCH_MEASURES:
-            raise InputError(f"unknown {setting_name(self, 'match')} {self.match!r}; known: {list(MATCH_MEASURES)}")
         if self.merge == "wbf" and (self.match != "iou" or self.merge_agnostic):
             given = setting_name(self, "match" if self.match != "iou" else "merge_agnostic")
             raise InputError(f"{given}: wbf fuses boxes of one class by IoU; choose {setting_name(self, 'merge')} "
                              "nms, nmm or greedy-nmm")  # fmt: skip
         TTAConfig(self.tta_scales, self.tta_flips)  # validates them
-        if unknown := sorted(set(self.from_model) - set(MODEL_CHOSEN)):
-            raise InputError(f"from_model {unknown}: the models choose only {list(MODEL_CHOSEN)}")
-        for name, known in (("backend", RUNTIMES), ("precision", PRECISIONS)):
-            if getattr(self, name) not in known:
-                raise InputError(f"unknown {setting_name(self, name)} {getattr(self, name)!r}; known: {list(known)}")
         if self.precision == "bf16" and self.backend not in ("auto", "openvino"):
             flags = setting_name(self, "precision"), setting_name(self, "backend")
             raise InputError(f"{flags[0]} bf16 is a precision of {flags[1]} openvino; {self.backend} has --amp")

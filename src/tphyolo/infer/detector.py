@@ -36,7 +36,7 @@ from tphyolo.classify.classifier import CropClassifier, resolve_class_ids
 from tphyolo.classify.relabel import Image, reclassify_rows
 from tphyolo.data.letterbox import LetterboxInfo
 from tphyolo.errors import InputError
-from tphyolo.infer.backends.pytorch import Backend
+from tphyolo.infer.backends.base import Backend
 from tphyolo.infer.config import RECLASSIFY_MIN_SCORE, InferenceConfig
 from tphyolo.infer.input_shape import fixed_input_shape
 from tphyolo.infer.merge import merge_detections

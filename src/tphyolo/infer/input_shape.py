@@ -28,7 +28,8 @@ from pathlib import Path
 from tphyolo.checkpoint.format import load_checkpoint
 from tphyolo.errors import InputError
 from tphyolo.flags import setting_name
-from tphyolo.infer.backends.pytorch import Backend, largest_own_imgsz
+from tphyolo.infer.backends.base import Backend
+from tphyolo.infer.backends.pytorch import largest_own_imgsz
 from tphyolo.infer.config import InferenceConfig
 from tphyolo.infer.slicing import MODEL, SliceConfig
 

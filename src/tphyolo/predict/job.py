@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from tphyolo.data.files.raster import MAX_RASTER_PIXELS
-from tphyolo.flags import AT_LEAST_ONE, Bounds, flag
+from tphyolo.flags import AT_LEAST_ONE, Bounds, check_field_types, flag
 from tphyolo.infer.config import InferenceConfig
 from tphyolo.infer.slicing import SliceConfig
 from tphyolo.predict.draw_style import DEFAULT_STYLE, DrawStyle
@@ -44,6 +44,9 @@ class PredictInputs:
     resume: Path | None = flag(None, "--resume", metavar="RUN_DIR", help="continue an interrupted run in RUN_DIR "
                                "with its settings: finished outputs are kept, the rest done")  # fmt: skip
 
+    def __post_init__(self) -> None:
+        check_field_types(self)  # types, choices and bounds
+
 
 @dataclass(frozen=True)
 class RasterSettings:
@@ -60,6 +63,9 @@ class RasterSettings:
     max_pixels: int = flag(MAX_RASTER_PIXELS, "--max-pixels", bounds=AT_LEAST_ONE, metavar="N",
                            help="rasters: refuse one whose header declares more pixels than this (default 10^10, "
                                 "e.g. 100,000 x 100,000 px)")  # fmt: skip
+
+    def __post_init__(self) -> None:
+        check_field_types(self)  # types, choices and bounds
 
     def asked(self) -> list[str]:
         """The flags given that only a raster source takes."""

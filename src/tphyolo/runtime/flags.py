@@ -12,7 +12,7 @@ import argparse
 from dataclasses import dataclass
 
 from tphyolo.errors import InputError
-from tphyolo.flags import add_flags, flag
+from tphyolo.flags import add_flags, check_field_types, flag
 from tphyolo.runtime.cpu_memory import KEEP_BYTES
 
 AMP_CHOICES = ("auto", "bf16", "fp16", "off")
@@ -115,13 +115,7 @@ class RuntimeSettings:
     )  # fmt: skip
 
     def __post_init__(self) -> None:
-        if self.amp not in AMP_CHOICES:
-            raise InputError(f"amp must be one of {AMP_CHOICES}, got {self.amp!r}")
-        if self.compile not in COMPILE_CHOICES:
-            raise InputError(f"compile must be one of {COMPILE_CHOICES}, got {self.compile!r}")
-        unknown = [b for b in self.sdpa_backends if b not in SDPA_BACKEND_NAMES]
-        if unknown:
-            raise InputError(f"unknown SDPA backend(s) {unknown}; known: {list(SDPA_BACKEND_NAMES)}")
+        check_field_types(self)  # types, choices and bounds
         parse_device(self.device)  # validates the spelling
         if self.half and self.amp in ("bf16", "fp16"):
             raise InputError(f"half runs fp16 weights without autocast; it cannot be combined with amp {self.amp!r}")

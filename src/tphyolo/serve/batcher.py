@@ -41,6 +41,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from tphyolo.data.letterbox import letterbox_shape
 from tphyolo.errors import describe_error
 from tphyolo.serve.options import Settings
 from tphyolo.serve.problems import RequestProblem, unavailable
@@ -70,15 +71,6 @@ class _Job:
     deadline: float
     enqueued: float = field(default_factory=time.monotonic)
     future: concurrent.futures.Future = field(default_factory=concurrent.futures.Future)
-
-
-def letterboxed_shape(height: int, width: int, *, imgsz: int, stride: int) -> tuple[int, int]:
-    """(h, w) of the network input of a height x width image letterboxed to `imgsz` (rounded up to a `stride`
-    multiple) with its short side padded to the next stride multiple, as `Predictor` letterboxes."""
-    size = math.ceil(imgsz / stride) * stride
-    r = size / max(height, width)
-    h, w = max(1, round(height * r)), max(1, round(width * r))
-    return h + (size - h) % stride, w + (size - w) % stride
 
 
 class Batcher:
@@ -152,11 +144,8 @@ class Batcher:
         stride = info.stride if info is not None else 32
         jobs = []
         for image in images:
-            shape = (
-                None
-                if settings.slicing
-                else letterboxed_shape(*image.shape[:2], imgsz=settings.config.imgsz, stride=stride)
-            )
+            size = math.ceil(settings.config.imgsz / stride) * stride  # as check_imgsz rounds it
+            shape = None if settings.slicing else letterbox_shape(*image.shape[:2], size, stride=stride, auto=True)[1]
             jobs.append(_Job(image, settings, (settings, shape), deadline))
         with self._condition:
             if self._stopping:

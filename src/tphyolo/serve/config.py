@@ -51,6 +51,9 @@ class ServedModels:
         None, "--model-weights", help="WBF weight of each model", bounds=NON_NEGATIVE
     )
 
+    def __post_init__(self) -> None:
+        check_field_types(self)  # types, choices and bounds
+
 
 @dataclass(frozen=True)
 class ServeConfig:

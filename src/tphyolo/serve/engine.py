@@ -29,6 +29,7 @@ import numpy as np
 import torch
 
 from tphyolo.data.files.digest import update_with_file
+from tphyolo.data.loader import available_cores
 from tphyolo.infer.config import InferenceConfig
 from tphyolo.infer.slicing import SliceConfig
 from tphyolo.predict.predictor import Predictor
@@ -122,7 +123,7 @@ def configure_worker_threads(spec: EngineSpec) -> int:
     from the worker process's entry point); returns the threads it runs with."""
     device = resolve_device(spec.device) if spec.device is not None else spec.runtime.torch_device()
     if device.type == "cpu":
-        threads = worker_threads(usable_cores=len(os.sched_getaffinity(0)), environ=os.environ)
+        threads = worker_threads(usable_cores=available_cores(), environ=os.environ)
         if threads is not None:
             torch.set_num_threads(threads)
     return torch.get_num_threads()

@@ -26,26 +26,13 @@ from pathlib import Path
 from typing import Any
 
 from tphyolo.errors import InputError
-from tphyolo.flags import FRACTION, NON_NEGATIVE, Bounds, check_field_types
+from tphyolo.flags import FRACTION, NON_NEGATIVE, Bounds, check_field_types, checked
 from tphyolo.track.kalman import MOTION_MODELS
 from tphyolo.yaml_files import load_yaml_file
 
 CMC_METHODS = ("sparse", "ecc", "orb", "none")
 BYTETRACK_FAMILY = ("bytetrack", "botsort")  # the trackers TrackerConfig sets up; all: tphyolo.track.registry
 COST_LIMIT = Bounds(0, 2, low_open=True)  # a limit on 1 - IoU (times a score): 0 would match nothing
-_BOUNDS = {
-    "track_high_thresh": FRACTION, "track_low_thresh": FRACTION, "new_track_thresh": FRACTION,
-    "duplicate_iou": FRACTION, "match_thresh": COST_LIMIT, "second_match_thresh": COST_LIMIT,
-    "unconfirmed_match_thresh": COST_LIMIT, "track_buffer": NON_NEGATIVE, "cmc_size": Bounds(32),
-}  # fmt: skip
-
-
-def check_bounds(settings: Any, bounds: Mapping[str, Bounds]) -> None:
-    """ValueError naming the first field of `settings` named in `bounds` whose value lies outside its bounds."""
-    for name, allowed in bounds.items():
-        value = getattr(settings, name)
-        if value not in allowed:
-            raise InputError(f"{name} must be {allowed}, got {value}")
 
 
 @dataclass(frozen=True)
@@ -65,30 +52,23 @@ class TrackerConfig:
     shrunk to `cmc_size` pixels on the long side.
     """
 
-    tracker: str = "bytetrack"
-    track_high_thresh: float = 0.3
-    track_low_thresh: float = 0.1
-    new_track_thresh: float = 0.3
-    match_thresh: float = 0.8
-    second_match_thresh: float = 0.5
-    unconfirmed_match_thresh: float = 0.7
+    tracker: str = checked("bytetrack", choices=BYTETRACK_FAMILY)
+    track_high_thresh: float = checked(0.3, bounds=FRACTION)
+    track_low_thresh: float = checked(0.1, bounds=FRACTION)
+    new_track_thresh: float = checked(0.3, bounds=FRACTION)
+    match_thresh: float = checked(0.8, bounds=COST_LIMIT)
+    second_match_thresh: float = checked(0.5, bounds=COST_LIMIT)
+    unconfirmed_match_thresh: float = checked(0.7, bounds=COST_LIMIT)
     fuse_score: bool = True
-    track_buffer: int = 30
-    duplicate_iou: float = 0.85
+    track_buffer: int = checked(30, bounds=NON_NEGATIVE)
+    duplicate_iou: float = checked(0.85, bounds=FRACTION)
     class_aware: bool = False
-    motion: str = "xywh"
-    cmc: str = "none"
-    cmc_size: int = 480
+    motion: str = checked("xywh", choices=MOTION_MODELS)
+    cmc: str = checked("none", choices=CMC_METHODS)
+    cmc_size: int = checked(480, bounds=Bounds(32))
 
     def __post_init__(self) -> None:
-        check_field_types(self)
-        if self.tracker not in BYTETRACK_FAMILY:
-            raise InputError(f"TrackerConfig sets up {list(BYTETRACK_FAMILY)}, not {self.tracker!r}")
-        if self.motion not in MOTION_MODELS:
-            raise InputError(f"unknown motion model {self.motion!r}; known: {list(MOTION_MODELS)}")
-        if self.cmc not in CMC_METHODS:
-            raise InputError(f"unknown camera-motion compensation {self.cmc!r}; known: {list(CMC_METHODS)}")
-        check_bounds(self, _BOUNDS)
+        check_field_types(self)  # types, choices and bounds
         if self.track_low_thresh > self.track_high_thresh:
             raise InputError(f"track_low_thresh {self.track_low_thresh} is above track_high_thresh "
                              f"{self.track_high_thresh}")  # fmt: skip

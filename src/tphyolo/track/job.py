@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from tphyolo.flags import AT_LEAST_ONE, flag
+from tphyolo.flags import AT_LEAST_ONE, check_field_types, flag
 from tphyolo.infer.config import InferenceConfig
 from tphyolo.infer.slicing import SliceConfig
 from tphyolo.predict.draw_style import DEFAULT_STYLE, DrawStyle
@@ -41,6 +41,9 @@ class TrackInputs:
     )  # fmt: skip
     vid_stride: int = flag(1, "--vid-stride", metavar="N", bounds=AT_LEAST_ONE, help="track every N-th video frame")
 
+    def __post_init__(self) -> None:
+        check_field_types(self)  # types, choices and bounds
+
 
 @dataclass(frozen=True)
 class TrackerChoice:
@@ -54,6 +57,9 @@ class TrackerChoice:
     cmc: str | None = flag(
         None, "--cmc", choices=CMC_METHODS, help="camera-motion compensation (default: the tracker's; botsort: sparse)"
     )
+
+    def __post_init__(self) -> None:
+        check_field_types(self)  # types, choices and bounds
 
 
 @dataclass(frozen=True)

@@ -34,17 +34,11 @@ from typing import Any
 import numpy as np
 
 from tphyolo.errors import InputError
-from tphyolo.flags import AT_LEAST_ONE, FRACTION, NON_NEGATIVE, check_field_types
+from tphyolo.flags import AT_LEAST_ONE, FRACTION, NON_NEGATIVE, check_field_types, checked
 from tphyolo.ops.overlap import box_overlap
-from tphyolo.track.config import check_bounds
 from tphyolo.track.interface import Tracks, detections_of_frame
 from tphyolo.track.kalman import SORT_P0, correct, predict, to_boxes, to_measurement
 from tphyolo.track.live import LiveTracks, SparseFrames
-
-_BOUNDS = {
-    "det_thresh": FRACTION, "low_thresh": FRACTION, "iou_threshold": FRACTION, "inertia": FRACTION,
-    "max_age": NON_NEGATIVE, "min_hits": NON_NEGATIVE, "delta_t": AT_LEAST_ONE,
-}  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -56,22 +50,19 @@ class OCSortConfig:
     three matches in a row loses the short, broken tracks of objects seen from above: on UAVDT M0101 with a
     drone detector's simulated scores HOTA / IDF1 / MOTA 45.1 / 56.0 / 53.6 against 0.3 / 0.3 / 0.1."""
 
-    tracker: str = "ocsort"
-    det_thresh: float = 0.5
-    low_thresh: float = 0.1
-    iou_threshold: float = 0.3
-    max_age: int = 30
-    min_hits: int = 1
-    delta_t: int = 3
-    inertia: float = 0.2
+    tracker: str = checked("ocsort", choices=("ocsort",))
+    det_thresh: float = checked(0.5, bounds=FRACTION)
+    low_thresh: float = checked(0.1, bounds=FRACTION)
+    iou_threshold: float = checked(0.3, bounds=FRACTION)
+    max_age: int = checked(30, bounds=NON_NEGATIVE)
+    min_hits: int = checked(1, bounds=NON_NEGATIVE)
+    delta_t: int = checked(3, bounds=AT_LEAST_ONE)
+    inertia: float = checked(0.2, bounds=FRACTION)
     use_byte: bool = True
     class_aware: bool = False
 
     def __post_init__(self) -> None:
-        check_field_types(self)
-        if self.tracker != "ocsort":
-            raise InputError(f"OCSortConfig is the settings of 'ocsort', not {self.tracker!r}")
-        check_bounds(self, _BOUNDS)
+        check_field_types(self)  # types, choices and bounds
         if self.low_thresh > self.det_thresh:
             raise InputError(f"low_thresh {self.low_thresh} is above det_thresh {self.det_thresh}")
 

@@ -29,8 +29,7 @@ import numpy as np
 
 from tphyolo.data.mot.table import TrackTable
 from tphyolo.errors import InputError
-from tphyolo.flags import FRACTION, check_field_types
-from tphyolo.track.config import check_bounds
+from tphyolo.flags import FRACTION, check_field_types, checked
 
 SCORE_LAWS = ("normal", "beta")
 FP_SCORE_LAWS = ("uniform", "exponential")
@@ -40,25 +39,22 @@ FP_SCORE_LAWS = ("uniform", "exponential")
 class DetectorNoise:
     """How simulated detections differ from the truth (see the module docstring)."""
 
-    miss: float = 0.1
+    miss: float = checked(0.1, bounds=FRACTION)
     hard_miss: float = 2.5
     jitter: float = 0.05
-    scores: str = "normal"
-    score_mean: float = 0.72
+    scores: str = checked("normal", choices=SCORE_LAWS)
+    score_mean: float = checked(0.72, bounds=FRACTION)
     score_spread: float = 0.15
     hard_score: float = 0.15
     false_positives: float = 2.0
-    fp_near: float = 0.0
-    fp_scores: str = "uniform"
+    fp_near: float = checked(0.0, bounds=FRACTION)
+    fp_scores: str = checked("uniform", choices=FP_SCORE_LAWS)
     fp_range: tuple[float, float] = (0.1, 0.65)
     fp_mean: float = 0.1
-    conf: float = 0.0
+    conf: float = checked(0.0, bounds=FRACTION)
 
     def __post_init__(self) -> None:
-        check_field_types(self)
-        if self.scores not in SCORE_LAWS or self.fp_scores not in FP_SCORE_LAWS:
-            raise InputError(f"scores must be one of {SCORE_LAWS} and fp_scores one of {FP_SCORE_LAWS}")
-        check_bounds(self, dict.fromkeys(("miss", "fp_near", "conf", "score_mean"), FRACTION))
+        check_field_types(self)  # types, choices and bounds
         if self.scores == "beta" and not 0 < self.score_spread**2 < self.score_mean * (1 - self.score_mean):
             raise InputError(f"no Beta law has mean {self.score_mean} and spread {self.score_spread}")
 

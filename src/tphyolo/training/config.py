@@ -12,7 +12,17 @@ from typing import Any
 from tphyolo.data.files.image_limits import IMGSZ_BOUNDS
 from tphyolo.data.scan_options import scan_cache_flag
 from tphyolo.errors import InputError
-from tphyolo.flags import AT_LEAST_ONE, FRACTION, NON_NEGATIVE, SEED, check_field_types, flag, imgsz_flag, setting_name
+from tphyolo.flags import (
+    AT_LEAST_ONE,
+    FRACTION,
+    NON_NEGATIVE,
+    SEED,
+    check_field_types,
+    checked,
+    flag,
+    imgsz_flag,
+    setting_name,
+)
 from tphyolo.infer.config import MAX_DET, MERGE_METHODS, NMS_IOU, VAL_CONF
 
 OPTIMIZERS = ("SGD", "Adam", "AdamW")  # the optimisers `training.optim.rules.build_optimizer` builds
@@ -124,35 +134,21 @@ class TrainConfig:
         help="the warm-up lasts at least this many batches, at most half the run (YOLOv5's rule; 0: warmup_epochs "
         "alone)",
     )  # fmt: skip
-    val_conf: float = VAL_CONF
-    val_iou: float = NMS_IOU
-    max_det: int = MAX_DET
+    val_conf: float = checked(VAL_CONF, bounds=FRACTION)
+    val_iou: float = checked(NMS_IOU, bounds=FRACTION)
+    max_det: int = checked(MAX_DET, bounds=AT_LEAST_ONE)
     plots: bool = flag(True, "--no-plots", help="skip labels.jpg, train_batch*.jpg, results.png")
 
     def __post_init__(self) -> None:
-        """Raises ValueError naming the flag (`setting_name`) of the first setting that is out of range.
+        """Raises InputError naming the flag (`setting_name`) of the first setting that is out of range.
         A single number for `freeze` (saved by older versions, or given from Python) becomes a 1-tuple."""
         if type(self.freeze) is int:
             object.__setattr__(self, "freeze", (self.freeze,))
-        check_field_types(self)  # types and the flags' bounds
+        check_field_types(self)  # types, choices and bounds
         if not self.freeze:
             raise InputError(f"{self._flag('freeze')} needs a number of layers or layer indices")
-        if self.optimizer is not None and self.optimizer not in OPTIMIZERS:
-            raise InputError(f"{self._flag('optimizer')} must be one of {OPTIMIZERS}, got {self.optimizer!r}")
-        if self.cache not in CACHE_CHOICES:
-            raise InputError(f"{self._flag('cache')} must be one of {CACHE_CHOICES}, got {self.cache!r}")
         if self.tile and self.rect:
             raise InputError(f"{self._flag('tile')} draws windows at random: not with {self._flag('rect')}")
-        if self.merge not in MERGE_METHODS:
-            raise InputError(f"{self._flag('merge')} must be one of {MERGE_METHODS}, got {self.merge!r}")
-        if self.ignore_mode not in IGNORE_MODES:
-            raise InputError(f"{self._flag('ignore_mode')} must be one of {IGNORE_MODES}, got {self.ignore_mode!r}")
-        for name, minimum in (("max_det", 1),):  # settings without a flag
-            if getattr(self, name) < minimum:
-                raise InputError(f"{self._flag(name)} must be at least {minimum}, got {getattr(self, name)}")
-        for name in ("val_conf", "val_iou"):
-            if getattr(self, name) not in FRACTION:
-                raise InputError(f"{self._flag(name)} must be {FRACTION}, got {getattr(self, name)!r}")
 
     def _flag(self, name: str) -> str:
         return setting_name(self, name)

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 
 from tphyolo.bench.timing import CLOCKS
 from tphyolo.data.files.image_limits import IMGSZ_BOUNDS
-from tphyolo.flags import AT_LEAST_ONE, NON_NEGATIVE, flag, imgsz_flag
+from tphyolo.flags import AT_LEAST_ONE, NON_NEGATIVE, check_field_types, flag, imgsz_flag
 
 BENCHMARKS = ("attention", "model", "wbf", "eval", "data", "predict", "startup", "serve")
 
@@ -72,6 +72,9 @@ class BenchSettings:
     data: str = flag("synthetic", "--data", help="dataset yaml or built-in name for bench data and INT8 calibration")
     data_batches: int | None = flag(None, "--data-batches", bounds=AT_LEAST_ONE,
                                     help="batches per bench data run (default 8)")  # fmt: skip
+
+    def __post_init__(self) -> None:
+        check_field_types(self)  # types, choices and bounds
 
     def pick(self, explicit: int | None, normal: int, tiny: int) -> int:
         """`explicit` when given, else `tiny` under `quick` and `normal` otherwise."""

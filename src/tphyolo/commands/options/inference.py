@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from tphyolo.errors import InputError, UsageError
-from tphyolo.flags import FRACTION, NON_NEGATIVE, add_flags, flag, from_flags
+from tphyolo.flags import FRACTION, NON_NEGATIVE, add_flags, check_field_types, flag, from_flags
 from tphyolo.infer.config import MODEL_CHOSEN, InferenceConfig
 from tphyolo.infer.slicing import AUTO, DEFAULT_OVERLAP, MODEL, OVERLAP_BOUNDS, SIZE_BOUNDS, SliceConfig
 from tphyolo.runtime.run_dir import OutputDir
@@ -80,6 +80,9 @@ class SliceFlags:
                                "all)")  # fmt: skip
     skip_empty: bool = flag(False, "--skip-empty", help="do not run windows of one pixel value (NoData)")
 
+    def __post_init__(self) -> None:
+        check_field_types(self)  # types, choices and bounds
+
     def config(self) -> SliceConfig | None:
         """The SliceConfig; without `--slice` SliceConfig(MODEL) (the model's, `settled_slicing`); None for
         `--slice 0`. Raises UsageError for slice flags given without `--slice` or with `--slice 0`, and for
@@ -118,6 +121,9 @@ class ClassifierFlags:
         None, "--classifier-weight", bounds=FRACTION, metavar="W",
         help="the classifier's share in [0, 1] (default: the one saved with it)",
     )  # fmt: skip
+
+    def __post_init__(self) -> None:
+        check_field_types(self)  # types, choices and bounds
 
 
 def add_classifier_flags(parser: argparse.ArgumentParser) -> None:

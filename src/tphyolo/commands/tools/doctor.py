@@ -12,7 +12,7 @@ import sys
 from dataclasses import dataclass
 
 from tphyolo.data.files.image_limits import IMGSZ_BOUNDS
-from tphyolo.flags import add_flags, flag
+from tphyolo.flags import add_flags, check_field_types, flag
 from tphyolo.runtime.install import PairProblem
 
 TUNE_MODEL = "tph-yolov5n"  # the README main job's model
@@ -37,6 +37,9 @@ class DoctorFlags:
     model: str = flag(TUNE_MODEL, "--model", help="the architecture --tune measures (a name or model yaml)")
     img: int = flag(TUNE_IMGSZ, "--img", help="the image size --tune measures at", bounds=IMGSZ_BOUNDS)
     weights: str | None = flag(None, "--weights", help="a checkpoint whose OpenVINO bf16 --tune checks")
+
+    def __post_init__(self) -> None:
+        check_field_types(self)  # types, choices and bounds
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:

@@ -7,6 +7,10 @@ one-line error names the file the user asked for.
     with atomic_path(out / "model.onnx") as tmp:   # any writer that takes a path
         torch.onnx.export(model, x, tmp)
     write_text_atomic(out / "predictions.json", text)
+    write_file_atomic(out / "last.pt", lambda file: torch.save(state, file))   # any writer of a binary file
+
+The `write_*_atomic` functions also fsync the file before the rename and the folder after it, so that once they
+return the new version survives a power loss (checkpoints are written so).
 
 A writer killed mid-write (SIGKILL, power loss) cannot clean up: its temporary `.STEM.PID.tmpSUFFIX` (or a folder
 moved aside, `.NAME.PID.old`) stays beside the file. The next write of the same file clears what processes no
@@ -21,8 +25,9 @@ import contextlib
 import os
 import re
 import shutil
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import BinaryIO
 
 
 @contextlib.contextmanager
@@ -84,13 +89,32 @@ def _install(tmp: Path, path: Path) -> None:
         os.replace(tmp, path)
 
 
+def write_file_atomic(path: str | Path, write: Callable[[BinaryIO], object]) -> Path:
+    """Write `path` in one step (module docstring) with `write(file)`, `file` the temporary opened for binary
+    writing: flushed and fsynced before the rename, the folder fsynced after it. Returns the path."""
+    path = Path(path)
+    with atomic_path(path) as tmp, tmp.open("wb") as file:
+        write(file)
+        file.flush()
+        os.fsync(file.fileno())
+    _fsync_folder(path.parent)
+    return path
+
+
 def write_bytes_atomic(path: str | Path, data: bytes) -> Path:
-    """Write `data` to `path` in one step (module docstring); returns the path."""
-    with atomic_path(path) as tmp, tmp.open("wb") as f:
-        f.write(data)
-        f.flush()
-        os.fsync(f.fileno())
-    return Path(path)
+    """Write `data` to `path` in one step, synced (`write_file_atomic`); returns the path."""
+    return write_file_atomic(path, lambda file: file.write(data))
+
+
+def _fsync_folder(folder: Path) -> None:
+    """Makes a rename in `folder` durable (a no-op where folders cannot be opened, e.g. Windows)."""
+    if os.name == "nt":
+        return
+    fd = os.open(folder, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
 
 
 def write_text_atomic(path: str | Path, text: str) -> Path:

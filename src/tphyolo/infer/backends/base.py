@@ -1,21 +1,48 @@
-"""What every backend of an exported model shares: metadata, input checks, dtype and device handling.
+"""The `Backend` interface of every model the inference core runs, and what every backend of an exported model
+shares: metadata, input checks, dtype and device handling.
 
-The interface is the inference core's (`tphyolo.infer.backends.pytorch.Backend`): `prepare(images)` turns (B, 3, H, W)
-uint8 RGB images into the input of `run`, floats in [0, 1] in `dtype` on `device`; `run(x)` returns the decoded
-output (B, N, 5 + nc) float32 on `device` (boxes cx, cy, w, h in input pixels, then objectness and class
-scores). `stride`, `names`, `imgsz`, `dynamic` and `batch` come from the exported file, so that predicting needs
-nothing else. The engine never asks which backend it holds.
+The interface (`Backend`): `prepare(images)` turns (B, 3, H, W) uint8 RGB images into the input of `run`, floats
+in [0, 1] in `dtype` on `device`; `run(x)` returns the decoded output (B, N, 5 + nc) float32 on `device` (boxes
+cx, cy, w, h in input pixels, then objectness and class scores). For an exported model `stride`, `names`,
+`imgsz`, `dynamic` and `batch` come from the file, so that predicting needs nothing else. The engine never asks
+which backend it holds.
 """
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
+from typing import Protocol
 
 import torch
 
 from tphyolo.errors import InputError
 from tphyolo.infer.backends.metadata import ExportMetadata
+
+
+class Backend(Protocol):
+    """A loaded detection model.
+
+    names: class names (index = class id); stride: the largest stride (input sides must be multiples of it);
+    device: where its inputs live; dtype: the dtype of its inputs. Optional (a backend without them takes any
+    input): fixed_shape, the (h, w) every input must have (a fixed-size export), None for any stride multiple;
+    max_batch, the most images one `run` takes (a fixed-size export's batch), None for any number; own_imgsz,
+    the image size the model was made for (a checkpoint's training size, an export's), None when unknown.
+    """
+
+    names: list[str]
+    stride: int
+    device: torch.device
+    dtype: torch.dtype
+    fixed_shape: tuple[int, int] | None
+    max_batch: int | None
+
+    def prepare(self, images: torch.Tensor) -> torch.Tensor:
+        """(B, 3, H, W) uint8 RGB images -> the input `run` takes: values in [0, 1], on `device`, in `dtype`."""
+        ...
+
+    def run(self, x: torch.Tensor) -> torch.Tensor:
+        """(B, 3, H, W) input -> (B, N, 5 + nc) decoded: xywh in input pixels, sigmoid objectness, class scores."""
+        ...
 
 
 class ExportedBackend:
@@ -127,11 +154,6 @@ class ExportedBackend:
     def __repr__(self) -> str:
         size = "dynamic" if self.dynamic else f"{self.batch}x{self.imgsz[0]}x{self.imgsz[1]}"
         return f"{type(self).__name__}({self.path}, {self.metadata.model}, {size}, {self.metadata.dtype})"
-
-
-def cpu_threads() -> int:
-    """The CPU cores this process may use."""
-    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
 
 
 def check_format(metadata: ExportMetadata, expected: str, path: Path) -> None:

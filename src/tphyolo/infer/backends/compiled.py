@@ -49,15 +49,17 @@ from tphyolo.data.files.atomic import atomic_path
 from tphyolo.data.files.bounded_json import CacheFileError, read_kept_json
 from tphyolo.data.files.digest import update_with_file
 from tphyolo.data.files.image_limits import IMGSZ_BOUNDS
+from tphyolo.data.loader import available_cores
 from tphyolo.errors import InputError, describe_error
 from tphyolo.imports import require
-from tphyolo.infer.backends.base import ExportedBackend, cpu_threads
+from tphyolo.infer.backends.base import ExportedBackend
 from tphyolo.infer.backends.compiled_verdict import SCHEMA, check_reference, read_verdict, write_verdict
 from tphyolo.infer.backends.metadata import ExportMetadata
 from tphyolo.infer.backends.onnx_trace import embed_metadata, trace_onnx
 from tphyolo.infer.backends.onnxruntime import OnnxRuntimeBackend
 from tphyolo.infer.backends.openvino import OpenVINOBackend, ir_from_onnx
 from tphyolo.infer.backends.parity import FP32_TOLERANCE, relative_error, sample_images
+from tphyolo.infer.config import DEFAULT_OPSET
 from tphyolo.runtime.compiled_cache import (
     CACHE_ENV,
     cache_limit_bytes,
@@ -74,7 +76,6 @@ from tphyolo.runtime.decisions import Decision, compiled_precision_rule
 
 LOGGER = logging.getLogger("tphyolo")
 PRECISION_FILE = "precision.json"  # the precision `tphyolo doctor --tune --weights` kept for an entry
-OPSET = 17  # `tphyolo export`'s default opset (tphyolo.export.config.DEFAULT_OPSET)
 CHECK_STRIDES = 4  # the parity check's square side in strides: 128 px at stride 32, cheap on any model
 
 
@@ -154,7 +155,8 @@ def cache_entry(weights: Path, *, runtime: str, fuse: bool) -> Path:
     digest = hashlib.sha256()
     update_with_file(digest, weights)
     settings = {"runtime": runtime, "version": getattr(package, "__version__", "?"), "fuse": fuse, "dynamic": True,
-                "opset": OPSET, "tphyolo": __version__, "torch": torch.__version__, "schema": SCHEMA}  # fmt: skip
+                "opset": DEFAULT_OPSET, "tphyolo": __version__, "torch": torch.__version__,
+                "schema": SCHEMA}  # fmt: skip
     digest.update(json.dumps(settings, sort_keys=True).encode())
     return model_cache_dir() / f"{weights.stem}-{digest.hexdigest()[:16]}"
 
@@ -167,7 +169,7 @@ def load_compiled(
     `precision` ("fp32"; "bf16" on OpenVINO; "auto": what `tphyolo doctor --tune --weights` kept for this model on
     this `cpu` (default: this machine's), else the rule, `decisions.compiled_precision_rule`; measures nothing)
     with `threads` CPU threads (default: the cores this process may use, as for exported models,
-    `base.cpu_threads`, not PyTorch's threads); compiled and checked on the first call, loaded from the cache
+    `available_cores`, not PyTorch's threads); compiled and checked on the first call, loaded from the cache
     afterwards (module docstring). The backend's `decisions` say what ran and why. None when the compiled model
     is not within FP32_TOLERANCE of PyTorch, or when neither the cache nor a temporary folder can be written (said
     in one line). MissingExtraError when the runtime is not installed; the checkpoint's own errors
@@ -176,7 +178,7 @@ def load_compiled(
     spec = RUNTIMES[runtime]
     entry = cache_entry(weights, runtime=runtime, fuse=fuse)
     limit = cache_limit_bytes()  # a malformed limit is said before anything is compiled
-    threads = threads or cpu_threads()
+    threads = threads or available_cores()
     cpu = cpu if cpu is not None else cpu_info()
     decided = decided_precision(entry, precision, spec=spec, cpu=cpu, threads=threads)
     precision = decided.value
@@ -325,12 +327,12 @@ def _write(model: nn.Module, path: Path, spec: CompiledRuntime, *, metadata: Exp
     """`model` traced with free batch and size and written at `path` as `spec`'s file, with `metadata`."""
     if spec.name == "onnxruntime":
         onnx = require("onnx", purpose="--runtime onnxruntime")
-        trace_onnx(model, example, path, dynamic=True, opset=OPSET)
+        trace_onnx(model, example, path, dynamic=True, opset=DEFAULT_OPSET)
         proto = onnx.load(str(path))
         embed_metadata(proto, metadata)
         onnx.save(proto, str(path))
         return
-    trace = trace_onnx(model, example, path.parent / "trace.onnx", dynamic=True, opset=OPSET)
+    trace = trace_onnx(model, example, path.parent / "trace.onnx", dynamic=True, opset=DEFAULT_OPSET)
     ir_from_onnx(trace, path, metadata=metadata)
     trace.unlink()
 

@@ -10,9 +10,10 @@ from pathlib import Path
 
 import torch
 
+from tphyolo.data.loader import available_cores
 from tphyolo.errors import InputError
 from tphyolo.imports import require
-from tphyolo.infer.backends.base import ExportedBackend, check_format, cpu_threads, error_reason
+from tphyolo.infer.backends.base import ExportedBackend, check_format, error_reason
 from tphyolo.infer.backends.metadata import ExportMetadata
 
 
@@ -28,7 +29,7 @@ class OnnxRuntimeBackend(ExportedBackend):
         options = ort.SessionOptions()
         options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
         options.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
-        options.intra_op_num_threads = threads or cpu_threads()
+        options.intra_op_num_threads = threads or available_cores()
         options.inter_op_num_threads = 1
         options.log_severity_level = 4  # fatal only: a failed run raises, and the caller says why in one line
         providers = ["CPUExecutionProvider"]

@@ -20,9 +20,10 @@ import numpy as np
 import torch
 
 from tphyolo.data.files.atomic import atomic_path
+from tphyolo.data.loader import available_cores
 from tphyolo.errors import InputError
 from tphyolo.imports import require
-from tphyolo.infer.backends.base import ExportedBackend, check_format, cpu_threads, error_reason
+from tphyolo.infer.backends.base import ExportedBackend, check_format, error_reason
 from tphyolo.infer.backends.metadata import ExportMetadata
 
 RT_INFO_SECTION = "tphyolo"  # the rt_info section holding the metadata, one JSON value per field
@@ -80,7 +81,7 @@ class OpenVINOBackend(ExportedBackend):
         check_format(metadata, "openvino", path)
         metadata.check_graph(str(path), input_shape=_dims(model.inputs[0].partial_shape),
                              output_shape=_dims(model.outputs[0].partial_shape))  # fmt: skip
-        self._core, self._threads = core, threads or cpu_threads()
+        self._core, self._threads = core, threads or available_cores()
         super().__init__(path, metadata, device)
         self.precision = precision  # what it computes in (`dtype` is its input's)
         self.request = self._compile(model, "LATENCY").create_infer_request()

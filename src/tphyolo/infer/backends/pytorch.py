@@ -14,7 +14,6 @@ import logging
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Protocol
 
 import torch
 from torch import nn
@@ -23,6 +22,7 @@ from tphyolo.checkpoint.format import load_checkpoint
 from tphyolo.checkpoint.release import is_release_name, missing_weights_message
 from tphyolo.errors import InputError
 from tphyolo.infer.backends import exported_format, load_backend
+from tphyolo.infer.backends.base import Backend
 from tphyolo.infer.backends.compiled import CompiledCheckpoint, load_compiled, resolve_runtime, trained_imgsz
 from tphyolo.infer.backends.metadata import LimitError
 from tphyolo.runtime.config import RuntimeConfig, autocast, sdpa_context
@@ -31,32 +31,6 @@ from tphyolo.runtime.distributed import DistContext
 
 Weights = str | Path | nn.Module
 LOGGER = logging.getLogger("tphyolo")
-
-
-class Backend(Protocol):
-    """A loaded detection model.
-
-    names: class names (index = class id); stride: the largest stride (input sides must be multiples of it);
-    device: where its inputs live; dtype: the dtype of its inputs. Optional (a backend without them takes any
-    input): fixed_shape, the (h, w) every input must have (a fixed-size export), None for any stride multiple;
-    max_batch, the most images one `run` takes (a fixed-size export's batch), None for any number; own_imgsz,
-    the image size the model was made for (a checkpoint's training size, an export's), None when unknown.
-    """
-
-    names: list[str]
-    stride: int
-    device: torch.device
-    dtype: torch.dtype
-    fixed_shape: tuple[int, int] | None
-    max_batch: int | None
-
-    def prepare(self, images: torch.Tensor) -> torch.Tensor:
-        """(B, 3, H, W) uint8 RGB images -> the input `run` takes: values in [0, 1], on `device`, in `dtype`."""
-        ...
-
-    def run(self, x: torch.Tensor) -> torch.Tensor:
-        """(B, 3, H, W) input -> (B, N, 5 + nc) decoded: xywh in input pixels, sigmoid objectness, class scores."""
-        ...
 
 
 def model_stride(model: nn.Module) -> int:

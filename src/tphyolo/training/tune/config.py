@@ -6,13 +6,11 @@ its parser from these fields and TrainConfig's.
 
 from __future__ import annotations
 
-import math
 from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 from typing import Any
 
-from tphyolo.errors import InputError
-from tphyolo.flags import check_field_types, flag, setting_name
+from tphyolo.flags import AT_LEAST_ONE, NON_NEGATIVE, Bounds, check_field_types, flag
 from tphyolo.training.tune.searchers import SEARCHERS
 
 # TrainConfig settings a search sets itself: trials write into the search's folder and validate every epoch.
@@ -44,16 +42,17 @@ class TuneConfig:
         running cluster.
     """
 
-    trials: int = flag(10, "--trials", help="training runs in the search")
+    trials: int = flag(10, "--trials", help="training runs in the search", bounds=AT_LEAST_ONE)
     gpus_per_trial: float | None = flag(
-        None, "--gpus-per-trial", help="GPUs per trial, fractions allowed (default: 1 with GPUs, else 0)"
-    )
-    cpus_per_trial: float = flag(1.0, "--cpus-per-trial", help="CPUs per trial")
+        None, "--gpus-per-trial", help="GPUs per trial, fractions allowed (default: 1 with GPUs, else 0)",
+        bounds=NON_NEGATIVE,
+    )  # fmt: skip
+    cpus_per_trial: float = flag(1.0, "--cpus-per-trial", help="CPUs per trial", bounds=Bounds(0, low_open=True))
     searcher: str = flag("evolve", "--searcher", choices=tuple(SEARCHERS),
                          help="evolve: YOLOv5-style evolution of the best so far; tpe: Optuna TPE; random")  # fmt: skip
     scheduler: str = flag("fifo", "--scheduler", choices=SCHEDULERS,
                           help="asha stops trials whose fitness trails at an epoch milestone")  # fmt: skip
-    grace_epochs: int = flag(1, "--grace-epochs", help="epochs before ASHA may stop a trial")
+    grace_epochs: int = flag(1, "--grace-epochs", help="epochs before ASHA may stop a trial", bounds=AT_LEAST_ONE)
     space: str | None = flag(None, "--space", help="yaml of search ranges (default: YOLOv5's evolve ranges)")
     address: str | None = flag(
         None, "--address", help="Ray cluster to join: auto or HOST:PORT (default: start Ray on this machine)"
@@ -65,19 +64,7 @@ class TuneConfig:
 
     def __post_init__(self) -> None:
         """Raises ValueError naming the flag of the first setting out of range."""
-        check_field_types(self)
-        if self.trials < 1:
-            raise InputError(f"{setting_name(self, 'trials')} must be at least 1, got {self.trials}")
-        if self.gpus_per_trial is not None and not 0 <= self.gpus_per_trial < math.inf:
-            raise InputError(f"{setting_name(self, 'gpus_per_trial')} must be >= 0, got {self.gpus_per_trial}")
-        if not 0 < self.cpus_per_trial < math.inf:
-            raise InputError(f"{setting_name(self, 'cpus_per_trial')} must be > 0, got {self.cpus_per_trial}")
-        if self.grace_epochs < 1:
-            raise InputError(f"{setting_name(self, 'grace_epochs')} must be at least 1, got {self.grace_epochs}")
-        if self.searcher not in SEARCHERS:
-            raise InputError(f"{setting_name(self, 'searcher')} must be one of {sorted(SEARCHERS)}")
-        if self.scheduler not in SCHEDULERS:
-            raise InputError(f"{setting_name(self, 'scheduler')} must be one of {SCHEDULERS}")
+        check_field_types(self)  # types, choices and bounds
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)

@@ -25,6 +25,7 @@ import yaml
 
 from tphyolo.data.dataset_config import BUILTIN_DATA
 from tphyolo.data.files.atomic import write_text_atomic
+from tphyolo.data.loader import available_cores
 from tphyolo.errors import InputError
 from tphyolo.flags import setting_name
 from tphyolo.runtime.config import RuntimeConfig
@@ -219,9 +220,7 @@ def _fit(tune: TuneConfig, train: TrainConfig, runtime: RuntimeConfig, *, run_di
 
 def _check_cpus(tune: TuneConfig) -> None:
     """ValueError naming the setting when a trial asks for more CPUs than this machine has (a local cluster)."""
-    import os
-
-    available = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+    available = available_cores()
     if tune.address is None and tune.cpus_per_trial > available:
         raise InputError(f"{setting_name(tune, 'cpus_per_trial')} {tune.cpus_per_trial:g}: this machine has "
                          f"{available} CPU(s) for trials")  # fmt: skip
