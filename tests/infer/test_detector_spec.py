@@ -1,14 +1,18 @@
 """One DetectorSpec, one detector: `tphyolo.val` and `Predictor` build it with `build_detector` and so detect the
 same boxes in the same image."""
 
+import subprocess
+import sys
+
 import torch
 
 import tphyolo
 from tphyolo.data.builtin.synthetic import generate_synthetic
 from tphyolo.data.dataset_config import load_data_config
+from tphyolo.infer.build import build_detector
 from tphyolo.infer.config import InferenceConfig
 from tphyolo.infer.slicing import SliceConfig
-from tphyolo.infer.spec import DetectorSpec, build_detector
+from tphyolo.infer.spec import DetectorSpec
 from tphyolo.models import build_model
 from tphyolo.predict.predictor import Predictor
 from tphyolo.runtime.config import RuntimeConfig
@@ -34,3 +38,16 @@ def test_val_and_predictor_detect_the_same_boxes_from_one_spec(tmp_path):
         rows = torch.cat([predicted.boxes, predicted.scores[:, None], predicted.labels[:, None].float()], 1)
         assert len(rows) > 10
         torch.testing.assert_close(rows, image.detections.float(), rtol=0, atol=1e-4)
+
+
+def test_a_spec_is_data_that_imports_no_torch():
+    # a job built from the command line may hold a spec: `tphyolo X -h` must stay light
+    code = (
+        "import sys\n"
+        "from tphyolo.infer.spec import DetectorSpec\n"
+        "DetectorSpec(('best.pt',))\n"
+        "print('LOADED', sorted(m for m in sys.modules if m == 'torch' or m.startswith('torch.')))\n"
+    )
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=False)
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert "LOADED []" in result.stdout

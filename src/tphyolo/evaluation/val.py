@@ -27,9 +27,10 @@ from tphyolo.evaluation.settings import VAL_CONFIG_FIELDS, EvalSettings, ValConf
 from tphyolo.evaluation.sharded import Shard
 from tphyolo.evaluation.writers import Writer, writers_for
 from tphyolo.infer.backends.pytorch import Weights
+from tphyolo.infer.build import build_detector, spec_device
 from tphyolo.infer.config import VALIDATION, InferenceConfig, inference_config
 from tphyolo.infer.slicing import SliceConfig
-from tphyolo.infer.spec import DetectorSpec, build_detector
+from tphyolo.infer.spec import DetectorSpec
 from tphyolo.runtime.config import RuntimeConfig
 from tphyolo.runtime.decisions import write_decisions
 from tphyolo.runtime.distributed import DistContext, barrier, init_process_group
@@ -81,7 +82,7 @@ def val(
                         device=None if device is None else str(device), slicing=slicing,
                         classifier=config.classifier, classifier_weight=config.classifier_weight)  # fmt: skip
     dist = DistContext.from_env()
-    init_process_group(dist, spec.torch_device(dist.local_rank))  # under torchrun; left joined for the next call
+    init_process_group(dist, spec_device(spec, dist.local_rank))  # under torchrun; left joined for the next call
     built = build_detector(spec, local_rank=dist.local_rank)  # the crop classifier checked before data are read
     (backend,), inference = built.detector.backends, built.config
     datasets_dir = None if config.datasets_dir is None else Path(config.datasets_dir)

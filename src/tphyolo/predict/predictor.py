@@ -28,9 +28,10 @@ import torch
 from tphyolo.classify.classifier import CropClassifier
 from tphyolo.errors import InputError
 from tphyolo.infer.backends.pytorch import Weights, what_ran
+from tphyolo.infer.build import BuiltDetector, build_detector, spec_device
 from tphyolo.infer.config import InferenceConfig, inference_config
 from tphyolo.infer.slicing import SliceConfig
-from tphyolo.infer.spec import BuiltDetector, DetectorSpec, build_detector
+from tphyolo.infer.spec import DetectorSpec
 from tphyolo.infer.tta_config import TTAConfig
 from tphyolo.infer.windows import image_windows, view_batches
 from tphyolo.ops.detections import Detections
@@ -98,7 +99,7 @@ class Predictor:
             classifier_weight=classifier_weight,
         )  # fmt: skip
         self.runtime = self.spec.runtime
-        self.device = self.spec.torch_device()
+        self.device = spec_device(self.spec)
         self._configure(build_detector(self.spec))
 
     def _configure(self, built: BuiltDetector) -> None:
