@@ -41,13 +41,8 @@ def test_val_and_predictor_detect_the_same_boxes_from_one_spec(tmp_path):
 
 
 def test_a_spec_is_data_that_imports_no_torch():
-    # a job built from the command line may hold a spec: `tphyolo X -h` must stay light
-    code = (
-        "import sys\n"
-        "from tphyolo.infer.spec import DetectorSpec\n"
-        "DetectorSpec(('best.pt',))\n"
-        "print('LOADED', sorted(m for m in sys.modules if m == 'torch' or m.startswith('torch.')))\n"
-    )
+    # a job built from the command line may hold a spec, and `tphyolo X -h` imports no torch
+    code = ("import sys; from tphyolo.infer.spec import DetectorSpec; DetectorSpec(('best.pt',)); "
+            "sys.exit(sorted(m for m in sys.modules if m.split('.')[0] == 'torch')[:3] or None)")  # fmt: skip
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=False)
     assert result.returncode == 0, result.stderr[-2000:]
-    assert "LOADED []" in result.stdout
