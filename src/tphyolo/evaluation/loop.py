@@ -17,8 +17,6 @@ import torch
 from torch import nn
 from tqdm import tqdm
 
-from tphyolo.classify.checkpoint import load_classifier
-from tphyolo.classify.classifier import CropClassifier, as_classifier
 from tphyolo.data.files.image_io import read_image
 from tphyolo.errors import InputError
 from tphyolo.evaluation.evaluator import Evaluator, combine_results
@@ -73,9 +71,6 @@ def collect_results(
     if settings.progress:
         loader = tqdm(loader, desc="val", unit="batch", leave=False)  # the results table follows
     with as_backend(model, runtime=runtime, device=device) as backend:
-        if classifier is not None:
-            classifier = as_classifier(classifier, detector_names=backend.names, device=backend.device,
-                                       runtime=runtime, weight=settings.classifier_weight)  # fmt: skip
         detector = Detector([backend], config, classifier=classifier)
         times = PhaseTimes(detector.device)
         for batch in loader:
@@ -146,11 +141,7 @@ def evaluate(
     scores (the per-image results and outputs only on rank 0).
     """
     classifier, shard = settings.classifier, settings.shard
-    classifier_classes: tuple[str, ...] = ()
-    if isinstance(classifier, CropClassifier):
-        classifier_classes = classifier.names
-    elif classifier is not None:
-        classifier_classes = load_classifier(classifier).names
+    classifier_classes = classifier.names if classifier is not None else ()
     metrics = MetricsEvaluator(names=names, protocol=settings.protocol, max_det=config.max_det,
                                classifier_classes=classifier_classes,
                                confusion=any(writer.uses_confusion for writer in writers))  # fmt: skip

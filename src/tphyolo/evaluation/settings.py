@@ -10,11 +10,16 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, fields
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 from tphyolo.data.scan_options import scan_cache_flag
 from tphyolo.flags import NON_NEGATIVE, check_field_types, flag
+from tphyolo.infer.slicing import SliceConfig
 from tphyolo.metrics.registry import PROTOCOLS
+
+if TYPE_CHECKING:  # annotations only: `tphyolo val -h` imports no torch
+    from tphyolo.classify.classifier import CropClassifier
+    from tphyolo.evaluation.sharded import Shard
 
 TASKS = ("val", "test")  # the splits `val` scores
 
@@ -22,19 +27,18 @@ TASKS = ("val", "test")  # the splits `val` scores
 @dataclass(frozen=True)
 class EvalSettings:
     """How `evaluate` runs and scores: `protocol` (a name of `tphyolo.metrics.registry.PROTOCOLS`), a progress
-    bar, a crop `classifier` (a checkpoint or a CropClassifier; `classifier_weight` replaces its share) that
-    re-labels the detections of its classes, `slicing` (a SliceConfig: sliced predictions on the full images,
-    windows letterboxed to the inference config's `imgsz`), `keep_images` (each image's detections and ground
-    truth kept in `image_results`, for the report) and `shard` (in a distributed run, which images this rank's
-    loader holds: `tphyolo.evaluation.sharded.Shard`)."""
+    bar, a crop `classifier` (loaded for the model's classes: `tphyolo.infer.spec.build_detector`, or
+    `tphyolo.classify.classifier.as_classifier`) that re-labels the detections of its classes, `slicing` (a
+    SliceConfig: sliced predictions on the full images, windows letterboxed to the inference config's `imgsz`),
+    `keep_images` (each image's detections and ground truth kept in `image_results`, for the report) and `shard`
+    (in a distributed run, which images this rank's loader holds: `tphyolo.evaluation.sharded.Shard`)."""
 
     protocol: str = "yolo"
     progress: bool = False
-    classifier: Any = None
-    classifier_weight: float | None = None
-    slicing: Any = None
+    classifier: CropClassifier | None = None
+    slicing: SliceConfig | None = None
     keep_images: bool = False
-    shard: Any = None
+    shard: Shard | None = None
 
 
 DEFAULT_EVAL = EvalSettings()
@@ -49,8 +53,9 @@ class ValConfig:
 
     datasets_dir: where built-in configs' relative paths start. scan_cache: read and write the label scan
     cache. progress: a progress bar. on_problems: called with the report of unusable files in the split
-    (default: a logged warning). classifier, classifier_weight, slicing, keep_images: as `EvalSettings` (slicing
-    may also be a window size or "auto").
+    (default: a logged warning). classifier (a crop-classifier checkpoint), classifier_weight, slicing (a
+    SliceConfig, a window size or "auto"): the detector's (`tphyolo.infer.spec.DetectorSpec`); keep_images: as
+    `EvalSettings`.
     """
 
     task: str = flag("val", "--task", choices=TASKS, help="split to evaluate")
@@ -66,9 +71,9 @@ class ValConfig:
     save_dir: str | Path | Callable[[], Path] | None = None
     progress: bool = False
     on_problems: Callable[[str], None] | None = None
-    classifier: Any = None
+    classifier: str | Path | None = None
     classifier_weight: float | None = None
-    slicing: Any = None
+    slicing: int | str | SliceConfig | None = None
     keep_images: bool = False
 
     @property

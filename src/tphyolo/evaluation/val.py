@@ -15,9 +15,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from tphyolo.classify.classifier import as_classifier
 from tphyolo.data.dataset_config import load_data_config
-from tphyolo.data.letterbox import check_imgsz
 from tphyolo.data.loader import DatasetSettings, LoaderSettings, build_dataloader, build_dataset
 from tphyolo.data.report import format_problems
 from tphyolo.errors import InputError
@@ -28,11 +26,12 @@ from tphyolo.evaluation.results import EvalResults
 from tphyolo.evaluation.settings import VAL_CONFIG_FIELDS, EvalSettings, ValConfig
 from tphyolo.evaluation.sharded import Shard
 from tphyolo.evaluation.writers import Writer, writers_for
-from tphyolo.infer.backends.pytorch import Weights, load_backends, what_ran
+from tphyolo.infer.backends.pytorch import Weights
+from tphyolo.infer.build import build_detector, spec_device
 from tphyolo.infer.config import VALIDATION, InferenceConfig, inference_config
-from tphyolo.infer.input_shape import fixed_input_shape, settled_config, settled_slicing
 from tphyolo.infer.slicing import SliceConfig
-from tphyolo.runtime.config import RuntimeConfig, resolve_device
+from tphyolo.infer.spec import DetectorSpec
+from tphyolo.runtime.config import RuntimeConfig
 from tphyolo.runtime.decisions import write_decisions
 from tphyolo.runtime.distributed import DistContext, barrier, init_process_group
 from tphyolo.runtime.run_dir import removed_if_left_empty
@@ -78,16 +77,14 @@ def val(
     inference = inference_config(inference, **{k: v for k, v in settings.items() if k not in VAL_CONFIG_FIELDS})
     if config.writes and config.save_dir is None:
         raise InputError("save_json, save_txt and plots need a save_dir")
-    runtime = runtime or RuntimeConfig()
-    dist = DistContext.from_env()
-    torch_device = resolve_device(str(device)) if device is not None else runtime.torch_device(dist.local_rank)
-    init_process_group(dist, torch_device)  # under torchrun; left joined for the caller's next call
-    (backend,) = load_backends(weights, runtime=runtime, device=torch_device, backend=inference.backend,
-                               precision=inference.precision)  # fmt: skip
     slicing = SliceConfig(config.slicing) if isinstance(config.slicing, int | str) else config.slicing
-    inference, slicing = settled_slicing([backend], inference, slicing)  # a slicing left to the model (MODEL)
-    inference = settled_config([backend], inference)  # what the caller left to the model (`from_model`)
-    fixed = fixed_input_shape([backend], inference)
+    spec = DetectorSpec(weights, inference=inference, runtime=runtime or RuntimeConfig(),
+                        device=None if device is None else str(device), slicing=slicing,
+                        classifier=config.classifier, classifier_weight=config.classifier_weight)  # fmt: skip
+    dist = DistContext.from_env()
+    init_process_group(dist, spec_device(spec, dist.local_rank))  # under torchrun; left joined for the next call
+    built = build_detector(spec, local_rank=dist.local_rank)  # the crop classifier checked before data are read
+    (backend,), inference = built.detector.backends, built.config
     datasets_dir = None if config.datasets_dir is None else Path(config.datasets_dir)
 
     def load() -> tuple:
@@ -97,13 +94,8 @@ def val(
     loaded = load() if dist.is_main else None  # rank 0 first: it may generate a built-in set
     barrier(dist)
     data_config, data_names = loaded or load()
-    classifier = config.classifier
-    if classifier is not None:  # checked against the detector before any data is read
-        classifier = as_classifier(classifier, detector_names=backend.names, device=torch_device,
-                                   runtime=runtime, weight=config.classifier_weight)  # fmt: skip
-    imgsz = max(fixed) if fixed is not None else check_imgsz(inference.imgsz, backend.stride)
-    reading = DatasetSettings(imgsz=imgsz, rect=fixed is None, batch_size=inference.batch, stride=backend.stride,
-                              scan_cache=config.scan_cache)  # fmt: skip
+    reading = DatasetSettings(imgsz=inference.imgsz, rect=built.detector.fixed_shape is None, stride=backend.stride,
+                              batch_size=inference.batch, scan_cache=config.scan_cache)  # fmt: skip
     scanned = build_dataset(data_config, config.task, reading) if dist.is_main else None  # rank 0 writes the cache
     barrier(dist)  # that the others then read
     dataset, split_scan = scanned or build_dataset(data_config, config.task, reading)
@@ -112,24 +104,23 @@ def val(
     check_label_ids(split_scan, len(backend.names), model=weights, data_name=data)
     shard = Shard.of(len(dataset), unit=inference.batch, ctx=dist)  # whole one-process batches per rank
     loader = build_dataloader(dataset, LoaderSettings(
-        batch_size=inference.batch, workers=config.workers, pin_memory=torch_device.type == "cuda",
+        batch_size=inference.batch, workers=config.workers, pin_memory=backend.device.type == "cuda",
         indices=shard.indices if dist.distributed else None,
     ))  # fmt: skip
     save_dir = config.save_dir
     if callable(save_dir):
         save_dir = save_dir() if dist.is_main else None
     save_dir = None if save_dir is None else Path(save_dir)
-    run = EvalSettings(protocol=config.protocol, progress=config.progress, classifier=classifier, slicing=slicing,
-                       keep_images=config.keep_images, shard=shard)  # fmt: skip
+    run = EvalSettings(protocol=config.protocol, progress=config.progress, classifier=built.detector.classifier,
+                       slicing=built.slicing, keep_images=config.keep_images, shard=shard)  # fmt: skip
     own = writers_for(config, save_dir, conf=inference.conf) if save_dir is not None else []
     with removed_if_left_empty(save_dir):
         if save_dir is not None:
             save_dir.mkdir(parents=True, exist_ok=True)
-        results = evaluate(backend, loader, names=list(data_names or backend.names),
-                           config=replace(inference, imgsz=imgsz), settings=run, evaluators=evaluators,
-                           writers=[*own, *writers])  # fmt: skip
+        results = evaluate(backend, loader, names=list(data_names or backend.names), config=inference,
+                           settings=run, evaluators=evaluators, writers=[*own, *writers])  # fmt: skip
         if save_dir is not None and dist.is_main:
-            write_decisions(save_dir, {"val": what_ran([backend])})
+            write_decisions(save_dir, {"val": built.decisions})
     left_out = {writer.name for writer in own}
     outputs = {name: value for name, value in results.outputs.items() if name not in left_out}
     return replace(results, save_dir=save_dir, outputs=outputs)

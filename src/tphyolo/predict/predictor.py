@@ -17,7 +17,6 @@ detections of its classes are then re-labelled from crops of the original image 
 from __future__ import annotations
 
 import copy
-import logging
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import replace
 from pathlib import Path
@@ -26,14 +25,13 @@ from typing import Any, Protocol
 import numpy as np
 import torch
 
-from tphyolo.classify.classifier import CropClassifier, as_classifier
-from tphyolo.data.letterbox import check_imgsz
+from tphyolo.classify.classifier import CropClassifier
 from tphyolo.errors import InputError
-from tphyolo.infer.backends.pytorch import Weights, load_backends, what_ran
+from tphyolo.infer.backends.pytorch import Weights, what_ran
+from tphyolo.infer.build import BuiltDetector, build_detector, spec_device
 from tphyolo.infer.config import InferenceConfig, inference_config
-from tphyolo.infer.detector import Detector
-from tphyolo.infer.input_shape import settled_config, settled_slicing
 from tphyolo.infer.slicing import SliceConfig
+from tphyolo.infer.spec import DetectorSpec
 from tphyolo.infer.tta_config import TTAConfig
 from tphyolo.infer.windows import image_windows, view_batches
 from tphyolo.ops.detections import Detections
@@ -41,9 +39,7 @@ from tphyolo.predict.inputs import in_memory_images
 from tphyolo.predict.results import Results
 from tphyolo.predict.sequences import VideoSequence, resolve_sequences
 from tphyolo.predict.sources import Frame, Stream, iter_frames, resolve_source, source_units
-from tphyolo.runtime.config import RuntimeConfig, resolve_device
-
-LOGGER = logging.getLogger(__name__)
+from tphyolo.runtime.config import RuntimeConfig
 
 
 class FrameTracker(Protocol):
@@ -95,31 +91,19 @@ class Predictor:
         classifier_weight: float | None = None,
         **settings,
     ) -> None:
-        config = inference_config(config, tta=tta, **settings)
-        self.runtime = runtime or RuntimeConfig()
-        self.device = resolve_device(str(device)) if device is not None else self.runtime.torch_device()
-        backends = load_backends(weights, runtime=self.runtime, device=self.device, fuse=fuse, backend=config.backend,
-                                 precision=config.precision)  # fmt: skip
-        if classifier is not None:
-            classifier = as_classifier(classifier, detector_names=backends[0].names, device=self.device,
-                                       runtime=self.runtime, weight=classifier_weight)  # fmt: skip
-        self.model_weights = model_weights
-        self._configure(backends, config, slice, classifier)
+        slicing = SliceConfig(slice) if isinstance(slice, int | str) else slice
+        self.spec = DetectorSpec(
+            weights, inference=inference_config(config, tta=tta, **settings), runtime=runtime or RuntimeConfig(),
+            device=None if device is None else str(device), fuse=fuse, slicing=slicing,
+            model_weights=None if model_weights is None else tuple(model_weights), classifier=classifier,
+            classifier_weight=classifier_weight,
+        )  # fmt: skip
+        self.runtime = self.spec.runtime
+        self.device = spec_device(self.spec)
+        self._configure(build_detector(self.spec))
 
-    def _configure(
-        self, backends: Sequence, config: InferenceConfig, slicing: int | str | SliceConfig | None, classifier
-    ) -> None:
-        slicing = SliceConfig(slicing) if isinstance(slicing, int | str) else slicing
-        config, slicing = settled_slicing(backends, config, slicing)  # a slicing left to the models (MODEL)
-        config = settled_config(backends, config)  # what the caller left to the models (`from_model`)
-        self.config = replace(config, imgsz=check_imgsz(config.imgsz, max(b.stride for b in backends)))
-        self.detector = Detector(backends, self.config, weights=self.model_weights, classifier=classifier)
-        fixed = self.detector.fixed_shape
-        if fixed is not None and max(fixed) != self.config.imgsz:
-            LOGGER.warning("a fixed-size export: images are letterboxed to its %dx%d, not to --img %d",
-                           fixed[1], fixed[0], self.config.imgsz)  # fmt: skip
-            self.config = replace(self.config, imgsz=max(fixed))
-        self.slicing = slicing.resolved(self.config.imgsz) if slicing is not None else None
+    def _configure(self, built: BuiltDetector) -> None:
+        self.detector, self.config, self.slicing = built.detector, built.config, built.slicing
 
     def with_settings(
         self, config: InferenceConfig, *, slice: SliceConfig | None = None, classifier: bool = True  # noqa: A002
@@ -128,7 +112,9 @@ class Predictor:
         other settings: `config`, `slice`. Nothing is loaded again; this Predictor is unchanged. Raises
         ValueError as the constructor does (a class id the models do not have)."""
         other = copy.copy(self)
-        other._configure(self.backends, config, slice, self.detector.classifier if classifier else None)
+        other.spec = replace(self.spec, inference=config, slicing=slice, classifier_weight=None,
+                             classifier=self.detector.classifier if classifier else None)  # fmt: skip
+        other._configure(build_detector(other.spec, backends=self.backends))
         return other
 
     @property
