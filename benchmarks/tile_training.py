@@ -40,6 +40,7 @@ from tphyolo.models import build_model
 from tphyolo.runtime.config import RuntimeConfig
 from tphyolo.runtime.cpu_isa import cpu_info
 from tphyolo.training.config import TrainConfig
+from tphyolo.training.hooks.base import TrainHook
 from tphyolo.training.trainer import Trainer
 
 RECIPES = {  # name: (what it is, train settings, how its user infers: image size, slicing)
@@ -94,14 +95,15 @@ def train_for(cfg: TrainConfig, seconds: float) -> tuple[Path, int, float]:
     to the end of the last epoch (its last step and checkpoint)."""
     epochs, ended = [], []
 
-    def on_epoch(epoch: int, metrics: dict) -> None:
-        epochs.append(epoch)
-        ended.append(time.monotonic() - trainer.started)
-        if time.monotonic() > trainer._deadline():
-            raise OutOfTime
+    class Clock(TrainHook):
+        def after_epoch(self, trainer: TimedTrainer, epoch: int, metrics: dict) -> None:
+            epochs.append(epoch)
+            ended.append(time.monotonic() - trainer.started)
+            if time.monotonic() > trainer._deadline():
+                raise OutOfTime
 
     trainer = type("Timed", (TimedTrainer,), {"seconds": seconds})(cfg, RuntimeConfig(device="cpu"), verbose=False,
-                                                                     on_epoch=on_epoch)  # fmt: skip
+                                                                     hooks=[Clock()])  # fmt: skip
     with contextlib.suppress(OutOfTime):
         trainer.fit()
     return trainer.weights_dir / "last.pt", len(epochs), ended[-1]

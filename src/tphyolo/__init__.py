@@ -9,8 +9,8 @@ from tphyolo._version import __version__ as __version__
 
 def __getattr__(name: str):
     """`tphyolo.Predictor`, `tphyolo.Results`, `tphyolo.Tracker`, `tphyolo.val`, `tphyolo.ValConfig`,
-    `tphyolo.Trainer`, `tphyolo.train` and `tphyolo.tune` are imported on first use, so that `import tphyolo`
-    stays light."""
+    `tphyolo.Trainer`, `tphyolo.train`, `tphyolo.TrainHook` and `tphyolo.tune` are imported on first use, so
+    that `import tphyolo` stays light."""
     # the facade's imports are lazy on purpose: each loads torch, and `import tphyolo` (and `tphyolo -h`) must not
     if name == "Predictor":
         from tphyolo.predict.predictor import Predictor
@@ -32,7 +32,7 @@ def __getattr__(name: str):
         from tphyolo.evaluation.settings import ValConfig
 
         return ValConfig
-    if name in ("Trainer", "train", "TrainConfig"):
+    if name in ("Trainer", "train", "TrainConfig", "TrainHook"):
         from tphyolo.training import config as train_config
         from tphyolo.training import trainer
 

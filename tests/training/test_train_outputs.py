@@ -107,10 +107,10 @@ def test_an_interrupted_run_plots_its_results_and_resume_says_where_it_continues
 ):
     saves = Trainer._save
 
-    def save_then_stop(self, epoch, improved, *, final):
+    def save_then_stop(self, epoch, improved, **kwargs):
         if epoch == 1:
             raise KeyboardInterrupt
-        saves(self, epoch, improved, final=final)
+        saves(self, epoch, improved, **kwargs)
 
     monkeypatch.setattr(Trainer, "_save", save_then_stop)
     trainer = Trainer(_cfg(tiny_synthetic, tmp_path, epochs=2, plots=True), CPU)

@@ -13,13 +13,17 @@ step of the first batch, including graph compilation under --compile). The recor
 from __future__ import annotations
 
 import json
+import logging
 import os
 import time
 from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import TypeVar
 
+from tphyolo.runtime.compile_cache import cache_counters
+
 T = TypeVar("T")
+LOGGER = logging.getLogger("tphyolo.train")
 
 
 def process_age() -> float | None:
@@ -69,6 +73,16 @@ class StartupClock:
                 done(self)
         if "first step" not in self.phases:  # an empty loader
             done(self)
+
+    def report(self, run_dir: Path | None, *, compiled: bool) -> None:
+        """Notes the compile cache's counters (`compiled`), logs the time to the first step and writes it to
+        `run_dir`/startup.json (the main process's; None on the others)."""
+        if compiled:
+            self.notes["compile_cache"] = cache_counters()
+        if run_dir is not None:
+            cache = self.notes.get("compile_cache")
+            LOGGER.info("%s%s", self.summary(), f"; compile cache {cache}" if cache else "")
+            self.write(run_dir / "startup.json")
 
     def summary(self) -> str:
         """One line: the total and each phase, in seconds."""

@@ -58,6 +58,15 @@ class TrainProgress:
         """The epochs trained since the best one: what `--patience` counts."""
         return self.start_epoch - 1 - self.best_epoch if self.best_epoch >= 0 else 0
 
+    def record(self, epoch: int, score: float | None) -> bool:
+        """Whether `epoch`, of fitness `score` (None without validation), is the best one so far, which it then
+        becomes: the first epoch always is (best.pt is always written), and without validation the latest is."""
+        first = self.best_epoch < 0 and self.best_fitness <= 0
+        improved = score is None or score > self.best_fitness or first
+        if improved:
+            self.best_fitness, self.best_epoch = (0.0 if score is None else score), epoch
+        return improved
+
     def trained_out(self, *, epochs: int, patience: int) -> bool:
         """Whether no epoch is left to train: all `epochs` trained, or `patience` (> 0) epochs without gain."""
         return self.start_epoch >= epochs or 0 < patience <= self.epochs_without_gain

@@ -13,8 +13,9 @@ import copy
 import logging
 import math
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field, replace
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -32,7 +33,6 @@ from tphyolo.evaluation.settings import EvalSettings
 from tphyolo.evaluation.writers import BatchPlots, MetricPlots
 from tphyolo.infer.config import InferenceConfig
 from tphyolo.metrics import fitness
-from tphyolo.runtime.compile_cache import cache_counters
 from tphyolo.runtime.config import RuntimeConfig
 from tphyolo.runtime.console import progress_output
 from tphyolo.runtime.decisions import describe, write_decisions
@@ -47,6 +47,8 @@ from tphyolo.runtime.distributed import (
 from tphyolo.runtime.run_dir import new_run_dir, remove_if_empty
 from tphyolo.training.config import TrainConfig
 from tphyolo.training.data import build_data, grid_stride, load_train_data_config
+from tphyolo.training.hooks.base import TrainHook
+from tphyolo.training.hooks.builtin import EarlyStopping, PlotResults
 from tphyolo.training.hyp import scale_hyp, train_hyp
 from tphyolo.training.log import EpochBar, TrainLog
 from tphyolo.training.loop import LOSS_NAMES, EpochHooks, EpochPlace, train_one_epoch
@@ -61,7 +63,7 @@ from tphyolo.training.optim.optimization import build_optimization, warmup_note,
 from tphyolo.training.plots import plot_batch
 from tphyolo.training.recipes import fit_nominal_batch, resolve_recipe
 from tphyolo.training.rng import seed_everything
-from tphyolo.training.run_end import plot_run, plot_train_labels, strip, validate_as_val
+from tphyolo.training.run_end import plot_train_labels, strip, validate_as_val
 from tphyolo.training.startup import StartupClock
 from tphyolo.training.state import (
     RUNTIME_KEY,
@@ -106,8 +108,8 @@ class Trainer:
     `loss_fn`; `optim` (Optimization: optimiser, scheduler, scaler, EMA, accumulation, warm-up); `progress`
     (TrainProgress: start epoch, best fitness, step counters).
     verbose: False hides the progress bars (log records go where the process's logging sends them).
-    on_epoch: called on rank 0 after each epoch is validated and saved, with the epoch (from 0) and its
-    results.csv values (a hyperparameter search reports them; it may raise to stop the run).
+    hooks: `TrainHook`s run after the trainer's own (early stopping, results.png), in order; `add_hook` adds one
+    more (`training.hooks.base` states when each method is called, on which ranks, and how one stops the run).
     Resuming: `Trainer.resume(path, runtime)` restores model, EMA, optimiser, scaler, scheduler, epoch, step
     counters and RNG state from a `last.pt`, and continues the same run folder (a run stopped after its last
     epoch does the end of `fit()` alone).
@@ -120,14 +122,17 @@ class Trainer:
         *,
         resume_from: str | Path | None = None,
         verbose: bool = True,
-        on_epoch: Callable[[int, dict[str, float]], None] | None = None,
+        hooks: Sequence[TrainHook] = (),
     ) -> None:
         if runtime.half:
             raise InputError("half (fp16 weights) is for inference only; train with amp (bf16/fp16 autocast)")
         self.startup = clock = StartupClock()  # imports: the process's start up to here
         if resume_from is None:
             cfg = with_resolved_paths(cfg, Path.cwd())
-        self.cfg, self.runtime, self.verbose, self.on_epoch = cfg, runtime, verbose, on_epoch
+        self.cfg, self.runtime, self.verbose = cfg, runtime, verbose
+        self.hooks: list[TrainHook] = [EarlyStopping(), PlotResults()]
+        for hook in hooks:
+            self.add_hook(hook)
         self._best_payload: dict[str, Any] | None = None  # --nosave: best.pt's contents until the end
         self._ema_copy: torch.nn.Module | None = None  # ranks other than 0: rank 0's EMA, for validation
         self.dist = dist = DistContext.from_env()
@@ -211,10 +216,22 @@ class Trainer:
             self._write_settings(hyp_raw)
 
     @classmethod
-    def resume(cls, path: str | Path, runtime: RuntimeConfig, *, verbose: bool = True) -> Trainer:
+    def resume(
+        cls, path: str | Path, runtime: RuntimeConfig, *, verbose: bool = True, hooks: Sequence[TrainHook] = ()
+    ) -> Trainer:
         """A trainer that continues the run whose checkpoint is `path` (its train_args come from the file)."""
         path = Path(path)
-        return cls(resume_config(path, load_checkpoint(path)), runtime, resume_from=path, verbose=verbose)
+        return cls(resume_config(path, load_checkpoint(path)), runtime, resume_from=path, verbose=verbose, hooks=hooks)
+
+    def add_hook(self, hook: TrainHook) -> None:
+        """Run `hook` after the hooks already added (`training.hooks.base.TrainHook` states the contract)."""
+        if not isinstance(hook, TrainHook):
+            raise InputError(f"hooks: {hook!r} is not a TrainHook; subclass tphyolo.training.TrainHook")
+        self.hooks.append(hook)
+
+    def _call_hooks(self, method: str, *args: Any) -> list[Any]:
+        """The return values of `method` of every hook in order (on ranks other than 0: with `all_ranks`)."""
+        return [getattr(hook, method)(self, *args) for hook in self.hooks if self.dist.is_main or hook.all_ranks]
 
     @property
     def weights_dir(self) -> Path:
@@ -238,9 +255,11 @@ class Trainer:
     def fit(self) -> TrainResult:
         """Train for the configured epochs (or until early stopping); returns where the results are.
 
-        Then the run's end, in order: best.pt stripped for release, its final validation (table and figures),
-        results.png, and last.pt stripped, the last act, which marks the run finished (`run_finished`). A run
-        stopped before that has its optimiser state in last.pt: its resume trains no epoch and does the end."""
+        The hooks (`self.hooks`) run when it starts, after each epoch (once its checkpoints are saved; one may stop
+        the run, as early stopping does) and at its end. Then the run's end, in order: best.pt stripped for
+        release, its final validation (table and figures), the hooks' `after_train` (results.png first), and
+        last.pt stripped, the last act, which marks the run finished (`run_finished`). A run stopped before that
+        has its optimiser state in last.pt: its resume trains no epoch and does the end."""
         cfg, dist, progress = self.cfg, self.dist, self.progress
         trained_out = progress.trained_out(epochs=cfg.epochs, patience=cfg.patience)  # a resume of the end alone
         log = None
@@ -256,56 +275,41 @@ class Trainer:
                 batches = len(self.data.train_loader)
                 LOGGER.info("%s", warmup_plan(self.optim.warmup_steps, batches, min_steps=cfg.warmup_min_steps,
                                               from_epochs=round(self.hyp["warmup_epochs"] * batches)))  # fmt: skip
-        epochs_without_gain = progress.epochs_without_gain
-        metrics: dict[str, float] = {}
         epoch = progress.start_epoch - 1
         best = self.weights_dir / "best.pt"
-        finished = False
+        ending = False  # the hooks' after_train has begun
         try:
+            self._call_hooks("before_train")
             for epoch in range(progress.start_epoch, progress.start_epoch if trained_out else cfg.epochs):
                 metrics = self._run_epoch(epoch, log)
                 if dist.is_main:
                     score = fitness(metrics.get("metrics/mAP50", 0.0), metrics.get("metrics/mAP50-95", 0.0))
-                    first = progress.best_epoch < 0 and progress.best_fitness <= 0  # best.pt is always written
-                    improved = not cfg.val or score > progress.best_fitness or first  # --noval: the latest
-                    if improved:
-                        progress.best_fitness, progress.best_epoch = (score if cfg.val else 0.0), epoch
-                        epochs_without_gain = 0
-                    else:
-                        epochs_without_gain += 1
-                    final = epoch == cfg.epochs - 1 or (cfg.patience > 0 and epochs_without_gain >= cfg.patience)
-                    self._save(epoch, improved, final=final)
-                    if self.on_epoch is not None:
-                        self.on_epoch(epoch, metrics)
-                stop = cfg.patience > 0 and epochs_without_gain >= cfg.patience
-                if broadcast_object(dist, stop):
-                    if dist.is_main:
-                        LOGGER.info("no improvement for %d epochs: stopping early at epoch %d", cfg.patience, epoch)
+                    self._save(epoch, progress.record(epoch, score if cfg.val else None))
+                stop = any(self._call_hooks("after_epoch", epoch, metrics))  # each hook called: a list, not a generator
+                if broadcast_object(dist, stop):  # rank 0's decision
                     break
             if dist.is_main:
+                if not cfg.save and epoch >= progress.start_epoch:
+                    self._save(epoch, False, end=True)
                 strip(best)
             barrier(dist)  # best.pt is written for good before every rank reads it
             for loader in (self.data.train_loader, self.data.val_loader):
                 stop_workers(loader)  # before the compiled runtime starts its threads (`data.loader.stop_workers`)
             metrics = self._final_validation(best)
+            result = TrainResult(run_dir=self.run_dir, last=self.weights_dir / "last.pt", best=best,
+                                 epochs_run=epoch + 1 - progress.start_epoch, best_fitness=progress.best_fitness,
+                                 final_metrics=metrics)  # fmt: skip
+            ending = True
+            self._call_hooks("after_train", result)
             if dist.is_main:
-                plot_run(self.cfg, self.run_dir)
-                strip(self.weights_dir / "last.pt")  # the last act: a stripped last.pt marks the run finished
-            finished = True
+                strip(result.last)  # the last act: a stripped last.pt marks the run finished
         finally:
             if log is not None:
                 log.close()
             destroy_process_group(dist)
-            if dist.is_main and not finished:
-                plot_run(self.cfg, self.run_dir)  # an interrupted run's curves too
-        return TrainResult(
-            run_dir=self.run_dir,
-            last=self.weights_dir / "last.pt",
-            best=best,
-            epochs_run=epoch + 1 - progress.start_epoch,
-            best_fitness=progress.best_fitness,
-            final_metrics=metrics,
-        )
+            if not ending:
+                self._call_hooks("after_train", None)  # an interrupted run's curves too
+        return result
 
     def _final_validation(self, best: Path) -> dict[str, float]:
         """`best` validated as `tphyolo val` validates it (`run_end.validate_as_val`), its table logged with a row
@@ -323,16 +327,8 @@ class Trainer:
             LOGGER.info("%s", evaluation_results.format_results(results, verbose=True))
         return self._metrics(results)
 
-    def _report_startup(self, clock: StartupClock) -> None:
-        """Logs the time to the first step and writes it to startup.json (main process)."""
-        if self.runtime.compile != "off":
-            clock.notes["compile_cache"] = cache_counters()
-        if self.dist.is_main:
-            cache = clock.notes.get("compile_cache")
-            LOGGER.info("%s%s", clock.summary(), f"; compile cache {cache}" if cache else "")
-            clock.write(self.run_dir / "startup.json")
-
     def _run_epoch(self, epoch: int, log: Any) -> dict[str, float]:
+        """Trains and validates `epoch`; its results.csv values (rank 0; empty on the others)."""
         cfg, dist, data, optim = self.cfg, self.dist, self.data, self.optim
         set_loader_epoch(data.train_loader, epoch)  # this epoch's order and augmentation, resumed or not
         multi_scale = None
@@ -354,7 +350,9 @@ class Trainer:
         steps_before = self.progress.steps.step
         batches = data.train_loader
         if "first step" not in self.startup.phases and epoch == self.progress.start_epoch:
-            batches = self.startup.first_step(batches, self._report_startup)
+            report = partial(StartupClock.report, run_dir=self.run_dir if dist.is_main else None,
+                             compiled=self.runtime.compile != "off")  # fmt: skip
+            batches = self.startup.first_step(batches, report)
         mean_items = train_one_epoch(
             self.train_model, self.loss_fn, batches, optim, state=self.progress.steps, epoch=epoch, hyp=self.hyp,
             place=EpochPlace(self.runtime, self.device, dist), grad_clip=cfg.grad_clip,
@@ -382,7 +380,7 @@ class Trainer:
             warmup_note(steps_before, self.progress.steps.step, optim.warmup_steps),
         )  # fmt: skip
         barrier(dist)
-        return metrics
+        return values
 
     def validate(self) -> dict[str, float]:
         """Validate the EMA model on the val split (--tile: sliced, as `predict --slice` runs): metrics and validation
@@ -417,34 +415,34 @@ class Trainer:
         values = (results.mp, results.mr, results.map50, results.map)
         return {name: float(v) for name, v in zip(METRIC_COLUMNS, values, strict=True)}
 
-    def _save(self, epoch: int, improved: bool, *, final: bool) -> None:
+    def _save(self, epoch: int, improved: bool, *, end: bool = False) -> None:
         """The epoch's checkpoints (`epoch_checkpoints`): last.pt commits the epoch (its results.csv row is
         already written); should the run stop before the others are written, a resume writes them from it
-        (`reconcile_weights`). With --nosave only the `final` epoch writes: last.pt, and best.pt from the best
-        epoch's weights, kept in memory until then."""
+        (`reconcile_weights`). With --nosave the epochs write nothing (the best one's weights are kept in memory):
+        the `end` of the epochs (all trained, or a hook stopped the run) writes last.pt and best.pt."""
         payload = training_checkpoint(self.model, self.optim, cfg=self.cfg, epoch=epoch, progress=self.progress)
         payload["train_args"][RUNTIME_KEY] = ran_with(self.runtime)
-        if not self.cfg.save:
+        if end:
+            for name, saved in (("last.pt", payload), ("best.pt", self._best_payload)):
+                LOGGER.debug("saved %s", save_checkpoint(self.weights_dir / name, saved))
+        elif not self.cfg.save:
             if improved:
                 self._best_payload = release_payload(payload, copy=True)
-            if final:
-                for path, saved in ((self.weights_dir / "last.pt", payload), (self.weights_dir / "best.pt",
-                                                                             self._best_payload)):  # fmt: skip
-                    LOGGER.debug("saved %s", save_checkpoint(path, saved))
-            return
-        for name in epoch_checkpoints(epoch, improved=improved, save_period=self.cfg.save_period):
-            LOGGER.debug("saved %s", save_checkpoint(self.weights_dir / name, payload))
+        else:
+            for name in epoch_checkpoints(epoch, improved=improved, save_period=self.cfg.save_period):
+                LOGGER.debug("saved %s", save_checkpoint(self.weights_dir / name, payload))
 
 
 def train(
-    cfg: TrainConfig | None = None, runtime: RuntimeConfig | None = None, *, verbose: bool = True, **overrides: Any
-) -> TrainResult:
+    cfg: TrainConfig | None = None, runtime: RuntimeConfig | None = None, *, verbose: bool = True,
+    hooks: Sequence[TrainHook] = (), **overrides: Any,
+) -> TrainResult:  # fmt: skip
     """Train a model: `tphyolo.train(data="my.yaml", model="tph-yolov5s", epochs=65)`.
 
     Keyword overrides are TrainConfig fields; the result says where the weights and logs are. It reports
     progress as `tphyolo train` does (the recipe, one line per epoch, progress bars); `verbose=False` keeps
-    it to warnings (`runtime.console.progress_output`).
+    it to warnings (`runtime.console.progress_output`). `hooks`: `TrainHook`s the run calls (`Trainer`).
     """
     cfg = replace(cfg or TrainConfig(), **overrides)
     with progress_output(verbose):
-        return Trainer(cfg, runtime or RuntimeConfig(), verbose=verbose).fit()
+        return Trainer(cfg, runtime or RuntimeConfig(), verbose=verbose, hooks=hooks).fit()

@@ -9,6 +9,7 @@ so far (`reporter.REPORT_KEYS`); a scheduler that stops the trial stops it there
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -19,6 +20,7 @@ from tphyolo.data.files.atomic import write_text_atomic
 from tphyolo.metrics import fitness
 from tphyolo.runtime.config import RuntimeConfig
 from tphyolo.training.config import TrainConfig
+from tphyolo.training.hooks.base import TrainHook
 from tphyolo.training.trainer import Trainer
 from tphyolo.training.tune.ray_adapters import TRIAL_KEY
 from tphyolo.training.tune.space import SearchSpace
@@ -52,6 +54,17 @@ class BestEpoch:
         return {**self.report, "epoch": epoch + 1}
 
 
+class ReportToTune(TrainHook):
+    """After each epoch, hands the trial's best epoch so far (`BestEpoch`) to `report` (Ray Tune's
+    `tune.report`, which may stop the trial there)."""
+
+    def __init__(self, report: Callable[[dict[str, float]], Any]) -> None:
+        self.report, self.best = report, BestEpoch()
+
+    def after_epoch(self, trainer: Any, epoch: int, metrics: dict[str, float]) -> None:
+        self.report(self.best.update(epoch, metrics))
+
+
 def trial_config(setup: TrialSetup, number: int, values: dict[str, float]) -> TrainConfig:
     """The training settings of trial `number`: its hyp file written into its folder, the run in that folder."""
     folder = Path(setup.run_dir) / TRIALS_DIR / f"trial{number}"
@@ -73,16 +86,13 @@ def run_trial(config: dict[str, Any], *, setup: TrialSetup) -> None:
     number = int(config[TRIAL_KEY])
     cfg = trial_config(setup, number, {k: v for k, v in config.items() if k != TRIAL_KEY})
     runtime = replace(setup.runtime, device="0" if setup.gpu else "cpu")  # Ray shows a trial its GPUs only
-    best = BestEpoch()
     handler = logging.FileHandler(Path(cfg.project) / cfg.name / "train.log", encoding="utf-8")
     handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(message)s"))
     logger = logging.getLogger("tphyolo")
     logger.addHandler(handler)
     logger.setLevel(logging.INFO)
     try:
-        trainer = Trainer(cfg, runtime, verbose=False,
-                          on_epoch=lambda epoch, metrics: tune.report(best.update(epoch, metrics)))  # fmt: skip
-        trainer.fit()
+        Trainer(cfg, runtime, verbose=False, hooks=[ReportToTune(tune.report)]).fit()
     finally:
         logger.removeHandler(handler)
         handler.close()
