@@ -8,7 +8,7 @@ import os
 import pytest
 import torch
 
-from tphyolo.data.loader import available_cores
+from tphyolo.cores import available_cores
 from tphyolo.infer.config import InferenceConfig
 from tphyolo.serve.engine import EngineSpec, configure_worker_threads, worker_threads
 from tphyolo.serve.worker import InferenceWorker

@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import logging
 import multiprocessing
-import os
 import random
 import sys
 from collections.abc import Sequence
@@ -29,6 +28,7 @@ import torch
 import torch.nn.functional as F
 from torch.utils.data import DataLoader, get_worker_info
 
+from tphyolo.cores import available_cores
 from tphyolo.data.augment import Hyp
 from tphyolo.data.dataset import DetectionDataset, RectBatches, Sample
 from tphyolo.data.dataset_config import DataConfig
@@ -240,13 +240,6 @@ def set_loader_epoch(loader: DataLoader, epoch: int) -> None:
     sampler = loader.sampler
     sampler.set_epoch(epoch)
     loader.generator.manual_seed(worker_base_seed(sampler.seed, sampler.rank, epoch))
-
-
-def available_cores() -> int:
-    """The CPU cores this process may run on (its affinity mask where the OS has one, else all)."""
-    if hasattr(os, "sched_getaffinity"):
-        return len(os.sched_getaffinity(0))
-    return os.cpu_count() or 1
 
 
 def usable_workers(asked: int, *, batch_size: int, world_size: int = 1) -> int:

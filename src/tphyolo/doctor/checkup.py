@@ -12,7 +12,7 @@ from typing import Any
 import torch
 
 from tphyolo._version import __version__
-from tphyolo.data.loader import available_cores
+from tphyolo.cores import available_cores
 from tphyolo.doctor import probes
 from tphyolo.doctor.findings import DoctorReport
 from tphyolo.doctor.problems import find_problems

@@ -42,10 +42,10 @@ import cv2
 import numpy as np
 import torch
 
+from tphyolo.cores import available_cores
 from tphyolo.data.builtin.synthetic import NAMES as BUILTIN_NAMES
 from tphyolo.data.builtin.synthetic import split_scene
 from tphyolo.data.files.atomic import write_text_atomic
-from tphyolo.data.loader import available_cores
 from tphyolo.infer.backends.base import ExportedBackend
 from tphyolo.infer.backends.compiled import PRECISION_FILE, RUNTIMES, cache_entry, load_compiled, precision_machine
 from tphyolo.infer.backends.openvino import OpenVINOBackend

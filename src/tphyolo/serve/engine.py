@@ -28,8 +28,8 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from tphyolo.cores import available_cores
 from tphyolo.data.files.digest import update_with_file
-from tphyolo.data.loader import available_cores
 from tphyolo.infer.config import InferenceConfig
 from tphyolo.infer.slicing import SliceConfig
 from tphyolo.predict.predictor import Predictor

@@ -45,11 +45,11 @@ from torch import nn
 
 from tphyolo._version import __version__
 from tphyolo.checkpoint.format import load_checkpoint
+from tphyolo.cores import available_cores
 from tphyolo.data.files.atomic import atomic_path
 from tphyolo.data.files.bounded_json import CacheFileError, read_kept_json
 from tphyolo.data.files.digest import update_with_file
 from tphyolo.data.files.image_limits import IMGSZ_BOUNDS
-from tphyolo.data.loader import available_cores
 from tphyolo.errors import InputError, describe_error
 from tphyolo.imports import require
 from tphyolo.infer.backends.base import ExportedBackend

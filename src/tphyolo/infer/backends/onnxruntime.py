@@ -10,7 +10,7 @@ from pathlib import Path
 
 import torch
 
-from tphyolo.data.loader import available_cores
+from tphyolo.cores import available_cores
 from tphyolo.errors import InputError
 from tphyolo.imports import require
 from tphyolo.infer.backends.base import ExportedBackend, check_format, error_reason

@@ -19,8 +19,8 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from tphyolo.cores import available_cores
 from tphyolo.data.files.atomic import atomic_path
-from tphyolo.data.loader import available_cores
 from tphyolo.errors import InputError
 from tphyolo.imports import require
 from tphyolo.infer.backends.base import ExportedBackend, check_format, error_reason

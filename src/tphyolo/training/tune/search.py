@@ -23,9 +23,9 @@ from typing import Any, TextIO
 
 import yaml
 
+from tphyolo.cores import available_cores
 from tphyolo.data.dataset_config import BUILTIN_DATA
 from tphyolo.data.files.atomic import write_text_atomic
-from tphyolo.data.loader import available_cores
 from tphyolo.errors import InputError
 from tphyolo.flags import setting_name
 from tphyolo.runtime.config import RuntimeConfig
