@@ -20,8 +20,7 @@ def _scene_backends(weights, *, runtime, device, fuse=True, **choices):  # backe
 def scene_detector(monkeypatch):
     """`--weights` of predict and val load the scene detector, whatever the file."""
     # the modules that bind load_backends at import come first, so that they import with the real one
-    monkeypatch.setattr("tphyolo.evaluation.val.load_backends", _scene_backends)  # val loads through tphyolo.val
-    monkeypatch.setattr("tphyolo.predict.predictor.load_backends", _scene_backends)
+    monkeypatch.setattr("tphyolo.infer.build.load_backends", _scene_backends)  # predict and val build through it
     monkeypatch.setattr("tphyolo.infer.backends.pytorch.load_backends", _scene_backends)
 
 

@@ -75,7 +75,7 @@ def test_tta_shorthand_and_bad_settings():
     assert custom.tta.passes() == [(1.0, "lr"), (0.5, "lr")] and custom.max_det == 7 and custom.conf == 0.001
     assert inference_config(custom, tta=False).tta == PLAIN
     assert InferenceConfig(classes=[2, 1]).classes == (2, 1)  # lists from Python become tuples
-    for bad, match in (({"merge": "mean"}, "merge method"), ({"conf": 1.5}, "conf"), ({"batch": 0}, ">= 1")):
+    for bad, match in (({"merge": "mean"}, "merge must be one of"), ({"conf": 1.5}, "conf"), ({"batch": 0}, ">= 1")):
         with pytest.raises(ValueError, match=match):
             InferenceConfig(**bad)
     with pytest.raises(ValueError, match="flips"):
