@@ -143,8 +143,10 @@ def test_a_full_queue_answers_503_at_once(tiny_weights, image_files):
         os.kill(service.worker.pid, signal.SIGSTOP)
         try:
             with ThreadPoolExecutor(streams + 1) as pool:
-                accepted = [pool.submit(post) for _ in range(streams)]
-                _wait_for(lambda: service.batcher.in_flight == streams)
+                accepted = []
+                for count in range(1, streams + 1):  # one at a time: two queued at once would fill the queue of 1
+                    accepted.append(pool.submit(post))
+                    _wait_for(lambda count=count: service.batcher.in_flight == count)
                 accepted.append(pool.submit(post))
                 _wait_for(lambda: service.batcher.depth == 1)
                 refused = post()
