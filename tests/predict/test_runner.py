@@ -16,8 +16,9 @@ from tests.torchrun import REPO, torchrun
 
 from tphyolo.predict.raster import RowRecord
 from tphyolo.predict.runner.journal import JOURNAL_DIR, FrameRecord, UnitRecord
-from tphyolo.predict.runner.units import RunJournal, UnitDeal, UnitRunner
+from tphyolo.predict.runner.units import RunJournal, UnitRunner
 from tphyolo.runtime.distributed import DistContext
+from tphyolo.runtime.sharding import UnitDeal
 
 WORKER = REPO / "tests" / "predict" / "runner_worker.py"
 
