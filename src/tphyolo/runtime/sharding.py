@@ -73,19 +73,15 @@ class UnitDeal(Generic[T]):
         left = tuple(k for k in range(count) if k not in finished)
         return cls(dist, count, left, tuple(deal(left, rank=dist.rank, world_size=dist.world_size)))
 
-    def gather(self, values: Sequence[T], *, before: Mapping[int, T] | None = None) -> list[T] | None:
-        """Every unit's value in unit order on rank 0 (None on the other ranks): each rank gives the `values` of
-        its units (`mine`, in order), rank 0 adds those of the units finished `before`. Raises ValueError when
-        a unit comes back twice or not at all (a dealing bug must not pass as a result)."""
-        if len(values) != len(self.mine):
-            raise ValueError(f"rank {self.dist.rank}: {len(values)} results for {len(self.mine)} units")
-        return self.gather_with(values, before=before)[0]
-
-    def gather_with(
+    def gather(
         self, values: Sequence[T], *, summary: Any = None, before: Mapping[int, T] | None = None
     ) -> tuple[list[T] | None, list[Any] | None]:
-        """`gather`, and every rank's `summary` (picklable: what a rank adds up beside its units, e.g. seconds
-        spent) in rank order, in the same collective call; (None, None) on the ranks other than 0."""
+        """Every unit's value in unit order on rank 0, and every rank's `summary` (picklable: what a rank adds up
+        beside its units, e.g. seconds spent) in rank order; (None, None) on the other ranks. Each rank gives the
+        `values` of its units (`mine`, in order), rank 0 adds those of the units finished `before`. Raises
+        ValueError when a unit comes back twice or not at all (a dealing bug must not pass as a result)."""
+        if len(values) != len(self.mine):
+            raise ValueError(f"rank {self.dist.rank}: {len(values)} results for {len(self.mine)} units")
         gathered = gather_to_main(self.dist, (list(zip(self.mine, values, strict=True)), summary))
         if gathered is None:
             return None, None

@@ -96,6 +96,6 @@ class UnitRunner(Generic[R]):
         missing = [k for k in self.mine if k not in self.finished]
         if missing:
             raise ValueError(f"rank {self.deal.dist.rank}: unit {missing[0]} of {len(missing)} left is not finished")
-        records, summaries = self.deal.gather_with([self.finished[k] for k in self.mine], summary=summary,
-                                                   before=self.before)  # fmt: skip
+        records, summaries = self.deal.gather([self.finished[k] for k in self.mine], summary=summary,
+                                              before=self.before)  # fmt: skip
         return None if records is None else (records, summaries)
