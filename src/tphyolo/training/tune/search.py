@@ -108,17 +108,16 @@ def _settings(run_dir: Path, tune: TuneConfig | None, train: TrainConfig | None)
     if not isinstance(saved, dict) or not isinstance(saved.get("tune"), dict) or not isinstance(saved.get("train"),
                                                                                                dict):  # fmt: skip
         raise InputError(f"{path}: expected the mappings 'tune' and 'train'")
-    try:
-        resumed = TuneConfig.from_dict(saved["tune"])
-    except (TypeError, ValueError) as error:
-        raise InputError(f"{path}: key 'tune' (the search's saved settings): {error}") from None
-    if tune is not None:
-        resumed = replace(resumed, trials=tune.trials)
-    train_values = {k: tuple(v) if isinstance(v, list) else v for k, v in saved["train"].items()}  # yaml lists
-    try:
-        return resumed, TrainConfig.from_dict(train_values)
-    except (TypeError, ValueError) as error:
-        raise InputError(f"{path}: key 'train' (the search's saved settings): {error}") from None
+    loaded = []
+    for key, kind in (("tune", TuneConfig), ("train", TrainConfig)):
+        values = {k: tuple(v) if isinstance(v, list) and kind is TrainConfig else v  # yaml lists
+                  for k, v in saved[key].items()}  # fmt: skip
+        try:
+            loaded.append(kind.from_dict(values))
+        except (TypeError, ValueError) as error:
+            raise InputError(f"{path}: key {key!r} (the search's saved settings): {error}") from None
+    resumed, train = loaded
+    return (resumed if tune is None else replace(resumed, trials=tune.trials)), train
 
 
 def require_ray_tune() -> None:
@@ -207,19 +206,14 @@ def run_search(
         train = replace(train, val=True)
         _settings(run_dir, tune, train)
     train, base_file, base = _base_hyp(train)
-    rows = _resumed_rows(run_dir / TRIALS_FILE) if resume is not None else []
+    rows = []  # an earlier session's, a trial it left running marked interrupted
+    if resume is not None and (run_dir / TRIALS_FILE).is_file():
+        rows = [replace(row, state="interrupted") if row.state == "running" else row
+                for row in read_trials(run_dir / TRIALS_FILE)]  # fmt: skip
     stream = stream or sys.stdout  # taken before Ray's output is sent to ray.log
     with ray_output_to(run_dir / "ray.log"):
         _fit(tune, train, runtime, run_dir=run_dir, base=base, rows=rows, stream=stream, trainable=trainable)
     return _finish(run_dir, base_file=base_file, stream=stream)
-
-
-def _resumed_rows(path: Path) -> list[TrialRow]:
-    """The rows of an earlier session, a trial it left running marked interrupted."""
-    if not path.is_file():
-        return []
-    rows = read_trials(path)
-    return [replace(row, state="interrupted") if row.state == "running" else row for row in rows]
 
 
 def _check_columns(path: Path, rows: list[TrialRow], keys: tuple[str, ...]) -> None:
