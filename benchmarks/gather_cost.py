@@ -44,13 +44,13 @@ def validate(args: argparse.Namespace, data: Path) -> dict[str, float]:
 
     from tphyolo.data.dataset_config import load_data_config
     from tphyolo.data.loader import DatasetSettings, LoaderSettings, build_dataloader, build_dataset
-    from tphyolo.evaluation.loop import collect_results
+    from tphyolo.evaluation.loop import collect_results, gather_speed
     from tphyolo.evaluation.scoring import score_images
-    from tphyolo.evaluation.sharded import Shard, gather_in_order, gather_speed
     from tphyolo.infer.config import InferenceConfig
     from tphyolo.models import build_model
     from tphyolo.runtime.config import RuntimeConfig
     from tphyolo.runtime.distributed import DistContext, barrier
+    from tphyolo.runtime.sharding import Shard
 
     dist = DistContext.from_env()
     torch.manual_seed(0)
@@ -73,7 +73,7 @@ def validate(args: argparse.Namespace, data: Path) -> dict[str, float]:
     gathered = results
     if dist.distributed:
         speed = gather_speed(shard, speed, len(results))
-        gathered = gather_in_order(shard, results)
+        gathered = shard.gather(results)
     t3 = time.perf_counter()
     if gathered is not None:
         score_images(gathered, names=config.names, max_det=args.max_det)

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from tphyolo.analyze import Counter, TrackPoints, Zones
-from tphyolo.analyze.geometry import cross_sides, inside_polygon, is_simple_polygon, paths_cross, signed_distance
+from tphyolo.analyze.geometry import inside_polygon, is_simple_polygon, paths_cross, signed_distance
 
 SQUARE = np.array([[20.0, 20], [80, 20], [80, 80], [20, 80]])
 
@@ -20,9 +20,9 @@ def walk(ys, x=50.0, track=1, label=0):
 def test_the_side_follows_the_cross_product_in_image_coordinates():
     a, b = np.array([0.0, 270]), np.array([1024.0, 270])  # left to right along the image
     below, above = np.array([[500.0, 300]]), np.array([[500.0, 200]])
-    # y grows downwards: below the line is its right, (B - A) x (p - A) = 1024 * 30 > 0
-    assert cross_sides(below, a, b)[0] == 1024 * 30 and cross_sides(above, a, b)[0] == -1024 * 70
+    # y grows downwards: below the line is its right, (B - A) x (p - A) = 1024 * 30 > 0: a positive distance
     assert signed_distance(np.vstack([below, above]), np.stack([a, b])).tolist() == [30.0, -70.0]
+    assert signed_distance(np.vstack([below, above]), np.stack([b, a])).tolist() == [-30.0, 70.0]  # reversed
 
 
 def test_paths_cross_the_line_itself_not_its_extension():

@@ -5,9 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from tphyolo.evaluation.sharded import Shard, gather_in_order
 from tphyolo.runtime.distributed import DistContext
-from tphyolo.runtime.sharding import merge_shards
+from tphyolo.runtime.sharding import Shard, merge_shards
 
 
 def shard_indices(count: int, *, rank: int, world_size: int, unit: int = 1) -> list[int]:
@@ -39,6 +38,6 @@ def test_a_rank_with_nothing_to_do_and_a_short_result_list():
     empty = Shard.of(1, unit=1, ctx=DistContext(rank=1, world_size=2))
     assert (empty.indices, empty.units) == ((), 1)
     one = Shard.of(5, unit=2, ctx=DistContext())
-    assert gather_in_order(one, list("abcde")) == list("abcde")
+    assert one.gather(list("abcde")) == list("abcde")
     with pytest.raises(ValueError, match="rank 0: 4 results for 5 items"):
-        gather_in_order(one, list("abcd"))
+        one.gather(list("abcd"))

@@ -16,8 +16,9 @@ from tests.torchrun import REPO, torchrun
 
 from tphyolo.predict.raster import RowRecord
 from tphyolo.predict.runner.journal import JOURNAL_DIR, FrameRecord, UnitRecord
-from tphyolo.predict.runner.units import RunJournal, UnitDeal, UnitRunner
+from tphyolo.predict.runner.units import RunJournal, UnitRunner
 from tphyolo.runtime.distributed import DistContext
+from tphyolo.runtime.sharding import UnitDeal
 
 WORKER = REPO / "tests" / "predict" / "runner_worker.py"
 
@@ -31,7 +32,7 @@ def test_units_left_are_dealt_round_robin_and_gathered_in_unit_order():
     shares = [UnitDeal.of(9, dist=DistContext(rank=r, world_size=3), done=[1, 4]) for r in range(3)]
     assert [s.mine for s in shares] == [(0, 5, 8), (2, 6), (3, 7)]  # of the units left: 0 2 3 5 6 7 8
     one = UnitDeal.of(5, done=[1, 3])
-    assert one.gather(["u0", "u2", "u4"], before={1: "u1", 3: "u3"}) == ["u0", "u1", "u2", "u3", "u4"]
+    assert one.gather(["u0", "u2", "u4"], before={1: "u1", 3: "u3"}) == (["u0", "u1", "u2", "u3", "u4"], [None])
     with pytest.raises(ValueError, match="item 2 came back twice"):
         one.gather(["u0", "u2", "u4"], before={1: "u1", 3: "u3", 2: "again"})
     with pytest.raises(ValueError, match="1 of 5 items did not come back"):

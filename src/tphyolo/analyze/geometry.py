@@ -11,12 +11,6 @@ from __future__ import annotations
 import numpy as np
 
 
-def cross_sides(points: np.ndarray, a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    """(N,) (B - A) x (p - A) for points (N, 2) and the segment a -> b: < 0 on the left, > 0 on the right."""
-    dx, dy = b - a
-    return dx * (points[:, 1] - a[1]) - dy * (points[:, 0] - a[0])
-
-
 def signed_distance(points: np.ndarray, polyline: np.ndarray, *, closed: bool = False) -> np.ndarray:
     """(N,) distance of each point (N, 2) to the nearest segment of `polyline` (K, 2), negative on that
     segment's left, positive on its right (`closed`: with the segment from the last point back to the first)."""

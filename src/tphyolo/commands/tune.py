@@ -14,7 +14,6 @@ from tphyolo.errors import UsageError
 from tphyolo.flags import add_flags, from_flags, setting_name
 from tphyolo.training.config import TrainConfig
 from tphyolo.training.tune.config import SEARCH_OWNED, TuneConfig, TuneResume
-from tphyolo.training.tune.ray_session import require_ray_tune
 
 USES_RUNTIME = True
 
@@ -26,7 +25,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from tphyolo.training.tune.search import run_search  # lazy: imports torch; 'tphyolo tune -h' must not
+    from tphyolo.training.tune.search import require_ray_tune, run_search  # lazy: imports torch; '-h' must not
 
     try:
         require_ray_tune()

@@ -10,8 +10,10 @@ re-labelled from the original images (`Detector.reclassify`) before they are sco
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Sequence
+import time
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import replace
+from typing import Any
 
 import torch
 from torch import nn
@@ -23,7 +25,6 @@ from tphyolo.evaluation.evaluator import Evaluator, combine_results
 from tphyolo.evaluation.results import EvalResults
 from tphyolo.evaluation.scoring import METRICS, MetricsEvaluator
 from tphyolo.evaluation.settings import DEFAULT_EVAL, EvalSettings
-from tphyolo.evaluation.sharded import gather_in_order, gather_speed, global_progress
 from tphyolo.evaluation.writers import Writer
 from tphyolo.infer.backends.base import Backend
 from tphyolo.infer.backends.pytorch import as_backend
@@ -34,7 +35,10 @@ from tphyolo.infer.windows import image_windows, view_batches
 from tphyolo.metrics.protocol import ImageResult
 from tphyolo.ops import cxcywh_to_xyxy
 from tphyolo.runtime.config import RuntimeConfig
-from tphyolo.runtime.distributed import broadcast_object
+from tphyolo.runtime.distributed import GlobalCount, broadcast_object, gather_to_main
+from tphyolo.runtime.sharding import Shard
+
+POLL_SECONDS = 0.1  # how often rank 0's bar looks at the others' count once its own share is done
 
 
 def _ground_truth(batch, i: int, view: View) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
@@ -136,7 +140,7 @@ def evaluate(
     run writes), fed alike, write from those results. The METRICS EvalResults come back, with the speed and, in
     `outputs`, every other result and what each writer returned under its name.
 
-    settings.shard: in a distributed run, which images `loader` holds (`evaluation.sharded`): every rank calls
+    settings.shard: in a distributed run, which images `loader` holds (`runtime.sharding.Shard`): every rank calls
     this, rank 0 gathers the per-image results, feeds its evaluators and writers, and every rank returns the
     scores (the per-image results and outputs only on rank 0).
     """
@@ -160,7 +164,7 @@ def evaluate(
                                     on_batch=None if distributed else feed)  # fmt: skip
     if distributed:
         speed = gather_speed(shard, speed, len(images))
-        images = gather_in_order(shard, images)
+        images = shard.gather(images)
         if images is None:  # rank 0 scores
             return broadcast_object(shard.ctx, None)
         unit = getattr(loader, "batch_size", None) or config.batch
@@ -178,3 +182,35 @@ def evaluate(
         results[writer.name] = writer.write(results)
     outputs = {name: value for name, value in results.items() if name != METRICS}
     return replace(scored, image_results=tuple(images) if settings.keep_images else (), outputs=outputs)
+
+
+def gather_speed(shard: Shard, speed: dict[str, float], images: int) -> dict[str, float]:
+    """The ms per image of every rank's `speed` (over its `images`), weighted by their images: the time one
+    image takes in one process of the run. Rank 0's answer; the other ranks get their own `speed` back."""
+    gathered = gather_to_main(shard.ctx, (speed, images))
+    if gathered is None:
+        return speed
+    total = max(sum(n for _, n in gathered), 1)
+    return {key: sum(s[key] * n for s, n in gathered) / total for key in speed}
+
+
+def global_progress(batches: Iterable[Any], shard: Shard, *, desc: str, enabled: bool = True) -> Iterator[Any]:
+    """`batches`, counted over every rank: rank 0 shows one bar of all `shard.units` batches of the run (none
+    when not `enabled`). Each batch is counted once the caller has processed it (when it asks for the next);
+    rank 0's bar follows the others until they are done too."""
+    counter = GlobalCount(shard.ctx)
+    bar = None
+    if enabled and shard.ctx.is_main:
+        bar = tqdm(total=shard.units, desc=desc, unit="batch", leave=False)
+    try:
+        for batch in batches:
+            yield batch
+            done = counter.add(1)
+            if bar is not None:
+                bar.update(done - bar.n)
+        while bar is not None and bar.n < shard.units:
+            time.sleep(POLL_SECONDS)
+            bar.update(counter.add(0) - bar.n)
+    finally:
+        if bar is not None:
+            bar.close()

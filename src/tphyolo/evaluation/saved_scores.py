@@ -20,12 +20,12 @@ from tphyolo.errors import InputError
 from tphyolo.evaluation.detection_files import annotation_files, score_coco_files, visdrone_image_results
 from tphyolo.evaluation.geojson_files import score_geojson_files
 from tphyolo.evaluation.results import yolo_table
-from tphyolo.evaluation.sharded import Shard, gather_in_order
 from tphyolo.infer.config import MAX_DET
 from tphyolo.metrics.protocol import ImageResult
 from tphyolo.metrics.registry import COCO_JSON, GEOJSON, get_protocol, saved_format
 from tphyolo.metrics.tracking import TrackingResult, evaluate_tracking
 from tphyolo.runtime.distributed import DistContext
+from tphyolo.runtime.sharding import Shard
 
 SINGLE = DistContext()  # one process
 
@@ -60,7 +60,7 @@ def visdrone_folder_results(
     images = visdrone_image_results(gt, pred, images_dir=images_dir,
                                     needs_image_size=get_protocol(protocol).needs_image_size,
                                     with_images=with_images, indices=shard.indices, table=table)  # fmt: skip
-    return gather_in_order(shard, images)
+    return shard.gather(images)
 
 
 def score_saved_detections(

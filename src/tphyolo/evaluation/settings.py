@@ -19,7 +19,7 @@ from tphyolo.metrics.registry import PROTOCOLS
 
 if TYPE_CHECKING:  # annotations only: `tphyolo val -h` imports no torch
     from tphyolo.classify.classifier import CropClassifier
-    from tphyolo.evaluation.sharded import Shard
+    from tphyolo.runtime.sharding import Shard
 
 TASKS = ("val", "test")  # the splits `val` scores
 
@@ -31,7 +31,7 @@ class EvalSettings:
     `tphyolo.classify.classifier.as_classifier`) that re-labels the detections of its classes, `slicing` (a
     SliceConfig: sliced predictions on the full images, windows letterboxed to the inference config's `imgsz`),
     `keep_images` (each image's detections and ground truth kept in `image_results`, for the report) and `shard`
-    (in a distributed run, which images this rank's loader holds: `tphyolo.evaluation.sharded.Shard`)."""
+    (in a distributed run, which images this rank's loader holds: `tphyolo.runtime.sharding.Shard`)."""
 
     protocol: str = "yolo"
     progress: bool = False

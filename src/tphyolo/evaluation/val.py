@@ -24,7 +24,6 @@ from tphyolo.evaluation.evaluator import Evaluator
 from tphyolo.evaluation.loop import evaluate
 from tphyolo.evaluation.results import EvalResults
 from tphyolo.evaluation.settings import VAL_CONFIG_FIELDS, EvalSettings, ValConfig
-from tphyolo.evaluation.sharded import Shard
 from tphyolo.evaluation.writers import Writer, writers_for
 from tphyolo.infer.backends.pytorch import Weights
 from tphyolo.infer.build import build_detector, spec_device
@@ -35,6 +34,7 @@ from tphyolo.runtime.config import RuntimeConfig
 from tphyolo.runtime.decisions import write_decisions
 from tphyolo.runtime.distributed import DistContext, barrier, init_process_group
 from tphyolo.runtime.run_dir import removed_if_left_empty
+from tphyolo.runtime.sharding import Shard
 
 _log = logging.getLogger(__name__)
 

@@ -2,7 +2,7 @@
 shared by the ranks of a torchrun run; resumable either way.
 
 The files are cut into units (`sources.source_units`: groups of images, a video), run by the runner of every
-sharded run (`predict.runner.units`): unit k of those left goes to rank k % world_size. Every rank writes the
+sharded run (`predict.runner.units`), dealt and gathered as `runtime.sharding` states. Every rank writes the
 outputs of its files into the one run folder, with the names one process gives them, and journals each unit it
 finishes (`predict.runner.journal`). At the end rank 0 gathers every rank's detections and writes
 predictions.json in file order, as one process writes it. A resumed run leaves out the units the journal records

@@ -18,9 +18,9 @@ finished row is journaled (`predict.runner.journal`): one line (`RowRecord`) hol
 (float32, exactly) and its NoData and unreadable tiles, appended whole or not at all (a line cut short fails its
 check and the row is done again). So a run that stops anywhere loses at most the rows it had not journaled, and
 a resumed run (`resume=True`) runs only the others: its batches, detections and merge are those of an
-uninterrupted run, and so are its outputs, exactly. Under torchrun (`dist`) row k of those left goes to rank
-k % world_size; rank 0 gathers every rank's rows, merges them in row order and alone gets the RasterPrediction
-(the others get None): the same result as one process.
+uninterrupted run, and so are its outputs, exactly. Under torchrun (`dist`) the rows left are dealt as
+`runtime.sharding` states; rank 0 gathers every rank's rows, merges them in row order and alone gets the
+RasterPrediction (the others get None): the same result as one process.
 """
 
 from __future__ import annotations

@@ -22,9 +22,9 @@ from tphyolo.data.loader import DatasetSettings, LoaderSettings, build_dataloade
 from tphyolo.data.report import format_problems, shared_images_warning
 from tphyolo.data.scan import SplitScan, scan_split
 from tphyolo.errors import InputError
-from tphyolo.evaluation.sharded import Shard
 from tphyolo.infer.slicing import SliceConfig
 from tphyolo.runtime.distributed import DistContext, barrier
+from tphyolo.runtime.sharding import Shard
 from tphyolo.training.config import TrainConfig
 
 LOGGER = logging.getLogger("tphyolo.train")
@@ -37,7 +37,7 @@ class TrainData:
 
     config: the resolved dataset; train_set / train_loader: augmented training samples (sharded across the
     processes of a distributed run); val_loader: the val split in rect batches of 2 x batch, in a distributed
-    run this rank's share of those batches (`val_shard`: which images; `evaluation.sharded`); imgsz: the
+    run this rank's share of those batches (`val_shard`: which images; `runtime.sharding`); imgsz: the
     training size, a multiple of `stride`, the size grid of the run; val_slicing: with --tile, the sliced
     inference validation runs on the full val images (windows of imgsz), else None.
     """

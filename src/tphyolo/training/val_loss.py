@@ -15,7 +15,7 @@ from typing import Any
 import torch
 from torch import nn
 
-from tphyolo.evaluation.sharded import Shard, gather_in_order
+from tphyolo.runtime.sharding import Shard
 from tphyolo.training.loss import _find_head
 
 
@@ -69,7 +69,7 @@ class ValLoss:
         items = self.items
         if shard is not None and shard.ctx.distributed:
             batches = Shard.of(shard.units, unit=1, ctx=shard.ctx)  # loader batch j of rank r is batch r + jW
-            items = gather_in_order(batches, items) or items
+            items = batches.gather(items) or items
         total, count = None, 0
         for value in items:
             if value is not None:

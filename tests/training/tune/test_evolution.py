@@ -7,7 +7,7 @@ import math
 import numpy as np
 import pytest
 
-from tphyolo.training.tune.evolution import (
+from tphyolo.training.tune.searchers import (
     FACTOR_LIMITS,
     Scored,
     mutation_factors,

@@ -8,10 +8,15 @@ import json
 import pytest
 from ray.tune.search import Searcher
 
-from tphyolo.training.tune.evolution import Scored
-from tphyolo.training.tune.proposals import EvolutionProposals
-from tphyolo.training.tune.ray_adapters import TRIAL_KEY, ray_classes
-from tphyolo.training.tune.searchers import METRIC, SEARCHERS, build_searcher
+from tphyolo.training.tune.searchers import (
+    METRIC,
+    SEARCHERS,
+    TRIAL_KEY,
+    EvolutionProposals,
+    Scored,
+    build_searcher,
+    numbered_searcher_class,
+)
 from tphyolo.training.tune.space import HypRange, SearchSpace
 
 BASE = {"lr0": 0.01, "momentum": 0.9, "iou_t": 0.2, "anchors": 3}
@@ -106,7 +111,7 @@ def test_the_numbered_wrapper_passes_everything_else_through():
             self.calls.append(("complete", trial_id, error))
 
     inner = Fixed()
-    searcher = ray_classes().NumberedSearcher(inner, first=7)
+    searcher = numbered_searcher_class()(inner, first=7)
     assert (searcher.metric, searcher.mode) == (METRIC, "max")
     assert searcher.suggest("a") == {"x": 1, TRIAL_KEY: 7}
     assert searcher.suggest("b") is None and searcher.suggest("c") == Searcher.FINISHED

@@ -6,9 +6,16 @@ import math
 
 import pytest
 
-from tphyolo.training.tune.evolution import Scored
-from tphyolo.training.tune.plots import plot_trials
-from tphyolo.training.tune.trials import TrialRow, best_trial, history, read_trials, write_best_hyp, write_trials
+from tphyolo.training.tune.searchers import Scored
+from tphyolo.training.tune.trials import (
+    TrialRow,
+    best_trial,
+    history,
+    plot_trials,
+    read_trials,
+    write_best_hyp,
+    write_trials,
+)
 from tphyolo.yaml_files import load_yaml_file
 
 HYP = {"lr0": 0.01, "momentum": 0.937, "anchor_t": 4.0, "anchors": 3}

@@ -18,7 +18,7 @@ from tphyolo.training.config import TrainConfig
 from tphyolo.training.hyp import train_hyp
 from tphyolo.training.tune.config import TuneConfig
 from tphyolo.training.tune.search import run_search
-from tphyolo.training.tune.trainable import BestEpoch, trial_config
+from tphyolo.training.tune.trainable import ReportToTune, trial_config
 from tphyolo.training.tune.trials import read_trials, write_trials
 from tphyolo.yaml_files import load_yaml_file
 
@@ -39,10 +39,10 @@ def made_up_trial(config, *, setup):
     """Three epochs whose mAPs are made of the trial's hyp values: 0.1 lr0-weighted growth per epoch."""
     cfg = trial_config(setup, int(config["trial"]), {k: v for k, v in config.items() if k != "trial"})
     hyp = load_yaml_file(cfg.hyp)
-    best = BestEpoch()
+    hook = ReportToTune(ray_tune.report)
     for epoch in range(setup.train.epochs):
         value = min(hyp["lr0"] * 30 * (epoch + 1) / setup.train.epochs, 1.0)
-        ray_tune.report(best.update(epoch, {"metrics/mAP50": value, "metrics/mAP50-95": value / 2}))
+        hook.after_epoch(None, epoch, {"metrics/mAP50": value, "metrics/mAP50-95": value / 2})
 
 
 def made_up_search(tmp_path, **tune_settings) -> tuple[TuneConfig, TrainConfig]:
@@ -80,7 +80,8 @@ def test_a_resumed_search_keeps_its_trials_and_runs_the_missing_ones(ray_session
 
 def test_four_trials_of_two_epochs_end_with_a_hyp_file_train_reads(ray_session, tiny_synthetic, tmp_path, capsys):
     argv = ["tune", "--data", str(tiny_synthetic), "--img", "64", "--batch", "4", "--epochs", "2", "--trials", "4",
-            "--scheduler", "asha", "--workers", "0", "--no-plots", "--device", "cpu", "--project", str(tmp_path)]
+            "--scheduler", "asha", "--workers", "0", "--no-plots", "--device", "cpu",
+            "--project", str(tmp_path)]  # fmt: skip
     assert main(argv) == 0
     out = capsys.readouterr().out.splitlines()
     run_dir = tmp_path / "exp"

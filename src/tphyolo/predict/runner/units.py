@@ -1,5 +1,5 @@
 """A run of units of work shared by the ranks of a torchrun run, and, given a run folder, journaled and resumable:
-the one shape of every sharded run (a folder or video prediction, a raster's rows of tiles, distributed val).
+the one shape of every resumable sharded run (a folder or video prediction, a raster's rows of tiles).
 
     runner = UnitRunner(keys, dist=dist, journal=RunJournal(run_dir, read=UnitRecord.from_json, resume=True))
     for k in runner.mine:            # this rank's share of the units left
@@ -8,63 +8,25 @@ the one shape of every sharded run (a folder or video prediction, a raster's row
 
 The steps, in order: a resumed run reads the records its journal holds of finished units (each line checked,
 a bad one reported on rank 0 and its unit redone: `journal`); a new one clears the journal; every rank
-waits for the others (no rank journals into a folder rank 0 is still clearing); the units left are dealt, unit k
-of them to rank k % world_size (`UnitDeal`, `runtime.sharding`); each rank journals the units it finishes and
-counts its progress over all ranks (`count`); rank 0 gathers every rank's records and puts them, with those
-finished before, in unit order -- the order one uninterrupted process finishes them in, whatever the number of
-processes and of stops.
+waits for the others (no rank journals into a folder rank 0 is still clearing); the units left are dealt and
+gathered back in one-process order as `runtime.sharding` states (`UnitDeal`); each rank journals the units it
+finishes and counts its progress over all ranks (`count`); rank 0 puts every rank's records, with those finished
+before, in unit order -- the order one uninterrupted process finishes them in, whatever the number of processes
+and of stops.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Hashable, Mapping, Sequence
+from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Generic, TypeVar
 
 from tphyolo.predict.runner.journal import Journal, Record, clear_journal, finished_records
-from tphyolo.runtime.distributed import DistContext, GlobalCount, barrier, gather_to_main
-from tphyolo.runtime.sharding import deal, merge_shards
+from tphyolo.runtime.distributed import DistContext, GlobalCount, barrier
+from tphyolo.runtime.sharding import ONE_PROCESS, UnitDeal
 
-T = TypeVar("T")
 R = TypeVar("R", bound=Record)
-ONE_PROCESS = DistContext()
-
-
-@dataclass(frozen=True)
-class UnitDeal(Generic[T]):
-    """`count` units dealt to the ranks of `dist`: those `left` to run (all of them, or those a resume did not
-    find finished) go to rank k % world_size by their position k among them; `mine` are this rank's, in order."""
-
-    dist: DistContext
-    count: int
-    left: tuple[int, ...]
-    mine: tuple[int, ...]
-
-    @classmethod
-    def of(cls, count: int, *, dist: DistContext = ONE_PROCESS, done: Sequence[int] = ()) -> UnitDeal:
-        finished = set(done)
-        left = tuple(k for k in range(count) if k not in finished)
-        return cls(dist, count, left, tuple(deal(left, rank=dist.rank, world_size=dist.world_size)))
-
-    def gather(self, values: Sequence[T], *, before: Mapping[int, T] | None = None) -> list[T] | None:
-        """Every unit's value in unit order on rank 0 (None on the other ranks): each rank gives the `values` of
-        its units (`mine`, in order), rank 0 adds those of the units finished `before`. Raises ValueError when
-        a unit comes back twice or not at all (a dealing bug must not pass as a result)."""
-        if len(values) != len(self.mine):
-            raise ValueError(f"rank {self.dist.rank}: {len(values)} results for {len(self.mine)} units")
-        return self.gather_with(values, before=before)[0]
-
-    def gather_with(
-        self, values: Sequence[T], *, summary: Any = None, before: Mapping[int, T] | None = None
-    ) -> tuple[list[T] | None, list[Any] | None]:
-        """`gather`, and every rank's `summary` (picklable: what a rank adds up beside its units, e.g. seconds
-        spent) in rank order, in the same collective call; (None, None) on the ranks other than 0."""
-        gathered = gather_to_main(self.dist, (list(zip(self.mine, values, strict=True)), summary))
-        if gathered is None:
-            return None, None
-        pairs = [pairs for pairs, _ in gathered]
-        return merge_shards([*pairs, list((before or {}).items())], self.count), [s for _, s in gathered]
 
 
 @dataclass(frozen=True)
@@ -134,6 +96,6 @@ class UnitRunner(Generic[R]):
         missing = [k for k in self.mine if k not in self.finished]
         if missing:
             raise ValueError(f"rank {self.deal.dist.rank}: unit {missing[0]} of {len(missing)} left is not finished")
-        records, summaries = self.deal.gather_with([self.finished[k] for k in self.mine], summary=summary,
-                                                   before=self.before)  # fmt: skip
+        records, summaries = self.deal.gather([self.finished[k] for k in self.mine], summary=summary,
+                                              before=self.before)  # fmt: skip
         return None if records is None else (records, summaries)

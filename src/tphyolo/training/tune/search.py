@@ -8,6 +8,11 @@ row per trial, kept current), trials/trialN/ (each trial's training run and hyp.
 trials.png at the end, and ray.log with everything Ray, Tune and Optuna printed. While it runs it prints a
 line per trial that ends; at the end, the fittest trials.
 
+Ray runs inside the process with this machine's CPUs and GPUs (the default), or the search joins a running
+cluster (`address`: "auto" or HOST:PORT), or uses the one the caller already started (`ray.init` before the
+search); only what it started, it shuts down. The dashboard stays off unless asked for. The trials' processes
+write their own logs (`log_to_driver=False`).
+
 Resuming (`resume=RUN_DIR`) reads the folder's settings and trials.csv: the trials that ended count, their
 results go to the searcher, and the search runs the trials still missing (a trial that was running is run
 anew, under a new number; its row stays, marked interrupted). Ray's own saved state (pickles) is not read.
@@ -15,8 +20,10 @@ anew, under a new number; its row stays, marked interrupted). Ray's own saved st
 
 from __future__ import annotations
 
+import contextlib
+import logging
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, TextIO
@@ -37,10 +44,6 @@ from tphyolo.training.hyp import hyp_path, load_hyp
 from tphyolo.training.recipes import resolve_recipe
 from tphyolo.training.state import with_resolved_paths
 from tphyolo.training.tune.config import ASHA_REDUCTION, SEARCH_OWNED, TuneConfig
-from tphyolo.training.tune.plots import plot_trials
-from tphyolo.training.tune.ray_adapters import ray_classes
-from tphyolo.training.tune.ray_session import ray_cluster, ray_output_to, require_ray_tune
-from tphyolo.training.tune.reporter import TrialTable, final_table
 from tphyolo.training.tune.searchers import METRIC, build_searcher
 from tphyolo.training.tune.space import build_search_space, load_space_overrides
 from tphyolo.training.tune.trainable import TrialSetup, run_trial, trial_dirname
@@ -48,8 +51,11 @@ from tphyolo.training.tune.trials import (
     COUNTED,
     TrialRow,
     best_trial,
+    final_table,
     history,
+    plot_trials,
     read_trials,
+    table_callback_class,
     write_best_hyp,
     write_trials,
 )
@@ -57,6 +63,8 @@ from tphyolo.yaml_files import load_yaml_file
 
 SETTINGS_FILE = "tune.yaml"
 TRIALS_FILE = "trials.csv"
+TUNE_EXTRA = 'pip install -e ".[tune]"'  # or pip install "tphyolo[tune]"
+LOGGERS_WITH_HANDLERS = ("ray", "optuna")  # loggers that print on their own (propagate=False)
 
 
 @dataclass(frozen=True)
@@ -100,17 +108,67 @@ def _settings(run_dir: Path, tune: TuneConfig | None, train: TrainConfig | None)
     if not isinstance(saved, dict) or not isinstance(saved.get("tune"), dict) or not isinstance(saved.get("train"),
                                                                                                dict):  # fmt: skip
         raise InputError(f"{path}: expected the mappings 'tune' and 'train'")
+    loaded = []
+    for key, kind in (("tune", TuneConfig), ("train", TrainConfig)):
+        values = {k: tuple(v) if isinstance(v, list) and kind is TrainConfig else v  # yaml lists
+                  for k, v in saved[key].items()}  # fmt: skip
+        try:
+            loaded.append(kind.from_dict(values))
+        except (TypeError, ValueError) as error:
+            raise InputError(f"{path}: key {key!r} (the search's saved settings): {error}") from None
+    resumed, train = loaded
+    return (resumed if tune is None else replace(resumed, trials=tune.trials)), train
+
+
+def require_ray_tune() -> None:
+    """Raises ImportError in one line naming the extra when Ray Tune or Optuna cannot be imported."""
     try:
-        resumed = TuneConfig.from_dict(saved["tune"])
-    except (TypeError, ValueError) as error:
-        raise InputError(f"{path}: key 'tune' (the search's saved settings): {error}") from None
-    if tune is not None:
-        resumed = replace(resumed, trials=tune.trials)
-    train_values = {k: tuple(v) if isinstance(v, list) else v for k, v in saved["train"].items()}  # yaml lists
+        import optuna  # noqa: F401
+        import ray.tune  # noqa: F401
+    except ImportError as error:
+        raise ImportError(f"hyperparameter search needs Ray Tune and Optuna ({error}); install the extra: "
+                          f"{TUNE_EXTRA}") from None  # fmt: skip
+
+
+@contextlib.contextmanager
+def ray_output_to(path: Path) -> Iterator[None]:
+    """While inside, the loggers of LOGGERS_WITH_HANDLERS and the process's stdout and stderr write to the file
+    `path` (appended to): everything Ray, Tune and Optuna print (Tune's status tables, warnings) goes there, so
+    that the search's own lines stay readable."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with path.open("a", encoding="utf-8") as log:
+        handler = logging.StreamHandler(log)
+        handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+        saved = {}
+        for name in LOGGERS_WITH_HANDLERS:
+            logger = logging.getLogger(name)
+            saved[name] = logger.handlers[:]
+            logger.handlers[:] = [handler]
+        try:
+            with contextlib.redirect_stdout(log), contextlib.redirect_stderr(log):
+                yield
+        finally:
+            for name, handlers in saved.items():
+                logging.getLogger(name).handlers[:] = handlers
+
+
+@contextlib.contextmanager
+def ray_cluster(*, address: str | None = None, dashboard: bool = False) -> Iterator[dict[str, float]]:
+    """Ray, ready for a search (module docstring: started, joined or the caller's); yields the cluster's
+    resources ({"CPU": 16.0, "GPU": 2.0, ...}). Raises ValueError when `address` is given while the process is
+    already connected elsewhere."""
+    import ray
+
+    started = not ray.is_initialized()
+    if started:
+        ray.init(address=address, include_dashboard=dashboard, log_to_driver=False)
+    elif address is not None:
+        raise InputError(f"Ray is already running in this process; cannot also join {address}")
     try:
-        return resumed, TrainConfig.from_dict(train_values)
-    except (TypeError, ValueError) as error:
-        raise InputError(f"{path}: key 'train' (the search's saved settings): {error}") from None
+        yield dict(ray.cluster_resources())
+    finally:
+        if started:
+            ray.shutdown()
 
 
 def _scheduler(tune: TuneConfig, epochs: int) -> Any:
@@ -148,19 +206,14 @@ def run_search(
         train = replace(train, val=True)
         _settings(run_dir, tune, train)
     train, base_file, base = _base_hyp(train)
-    rows = _resumed_rows(run_dir / TRIALS_FILE) if resume is not None else []
+    rows = []  # an earlier session's, a trial it left running marked interrupted
+    if resume is not None and (run_dir / TRIALS_FILE).is_file():
+        rows = [replace(row, state="interrupted") if row.state == "running" else row
+                for row in read_trials(run_dir / TRIALS_FILE)]  # fmt: skip
     stream = stream or sys.stdout  # taken before Ray's output is sent to ray.log
     with ray_output_to(run_dir / "ray.log"):
         _fit(tune, train, runtime, run_dir=run_dir, base=base, rows=rows, stream=stream, trainable=trainable)
     return _finish(run_dir, base_file=base_file, stream=stream)
-
-
-def _resumed_rows(path: Path) -> list[TrialRow]:
-    """The rows of an earlier session, a trial it left running marked interrupted."""
-    if not path.is_file():
-        return []
-    rows = read_trials(path)
-    return [replace(row, state="interrupted") if row.state == "running" else row for row in rows]
 
 
 def _check_columns(path: Path, rows: list[TrialRow], keys: tuple[str, ...]) -> None:
@@ -172,7 +225,7 @@ def _check_columns(path: Path, rows: list[TrialRow], keys: tuple[str, ...]) -> N
 
 def _fit(tune: TuneConfig, train: TrainConfig, runtime: RuntimeConfig, *, run_dir: Path, base: dict[str, float],
          rows: list[TrialRow], stream: TextIO, trainable: Callable[..., None] | None) -> None:  # fmt: skip
-    """The Ray Tune part: the trials still missing, run with the searcher, scheduler and reporter. A trial
+    """The Ray Tune part: the trials still missing, run with the searcher, scheduler and table of trials. A trial
     process runs the next trial once its own has ended (Ray's `reuse_actors`): torch and the package are imported
     once per process, not once per trial."""
     from ray import tune as ray_tune
@@ -190,8 +243,8 @@ def _fit(tune: TuneConfig, train: TrainConfig, runtime: RuntimeConfig, *, run_di
     first = max((row.trial for row in rows), default=0) + 1
     searcher = build_searcher(tune.searcher, space, seed=train.seed, history=history(rows, space.keys),
                               first_trial=first)  # fmt: skip
-    table = TrialTable(run_dir / TRIALS_FILE, space=space, epochs=train.epochs, total=tune.trials, stream=stream,
-                       rows=rows)  # fmt: skip
+    table = table_callback_class()(run_dir / TRIALS_FILE, space=space, epochs=train.epochs, total=tune.trials,
+                                   stream=stream, rows=rows)  # fmt: skip
     with ray_cluster(address=tune.address, dashboard=tune.dashboard) as resources:
         cpus = resources.get("CPU", 0)
         if tune.cpus_per_trial > cpus:
@@ -210,7 +263,7 @@ def _fit(tune: TuneConfig, train: TrainConfig, runtime: RuntimeConfig, *, run_di
                                             num_samples=remaining, metric=METRIC, mode="max", reuse_actors=True,
                                             trial_dirname_creator=trial_dirname, trial_name_creator=trial_dirname),
             run_config=ray_tune.RunConfig(name=session, storage_path=str(sessions), verbose=0, log_to_file=True,
-                                          callbacks=[ray_classes().TableCallback(table)]),
+                                          callbacks=[table]),
         )  # fmt: skip
         try:
             tuner.fit()

@@ -3,7 +3,7 @@
 `run_trial(config, setup=...)` is the function Ray Tune calls with the searcher's config (the searched hyp
 values and the trial number). It writes the trial's whole hyp to `RUN/trials/trialN/hyp.yaml`, trains into that
 folder with the search's training settings, logs to its train.log, and after each epoch reports its best epoch
-so far (`reporter.REPORT_KEYS`); a scheduler that stops the trial stops it there.
+so far (`trials.REPORT_KEYS`); a scheduler that stops the trial stops it there.
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ from tphyolo.runtime.config import RuntimeConfig
 from tphyolo.training.config import TrainConfig
 from tphyolo.training.hooks.base import TrainHook
 from tphyolo.training.trainer import Trainer
-from tphyolo.training.tune.ray_adapters import TRIAL_KEY
+from tphyolo.training.tune.searchers import TRIAL_KEY
 from tphyolo.training.tune.space import SearchSpace
 
 TRIALS_DIR = "trials"
@@ -40,29 +40,20 @@ class TrialSetup:
     gpu: bool
 
 
-class BestEpoch:
-    """The best epoch of a trial so far, by fitness (0.1 mAP50 + 0.9 mAP50-95), as `reporter` reads it."""
-
-    def __init__(self) -> None:
-        self.report: dict[str, float] = {}
-
-    def update(self, epoch: int, metrics: dict[str, float]) -> dict[str, float]:
-        map50, map50_95 = metrics.get("metrics/mAP50", 0.0), metrics.get("metrics/mAP50-95", 0.0)
-        score = fitness(map50, map50_95)
-        if not self.report or score > self.report["fitness"]:
-            self.report = {"fitness": score, "mAP50": map50, "mAP50-95": map50_95}
-        return {**self.report, "epoch": epoch + 1}
-
-
 class ReportToTune(TrainHook):
-    """After each epoch, hands the trial's best epoch so far (`BestEpoch`) to `report` (Ray Tune's
-    `tune.report`, which may stop the trial there)."""
+    """After each epoch, hands the trial's best epoch so far, by fitness (0.1 mAP50 + 0.9 mAP50-95), to `report`
+    (Ray Tune's `tune.report`, which may stop the trial there): `trials.REPORT_KEYS`."""
 
     def __init__(self, report: Callable[[dict[str, float]], Any]) -> None:
-        self.report, self.best = report, BestEpoch()
+        self.report = report
+        self.best: dict[str, float] = {}
 
     def after_epoch(self, trainer: Any, epoch: int, metrics: dict[str, float]) -> None:
-        self.report(self.best.update(epoch, metrics))
+        map50, map50_95 = metrics.get("metrics/mAP50", 0.0), metrics.get("metrics/mAP50-95", 0.0)
+        score = fitness(map50, map50_95)
+        if not self.best or score > self.best["fitness"]:
+            self.best = {"fitness": score, "mAP50": map50, "mAP50-95": map50_95}
+        self.report({**self.best, "epoch": epoch + 1})
 
 
 def trial_config(setup: TrialSetup, number: int, values: dict[str, float]) -> TrainConfig:
