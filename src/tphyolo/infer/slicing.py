@@ -21,7 +21,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 
 from tphyolo.errors import InputError
-from tphyolo.flags import NON_NEGATIVE, Bounds, flag
+from tphyolo.flags import NON_NEGATIVE, Bounds, check_field_types, flag
 from tphyolo.ops.tiling import DEFAULT_OVERLAP, MAX_OVERLAP, MIN_TILE, tile_grid
 
 AUTO = "auto"  # the window size of `--slice auto`: the network input size
@@ -65,12 +65,9 @@ class SliceConfig:
     skip_empty: bool = flag(False, "--skip-empty", help="do not run windows of one pixel value (NoData)")
 
     def __post_init__(self) -> None:
+        check_field_types(self)  # types and bounds
         if self.size not in (AUTO, MODEL) and (isinstance(self.size, str) or self.size not in SIZE_BOUNDS):
             raise InputError(f"slice size must be {AUTO!r} or at least {MIN_SLICE_SIZE} pixels, got {self.size}")
-        if self.overlap not in OVERLAP_BOUNDS:
-            raise InputError(f"slice overlap must be {OVERLAP_BOUNDS}, got {self.overlap}")
-        if self.full_min < 0:
-            raise InputError(f"the full-image pass's smallest box must be >= 0 pixels, got {self.full_min}")
         if self.full_min and not self.full:
             raise InputError("a smallest box for the full-image pass needs the full-image pass")
 

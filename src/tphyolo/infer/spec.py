@@ -47,6 +47,11 @@ class DetectorSpec:
     classifier: str | Path | CropClassifier | None = None
     classifier_weight: float | None = None
 
+    @property
+    def models(self) -> tuple[Weights, ...]:
+        """`weights` as one entry per model (one for a single path or model)."""
+        return tuple(self.weights) if isinstance(self.weights, list | tuple) else (self.weights,)
+
     @classmethod
     def from_keywords(
         cls,
