@@ -157,23 +157,30 @@ def main() -> None:
                           **{"batch": args.batch, **settings})  # fmt: skip
         weights, epochs, trained = train_for(cfg, 60 * args.minutes)
         inference = replace(VALIDATION, imgsz=imgsz, batch=4, backend="pytorch")
-        results = val(weights, args.data, ValConfig(protocol="visdrone", keep_images=True, slicing=slicing),
+        results = val(weights, args.data, ValConfig(protocol="visdrone", keep_images=True), slicing=slicing,
                       inference=inference, runtime=RuntimeConfig(device="cpu"))  # fmt: skip
         names = list(results.names)
         small = [size_ap50(results.image_results, names, bound) for bound in SMALL]
         memory = step_memory_mb(args.model, len(names), batch=cfg.batch, imgsz=cfg.imgsz)
         rows.append((name, what, cfg.batch, epochs, trained, results.map50, *small, memory))
-        print(f"({name}) {what}: {epochs} epoch(s) begun in {trained:.0f} s; mAP50 {results.map50:.3f}, "
-              f"AP50<16 {small[0]:.3f}, AP50<32 {small[1]:.3f}, step peak {memory:.0f} MiB", flush=True)
+        print(
+            f"({name}) {what}: {epochs} epoch(s) begun in {trained:.0f} s; mAP50 {results.map50:.3f}, "
+            f"AP50<16 {small[0]:.3f}, AP50<32 {small[1]:.3f}, step peak {memory:.0f} MiB",
+            flush=True,
+        )
     print()
     print("| run | batch | epochs begun | trained s | mAP50 | AP50 < 16 px | AP50 < 32 px | peak MiB per step |")
     print("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
     for name, what, batch, epochs, trained, map50, ap16, ap32, memory in rows:
-        print(f"| ({name}) {what} | {batch} | {epochs} | {trained:.0f} | {map50:.3f} | {ap16:.3f} | {ap32:.3f} | "
-              f"{memory:.0f} |")
+        print(
+            f"| ({name}) {what} | {batch} | {epochs} | {trained:.0f} | {map50:.3f} | {ap16:.3f} | {ap32:.3f} | "
+            f"{memory:.0f} |"
+        )
     cpu = cpu_info()
-    print(f"\nCPU: {cpu.model}, {os.cpu_count()} CPUs, {' '.join(cpu.isa)}; torch {torch.__version__}; "
-          f"data {args.data}, model {args.model}, {args.minutes:g} min of training each")
+    print(
+        f"\nCPU: {cpu.model}, {os.cpu_count()} CPUs, {' '.join(cpu.isa)}; torch {torch.__version__}; "
+        f"data {args.data}, model {args.model}, {args.minutes:g} min of training each"
+    )
 
 
 if __name__ == "__main__":

@@ -53,9 +53,8 @@ class ValConfig:
 
     datasets_dir: where built-in configs' relative paths start. scan_cache: read and write the label scan
     cache. progress: a progress bar. on_problems: called with the report of unusable files in the split
-    (default: a logged warning). classifier (a crop-classifier checkpoint), classifier_weight, slicing (a
-    SliceConfig, a window size or "auto"): the detector's (`tphyolo.infer.spec.DetectorSpec`); keep_images: as
-    `EvalSettings`.
+    (default: a logged warning). keep_images: as `EvalSettings`. The detector's settings (slicing, crop
+    classifier) are its `tphyolo.infer.spec.DetectorSpec`'s.
     """
 
     task: str = flag("val", "--task", choices=TASKS, help="split to evaluate")
@@ -71,9 +70,6 @@ class ValConfig:
     save_dir: str | Path | Callable[[], Path] | None = None
     progress: bool = False
     on_problems: Callable[[str], None] | None = None
-    classifier: str | Path | None = None
-    classifier_weight: float | None = None
-    slicing: int | str | SliceConfig | None = None
     keep_images: bool = False
 
     @property
