@@ -10,8 +10,7 @@ import argparse
 
 from tphyolo.analyze.config import AnalyzeConfig, AnalyzeInputs, AnalyzeOutputs, AnalyzeTracking
 from tphyolo.analyze.job import AnalyzeJob
-from tphyolo.commands.options.detector import add_detector_flags, detector_spec
-from tphyolo.commands.options.inference import inference_device
+from tphyolo.commands.options.detector import add_detector_flags, detector_spec, inference_device
 from tphyolo.flags import add_flags, from_flags
 from tphyolo.runtime.run_dir import OutputDir
 from tphyolo.track.job import TRACK_CONF

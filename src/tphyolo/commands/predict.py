@@ -17,8 +17,7 @@ from pathlib import Path
 from tqdm import tqdm
 
 from tphyolo.commands.options.argv import flags_for, read_saved_run, saved_flags
-from tphyolo.commands.options.detector import add_detector_flags, detector_spec
-from tphyolo.commands.options.inference import inference_device
+from tphyolo.commands.options.detector import add_detector_flags, detector_spec, inference_device
 from tphyolo.errors import InputError, UsageError, describe_error
 from tphyolo.flags import add_flags, from_flags
 from tphyolo.predict.draw_style import DrawStyle

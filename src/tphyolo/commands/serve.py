@@ -10,8 +10,7 @@ from __future__ import annotations
 
 import argparse
 
-from tphyolo.commands.options.detector import add_detector_flags, detector_spec
-from tphyolo.commands.options.inference import inference_device
+from tphyolo.commands.options.detector import add_detector_flags, detector_spec, inference_device
 from tphyolo.errors import UsageError
 from tphyolo.flags import add_flags, from_flags
 from tphyolo.serve.config import RayConfig, ServeConfig, ServeJob

@@ -15,8 +15,7 @@ import sys
 from tqdm import tqdm
 
 from tphyolo.commands.options.argv import saved_flags
-from tphyolo.commands.options.detector import add_detector_flags, detector_spec
-from tphyolo.commands.options.inference import inference_device
+from tphyolo.commands.options.detector import add_detector_flags, detector_spec, inference_device
 from tphyolo.errors import UsageError, describe_error
 from tphyolo.flags import add_flags, from_flags
 from tphyolo.predict.draw_style import DrawStyle

@@ -8,8 +8,7 @@ import sys
 from dataclasses import replace
 from pathlib import Path
 
-from tphyolo.commands.options.detector import add_detector_flags, detector_spec
-from tphyolo.commands.options.inference import inference_device
+from tphyolo.commands.options.detector import add_detector_flags, detector_spec, inference_device
 from tphyolo.errors import UsageError
 from tphyolo.evaluation.jobs import ValJob
 from tphyolo.evaluation.settings import ValConfig

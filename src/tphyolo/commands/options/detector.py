@@ -1,7 +1,7 @@
 """The detector's flags, declared once for every command that runs one (predict, track, val, serve, analyze): the
 models and crop classifier (`DetectorFlags`), the inference settings (`InferenceConfig`'s fields) and sliced
 inference (`SliceConfig`'s fields). `detector_spec(args)` makes the `DetectorSpec` they describe, which the
-command's job holds.
+command's job holds; `inference_device` is the device it runs on, checked in the flags' words.
 
     add_detector_flags(parser, defaults={"conf": TRACK_CONF})
     spec = detector_spec(parser.parse_args(argv))  # None without --weights
@@ -15,12 +15,16 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from tphyolo.commands.options.inference import add_model_chosen_flags, inference_settings
-from tphyolo.errors import UsageError
+from tphyolo.errors import InputError, UsageError
 from tphyolo.flags import FRACTION, NON_NEGATIVE, add_flags, check_field_types, flag, flag_spec, from_flags
-from tphyolo.infer.config import InferenceConfig
+from tphyolo.infer.config import MODEL_CHOSEN, InferenceConfig
 from tphyolo.infer.slicing import MODEL, NO_SLICING, SliceConfig
 from tphyolo.infer.spec import DetectorSpec
+
+_MODEL_DEFAULT_HELP = {  # what a setting of MODEL_CHOSEN is when its flag is not given
+    "imgsz": "the checkpoint's training size, an export's own, else {}",
+    "batch": "{}, at most a fixed-batch export's",
+}
 
 
 @dataclass(frozen=True)
@@ -89,3 +93,39 @@ def slice_settings(args: argparse.Namespace) -> SliceConfig | None:
         return from_flags(SliceConfig, args)
     except ValueError as error:
         raise UsageError(f"--slice {args.size} --overlap {args.overlap}: {error}") from error
+
+
+def add_model_chosen_flags(
+    parser: argparse.ArgumentParser, *, defaults: Mapping[str, Any] | None = None, exclude: Iterable[str] = ()
+) -> None:
+    """The InferenceConfig flags (with this command's `defaults`, without `exclude`), those of `MODEL_CHOSEN`
+    parsed to None when not given, so that `inference_settings` leaves them to the models."""
+    defaults, exclude = dict(defaults or {}), set(exclude)
+    fallbacks = {name: defaults.get(name, getattr(InferenceConfig, name)) for name in MODEL_CHOSEN
+                 if name not in exclude}  # fmt: skip
+    add_flags(parser, InferenceConfig, defaults=defaults | dict.fromkeys(fallbacks), exclude=exclude)
+    for action in parser._actions:  # argparse has no public lookup of an action by destination
+        if action.dest in fallbacks:
+            action.help = f"{action.help} (default: {_MODEL_DEFAULT_HELP[action.dest].format(fallbacks[action.dest])})"
+    parser.set_defaults(model_chosen_fallbacks=fallbacks)
+
+
+def inference_settings(args: argparse.Namespace) -> InferenceConfig:
+    """The InferenceConfig of the parsed flags: the settings of `MODEL_CHOSEN` not given (None) are the
+    command's defaults, left to the models to settle (`from_model`) once they are loaded."""
+    fallbacks = getattr(args, "model_chosen_fallbacks", {})
+    left = tuple(name for name, value in fallbacks.items() if getattr(args, name) is None)
+    return from_flags(InferenceConfig, args, **{name: fallbacks[name] for name in left}, from_model=left)
+
+
+def inference_device(runtime):
+    """The torch.device `runtime` runs on (under torchrun, this process's: the `LOCAL_RANK`-th of the devices
+    named), checked by the runtime before anything is loaded."""
+    device = runtime.process_device()
+    try:
+        runtime.check_device(device)
+    except ValueError as error:
+        if runtime.half:
+            raise InputError(f"--half needs a CUDA device, got {device}") from error
+        raise
+    return device
