@@ -27,8 +27,9 @@ TASKS = ("val", "test")  # the splits `val` scores
 @dataclass(frozen=True)
 class EvalSettings:
     """How `evaluate` runs and scores: `protocol` (a name of `tphyolo.metrics.registry.PROTOCOLS`), a progress
-    bar, a crop `classifier` (loaded for the model's classes: `tphyolo.infer.spec.build_detector`, or
-    `tphyolo.classify.classifier.as_classifier`) that re-labels the detections of its classes, `slicing` (a
+    bar, a crop `classifier` (loaded for the model's classes: `tphyolo.classify.classifier.as_classifier`) that
+    re-labels the detections of its classes, for a bare model (a Detector of `tphyolo.infer.build.build_detector`
+    brings its own), `slicing` (a
     SliceConfig: sliced predictions on the full images, windows letterboxed to the inference config's `imgsz`),
     `keep_images` (each image's detections and ground truth kept in `image_results`, for the report) and `shard`
     (in a distributed run, which images this rank's loader holds: `tphyolo.evaluation.sharded.Shard`)."""

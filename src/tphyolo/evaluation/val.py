@@ -129,14 +129,14 @@ def val_spec(
     if callable(save_dir):
         save_dir = save_dir() if dist.is_main else None
     save_dir = None if save_dir is None else Path(save_dir)
-    run = EvalSettings(protocol=config.protocol, progress=config.progress, classifier=built.detector.classifier,
-                       slicing=built.slicing, keep_images=config.keep_images, shard=shard)  # fmt: skip
+    run = EvalSettings(protocol=config.protocol, progress=config.progress, slicing=built.slicing,
+                       keep_images=config.keep_images, shard=shard)  # fmt: skip
     own = writers_for(config, save_dir, conf=inference.conf) if save_dir is not None else []
     with removed_if_left_empty(save_dir):
         if save_dir is not None:
             save_dir.mkdir(parents=True, exist_ok=True)
-        results = evaluate(backend, loader, names=list(data_names or backend.names), config=inference,
-                           settings=run, evaluators=evaluators, writers=[*own, *writers])  # fmt: skip
+        results = evaluate(built.detector, loader, names=list(data_names or backend.names), settings=run,
+                           evaluators=evaluators, writers=[*own, *writers])  # fmt: skip
         if save_dir is not None and dist.is_main:
             write_decisions(save_dir, {"val": built.decisions})
     left_out = {writer.name for writer in own}
