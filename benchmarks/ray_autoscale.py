@@ -32,8 +32,8 @@ import numpy as np
 
 from tphyolo.bench.serve.load import bench_image
 from tphyolo.infer.config import InferenceConfig
+from tphyolo.infer.spec import DetectorSpec
 from tphyolo.runtime.decisions import machine_load
-from tphyolo.serve.app import engine_spec
 from tphyolo.serve.config import RayConfig, ServeConfig
 from tphyolo.serve.ray_app import DEPLOYMENT, serve_on_ray
 
@@ -92,8 +92,12 @@ def summary(answers: list[tuple[float, float, int]], seconds: float) -> dict:
     good = np.array([latency for _, latency, status in answers if status == 200]) * 1000
     if not len(good):
         return {"statuses": statuses}
-    return {"statuses": statuses, "images_per_s": round(len(good) / seconds, 2) if seconds > 0 else None,
-            "p50_ms": round(float(np.percentile(good, 50))), "p99_ms": round(float(np.percentile(good, 99)))}
+    return {
+        "statuses": statuses,
+        "images_per_s": round(len(good) / seconds, 2) if seconds > 0 else None,
+        "p50_ms": round(float(np.percentile(good, 50))),
+        "p99_ms": round(float(np.percentile(good, 99))),
+    }
 
 
 def main() -> None:
@@ -115,7 +119,7 @@ def main() -> None:
 
     body, _ = bench_image(args.image)
     settings = ServeConfig(host="127.0.0.1", port=free_port())
-    spec = engine_spec(args.weights, InferenceConfig(imgsz=args.img), device="cpu")
+    spec = DetectorSpec.from_keywords(args.weights, InferenceConfig(imgsz=args.img), device="cpu")
     cluster = RayConfig(ray=True, replicas=1, min_replicas=1, max_replicas=2)
     autoscaling = {"target_ongoing_requests": args.target, "upscale_delay_s": args.upscale_delay,
                    "downscale_delay_s": args.downscale_delay}  # fmt: skip

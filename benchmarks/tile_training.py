@@ -184,7 +184,7 @@ def main() -> None:
                           **{"batch": args.batch, **settings})  # fmt: skip
         weights, epochs, trained, wall = train_for(cfg, 60 * args.minutes, args.clock)
         inference = replace(VALIDATION, imgsz=imgsz, batch=4, backend="pytorch")
-        results = val(weights, args.data, ValConfig(protocol="visdrone", keep_images=True, slicing=slicing),
+        results = val(weights, args.data, ValConfig(protocol="visdrone", keep_images=True), slicing=slicing,
                       inference=inference, runtime=RuntimeConfig(device="cpu"))  # fmt: skip
         names = list(results.names)
         small = [size_ap50(results.image_results, names, bound) for bound in SMALL]

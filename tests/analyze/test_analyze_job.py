@@ -10,6 +10,10 @@ from tests.analyze.simulated import LENGTH, Truth, expected_counts, record, simu
 from tphyolo.analyze.config import AnalyzeConfig, AnalyzeInputs, AnalyzeOutputs
 from tphyolo.analyze.job import AnalyzeJob
 from tphyolo.analyze.pipeline import run_analyze
+from tphyolo.cli import build_parser
+from tphyolo.commands import analyze as analyze_command
+from tphyolo.infer.slicing import SliceConfig
+from tphyolo.infer.spec import DetectorSpec
 from tphyolo.runtime.run_dir import OutputDir
 from tphyolo.track.job import TRACK_CONF
 
@@ -36,9 +40,12 @@ def test_a_job_of_true_tracks_counts_as_the_oracle(recorded, tmp_path):
     assert summary[0].startswith(f"seq: {LENGTH} frames") and summary[-1] == f"results in {run.save_dir}"
 
 
-def test_the_detector_of_a_job_keeps_the_weak_detections_the_tracker_uses(recorded):
-    _, tracks, _, lines = recorded
-    assert AnalyzeJob(AnalyzeInputs(lines=str(lines), tracks=tracks)).inference.conf == TRACK_CONF == 0.1
+def test_the_detector_of_the_command_keeps_the_weak_detections_the_tracker_uses(recorded):
+    _, _, frames, lines = recorded
+    argv = ["analyze", "--lines", str(lines), "--weights", "best.pt", "--source", str(frames), "--slice", "256"]
+    job = analyze_command._job(build_parser(["analyze"]).parse_args(argv))
+    assert job.detector.inference.conf == TRACK_CONF == 0.1 and job.detector.weights == ("best.pt",)
+    assert job.detector.slicing == SliceConfig(256)
 
 
 @pytest.mark.parametrize(
@@ -46,10 +53,12 @@ def test_the_detector_of_a_job_keeps_the_weak_detections_the_tracker_uses(record
     [
         ({}, "give one of --weights (with --source), --detections or --tracks"),
         ({"detections": "dets", "tracks": "tracks"}, "give one of --weights (with --source), --detections or --tracks"),
-        ({"weights": ("best.pt",)}, "--weights needs --source"),
+        ({"detector": DetectorSpec(("best.pt",))}, "--weights needs --source"),
+        ({"detector": DetectorSpec(("best.pt",)), "tracks": "tracks"}, "give one of --weights (with --source)"),
     ],
 )
 def test_the_one_input_rule_refuses_the_inputs_of_a_job(recorded, inputs, problem):
     _, _, _, lines = recorded
+    detector = inputs.pop("detector", None)
     with pytest.raises(ValueError, match=re.escape(problem)):
-        AnalyzeInputs(lines=str(lines), **inputs)
+        AnalyzeJob(AnalyzeInputs(lines=str(lines), **inputs), detector)

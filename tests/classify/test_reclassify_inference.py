@@ -143,10 +143,10 @@ def test_the_weight_sweep_scores_each_weight_and_keeps_the_smallest_best(tmp_pat
     from tphyolo.runtime.config import RuntimeConfig
     from tphyolo.training.classifier.sweep import save_weight, sweep_weight
 
-    def scene_backends(weights, *, runtime, device, fuse=True):
+    def scene_backends(weights, *, runtime, device, **loading):
         return [TorchBackend(SceneDetector(), runtime=runtime, device=device)]
 
-    monkeypatch.setattr("tphyolo.training.classifier.sweep.load_backends", scene_backends)
+    monkeypatch.setattr("tphyolo.infer.build.load_backends", scene_backends)  # the sweep builds with build_detector
     oracle = CropClassifier(ColourOracle(), names=NAMES[2:], class_ids=[TRICYCLE, AWNING], img=16, context=0.1)
     data = write_scene_data(tmp_path / "scene")
     sweep = sweep_weight(oracle, "scene.pt", data, runtime=RuntimeConfig(device="cpu"), imgsz=256, batch=2)

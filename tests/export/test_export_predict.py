@@ -150,7 +150,6 @@ def test_val_letterboxes_non_square_images_to_a_fixed_size_export(fixed_exports,
     assert exported.images == 3 and exported.instances == 3
 
 
-
 def test_val_of_a_fixed_batch_export_runs_at_its_batch_unless_batch_is_given(fixed_exports, tmp_path, capsys):
     """`tphyolo val` scores with batch 32 unless told; a file exported for batch 1 runs at 1 and says so in one
     line, as at its own size; an explicit --batch 2 is still refused in one line."""
@@ -181,10 +180,11 @@ def test_the_service_runs_a_fixed_batch_export_at_its_batch_unless_max_batch_is_
     """serve's default max batch (4 on a CPU) above a batch-1 export: the engine runs batches of 1; a given
     --max-batch 4 (from_model without "batch") is refused as predict's --batch is."""
     from tphyolo.infer.config import InferenceConfig
-    from tphyolo.serve.engine import EngineSpec, InferenceEngine
+    from tphyolo.infer.spec import DetectorSpec
+    from tphyolo.serve.engine import InferenceEngine
 
     path = str(fixed_exports["onnx"])
-    engine = InferenceEngine(EngineSpec((path,), InferenceConfig(from_model=("imgsz", "batch"))), max_batch=4)
+    engine = InferenceEngine(DetectorSpec((path,), InferenceConfig(from_model=("imgsz", "batch"))), max_batch=4)
     assert engine.max_batch == 1 and engine.info.imgsz == 64
     with pytest.raises(ValueError, match="exported for batch 1, but --batch is 4"):
-        InferenceEngine(EngineSpec((path,), InferenceConfig(from_model=("imgsz",))), max_batch=4)
+        InferenceEngine(DetectorSpec((path,), InferenceConfig(from_model=("imgsz",))), max_batch=4)

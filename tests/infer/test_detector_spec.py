@@ -46,3 +46,28 @@ def test_a_spec_is_data_that_imports_no_torch():
             "sys.exit(sorted(m for m in sys.modules if m.split('.')[0] == 'torch')[:3] or None)")  # fmt: skip
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=False)
     assert result.returncode == 0, result.stderr[-2000:]
+
+
+def test_predictor_keywords_make_the_spec_from_keywords_makes():
+    spec = DetectorSpec.from_keywords(("a.pt", "b.pt"), InferenceConfig(conf=0.3), imgsz=320, tta=True, slice=256,
+                                      device=torch.device("cpu"), model_weights=[2, 1], classifier="c.pt")  # fmt: skip
+    assert spec.inference == InferenceConfig(conf=0.3, imgsz=320, augment=True)
+    assert spec.slicing == SliceConfig(256) and spec.device == "cpu" and spec.model_weights == (2, 1)
+    assert spec.classifier == "c.pt" and spec.classifier_weight is None and spec.fuse
+    assert DetectorSpec.from_keywords("a.pt", slice=0).slicing is None  # `--slice 0`: whole images
+    assert DetectorSpec.from_keywords("a.pt", slice="model").slicing == SliceConfig()  # left to the model
+
+
+def test_a_predictor_from_a_spec_is_the_predictor_of_its_keywords():
+    torch.manual_seed(0)
+    model = build_model("tph-yolov5n", names=["a", "b"]).eval()
+    keywords = {"imgsz": 96, "conf": 0.001, "slice": 64, "runtime": RuntimeConfig(device="cpu", amp="off")}
+    by_keywords = Predictor(model, **keywords)
+    by_spec = Predictor.from_spec(DetectorSpec.from_keywords(model, **keywords))
+    assert by_spec.spec == by_keywords.spec and by_spec.config == by_keywords.config
+    assert by_spec.slicing == by_keywords.slicing == SliceConfig(64)
+    image = (torch.rand(100, 140, 3) * 255).to(torch.uint8).numpy()
+    (a,), (b,) = by_keywords(image), by_spec(image)
+    assert len(a.boxes) > 0
+    torch.testing.assert_close(a.boxes, b.boxes)
+    torch.testing.assert_close(a.scores, b.scores)

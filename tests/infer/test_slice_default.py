@@ -51,13 +51,13 @@ def test_a_checkpoint_trained_on_tiles_slices_by_default(weights, caplog):
 @pytest.mark.parametrize("flags", [[], ["--slice", "0"]])
 def test_predict_says_it_slices_and_slice_0_turns_it_off(weights, flags, tmp_path, monkeypatch, capsys):
     configured = []
-    configure = Predictor._configure
+    build = Predictor._build
 
     def spy(self, *args):
-        configure(self, *args)
+        build(self, *args)
         configured.append(self.slicing)
 
-    monkeypatch.setattr(Predictor, "_configure", spy)
+    monkeypatch.setattr(Predictor, "_build", spy)
     image = tmp_path / "one.png"
     cv2.imwrite(str(image), np.random.default_rng(0).integers(0, 255, (150, 200, 3), dtype=np.uint8))
     argv = ["predict", "--weights", str(weights[0]), "--source", str(image), "--device", "cpu", "--runtime",

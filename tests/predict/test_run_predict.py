@@ -14,6 +14,7 @@ from tests.predict.geotiffs import random_checkpoint, scene, write_geotiff
 
 from tphyolo.infer.config import InferenceConfig
 from tphyolo.infer.slicing import SliceConfig
+from tphyolo.infer.spec import DetectorSpec
 from tphyolo.predict.job import PredictInputs, PredictJob, RasterSettings
 from tphyolo.predict.outputs import OutputSettings
 from tphyolo.predict.run import PredictCallbacks, raster_source, run_predict
@@ -32,7 +33,8 @@ def test_a_folder_job_runs_and_resumes_from_python(weights, visdrone_mini, tmp_p
     source.mkdir()
     for image in sorted((visdrone_mini / "images").glob("*.jpg"))[:3]:
         shutil.copy(image, source / image.name)
-    job = PredictJob(PredictInputs(source=str(source), weights=(str(weights),)), INFERENCE,
+    detector = DetectorSpec((str(weights),), inference=INFERENCE)
+    job = PredictJob(detector, PredictInputs(source=str(source)),
                      outputs=OutputSettings(save_img=False, save_txt=True, save_json=True),
                      output=OutputDir(project=str(tmp_path), name="py"))  # fmt: skip
     run = run_predict(job, device="cpu", argv=["--source", str(source)], progress=False)
@@ -44,15 +46,15 @@ def test_a_folder_job_runs_and_resumes_from_python(weights, visdrone_mini, tmp_p
     assert sorted(p.name for p in (run.save_dir / "labels").iterdir()) == sorted(f"{p.stem}.txt" for p in
                                                                                source.iterdir())  # fmt: skip
     whole = (run.save_dir / "predictions.json").read_bytes()
-    resumed = run_predict(PredictJob(PredictInputs(source=str(source), weights=(str(weights),), resume=run.save_dir),
-                                     INFERENCE, outputs=job.outputs), device="cpu", progress=False)  # fmt: skip
+    resumed = run_predict(PredictJob(detector, PredictInputs(source=str(source), resume=run.save_dir),
+                                     outputs=job.outputs), device="cpu", progress=False)  # fmt: skip
     assert (resumed.save_dir, resumed.folder.finished_before) == (run.save_dir, 3)
     assert resumed.folder.detections == run.folder.detections
     assert (run.save_dir / "predictions.json").read_bytes() == whole
     (source / sorted(p.name for p in source.iterdir())[0]).unlink()  # a source gone: named, the rest goes on
     notes: list[str] = []
-    again = run_predict(PredictJob(PredictInputs(source=str(source), weights=(str(weights),), resume=run.save_dir),
-                                   INFERENCE, outputs=job.outputs), device="cpu", progress=False,
+    again = run_predict(PredictJob(detector, PredictInputs(source=str(source), resume=run.save_dir),
+                                   outputs=job.outputs), device="cpu", progress=False,
                         callbacks=PredictCallbacks(on_note=notes.append))  # fmt: skip
     assert len(notes) == 2 and notes[0].endswith("of the run is gone; the rest goes on")
     assert "is not one of this run's (a source removed?); its unit is redone" in notes[1]  # its journal line
@@ -62,8 +64,9 @@ def test_a_folder_job_runs_and_resumes_from_python(weights, visdrone_mini, tmp_p
 def test_a_raster_job_runs_tile_by_tile_from_python(weights, tmp_path):
     ortho = write_geotiff(tmp_path / "small.tif", scene(160, 240, [(40, 40, 90, 80, 0)], border=64))
     opened: list[tuple] = []
-    job = PredictJob(PredictInputs(source=str(ortho), weights=(str(weights),)), INFERENCE, SliceConfig(64),
-                     RasterSettings(save_geojson=True), output=OutputDir(str(tmp_path), "geo"))  # fmt: skip
+    job = PredictJob(DetectorSpec((str(weights),), inference=INFERENCE, slicing=SliceConfig(64)),
+                     PredictInputs(source=str(ortho)), RasterSettings(save_geojson=True),
+                     output=OutputDir(str(tmp_path), "geo"))  # fmt: skip
     run = run_predict(job, device="cpu", progress=False,
                       callbacks=PredictCallbacks(on_raster=lambda *a: opened.append(a)))  # fmt: skip
     assert run.folder is None and opened == [(ortho, 240, 160, 15)]  # 5 columns x 3 rows of 64 px
@@ -78,15 +81,15 @@ def test_a_raster_job_runs_tile_by_tile_from_python(weights, tmp_path):
 def test_raster_settings_need_a_raster_and_a_raster_is_never_read_whole(weights, tmp_path):
     image = tmp_path / "a.jpg"
     image.write_bytes(b"")
-    inputs = PredictInputs(source=str(image), weights=(str(weights),))
+    detector, inputs = DetectorSpec((str(weights),)), PredictInputs(source=str(image))
     with pytest.raises(ValueError, match=r"--save-geojson and --bands need\(s\) a raster --source"):
-        raster_source(PredictJob(inputs, raster=RasterSettings(save_geojson=True, bands=(1,))))
-    assert raster_source(PredictJob(inputs)) is None
-    ortho = write_geotiff(tmp_path / "o.tif", scene(64, 64, []))
+        raster_source(PredictJob(detector, inputs, raster=RasterSettings(save_geojson=True, bands=(1,))))
+    assert raster_source(PredictJob(detector, inputs)) is None
+    ortho = PredictInputs(source=str(write_geotiff(tmp_path / "o.tif", scene(64, 64, []))))
     with pytest.raises(ValueError, match="--slice-full: a raster is run tile by tile, never whole"):
-        raster_source(PredictJob(PredictInputs(source=str(ortho)), slice=SliceConfig(64, full=True)))
+        raster_source(PredictJob(DetectorSpec("w.pt", slicing=SliceConfig(64, full=True)), ortho))
     with pytest.raises(ValueError, match="--to-crs reprojects --save-geojson"):
-        raster_source(PredictJob(PredictInputs(source=str(ortho)), raster=RasterSettings(to_crs="EPSG:4326")))
-    assert raster_source(PredictJob(PredictInputs(source=str(ortho)))) == ortho  # it has a CRS
-    with pytest.raises(ValueError, match="a prediction needs a source and weights"):
-        run_predict(PredictJob(PredictInputs(source=str(ortho))))
+        raster_source(PredictJob(detector, ortho, raster=RasterSettings(to_crs="EPSG:4326")))
+    assert raster_source(PredictJob(detector, ortho)) == Path(ortho.source)  # it has a CRS
+    with pytest.raises(ValueError, match="a prediction needs a source"):
+        run_predict(PredictJob(detector))

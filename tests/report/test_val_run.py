@@ -12,6 +12,7 @@ from tphyolo.evaluation.jobs import ValJob
 from tphyolo.evaluation.results import results_json
 from tphyolo.evaluation.settings import ValConfig
 from tphyolo.infer.config import InferenceConfig
+from tphyolo.infer.spec import DetectorSpec
 from tphyolo.report.val_run import run_val
 from tphyolo.runtime.run_dir import OutputDir
 
@@ -25,8 +26,9 @@ def oracle(data_yaml):
 
 
 def test_a_job_scores_writes_its_run_folder_and_the_json(oracle, data_yaml, tmp_path):
-    job = ValJob(oracle, data_yaml, ValConfig(protocol="coco", workers=0, save_json=True), INFERENCE,
-                 json=tmp_path / "out" / "numbers.json", output=OutputDir(project=str(tmp_path), name="v"))  # fmt: skip
+    job = ValJob(DetectorSpec(oracle, inference=INFERENCE), data_yaml,
+                 ValConfig(protocol="coco", workers=0, save_json=True), json=tmp_path / "out" / "numbers.json",
+                 output=OutputDir(project=str(tmp_path), name="v"))  # fmt: skip
     run = run_val(job, runtime=CPU)
     assert run.results.save_dir == tmp_path / "v" and run.report is None
     assert run.results.images == 4 and run.results.map == pytest.approx(1.0, abs=1e-6)
@@ -36,8 +38,9 @@ def test_a_job_scores_writes_its_run_folder_and_the_json(oracle, data_yaml, tmp_
 
 @pytest.mark.slow
 def test_a_job_with_a_report_writes_the_reports_numbers(oracle, data_yaml, tmp_path):
-    job = ValJob(oracle, data_yaml, ValConfig(protocol="visdrone", workers=0), INFERENCE, report=True,
-                 json=tmp_path / "numbers.json", output=OutputDir(project=str(tmp_path), name="v"))  # fmt: skip
+    job = ValJob(DetectorSpec(oracle, inference=INFERENCE), data_yaml, ValConfig(protocol="visdrone", workers=0),
+                 report=True, json=tmp_path / "numbers.json",
+                 output=OutputDir(project=str(tmp_path), name="v"))  # fmt: skip
     run = run_val(job, runtime=CPU)
     assert run.report == tmp_path / "v" / "report.html" and run.report.is_file()
     numbers = json.loads((tmp_path / "numbers.json").read_text())
@@ -46,7 +49,7 @@ def test_a_job_with_a_report_writes_the_reports_numbers(oracle, data_yaml, tmp_p
 
 
 def test_a_job_whose_data_fail_to_load_leaves_no_run_folder(oracle, tmp_path):
-    job = ValJob(oracle, tmp_path / "none.yaml", ValConfig(workers=0), INFERENCE,
+    job = ValJob(DetectorSpec(oracle, inference=INFERENCE), tmp_path / "none.yaml", ValConfig(workers=0),
                  output=OutputDir(project=str(tmp_path / "runs"), name="v"))  # fmt: skip
     with pytest.raises((FileNotFoundError, ValueError), match="none.yaml"):
         run_val(job, runtime=CPU)

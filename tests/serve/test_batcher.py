@@ -11,10 +11,10 @@ import numpy as np
 import pytest
 
 from tphyolo.infer.config import InferenceConfig
+from tphyolo.infer.spec import DetectorSpec
 from tphyolo.serve.app import Service
 from tphyolo.serve.batcher import Batcher
 from tphyolo.serve.config import ServeConfig
-from tphyolo.serve.engine import EngineSpec
 from tphyolo.serve.options import Settings
 from tphyolo.serve.problems import RequestProblem
 from tphyolo.serve.worker import WorkerTimedOut
@@ -124,7 +124,7 @@ def test_a_request_of_more_images_than_the_queue_is_413(batcher_of):
 
 def test_a_model_that_fails_to_load_with_any_error_is_the_service_failure():
     worker = ScriptedWorker([], start_error=MemoryError("cannot allocate 40 GB"))
-    service = Service(EngineSpec(weights=("m.pt",), device="cpu"), ServeConfig(), worker=worker)
+    service = Service(DetectorSpec(("m.pt",), device="cpu"), ServeConfig(), worker=worker)
     service.start()
     deadline = time.monotonic() + WAIT_S
     while service.failure is None and time.monotonic() < deadline:

@@ -18,10 +18,11 @@ import torch
 from tests.serve.conftest import SETTINGS
 
 from tphyolo.infer.config import InferenceConfig
+from tphyolo.infer.spec import DetectorSpec
 from tphyolo.predict.predictor import Predictor
 from tphyolo.serve.batcher import Batcher
 from tphyolo.serve.config import CPU_MAX_BATCH, GPU_MAX_BATCH, ServeConfig
-from tphyolo.serve.engine import EngineSpec, inference_streams
+from tphyolo.serve.engine import inference_streams
 from tphyolo.serve.options import Settings
 from tphyolo.serve.worker import InferenceWorker, WorkerCrashed
 
@@ -183,7 +184,7 @@ def test_the_worker_answers_threads_at_once_each_its_own_rows(tiny_weights, imag
 
     images = [cv2.imread(str(path)) for path in image_files[:4]]
     expected = Predictor(str(tiny_weights), device="cpu", **SETTINGS)(images)
-    spec = EngineSpec(weights=(str(tiny_weights),), config=InferenceConfig(**SETTINGS), device="cpu")
+    spec = DetectorSpec((str(tiny_weights),), inference=InferenceConfig(**SETTINGS), device="cpu")
     worker = InferenceWorker(spec, max_batch=1)
     info = worker.start()
     try:

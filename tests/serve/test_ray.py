@@ -11,7 +11,7 @@ import pytest
 from tests.serve.conftest import SETTINGS
 
 from tphyolo.infer.config import InferenceConfig
-from tphyolo.serve.app import engine_spec
+from tphyolo.infer.spec import DetectorSpec
 from tphyolo.serve.config import RayConfig, ServeConfig
 
 MEDIA = {".png": "image/png", ".jpg": "image/jpeg"}
@@ -32,7 +32,7 @@ def test_two_ray_replicas_answer_as_the_plain_server(server, tiny_weights, image
 
     ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, object_store_memory=80 * 2**20)
     settings = ServeConfig(host="127.0.0.1", port=free_port(), max_batch=4)
-    spec = engine_spec(str(tiny_weights), InferenceConfig(**SETTINGS), device="cpu")
+    spec = DetectorSpec.from_keywords(str(tiny_weights), InferenceConfig(**SETTINGS), device="cpu")
     stop, listening = threading.Event(), threading.Event()
     thread = threading.Thread(
         target=serve_on_ray, args=(spec, settings, RayConfig(ray=True, replicas=2)),
@@ -68,7 +68,6 @@ def test_a_replica_is_created_once_its_model_is_ready(monkeypatch):
     and warm. Old behaviour: it returned at once, and a replica added by autoscaling answered 503 to its share of
     the load while its model loaded (942 of 1,059 answers in a measured scale-out)."""
     from tphyolo.serve import ray_app
-    from tphyolo.serve.engine import EngineSpec
 
     class LoadingService:
         def __init__(self, spec, settings, *, in_process) -> None:
@@ -85,5 +84,5 @@ def test_a_replica_is_created_once_its_model_is_ready(monkeypatch):
     monkeypatch.setattr(ray_app, "Service", LoadingService)
     monkeypatch.setattr(ray_app, "build_app", lambda service, lifespan: None)
     monkeypatch.setattr(ray_app, "READY_POLL_S", 0.001)
-    replica = ray_app.DetectionReplica(EngineSpec(weights=("m.pt",)), ServeConfig())
+    replica = ray_app.DetectionReplica(DetectorSpec(("m.pt",)), ServeConfig())
     assert replica.service.polls == 4

@@ -10,12 +10,13 @@ import pytest
 from tests.serve.conftest import NAMES, wait_ready
 
 from tphyolo.infer.config import InferenceConfig
-from tphyolo.serve import ServeConfig, ServedModels, ServeJob, run_serve
+from tphyolo.infer.spec import DetectorSpec
+from tphyolo.serve import ServeConfig, ServeJob, run_serve
 
 
 @pytest.mark.slow
 def test_a_job_serves_its_models_with_its_defaults_until_stopped(tiny_weights, image_files):
-    job = ServeJob(ServedModels(weights=(str(tiny_weights),)), InferenceConfig(imgsz=128, conf=0.002),
+    job = ServeJob(DetectorSpec((str(tiny_weights),), inference=InferenceConfig(imgsz=128, conf=0.002)),
                    serve=ServeConfig(port=0, max_batch=2))  # fmt: skip
     ports: list[int] = []
     stop = threading.Event()

@@ -19,9 +19,10 @@ import pytest
 from tests.serve.conftest import running
 
 from tphyolo.infer.config import InferenceConfig
+from tphyolo.infer.spec import DetectorSpec
 from tphyolo.serve.app import Service, build_app
 from tphyolo.serve.config import ServeConfig
-from tphyolo.serve.engine import EngineSpec, ModelInfo
+from tphyolo.serve.engine import ModelInfo
 from tphyolo.serve.options import Settings
 
 WAIT_S = 30.0  # the bound of every wait: far past the tiny timeouts below, reached only when a test fails
@@ -61,7 +62,7 @@ def gated():
 
         def start(serve: ServeConfig):
             worker = GatedWorker()
-            service = Service(EngineSpec(weights=("gated.pt",), device="cpu"), serve, worker=worker)
+            service = Service(DetectorSpec(("gated.pt",), device="cpu"), serve, worker=worker)
             url = stack.enter_context(running(build_app(service), serve))
             stack.callback(worker.gate.set)  # before the server stops (last in, first out): nothing waits
             return url, service, worker
@@ -148,8 +149,9 @@ def test_a_trickling_body_is_answered_408_and_closed(gated):
     """Old behaviour: the 408 was answered, but the connection was kept open while the body kept trickling."""
     url, _, worker = gated(ServeConfig(port=0, timeout=0.3))
     with _connect(url) as slow:
-        slow.sendall(b"POST /v1/detect HTTP/1.1\r\nHost: t\r\nContent-Type: image/png\r\n"
-                     b"Content-Length: 100000\r\n\r\n")
+        slow.sendall(
+            b"POST /v1/detect HTTP/1.1\r\nHost: t\r\nContent-Type: image/png\r\nContent-Length: 100000\r\n\r\n"
+        )
         answer = _trickle_until_closed(slow, b"\0")
     assert answer.startswith(b"HTTP/1.1 408 ") and b"body not received within 0.3 s (--timeout)" in answer, answer
     assert worker.images == 0

@@ -10,7 +10,8 @@ import torch
 
 from tphyolo.cores import available_cores
 from tphyolo.infer.config import InferenceConfig
-from tphyolo.serve.engine import EngineSpec, configure_worker_threads, worker_threads
+from tphyolo.infer.spec import DetectorSpec
+from tphyolo.serve.engine import configure_worker_threads, worker_threads
 from tphyolo.serve.worker import InferenceWorker
 
 
@@ -27,14 +28,14 @@ def test_a_cpu_worker_counts_the_cores_where_the_os_has_no_affinity_mask(monkeyp
     monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
     asked = []
     monkeypatch.setattr(torch, "set_num_threads", asked.append)  # this process keeps its threads
-    configure_worker_threads(EngineSpec(weights=("unused.pt",), device="cpu"))
+    configure_worker_threads(DetectorSpec(("unused.pt",), device="cpu"))
     assert asked == [5]
 
 
 @pytest.mark.slow
 @pytest.mark.skipif("OMP_NUM_THREADS" in os.environ, reason="OMP_NUM_THREADS decides the threads")
 def test_the_worker_process_runs_with_its_threads(tiny_weights):
-    spec = EngineSpec(weights=(str(tiny_weights),), config=InferenceConfig(imgsz=64), device="cpu")
+    spec = DetectorSpec((str(tiny_weights),), inference=InferenceConfig(imgsz=64), device="cpu")
     worker = InferenceWorker(spec, max_batch=2)
     try:
         info = worker.start()

@@ -56,7 +56,7 @@ def test_predictor_track_streams_results_with_ids_and_restarts_per_sequence(spli
 
 
 def test_track_command_on_a_data_set_writes_files_and_scores_them(split, video_set, tmp_path, monkeypatch, capsys):
-    monkeypatch.setattr("tphyolo.predict.predictor.Predictor", lambda *args, **kwargs: OraclePredictor(split))
+    monkeypatch.setattr("tphyolo.predict.predictor.Predictor.from_spec", lambda spec, **kw: OraclePredictor(split))
     argv = ["track", "--weights", "oracle", "--data", str(video_set), "--tracker", "botsort", "--save-mot",
             "--device", "cpu", "--project", str(tmp_path), "--name", "run"]  # fmt: skip
     assert main(argv) == 0

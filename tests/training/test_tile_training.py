@@ -15,7 +15,6 @@ import pytest
 from tphyolo.checkpoint.format import load_checkpoint
 from tphyolo.data.builtin.synthetic import generate_synthetic
 from tphyolo.evaluation import loop as evaluation_loop
-from tphyolo.evaluation.settings import ValConfig
 from tphyolo.evaluation.val import val
 from tphyolo.infer.config import VALIDATION
 from tphyolo.infer.slicing import SliceConfig
@@ -47,8 +46,20 @@ def test_training_on_tiles_validates_as_val_slice_scores_best(scenes, tmp_path, 
     model = tmp_path / "tiny.yaml"
     model.write_text(TINY_YAML.replace("width_multiple: 1.0", "width_multiple: 0.0625").replace(
         "depth_multiple: 1.0", "depth_multiple: 0.33"))  # fmt: skip
-    cfg = TrainConfig(data=str(scenes), model=str(model), imgsz=TILE, batch=9, epochs=1, workers=0,
-                      tile=True, merge="nms", plots=False, warmup_min_steps=1, project=str(tmp_path), name="tiles")
+    cfg = TrainConfig(
+        data=str(scenes),
+        model=str(model),
+        imgsz=TILE,
+        batch=9,
+        epochs=1,
+        workers=0,
+        tile=True,
+        merge="nms",
+        plots=False,
+        warmup_min_steps=1,
+        project=str(tmp_path),
+        name="tiles",
+    )
     with caplog.at_level(logging.INFO):
         result = Trainer(cfg, CPU, verbose=False).fit()  # verbose=False: no bars, the log records still come
     assert "training on tiles: 27 windows of 64 px per epoch from 3 images" in caplog.text
@@ -59,8 +70,13 @@ def test_training_on_tiles_validates_as_val_slice_scores_best(scenes, tmp_path, 
     # the end of the run scores best.pt as `tphyolo val` does: sliced by default, as the checkpoint says
     assert "--slice 64: best.pt was trained on 64 px tiles and validated sliced (--merge nms)" in caplog.text
     assert result.final_metrics["metrics/mAP50"] == pytest.approx(row["metrics/mAP50"], abs=0.005)
-    sliced = val(result.best, str(scenes), ValConfig(slicing=SliceConfig(TILE)), runtime=CPU,
-                 inference=replace(VALIDATION, merge="nms", backend="pytorch"))
+    sliced = val(
+        result.best,
+        str(scenes),
+        slicing=SliceConfig(TILE),
+        runtime=CPU,
+        inference=replace(VALIDATION, merge="nms", backend="pytorch"),
+    )
     for name, value in (("metrics/mAP50", sliced.map50), ("metrics/mAP50-95", sliced.map),
                         ("metrics/precision", sliced.mp), ("metrics/recall", sliced.mr)):  # fmt: skip
         assert value == pytest.approx(row[name], abs=0.005), name

@@ -56,24 +56,17 @@ class AnalyzeConfig:
 
 @dataclass(frozen=True)
 class AnalyzeInputs:
-    """What is analysed: the lines and zones, and one of a detector (`weights`) run on `source`, detection files
-    or track files (`check_one_input`)."""
+    """What is analysed: the lines and zones, and the source the job's detector runs on, or detection files or
+    track files (`check_one_input`, which the job checks)."""
 
     lines: str | None = flag(None, "--lines", required=True, metavar="YAML",
                              help="the lines and zones (first-frame pixels)")  # fmt: skip
-    weights: tuple[str, ...] | None = flag(
-        None, "--weights", help="detector checkpoint(s) or exported model(s) to run on --source"
-    )
     source: str | None = flag(None, "--source", help="video or frames: what the detector runs on, and what is drawn")
     detections: Path | None = flag(None, "--detections", metavar="PATH",
                                    help="detection files (<seq>.txt) to track: a folder of them, or one")
     tracks: Path | None = flag(None, "--tracks", metavar="PATH",
                                help="track files of a track run (<seq>.txt) or ground truth (UAVDT "
                                     "<seq>_gt_whole.txt, MOT <seq>/gt/gt.txt): a folder of them, or one")  # fmt: skip
-
-    def __post_init__(self) -> None:
-        check_one_input(detector=self.weights is not None, source=self.source, detections=self.detections,
-                        tracks=self.tracks)  # fmt: skip
 
 
 def check_one_input(*, detector: bool, source: Any, detections: Any, tracks: Any) -> None:

@@ -22,7 +22,7 @@ import itertools
 import logging
 import time
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -51,7 +51,6 @@ from tphyolo.analyze.regions import Regions, load_regions
 from tphyolo.analyze.speed import SPEED_COLUMNS, Speed
 from tphyolo.analyze.zones import Zones
 from tphyolo.errors import InputError
-from tphyolo.infer.slicing import MODEL, SliceConfig
 from tphyolo.predict.predictor import Predictor
 from tphyolo.runtime.decisions import FILE as DECISIONS_FILE
 from tphyolo.runtime.decisions import write_decisions
@@ -190,17 +189,18 @@ class AnalyzeRun:
 def run_analyze(job: AnalyzeJob, *, runtime: Any = None, device: Any = None, progress: bool = True) -> AnalyzeRun:
     """Run `job` (`tphyolo analyze` without its flags): its tracker (`job.tracking`; the camera-motion setting
     goes to a tracker that compensates it, and is "none" without frames to estimate from), the Predictor of
-    `job.inputs.weights` (with `job.inference`, on `runtime` and `device`; defaults: Predictor's) when given, a
-    new run folder (`job.output`, under DEFAULT_PROJECT), then `analyze`. Raises ValueError / FileNotFoundError
+    `job.detector` (on `runtime` and `device`; defaults: the spec's, else the runtime's) when given, a new run
+    folder (`job.output`, under DEFAULT_PROJECT), then `analyze`. Raises ValueError / FileNotFoundError
     naming the bad setting or file."""
     inputs, tracking = job.inputs, job.tracking
-    cmc = tracking.cmc if (inputs.weights or inputs.source) else "none"  # without frames: nothing to estimate from
+    cmc = tracking.cmc if (job.detector or inputs.source) else "none"  # without frames: nothing to estimate from
     compensates = isinstance(tracker_settings(tracking.tracker), CameraMotionSettings)
     tracker = make_tracker(tracking.tracker, **({"cmc": cmc} if compensates else {}))
     predictor = None
-    if inputs.weights is not None:
-        predictor = Predictor(inputs.weights, job.inference, runtime=runtime, device=device,
-                              slice=SliceConfig(MODEL))  # a checkpoint trained on tiles runs sliced  # fmt: skip
+    if job.detector is not None:
+        spec = replace(job.detector, runtime=runtime or job.detector.runtime,
+                       device=job.detector.device if device is None else str(device))  # fmt: skip
+        predictor = Predictor.from_spec(spec)
     save_dir = job.output.create(DEFAULT_PROJECT)
     with removed_if_left_empty(save_dir, ignoring=(DECISIONS_FILE,)):  # inputs that fail to read leave no folder
         if predictor is not None:

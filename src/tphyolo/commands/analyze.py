@@ -10,7 +10,7 @@ import argparse
 
 from tphyolo.analyze.config import AnalyzeConfig, AnalyzeInputs, AnalyzeOutputs, AnalyzeTracking
 from tphyolo.analyze.job import AnalyzeJob
-from tphyolo.commands.options.inference import add_inference_flags, inference_device, inference_settings
+from tphyolo.commands.options.detector import add_detector_flags, detector_spec, inference_device
 from tphyolo.flags import add_flags, from_flags
 from tphyolo.runtime.run_dir import OutputDir
 from tphyolo.track.job import TRACK_CONF
@@ -23,15 +23,16 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_flags(parser.add_argument_group("what to analyse"), AnalyzeInputs)
     add_flags(parser.add_argument_group("tracker"), AnalyzeTracking)
     add_flags(parser.add_argument_group("analytics"), AnalyzeConfig)
-    add_inference_flags(parser, defaults={"conf": TRACK_CONF})
+    add_detector_flags(parser, defaults={"conf": TRACK_CONF})
     add_flags(parser.add_argument_group("outputs"), AnalyzeOutputs)
+    add_flags(parser, OutputDir)
 
 
 def _job(args: argparse.Namespace) -> AnalyzeJob:
     """The run the flags ask for; ValueError (in the flags' words) for inputs that do not go together."""
     return AnalyzeJob(
-        from_flags(AnalyzeInputs, args), from_flags(AnalyzeTracking, args), from_flags(AnalyzeConfig, args),
-        from_flags(AnalyzeOutputs, args), inference_settings(args), from_flags(OutputDir, args),
+        from_flags(AnalyzeInputs, args), detector_spec(args), from_flags(AnalyzeTracking, args),
+        from_flags(AnalyzeConfig, args), from_flags(AnalyzeOutputs, args), from_flags(OutputDir, args),
     )  # fmt: skip
 
 
@@ -39,6 +40,6 @@ def run(args: argparse.Namespace) -> int:
     from tphyolo.analyze.pipeline import run_analyze  # lazy: imports torch; 'tphyolo analyze -h' must not
 
     job = _job(args)
-    device = inference_device(args.runtime) if job.inputs.weights is not None else None
+    device = inference_device(args.runtime) if job.detector is not None else None
     print(run_analyze(job, runtime=args.runtime, device=device).summary())
     return 0

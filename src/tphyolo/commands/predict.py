@@ -17,15 +17,7 @@ from pathlib import Path
 from tqdm import tqdm
 
 from tphyolo.commands.options.argv import flags_for, read_saved_run, saved_flags
-from tphyolo.commands.options.inference import (
-    add_classifier_flags,
-    add_inference_flags,
-    add_slice_flags,
-    classifier_settings,
-    inference_device,
-    inference_settings,
-    slice_settings,
-)
+from tphyolo.commands.options.detector import add_detector_flags, detector_spec, inference_device
 from tphyolo.errors import InputError, UsageError, describe_error
 from tphyolo.flags import add_flags, from_flags
 from tphyolo.predict.draw_style import DrawStyle
@@ -40,9 +32,8 @@ PATH_FLAGS = ("source", "weights", "coco_gt", "classifier")  # made absolute in 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_flags(parser, PredictInputs)
-    add_inference_flags(parser)
-    add_classifier_flags(parser)
-    add_slice_flags(parser)
+    add_detector_flags(parser)
+    add_flags(parser, OutputDir)
     add_flags(parser, RasterSettings)
     add_flags(parser, OutputSettings)
     add_flags(parser, DrawStyle)
@@ -81,9 +72,8 @@ def predict_job(args: argparse.Namespace) -> PredictJob:
     if problems:
         raise UsageError(problems[0])
     return PredictJob(
-        from_flags(PredictInputs, args), inference_settings(args), slice_settings(args),
-        from_flags(RasterSettings, args), outputs, from_flags(DrawStyle, args), from_flags(OutputDir, args),
-        **classifier_settings(args),
+        detector_spec(args), from_flags(PredictInputs, args), from_flags(RasterSettings, args), outputs,
+        from_flags(DrawStyle, args), from_flags(OutputDir, args),
     )  # fmt: skip
 
 

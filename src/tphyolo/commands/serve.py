@@ -1,6 +1,6 @@
 """`tphyolo serve`: an HTTP detection service over the same inference as `tphyolo predict`.
 
-The inference flags are predict's (`InferenceConfig`, slicing, crop classifier, runtime): they set the
+The detector's flags are predict's (`tphyolo.commands.options.detector`, and the runtime's): they set the
 service's defaults, which a request may override (`tphyolo.serve.options`). The service flags come from
 `ServeConfig`. The service is `tphyolo.serve.server.run_serve`; this module builds its job from the flags
 and prints where it listens. See docs/serving.md.
@@ -10,27 +10,17 @@ from __future__ import annotations
 
 import argparse
 
-from tphyolo.commands.options.inference import (
-    add_classifier_flags,
-    add_model_chosen_flags,
-    add_slice_flags,
-    classifier_settings,
-    inference_device,
-    inference_settings,
-    slice_settings,
-)
+from tphyolo.commands.options.detector import add_detector_flags, detector_spec, inference_device
+from tphyolo.errors import UsageError
 from tphyolo.flags import add_flags, from_flags
-from tphyolo.serve.config import RayConfig, ServeConfig, ServedModels, ServeJob
+from tphyolo.serve.config import RayConfig, ServeConfig, ServeJob
 
 USES_RUNTIME = True
 RUNTIME_INFERENCE = True
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    add_flags(parser, ServedModels)
-    add_model_chosen_flags(parser, exclude=("batch",))  # the service batches by --max-batch
-    add_classifier_flags(parser)
-    add_slice_flags(parser)
+    add_detector_flags(parser, exclude=("batch",))  # the service batches by --max-batch
     add_flags(parser, ServeConfig)
     add_flags(parser.add_argument_group("Ray Serve"), RayConfig)
 
@@ -38,12 +28,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     from tphyolo.serve.server import run_serve  # lazy: imports torch; 'tphyolo serve -h' must not
 
+    if args.weights is None:
+        raise UsageError("--weights is required: the model(s) to serve")
     device = inference_device(args.runtime)
-    settings, cluster = from_flags(ServeConfig, args), from_flags(RayConfig, args)
-    job = ServeJob(
-        from_flags(ServedModels, args), inference_settings(args), slice_settings(args), **classifier_settings(args),
-        serve=settings, cluster=cluster,
-    )  # fmt: skip
+    job = ServeJob(detector_spec(args), from_flags(ServeConfig, args), from_flags(RayConfig, args))
     where = "on Ray Serve" if job.cluster.ray else "on"
 
     def listening(host: str, port: int) -> None:

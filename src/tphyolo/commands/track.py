@@ -15,15 +15,7 @@ import sys
 from tqdm import tqdm
 
 from tphyolo.commands.options.argv import saved_flags
-from tphyolo.commands.options.inference import (
-    add_classifier_flags,
-    add_inference_flags,
-    add_slice_flags,
-    classifier_settings,
-    inference_device,
-    inference_settings,
-    slice_settings,
-)
+from tphyolo.commands.options.detector import add_detector_flags, detector_spec, inference_device
 from tphyolo.errors import UsageError, describe_error
 from tphyolo.flags import add_flags, from_flags
 from tphyolo.predict.draw_style import DrawStyle
@@ -38,9 +30,8 @@ PATH_FLAGS = ("source", "weights", "data", "detections", "classifier")  # made a
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_flags(parser.add_argument_group("what to track"), TrackInputs)
     add_flags(parser.add_argument_group("tracker"), TrackerChoice)
-    add_inference_flags(parser, defaults={"conf": TRACK_CONF})
-    add_slice_flags(parser)
-    add_classifier_flags(parser)
+    add_detector_flags(parser.add_argument_group("detector"), defaults={"conf": TRACK_CONF})
+    add_flags(parser, OutputDir)
     outputs = parser.add_argument_group("outputs")
     add_flags(outputs, TrackOutputs)
     add_flags(outputs, DrawStyle)
@@ -62,9 +53,8 @@ def _job(args: argparse.Namespace) -> TrackJob:
     if args.detections is not None and args.data is not None:
         raise UsageError("--detections tracks files; --data runs the detector on a data set: drop one")
     return TrackJob(
-        from_flags(TrackInputs, args), from_flags(TrackerChoice, args), from_flags(TrackOutputs, args),
-        inference_settings(args), slice_settings(args), **classifier_settings(args),
-        style=from_flags(DrawStyle, args), output=from_flags(OutputDir, args),
+        detector_spec(args), from_flags(TrackInputs, args), from_flags(TrackerChoice, args),
+        from_flags(TrackOutputs, args), from_flags(DrawStyle, args), from_flags(OutputDir, args),
     )  # fmt: skip
 
 

@@ -5,17 +5,11 @@ from __future__ import annotations
 
 import argparse
 import sys
+from dataclasses import replace
 from pathlib import Path
 
-from tphyolo.commands.options.inference import (
-    add_classifier_flags,
-    add_inference_flags,
-    add_slice_flags,
-    classifier_settings,
-    inference_device,
-    inference_settings,
-    slice_settings,
-)
+from tphyolo.commands.options.detector import add_detector_flags, detector_spec, inference_device
+from tphyolo.errors import UsageError
 from tphyolo.evaluation.jobs import ValJob
 from tphyolo.evaluation.settings import ValConfig
 from tphyolo.flags import add_flags, from_flags
@@ -27,17 +21,10 @@ RUNTIME_INFERENCE = True
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument(
-        "--weights",
-        required=True,
-        help="checkpoint (tphyolo or original TPH-YOLOv5/YOLOv5) or exported model (.onnx, OpenVINO, .torchscript, "
-        ".pt2)",
-    )
     parser.add_argument("--data", required=True, help="dataset yaml, folder, or built-in name (visdrone, synthetic)")
     add_flags(parser, ValConfig)  # --task, --protocol, --workers, --save-json, --save-txt, --plots, ...
-    add_inference_flags(parser, defaults=VAL_DEFAULTS, exclude=("classes", "agnostic"))
-    add_classifier_flags(parser)
-    add_slice_flags(parser)
+    add_detector_flags(parser, defaults=VAL_DEFAULTS, exclude=("classes", "agnostic", "model_weights"))
+    add_flags(parser, OutputDir)
     parser.add_argument(
         "--report",
         action="store_true",
@@ -54,11 +41,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def _job(args: argparse.Namespace) -> ValJob:
     """The run the flags ask for; UsageError for flags that do not go together."""
-    config = from_flags(ValConfig, args, progress=True, slicing=slice_settings(args),
-                        on_problems=lambda report: print(report, file=sys.stderr),
-                        **classifier_settings(args))  # fmt: skip
-    return ValJob(args.weights, args.data, config, inference_settings(args), report=args.report, json=args.json,
-                  output=from_flags(OutputDir, args))  # fmt: skip
+    if args.weights is None or len(args.weights) != 1:
+        raise UsageError("--weights: give the one model to score (a checkpoint or an exported model)")
+    detector = replace(detector_spec(args), weights=args.weights[0])
+    config = from_flags(ValConfig, args, progress=True, on_problems=lambda report: print(report, file=sys.stderr))
+    return ValJob(detector, args.data, config, report=args.report, json=args.json, output=from_flags(OutputDir, args))
 
 
 def nms_header(inference: InferenceConfig) -> str:
@@ -76,7 +63,7 @@ def run(args: argparse.Namespace) -> int:
     run = run_val(job, runtime=args.runtime, device=inference_device(args.runtime))
     if run is None:  # a torchrun process other than rank 0: rank 0 prints
         return 0
-    print(nms_header(job.inference))
+    print(nms_header(job.detector.inference))
     print(format_results(run.results, verbose=True if args.verbose or args.task == "test" else None))
     if run.report is not None:
         print(f"report in {run.report}")

@@ -2,7 +2,8 @@
 module imports nothing heavy, so that building the command lines stays light; `tphyolo.report.val_run.run_val`
 and `tphyolo.report.eval_run.run_eval` run them (in the report's layer: either may write a report).
 
-    run_val(ValJob("best.pt", "visdrone", ValConfig(protocol="visdrone"), report=True))
+    detector = DetectorSpec("best.pt", inference=VALIDATION)  # tphyolo.infer.config.VALIDATION: val's defaults
+    run_val(ValJob(detector, "visdrone", ValConfig(protocol="visdrone"), report=True))
     run_eval(EvalJob(gt=Path("VisDrone/annotations"), pred=Path("runs/predict/exp/visdrone")))
 """
 
@@ -10,13 +11,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field, fields
 from pathlib import Path
-from typing import Any
 
 from tphyolo.data.mot.sequences import TRACK_FORMATS
 from tphyolo.errors import InputError
 from tphyolo.evaluation.settings import ValConfig
 from tphyolo.flags import check_field_types, flag, setting_name
-from tphyolo.infer.config import VALIDATION, InferenceConfig
+from tphyolo.infer.spec import DetectorSpec
 from tphyolo.metrics.registry import PROTOCOLS, VISDRONE_TXT, saved_format
 from tphyolo.runtime.run_dir import OutputDir
 
@@ -27,17 +27,17 @@ DETECTION_ONLY = ("protocol", "images", "report", "save_gt")  # EvalJob fields t
 
 @dataclass(frozen=True)
 class ValJob:
-    """One run of `tphyolo val`: `weights` (a checkpoint, an exported model or a model) scored on `data` by
-    `config` (`ValConfig`: the split, protocol, workers, files written, slicing, classifier; its `save_dir` is
-    the run's), with the detector's `inference` settings; `report`: the html evaluation report and its records
-    in the run folder; `json`: a file the numbers are written to (with `report`, the report's numbers, which
+    """One run of `tphyolo val`: the `detector` (`DetectorSpec`: one checkpoint, exported model or model, with
+    its settings: inference, as VALIDATION for `tphyolo val`'s defaults, slicing, crop classifier; its runtime
+    and device are the run's unless it names them) scored on `data` by `config` (`ValConfig`: the split,
+    protocol, workers, files written; its `save_dir` is the run's); `report`: the html evaluation report and
+    its records in the run folder; `json`: a file the numbers are written to (with `report`, the report's numbers, which
     hold the plain ones). The run folder is `output`'s (under VAL_PROJECT by default), made once the data are
     loaded, so that a run failing before leaves none."""
 
-    weights: Any
+    detector: DetectorSpec
     data: str | Path
     config: ValConfig = field(default_factory=ValConfig)
-    inference: InferenceConfig = VALIDATION
     report: bool = False
     json: Path | None = None
     output: OutputDir = field(default_factory=OutputDir)

@@ -10,6 +10,7 @@ re-labelled from the original images (`Detector.reclassify`) before they are sco
 
 from __future__ import annotations
 
+import contextlib
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import replace
@@ -49,8 +50,21 @@ def _ground_truth(batch, i: int, view: View) -> tuple[torch.Tensor, torch.Tensor
     return rows[:, 1].long(), view.unletterbox(boxes), view.unletterbox(batch.ignore[i].reshape(-1, 4))
 
 
+@contextlib.contextmanager
+def _as_detector(model: nn.Module | Backend | Detector, config: InferenceConfig, settings: EvalSettings, *,
+                 runtime: RuntimeConfig | None, device: torch.device | None) -> Iterator[Detector]:  # fmt: skip
+    """`model` itself when it is a Detector (`tphyolo.infer.build.build_detector`'s: its config and crop
+    classifier its own); else the Detector of the backend `as_backend` makes of it, with `config` and
+    `settings.classifier`."""
+    if isinstance(model, Detector):
+        yield model
+        return
+    with as_backend(model, runtime=runtime, device=device) as backend:
+        yield Detector([backend], config, classifier=settings.classifier)
+
+
 def collect_results(
-    model: nn.Module | Backend,
+    model: nn.Module | Backend | Detector,
     loader: Iterable,
     *,
     config: InferenceConfig = VALIDATION,
@@ -59,23 +73,23 @@ def collect_results(
     device: torch.device | None = None,
     on_batch: Callable[[list[ImageResult]], None] | None = None,
 ) -> tuple[list[ImageResult], dict[str, float]]:
-    """Run `model` (a backend, or a module already prepared on `device`, run in eval mode) over `loader`;
-    returns per-image results in original pixels (each batch's also given to `on_batch` as it comes) and the
-    time per image in ms for "preprocess", "inference" (forward passes and NMS) and "mapping" (back to
-    original pixels, merged), and "classify" with a crop `settings.classifier` that re-labels the detections
-    of its classes.
+    """Run `model` (a Detector as `build_detector` gives it, with its own config and crop classifier; a backend; or a
+    module already prepared on `device`, run in eval mode) over `loader`; returns per-image results in original pixels
+    (each batch's also given to `on_batch` as it comes) and the time per image in ms for "preprocess", "inference"
+    (forward passes and NMS) and "mapping" (back to original pixels, merged), and "classify" with a crop classifier (the
+    Detector's, else `settings.classifier`) that re-labels the detections of its classes.
     `config.imgsz` and `config.batch` are the loader's business and not used here -- except with
     `settings.slicing`: then each original image is read from its path again, cut into windows that are
     letterboxed to `config.imgsz` and run `config.batch` at a time, their detections merged by `config.merge`
     on the full image, and scored against the full image's ground truth. `settings.progress`: a progress bar."""
     results, seconds = [], {"preprocess": 0.0, "inference": 0.0, "mapping": 0.0}
-    classifier, slicing = settings.classifier, settings.slicing
-    if classifier is not None:
-        seconds["classify"] = 0.0
+    slicing = settings.slicing
     if settings.progress:
         loader = tqdm(loader, desc="val", unit="batch", leave=False)  # the results table follows
-    with as_backend(model, runtime=runtime, device=device) as backend:
-        detector = Detector([backend], config, classifier=classifier)
+    with _as_detector(model, config, settings, runtime=runtime, device=device) as detector:
+        if detector.classifier is not None:
+            seconds["classify"] = 0.0
+        config = detector.config
         times = PhaseTimes(detector.device)
         for batch in loader:
             with times.phase("preprocess"):
@@ -118,7 +132,7 @@ def _sliced_rows(detector: Detector, paths: Sequence[str], sizes, *, slicing: Sl
 
 
 def evaluate(
-    model: nn.Module | Backend,
+    model: nn.Module | Backend | Detector,
     loader: Iterable,
     *,
     names: Sequence[str],
@@ -132,18 +146,21 @@ def evaluate(
     """Validate `model` on `loader`'s `Batch`es with `config` (thresholds, TTA, merging) and score the run as
     `settings` say (protocol, crop classifier, slicing: see `EvalSettings` and `collect_results`).
 
-    `model` is a backend, or a module already prepared by `runtime` on `device` (fp16 weights with
-    `runtime.half`, which then runs without autocast), put in eval mode for the run and given back in its
-    previous mode. The run's metrics (`scoring.MetricsEvaluator`), then `evaluators` (`evaluation.evaluator`:
-    results of one's own) are reset, given every batch's per-image results and asked for their results, which
-    are combined by name (ValueError on a name given twice); then `writers` (`evaluation.writers`: the files a
-    run writes), fed alike, write from those results. The METRICS EvalResults come back, with the speed and, in
-    `outputs`, every other result and what each writer returned under its name.
+    `model` is a Detector as `tphyolo.infer.build.build_detector` gives it (then its config and crop classifier are the
+    run's, not `config` and `settings.classifier`), a backend, or a module already prepared by `runtime` on `device`
+    (fp16 weights with `runtime.half`, which then runs without autocast), put in eval mode for the run and given back in
+    its previous mode. The run's metrics (`scoring.MetricsEvaluator`), then `evaluators` (`evaluation.evaluator`:
+    results of one's own) are reset, given every batch's per-image results and asked for their results, which are
+    combined by name (ValueError on a name given twice); then `writers` (`evaluation.writers`: the files a run writes),
+    fed alike, write from those results. The METRICS EvalResults come back, with the speed and, in `outputs`, every
+    other result and what each writer returned under its name.
 
     settings.shard: in a distributed run, which images `loader` holds (`runtime.sharding.Shard`): every rank calls
     this, rank 0 gathers the per-image results, feeds its evaluators and writers, and every rank returns the
     scores (the per-image results and outputs only on rank 0).
     """
+    if isinstance(model, Detector):
+        config, settings = model.config, replace(settings, classifier=model.classifier)
     classifier, shard = settings.classifier, settings.shard
     classifier_classes = classifier.names if classifier is not None else ()
     metrics = MetricsEvaluator(names=names, protocol=settings.protocol, max_det=config.max_det,

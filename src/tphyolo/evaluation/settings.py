@@ -27,8 +27,9 @@ TASKS = ("val", "test")  # the splits `val` scores
 @dataclass(frozen=True)
 class EvalSettings:
     """How `evaluate` runs and scores: `protocol` (a name of `tphyolo.metrics.registry.PROTOCOLS`), a progress
-    bar, a crop `classifier` (loaded for the model's classes: `tphyolo.infer.spec.build_detector`, or
-    `tphyolo.classify.classifier.as_classifier`) that re-labels the detections of its classes, `slicing` (a
+    bar, a crop `classifier` (loaded for the model's classes: `tphyolo.classify.classifier.as_classifier`) that
+    re-labels the detections of its classes, for a bare model (a Detector of `tphyolo.infer.build.build_detector`
+    brings its own), `slicing` (a
     SliceConfig: sliced predictions on the full images, windows letterboxed to the inference config's `imgsz`),
     `keep_images` (each image's detections and ground truth kept in `image_results`, for the report) and `shard`
     (in a distributed run, which images this rank's loader holds: `tphyolo.runtime.sharding.Shard`)."""
@@ -53,9 +54,8 @@ class ValConfig:
 
     datasets_dir: where built-in configs' relative paths start. scan_cache: read and write the label scan
     cache. progress: a progress bar. on_problems: called with the report of unusable files in the split
-    (default: a logged warning). classifier (a crop-classifier checkpoint), classifier_weight, slicing (a
-    SliceConfig, a window size or "auto"): the detector's (`tphyolo.infer.spec.DetectorSpec`); keep_images: as
-    `EvalSettings`.
+    (default: a logged warning). keep_images: as `EvalSettings`. The detector's settings (slicing, crop
+    classifier) are its `tphyolo.infer.spec.DetectorSpec`'s.
     """
 
     task: str = flag("val", "--task", choices=TASKS, help="split to evaluate")
@@ -71,9 +71,6 @@ class ValConfig:
     save_dir: str | Path | Callable[[], Path] | None = None
     progress: bool = False
     on_problems: Callable[[str], None] | None = None
-    classifier: str | Path | None = None
-    classifier_weight: float | None = None
-    slicing: int | str | SliceConfig | None = None
     keep_images: bool = False
 
     @property

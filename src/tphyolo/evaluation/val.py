@@ -1,4 +1,4 @@
-"""Score a checkpoint on a dataset split in one call, as `tphyolo val` does:
+"""Score a checkpoint on a dataset split in one call, as `tphyolo val` does (`val_spec` scores a `DetectorSpec`):
 
 metrics = tphyolo.val("best.pt", data="visdrone", imgsz=1536, protocol="visdrone")
 metrics.map50, metrics.map, metrics.per_class
@@ -27,8 +27,7 @@ from tphyolo.evaluation.settings import VAL_CONFIG_FIELDS, EvalSettings, ValConf
 from tphyolo.evaluation.writers import Writer, writers_for
 from tphyolo.infer.backends.pytorch import Weights
 from tphyolo.infer.build import build_detector, spec_device
-from tphyolo.infer.config import VALIDATION, InferenceConfig, inference_config
-from tphyolo.infer.slicing import SliceConfig
+from tphyolo.infer.config import VALIDATION, InferenceConfig
 from tphyolo.infer.spec import DetectorSpec
 from tphyolo.runtime.config import RuntimeConfig
 from tphyolo.runtime.decisions import write_decisions
@@ -55,32 +54,51 @@ def val(
     built-in name, a dataset yaml or an image folder), scored by `config.protocol` (yolo, coco, visdrone).
 
     config: what the run scores and writes (`ValConfig`: task, protocol, workers, save_dir with save_json, save_txt
-    and plots, a crop classifier, slicing, ...); inference: the inference settings (default: validation's conf 0.001
-    and batch 32, and predict's NMS iou 0.45). `settings` are fields of either, by name (`imgsz=1536`,
-    `protocol="visdrone"`, `tta=True`), replacing those of `config` and `inference`. runtime/device: how and where
-    to run. evaluators: results of one's own (`tphyolo.evaluation.evaluator.Evaluator`), in `outputs` by name;
-    writers: files of one's own (`tphyolo.evaluation.writers.Writer`), written after those the config asks for, what
-    they return in `outputs` under their names (those of the config's writers are left out). With `slicing`, each
-    image is cut into windows run at `imgsz`, merged by `inference.merge`, and scored against its
-    full ground truth. A fixed-size export gets
-    every image letterboxed to its size (no rect batches). Raises ValueError, before any image is read, when
-    the model's and the dataset's classes differ (`check_data_classes`), and after the label scan, before
-    inference, when the labels use a class id the model does not have.
-
-    Under torchrun every process runs this call: each runs its share of the batches on its device (the
-    `local_rank`-th GPU of `device`'s), rank 0 scores them all, saves, and shows the progress bar; every rank
-    returns the scores (`EvalSettings.shard`). The call joins torchrun's process group unless the caller has,
-    and leaves it joined for the next call (`tphyolo.runtime.distributed.process_group` joins and leaves)."""
+    and plots, ...); inference: the inference settings (default: validation's conf 0.001 and batch 32, and
+    predict's NMS iou 0.45). `settings` are fields of either, by name (`imgsz=1536`, `protocol="visdrone"`,
+    `tta=True`), replacing those of `config` and `inference`, or the detector's (`slicing`: a SliceConfig, a window
+    size or "auto"; `classifier`, a crop-classifier checkpoint, with `classifier_weight`; `fuse`).
+    runtime/device: how and where to run. evaluators, writers: as `val_spec`, which runs the detector these
+    make (`DetectorSpec.from_keywords`)."""
     if isinstance(config, InferenceConfig):  # val's `config` was the InferenceConfig before ValConfig
         raise TypeError("val(config=...) takes a ValConfig; pass the InferenceConfig as inference=...")
     config = replace(config or ValConfig(), **{k: v for k, v in settings.items() if k in VAL_CONFIG_FIELDS})
-    inference = inference_config(inference, **{k: v for k, v in settings.items() if k not in VAL_CONFIG_FIELDS})
+    detector = {k: v for k, v in settings.items() if k not in VAL_CONFIG_FIELDS and k != "slicing"}
+    spec = DetectorSpec.from_keywords(weights, inference, runtime=runtime, device=device,
+                                      slice=settings.get("slicing"), **detector)  # fmt: skip
+    return val_spec(spec, data, config, evaluators=evaluators, writers=writers)
+
+
+def val_spec(
+    spec: DetectorSpec,
+    data: str | Path,
+    config: ValConfig | None = None,
+    *,
+    evaluators: Sequence[Evaluator] = (),
+    writers: Sequence[Writer] = (),
+) -> EvalResults:
+    """The metrics of the detector `spec` (one model) on split `config.task` of `data` (as `val`), built by
+    `build_detector` as `Predictor.from_spec(spec)` builds it, so both give the same detections.
+
+    evaluators: results of one's own (`tphyolo.evaluation.evaluator.Evaluator`), in `outputs` by name; writers:
+    files of one's own (`tphyolo.evaluation.writers.Writer`), written after those the config asks for, what they
+    return in `outputs` under their names (those of the config's writers are left out). With `spec.slicing`,
+    each image is cut into windows run at `imgsz`, merged by `inference.merge`, and scored against its full
+    ground truth. A fixed-size export gets every image letterboxed to its size (no rect batches). Raises
+    ValueError, before any image is read, when the model's and the dataset's classes differ
+    (`check_data_classes`), and after the label scan, before inference, when the labels use a class id the model
+    does not have.
+
+    Under torchrun every process runs this call: each runs its share of the batches on its device (the
+    `local_rank`-th GPU of the spec's device's), rank 0 scores them all, saves, and shows the progress bar; every
+    rank returns the scores (`EvalSettings.shard`). The call joins torchrun's process group unless the caller
+    has, and leaves it joined for the next call (`tphyolo.runtime.distributed.process_group` joins and leaves)."""
+    config = config or ValConfig()
     if config.writes and config.save_dir is None:
         raise InputError("save_json, save_txt and plots need a save_dir")
-    slicing = SliceConfig(config.slicing) if isinstance(config.slicing, int | str) else config.slicing
-    spec = DetectorSpec(weights, inference=inference, runtime=runtime or RuntimeConfig(),
-                        device=None if device is None else str(device), slicing=slicing,
-                        classifier=config.classifier, classifier_weight=config.classifier_weight)  # fmt: skip
+    if len(spec.models) != 1:
+        raise InputError(f"val scores one model; got an ensemble of {len(spec.models)}")
+    (weights,) = spec.models
     dist = DistContext.from_env()
     init_process_group(dist, spec_device(spec, dist.local_rank))  # under torchrun; left joined for the next call
     built = build_detector(spec, local_rank=dist.local_rank)  # the crop classifier checked before data are read
@@ -111,14 +129,14 @@ def val(
     if callable(save_dir):
         save_dir = save_dir() if dist.is_main else None
     save_dir = None if save_dir is None else Path(save_dir)
-    run = EvalSettings(protocol=config.protocol, progress=config.progress, classifier=built.detector.classifier,
-                       slicing=built.slicing, keep_images=config.keep_images, shard=shard)  # fmt: skip
+    run = EvalSettings(protocol=config.protocol, progress=config.progress, slicing=built.slicing,
+                       keep_images=config.keep_images, shard=shard)  # fmt: skip
     own = writers_for(config, save_dir, conf=inference.conf) if save_dir is not None else []
     with removed_if_left_empty(save_dir):
         if save_dir is not None:
             save_dir.mkdir(parents=True, exist_ok=True)
-        results = evaluate(backend, loader, names=list(data_names or backend.names), config=inference,
-                           settings=run, evaluators=evaluators, writers=[*own, *writers])  # fmt: skip
+        results = evaluate(built.detector, loader, names=list(data_names or backend.names), settings=run,
+                           evaluators=evaluators, writers=[*own, *writers])  # fmt: skip
         if save_dir is not None and dist.is_main:
             write_decisions(save_dir, {"val": built.decisions})
     left_out = {writer.name for writer in own}

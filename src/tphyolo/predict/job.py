@@ -1,10 +1,10 @@
-"""What one prediction run is asked to do: what to predict on with which weights (`PredictInputs`), the
-detector's settings, what a raster run (GeoTIFF, tile by tile) writes and reads (`RasterSettings`), which files
+"""What one prediction run is asked to do: the detector (`DetectorSpec`: its weights and settings), what to
+predict on (`PredictInputs`), what a raster run (GeoTIFF, tile by tile) writes and reads (`RasterSettings`), which files
 to write, how drawn images look and where the run folder goes. Each field is also a `tphyolo predict` flag; the
 module imports nothing heavy, so that building the command line stays light. `tphyolo.predict.run.run_predict`
 runs it.
 
-    job = PredictJob(PredictInputs(source="images/", weights=("best.pt",)), outputs=OutputSettings(save_txt=True))
+    job = PredictJob(DetectorSpec(("best.pt",)), PredictInputs(source="images/"), outputs=OutputSettings(save_txt=True))
     run = run_predict(job, runtime=RuntimeConfig())
 """
 
@@ -14,9 +14,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from tphyolo.data.files.raster import MAX_RASTER_PIXELS
-from tphyolo.flags import AT_LEAST_ONE, Bounds, check_field_types, flag
-from tphyolo.infer.config import InferenceConfig
-from tphyolo.infer.slicing import SliceConfig
+from tphyolo.flags import AT_LEAST_ONE, check_field_types, flag
+from tphyolo.infer.spec import DetectorSpec
 from tphyolo.predict.draw_style import DEFAULT_STYLE, DrawStyle
 from tphyolo.predict.outputs import OutputSettings
 from tphyolo.runtime.run_dir import OutputDir
@@ -27,18 +26,12 @@ SETTINGS_FILE = "args.yaml"  # a run folder's settings, which a resume reads
 
 @dataclass(frozen=True)
 class PredictInputs:
-    """What to predict on (`source`) with which `weights` (several: an ensemble, fused with `model_weights`),
-    every `vid_stride`-th video frame; or, with `resume`, the run folder to continue, whose saved settings give
-    the rest (the source and weights then must be those the run recorded)."""
+    """What to predict on (`source`), every `vid_stride`-th video frame; or, with `resume`, the run folder to
+    continue, whose saved settings give the rest (the source and the detector's weights then must be those the
+    run recorded)."""
 
     source: str | None = flag(None, "--source", help="image, folder, glob, .txt list of files, video, webcam index "
                               "(0) or rtsp/rtmp/http(s) video URL (required unless --resume)")  # fmt: skip
-    weights: tuple[str, ...] | None = flag(
-        None, "--weights", help="checkpoint(s) or exported model(s) (.onnx, OpenVINO, .torchscript, .pt2); several "
-        "form an ensemble (required unless --resume)",
-    )  # fmt: skip
-    model_weights: tuple[float, ...] | None = flag(None, "--model-weights", bounds=Bounds(0),
-                                                   help="WBF weight of each model")  # fmt: skip
     vid_stride: int = flag(1, "--vid-stride", bounds=AT_LEAST_ONE, metavar="N",
                            help="read every N-th frame of videos and streams")  # fmt: skip
     resume: Path | None = flag(None, "--resume", metavar="RUN_DIR", help="continue an interrupted run in RUN_DIR "
@@ -76,17 +69,14 @@ class RasterSettings:
 
 @dataclass(frozen=True)
 class PredictJob:
-    """One run of `tphyolo predict`: `inputs`, the detector's settings (`inference`, `slice`, `classifier` with
-    its `classifier_weight`), what a raster source writes and reads (`raster`), the files to write (`outputs`),
-    how drawn images look (`style`) and where the run folder goes (`output`, under DEFAULT_PROJECT by default;
-    a resumed run writes into `inputs.resume`)."""
+    """One run of `tphyolo predict`: the `detector` (`DetectorSpec`: weights, inference settings, slicing, crop
+    classifier; its runtime and device are the run's unless it names them), `inputs`, what a raster source
+    writes and reads (`raster`), the files to write (`outputs`), how drawn images look (`style`) and where the
+    run folder goes (`output`, under DEFAULT_PROJECT by default; a resumed run writes into `inputs.resume`)."""
 
+    detector: DetectorSpec
     inputs: PredictInputs = field(default_factory=PredictInputs)
-    inference: InferenceConfig = field(default_factory=InferenceConfig)
-    slice: SliceConfig | None = None
     raster: RasterSettings = field(default_factory=RasterSettings)
     outputs: OutputSettings = field(default_factory=OutputSettings)
     style: DrawStyle = DEFAULT_STYLE
     output: OutputDir = field(default_factory=OutputDir)
-    classifier: str | None = None
-    classifier_weight: float | None = None

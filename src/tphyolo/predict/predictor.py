@@ -16,7 +16,6 @@ detections of its classes are then re-labelled from crops of the original image 
 
 from __future__ import annotations
 
-import copy
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import replace
 from pathlib import Path
@@ -27,9 +26,10 @@ import torch
 
 from tphyolo.classify.classifier import CropClassifier
 from tphyolo.errors import InputError
+from tphyolo.infer.backends.base import Backend
 from tphyolo.infer.backends.pytorch import Weights, what_ran
-from tphyolo.infer.build import BuiltDetector, build_detector, spec_device
-from tphyolo.infer.config import InferenceConfig, inference_config
+from tphyolo.infer.build import build_detector, spec_device, spec_runtime
+from tphyolo.infer.config import InferenceConfig
 from tphyolo.infer.slicing import SliceConfig
 from tphyolo.infer.spec import DetectorSpec
 from tphyolo.infer.tta_config import TTAConfig
@@ -67,7 +67,8 @@ class Predictor:
     (`backend="pytorch"` keeps PyTorch; `backend="onnxruntime"`, `precision="bf16"`: see InferenceConfig).
     fuse: fold BatchNorm into convolutions first. classifier: a crop-classifier
     checkpoint (or a CropClassifier) whose classes are among the models' names; it re-labels the detections of
-    its classes, with its share `classifier_weight` (default: the one saved with it).
+    its classes, with its share `classifier_weight` (default: the one saved with it). The keywords make one
+    `DetectorSpec` (`DetectorSpec.from_keywords`, kept as `spec`); `Predictor.from_spec(spec)` takes one whole.
 
     Calling it on a source returns one `Results` (a `Detections` with class names, source, original shape and
     the helpers plot/save/crop/to_dict) per image or video frame. A source is a path, folder, glob, .txt list,
@@ -86,36 +87,43 @@ class Predictor:
         slice: int | str | SliceConfig | None = None,  # noqa: A002 - the public keyword is `slice`
         model_weights: Sequence[float] | None = None,
         fuse: bool = True,
-        tta: bool | TTAConfig | None = None,
         classifier: str | Path | CropClassifier | None = None,
         classifier_weight: float | None = None,
         **settings,
     ) -> None:
-        slicing = SliceConfig(slice) if isinstance(slice, int | str) else slice
-        self.spec = DetectorSpec(
-            weights, inference=inference_config(config, tta=tta, **settings), runtime=runtime or RuntimeConfig(),
-            device=None if device is None else str(device), fuse=fuse, slicing=slicing,
-            model_weights=None if model_weights is None else tuple(model_weights), classifier=classifier,
-            classifier_weight=classifier_weight,
+        spec = DetectorSpec.from_keywords(
+            weights, config, runtime=runtime or RuntimeConfig(), device=device, slice=slice,
+            model_weights=model_weights, fuse=fuse, classifier=classifier, classifier_weight=classifier_weight,
+            **settings,
         )  # fmt: skip
-        self.runtime = self.spec.runtime
-        self.device = spec_device(self.spec)
-        self._configure(build_detector(self.spec))
+        self._build(spec)
 
-    def _configure(self, built: BuiltDetector) -> None:
+    @classmethod
+    def from_spec(cls, spec: DetectorSpec, *, backends: Sequence[Backend] | None = None) -> Predictor:
+        """The Predictor of `spec` (`build_detector`); `backends`: its models, already loaded (nothing is loaded
+        again). What jobs (`PredictJob`, `TrackJob`, the service) build theirs with."""
+        predictor = cls.__new__(cls)
+        predictor._build(spec, backends)
+        return predictor
+
+    def _build(self, spec: DetectorSpec, backends: Sequence[Backend] | None = None) -> None:
+        built = build_detector(spec, backends=backends)
+        self.spec, self.runtime, self.device = spec, spec_runtime(spec), spec_device(spec)
         self.detector, self.config, self.slicing = built.detector, built.config, built.slicing
 
     def with_settings(
-        self, config: InferenceConfig, *, slice: SliceConfig | None = None, classifier: bool = True  # noqa: A002
+        self,
+        config: InferenceConfig,
+        *,
+        slice: SliceConfig | None = None,  # noqa: A002 - the public keyword is `slice`
+        classifier: bool = True,
     ) -> Predictor:
         """A Predictor sharing these loaded models (and crop classifier, unless `classifier` is False) with
         other settings: `config`, `slice`. Nothing is loaded again; this Predictor is unchanged. Raises
         ValueError as the constructor does (a class id the models do not have)."""
-        other = copy.copy(self)
-        other.spec = replace(self.spec, inference=config, slicing=slice, classifier_weight=None,
-                             classifier=self.detector.classifier if classifier else None)  # fmt: skip
-        other._configure(build_detector(other.spec, backends=self.backends))
-        return other
+        spec = replace(self.spec, inference=config, slicing=slice, classifier_weight=None,
+                       classifier=self.detector.classifier if classifier else None)  # fmt: skip
+        return Predictor.from_spec(spec, backends=self.backends)
 
     @property
     def names(self) -> list[str]:

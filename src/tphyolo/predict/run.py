@@ -1,7 +1,7 @@
 """One prediction run, as `tphyolo predict` makes it: a `PredictJob` run into a run folder, over files and
 streams (`predict.folder`) or over a raster too large to decode, tile by tile (`predict.raster`).
 
-    run = run_predict(PredictJob(PredictInputs(source="ortho.tif", weights=("best.pt",))), runtime=RuntimeConfig())
+    run = run_predict(PredictJob(DetectorSpec(("best.pt",)), PredictInputs(source="ortho.tif")))
     run.save_dir, run.raster.detections  # or run.folder.detections, for images and videos
 
 Under torchrun every rank calls it with the same job: the ranks join one process group, rank 0 makes the run
@@ -15,7 +15,7 @@ named through `on_note` and the rest goes on), and the finished units are kept.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -26,6 +26,7 @@ from tphyolo.data.files.atomic import write_text_atomic
 from tphyolo.data.files.image_limits import MAX_IMAGE_PIXELS
 from tphyolo.data.files.raster import RASTER_SUFFIXES, Raster
 from tphyolo.errors import InputError
+from tphyolo.infer.build import spec_device, spec_runtime
 from tphyolo.infer.slicing import AUTO, SliceConfig
 from tphyolo.predict.folder import PredictionRun, RunCallbacks, predict_to_folder, source_image_ids
 from tphyolo.predict.geojson import checked_crs
@@ -80,18 +81,19 @@ def run_predict(
     argv: Sequence[str] | None = None,
     progress: bool = True,
 ) -> PredictRun:
-    """Run `job` (module docstring) on `runtime` and `device` (defaults: the runtime's, under torchrun this
-    process's `LOCAL_RANK`-th). argv: the flags that give the job again, saved for a resume; progress: a bar on
-    rank 0. Raises ValueError naming the bad setting or file (before the run folder is made when it can)."""
-    inputs = job.inputs
-    if inputs.source is None or inputs.weights is None:
-        raise InputError("a prediction needs a source and weights (inputs.source, inputs.weights)")
+    """Run `job` (module docstring) on `runtime` and `device` (defaults: the detector spec's, else the runtime's,
+    under torchrun this process's `LOCAL_RANK`-th). argv: the flags that give the job again, saved for a resume;
+    progress: a bar on rank 0. Raises ValueError naming the bad setting or file (before the run folder is made
+    when it can)."""
+    inputs, weights = job.inputs, job.detector.models
+    if inputs.source is None:
+        raise InputError("a prediction needs a source (inputs.source)")
     raster = raster_source(job)  # a raster runs tile by tile; its tiles are the slices
     files = resolve_source(inputs.source)
     resume, saved = None if inputs.resume is None else Path(inputs.resume), None
     if resume is not None:
         saved = load_yaml_file(resume / SETTINGS_FILE)
-        for gone in check_resumed(saved, inputs.weights, files, where=str(resume / SETTINGS_FILE)):
+        for gone in check_resumed(saved, weights, files, where=str(resume / SETTINGS_FILE)):
             _note(callbacks, f"{gone} of the run is gone; the rest goes on")
     image_ids = source_image_ids(job.outputs.coco_gt, files) if job.outputs.coco_gt is not None else None
     dist = DistContext.from_env()  # under torchrun: the ranks share the work, rank 0 names the folder
@@ -99,12 +101,11 @@ def run_predict(
         why = "a raster" if raster is not None else "--resume" if resume is not None else "torchrun"
         raise InputError(f"{' and '.join(job.outputs.tool_flags)} write(s) one file of a whole run of images in one "
                          f"process: not with {why}")  # fmt: skip
-    runtime = runtime or RuntimeConfig()
-    device = torch.device(device) if device is not None else runtime.torch_device(dist.local_rank)
-    with process_group(dist, device):
-        predictor = Predictor(inputs.weights, job.inference, runtime=runtime, device=device,
-                              slice=None if raster else job.slice, model_weights=inputs.model_weights,
-                              classifier=job.classifier, classifier_weight=job.classifier_weight)  # fmt: skip
+    spec = replace(job.detector, runtime=runtime or spec_runtime(job.detector))
+    device = torch.device(device) if device is not None else spec_device(spec, dist.local_rank)
+    with process_group(dist, device):  # a raster is cut into tiles, and the Predictor slices no further
+        spec = replace(spec, device=str(device), slicing=None if raster else spec.slicing)
+        predictor = Predictor.from_spec(spec)
         save_dir = resume
         if save_dir is None:
             save_dir = job.output.create(DEFAULT_PROJECT) if dist.is_main else None
@@ -116,12 +117,12 @@ def run_predict(
                 return PredictRun(save_dir, raster=prediction, is_main=dist.is_main)
             settings = None
             if saved is None:  # what a resume reads: the flags, the weights' and sources' fingerprints
-                settings = {"argv": list(argv or ()), **run_fingerprint(inputs.weights, files)}
+                settings = {"argv": list(argv or ()), **run_fingerprint(weights, files)}
             calls = RunCallbacks(on_skip=callbacks.on_skip, on_note=callbacks.on_note)
             folder = predict_to_folder(predictor, files, save_dir, job.outputs, dist=dist, style=job.style,
                                        image_ids=image_ids, settings=settings, resume=saved is not None,
                                        vid_stride=inputs.vid_stride, calls=calls, progress=progress,
-                                       model="+".join(Path(str(w)).name for w in inputs.weights))  # fmt: skip
+                                       model="+".join(Path(str(w)).name for w in weights))  # fmt: skip
     return PredictRun(save_dir, folder=folder, is_main=dist.is_main)
 
 
@@ -151,7 +152,7 @@ def raster_source(job: PredictJob) -> Path | None:
         with rasterio.open(path) as dataset:
             if dataset.crs is None and dataset.width * dataset.height <= MAX_IMAGE_PIXELS:
                 return None
-    if job.slice is not None and job.slice.full:
+    if job.detector.slicing is not None and job.detector.slicing.full:
         raise InputError("--slice-full: a raster is run tile by tile, never whole")
     return path
 
@@ -184,7 +185,7 @@ def _predict_raster(run: _RunFolder, path: Path, callbacks: PredictCallbacks, *,
         if run.saved is not None:
             check_raster_resumed(run.saved, path, fingerprint, where=str(settings_file))
         elif run.dist.is_main:
-            record = {"argv": list(run.argv or ()), **run_fingerprint(job.inputs.weights, [path]),
+            record = {"argv": list(run.argv or ()), **run_fingerprint(job.detector.models, [path]),
                       "raster": fingerprint}  # fmt: skip
             write_text_atomic(settings_file, yaml.safe_dump(record))
 
@@ -193,7 +194,7 @@ def _predict_raster(run: _RunFolder, path: Path, callbacks: PredictCallbacks, *,
                             save_json=out.save_json)  # fmt: skip
     read = RasterRead(bands=settings.bands, max_pixels=settings.max_pixels)
     calls = RasterCallbacks(on_open=record_or_check, on_note=callbacks.on_note)
-    return predict_raster_into(run.save_dir, run.predictor, path, slicing=job.slice or SliceConfig(AUTO),
+    return predict_raster_into(run.save_dir, run.predictor, path, slicing=job.detector.slicing or SliceConfig(AUTO),
                                outputs=outputs, read=read, progress=progress, resume=run.saved is not None,
                                dist=run.dist, calls=calls)  # fmt: skip
 

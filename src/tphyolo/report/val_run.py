@@ -1,7 +1,7 @@
 """One validation run, as `tphyolo val` makes it (`run_val`): `val` into a new run folder, with the evaluation
 report when the job asks for it (`ReportWriter`) and the numbers written to the job's json file.
 
-    run = run_val(ValJob("best.pt", "visdrone", ValConfig(protocol="visdrone"), report=True))
+    run = run_val(ValJob(DetectorSpec("best.pt", inference=VALIDATION), "visdrone", report=True))
     run.results.map50, run.report, run.numbers
 
 Under torchrun every process runs the call: each runs its share of the images, rank 0 scores, writes and gets
@@ -19,7 +19,8 @@ from typing import Any
 from tphyolo.data.files.atomic import write_text_atomic
 from tphyolo.evaluation.jobs import VAL_PROJECT, ValJob
 from tphyolo.evaluation.results import EvalResults, results_json
-from tphyolo.evaluation.val import val
+from tphyolo.evaluation.val import val_spec
+from tphyolo.infer.build import spec_device, spec_runtime
 from tphyolo.infer.slicing import MODEL
 from tphyolo.report.run_report import ReportWriter
 from tphyolo.runtime.config import RuntimeConfig
@@ -37,18 +38,19 @@ class ValRun:
 
 
 def run_val(job: ValJob, *, runtime: RuntimeConfig | None = None, device: Any = None) -> ValRun | None:
-    """Run `job` (see the module docstring) on `runtime` and `device` (defaults: the runtime's, under torchrun
-    this process's), joining torchrun's process group for the run and leaving it after. Raises ValueError /
-    FileNotFoundError naming the bad setting or file, before the run folder is made when it can."""
-    runtime = runtime or RuntimeConfig()
+    """Run `job` (see the module docstring) on `runtime` and `device` (defaults: the detector spec's, else the
+    runtime's, under torchrun this process's), joining torchrun's process group for the run and leaving it after.
+    Raises ValueError / FileNotFoundError naming the bad setting or file, before the run folder is made when it
+    can."""
+    spec = replace(job.detector, runtime=runtime or spec_runtime(job.detector))
     dist = DistContext.from_env()
-    device = device if device is not None else runtime.torch_device(dist.local_rank)
+    device = device if device is not None else spec_device(spec, dist.local_rank)
+    spec = replace(spec, device=str(device))
     run_dir = cache(lambda: job.output.create(VAL_PROJECT))  # created once the data are loaded
     config = replace(job.config, save_dir=run_dir)
     report = _report_writer(job, run_dir) if job.report else None
     with process_group(dist, device):
-        results = val(job.weights, job.data, config, inference=job.inference, runtime=runtime, device=device,
-                      writers=[report] if report is not None else [])  # fmt: skip
+        results = val_spec(spec, job.data, config, writers=[report] if report is not None else [])
     if not dist.is_main:
         return None
     run = ValRun(results, results_json(results))
@@ -64,9 +66,9 @@ def run_val(job: ValJob, *, runtime: RuntimeConfig | None = None, device: Any = 
 def _report_writer(job: ValJob, run_dir) -> ReportWriter:
     """The writer of the run's evaluation records and its report into the run folder, listing the
     settings in effect."""
-    inference, config = job.inference, job.config
-    settings = {"weights": job.weights, "data": job.data, "task": config.task}
-    size = getattr(config.slicing, "size", config.slicing)  # a SliceConfig, a size, "auto" or None
+    inference, config = job.detector.inference, job.config
+    settings = {"weights": job.detector.models[0], "data": job.data, "task": config.task}  # val scores one model
+    size = getattr(job.detector.slicing, "size", None)  # a size, "auto", MODEL or None
     sliced = size is not None and size != MODEL  # MODEL: the checkpoint's own tiles, if it has any (settled later)
     settings |= inference.settings_in_effect(runs_merged=inference.augment or sliced)
     if sliced:

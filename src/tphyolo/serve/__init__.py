@@ -12,9 +12,9 @@ from tphyolo.imports import lazy_exports
 __getattr__, __dir__, __all__ = lazy_exports(
     __name__,
     {
-        "tphyolo.serve.app": ("create_app",),
+        "tphyolo.serve.app": ("create_app", "detector_app"),
         "tphyolo.serve.client": ("Client", "ServiceError"),
-        "tphyolo.serve.config": ("ServeConfig", "ServeJob", "ServedModels"),
+        "tphyolo.serve.config": ("ServeConfig", "ServeJob"),
         "tphyolo.serve.server": ("run_serve", "run_server"),
     },
 )

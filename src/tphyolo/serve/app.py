@@ -1,4 +1,5 @@
-"""The detection service as an ASGI app: `create_app(weights, ...)` and its routes.
+"""The detection service as an ASGI app: `create_app(weights, ...)` (or `detector_app(spec)` for a
+`DetectorSpec`) and its routes.
 
     app = create_app("best.pt", InferenceConfig(imgsz=640), serve=ServeConfig(max_batch=8))
     # uvicorn.run(app, host="127.0.0.1", port=8000), or `tphyolo serve --weights best.pt`
@@ -33,15 +34,15 @@ from importlib import resources
 
 from tphyolo.errors import describe_error
 from tphyolo.imports import require
+from tphyolo.infer.build import spec_device
 from tphyolo.infer.config import InferenceConfig
-from tphyolo.infer.slicing import SliceConfig
-from tphyolo.runtime.config import RuntimeConfig, resolve_device
+from tphyolo.infer.spec import DetectorSpec
 from tphyolo.runtime.decisions import Decision, describe
 from tphyolo.serve.answers import coco_answer, image_answer
 from tphyolo.serve.batcher import Batcher, too_many_images
 from tphyolo.serve.config import ServeConfig
 from tphyolo.serve.cost import check_cost
-from tphyolo.serve.engine import ONE_STREAM, EngineSpec, ModelInfo
+from tphyolo.serve.engine import ONE_STREAM, ModelInfo
 from tphyolo.serve.images import decode_request_image
 from tphyolo.serve.metrics import SERVE_INSTALL_HINT, ServiceMetrics
 from tphyolo.serve.options import answer_format, request_settings
@@ -85,12 +86,12 @@ class Service:
     """What the routes share: the spec of the model, the service settings, the batcher and its worker, the
     metrics. `start()` loads the model in the background; `stop()` answers what is queued, then stops."""
 
-    def __init__(self, spec: EngineSpec, settings: ServeConfig, *, in_process: bool = False, worker=None) -> None:
-        """in_process: run the model in this process (`InProcessWorker`: a Ray Serve replica, which Ray
-        supervises), not in a child process; worker: one of InferenceWorker's interface to use instead."""
-        device = resolve_device(spec.device) if spec.device is not None else spec.runtime.torch_device()
+    def __init__(self, spec: DetectorSpec, settings: ServeConfig, *, in_process: bool = False, worker=None) -> None:
+        """spec: the detector (its weights paths; its settings the defaults of every request). in_process: run
+        the model in this process (`InProcessWorker`: a Ray Serve replica, which Ray supervises), not in a child
+        process; worker: one of InferenceWorker's interface to use instead."""
         self.spec, self.settings = spec, settings
-        self.max_batch, source, why = settings.batching(device.type)
+        self.max_batch, source, why = settings.batching(spec_device(spec).type)
         self.batching = Decision(str(self.max_batch), source, why)
         worker_kind = InProcessWorker if in_process else InferenceWorker
         self.worker = worker if worker is not None else worker_kind(spec, max_batch=self.max_batch)
@@ -179,7 +180,7 @@ class Service:
             raise RequestProblem(413, too_many_images(len(uploads), self.settings.max_queue))
         images = await asyncio.get_running_loop().run_in_executor(self.decoder, _decode_all, uploads)
         check_cost(
-            [image.shape[:2] for image in images], settings, models=len(self.spec.weights),
+            [image.shape[:2] for image in images], settings, models=len(self.spec.models),
             max_views=self.settings.max_views, max_candidates=self.settings.max_candidates, given=list(options),
         )  # fmt: skip
         deadline = arrived + self.settings.timeout
@@ -232,39 +233,26 @@ def _decode_all(uploads) -> list:
     return [decode_request_image(upload.data, where=upload.name) for upload in uploads]
 
 
-def engine_spec(
-    weights: str | os.PathLike | Sequence[str | os.PathLike],
-    config: InferenceConfig | None = None,
-    *,
-    slice: SliceConfig | None = None,  # noqa: A002 - the public keyword is `slice`, as Predictor's
-    model_weights: Sequence[float] | None = None,
-    classifier: str | None = None,
-    classifier_weight: float | None = None,
-    runtime: RuntimeConfig | None = None,
-    device: str | None = None,
-) -> EngineSpec:
-    """The EngineSpec of `weights` (a path, or several: an ensemble) with these defaults, as Predictor takes them."""
-    paths = (weights,) if isinstance(weights, (str, os.PathLike)) else tuple(weights)
-    return EngineSpec(
-        weights=tuple(str(w) for w in paths), config=config or InferenceConfig(), slicing=slice,
-        model_weights=None if model_weights is None else tuple(model_weights), classifier=classifier,
-        classifier_weight=classifier_weight, runtime=runtime or RuntimeConfig(), device=device,
-    )  # fmt: skip
-
-
 def create_app(
     weights: str | os.PathLike | Sequence[str | os.PathLike],
     config: InferenceConfig | None = None,
     *,
     serve: ServeConfig | None = None,
-    **engine,
+    **settings,
 ):
     """The FastAPI app serving `weights` (a checkpoint or exported model path, or several: an ensemble) with
-    the default inference settings `config` and `engine` keywords (`slice`, `model_weights`, `classifier`,
-    `classifier_weight`, `runtime`, `device`: see `engine_spec`) and the service settings `serve`
-    (ServeConfig). Raises MissingExtraError naming the `serve` extra when FastAPI is not installed."""
+    the default inference settings `config` and `settings`, Predictor's keywords (`slice`, `model_weights`,
+    `classifier`, `classifier_weight`, `runtime`, `device`, InferenceConfig fields: `DetectorSpec.from_keywords`),
+    and the service settings `serve` (ServeConfig). Raises MissingExtraError naming the `serve` extra when FastAPI
+    is not installed."""
+    return detector_app(DetectorSpec.from_keywords(weights, config, **settings), serve)
+
+
+def detector_app(spec: DetectorSpec, serve: ServeConfig | None = None):
+    """The FastAPI app serving the detector `spec` (its weights paths; its settings the defaults of every
+    request) with the service settings `serve`; as `create_app`."""
     require("fastapi", purpose="tphyolo serve", install=SERVE_INSTALL_HINT)
-    return build_app(Service(engine_spec(weights, config, **engine), serve or ServeConfig()))
+    return build_app(Service(spec, serve or ServeConfig()))
 
 
 def build_app(service: Service, *, lifespan: bool = True):

@@ -1,5 +1,6 @@
-"""How the detection service runs, as plain data: `ServedModels`, `ServeConfig` and `RayConfig`, whose fields
-are also `tphyolo serve`'s flags, and `ServeJob`, one run of the command (`tphyolo.serve.server.run_serve`).
+"""How the detection service runs, as plain data: `ServeConfig` and `RayConfig`, whose fields are also `tphyolo
+serve`'s flags, and `ServeJob`, one run of the command (`tphyolo.serve.server.run_serve`): the detector served
+and those settings.
 
 It imports no torch and no web framework: the command line derives its flags from it cheaply.
 """
@@ -10,8 +11,7 @@ from dataclasses import dataclass, field
 
 from tphyolo.errors import InputError
 from tphyolo.flags import AT_LEAST_ONE, NON_NEGATIVE, Bounds, check_field_types, flag
-from tphyolo.infer.config import InferenceConfig
-from tphyolo.infer.slicing import SliceConfig
+from tphyolo.infer.spec import DetectorSpec
 
 # Images per forward pass unless --max-batch (the rule, `ServeConfig.batching`). Dynamic batching pays only where
 # the forward runs at least BATCH_GAIN times faster per image at its batch size than one image at a time: on a
@@ -40,24 +40,8 @@ HEADER_TIMEOUT_HELP = "seconds a connection may take to send a request's headers
 
 
 @dataclass(frozen=True)
-class ServedModels:
-    """The model(s) the service runs; each field is also a flag of `tphyolo serve`."""
-
-    weights: tuple[str, ...] | None = flag(
-        None, "--weights", required=True,
-        help="checkpoint(s) or exported model(s) (.onnx, OpenVINO, .torchscript, .pt2); several form an ensemble",
-    )  # fmt: skip
-    model_weights: tuple[float, ...] | None = flag(
-        None, "--model-weights", help="WBF weight of each model", bounds=NON_NEGATIVE
-    )
-
-    def __post_init__(self) -> None:
-        check_field_types(self)  # types, choices and bounds
-
-
-@dataclass(frozen=True)
 class ServeConfig:
-    """The service's settings (the model's are the predict flags: `InferenceConfig`, slicing, classifier).
+    """The service's settings (the model's are the detector's flags: `tphyolo.commands.options.detector`).
 
     host, port: where to listen (127.0.0.1 unless told: the service is not exposed by default). max_batch:
     most images per forward pass (None: the rule, `batching`: 1 on a CPU, GPU_MAX_BATCH on a GPU); max_wait_ms: how long
@@ -144,14 +128,11 @@ class RayConfig:
 
 @dataclass(frozen=True)
 class ServeJob:
-    """One run of `tphyolo serve`: the `models` served, the settings requests start from (`inference`, `slice`,
-    a crop `classifier` with its `classifier_weight`; a request may override them, `tphyolo.serve.options`),
-    the service's settings (`serve`) and, with `cluster.ray`, Ray Serve's."""
+    """One run of `tphyolo serve`: the `detector` served (`DetectorSpec`: weights paths, and the settings requests
+    start from: inference, slicing, crop classifier; a request may override them, `tphyolo.serve.options`; its
+    runtime and device are the run's unless it names them), the service's settings (`serve`) and, with
+    `cluster.ray`, Ray Serve's."""
 
-    models: ServedModels
-    inference: InferenceConfig = field(default_factory=InferenceConfig)
-    slice: SliceConfig | None = None
-    classifier: str | None = None
-    classifier_weight: float | None = None
+    detector: DetectorSpec
     serve: ServeConfig = field(default_factory=ServeConfig)
     cluster: RayConfig = field(default_factory=RayConfig)

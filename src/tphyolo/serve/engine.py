@@ -1,12 +1,12 @@
 """The service's inference: one Predictor, the same path as `tphyolo predict`, run on batches of decoded images
 with each request's settings.
 
-    engine = InferenceEngine(EngineSpec(weights=["best.pt"], config=InferenceConfig(imgsz=640)), max_batch=8)
+    engine = InferenceEngine(DetectorSpec(("best.pt",), inference=InferenceConfig(imgsz=640)), max_batch=8)
     rows = engine.detect(images, settings)  # per image: (n, 6) float32 x1, y1, x2, y2, score, class
 
-`EngineSpec` is plain, picklable data (paths, configs): what a worker process needs to load the engine on its
-own. The Predictor of other settings shares the loaded models (`Predictor.with_settings`); the last few are
-kept, so that a request with the defaults or a recent combination loads nothing.
+The engine's `DetectorSpec` (weights as paths) is plain, picklable data: what a worker process needs to load the
+engine on its own. The Predictor of other settings shares the loaded models (`Predictor.with_settings`); the last
+few are kept, so that a request with the defaults or a recent combination loads nothing.
 
 Inference streams: when every model runs on OpenVINO (a checkpoint on the CPU compiles to it by default), each
 is switched to OpenVINO's throughput path (`OpenVINOBackend.use_streams`) and the engine runs as many `detect`
@@ -22,7 +22,7 @@ import threading
 import time
 from collections import OrderedDict
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import numpy as np
@@ -30,10 +30,9 @@ import torch
 
 from tphyolo.cores import available_cores
 from tphyolo.data.files.digest import update_with_file
-from tphyolo.infer.config import InferenceConfig
-from tphyolo.infer.slicing import SliceConfig
+from tphyolo.infer.build import spec_device
+from tphyolo.infer.spec import DetectorSpec
 from tphyolo.predict.predictor import Predictor
-from tphyolo.runtime.config import RuntimeConfig, resolve_device
 from tphyolo.runtime.decisions import Decision
 from tphyolo.serve.options import Settings
 
@@ -50,22 +49,6 @@ ONE_STREAM = Decision("1", "rule", "one forward at a time")
 SETTINGS_KEPT = 16  # predictors of recent request settings kept (they share the models: a few objects each)
 WARMUP_SIDE = 320  # side of the grey image of the warm-up passes
 WARMUP_PASSES = 2
-
-
-@dataclass(frozen=True)
-class EngineSpec:
-    """What loads an engine: weights (paths: checkpoints or exported models; several form an ensemble), the
-    default inference `config`, `slicing`, `model_weights` (WBF weight per model), a crop `classifier` path and
-    its `classifier_weight`, the `runtime` (device, precision) and `device` (None: the runtime's)."""
-
-    weights: tuple[str, ...]
-    config: InferenceConfig = field(default_factory=InferenceConfig)
-    slicing: SliceConfig | None = None
-    model_weights: tuple[float, ...] | None = None
-    classifier: str | None = None
-    classifier_weight: float | None = None
-    runtime: RuntimeConfig = field(default_factory=RuntimeConfig)
-    device: str | None = None
 
 
 @dataclass(frozen=True)
@@ -118,11 +101,10 @@ def worker_threads(*, usable_cores: int, environ: Mapping[str, str]) -> int | No
     return max(1, usable_cores - CORES_KEPT)
 
 
-def configure_worker_threads(spec: EngineSpec) -> int:
+def configure_worker_threads(spec: DetectorSpec) -> int:
     """Set this process's PyTorch threads for a worker of `spec` (`worker_threads`, on a CPU device only; call
     from the worker process's entry point); returns the threads it runs with."""
-    device = resolve_device(spec.device) if spec.device is not None else spec.runtime.torch_device()
-    if device.type == "cpu":
+    if spec_device(spec).type == "cpu":
         threads = worker_threads(usable_cores=available_cores(), environ=os.environ)
         if threads is not None:
             torch.set_num_threads(threads)
@@ -165,17 +147,14 @@ def weights_hash(paths: Sequence[str]) -> str:
 class InferenceEngine:
     """A loaded model (or ensemble) that detects batches of images with per-request settings.
 
-    max_batch: images per forward pass (the predictor's `batch`). The images of one `detect` call are letterboxed
-    and grouped by shape as `Predictor.predict_images` does, so that an answer does not depend on the batch it
-    went in, beyond the float rounding of a batched convolution. `detect` may be called from `info.streams`
-    threads at once (`inference_streams`)."""
+    spec: the detector, its weights paths (checkpoints or exported models; several form an ensemble) and its
+    settings the defaults of every request. max_batch: images per forward pass (the predictor's `batch`). The
+    images of one `detect` call are letterboxed and grouped by shape as `Predictor.predict_images` does, so that
+    an answer does not depend on the batch it went in, beyond the float rounding of a batched convolution.
+    `detect` may be called from `info.streams` threads at once (`inference_streams`)."""
 
-    def __init__(self, spec: EngineSpec, *, max_batch: int) -> None:
-        config = replace(spec.config, batch=max_batch)
-        self.predictor = Predictor(
-            list(spec.weights), config, runtime=spec.runtime, device=spec.device, slice=spec.slicing,
-            model_weights=spec.model_weights, classifier=spec.classifier, classifier_weight=spec.classifier_weight,
-        )  # fmt: skip
+    def __init__(self, spec: DetectorSpec, *, max_batch: int) -> None:
+        self.predictor = Predictor.from_spec(replace(spec, inference=replace(spec.inference, batch=max_batch)))
         self.max_batch = self.predictor.config.batch  # at most a fixed-batch export's, unless asked (`from_model`)
         self.defaults = Settings(
             replace(self.predictor.config, batch=1), self.predictor.slicing, spec.classifier is not None
@@ -184,7 +163,7 @@ class InferenceEngine:
         self._lock = threading.Lock()  # over `_predictors`, which the streams' threads share
         backends = self.predictor.backends
         self.info = ModelInfo(
-            name="+".join(Path(w).name for w in spec.weights), hash=weights_hash(spec.weights),
+            name="+".join(Path(w).name for w in spec.models), hash=weights_hash(spec.models),
             names=tuple(self.predictor.names), stride=max(b.stride for b in backends),
             imgsz=self.predictor.config.imgsz,
             backend="+".join(sorted({getattr(b, "format", "pytorch") for b in backends})),

@@ -19,9 +19,9 @@ import time
 from collections.abc import Callable
 
 from tphyolo.imports import require
+from tphyolo.infer.spec import DetectorSpec
 from tphyolo.serve.app import Service, build_app
 from tphyolo.serve.config import RayConfig, ServeConfig
-from tphyolo.serve.engine import EngineSpec
 from tphyolo.serve.metrics import SERVE_INSTALL_HINT
 
 DEPLOYMENT = "tphyolo-detect"
@@ -31,7 +31,7 @@ READY_POLL_S = 0.2
 class DetectionReplica:
     """One replica: the service's app with its model in this process (module docstring)."""
 
-    def __init__(self, spec: EngineSpec, settings: ServeConfig) -> None:
+    def __init__(self, spec: DetectorSpec, settings: ServeConfig) -> None:
         """Returns once the model is loaded and warm (or failed to load: then unhealthy), since Ray sends
         requests to a replica once its constructor returns: a replica added by autoscaling would otherwise
         answer 503 to its share of the load until its model is ready."""
@@ -85,7 +85,7 @@ def deployment_options(cluster: RayConfig, *, autoscaling: dict | None = None) -
 
 
 def serve_on_ray(
-    spec: EngineSpec,
+    spec: DetectorSpec,
     settings: ServeConfig,
     cluster: RayConfig,
     *,

@@ -1,7 +1,7 @@
 """Running the service: uvicorn on the app, with graceful shutdown.
 
     run_server(app, ServeConfig(host="127.0.0.1", port=8000, grace=10))
-    run_serve(ServeJob(ServedModels(weights=("best.pt",))), runtime=RuntimeConfig(device="cpu"))
+    run_serve(ServeJob(DetectorSpec(("best.pt",))), runtime=RuntimeConfig(device="cpu"))
 
 SIGTERM or SIGINT stop the listener (new connections are refused), give the requests in flight up to `grace`
 seconds to be answered, then stop the app (its queue answered, its worker stopped): the process ends within
@@ -31,7 +31,7 @@ from dataclasses import replace
 from tphyolo.errors import InputError, UsageError
 from tphyolo.imports import require
 from tphyolo.runtime.config import RuntimeConfig
-from tphyolo.serve.app import create_app, engine_spec
+from tphyolo.serve.app import detector_app
 from tphyolo.serve.config import ServeConfig, ServeJob
 from tphyolo.serve.metrics import SERVE_INSTALL_HINT
 from tphyolo.serve.ray_app import serve_on_ray
@@ -187,20 +187,16 @@ def run_serve(
     on_listening: Callable[[str, int], None] | None = None,
     stop: threading.Event | None = None,
 ) -> None:
-    """Serve `job` on `runtime` and `device` (defaults: Predictor's) until SIGTERM/SIGINT (in the main thread) or
+    """Serve `job` on `runtime` and `device` (defaults: the detector spec's) until SIGTERM/SIGINT (in the main
+    thread) or
     `stop` is set: on Ray Serve when `job.cluster.ray` (`tphyolo.serve.ray_app`), else with uvicorn in this
     process (`run_server`); `on_listening(host, port)` is called once it listens. Without `job.serve.max_batch`
     the batch is the device's default, at most a fixed-batch export's (the models settle it)."""
-    inference = job.inference
+    spec, inference = job.detector, job.detector.inference
     if job.serve.max_batch is None:
         inference = replace(inference, from_model=(*inference.from_model, "batch"))
-    engine = {
-        "slice": job.slice, "model_weights": job.models.model_weights, "classifier": job.classifier,
-        "classifier_weight": job.classifier_weight, "runtime": runtime, "device": device,
-    }  # fmt: skip
+    spec = replace(spec, inference=inference, runtime=runtime or spec.runtime, device=device or spec.device)
     if job.cluster.ray:
-        spec = engine_spec(job.models.weights, inference, **engine)
         serve_on_ray(spec, job.serve, job.cluster, on_listening=on_listening, stop=stop)
         return
-    run_server(create_app(job.models.weights, inference, serve=job.serve, **engine), job.serve,
-               on_listening=on_listening, stop=stop)  # fmt: skip
+    run_server(detector_app(spec, job.serve), job.serve, on_listening=on_listening, stop=stop)

@@ -41,8 +41,10 @@ from multiprocessing.connection import Connection
 import numpy as np
 
 from tphyolo.errors import describe_error
+from tphyolo.infer.build import spec_runtime
+from tphyolo.infer.spec import DetectorSpec
 from tphyolo.runtime.config import configure_process
-from tphyolo.serve.engine import EngineSpec, InferenceEngine, ModelInfo, configure_worker_threads
+from tphyolo.serve.engine import InferenceEngine, ModelInfo, configure_worker_threads
 from tphyolo.serve.options import Settings
 
 LOGGER = logging.getLogger(__name__)
@@ -63,11 +65,11 @@ class WorkerFailed(RuntimeError):
     """The worker answered a batch with an error (one line), e.g. an exported model refusing the input."""
 
 
-def _serve_batches(connection: Connection, spec: EngineSpec, max_batch: int) -> None:
+def _serve_batches(connection: Connection, spec: DetectorSpec, max_batch: int) -> None:
     """The child's main: load and warm the engine, say ready with its ModelInfo, then answer batches, each in one
     of `info.streams` threads, until the parent closes the pipe."""
     try:
-        configure_process(spec.runtime)  # this process's entry point: its settings, before CUDA starts
+        configure_process(spec_runtime(spec))  # this process's entry point: its settings, before CUDA starts
         configure_worker_threads(spec)
         engine = InferenceEngine(spec, max_batch=max_batch)
         engine.warm_up()
@@ -97,7 +99,7 @@ class InferenceWorker:
     `start`, `restart` and `stop` are called from one thread at a time; `detect` from up to `info.streams`
     threads at once."""
 
-    def __init__(self, spec: EngineSpec, *, max_batch: int) -> None:
+    def __init__(self, spec: DetectorSpec, *, max_batch: int) -> None:
         self.spec, self.max_batch = spec, max_batch
         self._context = multiprocessing.get_context("spawn")
         self._process = None
@@ -256,7 +258,7 @@ class InProcessWorker:
     it never raises WorkerCrashed while running, and a batch past its timeout cannot be interrupted; the
     service reports itself not ready (and the replica unhealthy) instead."""
 
-    def __init__(self, spec: EngineSpec, *, max_batch: int) -> None:
+    def __init__(self, spec: DetectorSpec, *, max_batch: int) -> None:
         self.spec, self.max_batch = spec, max_batch
         self.engine = None
         self.info: ModelInfo | None = None

@@ -1,7 +1,7 @@
-"""What one tracking run is asked to do: what to track (a detector on a source or a data set's split, or
-precomputed detections), with which tracker, and which files to write. Each field is also a `tphyolo track` flag;
-the module imports nothing heavy, so that building the command line stays light. `tphyolo.track.run.track_job`
-runs it.
+"""What one tracking run is asked to do: what to track (a detector, `DetectorSpec`, on a source or a data set's
+split, or precomputed detections), with which tracker, and which files to write. Each field is also a `tphyolo
+track` flag; the module imports nothing heavy, so that building the command line stays light.
+`tphyolo.track.run.track_job` runs it.
 """
 
 from __future__ import annotations
@@ -9,8 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from tphyolo.flags import AT_LEAST_ONE, check_field_types, flag
-from tphyolo.infer.config import InferenceConfig
-from tphyolo.infer.slicing import SliceConfig
+from tphyolo.infer.spec import DetectorSpec
 from tphyolo.predict.draw_style import DEFAULT_STYLE, DrawStyle
 from tphyolo.runtime.run_dir import OutputDir
 from tphyolo.track.config import CMC_METHODS
@@ -22,12 +21,9 @@ DEFAULT_TRACKER = "bytetrack"
 
 @dataclass(frozen=True)
 class TrackInputs:
-    """What to track: a detector (`weights`) on `source` or on the `split` of a video data set (`data`), or the
+    """What to track: the job's detector on `source` or on the `split` of a video data set (`data`), or the
     precomputed `detections` (with the frames of `source` when given)."""
 
-    weights: tuple[str, ...] | None = flag(
-        None, "--weights", help="checkpoint(s) or exported model(s); several form an ensemble"
-    )
     source: str | None = flag(
         None, "--source", help="video, folder of frames, folder of sequence folders, glob, stream"
     )
@@ -74,16 +70,14 @@ class TrackOutputs:
 
 @dataclass(frozen=True)
 class TrackJob:
-    """One run of `tphyolo track`: `inputs`, `choice` of tracker, `outputs`, the detector's settings
-    (`inference`, `slice`, `classifier` with its `classifier_weight`), how drawn frames look (`style`) and where
-    the run folder goes (`output`, under runs/track by default)."""
+    """One run of `tphyolo track`: the `detector` (`DetectorSpec`; None to track `inputs.detections`; its
+    runtime and device are the run's unless it names them; `tphyolo track` gives it conf TRACK_CONF), `inputs`,
+    `choice` of tracker, `outputs`, how drawn frames look (`style`) and where the run folder goes (`output`,
+    under runs/track by default)."""
 
+    detector: DetectorSpec | None = None
     inputs: TrackInputs = field(default_factory=TrackInputs)
     choice: TrackerChoice = field(default_factory=TrackerChoice)
     outputs: TrackOutputs = field(default_factory=TrackOutputs)
-    inference: InferenceConfig = field(default_factory=lambda: InferenceConfig(conf=TRACK_CONF))
-    slice: SliceConfig | None = None
-    classifier: str | None = None
-    classifier_weight: float | None = None
     style: DrawStyle = DEFAULT_STYLE
     output: OutputDir = field(default_factory=OutputDir)

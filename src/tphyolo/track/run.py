@@ -1,7 +1,8 @@
 """One tracking run, as `tphyolo track` makes it: a `Tracker` over every sequence of a source (or of a video data
 set's split, whose ground truth is then scored), the tracks written by `TrackWriter` into a new run folder.
 
-    run = track_job(TrackJob(TrackInputs(weights=("best.pt",), source="drone.mp4")), runtime=RuntimeConfig())
+    spec = DetectorSpec(("best.pt",), inference=InferenceConfig(conf=TRACK_CONF))
+    run = track_job(TrackJob(spec, TrackInputs(source="drone.mp4")), runtime=RuntimeConfig())
     run.save_dir, run.frames, run.fps, run.scores
 
 What was tracked is written whatever stops the run (an error, Ctrl-C). A data set's split writes the text its
@@ -14,7 +15,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -27,6 +28,7 @@ from tphyolo.data.files.atomic import write_text_atomic
 from tphyolo.data.mot.layouts import MOT_TEXT, VISDRONE_TEXT
 from tphyolo.data.mot.sequences import TrackingSplit, tracking_split
 from tphyolo.metrics.tracking import evaluate_tracking
+from tphyolo.predict.predictor import Predictor
 from tphyolo.predict.sequences import resolve_sequences
 from tphyolo.predict.sources import count_frames
 from tphyolo.runtime.decisions import FILE as DECISIONS_FILE
@@ -87,18 +89,18 @@ def track_job(
     settings: Mapping[str, Any] | None = None,
     progress: bool = False,
 ) -> TrackRun:
-    """Run `job` (see the module docstring) on `runtime` and `device` (defaults: Predictor's); `on_sequence` is
+    """Run `job` (see the module docstring) on `runtime` and `device` (defaults: the detector spec's, else
+    the runtime's); `on_sequence` is
     told of each sequence as it ends, `on_skip` of each file that does not decode (then skipped; default: it
     stops the run). `settings` (plain data) are saved in the run folder's SETTINGS_FILE beside the tracker's,
     under `tracker`; `progress`: a bar of the frames (their total when the frames are files). Raises
     ValueError / FileNotFoundError naming the bad setting or file; a run that fails before it writes any tracks
     leaves no run folder."""
-    inputs, choice = job.inputs, job.choice
-    detector = {} if inputs.weights is None else {
-        "config": job.inference, "runtime": runtime, "device": device, "slice": job.slice,
-        "classifier": job.classifier, "classifier_weight": job.classifier_weight,
-    }  # fmt: skip
-    tracker = Tracker(inputs.weights, choice.tracker, detections=inputs.detections, cmc=choice.cmc, **detector)
+    inputs, choice, spec = job.inputs, job.choice, job.detector
+    if spec is not None:
+        spec = replace(spec, runtime=runtime or spec.runtime, device=spec.device if device is None else str(device))
+    predictor = None if spec is None else Predictor.from_spec(spec)
+    tracker = Tracker(predictor, choice.tracker, detections=inputs.detections, cmc=choice.cmc)
     split = tracking_split(load_data_config(inputs.data), inputs.split) if inputs.data is not None else None
     source = split.folder / "sequences" if split is not None else inputs.source
     sequences = tracker.sequences(source, vid_stride=inputs.vid_stride, on_skip=on_skip)

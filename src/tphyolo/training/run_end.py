@@ -14,9 +14,10 @@ import torch
 
 from tphyolo.evaluation.results import EvalResults
 from tphyolo.evaluation.settings import ValConfig
-from tphyolo.evaluation.val import val
+from tphyolo.evaluation.val import val_spec
 from tphyolo.infer.config import MODEL_CHOSEN, VALIDATION
 from tphyolo.infer.slicing import MODEL, SliceConfig
+from tphyolo.infer.spec import DetectorSpec
 from tphyolo.ops.boxes import xyxy_to_cxcywh
 from tphyolo.runtime.config import RuntimeConfig
 from tphyolo.training.config import TrainConfig
@@ -32,7 +33,7 @@ def validate_as_val(
     plots: bool, verbose: bool,
 ) -> EvalResults:  # fmt: skip
     """`best` scored on `cfg`'s val split as `tphyolo val --weights best --data DATA` scores it with no other flags
-    (`tphyolo.evaluation.val.val`: the same runtime, precision, image size and batches; under --deterministic, as
+    (`tphyolo.evaluation.val.val_spec`: the same runtime, precision, image size and batches; under --deterministic, as
     with `--deterministic`), so that command reproduces the table; `run_dir` (rank 0's; None on other ranks) gets
     val's decisions.yaml entry and, with `plots`, YOLOv5's validation figures, as `tphyolo val --plots` writes
     them; a run on tiles (--tile) is scored sliced, as `tphyolo val` slices its checkpoint by default. Every rank
@@ -42,11 +43,11 @@ def validate_as_val(
                     " --deterministic" if runtime.deterministic else "")  # fmt: skip
     # no loader workers: beside the compiled runtime they would start from a fork server, which re-imports a
     # script's main module (`tphyolo.data.loader`); the numbers do not depend on them
-    config = ValConfig(datasets_dir=cfg.datasets_dir, workers=0, plots=plots, save_dir=run_dir, progress=verbose,
-                       slicing=SliceConfig(MODEL))  # fmt: skip
+    config = ValConfig(datasets_dir=cfg.datasets_dir, workers=0, plots=plots, save_dir=run_dir, progress=verbose)
     inference = replace(VALIDATION, conf=cfg.val_conf, iou=cfg.val_iou, max_det=cfg.max_det, from_model=MODEL_CHOSEN)
     as_val = RuntimeConfig(device=runtime.device, deterministic=runtime.deterministic)
-    return val(best, cfg.data, config, inference=inference, runtime=as_val, device=str(device))
+    spec = DetectorSpec(best, inference=inference, runtime=as_val, device=str(device), slicing=SliceConfig(MODEL))
+    return val_spec(spec, cfg.data, config)
 
 
 def strip(path: Path) -> None:

@@ -1,6 +1,7 @@
 """Choosing a crop classifier's default weight w: a small sweep on the val split with the detector it serves.
 
-The detector runs once over the split (validation thresholds, no classifier); the detections of the
+The detector and classifier are built as `tphyolo val --classifier` builds them (`build_detector`); the detector
+runs once over the split (validation thresholds, without the classifier); the detections of the
 classifier's classes are classified once (`relabel.classify_rows`, as `Detector.reclassify` does); then each
 weight of `SWEEP_WEIGHTS` re-labels them (`relabel.relabel_rows`) and the run is scored by YOLO mAP50 (ties:
 mAP50-95, then the smaller weight). `tphyolo classify train --detector` runs it and saves the best weight in
@@ -14,14 +15,14 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from tphyolo.classify.checkpoint import load_classifier, save_classifier
-from tphyolo.classify.classifier import CropClassifier, as_classifier
+from tphyolo.classify.classifier import CropClassifier
 from tphyolo.classify.relabel import classify_rows, relabel_rows
 from tphyolo.data.dataset_config import load_data_config
-from tphyolo.data.letterbox import check_imgsz
 from tphyolo.data.loader import DatasetSettings, LoaderSettings, build_dataloader, build_dataset
 from tphyolo.evaluation.loop import collect_results
-from tphyolo.infer.backends.pytorch import load_backends
+from tphyolo.infer.build import build_detector
 from tphyolo.infer.config import RECLASSIFY_MIN_SCORE, VALIDATION, inference_config
+from tphyolo.infer.spec import DetectorSpec
 from tphyolo.metrics.yolo import summarize
 from tphyolo.runtime.config import RuntimeConfig
 
@@ -57,16 +58,16 @@ def sweep_weight(
 ) -> WeightSweep:
     """Try each of `weights` for `classifier` (a file or a CropClassifier) with the detector checkpoint (or exported
     model) `detector` at `imgsz` on the val split of `data` (module docstring)."""
-    device = runtime.torch_device()
-    (backend,) = load_backends(detector, runtime=runtime, device=device)
-    crop_classifier = as_classifier(classifier, detector_names=backend.names, device=device, runtime=runtime)
+    spec = DetectorSpec(detector, inference=inference_config(VALIDATION, imgsz=imgsz, batch=batch), runtime=runtime,
+                        classifier=classifier)  # fmt: skip
+    built = build_detector(spec)  # the image size a stride multiple; the classifier's classes checked
+    (backend,), crop_classifier, size = built.detector.backends, built.detector.classifier, built.config.imgsz
     dataset_config = load_data_config(data)
-    size = check_imgsz(imgsz, backend.stride)
     dataset, _ = build_dataset(
         dataset_config, "val", DatasetSettings(imgsz=size, rect=True, batch_size=batch, stride=backend.stride)
     )
     loader = build_dataloader(dataset, LoaderSettings(batch_size=batch, workers=workers))
-    results, _ = collect_results(backend, loader, config=inference_config(VALIDATION, imgsz=size, batch=batch))
+    results, _ = collect_results(backend, loader, config=built.config)  # without the classifier: rows to relabel
     rows = [r.detections for r in results]
     classified = classify_rows(crop_classifier, rows, [r.path for r in results], min_score=RECLASSIFY_MIN_SCORE)
     map50, mean_ap = {}, {}
