@@ -43,10 +43,10 @@ def test_visdrone_gets_its_hyp_with_sgd_and_nominal_batch_64(tmp_path):
     (tmp_path / "VisDrone" / "VisDrone2019-DET-val" / "images").mkdir(parents=True)  # a downloaded split
     builtin = load_data_config("visdrone", datasets_dir=tmp_path)
     cfg, recipe = resolve_recipe(TrainConfig(data="visdrone"), builtin)
-    assert _settings(cfg) == ("visdrone", "SGD", 64) and recipe.reason == "named by the dataset's yaml"
+    assert _settings(cfg) == ("visdrone", "Adam", 64) and recipe.reason == "named by the dataset's yaml"
     by_classes = _data(tmp_path, names=list(VISDRONE_NAMES))  # a converted set: VisDrone's classes, no recipe
     cfg, recipe = resolve_recipe(TrainConfig(), by_classes)
-    assert _settings(cfg) == ("visdrone", "SGD", 64) and "VisDrone's classes" in recipe.reason
+    assert _settings(cfg) == ("visdrone", "Adam", 64) and "VisDrone's classes" in recipe.reason
 
 
 def test_other_data_gets_yolov5_scratch_low_with_sgd(tmp_path):
@@ -95,7 +95,7 @@ def test_a_small_training_set_gets_a_nominal_batch_that_takes_enough_steps(tmp_p
     assert optimiser_steps(batches=50, warmup_steps=25, accumulate=8) == 10
     assert cfg.nominal_batch == 8  # 50 batches cannot make 100 steps: step every batch
     assert recipe.describe(cfg) == (
-        "recipe: visdrone (hyp visdrone, SGD, nbs 8) -- the dataset has VisDrone's classes; nbs 64 lowered to 8: "
+        "recipe: visdrone (hyp visdrone, Adam, nbs 8) -- the dataset has VisDrone's classes; nbs 64 lowered to 8: "
         "this run's 50 batches of 8 images take 10 optimiser steps at nbs 64, 50 at 8 (at least 100 where it has "
         "them; --nbs to choose)"
     )

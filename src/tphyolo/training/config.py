@@ -43,7 +43,7 @@ class TrainConfig:
     """A training run. The defaults are the built-in quick job: a small TPH model on the synthetic set.
 
     hyp, optimizer, nominal_batch: None takes the dataset's recipe (`training.recipes`: synthetic sets hyp
-        synthetic, AdamW, 8; VisDrone hyp visdrone, SGD, 64; other data scratch-low, SGD, 64); the trainer
+        synthetic, AdamW, 8; VisDrone hyp visdrone, Adam, 64; other data scratch-low, SGD, 64); the trainer
         resolves them once, and what it saves (args.yaml, checkpoints) holds the resolved values.
     batch: images per process per step; gradients accumulate over batches until an optimiser step has seen
         about `nominal_batch` images.
