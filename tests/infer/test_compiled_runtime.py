@@ -128,11 +128,22 @@ def test_modules_and_exported_files_run_as_they_are(first_runs):
     assert exported.request.get_compiled_model().get_property("INFERENCE_PRECISION_HINT").to_string() == "f32"
 
 
-def test_bf16_is_used_only_when_asked(first_runs, checkpoint):
+def test_bf16_is_used_only_when_asked(first_runs, checkpoint, caplog):
+    """Asked for bf16, OpenVINO computes in bf16 where the CPU has it; elsewhere it keeps f32, and the backend,
+    its decision and one warning say f32, never the bf16 that was asked for."""
+    import openvino as ov
+
     cache, _ = first_runs
-    with model_cache_at(cache):
+    native = "BF16" in ov.Core().get_property("CPU", "OPTIMIZATION_CAPABILITIES")
+    with model_cache_at(cache), caplog.at_level(logging.WARNING, logger="tphyolo"):
         backend = load_compiled(checkpoint, precision="bf16")
-    assert backend.compiled.request.get_compiled_model().get_property("INFERENCE_PRECISION_HINT").to_string() == "bf16"
+    hint = backend.compiled.request.get_compiled_model().get_property("INFERENCE_PRECISION_HINT").to_string()
+    assert hint == ("bf16" if native else "f32")
+    decided = backend.decisions["precision"]
+    assert (backend.compiled.precision, decided.value) == (("bf16", "bf16") if native else ("fp32", "fp32"))
+    if not native:
+        assert decided.source == "fallback" and "no bf16 instructions" in decided.why
+        assert any("OpenVINO runs f32 here, not the bf16 asked for" in r.getMessage() for r in caplog.records)
     with pytest.raises(ValueError, match="--precision bf16 is a precision of --runtime openvino"):
         InferenceConfig(backend="pytorch", precision="bf16")
 

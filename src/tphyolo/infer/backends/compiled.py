@@ -114,6 +114,11 @@ class CompiledCheckpoint:
         scratch: tempfile.TemporaryDirectory | None = None,
     ) -> None:  # fmt: skip
         self.compiled, self.path, self.own_imgsz = compiled, Path(checkpoint), own_imgsz
+        ran = getattr(compiled, "precision", decisions["precision"].value)
+        if ran != decisions["precision"].value:  # asked for what the CPU cannot run (OpenVINOBackend said so)
+            asked = decisions["precision"]
+            why = f"{asked.describe()} asked for; this CPU has no {asked.value} instructions"
+            decisions = {**decisions, "precision": Decision(ran, "fallback", why)}
         self.decisions = decisions
         self.scratch = scratch  # the temporary folder an uncached model lies in, removed with this object
         self.format, self.names, self.stride = compiled.format, compiled.names, compiled.stride

@@ -3,8 +3,10 @@
 Compiled with the LATENCY hint, `threads` inference threads (default: the cores this process may use), and an
 explicit inference precision, f32 unless `precision="bf16"` is asked for: OpenVINO's own CPU default is bf16 on
 CPUs with AMX or AVX512-BF16, which would silently lower the precision of every IR, fp16-weight and INT8 ones
-(their float parts) included. A dynamic IR runs a whole batch in one request. `save_ir` writes an IR with
-tphyolo's metadata, as `tphyolo export` and the compiled CPU runtime (`tphyolo.infer.backends.compiled`) do.
+(their float parts) included. On a CPU without bf16 instructions OpenVINO keeps f32 whatever it is asked; the
+backend then says so in one line and `precision` is what it runs. A dynamic IR runs a whole batch in one
+request. `save_ir` writes an IR with tphyolo's metadata, as `tphyolo export` and the compiled CPU runtime
+(`tphyolo.infer.backends.compiled`) do.
 
 A service with many callers asks for OpenVINO's throughput path instead (`use_streams`): the model compiled again
 with the THROUGHPUT hint, each forward run on an async infer queue of OpenVINO's own number of requests
@@ -13,6 +15,7 @@ with the THROUGHPUT hint, each forward run on an async infer queue of OpenVINO's
 
 from __future__ import annotations
 
+import logging
 import threading
 from pathlib import Path
 
@@ -28,6 +31,7 @@ from tphyolo.infer.backends.metadata import ExportMetadata
 
 RT_INFO_SECTION = "tphyolo"  # the rt_info section holding the metadata, one JSON value per field
 PRECISIONS = {"fp32": "f32", "bf16": "bf16"}  # tphyolo's name -> OpenVINO's INFERENCE_PRECISION_HINT
+LOGGER = logging.getLogger("tphyolo")
 
 
 def ir_file(path: Path) -> Path:
@@ -84,7 +88,13 @@ class OpenVINOBackend(ExportedBackend):
         self._core, self._threads = core, threads or available_cores()
         super().__init__(path, metadata, device)
         self.precision = precision  # what it computes in (`dtype` is its input's)
-        self.request = self._compile(model, "LATENCY").create_infer_request()
+        compiled = self._compile(model, "LATENCY")
+        ran = compiled.get_property("INFERENCE_PRECISION_HINT").to_string()
+        if ran != PRECISIONS[precision]:  # bf16 asked of a CPU without bf16 instructions: OpenVINO keeps f32
+            LOGGER.warning("%s: OpenVINO runs %s here, not the %s asked for: this CPU has no %s instructions", path,
+                           ran, precision, precision)  # fmt: skip
+            self.precision = {hint: name for name, hint in PRECISIONS.items()}.get(ran, precision)
+        self.request = compiled.create_infer_request()
         self.queue = None  # the async infer queue, once `use_streams`
         self._submit = threading.Lock()  # the queue hands one idle request to one caller at a time
 
