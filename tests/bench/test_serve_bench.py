@@ -11,7 +11,7 @@ from tphyolo.bench.serve.bench import _Level, _rows
 from tphyolo.bench.serve.load import LoadResult, Progress, check_loopback, rss_mb
 from tphyolo.bench.serve.stages import STAGES
 
-STAGES_MS = {"decode": 8.0, "letterbox": 2.0, "forward": 60.0, "nms": 1.5, "encode": 0.5}
+STAGES_MS = {"check": 0.2, "decode": 8.0, "letterbox": 2.0, "forward": 60.0, "nms": 1.5, "encode": 0.5}
 FORWARD_MS = {1: 70.0, 4: 65.0, 8: 66.0}
 
 
@@ -47,7 +47,7 @@ def test_each_row_name_has_one_baseline():
         (None, 1): _Level(LoadResult(10.0, [0.2] * 50, Counter({200: 50}), 1.0, _timed(5, 70, 90) * 50), 880.0),
         (1, 1): _Level(LoadResult(10.0, [0.25] * 40, Counter({200: 40}), 1.0, _timed(0.1, 70, 85) * 40), 690.0),
     }
-    predict = {"worker threads": 150.0, "default threads": 900.0}
+    predict = {"worker threads": 150.0, "with decoding": 160.0, "default threads": 900.0}
     rows = {(r.name, r.config): r for r in _rows(levels, predict, stages=STAGES_MS, forward=FORWARD_MS, threads=1)}
     batched = rows[("serve batching", "c=16 max_batch=default vs 1")]
     assert (batched.ours_ms, batched.baseline_ms, batched.speedup) == (250.0, 500.0, 2.0)
@@ -60,14 +60,18 @@ def test_each_row_name_has_one_baseline():
     assert batching == ["c=16 max_batch=default vs 1", "c=1 max_batch=default vs 1"]
     p99 = rows[("serve p99", "c=1 max_batch=default vs 1")]
     assert (p99.ours_ms, p99.baseline_ms) == (200.0, 250.0)
+    decoded = rows[("serve vs predict+decode", "c=16 max_batch=default")]
+    assert (decoded.ours_ms, decoded.baseline_ms) == (250.0, 160.0)  # 4 images/s against predict with decoding
+    p50 = rows[("serve p50 vs predict+decode", "c=1 max_batch=default")]
+    assert (p50.ours_ms, p50.baseline_ms) == (200.0, 160.0)
 
 
 def test_stages_add_up_to_what_the_client_waited():
     levels = {(None, 4): _Level(LoadResult(1.0, [0.2] * 4, Counter({200: 4}), 2.0, _timed(5, 120, 150) * 4))}
-    predict = {"worker threads": 100.0, "default threads": 100.0}
+    predict = {"worker threads": 100.0, "with decoding": 110.0, "default threads": 100.0}
     rows = {(r.name, r.config): r for r in _rows(levels, predict, stages=STAGES_MS, forward=FORWARD_MS, threads=2)}
     stage = {config: r.ours_ms for (name, config), r in rows.items() if name == "serve stage"}
-    assert [stage[f"{s} in-process"] for s in STAGES] == [8.0, 2.0, 60.0, 1.5, 0.5]
+    assert [stage[f"{s} in-process"] for s in STAGES] == [0.2, 8.0, 2.0, 60.0, 1.5, 0.5]
     where = "c=4 max_batch=default"
     assert stage[f"queue {where}"] == 5.0 and stage[f"worker {where}"] == 120.0
     assert stage[f"hop {where}"] == 25.0  # 150 total - 5 queue - 120 worker
@@ -118,7 +122,7 @@ def test_in_process_steps_are_timed_by_the_bench_timer(tiny_predictor, monkeypat
     body = cv2.imencode(".jpg", image)[1].tobytes()
     measured = stages.stage_times(tiny_predictor, body, threads=1, repeats=1)
     assert list(measured) == list(STAGES) and all(ms > 0 for ms in measured.values())
-    assert bench.predict_ms(tiny_predictor, image, 1) > 0
+    assert bench.predict_ms(tiny_predictor, image, 1) > 0 and bench.predict_decoded_ms(tiny_predictor, body, 1) > 0
 
     calls = []
 

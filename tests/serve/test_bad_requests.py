@@ -55,6 +55,7 @@ CASES = {
     "empty body": (b"", JPEG, {}, 422, ["empty"]),
     "text file": (b"just some text\n", "text/plain", {}, 415, ["text/plain"]),
     "text named an image": (b"just some text\n", JPEG, {}, 422, ["cannot read image"]),
+    "pixels that do not decode": (png_declaring(64, 64), "image/png", {}, 422, ["body: cannot decode image"]),
     "conf=2": (jpeg_bytes(), JPEG, {"conf": "2"}, 422, ["conf", "[0, 1]"]),
     "slice=10": (jpeg_bytes(), JPEG, {"slice": "10"}, 422, ["slice", "[32, "]),
     "max_det past any integer": (jpeg_bytes(), JPEG, {"max_det": "9" * 20}, 422, ["max_det:", "2147483647"]),
@@ -89,6 +90,28 @@ def test_bad_request_gets_its_4xx_and_one_log_line(server, case, caplog):
         assert word in message
     lines = _service_lines(caplog)
     assert len(lines) == 1 and message in lines[0] and str(status) in lines[0]
+
+
+def test_an_image_the_worker_cannot_decode_is_named_beside_a_good_one(server):
+    """A header that reads and pixels that do not (the worker decodes them): the request is 422 naming that
+    file, the other image of the request is detected all the same, and the service answers the next request."""
+    files = [("file", ("good.jpg", jpeg_bytes(), JPEG)), ("file", ("bad.png", png_declaring(64, 64), "image/png"))]
+    response = httpx.post(f"{server}/v1/detect", files=files, timeout=60)
+    assert response.status_code == 422 and response.json()["error"].startswith("bad.png: cannot decode image")
+    again = httpx.post(f"{server}/v1/detect", content=jpeg_bytes(), headers={"Content-Type": JPEG}, timeout=60)
+    assert again.status_code == 200 and again.json()["images"][0]["width"] == 128
+
+
+def test_a_request_problem_crosses_the_worker_pipe_whole():
+    """The worker answers an image it cannot decode with a RequestProblem, pickled to the server: status,
+    line and headers arrive whole. Old behaviour: unpickling it raised TypeError (a missing argument)."""
+    import pickle
+
+    from tphyolo.serve.problems import RequestProblem, unavailable
+
+    for problem in (RequestProblem(422, "bad.png: cannot decode image"), unavailable("the queue is full")):
+        again = pickle.loads(pickle.dumps(problem))
+        assert (again.status, again.message, again.headers) == (problem.status, problem.message, problem.headers)
 
 
 def test_a_100_mb_body_is_refused_before_it_is_read(server, caplog):

@@ -143,16 +143,20 @@ def test_metrics_count_what_was_sent(server, image_files):
         assert name in families
 
 
-def test_images_are_decoded_off_the_event_loop(server, image_files, predicted, monkeypatch):
-    """Each body is decoded in the service's decoder threads, where no event loop runs, so that a large image
-    being decoded does not hold up the other requests; the answers stay predict's."""
+def test_images_are_checked_off_the_event_loop_and_decoded_by_the_worker(server, image_files, predicted,
+                                                                        monkeypatch):
+    """Each body's header is read in the service's checker threads, where no event loop runs, and its pixels
+    are decoded by the worker process, not the server's: its bytes cross to the worker, not 6 MB of pixels per
+    1920x1080 image; the answers stay predict's. Old behaviour: the server decoded every image and sent its
+    pixels."""
     import asyncio
     import threading
 
     import tphyolo.serve.app as app_module
+    import tphyolo.serve.engine as engine_module
 
     seen: list[tuple[str, bool]] = []
-    decode = app_module.decode_request_image
+    check = app_module.check_request_image
 
     def recording(data, *, where):
         try:
@@ -161,11 +165,15 @@ def test_images_are_decoded_off_the_event_loop(server, image_files, predicted, m
         except RuntimeError:
             on_loop = False
         seen.append((threading.current_thread().name, on_loop))
-        return decode(data, where=where)
+        return check(data, where=where)
 
-    monkeypatch.setattr(app_module, "decode_request_image", recording)
+    def not_here(image):
+        raise AssertionError("the server process decoded an image")
+
+    monkeypatch.setattr(app_module, "check_request_image", recording)
+    monkeypatch.setattr(engine_module, "decode_request_image", not_here)  # the worker process has its own
     with Client(server) as client:
         results = [client.detect(path) for path in image_files[:2]]
     assert len(seen) == 2
-    assert all(name.startswith("tphyolo-serve-decode") and not on_loop for name, on_loop in seen), seen
+    assert all(name.startswith("tphyolo-serve-check") and not on_loop for name, on_loop in seen), seen
     assert all(torch.equal(r.boxes, e.boxes) for r, e in zip(results, predicted[:2], strict=True))

@@ -41,6 +41,8 @@ def test_batching_is_a_flag_or_the_rule_never_a_timing():
 
 
 class _Streams:
+    alone_on_latency = True
+
     def __init__(self, count: int) -> None:
         self.count, self.calls = count, 0
 
@@ -89,6 +91,79 @@ def test_the_async_queue_answers_each_thread_as_the_latency_request_does(tiny_we
     outputs = [outputs[i] for i in range(len(inputs))]
     for output, reference in zip(outputs, expected, strict=True):  # the throughput compile may split the work
         assert torch.allclose(output, reference, rtol=1e-5, atol=1e-5)  # otherwise: fp32 sums in another order
+
+
+def _instrumented(backend, held: threading.Event | None = None) -> list[tuple[str, int]]:
+    """Wrap `backend`'s two paths: each forward records (path, forwards running when it started); a forward on
+    the LATENCY path waits for `held` (when given) before it runs."""
+    log: list[tuple[str, int]] = []
+    running = [0]
+    lock = threading.Lock()
+
+    def wrapped(name, run):
+        def forward(x):
+            with lock:
+                running[0] += 1
+                log.append((name, running[0]))
+            try:
+                if name == "latency" and held is not None:
+                    assert held.wait(WAIT_S)
+                return run(x)
+            finally:
+                with lock:
+                    running[0] -= 1
+
+        return forward
+
+    backend._on_latency = wrapped("latency", backend._on_latency)
+    backend._on_queue = wrapped("queue", backend._on_queue)
+    return log
+
+
+def test_a_forward_alone_runs_on_every_thread_and_never_beside_another(tiny_weights):
+    """With streams made: a forward that finds no other running takes the LATENCY compilation (every thread),
+    one arriving meanwhile waits for it to end, and its answers are the streams' bit for bit where the two
+    compilations agree. Old behaviour: every forward on a stream's share of the threads (1 of the 2 cores of a
+    2-core machine), so that one caller waited for a forward twice as long as `tphyolo predict`."""
+    from tphyolo.infer.backends.compiled import load_compiled
+
+    backend = load_compiled(tiny_weights).compiled
+    x = torch.rand(1, 3, 64, 64, generator=torch.Generator().manual_seed(1))
+    backend.use_streams()
+    backend.alone_on_latency = True  # what the check at use_streams found here or not: the gate is tested alone
+    held = threading.Event()
+    log = _instrumented(backend, held)
+    outputs = {}
+    first = threading.Thread(target=lambda: outputs.setdefault("first", backend.run(x)), daemon=True)
+    first.start()
+    _wait_for(lambda: log == [("latency", 1)])
+    second = threading.Thread(target=lambda: outputs.setdefault("second", backend.run(x)), daemon=True)
+    second.start()
+    time.sleep(0.2)  # a gate that let it through would have started it by now
+    assert log == [("latency", 1)], "a forward ran beside the one alone on every thread"
+    held.set()
+    first.join(WAIT_S)
+    second.join(WAIT_S)
+    assert [path for path, _ in log] == ["latency", "latency"] and all(n == 1 for _, n in log)
+    assert torch.equal(outputs["first"], outputs["second"])
+
+
+def test_forwards_run_on_the_streams_when_the_two_compilations_disagree(tiny_weights):
+    """Where the THROUGHPUT compilation's answer differs in the last bit from the LATENCY one's (checked once, at
+    `use_streams`), no forward runs on the latency path: an answer never depends on how busy the service was."""
+    from tphyolo.infer.backends.compiled import load_compiled
+
+    backend = load_compiled(tiny_weights).compiled
+    on_queue = backend._on_queue
+    backend._on_queue = lambda x: on_queue(x) + 1e-6  # a compilation that sums in another order
+    backend.use_streams()
+    assert backend.alone_on_latency is False and backend.request is None
+    backend._on_queue = on_queue
+    log = _instrumented(backend)
+    backend.run(torch.rand(1, 3, 64, 64))
+    assert log == [("queue", 1)]
+    why = inference_streams([SimpleNamespace(compiled=backend, format="openvino")]).why
+    assert "alone on a stream" in why
 
 
 class _GatedWorker:
@@ -180,10 +255,10 @@ def test_a_worker_lost_by_two_batches_at_once_is_restarted_once():
 def test_the_worker_answers_threads_at_once_each_its_own_rows(tiny_weights, image_files):
     """Four threads send batches to one worker process at once: each gets its image's rows, equal to the
     in-process Predictor's (batch 1, as predict runs). Old behaviour: one batch at a time on the pipe."""
-    import cv2
+    from tphyolo.serve.images import check_request_image
 
-    images = [cv2.imread(str(path)) for path in image_files[:4]]
-    expected = Predictor(str(tiny_weights), device="cpu", **SETTINGS)(images)
+    images = [check_request_image(path.read_bytes(), where=path.name) for path in image_files[:4]]
+    expected = Predictor(str(tiny_weights), device="cpu", **SETTINGS)(image_files[:4])
     spec = DetectorSpec((str(tiny_weights),), inference=InferenceConfig(**SETTINGS), device="cpu")
     worker = InferenceWorker(spec, max_batch=1)
     info = worker.start()

@@ -148,10 +148,12 @@ def test_a_stuck_worker_is_ended_at_the_deadline_and_restarted(tiny_weights, ima
 @pytest.mark.slow
 def test_a_stopped_worker_with_a_full_pipe_is_killed_at_the_deadline_and_restarted(tiny_weights):
     """A worker stopped (SIGSTOP) and sent images larger than its pipe holds: the three requests get an error
-    (504) by their deadline, the worker is killed and a new one started, and the same image is answered 200
-    again. Old behaviour: the batching thread blocked for ever writing to the full pipe, the deadline never
-    acted, and every request got 503 until the worker was resumed by hand."""
-    body = cv2.imencode(".png", np.full((2000, 2000, 3), 90, np.uint8))[1].tobytes()  # 12 MB once decoded
+    by their deadline (504; a batch whose write the kill of the same worker ends first is answered 503, the
+    worker being gone), the worker is killed and a new one started, and the same image is answered 200 again.
+    Old behaviour: the batching thread blocked for ever writing to the full pipe, the deadline never acted, and
+    every request got 503 until the worker was resumed by hand."""
+    noise = np.random.default_rng(0).integers(0, 256, (2000, 2000, 3), dtype=np.uint8)
+    body = cv2.imencode(".png", noise)[1].tobytes()  # 12 MB that do not compress: the worker gets the encoded bytes
     with serving(tiny_weights, serve=ServeConfig(port=0, max_batch=1, timeout=3)) as (url, app):
         worker = app.state.service.worker
         old_pid = worker.pid
@@ -159,7 +161,7 @@ def test_a_stopped_worker_with_a_full_pipe_is_killed_at_the_deadline_and_restart
         try:
             with ThreadPoolExecutor(3) as pool:
                 statuses = [r.status_code for r in pool.map(lambda _: _post(url, body), range(3))]
-            assert statuses == [504, 504, 504]
+            assert 504 in statuses and set(statuses) <= {503, 504}, statuses
             _wait_for(lambda: worker.restarts == 1)
         finally:  # a worker left stopped would hold the server's stop
             with contextlib.suppress(ProcessLookupError):

@@ -13,9 +13,9 @@ Routes:
 
 The model runs in a worker process fed by the batcher (`tphyolo.serve.batcher`); it starts when the app starts
 (the port answers /healthz meanwhile) and stops, after the requests queued are answered, when the app stops
-(within `grace` seconds of the shutdown's start: a worker busy past it is ended). Images are decoded in a
-thread pool, off the event loop; a request whose cost (`tphyolo.serve.cost`) passes the limits is refused
-before it is queued.
+(within `grace` seconds of the shutdown's start: a worker busy past it is ended). Images are checked from
+their headers in a thread pool, off the event loop, and decoded by the worker (`tphyolo.serve.images`); a
+request whose cost (`tphyolo.serve.cost`) passes the limits is refused before it is queued.
 Every answer other than 200 is `{"error": LINE}` with its status (`tphyolo.serve.problems`), logged once.
 (No `from __future__ import annotations` here: FastAPI reads the routes' annotations, `fastapi.Request`
 imported when the app is made, as objects.)
@@ -43,7 +43,7 @@ from tphyolo.serve.batcher import Batcher, too_many_images
 from tphyolo.serve.config import ServeConfig
 from tphyolo.serve.cost import check_cost
 from tphyolo.serve.engine import ONE_STREAM, ModelInfo
-from tphyolo.serve.images import decode_request_image
+from tphyolo.serve.images import check_request_image
 from tphyolo.serve.metrics import SERVE_INSTALL_HINT, ServiceMetrics
 from tphyolo.serve.options import answer_format, request_settings
 from tphyolo.serve.problems import CLOSE, RequestProblem, unavailable
@@ -53,7 +53,7 @@ from tphyolo.serve.worker import InferenceWorker, InProcessWorker
 LOGGER = logging.getLogger(__name__)
 CLIENT_GONE = 499  # the status counted (and logged) for a client that left before its answer
 ANSWER_MARGIN_S = 1.0  # of the grace, left for ending a busy worker and answering what is left (503)
-DECODE_THREADS = 2  # images decoded at once, off the event loop (PIL and OpenCV release the GIL while decoding)
+CHECK_THREADS = 2  # images whose headers are read at once, off the event loop (the worker decodes their pixels)
 
 # The page at `/` (`page.html`, a file of this package) with what the service runs written into it: the model's
 # file names, backend, precision, device and image size, and its classes; while the model loads, a line saying so,
@@ -100,7 +100,7 @@ class Service:
             self.worker, max_batch=self.max_batch, max_wait_s=settings.max_wait_ms / 1000,
             max_queue=settings.max_queue, on_batch=self.metrics.observe_batch,
         )  # fmt: skip
-        self.decoder = concurrent.futures.ThreadPoolExecutor(DECODE_THREADS, thread_name_prefix="tphyolo-serve-decode")
+        self.checker = concurrent.futures.ThreadPoolExecutor(CHECK_THREADS, thread_name_prefix="tphyolo-serve-check")
         self.failure: str | None = None  # why the model did not load
         self._stop_by: float | None = None  # when a busy worker is ended in a shutdown (monotonic seconds)
         self._ending: threading.Timer | None = None
@@ -141,7 +141,7 @@ class Service:
         self.begin_shutdown()
         self.batcher.stop(timeout=max(self._stop_by - time.monotonic(), 0.0))
         self._ending.cancel()
-        self.decoder.shutdown(wait=False, cancel_futures=True)
+        self.checker.shutdown(wait=False, cancel_futures=True)
 
     def check_ready(self) -> None:
         """Raises a 503 RequestProblem while no model is ready."""
@@ -178,9 +178,9 @@ class Service:
         )  # fmt: skip
         if len(uploads) > self.settings.max_queue:
             raise RequestProblem(413, too_many_images(len(uploads), self.settings.max_queue))
-        images = await asyncio.get_running_loop().run_in_executor(self.decoder, _decode_all, uploads)
+        images = await asyncio.get_running_loop().run_in_executor(self.checker, _check_all, uploads)
         check_cost(
-            [image.shape[:2] for image in images], settings, models=len(self.spec.models),
+            [image.shape for image in images], settings, models=len(self.spec.models),
             max_views=self.settings.max_views, max_candidates=self.settings.max_candidates, given=list(options),
         )  # fmt: skip
         deadline = arrived + self.settings.timeout
@@ -192,7 +192,7 @@ class Service:
         if kind == "coco":
             return coco_answer([a.rows for a in answers]), 200
         entries = [
-            image_answer(a.rows, names=info.names, shape=image.shape[:2], file=None if u.name == "body" else u.name)
+            image_answer(a.rows, names=info.names, shape=image.shape, file=None if u.name == "body" else u.name)
             for a, image, u in zip(answers, images, uploads, strict=True)
         ]
         timings = {
@@ -229,8 +229,8 @@ async def _disconnected(request) -> None:
         pass
 
 
-def _decode_all(uploads) -> list:
-    return [decode_request_image(upload.data, where=upload.name) for upload in uploads]
+def _check_all(uploads) -> list:
+    return [check_request_image(upload.data, where=upload.name) for upload in uploads]
 
 
 def create_app(

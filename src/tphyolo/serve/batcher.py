@@ -132,12 +132,12 @@ class Batcher:
         for thread in self._threads:
             thread.start()
 
-    def submit(
-        self, images: Sequence[np.ndarray], settings: Settings, *, deadline: float
-    ) -> list[concurrent.futures.Future]:
-        """Queue `images` (all or none) with their `settings`; one Future per image, giving its ImageAnswer or
-        raising RequestProblem (503 when its worker crashed, 500 when the worker refused the batch, 504 past
-        `deadline`). Raises a 503 RequestProblem at once when they do not fit or the service is stopping."""
+    def submit(self, images: Sequence, settings: Settings, *, deadline: float) -> list[concurrent.futures.Future]:
+        """Queue `images` (all or none; what the worker's `detect` takes, each with a `shape` whose first two
+        items are its height and width: a `RequestImage`) with their `settings`; one Future per image, giving its
+        ImageAnswer or raising RequestProblem (503 when its worker crashed, 500 when the worker refused the
+        batch, 504 past `deadline`, the worker's own for an image it answered with one: 422 when its pixels do
+        not decode). Raises a 503 RequestProblem at once when they do not fit or the service is stopping."""
         if len(images) > self.max_queue:
             raise RequestProblem(413, too_many_images(len(images), self.max_queue))
         info = self.worker.info
@@ -253,7 +253,10 @@ class Batcher:
             raise RuntimeError(f"the worker answered {len(rows)} image(s) for a batch of {len(jobs)}")
         self.on_batch(len(jobs), seconds)
         for job, image_rows in zip(jobs, rows, strict=True):
-            job.future.set_result(ImageAnswer(image_rows, started - job.enqueued, seconds, len(jobs)))
+            if isinstance(image_rows, RequestProblem):  # its pixels did not decode (the worker decodes them)
+                job.future.set_exception(image_rows)
+            else:
+                job.future.set_result(ImageAnswer(image_rows, started - job.enqueued, seconds, len(jobs)))
 
     def _restart_worker(self, generation: int) -> None:
         """Start a new worker, again and again until one starts or the service stops; not `ready` meanwhile.

@@ -2,7 +2,9 @@
 with each request's settings.
 
     engine = InferenceEngine(DetectorSpec(("best.pt",), inference=InferenceConfig(imgsz=640)), max_batch=8)
-    rows = engine.detect(images, settings)  # per image: (n, 6) float32 x1, y1, x2, y2, score, class
+    rows = engine.detect(images, settings)  # per checked RequestImage: (n, 6) float32 x1, y1, x2, y2, score,
+    # class, or the 422 RequestProblem of an image whose pixels do not decode
+    rows = engine.detect_pixels(arrays, settings)  # the same, for decoded uint8 BGR images
 
 The engine's `DetectorSpec` (weights as paths) is plain, picklable data: what a worker process needs to load the
 engine on its own. The Predictor of other settings shares the loaded models (`Predictor.with_settings`); the last
@@ -34,7 +36,9 @@ from tphyolo.infer.build import spec_device
 from tphyolo.infer.spec import DetectorSpec
 from tphyolo.predict.predictor import Predictor
 from tphyolo.runtime.decisions import Decision
+from tphyolo.serve.images import RequestImage, decode_request_image
 from tphyolo.serve.options import Settings
+from tphyolo.serve.problems import RequestProblem
 
 # PyTorch threads of a CPU worker: all cores but one, which the server's event loop and the clients' side keep.
 # On a 2-core Xeon shared with other jobs, a 640 px PyTorch forward of tph-yolov5n took 588 ms per image with 1
@@ -125,13 +129,18 @@ def inference_streams(backends: Sequence[object]) -> Decision:
     """How many forwards the models `backends` run at once: when every one runs on OpenVINO, each is switched to
     its throughput path (`use_streams`, on the backend or the compiled runtime of a checkpoint) and the fewest
     requests any of them has is the number; else 1. Decided once, from the models and OpenVINO's own rule for
-    this CPU (its THROUGHPUT hint), never from a timing."""
+    this CPU (its THROUGHPUT hint), never from a timing; the why says whether a forward alone runs on every
+    thread (`OpenVINOBackend.alone_on_latency`)."""
     runtimes = [getattr(b, "compiled", b) for b in backends]  # a compiled checkpoint runs its compiled model
     if not all(hasattr(r, "use_streams") for r in runtimes):
         formats = "+".join(sorted({getattr(b, "format", "pytorch") for b in backends}))
         return Decision("1", "rule", f"{formats}: one forward at a time (inference streams are OpenVINO's)")
     count = min(r.use_streams() for r in runtimes)
-    return Decision(str(count), "rule", "OpenVINO's OPTIMAL_NUMBER_OF_INFER_REQUESTS under its THROUGHPUT hint")
+    alone = ("a forward alone on every thread (its LATENCY compilation, the same answers bit for bit)"
+             if all(r.alone_on_latency for r in runtimes) else "a forward alone on a stream too (the LATENCY "
+             "compilation's answers differ in the last bit here)")  # fmt: skip
+    why = f"OpenVINO's OPTIMAL_NUMBER_OF_INFER_REQUESTS under its THROUGHPUT hint; {alone}"
+    return Decision(str(count), "rule", why)
 
 
 def weights_hash(paths: Sequence[str]) -> str:
@@ -185,7 +194,20 @@ class InferenceEngine:
             self._predictors.move_to_end(settings)
             return predictor
 
-    def detect(self, images: Sequence[np.ndarray], settings: Settings) -> list[np.ndarray]:
+    def detect(self, images: Sequence[RequestImage], settings: Settings) -> list[np.ndarray | RequestProblem]:
+        """Per checked image of a request, decoded here: its detections (`detect_pixels`), or the 422
+        RequestProblem of pixels that do not decode (the other images are detected all the same)."""
+        decoded: list[np.ndarray | RequestProblem] = []
+        for image in images:
+            try:
+                decoded.append(decode_request_image(image))
+            except RequestProblem as problem:
+                decoded.append(problem)
+        pixels = [d for d in decoded if not isinstance(d, RequestProblem)]
+        found = iter(self.detect_pixels(pixels, settings) if pixels else ())
+        return [d if isinstance(d, RequestProblem) else next(found) for d in decoded]
+
+    def detect_pixels(self, images: Sequence[np.ndarray], settings: Settings) -> list[np.ndarray]:
         """Per uint8 BGR image: its detections (n, 6) float32 x1, y1, x2, y2 (original pixels), score, class id,
         by descending score."""
         results = self.predictor_for(settings).predict_images(list(images))
@@ -201,5 +223,5 @@ class InferenceEngine:
         start = time.perf_counter()
         image = np.full((WARMUP_SIDE, WARMUP_SIDE, 3), 114, np.uint8)
         for _ in range(WARMUP_PASSES):
-            self.detect([image], self.defaults)
+            self.detect_pixels([image], self.defaults)
         return time.perf_counter() - start

@@ -21,6 +21,9 @@ class RequestProblem(Exception):
         super().__init__(message)
         self.status, self.message, self.headers = status, message, dict(headers or {})
 
+    def __reduce__(self):  # noqa: ANN204 - pickled whole: the worker process answers an image with one
+        return type(self), (self.status, self.message), {"headers": self.headers}
+
 
 def bad_option(name: str, problem: str) -> RequestProblem:
     """422 naming the request option `name`."""

@@ -12,13 +12,17 @@ Rows (`tphyolo.bench.report.Row`), one baseline per row name:
 - `serve batching` per C: ms per image (1000 / throughput) of the default max_batch against max_batch 1;
   memory: server + worker resident MiB of each;
 - `serve p99` per C: p99 latency of the default max_batch against max_batch 1;
-- `serve vs predict` per C and server: ms per image against `Predictor` in this process, one image at a time
-  as `tphyolo predict` runs, under the worker's PyTorch threads (median of `baseline_repeats`; its time under
-  PyTorch's default threads, what a script gets, is in `extra`);
+- `serve vs predict` per C and server: ms per image against `Predictor` in this process on the decoded image,
+  one image at a time as `tphyolo predict` runs, under the worker's PyTorch threads (median of
+  `baseline_repeats`; its time under PyTorch's default threads, what a script gets, is in `extra`);
+- `serve vs predict+decode` per C and server: the same against that Predictor given the encoded image, decoding
+  it as predict decodes a file (what a script pays per JPEG, and what the service must do too);
+- `serve p50 vs predict+decode` per C and server: the median latency of an answer against that time;
 - `serve stage` (no baseline): each step of a request in ms -- decode, letterbox, forward, NMS, encode timed in
   this process under the worker's threads (`tphyolo.bench.serve.stages`), and per C and server from the answers:
-  queue (the wait for a batch), worker (its batch in the worker: letterbox, forward, NMS), hop (the rest of the
-  service's time: reading and decoding the body, the event loop, the hop to the worker process and back), http
+  queue (the wait for a batch), worker (its batch in the worker: decode, letterbox, forward, NMS), hop (the rest
+  of the service's time: reading the body and its header, the event loop, the hop to the worker process and
+  back), http
   (the client's latency beyond the service's time: HTTP, encoding and parsing the answer);
 - `serve forward` (no baseline): the forward's ms per image at batch 1, 4 and 8 under the worker's threads,
   which says whether batching can pay on this machine.
@@ -36,6 +40,7 @@ from tphyolo.bench.report import Row, significant
 from tphyolo.bench.serve.load import LoadResult, Progress, ServerProcess, bench_image, check_loopback, closed_loop
 from tphyolo.bench.serve.stages import STAGES, forward_per_image, stage_times, torch_threads
 from tphyolo.bench.timing import time_call
+from tphyolo.data.files.image_io import decode_image
 from tphyolo.predict.predictor import Predictor
 
 PROGRESS_EVERY_S = 10.0
@@ -68,6 +73,15 @@ class ServeBenchSettings:
 def predict_ms(predictor: Predictor, image: np.ndarray, repeats: int) -> float:
     """Median ms of `predictor` on `image`, one call per image (the baseline), after one warm-up call."""
     return time_call(lambda: predictor(image), device=predictor.device, warmup=1, repeats=repeats).median_ms
+
+
+def predict_decoded_ms(predictor: Predictor, body: bytes, repeats: int) -> float:
+    """Median ms of decoding the encoded image `body` as predict decodes a file, then `predictor` on it."""
+
+    def call() -> object:
+        return predictor(decode_image(body, "body")[0])
+
+    return time_call(call, device=predictor.device, warmup=1, repeats=repeats).median_ms
 
 
 @dataclass
@@ -113,8 +127,10 @@ def bench_serve(settings: ServeBenchSettings, *, log: Callable[[str], None] = pr
         log(f"timing each step in-process under the worker's {threads} thread(s)")
         with torch_threads(threads):
             baseline = {"worker threads": predict_ms(predictor, image, settings.baseline_repeats),
+                        "with decoding": predict_decoded_ms(predictor, body, settings.baseline_repeats),
                         "default threads": baseline}  # fmt: skip
-        log(f"predict under the worker's {threads} thread(s): {baseline['worker threads']:.1f} ms per image")
+        log(f"predict under the worker's {threads} thread(s): {baseline['worker threads']:.1f} ms per image, "
+            f"{baseline['with decoding']:.1f} ms with its decoding")
         stages = stage_times(predictor, body, threads=threads)
         forward = forward_per_image(predictor, image, batches=FORWARD_BATCHES, threads=threads)
         log(f"in-process, {threads} thread(s): " + ", ".join(f"{k} {v:.1f} ms" for k, v in stages.items()))
@@ -184,8 +200,10 @@ def _rows(
         }  # fmt: skip
         where = f"c={concurrency} max_batch={max_batch or 'default'}"
         extra["predict_ms_default_threads"] = significant(predict["default threads"])
-        baseline = significant(predict["worker threads"])
+        baseline, decoded = significant(predict["worker threads"]), significant(predict["with decoding"])
         rows.append(Row("serve vs predict", where, _ms_per_image(result), baseline, extra=extra))
+        rows.append(Row("serve vs predict+decode", where, _ms_per_image(result), decoded))
+        rows.append(Row("serve p50 vs predict+decode", where, result.percentile_ms(50), decoded))
         if max_batch != 1 and plain is not None and plain.load.throughput:
             config = f"c={concurrency} max_batch={max_batch or 'default'} vs 1"
             rows.append(Row("serve batching", config, _ms_per_image(result), _ms_per_image(plain.load),

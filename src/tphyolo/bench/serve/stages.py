@@ -1,11 +1,12 @@
 """Where a request's time goes in the detection service, step by step, timed in this process.
 
     stages = stage_times(predictor, body, threads=1, repeats=5)
-    # {"decode": ms, "letterbox": ms, "forward": ms, "nms": ms, "encode": ms}
+    # {"check": ms, "decode": ms, "letterbox": ms, "forward": ms, "nms": ms, "encode": ms}
     forward_per_image(predictor, image, batches=(1, 4, 8), threads=1)  # {batch: ms per image}
 
-Each step is the function the service calls for it (`decode_request_image`, the predictor's letterbox and
-prepare, its backend's forward, NMS at its settings, `image_answer` and the JSON text), on one image, under
+Each step is the function the service calls for it (`check_request_image`, the header read by the server;
+`decode_request_image`, the pixels decoded by the worker; the predictor's letterbox and prepare, its backend's
+forward, NMS at its settings, `image_answer` and the JSON text), on one image, under
 `threads` PyTorch threads (the worker's), median of `repeats`; the process's thread count is restored after.
 What the service adds -- the wait for a batch, the hop to its worker process and back, HTTP -- is measured
 from its answers (`tphyolo.bench.serve.bench`).
@@ -25,9 +26,9 @@ from tphyolo.infer.windows import image_windows, view_batches
 from tphyolo.ops import non_max_suppression
 from tphyolo.predict.predictor import Predictor
 from tphyolo.serve.answers import image_answer
-from tphyolo.serve.images import decode_request_image
+from tphyolo.serve.images import check_request_image, decode_request_image
 
-STAGES = ("decode", "letterbox", "forward", "nms", "encode")
+STAGES = ("check", "decode", "letterbox", "forward", "nms", "encode")
 
 
 @contextlib.contextmanager
@@ -50,7 +51,8 @@ def _batches(predictor: Predictor, images: Sequence[np.ndarray]) -> list:
 def stage_times(predictor: Predictor, body: bytes, *, threads: int, repeats: int = 5) -> dict[str, float]:
     """Median ms of each of STAGES for the JPEG (or PNG...) `body`, one image, through `predictor`'s model."""
     config, backend = predictor.config, predictor.backends[0]
-    image = decode_request_image(body, where="body")
+    checked = check_request_image(body, where="body")
+    image = decode_request_image(checked)
     with torch_threads(threads), torch.inference_mode():
         x = _batches(predictor, [image])[0].x
         backend.run(x)  # warm-up at this shape
@@ -68,8 +70,8 @@ def stage_times(predictor: Predictor, body: bytes, *, threads: int, repeats: int
             entry = image_answer(rows.astype(np.float32), names=predictor.names, shape=image.shape[:2], file=None)
             return json.dumps({"images": [entry]}).encode()
 
-        calls = (lambda: decode_request_image(body, where="body"), lambda: _batches(predictor, [image]),
-                 lambda: backend.run(x), nms, encode)  # fmt: skip
+        calls = (lambda: check_request_image(body, where="body"), lambda: decode_request_image(checked),
+                 lambda: _batches(predictor, [image]), lambda: backend.run(x), nms, encode)  # fmt: skip
         timings = [time_call(call, device=backend.device, warmup=0, repeats=repeats) for call in calls]
         return {stage: timing.median_ms for stage, timing in zip(STAGES, timings, strict=True)}
 

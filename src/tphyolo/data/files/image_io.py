@@ -22,7 +22,7 @@ from __future__ import annotations
 import io
 import re
 import warnings
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import cv2
@@ -113,9 +113,8 @@ def read_image_size(path: Path | str) -> tuple[int, int]:
     """(height, width) of the image file `path` as displayed (EXIF orientation applied), from its header
     alone, within MAX_IMAGE_PIXELS. Raises ImageError naming the file when it is not a regular file, not an
     image or declares too many pixels; OSError when it cannot be read."""
-    header = read_header(_read_bytes(path), path)
-    swapped = header.orientation in _TRANSPOSING_ORIENTATIONS
-    return (header.width, header.height) if swapped else (header.height, header.width)
+    info = inspect_image(_read_bytes(path), path)
+    return info.height, info.width
 
 
 def _read_bytes(path: Path | str) -> bytes:
@@ -158,14 +157,25 @@ def decode_image(data: bytes, path: Path | str) -> tuple[np.ndarray, ImageInfo]:
     A JPEG cut short is restored as a file read from disk is (the missing rows filled by the decoder; the
     in-memory decoder stops at a missing end marker, so one is appended) and marked `partial`. A file of
     several frames gives its first frame, with a note."""
+    info = inspect_image(data, path)
+    image = _decode(data + _JPEG_END if info.partial is not None else data, path)
+    height, width = image.shape[:2]
+    return image, replace(info, height=height, width=width)
+
+
+def inspect_image(data: bytes, path: Path | str) -> ImageInfo:
+    """What `decode_image(data, path)` would find, from the header and the bytes alone, decoding no pixel: the
+    displayed size, EXIF orientation, a JPEG cut short (`partial`), several frames. Raises ImageError when the
+    format is not recognised or the declared size is above MAX_IMAGE_PIXELS; bytes that pass this may still
+    fail to decode."""
     header = read_header(data, path)
-    truncated = _is_truncated_jpeg(header, data)
-    image = _decode(data + _JPEG_END if truncated else data, path)
     notes = (f"EXIF orientation {header.orientation} applied",) if header.orientation != 1 else ()
+    truncated = _is_truncated_jpeg(header, data)
     partial = "truncated JPEG (no end marker): the missing part is filled grey by the decoder" if truncated else None
     frames = f"{header.frames} frames ({header.format}); the first frame is used" if header.frames > 1 else None
-    height, width = image.shape[:2]
-    return image, ImageInfo(height, width, notes, partial, frames)
+    swapped = header.orientation in _TRANSPOSING_ORIENTATIONS
+    height, width = (header.width, header.height) if swapped else (header.height, header.width)
+    return ImageInfo(height, width, notes, partial, frames)
 
 
 def load_image(path: Path | str) -> tuple[np.ndarray, ImageInfo]:
