@@ -10,6 +10,9 @@ limit passed (so a run is bounded in count and in time). Only loopback addresses
 
 from __future__ import annotations
 
+import contextlib
+import http.client
+import json
 import re
 import statistics
 import subprocess
@@ -20,7 +23,7 @@ from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from urllib.parse import urlsplit
+from urllib.parse import urlencode, urlsplit
 
 import numpy as np
 
@@ -100,6 +103,40 @@ def _batch_totals(url: str, client) -> tuple[float, float]:
     return float(values.get("sum", 0)), float(values.get("count", 0))
 
 
+class LoopbackClient:
+    """One keep-alive HTTP/1.1 connection to a loopback service, from the standard library's `http.client`: the
+    load generator's client. It runs on the cores the service runs on, so its cost is the service's loss: httpx
+    took 24-29 ms of CPU per request of a 0.5 MB JPEG on a 2-core Xeon, this 0.8-0.9 ms."""
+
+    def __init__(self, url: str, timeout_s: float) -> None:
+        parts = urlsplit(check_loopback(url))
+        self.host, self.port, self.timeout_s = parts.hostname, parts.port or 80, timeout_s
+        self._connection: http.client.HTTPConnection | None = None
+
+    def post(self, path: str, body: bytes, *, content_type: str, query: Mapping | None = None) -> tuple[int, object]:
+        """(status, the answer's JSON) of a POST of `body` to `path`; (0, None) for no answer (a transport error
+        or a timeout: the connection is then dropped, the next request opens another) or one that is not JSON."""
+        target = f"{path}?{urlencode(query, doseq=True)}" if query else path
+        if self._connection is None:
+            self._connection = http.client.HTTPConnection(self.host, self.port, timeout=self.timeout_s)
+        try:
+            self._connection.request("POST", target, body=body, headers={"Content-Type": content_type})
+            response = self._connection.getresponse()
+            status, text = response.status, response.read()
+        except (http.client.HTTPException, OSError):
+            self.close()
+            return 0, None
+        try:
+            return status, json.loads(text)
+        except ValueError:
+            return 0, None
+
+    def close(self) -> None:
+        if self._connection is not None:
+            self._connection.close()
+            self._connection = None
+
+
 def closed_loop(
     url: str,
     requests: Sequence[tuple[bytes, str, dict]],
@@ -111,7 +148,8 @@ def closed_loop(
 ) -> LoadResult:
     """Send `requests` (body, content type, query) to `url`/v1/detect from `concurrency` clients, each waiting
     for its answer before taking the next, until all are sent or `time_limit_s` passed. `on_answer(index,
-    status, json or None)` sees each answer. Status 0 counts a request that got no answer (a transport error)."""
+    status, json or None)` sees each answer. Status 0 counts a request that got no answer (a transport error).
+    Each client is a `LoopbackClient`, cheap enough not to take the service's cores."""
     import httpx
 
     lock = threading.Lock()
@@ -122,7 +160,7 @@ def closed_loop(
     deadline = time.monotonic() + time_limit_s
 
     def client_loop() -> None:
-        with httpx.Client(timeout=timeout_s) as client:
+        with contextlib.closing(LoopbackClient(url, timeout_s)) as client:
             while time.monotonic() < deadline:
                 with lock:
                     index = next(position, None)
@@ -130,12 +168,7 @@ def closed_loop(
                     return
                 body, content_type, query = requests[index]
                 start = time.perf_counter()
-                try:
-                    response = client.post(f"{url}/v1/detect", content=body, params=query,
-                                           headers={"Content-Type": content_type})  # fmt: skip
-                    status, data = response.status_code, response.json()
-                except (httpx.HTTPError, ValueError):
-                    status, data = 0, None
+                status, data = client.post("/v1/detect", body, content_type=content_type, query=query)
                 elapsed = time.perf_counter() - start
                 with lock:
                     statuses[status] += 1
