@@ -10,7 +10,7 @@
 #   2. parity tests (CPU: the model tests take no device switch; the CUDA parity of the attention blocks and
 #      of the whole model is checked by steps 3-4, which compare ours with the original computation on the
 #      GPU before timing)         -> pytest.txt
-#   3. bench attention: C3TR, C3STR, CLLA at l width, 1536 and 1996 inputs, batch 2, per SDPA backend
+#   3. benchmarks/attention_vs_original.py: C3TR, C3STR, CLLA at l width, 1536 and 1996 inputs, batch 2, per SDPA backend
 #      (flash, efficient, cudnn, math) and dtype (fp32, fp16, bf16), eval and train -> attention.json
 #   4. bench model: tph-yolov5l at 1536, batch 2, eager (fp32) and AMP (bf16 on these GPUs: --amp auto
 #      autocasts only the amp variants), train step and inference, ours against the original-attention model
@@ -59,7 +59,7 @@ step doctor 30 bash -c "$PYTHON -m tphyolo doctor --json > '$OUT_DIR/doctor.json
 step parity-tests 50 "$PYTHON" -m pytest -q -x -p no:cacheprovider tests/models/test_parity.py \
   tests/models/test_swin_clla_parity.py tests/bench/test_baselines.py --junitxml="$OUT_DIR/pytest.xml"
 
-step bench-attention 90 "$PYTHON" -m tphyolo bench attention --device cuda --blocks c3tr,c3str,clla --scales l \
+step bench-attention 90 "$PYTHON" benchmarks/attention_vs_original.py --device cuda --blocks c3tr,c3str,clla --scales l \
   --sizes 1536,1996 --batch 2 --warmup 2 --repeats 5 --json "$OUT_DIR/attention.json"
 
 step bench-model 55 "$PYTHON" -m tphyolo bench model --device cuda --model tph-yolov5l --img 1536 --batch 2 \

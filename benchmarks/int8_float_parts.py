@@ -34,7 +34,7 @@ import torch
 
 from tphyolo.data.dataset_config import load_data_config
 from tphyolo.export.calibration import calibration_batches
-from tphyolo.export.int8_check import check_int8_accuracy
+from tphyolo.export.int8_check import AccuracyCheck
 from tphyolo.export.int8_policy import float_nodes
 from tphyolo.export.onnx_file import trace_onnx
 from tphyolo.export.openvino_ir import export_openvino, save_ir
@@ -177,8 +177,8 @@ def main() -> None:
         if args.map:
             for variant in variants:
                 fmt = parse_variant(variant).format
-                accuracy, _ = check_int8_accuracy(floats[fmt], files[variant], data, count=args.val, protocol="yolo",
-                                                  max_drop=1.0, progress=False)  # fmt: skip
+                check = AccuracyCheck(floats[fmt], data, count=args.val, protocol="yolo", max_drop=1.0, progress=False)
+                accuracy, _ = check(files[variant])
                 print(f"{variant}: {accuracy.summary()}")
 
 

@@ -4,13 +4,16 @@ process state (environment and torch's global flags) that `conftest.py` restores
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import shutil
 import signal
+import sys
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from types import ModuleType
 from typing import Any
 
 import pytest
@@ -311,3 +314,13 @@ def weights_file_and_folder(root: Path) -> tuple[Path, Path]:
     (folder / "x.bin").write_bytes(b"x" * 10)
     (folder / "sub" / "y.bin").write_bytes(b"yy")
     return weights, folder
+
+
+def benchmark_script(name: str) -> ModuleType:
+    """The script benchmarks/`name`.py, imported as a module (its `main` does not run)."""
+    path = Path(__file__).resolve().parents[1] / "benchmarks" / f"{name}.py"
+    spec = importlib.util.spec_from_file_location(f"benchmarks_{name}", path)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # dataclasses look their module up while the class is built
+    spec.loader.exec_module(module)
+    return module

@@ -292,7 +292,7 @@ def test_the_scan_sees_every_kind_of_import():
         ("tphyolo.infer.detector", "tphyolo.classify.relabel", False),
         ("tphyolo.data.loader", "tphyolo.errors", False),
         ("tphyolo.training.trainer", "tphyolo.commands.train", True),
-        ("tphyolo.bench.attention", "tphyolo.commands.sdpa_probe", True),
+        ("tphyolo.bench.model", "tphyolo.commands.sdpa_probe", True),
         ("tphyolo.commands.tools.bench", "tphyolo.cli", True),
         ("tphyolo.checkpoint.format", "tphyolo.__version__", True),
         ("tphyolo.commands.val", "tphyolo.commands.predict", False),

@@ -111,7 +111,7 @@ COMMANDS: dict[str, Command] = {
     ),
     "bench": Command(
         "tphyolo.commands.tools.bench",
-        "benchmark attention blocks, models, WBF, COCO evaluation and data loading against the originals",
+        "benchmark runtime variants, exported runtimes, data loading, start-up and the service on this machine",
     ),
     "profile": Command(
         "tphyolo.commands.tools.profile",

@@ -105,12 +105,6 @@ FRACTION = Bounds(0, 1)  # thresholds and weights in [0, 1]
 SEED = Bounds(0, 2**32 - 1)  # what numpy, random and torch all accept
 
 
-def bounded(kind: Callable[[str], float], low: float | None = None, high: float | None = None, **open_ends: bool):
-    """`Bounds(low, high, **open_ends).parser(kind)`: the argparse type of a numeric flag that is not a config
-    field (`parser.add_argument("--top", type=bounded(int, 1))`)."""
-    return Bounds(low, high, **open_ends).parser(kind)
-
-
 @dataclass(frozen=True)
 class FlagSpec:
     """How a config field appears on the command line: its names (first is shown), help, choices, nargs, the

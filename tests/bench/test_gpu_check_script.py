@@ -7,6 +7,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
+from tests.helpers import benchmark_script
 
 from tphyolo.cli import build_parser
 
@@ -38,3 +39,9 @@ def test_every_command_parses():
     parser = build_parser()
     for argv in commands:
         parser.parse_args(argv)  # exits (SystemExit) on an unknown flag or choice
+
+
+def test_the_attention_study_line_parses():
+    text = SCRIPT.read_text().replace("\\\n", " ")
+    (line,) = re.findall(r"benchmarks/attention_vs_original\.py (.*)$", text, re.M)
+    benchmark_script("attention_vs_original").build_parser().parse_args(shlex.split(line.replace("$OUT_DIR", "out")))

@@ -12,7 +12,7 @@ from tests.helpers import exit_code
         (["bench", "model", "--img", "0"], "argument --img/--imgsz/--img-size: must be in [1, 11584], got 0"),
         (["bench", "model", "--warmup", "-1"], "argument --warmup: must be >= 0, got -1"),
         (["bench", "model", "--repeats", "0"], "argument --repeats: must be >= 1, got 0"),
-        (["bench", "attention", "--sizes", "640,0"], "argument --sizes: each value must be in [1, 11584], got 0"),
+        (["bench", "serve", "--concurrency", "1,0"], "argument --concurrency: each value must be >= 1, got 0"),
         (["bench", "data", "--workers", "0,-2"], "argument --workers: each value must be >= 0, got -2"),
         (["bench", "model", "--model", "unknown"], "--model unknown: unknown model 'unknown'"),
         (["bench", "startup", "--model", "no.yaml"], "--model no.yaml: model yaml no.yaml does not exist"),

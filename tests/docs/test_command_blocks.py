@@ -3,8 +3,8 @@
 - each `tphyolo ...` command (also after `torchrun ... -m tphyolo` and in `docker run IMAGE tphyolo ...`) is
   parsed by the command line's own parser: its command, flags, values and choices must all exist;
 - `python benchmarks/X.py` and `bash benchmarks/X.sh` name scripts that exist, and each flag given to a Python
-  script is one it declares; `pip install -e ".[extra]"` names extras of pyproject.toml; `docker build -f F`
-  names a Dockerfile that exists;
+  script is one it declares (or a runtime flag, when it adds them); `pip install -e ".[extra]"` names extras of
+  pyproject.toml; `docker build -f F` names a Dockerfile that exists;
 - Python blocks compile, and every `import` / `from tphyolo... import` in them resolves.
 
 A command whose first word none of these rules knows fails the test: a new kind of block needs a rule here.
@@ -12,6 +12,7 @@ The commands are parsed, not run: the task pages' commands train on VisDrone at 
 The README's set-up commands run in CI as they are (`.ci/run`).
 """
 
+import argparse
 import ast
 import importlib
 import re
@@ -21,6 +22,7 @@ from pathlib import Path
 import pytest
 
 from tphyolo.cli import build_parser
+from tphyolo.runtime.flags import add_runtime_arguments
 
 ROOT = Path(__file__).resolve().parents[2]
 PAGES = sorted([ROOT / "README.md", *(p for p in (ROOT / "docs").rglob("*.md") if "hooks" not in p.parts)])
@@ -86,8 +88,16 @@ def _check_script(argv: list[str]) -> None:
     assert script.is_file(), f"{argv[0]} does not exist"
     if script.suffix == ".py":
         source = script.read_text()
+        runtime = _runtime_flags() if "add_runtime_arguments(" in source else set()
         for flag in (a.split("=")[0] for a in argv[1:] if a.startswith("--")):
-            assert f'"{flag}"' in source, f"{argv[0]} declares no {flag}"
+            assert f'"{flag}"' in source or flag in runtime, f"{argv[0]} declares no {flag}"
+
+
+def _runtime_flags() -> set[str]:
+    """The runtime flags of training (`add_runtime_arguments`), which a script may take as the commands do."""
+    parser = argparse.ArgumentParser()
+    add_runtime_arguments(parser)
+    return set(parser._option_string_actions)
 
 
 def _extras() -> set[str]:

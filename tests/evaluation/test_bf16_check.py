@@ -23,6 +23,7 @@ from tphyolo.evaluation.bf16_check import (
     compare,
     tune_precision,
 )
+from tphyolo.infer.backends.base import Backend
 from tphyolo.infer.backends.compiled import PRECISION_FILE, cache_entry, load_compiled
 from tphyolo.models import build_model
 from tphyolo.runtime.cpu_isa import CpuInfo
@@ -42,12 +43,12 @@ class Clock:
         return self.now
 
 
-class Oracle:
+class Oracle(Backend):
     """A backend that knows the built-in scenes: its output for the CHECK_IMAGES scenes is their labels (score
     0.9, each a class's one-hot), less the labels of the scenes in `misses`; each forward moves `clock` by
     `seconds`."""
 
-    stride, dtype, device = 32, torch.float32, torch.device("cpu")
+    stride, dtype, device, format = 32, torch.float32, torch.device("cpu"), "oracle"
 
     def __init__(self, precision: str, *, names=BUILTIN_NAMES, misses=(), clock=None, seconds=0.0) -> None:
         self.precision, self.names, self.misses = precision, list(names), set(misses)

@@ -10,6 +10,7 @@ from tphyolo.data.loader import Batch
 from tphyolo.evaluation.loop import evaluate
 from tphyolo.evaluation.settings import EvalSettings
 from tphyolo.flags import add_flags, from_flags
+from tphyolo.infer.backends.base import Backend
 from tphyolo.infer.config import (
     MAX_DET,
     NMS_IOU,
@@ -82,10 +83,11 @@ def test_tta_shorthand_and_bad_settings():
         InferenceConfig(tta_flips=("diagonal",))
 
 
-class CentreBox:
+class CentreBox(Backend):
     """A backend that is not a torch module: one box of 20 x 10 input pixels in the centre of every input,
     objectness 0.9, class scores (0.1, 0.8)."""
 
+    format = "centre-box"
     names = ["a", "b"]
     stride = 32
     device = torch.device("cpu")

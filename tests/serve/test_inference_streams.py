@@ -41,7 +41,7 @@ def test_batching_is_a_flag_or_the_rule_never_a_timing():
 
 
 class _Streams:
-    alone_on_latency = True
+    has_streams, format, alone_on_latency = True, "openvino", True
 
     def __init__(self, count: int) -> None:
         self.count, self.calls = count, 0
@@ -53,13 +53,24 @@ class _Streams:
 
 def test_streams_are_openvino_s_own_and_one_for_other_runtimes():
     """Every model on OpenVINO: the fewest requests any has; a compiled checkpoint is asked through its compiled
-    model; any other runtime in the ensemble: one forward at a time."""
+    model; any other runtime in the ensemble: one forward at a time, and nothing is switched."""
     first, second = _Streams(4), _Streams(2)
-    decided = inference_streams([SimpleNamespace(compiled=first, format="openvino"), second])
+    decided = inference_streams([first, second])
     assert (decided.value, decided.source) == ("2", "rule") and "THROUGHPUT" in decided.why
     assert first.calls == second.calls == 1
-    mixed = inference_streams([_Streams(4), SimpleNamespace(format="onnx")])
-    assert mixed.value == "1" and "one forward at a time" in mixed.why
+    idle = _Streams(4)
+    mixed = inference_streams([idle, SimpleNamespace(has_streams=False, format="onnx")])
+    assert mixed.value == "1" and "one forward at a time" in mixed.why and idle.calls == 0
+
+
+def test_a_compiled_checkpoint_switches_its_compiled_model(tiny_weights):
+    from tphyolo.infer.backends.compiled import load_compiled
+
+    checkpoint = load_compiled(tiny_weights)
+    assert checkpoint.has_streams and checkpoint.format == "openvino"
+    decided = inference_streams([checkpoint])
+    assert decided.value == str(len(checkpoint.compiled.queue))
+    assert checkpoint.alone_on_latency == checkpoint.compiled.alone_on_latency
 
 
 def test_the_async_queue_answers_each_thread_as_the_latency_request_does(tiny_weights):
@@ -162,7 +173,7 @@ def test_forwards_run_on_the_streams_when_the_two_compilations_disagree(tiny_wei
     log = _instrumented(backend)
     backend.run(torch.rand(1, 3, 64, 64))
     assert log == [("queue", 1)]
-    why = inference_streams([SimpleNamespace(compiled=backend, format="openvino")]).why
+    why = inference_streams([backend]).why
     assert "alone on a stream" in why
 
 

@@ -105,3 +105,12 @@ def write_json(path: str | Path, machine: dict[str, Any], rows: list[Row]) -> Pa
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps({"machine": machine, "rows": [r.to_json() for r in rows]}, indent=2) + "\n")
     return path
+
+
+def print_report(rows: list[Row], machine: dict[str, Any], *, json_path: str | Path | None = None) -> None:
+    """Prints the table of `rows` and the machine and, given `json_path`, writes them there (`write_json`)."""
+    print()
+    print(format_table(rows))
+    print("\nmachine: " + ", ".join(f"{k}={v}" for k, v in machine.items()))
+    if json_path:
+        print(f"wrote {write_json(json_path, machine, rows)}")

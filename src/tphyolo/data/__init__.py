@@ -2,7 +2,7 @@
 
 Public entry points:
 
-- `load_data_config(source)` / `resolve_data(name_or_path)`: dataset yaml (YOLOv5 / ultralytics layout) -> `DataConfig`;
+- `load_data_config(source)`: dataset yaml (a path or a built-in name; YOLOv5 / ultralytics layout) -> `DataConfig`;
 - `scan_split(sources, ...)`: list, verify and index one split's images and labels (cached) -> `SplitScan`;
 - `formats.FORMATS`: the label formats (VisDrone-DET, YOLO, COCO) the scan detects, reads and can write;
 - `DetectionDataset` + `build_dataloader(...)`: augmented samples collated into a `Batch`;

@@ -256,5 +256,3 @@ def _synthetic_recipe(config: DataConfig) -> DataConfig:
     """A built-in generated set, whose yaml may predate its `recipe:` line, trains with the synthetic recipe."""
     return config if config.recipe else replace(config, recipe="synthetic")
 
-
-resolve_data = load_data_config

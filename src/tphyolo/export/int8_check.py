@@ -163,22 +163,6 @@ class AccuracyCheck:
         return accuracy, recorded
 
 
-def check_int8_accuracy(
-    float_path: Path,
-    int8_path: Path,
-    data: DataConfig,
-    *,
-    count: int | None,
-    protocol: str,
-    max_drop: float,
-    progress: bool = True,
-) -> tuple[Int8Accuracy, ExportMetadata]:
-    """Scores the float and the INT8 export on `count` val images of `data` (None: all); see the module
-    docstring and `AccuracyCheck`."""
-    return AccuracyCheck(float_path, data, count=count, protocol=protocol, max_drop=max_drop,
-                         progress=progress)(int8_path)  # fmt: skip
-
-
 def keep_layers_float(
     first: tuple[Int8Accuracy, ExportMetadata],
     retry: Callable[[tuple[int, ...], float], tuple[Int8Accuracy, ExportMetadata]],

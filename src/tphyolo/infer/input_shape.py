@@ -40,14 +40,14 @@ def fixed_input_shape(backends: Sequence[Backend], config: InferenceConfig) -> t
     """The (h, w) every input of `backends` must have, or None when they all take any stride multiple.
     Raises ValueError when two fixed-size exports disagree on their size, or when `config.batch` is larger
     than a fixed-size export's batch."""
-    fixed = [b for b in backends if getattr(b, "fixed_shape", None) is not None]  # optional: absent means any
+    fixed = [b for b in backends if b.fixed_shape is not None]
     shapes = sorted({tuple(b.fixed_shape) for b in fixed})
     if len(shapes) > 1:
         raise InputError(f"fixed-size exports of different input sizes {shapes} cannot run together; "
                          "export them at one size or with --dynamic")  # fmt: skip
     for backend in fixed:
-        if getattr(backend, "max_batch", None) is not None and config.batch > backend.max_batch:
-            name = getattr(backend, "path", type(backend).__name__)
+        if backend.max_batch is not None and config.batch > backend.max_batch:
+            name = _name(backend)
             raise InputError(
                 f"{name}: exported for batch {backend.max_batch}, but {setting_name(config, 'batch')} is "
                 f"{config.batch}; give {setting_name(config, 'batch')} {backend.max_batch} or export with --dynamic"
@@ -62,12 +62,12 @@ def settled_config(backends: Sequence[Backend], config: InferenceConfig) -> Infe
     chosen: dict[str, int] = {}
     if "imgsz" in config.from_model and (found := largest_own_imgsz(backends)) is not None:
         size, backend = found
-        how = getattr(backend, "imgsz_origin", "trained")  # an export's own size, or a checkpoint's
+        how = backend.imgsz_origin  # an export's own size, or a checkpoint's
         chosen["imgsz"] = size
         LOGGER.info("%s %d: the image size %s was %s at (%s overrides)", setting_name(config, "imgsz"),
                     size, _name(backend), how, setting_name(config, "imgsz"))  # fmt: skip
     if "batch" in config.from_model:
-        limits = [(limit, b) for b in backends if (limit := getattr(b, "max_batch", None)) is not None]
+        limits = [(limit, b) for b in backends if (limit := b.max_batch) is not None]
         if limits and (limit := min(limits, key=lambda pair: pair[0]))[0] < config.batch:
             batch, backend = limit
             chosen["batch"] = batch
@@ -78,7 +78,7 @@ def settled_config(backends: Sequence[Backend], config: InferenceConfig) -> Infe
 
 
 def _name(backend: Backend) -> str:
-    path = getattr(backend, "path", None)  # optional: a model given in memory has none
+    path = backend.path  # None for a model given in memory
     return Path(path).name if path is not None else type(backend).__name__
 
 
@@ -94,7 +94,7 @@ def _trained_tiles(path: str, mtime: float) -> tuple[int, str] | None:
 def trained_tiles(backends: Sequence[Backend]) -> tuple[int, str, Backend] | None:
     """The tile size and merge of the first of `backends` read from a checkpoint trained on tiles, and it."""
     for backend in backends:
-        path = getattr(backend, "path", None)  # optional: a model given in memory has none
+        path = backend.path  # None for a model given in memory
         if path is not None and Path(path).is_file():
             found = _trained_tiles(str(path), Path(path).stat().st_mtime)
             if found is not None:

@@ -29,7 +29,7 @@ CONF_TYPES = ("avg", "max", "box_and_model_avg", "absent_model_aware_avg")
 # A fused box of k members may stray past its members' hull by k float32 roundings (each under 2**-24 of a
 # coordinate <= 1); groups are kept apart only by gaps wider than that bound for the largest possible k.
 _ROUNDING_PER_MEMBER = 2.0**-23
-# Groups up to this many boxes step side by side (_cluster): bench wbf's inputs, CPU time, median of 5, for
+# Groups up to this many boxes step side by side (_cluster): the WBF study's inputs, CPU time, median of 5, for
 # 32/64/128/256: 2400 boxes 23/18/18/24 ms, 10^4 boxes 86/87/91/98 ms.
 LOCKSTEP_MAX = 64
 _FAR_BOX = (2.0, 2.0, 3.0, 3.0)  # stands for "no cluster yet": IoU 0 with any box inside [0, 1]

@@ -27,7 +27,8 @@ from array import array
 
 import numpy as np
 
-CELLS_PER_BOX_SIDE = 2  # cells are this many times finer than the group's median box side (bench wbf)
+# cells are this many times finer than the group's median box side (benchmarks/wbf_vs_ensemble_boxes.py)
+CELLS_PER_BOX_SIDE = 2
 MAX_CELLS_PER_SIDE = 4096  # the finest grid: cells no smaller than 1/4096 of the image side
 _WIDENED = 1.0 + 1e-6
 

@@ -68,7 +68,8 @@ def _report_writer(job: ValJob, run_dir) -> ReportWriter:
     settings in effect."""
     inference, config = job.detector.inference, job.config
     settings = {"weights": job.detector.models[0], "data": job.data, "task": config.task}  # val scores one model
-    size = getattr(job.detector.slicing, "size", None)  # a size, "auto", MODEL or None
+    slicing = job.detector.slicing
+    size = slicing.size if slicing is not None else None  # a size, "auto", MODEL or None
     sliced = size is not None and size != MODEL  # MODEL: the checkpoint's own tiles, if it has any (settled later)
     settings |= inference.settings_in_effect(runs_merged=inference.augment or sliced)
     if sliced:

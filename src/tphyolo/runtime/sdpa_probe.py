@@ -1,6 +1,7 @@
 """Which scaled-dot-product-attention kernel actually runs: probed by running a call, not guessed from flags.
 
-Used by `tphyolo doctor` (which backends run here) and `bench attention` (which kernel a timed block used).
+Used by `tphyolo doctor` (which backends run here) and `benchmarks/attention_vs_original.py` (which kernel a
+timed block used).
 """
 
 from __future__ import annotations

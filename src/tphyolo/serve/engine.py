@@ -32,6 +32,7 @@ import torch
 
 from tphyolo.cores import available_cores
 from tphyolo.data.files.digest import update_with_file
+from tphyolo.infer.backends.base import Backend
 from tphyolo.infer.build import spec_device
 from tphyolo.infer.spec import DetectorSpec
 from tphyolo.predict.predictor import Predictor
@@ -115,29 +116,28 @@ def configure_worker_threads(spec: DetectorSpec) -> int:
     return torch.get_num_threads()
 
 
-def ran_precision(backend: object) -> str:
+def ran_precision(backend: Backend) -> str:
     """The precision `backend` computes in, as its decisions name it ("fp32", "bf16", "fp16": what ran, not the
     dtype of its inputs); its input dtype for a backend loaded without decisions."""
-    decisions = getattr(backend, "decisions", {})  # optional: a backend given by the caller may lack them
+    decisions = backend.decisions
     if "precision" in decisions:
         return decisions["precision"].value
     return {"float32": "fp32", "float16": "fp16", "bfloat16": "bf16"}.get(str(backend.dtype).removeprefix("torch."),
                                                                          "fp32")  # fmt: skip
 
 
-def inference_streams(backends: Sequence[object]) -> Decision:
+def inference_streams(backends: Sequence[Backend]) -> Decision:
     """How many forwards the models `backends` run at once: when every one runs on OpenVINO, each is switched to
-    its throughput path (`use_streams`, on the backend or the compiled runtime of a checkpoint) and the fewest
+    its throughput path (`use_streams`, where the backend `has_streams`) and the fewest
     requests any of them has is the number; else 1. Decided once, from the models and OpenVINO's own rule for
     this CPU (its THROUGHPUT hint), never from a timing; the why says whether a forward alone runs on every
-    thread (`OpenVINOBackend.alone_on_latency`)."""
-    runtimes = [getattr(b, "compiled", b) for b in backends]  # a compiled checkpoint runs its compiled model
-    if not all(hasattr(r, "use_streams") for r in runtimes):
-        formats = "+".join(sorted({getattr(b, "format", "pytorch") for b in backends}))
+    thread (`alone_on_latency`)."""
+    if not all(b.has_streams for b in backends):
+        formats = "+".join(sorted({b.format for b in backends}))
         return Decision("1", "rule", f"{formats}: one forward at a time (inference streams are OpenVINO's)")
-    count = min(r.use_streams() for r in runtimes)
+    count = min(b.use_streams() for b in backends)
     alone = ("a forward alone on every thread (its LATENCY compilation, the same answers bit for bit)"
-             if all(r.alone_on_latency for r in runtimes) else "a forward alone on a stream too (the LATENCY "
+             if all(b.alone_on_latency for b in backends) else "a forward alone on a stream too (the LATENCY "
              "compilation's answers differ in the last bit here)")  # fmt: skip
     why = f"OpenVINO's OPTIMAL_NUMBER_OF_INFER_REQUESTS under its THROUGHPUT hint; {alone}"
     return Decision(str(count), "rule", why)
@@ -175,7 +175,7 @@ class InferenceEngine:
             name="+".join(Path(w).name for w in spec.models), hash=weights_hash(spec.models),
             names=tuple(self.predictor.names), stride=max(b.stride for b in backends),
             imgsz=self.predictor.config.imgsz,
-            backend="+".join(sorted({getattr(b, "format", "pytorch") for b in backends})),
+            backend="+".join(sorted({b.format for b in backends})),
             precision=ran_precision(backends[0]), device=str(self.predictor.device),
             classifier=spec.classifier is not None, defaults=self.defaults, threads=torch.get_num_threads(),
             streams=inference_streams(backends),

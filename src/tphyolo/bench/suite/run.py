@@ -3,8 +3,7 @@ sides of every comparison run under it), and the machine they ran on.
 
 `model` sweeps variants of the runtime (`tphyolo.bench.model.variant_runtime`): `--channels-last` and
 `--amp bf16|fp16` apply to every variant, `--amp auto` autocasts the amp variants only, `--amp off` refuses
-them. On CUDA, `attention` sweeps every SDPA backend and fp32/fp16/bf16 unless the runtime's SDPA backend,
-`dtypes` or amp narrow it (`--amp off`: fp32 only). `predict` runs on the CPU (`tphyolo.bench.export`).
+them. `predict` runs on the CPU (`tphyolo.bench.export`).
 """
 
 from __future__ import annotations
@@ -15,22 +14,17 @@ from typing import Any
 
 import torch
 
-from tphyolo.bench.attention import BLOCKS, DTYPES, AttentionCase, AttentionSettings, bench_attention
 from tphyolo.bench.data import bench_data
-from tphyolo.bench.eval import bench_eval
 from tphyolo.bench.export import BackendBenchSettings, bench_backends, bench_tta
 from tphyolo.bench.model import AMP_VARIANTS, ModelSettings, bench_model, variant_runtime
-from tphyolo.bench.report import Row, machine_info, significant
+from tphyolo.bench.report import Row, machine_info
 from tphyolo.bench.serve.bench import ServeBenchSettings, bench_serve
 from tphyolo.bench.serve.load import check_loopback
 from tphyolo.bench.startup import StartupSettings, bench_startup
 from tphyolo.bench.suite.settings import BENCHMARKS, BenchSettings
-from tphyolo.bench.timing import matmul_flops_per_s
-from tphyolo.bench.wbf import bench_wbf
 from tphyolo.errors import UsageError
 from tphyolo.models.build import load_model_config
 from tphyolo.runtime.config import RuntimeConfig
-from tphyolo.runtime.flags import SDPA_BACKEND_NAMES
 
 Log = Callable[[str], None]
 
@@ -38,9 +32,8 @@ Log = Callable[[str], None]
 def run_benchmarks(
     settings: BenchSettings, *, runtime: RuntimeConfig, log: Log = print
 ) -> tuple[list[Row], dict[str, Any]]:
-    """Run `settings.what` in order (each once) and return their rows and the machine's description (what it
-    measured of the machine included). Raises UsageError, naming the flag, for settings no benchmark can run,
-    before any timing where it can."""
+    """Run `settings.what` in order (each once) and return their rows and the machine's description. Raises
+    UsageError, naming the flag, for settings no benchmark can run, before any timing where it can."""
     s = settings
     if {"model", "predict", "startup"} & set(s.what):  # the model is checked before any timing
         try:
@@ -49,18 +42,10 @@ def run_benchmarks(
             raise UsageError(f"--model {s.model}: {error}") from error
     device = runtime.torch_device()
     rows: list[Row] = []
-    measured: dict[str, float] = {}
     for what in dict.fromkeys(s.what):
         log(f"== bench {what} on {device} ==")
-        if what == "attention":
-            rows += _attention(s, runtime, device, log, measured)
-        elif what == "model":
+        if what == "model":
             rows += _model(s, runtime, device, log)
-        elif what == "wbf":
-            rows += bench_wbf(quick=s.quick, repeats=s.pick(s.repeats, 5, 1), clock=s.clock, log=log)
-        elif what == "eval":
-            images = s.images or (20 if s.quick else 500)
-            rows += bench_eval(images=images, repeats=s.pick(s.repeats, 3, 1), clock=s.clock, log=log)
         elif what == "data":
             rows += bench_data(image_size=128 if s.quick else s.img, batch=s.batch, workers=s.workers,
                                batches=s.data_batches or (2 if s.quick else 8), data=s.data, log=log)  # fmt: skip
@@ -75,39 +60,7 @@ def run_benchmarks(
             rows += _serve(s, log)
         else:
             raise UsageError(f"unknown benchmark {what!r}; known: {', '.join(BENCHMARKS)}")
-    return rows, machine_info(device, **measured)
-
-
-def _attention(s: BenchSettings, runtime: RuntimeConfig, device: torch.device, log: Log, measured: dict) -> list[Row]:
-    unknown = [b for b in s.blocks if b not in BLOCKS] + [m for m in s.modes if m not in ("eval", "train")]
-    if unknown:
-        raise UsageError(f"unknown block or mode {unknown}; blocks: {BLOCKS}, modes: eval, train")
-    if s.dtypes is not None:
-        dtypes = s.dtypes
-    elif runtime.amp in ("bf16", "fp16"):
-        dtypes = (runtime.amp,)
-    elif runtime.amp == "off":
-        dtypes = ("fp32",)
-    else:
-        dtypes = tuple(DTYPES) if device.type == "cuda" else ("fp32",)
-    if any(d not in DTYPES for d in dtypes):
-        raise UsageError(f"unknown dtype in {dtypes}; known: {list(DTYPES)}")
-    if runtime.amp == "off" and set(dtypes) != {"fp32"}:
-        raise UsageError(f"--dtypes {','.join(dtypes)} autocasts; it cannot run under --amp off")
-    default_backends = SDPA_BACKEND_NAMES if device.type == "cuda" else (None,)
-    if s.quick:
-        cases = tuple(AttentionCase(block, "n", 256, 1) for block in s.blocks)
-    else:
-        cases = tuple(AttentionCase(block, scale, size, s.batch)
-                      for block in s.blocks for scale in s.scales for size in s.sizes)  # fmt: skip
-    rate = matmul_flops_per_s(device=device, size=512 if s.quick else 2048)
-    measured["matmul_fp32_gflops"] = significant(rate / 1e9)
-    log(f"measured fp32 matmul rate: {rate / 1e9:.1f} GFLOP/s")
-    settings = AttentionSettings(cases=cases, modes=s.modes, dtypes=dtypes,
-                                 backends=runtime.sdpa_backends or default_backends,
-                                 warmup=s.pick(s.warmup, 1, 0), repeats=s.pick(s.repeats, 3, 1), runtime=runtime,
-                                 matmul_flops=rate)  # fmt: skip
-    return bench_attention(settings, device=device, log=log)
+    return rows, machine_info(device)
 
 
 def _model(s: BenchSettings, runtime: RuntimeConfig, device: torch.device, log: Log) -> list[Row]:

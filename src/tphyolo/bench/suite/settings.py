@@ -5,17 +5,16 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from tphyolo.bench.timing import CLOCKS
 from tphyolo.data.files.image_limits import IMGSZ_BOUNDS
 from tphyolo.flags import AT_LEAST_ONE, NON_NEGATIVE, check_field_types, flag, imgsz_flag
 
-BENCHMARKS = ("attention", "model", "wbf", "eval", "data", "predict", "startup", "serve")
+BENCHMARKS = ("model", "data", "predict", "startup", "serve")
 
 
 @dataclass(frozen=True)
 class BenchSettings:
     """What to run (`what`, in order, each once) and at which sizes. `quick`: tiny sizes and one repeat, to
-    check that it runs. None for `warmup`, `repeats`, `dtypes`, `variants`, `images`, `data_batches`: each
+    check that it runs. None for `warmup`, `repeats`, `variants`, `data_batches`: each
     benchmark's own default (on the device it runs on)."""
 
     what: tuple[str, ...]
@@ -24,13 +23,6 @@ class BenchSettings:
     repeats: int | None = flag(None, "--repeats", bounds=AT_LEAST_ONE,
                                help="timed calls; the median is reported (default 3; 5 for predict)")  # fmt: skip
     batch: int = flag(2, "--batch", bounds=AT_LEAST_ONE, help="batch size")
-    # attention
-    blocks: tuple[str, ...] = flag(("c3tr", "c3str", "clla"), "--blocks", sep=",", help="attention blocks")
-    scales: tuple[str, ...] = flag(("s",), "--scales", sep=",", help="model scales n,s,m,l,x")
-    sizes: tuple[int, ...] = flag((640, 1536), "--sizes", sep=",", bounds=IMGSZ_BOUNDS, help="image sizes")
-    modes: tuple[str, ...] = flag(("eval", "train"), "--modes", sep=",", help="eval,train")
-    dtypes: tuple[str, ...] | None = flag(None, "--dtypes", sep=",",
-                                          help="fp32,fp16,bf16 (default: fp32 on CPU, all on CUDA)")  # fmt: skip
     # model, predict, startup
     model: str = flag("tph-yolov5s", "--model", help="built-in model name")
     img: int = imgsz_flag(640, bounds=IMGSZ_BOUNDS, help="image size")
@@ -62,13 +54,8 @@ class BenchSettings:
                                         help="concurrent clients, one level each")  # fmt: skip
     requests: int = flag(48, "--requests", bounds=AT_LEAST_ONE, help="per level and server")
     image: str | None = flag(None, "--image", help="the image sent (default: a generated 1280x720 scene)")
-    # wbf, eval, data
+    # data (and predict's INT8 calibration, startup)
     workers: tuple[int, ...] = flag((0, 1, 2), "--workers", sep=",", bounds=NON_NEGATIVE, help="loader worker counts")
-    images: int | None = flag(None, "--images", bounds=AT_LEAST_ONE, help="images for bench eval (default 500)")
-    clock: str = flag(
-        "wall", "--clock", choices=CLOCKS,
-        help="how wbf and eval are timed: wall time, or the process's CPU time, which other load disturbs less",
-    )  # fmt: skip
     data: str = flag("synthetic", "--data", help="dataset yaml or built-in name for bench data and INT8 calibration")
     data_batches: int | None = flag(None, "--data-batches", bounds=AT_LEAST_ONE,
                                     help="batches per bench data run (default 8)")  # fmt: skip

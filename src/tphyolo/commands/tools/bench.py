@@ -1,22 +1,23 @@
-"""`tphyolo bench`: time our implementation against the original computation, print a table, write JSON.
+"""`tphyolo bench`: time what a user chooses on their machine, print a table, write JSON.
 
-    tphyolo bench attention --blocks c3tr --scales l --sizes 1536 --batch 2 --json out.json
     tphyolo bench model --model tph-yolov5l --img 640 --batch 2 --variants eager,channels_last
-    tphyolo bench wbf                          # 8 lists x 300 boxes x 10 classes against ensemble_boxes
-    tphyolo bench eval --images 500            # COCO protocol, ours against pycocotools
-    tphyolo bench wbf eval --clock cpu         # process CPU time: steadier on a shared machine
     tphyolo bench data --workers 0,1,2
-    tphyolo bench attention model --quick     # tiny sizes, seconds
+    tphyolo bench model data --quick          # tiny sizes, seconds
     tphyolo bench startup --model tph-yolov5n --img 320 --compile   # cold vs warm start, fresh processes
     tphyolo bench serve --weights best.pt --img 640   # the HTTP service: 1 and 16 callers, 48 requests each
     tphyolo bench predict --model tph-yolov5l --img 640 --batch 1 --backends torch,onnxruntime,openvino \
         --baselines ours,original --tta        # exported runtimes against PyTorch eager, plus TTA end to end
 
+What belongs here: a benchmark that answers a user's question about settings on their own machine (runtime
+variants, exported runtimes, loader workers, service batching, start-up cost). A study of our implementation
+against another one (the attention blocks against the original computation, WBF against ensemble_boxes, COCO
+evaluation against pycocotools) is a script in the repository's benchmarks/, which prints the same table.
+
 The runtime flags (`--device --amp --compile --channels-last --sdpa-backend ...`) are those of training, and
-both sides of every comparison run under them (`tphyolo.bench.suite.run`, which says how `model` and
-`attention` sweep them). `bench predict` runs on the CPU (`tphyolo.bench.export`): it exports the model (random
-weights, seed 0) to a temporary folder, or to `--export-dir`, checks every backend's output against
-PyTorch's, then times them. Numbers on a shared machine are noisy: compare the ratios within one run.
+both sides of every comparison run under them (`tphyolo.bench.suite.run`, which says how `model` sweeps them).
+`bench predict` runs on the CPU (`tphyolo.bench.export`): it exports the model (random weights, seed 0) to a
+temporary folder, or to `--export-dir`, checks every backend's output against PyTorch's, then times them.
+Numbers on a shared machine are noisy: compare the ratios within one run.
 """
 
 from __future__ import annotations
@@ -31,11 +32,10 @@ USES_RUNTIME = True
 # The BenchSettings flags under the heading of the benchmarks that read them (None: every benchmark).
 FLAG_GROUPS = {
     None: ("quick", "warmup", "repeats", "batch"),
-    "attention": ("blocks", "scales", "sizes", "modes", "dtypes"),
     "model": ("model", "img", "variants", "model_modes"),
     "predict (also --model, --img, --batch)": ("backends", "baselines", "tta", "tta_img", "export_dir"),
     "serve (also --img)": ("weights", "url", "concurrency", "requests", "image"),
-    "wbf / eval / data": ("workers", "images", "clock", "data", "data_batches"),
+    "data": ("workers", "data", "data_batches"),
 }
 
 
@@ -50,14 +50,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     # lazy: these import torch; 'tphyolo bench -h' must not
-    from tphyolo.bench.report import format_table, write_json
+    from tphyolo.bench.report import print_report
     from tphyolo.bench.suite.run import run_benchmarks
 
     settings = from_flags(BenchSettings, args, what=tuple(args.what))
     rows, machine = run_benchmarks(settings, runtime=args.runtime, log=lambda line: print(line, flush=True))
-    print()
-    print(format_table(rows))
-    print("\nmachine: " + ", ".join(f"{k}={v}" for k, v in machine.items()))
-    if args.json:
-        print(f"wrote {write_json(args.json, machine, rows)}")
+    print_report(rows, machine, json_path=args.json)
     return 0

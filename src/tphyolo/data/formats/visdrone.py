@@ -21,7 +21,6 @@ from tphyolo.errors import InputError
 from tphyolo.ops.boxes import xywh_to_xyxy
 
 IGNORED_CATEGORY = 0
-OTHERS_CATEGORY = 11
 NAMES = (
     "pedestrian", "people", "bicycle", "car", "van", "truck", "tricycle", "awning-tricycle", "bus", "motor",
 )  # class id = category - 1  # fmt: skip

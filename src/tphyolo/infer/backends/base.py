@@ -10,31 +10,48 @@ which backend it holds.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from pathlib import Path
+from types import MappingProxyType
 from typing import Protocol
 
 import torch
 
 from tphyolo.errors import InputError
 from tphyolo.infer.backends.metadata import ExportMetadata
+from tphyolo.runtime.decisions import Decision
 
 
 class Backend(Protocol):
-    """A loaded detection model.
+    """A loaded detection model. A backend may subclass it to take the defaults of the members after `format`
+    (a model in memory, of any input size and batch, without decisions or streams).
 
     names: class names (index = class id); stride: the largest stride (input sides must be multiples of it);
-    device: where its inputs live; dtype: the dtype of its inputs. Optional (a backend without them takes any
-    input): fixed_shape, the (h, w) every input must have (a fixed-size export), None for any stride multiple;
-    max_batch, the most images one `run` takes (a fixed-size export's batch), None for any number; own_imgsz,
-    the image size the model was made for (a checkpoint's training size, an export's), None when unknown.
+    device: where its inputs live; dtype: the dtype of its inputs; format: what computes it ("pytorch", or the
+    export format: "onnx", "openvino", ...); path: the file it was read from, None for a model given in memory.
+    fixed_shape: the (h, w) every input must have (a fixed-size export), None for any stride multiple;
+    max_batch: the most images one `run` takes (a fixed-size export's batch), None for any number; own_imgsz:
+    the image size the model was made for, None when unknown, and `imgsz_origin` how ("trained" for a
+    checkpoint's training size, "exported" for an export's own). decisions: what runs it and why
+    (`tphyolo.runtime.decisions.Decision` by "runtime", "precision", ...; `load_backends` fills them), {} when
+    none were made. has_streams: whether `use_streams()` can switch it to running several forwards at once
+    (OpenVINO's throughput path, `tphyolo.serve.engine.inference_streams`); only such a backend has it.
+    alone_on_latency: once `use_streams()`, whether a forward that finds no other running runs on every thread.
     """
 
     names: list[str]
     stride: int
     device: torch.device
     dtype: torch.dtype
-    fixed_shape: tuple[int, int] | None
-    max_batch: int | None
+    format: str
+    path: Path | None = None
+    fixed_shape: tuple[int, int] | None = None
+    max_batch: int | None = None
+    own_imgsz: int | None = None
+    imgsz_origin: str = "trained"
+    decisions: Mapping[str, Decision] = MappingProxyType({})
+    has_streams: bool = False
+    alone_on_latency: bool = False
 
     def prepare(self, images: torch.Tensor) -> torch.Tensor:
         """(B, 3, H, W) uint8 RGB images -> the input `run` takes: values in [0, 1], on `device`, in `dtype`."""
@@ -45,7 +62,7 @@ class Backend(Protocol):
         ...
 
 
-class ExportedBackend:
+class ExportedBackend(Backend):
     """A model read from an exported file: metadata, input checks, dtype and device handling.
 
     Subclasses implement `_forward(x)` for inputs already checked and converted to `dtype` on `device`.
@@ -70,6 +87,8 @@ class ExportedBackend:
         self.metadata = metadata
         self.device = device
         self.dtype = torch.float16 if metadata.dtype == "float16" else torch.float32
+        self.precision = "fp16" if metadata.dtype == "float16" else "fp32"  # what it computes in
+        self.decisions: dict[str, Decision] = {}  # `load_backends` says what runs it
 
     @property
     def names(self) -> list[str]:

@@ -52,7 +52,7 @@ from tphyolo.data.files.digest import update_with_file
 from tphyolo.data.files.image_limits import IMGSZ_BOUNDS
 from tphyolo.errors import InputError, describe_error
 from tphyolo.imports import require
-from tphyolo.infer.backends.base import ExportedBackend
+from tphyolo.infer.backends.base import Backend, ExportedBackend
 from tphyolo.infer.backends.compiled_verdict import SCHEMA, check_reference, read_verdict, write_verdict
 from tphyolo.infer.backends.metadata import ExportMetadata
 from tphyolo.infer.backends.onnx_trace import embed_metadata, trace_onnx
@@ -101,20 +101,19 @@ RUNTIMES: dict[str, CompiledRuntime] = {
 }
 
 
-class CompiledCheckpoint:
+class CompiledCheckpoint(Backend):
     """A checkpoint's compiled backend as the inference core sees it: the compiled file computes (`prepare`,
-    `run`, `names`, `stride`, `device`, `dtype`, `fixed_shape`, `max_batch`, `format`), while `path` and
+    `run`, `names`, `stride`, `device`, `dtype`, `fixed_shape`, `max_batch`, `format`, `has_streams`,
+    `use_streams`), while `path` and
     `own_imgsz` are the checkpoint's: the size it was trained at (None when it does not say), so that a model
     left to choose its image size runs at its training size, as its PyTorch twin does (`imgsz_origin`)."""
-
-    imgsz_origin = "trained"
 
     def __init__(
         self, compiled: ExportedBackend, *, checkpoint: Path, own_imgsz: int | None, decisions: dict[str, Decision],
         scratch: tempfile.TemporaryDirectory | None = None,
     ) -> None:  # fmt: skip
         self.compiled, self.path, self.own_imgsz = compiled, Path(checkpoint), own_imgsz
-        ran = getattr(compiled, "precision", decisions["precision"].value)
+        ran = compiled.precision
         if ran != decisions["precision"].value:  # asked for what the CPU cannot run (OpenVINOBackend said so)
             asked = decisions["precision"]
             why = f"{asked.describe()} asked for; this CPU has no {asked.value} instructions"
@@ -124,12 +123,21 @@ class CompiledCheckpoint:
         self.format, self.names, self.stride = compiled.format, compiled.names, compiled.stride
         self.device, self.dtype = compiled.device, compiled.dtype
         self.fixed_shape, self.max_batch = compiled.fixed_shape, compiled.max_batch
+        self.has_streams = compiled.has_streams
 
     def prepare(self, images: torch.Tensor) -> torch.Tensor:
         return self.compiled.prepare(images)
 
     def run(self, x: torch.Tensor) -> torch.Tensor:
         return self.compiled.run(x)
+
+    def use_streams(self) -> int:
+        """The compiled model's `use_streams` (where it `has_streams`)."""
+        return self.compiled.use_streams()
+
+    @property
+    def alone_on_latency(self) -> bool:
+        return self.compiled.alone_on_latency
 
 
 def trained_imgsz(train_args: object, *, source: str) -> int | None:

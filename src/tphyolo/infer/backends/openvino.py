@@ -67,6 +67,7 @@ class OpenVINOBackend(ExportedBackend):
     format = "openvino"
     suffix = "_openvino_model"  # a folder holding the .xml and .bin
     cpu_only = True
+    has_streams = True  # `use_streams`
 
     @classmethod
     def recognises(cls, path: Path) -> bool:

@@ -22,7 +22,7 @@ from tphyolo.checkpoint.format import load_checkpoint
 from tphyolo.checkpoint.release import is_release_name, missing_weights_message
 from tphyolo.errors import InputError
 from tphyolo.infer.backends import exported_format, load_backend
-from tphyolo.infer.backends.base import Backend
+from tphyolo.infer.backends.base import Backend, ExportedBackend
 from tphyolo.infer.backends.compiled import CompiledCheckpoint, load_compiled, resolve_runtime, trained_imgsz
 from tphyolo.infer.backends.metadata import LimitError
 from tphyolo.runtime.config import RuntimeConfig, autocast, sdpa_context
@@ -71,20 +71,19 @@ class UnpreparedModel:
         return cls(model=model, names=names, own_imgsz=own_imgsz, path=path)
 
 
-def largest_own_imgsz(models: Sequence[object]) -> tuple[int, object] | None:
+def largest_own_imgsz(models: Sequence[Backend | UnpreparedModel]) -> tuple[int, Backend | UnpreparedModel] | None:
     """The largest `own_imgsz` among `models` (backends, or models not yet prepared) and the one that has it;
     None when none knows its size: the image size a set of models left to choose it runs at
     (`tphyolo.infer.input_shape.settled_config`)."""
-    sizes = [(size, m) for m in models if (size := getattr(m, "own_imgsz", None)) is not None]  # optional
+    sizes = [(size, m) for m in models if (size := m.own_imgsz) is not None]
     return max(sizes, key=lambda pair: pair[0]) if sizes else None
 
 
-class TorchBackend:
+class TorchBackend(Backend):
     """A PyTorch detection model that is already prepared: on `device`, in eval mode, in the runtime's weights
     dtype and memory format. `run` applies the runtime's autocast and attention-kernel choice."""
 
-    fixed_shape = None  # any input size
-    max_batch = None  # any batch
+    format = "pytorch"
 
     def __init__(
         self,
@@ -197,10 +196,10 @@ def load_backends(
     return backends
 
 
-def what_ran(backends: Sequence[object]) -> dict:
+def what_ran(backends: Sequence[Backend]) -> dict:
     """The decisions of `backends` (`load_backends`'s), for a run folder's decisions.yaml: the one model's, or
     {"models": [each model's]} for an ensemble; {} for backends loaded without decisions."""
-    found = [getattr(b, "decisions", {}) for b in backends]  # optional: a backend given by the caller may lack them
+    found = [dict(b.decisions) for b in backends]
     return found[0] if len(found) == 1 else {"models": found}
 
 
@@ -213,11 +212,10 @@ def runtime_decision(requested: str, resolved: str, device: torch.device) -> Dec
     return Decision(resolved, "rule", f"a checkpoint on {device.type} (or torch.compile, or no OpenVINO) runs PyTorch")
 
 
-def exported_decisions(model: Backend, path: object) -> dict[str, Decision]:
+def exported_decisions(model: ExportedBackend, path: object) -> dict[str, Decision]:
     """What an exported model runs as: its file decides the runtime, precision and layout."""
-    precision = "fp16" if model.dtype == torch.float16 else "fp32"
-    return {"runtime": Decision(str(getattr(model, "format", "exported")), "file", str(path)),  # optional
-            "precision": Decision(getattr(model, "precision", precision), "file", "the exported model"),  # optional
+    return {"runtime": Decision(model.format, "file", str(path)),
+            "precision": Decision(model.precision, "file", "the exported model"),
             "layout": Decision("NCHW", "file", "the exported graph")}  # fmt: skip
 
 

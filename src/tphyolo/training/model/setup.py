@@ -17,7 +17,7 @@ from torch import nn
 from tphyolo.checkpoint.format import Checkpoint, CheckpointError, load_checkpoint, state_dict_misfit
 from tphyolo.data.dataset import DetectionDataset
 from tphyolo.errors import InputError
-from tphyolo.models import build_model
+from tphyolo.models import DetectionModel, build_model
 from tphyolo.runtime.config import RuntimeConfig
 from tphyolo.runtime.distributed import DistContext
 from tphyolo.training.config import TrainConfig
@@ -27,7 +27,7 @@ from tphyolo.training.model.transfer import transfer_weights
 LOGGER = logging.getLogger("tphyolo.train")
 
 
-def build_model_for_training(model: str, *, names: Sequence[str], resume: Checkpoint | None = None) -> nn.Module:
+def build_model_for_training(model: str, *, names: Sequence[str], resume: Checkpoint | None = None) -> DetectionModel:
     """The model to train: `resume`'s model with its weights and class names, else a fresh one built from
     `model` (a yaml or built-in name) for `names` (empty: the yaml's class count, names "0", "1", ...)."""
     if resume is not None:
@@ -69,15 +69,15 @@ def freeze_layers(model: nn.Module, freeze: int | Sequence[int]) -> None:
         param.requires_grad_(layer not in chosen)
 
 
-def transfer_pretrained(model: nn.Module, weights: str) -> tuple[int, int]:
+def transfer_pretrained(model: DetectionModel, weights: str) -> tuple[int, int]:
     """Copy the matching tensors of checkpoint `weights` into `model` (see `training.model.transfer`); returns
     (transferred, total)."""
     ckpt = load_checkpoint(weights)
-    return transfer_weights(model, ckpt.weights, source_yaml=ckpt.model_yaml, target_yaml=getattr(model, "yaml", None))
+    return transfer_weights(model, ckpt.weights, source_yaml=ckpt.model_yaml, target_yaml=model.yaml)
 
 
 def fit_anchors_to_data(
-    model: nn.Module, dataset: DetectionDataset, *, imgsz: int, anchor_t: float, seed: int, dist: DistContext
+    model: DetectionModel, dataset: DetectionDataset, *, imgsz: int, anchor_t: float, seed: int, dist: DistContext
 ) -> None:
     """Refit the head's anchors on rank 0 when their best possible recall on the training boxes is low (or the
     yaml gave only a count), then give every rank rank 0's anchors. The boxes are sized as training sees them:
@@ -95,7 +95,7 @@ def fit_anchors_to_data(
         wh = label_wh(boxes_wh, shapes, imgsz=imgsz)
     strides = head.stride.view(-1, 1, 1)
     current = (head.anchors * strides).cpu().numpy()  # (nl, na, 2) pixels
-    anchors = head.na if getattr(model, "anchors_need_fitting", False) else current
+    anchors = head.na if model.anchors_need_fitting else current
     if dist.is_main and len(wh):
         result = autoanchor(wh, anchors, num_levels=head.nl, thr=anchor_t, seed=seed)
         before = "none" if result.bpr_before is None else f"{result.bpr_before:.4f}"
@@ -110,7 +110,7 @@ def fit_anchors_to_data(
 
 
 def prepare_model_for_training(
-    model: nn.Module,
+    model: DetectionModel,
     cfg: TrainConfig,
     *,
     train_set: DetectionDataset,

@@ -1,4 +1,8 @@
-"""`bench wbf`: our weighted boxes fusion against the `ensemble_boxes` package (when installed).
+"""Our weighted boxes fusion against the `ensemble_boxes` package (when installed), in one run: a study of
+our implementation, not a setting a user chooses (the user-facing benchmarks are `tphyolo bench`).
+
+    python benchmarks/wbf_vs_ensemble_boxes.py                 # 8 lists x 300 and x 1250 boxes, 10 classes
+    python benchmarks/wbf_vs_ensemble_boxes.py --clock cpu     # process CPU time: steadier on a shared machine
 
 Inputs: 8 model lists of 300 boxes each over 10 classes (random normalised xyxy boxes clustered around 60
 objects, uniform scores: an ensemble or TTA merge), and 8 lists of 1250 (10^4 boxes around 250 objects whose
@@ -9,13 +13,14 @@ Peak memory is not reported: the baseline works in numpy, which PyTorch's alloca
 
 from __future__ import annotations
 
+import argparse
 from collections.abc import Callable
 
 import numpy as np
 import torch
 
-from tphyolo.bench.report import Row
-from tphyolo.bench.timing import time_call, time_calls
+from tphyolo.bench.report import Row, machine_info, print_report
+from tphyolo.bench.timing import CLOCKS, time_call, time_calls
 from tphyolo.ops.wbf import weighted_boxes_fusion
 
 CPU = torch.device("cpu")
@@ -77,3 +82,24 @@ def _bench_one(models: int, boxes: int, classes: int, reference, *, repeats: int
     )  # fmt: skip
     log(f"wbf {config}: ensemble_boxes {base_t.median_ms:.1f} ms, ours {ours_t.median_ms:.1f} ms ({clock} time)")
     return row
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--quick", action="store_true", help="tiny sizes and one repeat: checks that it runs")
+    parser.add_argument("--repeats", type=int, default=None, help="timed calls; the median is reported (default 5)")
+    parser.add_argument("--clock", choices=CLOCKS, default="wall",
+                        help="wall time, or the process's CPU time, which other load disturbs less")
+    parser.add_argument("--json", metavar="PATH", help="also write the results as JSON to PATH")
+    args = parser.parse_args(argv)
+    repeats = args.repeats if args.repeats is not None else (1 if args.quick else 5)
+    if repeats < 1:
+        parser.error(f"--repeats must be at least 1, got {repeats}")
+    rows = bench_wbf(quick=args.quick, repeats=repeats, clock=args.clock, log=lambda line: print(line, flush=True))
+    machine = machine_info(CPU)
+    print_report(rows, machine, json_path=args.json)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,4 +1,8 @@
-"""`bench attention`: our attention blocks against twins that compute the way the original code does.
+"""Our attention blocks against twins that compute the way the original code does, in one run: a study of our
+implementation, not a setting a user chooses (the user-facing benchmarks are `tphyolo bench`).
+
+    python benchmarks/attention_vs_original.py --blocks c3tr --scales l --sizes 1536 --batch 2 --json out.json
+    python benchmarks/attention_vs_original.py --quick --device cpu      # tiny sizes, seconds
 
 Blocks, at the width and depth they have in the built-in models of each scale:
 - "c3tr":  the P5 C3TR of tph-yolov5 (C_in = C_out = 1024 x width, 3 x depth layers), on the P5 map;
@@ -12,10 +16,15 @@ requiring grad), per SDPA backend and autocast dtype. The twin does not use SDPA
 dtype; our block is timed per backend, and the kernel that actually ran is recorded. Both blocks and their
 inputs take the compile mode of `AttentionSettings.runtime` (`prepare_model`) and run NCHW unless its
 `channels_last` is True (the automatic layout of inference does not apply: both modes time the same layout).
+
+The runtime flags (`--device --amp --compile --channels-last --sdpa-backend ...`) are those of training. On
+CUDA, every SDPA backend and fp32/fp16/bf16 are swept unless `--sdpa-backend`, `--dtypes` or `--amp` narrow it
+(`--amp off`: fp32 only). Prints a table of ratios against the twin; `--json` also writes the rows.
 """
 
 from __future__ import annotations
 
+import argparse
 import contextlib
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, replace
@@ -25,14 +34,17 @@ from torch import nn
 from torch.utils.flop_counter import FlopCounterMode
 
 from tphyolo.bench.baselines import max_relative_difference, original_from
-from tphyolo.bench.report import Row, significant
-from tphyolo.bench.timing import paired_speedup, peak_memory_mb, time_calls
+from tphyolo.bench.report import Row, machine_info, print_report, significant
+from tphyolo.bench.timing import matmul_flops_per_s, paired_speedup, peak_memory_mb, time_calls
+from tphyolo.data.files.image_limits import IMGSZ_BOUNDS
 from tphyolo.errors import InputError
+from tphyolo.flags import AT_LEAST_ONE, NON_NEGATIVE, add_flags, check_field_types, flag, from_flags
 from tphyolo.models.attention import C3TR
 from tphyolo.models.build import SCALES
 from tphyolo.models.clla import CLLABlock
 from tphyolo.models.swin import C3STR
-from tphyolo.runtime.config import RuntimeConfig, sdpa_backends
+from tphyolo.runtime.config import RuntimeConfig, configure_process, runtime_from_args, sdpa_backends
+from tphyolo.runtime.flags import SDPA_BACKEND_NAMES, add_runtime_arguments
 from tphyolo.runtime.sdpa_probe import kernel_that_ran
 
 BLOCKS = ("c3tr", "c3str", "clla")
@@ -220,3 +232,95 @@ def _measure(settings, device, timed, backend, flops, dtype, log, case, config, 
     log(f"{config}: baseline {base_t.median_ms:.1f} ms, ours {ours_t.median_ms:.1f} ms, speedup {row.speedup:.2f}x "
         f"(paired {extra['paired_speedup']:.2f}x), peak {base_mb:.0f} -> {ours_mb:.0f} MiB")  # fmt: skip
     return row
+
+
+@dataclass(frozen=True)
+class SweepFlags:
+    """The command line: which blocks, scales, sizes, modes and dtypes; None: the default on the device."""
+
+    quick: bool = flag(False, "--quick", help="tiny sizes and one repeat: checks that it runs")
+    warmup: int | None = flag(None, "--warmup", bounds=NON_NEGATIVE, help="untimed calls before timing (default 1)")
+    repeats: int | None = flag(None, "--repeats", bounds=AT_LEAST_ONE, help="timed calls (default 3)")
+    batch: int = flag(2, "--batch", bounds=AT_LEAST_ONE, help="batch size")
+    blocks: tuple[str, ...] = flag(BLOCKS, "--blocks", sep=",", help="attention blocks")
+    scales: tuple[str, ...] = flag(("s",), "--scales", sep=",", help="model scales n,s,m,l,x")
+    sizes: tuple[int, ...] = flag((640, 1536), "--sizes", sep=",", bounds=IMGSZ_BOUNDS, help="image sizes")
+    modes: tuple[str, ...] = flag(MODES, "--modes", sep=",", help="eval,train")
+    dtypes: tuple[str, ...] | None = flag(None, "--dtypes", sep=",",
+                                          help="fp32,fp16,bf16 (default: fp32 on CPU, all on CUDA)")  # fmt: skip
+    json: str | None = flag(None, "--json", metavar="PATH", help="also write the results as JSON to PATH")
+
+    def __post_init__(self) -> None:
+        check_field_types(self)
+
+
+def sweep_dtypes(flags: SweepFlags, runtime: RuntimeConfig, device: torch.device) -> tuple[str, ...]:
+    """The autocast dtypes to time: `--dtypes`, else the runtime's amp, else all on CUDA and fp32 on the CPU;
+    raises InputError for an unknown one or one that autocasts under `--amp off`."""
+    if flags.dtypes is not None:
+        dtypes = flags.dtypes
+    elif runtime.amp in ("bf16", "fp16"):
+        dtypes = (runtime.amp,)
+    elif runtime.amp == "off":
+        dtypes = ("fp32",)
+    else:
+        dtypes = tuple(DTYPES) if device.type == "cuda" else ("fp32",)
+    if any(d not in DTYPES for d in dtypes):
+        raise InputError(f"unknown dtype in {dtypes}; known: {list(DTYPES)}")
+    if runtime.amp == "off" and set(dtypes) != {"fp32"}:
+        raise InputError(f"--dtypes {','.join(dtypes)} autocasts; it cannot run under --amp off")
+    return dtypes
+
+
+def sweep(flags: SweepFlags, runtime: RuntimeConfig, *, log: Callable[[str], None] = print) -> tuple[list[Row], dict]:
+    """The rows of the sweep `flags` names under `runtime`, and the machine (with its fp32 matmul rate)."""
+    unknown = [b for b in flags.blocks if b not in BLOCKS] + [m for m in flags.modes if m not in MODES]
+    if unknown:
+        raise InputError(f"unknown block or mode {unknown}; blocks: {BLOCKS}, modes: {MODES}")
+    device = runtime.torch_device()
+    dtypes = sweep_dtypes(flags, runtime, device)
+    if flags.quick:
+        cases = tuple(AttentionCase(block, "n", 256, 1) for block in flags.blocks)
+    else:
+        cases = tuple(AttentionCase(block, scale, size, flags.batch)
+                      for block in flags.blocks for scale in flags.scales for size in flags.sizes)  # fmt: skip
+    rate = matmul_flops_per_s(device=device, size=512 if flags.quick else 2048)
+    log(f"measured fp32 matmul rate: {rate / 1e9:.1f} GFLOP/s")
+    tiny = flags.quick
+    settings = AttentionSettings(
+        cases=cases, modes=flags.modes, dtypes=dtypes,
+        backends=runtime.sdpa_backends or (SDPA_BACKEND_NAMES if device.type == "cuda" else (None,)),
+        warmup=flags.warmup if flags.warmup is not None else (0 if tiny else 1),
+        repeats=flags.repeats if flags.repeats is not None else (1 if tiny else 3), runtime=runtime, matmul_flops=rate,
+    )  # fmt: skip
+    rows = bench_attention(settings, device=device, log=log)
+    return rows, machine_info(device, matmul_fp32_gflops=significant(rate / 1e9))
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The script's flags (`SweepFlags`) and the runtime flags of training."""
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    add_flags(parser, SweepFlags)
+    add_runtime_arguments(parser)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        flags = from_flags(SweepFlags, args)
+        runtime = runtime_from_args(args)
+    except ValueError as error:
+        parser.error(str(error))
+    configure_process(runtime)
+    try:
+        rows, machine = sweep(flags, runtime, log=lambda line: print(line, flush=True))
+    except InputError as error:
+        parser.error(str(error))
+    print_report(rows, machine, json_path=flags.json)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
