@@ -18,12 +18,13 @@ run one at a time. The pixels, the pre- and post-processing are the same, so are
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import os
 import threading
 import time
 from collections import OrderedDict
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 
@@ -126,16 +127,16 @@ def ran_precision(backend: Backend) -> str:
                                                                          "fp32")  # fmt: skip
 
 
-def inference_streams(backends: Sequence[Backend]) -> Decision:
+def inference_streams(backends: Sequence[Backend], *, alone_when: Callable[[], bool] = lambda: True) -> Decision:
     """How many forwards the models `backends` run at once: when every one runs on OpenVINO, each is switched to
     its throughput path (`use_streams`, where the backend `has_streams`) and the fewest
     requests any of them has is the number; else 1. Decided once, from the models and OpenVINO's own rule for
     this CPU (its THROUGHPUT hint), never from a timing; the why says whether a forward alone runs on every
-    thread (`alone_on_latency`)."""
+    thread (`alone_on_latency`: one that finds no other running while `alone_when()`)."""
     if not all(b.has_streams for b in backends):
         formats = "+".join(sorted({b.format for b in backends}))
         return Decision("1", "rule", f"{formats}: one forward at a time (inference streams are OpenVINO's)")
-    count = min(b.use_streams() for b in backends)
+    count = min(b.use_streams(alone_when) for b in backends)
     alone = ("a forward alone on every thread (its LATENCY compilation, the same answers bit for bit)"
              if all(b.alone_on_latency for b in backends) else "a forward alone on a stream too (the LATENCY "
              "compilation's answers differ in the last bit here)")  # fmt: skip
@@ -169,7 +170,8 @@ class InferenceEngine:
             replace(self.predictor.config, batch=1), self.predictor.slicing, spec.classifier is not None
         )
         self._predictors: OrderedDict[Settings, object] = OrderedDict({self.defaults: self.predictor})
-        self._lock = threading.Lock()  # over `_predictors`, which the streams' threads share
+        self._lock = threading.Lock()  # over `_predictors` and `_batches`, which the streams' threads share
+        self._batches = 0  # batches in `detect` (or a warm-up pass) now
         backends = self.predictor.backends
         self.info = ModelInfo(
             name="+".join(Path(w).name for w in spec.models), hash=weights_hash(spec.models),
@@ -178,7 +180,7 @@ class InferenceEngine:
             backend="+".join(sorted({b.format for b in backends})),
             precision=ran_precision(backends[0]), device=str(self.predictor.device),
             classifier=spec.classifier is not None, defaults=self.defaults, threads=torch.get_num_threads(),
-            streams=inference_streams(backends),
+            streams=inference_streams(backends, alone_when=self._holds_one_batch),
         )  # fmt: skip
 
     def predictor_for(self, settings: Settings):
@@ -197,15 +199,32 @@ class InferenceEngine:
     def detect(self, images: Sequence[RequestImage], settings: Settings) -> list[np.ndarray | RequestProblem]:
         """Per checked image of a request, decoded here: its detections (`detect_pixels`), or the 422
         RequestProblem of pixels that do not decode (the other images are detected all the same)."""
-        decoded: list[np.ndarray | RequestProblem] = []
-        for image in images:
-            try:
-                decoded.append(decode_request_image(image))
-            except RequestProblem as problem:
-                decoded.append(problem)
-        pixels = [d for d in decoded if not isinstance(d, RequestProblem)]
-        found = iter(self.detect_pixels(pixels, settings) if pixels else ())
-        return [d if isinstance(d, RequestProblem) else next(found) for d in decoded]
+        with self._batch():
+            decoded: list[np.ndarray | RequestProblem] = []
+            for image in images:
+                try:
+                    decoded.append(decode_request_image(image))
+                except RequestProblem as problem:
+                    decoded.append(problem)
+            pixels = [d for d in decoded if not isinstance(d, RequestProblem)]
+            found = iter(self.detect_pixels(pixels, settings) if pixels else ())
+            return [d if isinstance(d, RequestProblem) else next(found) for d in decoded]
+
+    @contextlib.contextmanager
+    def _batch(self) -> Iterator[None]:
+        """Counts a batch in the engine while open (`_holds_one_batch`)."""
+        with self._lock:
+            self._batches += 1
+        try:
+            yield
+        finally:
+            with self._lock:
+                self._batches -= 1
+
+    def _holds_one_batch(self) -> bool:
+        """Whether the engine is busy with one batch only: its forward may then run alone on every thread, as
+        no other batch waits for a stream (`OpenVINOBackend.use_streams`)."""
+        return self._batches <= 1
 
     def detect_pixels(self, images: Sequence[np.ndarray], settings: Settings) -> list[np.ndarray]:
         """Per uint8 BGR image: its detections (n, 6) float32 x1, y1, x2, y2 (original pixels), score, class id,
@@ -223,5 +242,6 @@ class InferenceEngine:
         start = time.perf_counter()
         image = np.full((WARMUP_SIDE, WARMUP_SIDE, 3), 114, np.uint8)
         for _ in range(WARMUP_PASSES):
-            self.detect_pixels([image], self.defaults)
+            with self._batch():
+                self.detect_pixels([image], self.defaults)
         return time.perf_counter() - start

@@ -37,6 +37,7 @@ import logging
 import os
 import tempfile
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -131,9 +132,9 @@ class CompiledCheckpoint(Backend):
     def run(self, x: torch.Tensor) -> torch.Tensor:
         return self.compiled.run(x)
 
-    def use_streams(self) -> int:
+    def use_streams(self, alone_when: Callable[[], bool] = lambda: True) -> int:
         """The compiled model's `use_streams` (where it `has_streams`)."""
-        return self.compiled.use_streams()
+        return self.compiled.use_streams(alone_when)
 
     @property
     def alone_on_latency(self) -> bool:
