@@ -164,7 +164,7 @@ def checked(default: Any, *, choices: Iterable[Any] | None = None, bounds: Bound
 IMGSZ_FLAGS = ("--img", "--imgsz", "--img-size")  # an image side, as YOLOv5's train, val, detect and export spell it
 
 
-def imgsz_flag(default: int, *, help: str, bounds: Bounds | None = None) -> Any:  # noqa: A002 - argparse's word
+def imgsz_flag(default: int | None, *, help: str, bounds: Bounds | None = None) -> Any:  # noqa: A002 - argparse's
     """A field that is an image side in pixels (`square`), under the spellings `IMGSZ_FLAGS`."""
     return flag(default, *IMGSZ_FLAGS, help=help, bounds=bounds, square=True)
 

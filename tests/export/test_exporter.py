@@ -124,3 +124,28 @@ def test_simplified_onnx_keeps_parity_and_metadata(tiny_model, tmp_path):
     nodes = [len(onnx.load(str(r.path)).graph.node) for r in (result, plain[0])]
     assert nodes[0] < nodes[1]  # onnxslim folded something
     assert load_backend(result.path, trust_code=True).names == ["0", "1"]
+
+
+def test_a_checkpoint_exports_at_its_training_size_unless_told(tmp_path):
+    """Without --img a checkpoint exports at the size it was trained at (as predict and val run it), at 640
+    when it does not say, and the first line says which. Old behaviour: 640 always, so the README main job's
+    model (trained at 320) exported to a file that scored mAP50 0.20 against its 0.84."""
+    from tphyolo.checkpoint.format import save_checkpoint
+    from tphyolo.export.exporter import export_checkpoint
+
+    torch.manual_seed(0)
+    model = build_model("yolov5n", names=["car"]).eval()
+    payload = {"model": model.state_dict(), "model_yaml": model.yaml, "names": ["car"], "nc": 1}
+    trained = save_checkpoint(tmp_path / "trained.pt", {**payload, "train_args": {"imgsz": 96, "model": "yolov5n"}})
+    lines: list[str] = []
+    (result,) = export_checkpoint(trained, ExportConfig(formats=("onnx",)), log=lines.append)
+    assert load_backend(result.path, device=torch.device("cpu")).imgsz == (96, 96)
+    assert lines[0] == "image size 96 (the checkpoint's training size; --img to choose)"
+    lines.clear()
+    (told,) = export_checkpoint(trained, ExportConfig(formats=("onnx",), imgsz=64, exist_ok=True), log=lines.append)
+    assert load_backend(told.path, device=torch.device("cpu")).imgsz == (64, 64) and "image size" not in lines[0]
+    silent = save_checkpoint(tmp_path / "silent.pt", payload)
+    lines.clear()
+    (default,) = export_checkpoint(silent, ExportConfig(formats=("onnx",)), log=lines.append)
+    assert load_backend(default.path, device=torch.device("cpu")).imgsz == (640, 640)
+    assert lines[0] == "image size 640 (the checkpoint does not say its training size; --img to choose)"

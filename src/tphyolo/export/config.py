@@ -12,6 +12,9 @@ from tphyolo.flags import AT_LEAST_ONE, Bounds, check_field_types, flag, imgsz_f
 from tphyolo.infer.config import DEFAULT_OPSET
 from tphyolo.metrics.registry import PROTOCOLS
 
+# The image size of an export of a model that does not say its training size (YOLOv5's export default).
+DEFAULT_EXPORT_IMGSZ = 640
+
 MIN_OPSET = 14  # scaled_dot_product_attention needs 14
 MAX_OPSET = 20  # the newest the TorchScript-based ONNX exporter writes (torch.onnx ONNX_TORCHSCRIPT_EXPORTER_MAX_OPSET)
 DEFAULT_CALIBRATION_IMAGES = 300  # NNCF's default subset size; fewer when the train split is smaller
@@ -41,8 +44,11 @@ class ExportConfig:
         metavar="FORMAT",
         help=f"one or more of {', '.join(EXPORT_FORMATS)}",
     )
-    imgsz: int = imgsz_flag(
-        640, help="image size, pixels (rounded up to a multiple of the stride)", bounds=IMGSZ_BOUNDS
+    imgsz: int | None = imgsz_flag(
+        None,
+        help=f"image size, pixels (rounded up to a multiple of the stride; default: the checkpoint's training "
+        f"size, else {DEFAULT_EXPORT_IMGSZ})",
+        bounds=IMGSZ_BOUNDS,
     )
     batch: int = flag(1, "--batch", "--batch-size", help="batch size", bounds=AT_LEAST_ONE)
     dynamic: bool = flag(False, "--dynamic", help="batch, height and width free (multiples of the stride)")

@@ -42,7 +42,7 @@ import statistics
 import tempfile
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import partial
 from pathlib import Path
 
@@ -55,7 +55,7 @@ from tphyolo.data.files.atomic import staged_path
 from tphyolo.data.letterbox import check_imgsz
 from tphyolo.errors import InputError
 from tphyolo.export.calibration import Calibration, calibration_batches
-from tphyolo.export.config import CALIBRATION_RANGES, ExportConfig, ExportJob
+from tphyolo.export.config import CALIBRATION_RANGES, DEFAULT_EXPORT_IMGSZ, ExportConfig, ExportJob
 from tphyolo.export.formats import FORMAT_BY_NAME, FORMATS, ExportFormat
 from tphyolo.export.int8_check import AccuracyCheck, Int8Accuracy, keep_layers_float
 from tphyolo.export.int8_policy import layer_name, sensitive_layers
@@ -63,6 +63,7 @@ from tphyolo.export.onnx_file import trace_onnx
 from tphyolo.export.parity import INT8_TOLERANCE, relative_error, sample_images, tolerance_for
 from tphyolo.export.writer_api import WriterJob
 from tphyolo.infer.backends import BACKENDS, load_backend
+from tphyolo.infer.backends.compiled import trained_imgsz
 from tphyolo.infer.backends.metadata import ExportMetadata
 from tphyolo.models import DetectionModel
 from tphyolo.runtime.config import resolve_device, strict_fp32
@@ -238,7 +239,7 @@ def export_model(
     paths = output_paths(cfg, stem)
     check_outputs(paths, exist_ok=cfg.exist_ok, weights=weights)
     stride = int(model.stride.max())
-    size = check_imgsz(cfg.imgsz, stride)
+    size = check_imgsz(cfg.imgsz or DEFAULT_EXPORT_IMGSZ, stride)
     shapes = [(cfg.batch, 3, size, size)]
     if cfg.dynamic:
         shapes.append((cfg.batch + 1, 3, size, size + stride))
@@ -376,8 +377,14 @@ def export_checkpoint(
     check_can_export(cfg, resolve_device(cfg.device))  # before the (slow) model build
     check_outputs(output_paths(cfg, weights.with_suffix("")), exist_ok=cfg.exist_ok, weights=weights)
     ckpt = load_checkpoint(weights)
-    train_model = ckpt.state.get("train_args", {}).get("model")
+    train_args = ckpt.state.get("train_args", {})
+    train_model = train_args.get("model")
     name = Path(train_model).stem if isinstance(train_model, str) and train_model else weights.stem
+    if cfg.imgsz is None:  # as predict and val run a checkpoint: at its training size
+        trained = trained_imgsz(train_args, source=str(weights))
+        cfg = replace(cfg, imgsz=trained or DEFAULT_EXPORT_IMGSZ)
+        why = "the checkpoint's training size" if trained else "the checkpoint does not say its training size"
+        log(f"image size {cfg.imgsz} ({why}; --img to choose)")
     return export_model(ckpt.build_model(), cfg, stem=weights.with_suffix(""), model_name=name, source=weights.name,
                         weights=weights, log=log)  # fmt: skip
 
