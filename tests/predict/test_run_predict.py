@@ -1,11 +1,12 @@
 """`run_predict(job)` from Python, no command line: a folder of images predicted, then resumed from its run
-folder with nothing left to do; a raster run tile by tile with its GeoJSON and the record a resume checks; and
-raster settings refused without a raster."""
+folder with nothing left to do, and refused when it asks for other results (naming each setting); a raster run
+tile by tile with its GeoJSON and the record a resume checks; and raster settings refused without a raster."""
 
 from __future__ import annotations
 
 import json
 import shutil
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -15,10 +16,13 @@ from tests.predict.geotiffs import random_checkpoint, scene, write_geotiff
 from tphyolo.infer.config import InferenceConfig
 from tphyolo.infer.slicing import SliceConfig
 from tphyolo.infer.spec import DetectorSpec
+from tphyolo.predict.draw_style import DrawStyle
 from tphyolo.predict.job import PredictInputs, PredictJob, RasterSettings
 from tphyolo.predict.outputs import OutputSettings
 from tphyolo.predict.run import PredictCallbacks, raster_source, run_predict
-from tphyolo.runtime.run_dir import OutputDir
+from tphyolo.predict.runner.resume import check_same_job
+from tphyolo.runtime.config import RuntimeConfig
+from tphyolo.runtime.run_dir import OutputDir, job_data
 
 INFERENCE = InferenceConfig(imgsz=64, conf=0.001, max_det=20)
 
@@ -37,12 +41,12 @@ def test_a_folder_job_runs_and_resumes_from_python(weights, visdrone_mini, tmp_p
     job = PredictJob(detector, PredictInputs(source=str(source)),
                      outputs=OutputSettings(save_img=False, save_txt=True, save_json=True),
                      output=OutputDir(project=str(tmp_path), name="py"))  # fmt: skip
-    run = run_predict(job, device="cpu", argv=["--source", str(source)], progress=False)
+    run = run_predict(job, device="cpu", progress=False)
     assert run.save_dir == tmp_path / "py" and run.raster is None and run.is_main
     assert (run.folder.files, run.folder.skipped, run.folder.finished_before) == (3, 0, 0)
     assert run.folder.detections == len(json.loads((run.save_dir / "predictions.json").read_text())) > 0
     settings = yaml.safe_load((run.save_dir / "args.yaml").read_text())
-    assert settings["argv"] == ["--source", str(source)] and list(settings["weights_sha256"]) == [str(weights)]
+    assert settings["job"] == job_data(job) and list(settings["weights_sha256"]) == [str(weights)]
     assert sorted(p.name for p in (run.save_dir / "labels").iterdir()) == sorted(f"{p.stem}.txt" for p in
                                                                                source.iterdir())  # fmt: skip
     whole = (run.save_dir / "predictions.json").read_bytes()
@@ -59,6 +63,13 @@ def test_a_folder_job_runs_and_resumes_from_python(weights, visdrone_mini, tmp_p
     assert len(notes) == 2 and notes[0].endswith("of the run is gone; the rest goes on")
     assert "is not one of this run's (a source removed?); its unit is redone" in notes[1]  # its journal line
     assert again.folder.finished_before == 2
+    other = replace(detector, inference=replace(INFERENCE, conf=0.5, imgsz=96), runtime=None, device="cpu")
+    with pytest.raises(ValueError, match=r"other settings \(detector\.inference\.imgsz 64 then, 96 now; "
+                                         r"detector\.inference\.conf 0\.001 then, 0\.5 now\)"):  # fmt: skip
+        run_predict(PredictJob(other, PredictInputs(source=str(source), resume=run.save_dir), outputs=job.outputs),
+                    device="cpu", progress=False)  # fmt: skip
+    with pytest.raises(ValueError, match=r"outputs\.save_txt True then, False now"):  # other files written
+        run_predict(PredictJob(detector, PredictInputs(source=str(source), resume=run.save_dir)), progress=False)
 
 
 def test_a_raster_job_runs_tile_by_tile_from_python(weights, tmp_path):
@@ -75,7 +86,7 @@ def test_a_raster_job_runs_tile_by_tile_from_python(weights, tmp_path):
     assert len(features) == len(run.raster.detections) > 0
     record = yaml.safe_load((run.save_dir / "args.yaml").read_text())
     assert record["raster"] == {"bytes": ortho.stat().st_size, "width": 240, "height": 160}
-    assert record["sources"] == [str(ortho)] and record["argv"] == []
+    assert record["sources"] == [str(ortho)] and record["job"] == job_data(job)
 
 
 def test_raster_settings_need_a_raster_and_a_raster_is_never_read_whole(weights, tmp_path):
@@ -93,3 +104,17 @@ def test_raster_settings_need_a_raster_and_a_raster_is_never_read_whole(weights,
     assert raster_source(PredictJob(detector, ortho)) == Path(ortho.source)  # it has a CRS
     with pytest.raises(ValueError, match="a prediction needs a source"):
         run_predict(PredictJob(detector))
+
+
+def test_a_resume_may_change_only_where_and_how_fast_it_runs(tmp_path):
+    """`check_same_job`: the runtime, device, batch size, run folder and source text may differ from the saved
+    job's; every other setting is named with both values."""
+    job = PredictJob(DetectorSpec(("w.pt",)), PredictInputs(source="a"), outputs=OutputSettings(save_txt=True))
+    saved = {"job": job_data(job)}
+    free = PredictJob(DetectorSpec(("w.pt",), inference=replace(InferenceConfig(), batch=8), device="cuda:1",
+                                   runtime=RuntimeConfig(amp="off")),
+                      PredictInputs(source="b", resume=tmp_path), outputs=job.outputs, output=OutputDir(name="x"))
+    check_same_job(saved, free, where="args.yaml")
+    changed = replace(job, style=DrawStyle(hide_conf=True), raster=RasterSettings(max_pixels=10))
+    with pytest.raises(ValueError, match=r"raster.max_pixels 10000000000 then, 10 now; style.hide_conf False then"):
+        check_same_job(saved, changed, where="args.yaml")

@@ -54,7 +54,7 @@ from tphyolo.errors import InputError
 from tphyolo.predict.predictor import Predictor
 from tphyolo.runtime.decisions import FILE as DECISIONS_FILE
 from tphyolo.runtime.decisions import write_decisions
-from tphyolo.runtime.run_dir import removed_if_left_empty
+from tphyolo.runtime.run_dir import JOB_FILE, removed_if_left_empty, write_job_file
 from tphyolo.track.interface import CameraMotionSettings, MultiObjectTracker
 from tphyolo.track.registry import make_tracker, tracker_settings
 
@@ -190,7 +190,8 @@ def run_analyze(job: AnalyzeJob, *, runtime: Any = None, device: Any = None, pro
     """Run `job` (`tphyolo analyze` without its flags): its tracker (`job.tracking`; the camera-motion setting
     goes to a tracker that compensates it, and is "none" without frames to estimate from), the Predictor of
     `job.detector` (on `runtime` and `device`; defaults: the spec's, else the runtime's) when given, a new run
-    folder (`job.output`, under DEFAULT_PROJECT), then `analyze`. Raises ValueError / FileNotFoundError
+    folder (`job.output`, under DEFAULT_PROJECT) holding the job (args.yaml, `tphyolo.runtime.run_dir.job_data`), then
+    `analyze`. Raises ValueError / FileNotFoundError
     naming the bad setting or file."""
     inputs, tracking = job.inputs, job.tracking
     cmc = tracking.cmc if (job.detector or inputs.source) else "none"  # without frames: nothing to estimate from
@@ -202,7 +203,9 @@ def run_analyze(job: AnalyzeJob, *, runtime: Any = None, device: Any = None, pro
                        device=job.detector.device if device is None else str(device))  # fmt: skip
         predictor = Predictor.from_spec(spec)
     save_dir = job.output.create(DEFAULT_PROJECT)
-    with removed_if_left_empty(save_dir, ignoring=(DECISIONS_FILE,)):  # inputs that fail to read leave no folder
+    bookkeeping = (DECISIONS_FILE, JOB_FILE)
+    with removed_if_left_empty(save_dir, ignoring=bookkeeping):  # inputs that fail to read leave no folder
+        write_job_file(save_dir / JOB_FILE, job)
         if predictor is not None:
             write_decisions(save_dir, {"analyze": predictor.decisions})
         streams = AnalyzeInput(source=inputs.source, predictor=predictor, detections=inputs.detections,

@@ -6,23 +6,23 @@ streams (`predict.folder`) or over a raster too large to decode, tile by tile (`
 
 Under torchrun every rank calls it with the same job: the ranks join one process group, rank 0 makes the run
 folder and tells the others its name, and they share the units of work out (`predict.runner.units`). The run
-folder keeps the caller's `argv` (what gives the job again; `SETTINGS_FILE`) with what a resume checks: the
-weights' SHA-256 and the sources (`predict.runner.resume`), and a raster's size. A job with `inputs.resume`
-continues the run in that folder: the weights and sources are checked against the record (a source gone is
-named through `on_note` and the rest goes on), and the finished units are kept.
+folder keeps the job (`SETTINGS_FILE`: `tphyolo.runtime.run_dir.job_data`, paths made absolute) with what a
+resume checks besides: the weights' SHA-256 and the sources (`predict.runner.resume`), and a raster's size. A job
+with `inputs.resume` continues the run in that folder: it must ask for the results the saved job asks for
+(`check_same_job`: only the runtime, device, batch size and run folder may differ), the weights and sources are
+checked against the record (a source gone is named through `on_note` and the rest goes on), and the finished
+units are kept.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
 import torch
-import yaml
 
-from tphyolo.data.files.atomic import write_text_atomic
 from tphyolo.data.files.image_limits import MAX_IMAGE_PIXELS
 from tphyolo.data.files.raster import RASTER_SUFFIXES, Raster
 from tphyolo.errors import InputError
@@ -34,12 +34,18 @@ from tphyolo.predict.job import DEFAULT_PROJECT, SETTINGS_FILE, PredictJob
 from tphyolo.predict.predictor import Predictor
 from tphyolo.predict.raster import RasterCallbacks, RasterOutputs, RasterPrediction, RasterRead, predict_raster_into
 from tphyolo.predict.runner.journal import JOURNAL_DIR
-from tphyolo.predict.runner.resume import check_raster_resumed, check_resumed, raster_fingerprint, run_fingerprint
+from tphyolo.predict.runner.resume import (
+    check_raster_resumed,
+    check_resumed,
+    check_same_job,
+    raster_fingerprint,
+    run_fingerprint,
+)
 from tphyolo.predict.sources import Stream, resolve_source
 from tphyolo.runtime.config import RuntimeConfig
 from tphyolo.runtime.decisions import FILE as DECISIONS_FILE
 from tphyolo.runtime.distributed import DistContext, broadcast_object, process_group
-from tphyolo.runtime.run_dir import removed_if_left_empty
+from tphyolo.runtime.run_dir import JOB_KEY, job_data, removed_if_left_empty, write_job_file
 from tphyolo.yaml_files import load_yaml_file
 
 # What a run folder holds before any result: a run that fails with no more leaves no folder. UNREAD: the same
@@ -78,21 +84,22 @@ def run_predict(
     runtime: RuntimeConfig | None = None,
     device: str | torch.device | None = None,
     callbacks: PredictCallbacks = PredictCallbacks(),
-    argv: Sequence[str] | None = None,
     progress: bool = True,
 ) -> PredictRun:
     """Run `job` (module docstring) on `runtime` and `device` (defaults: the detector spec's, else the runtime's,
-    under torchrun this process's `LOCAL_RANK`-th). argv: the flags that give the job again, saved for a resume;
-    progress: a bar on rank 0. Raises ValueError naming the bad setting or file (before the run folder is made
-    when it can)."""
+    under torchrun this process's `LOCAL_RANK`-th). progress: a bar on rank 0. Raises ValueError naming the bad
+    setting or file (before the run folder is made when it can); a resume whose job asks for other results than
+    the saved run's is refused naming each setting (`check_same_job`)."""
     inputs, weights = job.inputs, job.detector.models
     if inputs.source is None:
         raise InputError("a prediction needs a source (inputs.source)")
     raster = raster_source(job)  # a raster runs tile by tile; its tiles are the slices
+    record = job_data(job)  # what SETTINGS_FILE keeps
     files = resolve_source(inputs.source)
     resume, saved = None if inputs.resume is None else Path(inputs.resume), None
     if resume is not None:
-        saved = load_yaml_file(resume / SETTINGS_FILE)
+        saved = _saved_settings(resume / SETTINGS_FILE)
+        check_same_job(saved, job, where=str(resume / SETTINGS_FILE))
         for gone in check_resumed(saved, weights, files, where=str(resume / SETTINGS_FILE)):
             _note(callbacks, f"{gone} of the run is gone; the rest goes on")
     image_ids = source_image_ids(job.outputs.coco_gt, files) if job.outputs.coco_gt is not None else None
@@ -112,12 +119,12 @@ def run_predict(
             save_dir = Path(broadcast_object(dist, None if save_dir is None else str(save_dir)))
         with removed_if_left_empty(save_dir if dist.is_main and resume is None else None, ignoring=BOOKKEEPING):
             if raster is not None:
-                folder = _RunFolder(job, predictor, save_dir, dist, saved, argv)
+                folder = _RunFolder(job, predictor, save_dir, dist, saved)
                 prediction = _predict_raster(folder, raster, callbacks, progress=progress)
                 return PredictRun(save_dir, raster=prediction, is_main=dist.is_main)
             settings = None
-            if saved is None:  # what a resume reads: the flags, the weights' and sources' fingerprints
-                settings = {"argv": list(argv or ()), **run_fingerprint(weights, files)}
+            if saved is None:  # what a resume reads: the job, the weights' and sources' fingerprints
+                settings = {JOB_KEY: record, **run_fingerprint(weights, files)}
             calls = RunCallbacks(on_skip=callbacks.on_skip, on_note=callbacks.on_note)
             folder = predict_to_folder(predictor, files, save_dir, job.outputs, dist=dist, style=job.style,
                                        image_ids=image_ids, settings=settings, resume=saved is not None,
@@ -166,7 +173,6 @@ class _RunFolder:
     save_dir: Path
     dist: DistContext
     saved: dict[str, Any] | None
-    argv: Sequence[str] | None
 
 
 def _predict_raster(run: _RunFolder, path: Path, callbacks: PredictCallbacks, *, progress: bool):
@@ -185,9 +191,7 @@ def _predict_raster(run: _RunFolder, path: Path, callbacks: PredictCallbacks, *,
         if run.saved is not None:
             check_raster_resumed(run.saved, path, fingerprint, where=str(settings_file))
         elif run.dist.is_main:
-            record = {"argv": list(run.argv or ()), **run_fingerprint(job.detector.models, [path]),
-                      "raster": fingerprint}  # fmt: skip
-            write_text_atomic(settings_file, yaml.safe_dump(record))
+            write_job_file(settings_file, job, **run_fingerprint(job.detector.models, [path]), raster=fingerprint)
 
     outputs = RasterOutputs(save_geojson=settings.save_geojson or not (out.save_txt or out.save_json),
                             to_crs=settings.to_crs, save_txt=out.save_txt, save_conf=out.save_conf,
@@ -202,3 +206,13 @@ def _predict_raster(run: _RunFolder, path: Path, callbacks: PredictCallbacks, *,
 def _note(callbacks: PredictCallbacks, text: str) -> None:
     if callbacks.on_note is not None:
         callbacks.on_note(text)
+
+
+def _saved_settings(path: Path) -> dict[str, Any]:
+    """The settings a run folder keeps (a mapping); InputError naming `path` when it is missing or not one."""
+    if not path.is_file():
+        raise InputError(f"{path}: no such file; inputs.resume must name a prediction run folder")
+    saved = load_yaml_file(path)
+    if not isinstance(saved, dict):
+        raise InputError(f"{path}: expected a mapping of the run's settings, got {type(saved).__name__}")
+    return saved

@@ -4,6 +4,9 @@ report when the job asks for it (`ReportWriter`) and the numbers written to the 
     run = run_val(ValJob(DetectorSpec("best.pt", inference=VALIDATION), "visdrone", report=True))
     run.results.map50, run.report, run.numbers
 
+The run folder keeps the job (args.yaml, `tphyolo.runtime.run_dir.job_data`: paths made absolute, hooks such as
+`ValConfig.on_problems` left out), written once the run scored: a run that fails leaves no folder.
+
 Under torchrun every process runs the call: each runs its share of the images, rank 0 scores, writes and gets
 the run; the other ranks get None.
 """
@@ -25,6 +28,7 @@ from tphyolo.infer.slicing import MODEL
 from tphyolo.report.run_report import ReportWriter
 from tphyolo.runtime.config import RuntimeConfig
 from tphyolo.runtime.distributed import DistContext, process_group
+from tphyolo.runtime.run_dir import JOB_FILE, write_job_file
 
 
 @dataclass(frozen=True)
@@ -53,6 +57,7 @@ def run_val(job: ValJob, *, runtime: RuntimeConfig | None = None, device: Any = 
         results = val_spec(spec, job.data, config, writers=[report] if report is not None else [])
     if not dist.is_main:
         return None
+    write_job_file(run_dir() / JOB_FILE, job)
     run = ValRun(results, results_json(results))
     if report is not None:  # the plain numbers plus sizes, images and dataset
         data, path = results.outputs[report.name]

@@ -7,24 +7,23 @@ set's split, whose ground truth is then scored), the tracks written by `TrackWri
 
 What was tracked is written whatever stops the run (an error, Ctrl-C). A data set's split writes the text its
 benchmark takes as output (its layout's `output_text`, `tphyolo.data.mot.layouts.LAYOUTS`) besides the files
-asked for. The run folder keeps the run's settings (`SETTINGS_FILE`: the caller's, e.g. the command's flags,
-and the tracker's own, every field resolved); `progress` shows a bar of the frames tracked.
+asked for. The run folder keeps the run's settings (`SETTINGS_FILE`: the job, as `tphyolo.runtime.run_dir.job_data`
+writes it with paths made absolute, and the tracker's own settings, every field resolved, under `tracker`);
+`progress` shows a bar of the frames tracked.
 """
 
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-import yaml
 from tqdm import tqdm
 
 from tphyolo.data.categories import TRACKING_TABLES
 from tphyolo.data.dataset_config import load_data_config
-from tphyolo.data.files.atomic import write_text_atomic
 from tphyolo.data.mot.layouts import MOT_TEXT, VISDRONE_TEXT
 from tphyolo.data.mot.sequences import TrackingSplit, tracking_split
 from tphyolo.metrics.tracking import evaluate_tracking
@@ -33,13 +32,13 @@ from tphyolo.predict.sequences import resolve_sequences
 from tphyolo.predict.sources import count_frames
 from tphyolo.runtime.decisions import FILE as DECISIONS_FILE
 from tphyolo.runtime.decisions import write_decisions
-from tphyolo.runtime.run_dir import removed_if_left_empty
+from tphyolo.runtime.run_dir import JOB_FILE, removed_if_left_empty, write_job_file
 from tphyolo.track.job import TrackJob
 from tphyolo.track.stream import SkipHandler, Tracker
 from tphyolo.track.writers import TrackWriter
 
 DEFAULT_PROJECT = "runs/track"
-SETTINGS_FILE = "args.yaml"  # a run folder's settings
+SETTINGS_FILE = JOB_FILE  # a run folder's settings
 BOOKKEEPING = (SETTINGS_FILE, DECISIONS_FILE)  # what a run folder holds before any tracks
 
 
@@ -86,14 +85,12 @@ def track_job(
     device: Any = None,
     on_sequence: Callable[[SequenceRun], None] | None = None,
     on_skip: SkipHandler | None = None,
-    settings: Mapping[str, Any] | None = None,
     progress: bool = False,
 ) -> TrackRun:
     """Run `job` (see the module docstring) on `runtime` and `device` (defaults: the detector spec's, else
     the runtime's); `on_sequence` is
     told of each sequence as it ends, `on_skip` of each file that does not decode (then skipped; default: it
-    stops the run). `settings` (plain data) are saved in the run folder's SETTINGS_FILE beside the tracker's,
-    under `tracker`; `progress`: a bar of the frames (their total when the frames are files). Raises
+    stops the run); `progress`: a bar of the frames (their total when the frames are files). Raises
     ValueError / FileNotFoundError naming the bad setting or file; a run that fails before it writes any tracks
     leaves no run folder."""
     inputs, choice, spec = job.inputs, job.choice, job.detector
@@ -106,8 +103,7 @@ def track_job(
     sequences = tracker.sequences(source, vid_stride=inputs.vid_stride, on_skip=on_skip)
     save_dir = job.output.create(DEFAULT_PROJECT)
     with removed_if_left_empty(save_dir, ignoring=BOOKKEEPING):  # a file or frame that does not read
-        written = {**(settings or {}), "tracker": tracker.tracker_settings()}
-        write_text_atomic(save_dir / SETTINGS_FILE, yaml.safe_dump(written, sort_keys=False))
+        write_job_file(save_dir / SETTINGS_FILE, job, tracker=tracker.tracker_settings())
         if tracker.predictor is not None:
             write_decisions(save_dir, {"track": tracker.predictor.decisions})
         done = _track_into(save_dir, job, tracker, split, sequences, source, on_sequence, progress)
