@@ -20,7 +20,7 @@ from pathlib import Path
 from tqdm import tqdm
 
 from tphyolo.commands.options.argv import read_saved_run
-from tphyolo.commands.options.detector import DetectorFlags, add_detector_flags, detector_spec, inference_device
+from tphyolo.commands.options.detector import DetectorFlags, add_detector_flags, detector_spec, on_process_device
 from tphyolo.errors import InputError, UsageError, describe_error
 from tphyolo.flags import add_flags, from_flags, setting_name
 from tphyolo.infer.config import InferenceConfig
@@ -28,6 +28,7 @@ from tphyolo.infer.slicing import SliceConfig
 from tphyolo.predict.draw_style import DrawStyle
 from tphyolo.predict.job import SETTINGS_FILE, PredictInputs, PredictJob, RasterSettings
 from tphyolo.predict.outputs import OutputSettings
+from tphyolo.runtime.console import RunEvents
 from tphyolo.runtime.run_dir import JOB_KEY, OutputDir, job_from_data, remove_if_empty, write_job_file
 from tphyolo.yaml_files import load_yaml_file
 
@@ -111,7 +112,7 @@ def predict_job(args: argparse.Namespace) -> PredictJob:
 
 
 def run(args: argparse.Namespace) -> int:
-    from tphyolo.predict.run import UNREAD, PredictCallbacks, run_predict  # lazy: it imports torch; 'predict -h'
+    from tphyolo.predict.run import UNREAD, run_predict  # lazy: it imports torch; 'predict -h'
 
     if args.resume is not None:
         job = resumed_job(args)
@@ -119,8 +120,9 @@ def run(args: argparse.Namespace) -> int:
         raise UsageError("--source and --weights are required (unless --resume RUN_DIR)")
     else:
         job = predict_job(args)
-    callbacks = PredictCallbacks(on_skip=_skipped, on_note=_warned, on_raster=_announced)
-    result = run_predict(job, runtime=args.runtime, device=inference_device(args.runtime), callbacks=callbacks)
+    job = replace(job, detector=on_process_device(job.detector, args.runtime))
+    events = RunEvents(note=_warned, skip=_skipped, raster_opened=_announced, progress=True)
+    result = run_predict(job, runtime=args.runtime, events=events)
     if not result.is_main:
         return 0
     if result.folder is None:

@@ -15,7 +15,6 @@ writes it with paths made absolute, and the tracker's own settings, every field 
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -30,11 +29,12 @@ from tphyolo.metrics.tracking import evaluate_tracking
 from tphyolo.predict.predictor import Predictor
 from tphyolo.predict.sequences import resolve_sequences
 from tphyolo.predict.sources import count_frames
+from tphyolo.runtime.console import NO_EVENTS, RunEvents
 from tphyolo.runtime.decisions import FILE as DECISIONS_FILE
 from tphyolo.runtime.decisions import write_decisions
 from tphyolo.runtime.run_dir import JOB_FILE, removed_if_left_empty, write_job_file
 from tphyolo.track.job import TrackJob
-from tphyolo.track.stream import SkipHandler, Tracker
+from tphyolo.track.stream import Tracker
 from tphyolo.track.writers import TrackWriter
 
 DEFAULT_PROJECT = "runs/track"
@@ -82,31 +82,28 @@ def track_job(
     job: TrackJob,
     *,
     runtime: Any = None,
-    device: Any = None,
-    on_sequence: Callable[[SequenceRun], None] | None = None,
-    on_skip: SkipHandler | None = None,
-    progress: bool = False,
+    events: RunEvents = NO_EVENTS,
 ) -> TrackRun:
-    """Run `job` (see the module docstring) on `runtime` and `device` (defaults: the detector spec's, else
-    the runtime's); `on_sequence` is
-    told of each sequence as it ends, `on_skip` of each file that does not decode (then skipped; default: it
-    stops the run); `progress`: a bar of the frames (their total when the frames are files). Raises
+    """Run `job` (see the module docstring) on `runtime` (default: the detector spec's) and the spec's device
+    (default: the runtime's). `events` (`RunEvents`): `item_done(SequenceRun)` as each sequence
+    ends, `skip(file, error)` for each file that does not decode (then skipped; without it the run stops),
+    `progress`: a bar of the frames (their total when the frames are files). Raises
     ValueError / FileNotFoundError naming the bad setting or file; a run that fails before it writes any tracks
     leaves no run folder."""
     inputs, choice, spec = job.inputs, job.choice, job.detector
     if spec is not None:
-        spec = replace(spec, runtime=runtime or spec.runtime, device=spec.device if device is None else str(device))
+        spec = replace(spec, runtime=runtime or spec.runtime)
     predictor = None if spec is None else Predictor.from_spec(spec)
     tracker = Tracker(predictor, choice.tracker, detections=inputs.detections, cmc=choice.cmc)
     split = tracking_split(load_data_config(inputs.data), inputs.split) if inputs.data is not None else None
     source = split.folder / "sequences" if split is not None else inputs.source
-    sequences = tracker.sequences(source, vid_stride=inputs.vid_stride, on_skip=on_skip)
+    sequences = tracker.sequences(source, vid_stride=inputs.vid_stride, on_skip=events.skip)
     save_dir = job.output.create(DEFAULT_PROJECT)
     with removed_if_left_empty(save_dir, ignoring=BOOKKEEPING):  # a file or frame that does not read
         write_job_file(save_dir / SETTINGS_FILE, job, tracker=tracker.tracker_settings())
         if tracker.predictor is not None:
             write_decisions(save_dir, {"track": tracker.predictor.decisions})
-        done = _track_into(save_dir, job, tracker, split, sequences, source, on_sequence, progress)
+        done = _track_into(save_dir, job, tracker, split, sequences, source, events)
     run = TrackRun(save_dir, tracker.tracker_name, tracker.cmc, tuple(done))
     if split is None or run.frames == 0:
         return run
@@ -114,7 +111,7 @@ def track_job(
 
 
 def _track_into(save_dir: Path, job: TrackJob, tracker: Tracker, split: TrackingSplit | None, sequences, source: Any,
-                on_sequence: Callable[[SequenceRun], None] | None, progress: bool) -> list[SequenceRun]:  # fmt: skip
+                events: RunEvents) -> list[SequenceRun]:  # fmt: skip
     """Track every sequence into `save_dir`; what was tracked is written whatever stops the loop."""
     text = split.output_text if split is not None else None  # the text the split's ground truth is scored on
     table = TRACKING_TABLES[split.fmt] if split is not None else None  # the split's benchmark numbers categories
@@ -123,12 +120,14 @@ def _track_into(save_dir: Path, job: TrackJob, tracker: Tracker, split: Tracking
                          save_mot=outputs.save_mot or text == MOT_TEXT,
                          save_visdrone=outputs.save_visdrone or text == VISDRONE_TEXT)  # fmt: skip
     done: list[SequenceRun] = []
-    bar = tqdm(total=_frame_total(source, job.inputs.vid_stride), unit="frame", desc="track") if progress else None
+    bar = None
+    if events.progress:
+        bar = tqdm(total=_frame_total(source, job.inputs.vid_stride), unit="frame", desc="track")
     try:
         for name, frames in sequences:
             done.append(_write_sequence(writer, name, frames, bar))
-            if on_sequence is not None:
-                on_sequence(done[-1])
+            if events.item_done is not None:
+                events.item_done(done[-1])
     finally:
         writer.close()
         if bar is not None:
