@@ -27,11 +27,13 @@ def torchrun(*args: str, nproc: int = 2, timeout: int = 600, check: bool = True)
     return result
 
 
-def same_settings(a: Path, b: Path) -> None:
-    """Check that run folders `a` and `b` keep the same settings (args.yaml), each its own folder's name aside."""
+def same_settings(a: Path, b: Path, *, aside: tuple[str, ...] = ("output",)) -> None:
+    """Check that run folders `a` and `b` keep the same settings (args.yaml), the job's settings `aside` (where
+    each run writes: its own folder's name) aside."""
     saved = [yaml.safe_load((run / "args.yaml").read_text()) for run in (a, b)]
     for settings in saved:
-        settings["job"].pop("output")
+        for name in aside:
+            settings["job"].pop(name)
     assert saved[0] == saved[1]
 
 
