@@ -30,21 +30,22 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, replace
 
 import torch
+from original_attention import max_relative_difference, original_from
+from study_cli import run_study, study_parser
 from torch import nn
 from torch.utils.flop_counter import FlopCounterMode
 
-from tphyolo.bench.baselines import max_relative_difference, original_from
-from tphyolo.bench.report import Row, machine_info, print_report, significant
+from tphyolo.bench.report import Row, machine_info, significant
 from tphyolo.bench.timing import matmul_flops_per_s, paired_speedup, peak_memory_mb, time_calls
 from tphyolo.data.files.image_limits import IMGSZ_BOUNDS
 from tphyolo.errors import InputError
-from tphyolo.flags import AT_LEAST_ONE, NON_NEGATIVE, add_flags, check_field_types, flag, from_flags
+from tphyolo.flags import AT_LEAST_ONE, NON_NEGATIVE, check_field_types, flag
 from tphyolo.models.attention import C3TR
 from tphyolo.models.build import SCALES
 from tphyolo.models.clla import CLLABlock
 from tphyolo.models.swin import C3STR
-from tphyolo.runtime.config import RuntimeConfig, configure_process, runtime_from_args, sdpa_backends
-from tphyolo.runtime.flags import SDPA_BACKEND_NAMES, add_runtime_arguments
+from tphyolo.runtime.config import RuntimeConfig, sdpa_backends
+from tphyolo.runtime.flags import SDPA_BACKEND_NAMES
 from tphyolo.runtime.sdpa_probe import kernel_that_ran
 
 BLOCKS = ("c3tr", "c3str", "clla")
@@ -299,27 +300,11 @@ def sweep(flags: SweepFlags, runtime: RuntimeConfig, *, log: Callable[[str], Non
 
 def build_parser() -> argparse.ArgumentParser:
     """The script's flags (`SweepFlags`) and the runtime flags of training."""
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    add_flags(parser, SweepFlags)
-    add_runtime_arguments(parser)
-    return parser
+    return study_parser(SweepFlags, __doc__)
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = build_parser()
-    args = parser.parse_args(argv)
-    try:
-        flags = from_flags(SweepFlags, args)
-        runtime = runtime_from_args(args)
-    except ValueError as error:
-        parser.error(str(error))
-    configure_process(runtime)
-    try:
-        rows, machine = sweep(flags, runtime, log=lambda line: print(line, flush=True))
-    except InputError as error:
-        parser.error(str(error))
-    print_report(rows, machine, json_path=flags.json)
-    return 0
+    return run_study(build_parser(), SweepFlags, sweep, argv)
 
 
 if __name__ == "__main__":

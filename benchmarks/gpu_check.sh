@@ -12,9 +12,10 @@
 #      GPU before timing)         -> pytest.txt
 #   3. benchmarks/attention_vs_original.py: C3TR, C3STR, CLLA at l width, 1536 and 1996 inputs, batch 2, per SDPA backend
 #      (flash, efficient, cudnn, math) and dtype (fp32, fp16, bf16), eval and train -> attention.json
-#   4. bench model: tph-yolov5l at 1536, batch 2, eager (fp32) and AMP (bf16 on these GPUs: --amp auto
-#      autocasts only the amp variants), train step and inference, ours against the original-attention model
-#      -> model.json; AMP bf16 + torch.compile, train step -> model_compile.json
+#   4. benchmarks/model_vs_original.py: tph-yolov5l at 1536, batch 2, eager (fp32) and AMP (bf16 on these GPUs:
+#      --amp auto autocasts only the amp variants), train step and inference, ours against the original-attention
+#      model -> model.json; bench model: AMP bf16 + torch.compile against eager AMP bf16, train step
+#      -> model_compile.json
 #   5. 50 training steps of tph-yolov5l on the built-in synthetic set (generated locally): images/s and peak
 #      memory -> train.json (+ the run's results csv)
 #   6. val of step 5's best.pt on the synthetic val split in one process on GPU 0, then under torchrun on every
@@ -57,13 +58,13 @@ nvidia-smi >>"$LOG" 2>&1 || log "nvidia-smi not available"
 step doctor 30 bash -c "$PYTHON -m tphyolo doctor --json > '$OUT_DIR/doctor.json'"
 
 step parity-tests 50 "$PYTHON" -m pytest -q -x -p no:cacheprovider tests/models/test_parity.py \
-  tests/models/test_swin_clla_parity.py tests/bench/test_baselines.py --junitxml="$OUT_DIR/pytest.xml"
+  tests/models/test_swin_clla_parity.py tests/bench/test_original_attention.py --junitxml="$OUT_DIR/pytest.xml"
 
 step bench-attention 90 "$PYTHON" benchmarks/attention_vs_original.py --device cuda --blocks c3tr,c3str,clla --scales l \
   --sizes 1536,1996 --batch 2 --warmup 2 --repeats 5 --json "$OUT_DIR/attention.json"
 
-step bench-model 55 "$PYTHON" -m tphyolo bench model --device cuda --model tph-yolov5l --img 1536 --batch 2 \
-  --variants eager,amp --warmup 2 --repeats 5 --json "$OUT_DIR/model.json"
+step model-vs-original 55 "$PYTHON" benchmarks/model_vs_original.py --device cuda --model tph-yolov5l --img 1536 \
+  --batch 2 --variants eager,amp --warmup 2 --repeats 5 --json "$OUT_DIR/model.json"
 
 step bench-model-compile 150 "$PYTHON" -m tphyolo bench model --device cuda --model tph-yolov5l --img 1536 \
   --batch 2 --variants amp+compile --amp bf16 --model-modes train --warmup 2 --repeats 5 \

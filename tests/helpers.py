@@ -4,7 +4,7 @@ process state (environment and torch's global flags) that `conftest.py` restores
 
 from __future__ import annotations
 
-import importlib.util
+import importlib
 import os
 import shutil
 import signal
@@ -317,10 +317,10 @@ def weights_file_and_folder(root: Path) -> tuple[Path, Path]:
 
 
 def benchmark_script(name: str) -> ModuleType:
-    """The script benchmarks/`name`.py, imported as a module (its `main` does not run)."""
-    path = Path(__file__).resolve().parents[1] / "benchmarks" / f"{name}.py"
-    spec = importlib.util.spec_from_file_location(f"benchmarks_{name}", path)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # dataclasses look their module up while the class is built
-    spec.loader.exec_module(module)
-    return module
+    """The script or helper benchmarks/`name`.py, imported as the module `name` (a script's `main` does not
+    run). benchmarks/ goes on the end of the import path, as it is at the front when a script runs, so a
+    helper that scripts import beside them (`original_attention`) is one module for the scripts and the tests."""
+    folder = str(Path(__file__).resolve().parents[1] / "benchmarks")
+    if folder not in sys.path:
+        sys.path.append(folder)
+    return importlib.import_module(name)

@@ -288,7 +288,7 @@ def test_the_scan_sees_every_kind_of_import():
         ("tphyolo.models.build", "tphyolo.data.loader", True),
         ("tphyolo.classify.classifier", "tphyolo.training.classifier.fit", True),
         ("tphyolo.infer.backends.openvino", "tphyolo.export.openvino_ir", True),
-        ("tphyolo.export.exporter", "tphyolo.bench.baselines", True),
+        ("tphyolo.export.exporter", "tphyolo.bench.export", True),
         ("tphyolo.infer.detector", "tphyolo.classify.relabel", False),
         ("tphyolo.data.loader", "tphyolo.errors", False),
         ("tphyolo.training.trainer", "tphyolo.commands.train", True),

@@ -9,6 +9,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import yaml
+
 REPO = Path(__file__).resolve().parents[1]
 
 
@@ -23,6 +25,16 @@ def torchrun(*args: str, nproc: int = 2, timeout: int = 600, check: bool = True)
     if check:
         assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-4000:]
     return result
+
+
+def same_settings(a: Path, b: Path, *, aside: tuple[str, ...] = ("output",)) -> None:
+    """Check that run folders `a` and `b` keep the same settings (args.yaml), the job's settings `aside` (where
+    each run writes: its own folder's name) aside."""
+    saved = [yaml.safe_load((run / "args.yaml").read_text()) for run in (a, b)]
+    for settings in saved:
+        for name in aside:
+            settings["job"].pop(name)
+    assert saved[0] == saved[1]
 
 
 def same_files(a: Path, b: Path, *, ignore: tuple[str, ...] = ()) -> list[str]:

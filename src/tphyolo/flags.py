@@ -362,13 +362,28 @@ def _fits(value: Any, annotation: Any) -> bool:
     return True  # a type this check does not know
 
 
+def field_types(cls: type, names: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    """The resolved annotation of each field of dataclass `cls`, with `names` (name -> type) known besides the
+    module's own: a name its module imports only for type checkers (`if TYPE_CHECKING:`) and `names` does not give
+    is taken as `typing.Any`, which every value fits."""
+    known = dict(names or {})
+    while True:
+        try:
+            return typing.get_type_hints(cls, localns=known)
+        except NameError as error:
+            if error.name is None or error.name in known:
+                raise
+            known[error.name] = Any
+
+
 def check_field_types(config: Any) -> None:
     """Raises InputError, naming the setting as `setting_name` does, for the first field of dataclass instance
     `config` whose value does not have its annotated type (an int for float is accepted; bool is not an int)
     or, for a field whose flag (or `checked`) declares `choices` or `bounds`, is not among or within them (each
     value of a tuple; None passes: an optional field's "not given"). The one check of every config's values:
-    its `__post_init__` calls it, and checks by hand only what relates two fields."""
-    hints = typing.get_type_hints(type(config))
+    its `__post_init__` calls it, and checks by hand only what relates two fields. A name annotations import only
+    for type checkers is not checked (`field_types`)."""
+    hints = field_types(type(config))
     for field in dataclasses.fields(config):
         value = getattr(config, field.name)
         if not _fits(value, hints[field.name]):

@@ -30,7 +30,7 @@ def test_a_job_of_true_tracks_counts_as_the_oracle(recorded, tmp_path):
     job = AnalyzeJob(AnalyzeInputs(lines=str(lines), source=str(frames), tracks=tracks),
                      config=AnalyzeConfig(fps=25), outputs=AnalyzeOutputs(save_video=False),
                      output=OutputDir(project=str(tmp_path), name="run"))  # fmt: skip
-    run = run_analyze(job, progress=False)
+    run = run_analyze(job)
     assert run.save_dir == tmp_path / "run"
     assert [report.name for report in run.reports] == ["seq"] and run.reports[0].frames == LENGTH
     counts = json.loads((run.save_dir / "counts.json").read_text())

@@ -1,5 +1,5 @@
-"""benchmarks/wbf_vs_ensemble_boxes.py and eval_vs_pycocotools.py in their tiny configuration: one row each,
-the same answer as the baseline when it is installed, and the JSON of `tphyolo bench`."""
+"""benchmarks/wbf_vs_ensemble_boxes.py, eval_vs_pycocotools.py and model_vs_original.py in their tiny
+configuration: their rows, the same answer as the baseline where it is installed, and the JSON of `tphyolo bench`."""
 
 import json
 
@@ -29,3 +29,15 @@ def test_eval_against_pycocotools(tmp_path):
     assert row["name"] == "eval/coco" and row["ours_ms"] > 0
     if row["baseline_ms"] is not None:  # pycocotools installed
         assert row["extra"]["same_ap"] is True
+
+
+@pytest.mark.slow
+def test_model_against_the_original_computation(tmp_path, capsys):
+    rows = _run(tmp_path, "model_vs_original", "--device", "cpu", "--variants", "eager", "--model-modes", "train,infer")
+    baseline = benchmark_script("model_vs_original").BASELINE
+    assert [(r["name"], r["config"]) for r in rows] == [
+        ("model/train", f"tph-yolov5n img128 b1 eager, vs {baseline}"),
+        ("model/infer", f"tph-yolov5n img128 b1 eager, vs {baseline}"),
+    ]
+    assert all(r["ours_ms"] > 0 and r["baseline_ms"] > 0 and r["extra"]["paired_speedup"] > 0 for r in rows)
+    assert "attention blocks swapped for the original computation; same outputs" in capsys.readouterr().out

@@ -41,7 +41,8 @@ def test_every_command_parses():
         parser.parse_args(argv)  # exits (SystemExit) on an unknown flag or choice
 
 
-def test_the_attention_study_line_parses():
+@pytest.mark.parametrize("study", ["attention_vs_original", "model_vs_original"])
+def test_the_study_lines_parse(study):
     text = SCRIPT.read_text().replace("\\\n", " ")
-    (line,) = re.findall(r"benchmarks/attention_vs_original\.py (.*)$", text, re.M)
-    benchmark_script("attention_vs_original").build_parser().parse_args(shlex.split(line.replace("$OUT_DIR", "out")))
+    (line,) = re.findall(rf"benchmarks/{study}\.py (.*)$", text, re.M)
+    benchmark_script(study).build_parser().parse_args(shlex.split(line.replace("$OUT_DIR", "out")))

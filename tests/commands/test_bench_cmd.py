@@ -20,13 +20,19 @@ def _run(tmp_path, *argv):
 
 
 @pytest.mark.slow
-def test_bench_model_quick(tmp_path):
-    data = _run(tmp_path, "model", "--variants", "eager", "--model-modes", "train,infer")
+def test_bench_model_quick_times_each_variant_against_eager(tmp_path):
+    data = _run(tmp_path, "model", "--variants", "eager,channels_last", "--model-modes", "train,infer")
+    against_eager = "tph-yolov5n img128 b1 channels_last, vs eager, this package"
     assert [(r["name"], r["config"]) for r in data["rows"]] == [
         ("model/train", "tph-yolov5n img128 b1 eager"),
+        ("model/train", against_eager),
         ("model/infer", "tph-yolov5n img128 b1 eager"),
+        ("model/infer", against_eager),
     ]
-    assert all(r["ours_ms"] > 0 and r["baseline_ms"] > 0 for r in data["rows"])
+    eager, channels_last = data["rows"][2:]
+    assert eager["baseline_ms"] is None and eager["ours_ms"] > 0  # the baseline of the other rows
+    assert channels_last["baseline_ms"] == eager["ours_ms"] and channels_last["ours_ms"] > 0  # timed together
+    assert (eager["extra"]["memory_format"], channels_last["extra"]["memory_format"]) == ("contiguous", "channels_last")
 
 
 @pytest.mark.slow
@@ -41,12 +47,11 @@ def test_bench_data_quick(tmp_path):
 
 @pytest.mark.slow
 def test_bench_predict_quick(tmp_path):
-    data = _run(tmp_path, "predict", "--backends", "torch,onnxruntime", "--baselines", "ours,original")
-    ours, original = "ours, PyTorch eager fp32 fused", "ours with the original's attention, PyTorch eager fp32 fused"
+    data = _run(tmp_path, "predict", "--backends", "onnxruntime,openvino")
+    ours = "ours, PyTorch eager fp32 fused"
     assert [(r["name"], r["config"]) for r in data["rows"]] == [
         ("predict/onnxruntime", f"tph-yolov5n img64 b1 fp32, vs {ours}"),
-        ("predict/torch", f"tph-yolov5n img64 b1 fp32, vs {original}"),
-        ("predict/onnxruntime", f"tph-yolov5n img64 b1 fp32, vs {original}"),
+        ("predict/openvino", f"tph-yolov5n img64 b1 fp32, vs {ours}"),
     ]
     assert all(r["ours_ms"] > 0 and r["baseline_ms"] > 0 and r["extra"]["rel_error"] <= 1e-4 for r in data["rows"])
 
@@ -58,6 +63,8 @@ def test_bench_rejects_unknown_choices(capsys):
     for moved in ("everything", "attention", "wbf", "eval"):  # studies are scripts in benchmarks/
         with pytest.raises(SystemExit):
             main(["bench", moved])
+    with pytest.raises(SystemExit):  # the original computation is benchmarks/model_vs_original.py's baseline
+        main(["bench", "predict", "--baselines", "original"])
 
 
 @pytest.mark.slow

@@ -88,7 +88,8 @@ def _check_script(argv: list[str]) -> None:
     assert script.is_file(), f"{argv[0]} does not exist"
     if script.suffix == ".py":
         source = script.read_text()
-        runtime = _runtime_flags() if "add_runtime_arguments(" in source else set()
+        adds_runtime = "add_runtime_arguments(" in source or "study_parser(" in source  # itself or by study_cli
+        runtime = _runtime_flags() if adds_runtime else set()
         for flag in (a.split("=")[0] for a in argv[1:] if a.startswith("--")):
             assert f'"{flag}"' in source or flag in runtime, f"{argv[0]} declares no {flag}"
 

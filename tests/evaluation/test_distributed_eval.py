@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 from tests.evaluation.distributed_val_worker import main as val_worker
 from tests.helpers import visdrone_subset
-from tests.torchrun import REPO, same_files, torchrun
+from tests.torchrun import REPO, same_files, same_settings, torchrun
 
 from tphyolo.data.formats.visdrone import NAMES
 
@@ -101,6 +101,7 @@ def test_two_processes_score_print_and_save_what_one_does(five_images, tmp_path)
     metrics = json.loads((one / "val.json").read_text())["metrics"]
     expected = [f"{metrics[key]:.3g}" for key in ("P", "R", "mAP50", "mAP50-95")]
     assert row[1] == "5" and int(row[2]) > 0 and row[3:] == expected, (row, expected)
-    files = same_files(one / "val", two / "val", ignore=("report.html", "evaluation.json"))
+    files = same_files(one / "val", two / "val", ignore=("report.html", "evaluation.json", "args.yaml"))
+    same_settings(one / "val", two / "val", aside=("output", "json"))  # each run its own folder and json
     assert {"predictions.json", "confusion_matrix.png"} <= set(files)
     assert len(json.loads((one / "val" / "predictions.json").read_text())) > 50  # 75 at NMS IoU 0.45

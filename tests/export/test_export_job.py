@@ -10,6 +10,7 @@ from tphyolo.export import ExportConfig, ExportJob, load_backend, run_export
 from tphyolo.export.exporter import ExportResult
 from tphyolo.export.int8_check import Int8Accuracy
 from tphyolo.models import build_model
+from tphyolo.runtime.console import RunEvents
 
 
 def test_a_job_writes_torchscript_checked_against_pytorch(tmp_path):
@@ -19,7 +20,7 @@ def test_a_job_writes_torchscript_checked_against_pytorch(tmp_path):
     weights = save_checkpoint(tmp_path / "tiny.pt", payload)
     logged: list[str] = []
     job = ExportJob(str(weights), ExportConfig(formats=("torchscript",), imgsz=64))
-    run = run_export(job, log=logged.append)
+    run = run_export(job, events=RunEvents(note=logged.append))
     assert run.ok and run.problems() == [] and run.job == job
     [result] = run.results
     assert result.path == tmp_path / "tiny.torchscript" and result.max_error < result.tolerance

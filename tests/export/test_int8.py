@@ -310,7 +310,7 @@ def test_an_int8_file_above_max_drop_exits_1_is_kept_and_runs(int8_trained, grey
 
 @pytest.mark.slow
 def test_bench_predict_times_int8_files_against_the_baseline(blocks_data, tmp_path):
-    from tphyolo.bench.export import BASELINES, BackendBenchSettings, bench_backends
+    from tphyolo.bench.export import BASELINE, BackendBenchSettings, bench_backends
     from tphyolo.export.parity import INT8_TOLERANCE
 
     backends = ("onnxruntime-int8", "openvino", "openvino-int8")
@@ -321,7 +321,7 @@ def test_bench_predict_times_int8_files_against_the_baseline(blocks_data, tmp_pa
     assert list(rows) == [f"predict/{b}" for b in backends]
     for name in ("predict/onnxruntime-int8", "predict/openvino-int8"):
         data = rows[name]
-        assert data["config"] == f"yolov5n img{BLOCKS_SIZE} b1 int8, vs {BASELINES['ours']}"
+        assert data["config"] == f"yolov5n img{BLOCKS_SIZE} b1 int8, vs {BASELINE}"
         assert data["baseline_ms"] > 0 and data["ours_ms"] > 0 and data["extra"]["export_s"] > 0
         assert 0 < data["extra"]["rel_error"] <= INT8_TOLERANCE  # quantized: close to the float model, not equal
     assert any(f"INT8 files within {INT8_TOLERANCE}" in line for line in lines)

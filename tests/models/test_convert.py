@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import pytest
 import torch
+from tests.helpers import benchmark_script
 from torch import nn
 
-from tphyolo.bench.baselines import OriginalTransformerLayer
 from tphyolo.models import DetectionModel, convert_original_state_dict
 from tphyolo.models.attention import TransformerLayer
+
+OriginalTransformerLayer = benchmark_script("original_attention").OriginalTransformerLayer  # the original layout
 
 TINY = {
     "nc": 2,

@@ -19,7 +19,7 @@ import pytest
 import torch
 from tests.infer.block_finder import BlockFinder
 from tests.predict.geotiffs import random_checkpoint, scene, write_geotiff
-from tests.torchrun import REPO, same_files, torchrun
+from tests.torchrun import REPO, same_files, same_settings, torchrun
 
 from tphyolo.cli import main
 from tphyolo.infer.slicing import SliceConfig
@@ -34,7 +34,7 @@ BLOCKS = [(300, 150, 430, 230, 0), (600, 420, 650, 500, 1)]
 TRUTH = torch.tensor([b[:4] for b in BLOCKS], dtype=torch.float32)
 SLICES = SliceConfig(256, 0.25)
 OUTPUTS = RasterOutputs(save_geojson=True, save_txt=True, save_conf=True, save_json=True)
-BOOKKEEPING = (JOURNAL_DIR,)
+BOOKKEEPING = (JOURNAL_DIR, "args.yaml")  # args.yaml: `same_settings`
 
 
 class Stop(Exception):
@@ -158,6 +158,7 @@ def test_predict_resume_continues_a_raster_run_and_refuses_a_changed_raster(weig
     assert main(["predict", "--resume", str(tmp_path / "two"), "--device", "cpu"]) == 0
     assert "1 of 3 rows finished before" in capsys.readouterr().out
     same_files(tmp_path / "one", tmp_path / "two", ignore=BOOKKEEPING)
+    same_settings(tmp_path / "one", tmp_path / "two")
 
     write_geotiff(source, scene(160, 300, [], border=64))  # another raster under the run's path
     assert main(["predict", "--resume", str(tmp_path / "two"), "--device", "cpu"]) == 2
@@ -171,6 +172,7 @@ def test_two_ranks_share_the_rows_and_write_what_one_process_writes_and_one_resu
     run = torchrun("-m", "tphyolo", *predict_args(weights, small_ortho, tmp_path, "two"))
     assert run.stdout.count("results in") == 1  # rank 0 reports for all
     same_files(tmp_path / "one", tmp_path / "two", ignore=BOOKKEEPING)
+    same_settings(tmp_path / "one", tmp_path / "two")
     journals = {p.name: len(p.read_text().splitlines()) for p in (tmp_path / "two" / JOURNAL_DIR).iterdir()}
     assert journals == {"rank0.jsonl": 2, "rank1.jsonl": 1}  # rows 0 and 2, and row 1
     (tmp_path / "two" / JOURNAL_DIR / "rank1.jsonl").unlink()  # rank 1 stopped before journaling row 1
@@ -178,6 +180,7 @@ def test_two_ranks_share_the_rows_and_write_what_one_process_writes_and_one_resu
         (tmp_path / "two" / output).unlink()
     one_process(["predict", "--resume", str(tmp_path / "two"), "--device", "cpu"])  # one process resumes two
     same_files(tmp_path / "one", tmp_path / "two", ignore=BOOKKEEPING)
+    same_settings(tmp_path / "one", tmp_path / "two")
 
 
 @pytest.mark.slow
@@ -203,6 +206,7 @@ def test_a_raster_run_killed_at_a_seeded_row_resumes_to_the_uninterrupted_output
     torch.set_num_threads(1)
     assert main(["predict", "--resume", str(tmp_path / "two"), "--device", "cpu"]) == 0
     same_files(tmp_path / "one", tmp_path / "two", ignore=BOOKKEEPING)
+    same_settings(tmp_path / "one", tmp_path / "two")
 
 
 @pytest.mark.parametrize("kind", ["raster", "folder"])

@@ -1,7 +1,8 @@
 """`predict --resume` reads its run folder as untrusted input: every journal line is checked (shapes, finite
 values, known files and frames, class range, nesting) and a bad one is reported with file:line and its unit
 redone, so that predictions.json equals an uninterrupted run's; a resume refuses changed weights or added
-sources in one line, names a source that is gone and goes on, and names an args.yaml without settings."""
+sources in one line, names a source that is gone and goes on, names an args.yaml without settings, and reads
+and converts the args.yaml of an older version."""
 
 from __future__ import annotations
 
@@ -14,6 +15,9 @@ import yaml
 from tests.helpers import exit_code, one_error_line
 from tests.reliability.corpus import jpeg_bytes
 
+from tphyolo.infer.spec import DetectorSpec
+from tphyolo.predict.job import PredictInputs, PredictJob
+from tphyolo.predict.run import run_predict
 from tphyolo.predict.runner.journal import JOURNAL_DIR
 
 
@@ -44,7 +48,7 @@ def _moved_source(run: Path, finished_run: Path, tmp_path: Path) -> Path:
     source, old = tmp_path / "src", str(finished_run.parent / "src")
     shutil.copytree(old, source)
     settings = yaml.safe_load((run / "args.yaml").read_text())
-    settings["argv"] = [w.replace(old, str(source)) for w in settings["argv"]]
+    settings["job"]["inputs"]["source"] = str(source)
     settings["sources"] = [s.replace(old, str(source)) for s in settings["sources"]]
     (run / "args.yaml").write_text(yaml.safe_dump(settings))
     return source
@@ -101,7 +105,7 @@ def test_a_resume_with_other_weights_at_the_same_path_is_refused(finished_run, w
     other = tmp_path / "other.pt"
     other.write_bytes(weights.read_bytes() + b"\0")  # another file, same bytes but one
     settings["weights_sha256"] = {str(other): settings["weights_sha256"][str(weights)]}
-    settings["argv"][settings["argv"].index(str(weights))] = str(other)
+    settings["job"]["detector"]["weights"] = [str(other)]
     (run / "args.yaml").write_text(yaml.safe_dump(settings))
     assert _resume(run) == 2
     line = one_error_line(capsys.readouterr().err, "predict")
@@ -139,3 +143,26 @@ def test_an_args_yaml_without_source_or_weights_is_named(argv, finished_run, tmp
     assert _resume(run) == 2
     line = one_error_line(capsys.readouterr().err, "predict")
     assert f"{run / 'args.yaml'}: 'argv' has no --source" in line
+
+
+def test_a_run_folder_of_an_older_version_is_read_through_its_flags_and_converted(finished_run, weights, tmp_path):
+    """An older version kept the command's flags (`argv`) in args.yaml: `predict --resume` reads them, rewrites
+    the file with the job (the fingerprint kept) and finishes the run as it began; from Python, where no flags
+    can be read, such a folder is refused in one line saying how to convert it."""
+    run = _copy(finished_run, tmp_path)
+    settings = yaml.safe_load((run / "args.yaml").read_text())
+    source = settings["job"]["inputs"]["source"]
+    older = {"argv": [f"--source={source}", f"--weights={weights}", "--img=64", "--conf=0.001", "--save-json",
+                      "--no-save-img"], "weights_sha256": settings["weights_sha256"], "sources": settings["sources"]}
+    (run / "args.yaml").write_text(yaml.safe_dump(older))
+    job = PredictJob(DetectorSpec((str(weights),)), PredictInputs(source=source, resume=run))
+    with pytest.raises(ValueError, match=r"args.yaml: written by an older tphyolo .*'tphyolo predict --resume "):
+        run_predict(job)
+    assert _resume(run) == 0
+    converted = yaml.safe_load((run / "args.yaml").read_text())
+    assert "argv" not in converted and converted["weights_sha256"] == older["weights_sha256"]
+    for job_data in (converted["job"], settings["job"]):  # where it ran aside: the run's own settings
+        del job_data["output"], job_data["detector"]["device"]
+    assert converted["job"] == settings["job"]
+    resumed, whole = (json.loads((r / "predictions.json").read_text()) for r in (run, finished_run))
+    assert resumed == whole

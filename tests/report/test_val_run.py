@@ -1,10 +1,12 @@
 """`run_val` from Python, without the command line: a job scored by a detector that knows the answer gives its
-perfect numbers, the run folder with the files asked for and the json; with a report, the json holds the
-report's numbers; a job whose data fail to load leaves no run folder."""
+perfect numbers, the run folder with the files asked for, its job (args.yaml) and the json; with a report, the
+json holds the report's numbers; a job whose data fail to load leaves no run folder."""
 
 import json
+from dataclasses import replace
 
 import pytest
+import yaml
 from tests.evaluation.test_evaluate import CPU, VISDRONE_NAMES
 from tests.evaluation.test_validate import NamedOracle, _loader
 
@@ -14,7 +16,7 @@ from tphyolo.evaluation.settings import ValConfig
 from tphyolo.infer.config import InferenceConfig
 from tphyolo.infer.spec import DetectorSpec
 from tphyolo.report.val_run import run_val
-from tphyolo.runtime.run_dir import OutputDir
+from tphyolo.runtime.run_dir import OutputDir, job_from_data
 
 INFERENCE = InferenceConfig(imgsz=320, batch=2, conf=0.001, iou=0.99)
 
@@ -34,6 +36,9 @@ def test_a_job_scores_writes_its_run_folder_and_the_json(oracle, data_yaml, tmp_
     assert run.results.images == 4 and run.results.map == pytest.approx(1.0, abs=1e-6)
     assert (tmp_path / "v" / "predictions.json").is_file()
     assert json.loads((tmp_path / "out" / "numbers.json").read_text()) == run.numbers == results_json(run.results)
+    saved = job_from_data(ValJob, yaml.safe_load((tmp_path / "v" / "args.yaml").read_text())["job"], where="args.yaml")
+    model = f"<{type(oracle).__qualname__} object>"  # a model given in memory is named, not kept
+    assert saved == replace(job, detector=replace(job.detector, weights=model), data=str(data_yaml))
 
 
 @pytest.mark.slow

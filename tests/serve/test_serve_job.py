@@ -11,16 +11,17 @@ from tests.serve.conftest import NAMES, wait_ready
 
 from tphyolo.infer.config import InferenceConfig
 from tphyolo.infer.spec import DetectorSpec
+from tphyolo.runtime.console import RunEvents
 from tphyolo.serve import ServeConfig, ServeJob, run_serve
 
 
 @pytest.mark.slow
 def test_a_job_serves_its_models_with_its_defaults_until_stopped(tiny_weights, image_files):
-    job = ServeJob(DetectorSpec((str(tiny_weights),), inference=InferenceConfig(imgsz=128, conf=0.002)),
+    job = ServeJob(DetectorSpec((str(tiny_weights),), inference=InferenceConfig(imgsz=128, conf=0.002), device="cpu"),
                    serve=ServeConfig(port=0, max_batch=2))  # fmt: skip
     ports: list[int] = []
     stop = threading.Event()
-    told = {"device": "cpu", "on_listening": lambda host, port: ports.append(port), "stop": stop}
+    told = {"events": RunEvents(listening=lambda host, port: ports.append(port)), "stop": stop}
     thread = threading.Thread(target=run_serve, args=(job,), kwargs=told, daemon=True)
     thread.start()
     try:

@@ -19,6 +19,8 @@ from tphyolo.data.mot.table import TrackTable
 from tphyolo.data.mot.visdrone_mot import read_visdrone_mot, write_visdrone_mot
 from tphyolo.metrics.tracking import evaluate_tables
 from tphyolo.models import build_model
+from tphyolo.runtime.run_dir import OutputDir, job_from_data
+from tphyolo.track.job import TrackerChoice, TrackInputs, TrackJob, TrackOutputs
 from tphyolo.track.registry import tracker_settings
 from tphyolo.track.tracker import ByteTracker
 
@@ -86,7 +88,11 @@ def test_track_command_on_public_detections_with_and_without_frames(split, tmp_p
     err = capsys.readouterr().err
     assert "track: 100%" in err and "20/20" in err  # a bar over the source's 20 frames
     saved = yaml.safe_load((tmp_path / "a" / "args.yaml").read_text())
-    assert f"--detections={tmp_path / 'dets'}" in saved["argv"] and "--tracker=botsort" in saved["argv"]
+    job = job_from_data(TrackJob, saved["job"], where="args.yaml")  # the job, its paths absolute
+    assert job.inputs.detections == str(tmp_path / "dets") and job.choice.tracker == "botsort"
+    inputs = TrackInputs(source=str(split.folder / "sequences"), detections=str(tmp_path / "dets"))
+    assert job == TrackJob(inputs=inputs, choice=TrackerChoice("botsort"), outputs=TrackOutputs(save_visdrone=True),
+                           output=OutputDir(str(tmp_path), "a"))  # fmt: skip
     assert saved["tracker"] == asdict(tracker_settings("botsort"))  # every setting the tracker ran with
     assert main(argv + ["--tracker", "bytetrack", "--no-save-img", "--name", "b"]) == 0  # no frames needed
     assert not (tmp_path / "b" / "val-001").exists()

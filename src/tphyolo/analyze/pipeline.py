@@ -52,9 +52,10 @@ from tphyolo.analyze.speed import SPEED_COLUMNS, Speed
 from tphyolo.analyze.zones import Zones
 from tphyolo.errors import InputError
 from tphyolo.predict.predictor import Predictor
+from tphyolo.runtime.console import NO_EVENTS, RunEvents
 from tphyolo.runtime.decisions import FILE as DECISIONS_FILE
 from tphyolo.runtime.decisions import write_decisions
-from tphyolo.runtime.run_dir import removed_if_left_empty
+from tphyolo.runtime.run_dir import JOB_FILE, removed_if_left_empty, write_job_file
 from tphyolo.track.interface import CameraMotionSettings, MultiObjectTracker
 from tphyolo.track.registry import make_tracker, tracker_settings
 
@@ -186,29 +187,31 @@ class AnalyzeRun:
         return summary_text(self.reports, self.save_dir)
 
 
-def run_analyze(job: AnalyzeJob, *, runtime: Any = None, device: Any = None, progress: bool = True) -> AnalyzeRun:
+def run_analyze(job: AnalyzeJob, *, runtime: Any = None, events: RunEvents = NO_EVENTS) -> AnalyzeRun:
     """Run `job` (`tphyolo analyze` without its flags): its tracker (`job.tracking`; the camera-motion setting
     goes to a tracker that compensates it, and is "none" without frames to estimate from), the Predictor of
-    `job.detector` (on `runtime` and `device`; defaults: the spec's, else the runtime's) when given, a new run
-    folder (`job.output`, under DEFAULT_PROJECT), then `analyze`. Raises ValueError / FileNotFoundError
-    naming the bad setting or file."""
+    `job.detector` (on `runtime` and the spec's device; defaults: the spec's, else the runtime's) when given, a
+    new run folder (`job.output`, under DEFAULT_PROJECT) holding the job (args.yaml,
+    `tphyolo.runtime.run_dir.job_data`), then `analyze`; `events.progress` (`RunEvents`): a bar
+    of the frames. Raises ValueError / FileNotFoundError naming the bad setting or file."""
     inputs, tracking = job.inputs, job.tracking
     cmc = tracking.cmc if (job.detector or inputs.source) else "none"  # without frames: nothing to estimate from
     compensates = isinstance(tracker_settings(tracking.tracker), CameraMotionSettings)
     tracker = make_tracker(tracking.tracker, **({"cmc": cmc} if compensates else {}))
     predictor = None
     if job.detector is not None:
-        spec = replace(job.detector, runtime=runtime or job.detector.runtime,
-                       device=job.detector.device if device is None else str(device))  # fmt: skip
+        spec = replace(job.detector, runtime=runtime or job.detector.runtime)
         predictor = Predictor.from_spec(spec)
     save_dir = job.output.create(DEFAULT_PROJECT)
-    with removed_if_left_empty(save_dir, ignoring=(DECISIONS_FILE,)):  # inputs that fail to read leave no folder
+    bookkeeping = (DECISIONS_FILE, JOB_FILE)
+    with removed_if_left_empty(save_dir, ignoring=bookkeeping):  # inputs that fail to read leave no folder
+        write_job_file(save_dir / JOB_FILE, job)
         if predictor is not None:
             write_decisions(save_dir, {"analyze": predictor.decisions})
         streams = AnalyzeInput(source=inputs.source, predictor=predictor, detections=inputs.detections,
                                tracks=inputs.tracks)  # fmt: skip
         reports = analyze(inputs.lines, save_dir, streams, config=job.config, tracker=tracker, cmc=tracking.cmc,
-                          save_video=job.outputs.save_video, progress=progress)  # fmt: skip
+                          save_video=job.outputs.save_video, progress=events.progress)  # fmt: skip
     return AnalyzeRun(save_dir, reports)
 
 

@@ -1,11 +1,9 @@
 """Speed of exported models against PyTorch eager, as rows of the bench JSON schema (`tphyolo.bench.report`);
 what `tphyolo bench predict` runs.
 
-Baselines (`BASELINES`), each the same weights in PyTorch eager fp32, Conv+BN fused, on the CPU: "ours", our
-model; "original", our model with its attention blocks computed as the original code computes them
-(`tphyolo.bench.baselines.with_original_attention`). Backends (`BACKENDS`): "torch", our model in PyTorch
-eager (a row only against the "original" baseline), the runtimes of exported files, "onnxruntime",
-"openvino", "torchscript", "pt2", and the INT8 files of those that have one, "onnxruntime-int8", "openvino-int8"
+The baseline (`BASELINE`) is our model with the same weights in PyTorch eager fp32, Conv+BN fused, on the
+CPU. Backends (`BACKENDS`): the runtimes of exported files, "onnxruntime", "openvino", "torchscript", "pt2",
+and the INT8 files of those that have one, "onnxruntime-int8", "openvino-int8"
 (`tphyolo export --int8`, calibrated on `calib_images` images of `int8_data`'s train split; the accuracy check
 is skipped: random weights score nothing).
 
@@ -34,7 +32,6 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from tphyolo.bench.baselines import with_original_attention
 from tphyolo.bench.report import Row, significant
 from tphyolo.bench.timing import Timing, paired_speedup, time_calls
 from tphyolo.errors import InputError
@@ -46,27 +43,22 @@ from tphyolo.infer.backends import load_backend
 from tphyolo.models import build_model
 from tphyolo.predict.predictor import Predictor
 
-BACKENDS = ("torch", *RUNTIMES)
-BASELINES = {
-    "ours": "ours, PyTorch eager fp32 fused",
-    "original": "ours with the original's attention, PyTorch eager fp32 fused",
-}
+BACKENDS = tuple(RUNTIMES)
+BASELINE = "ours, PyTorch eager fp32 fused"
 TTA_EXPORT_SIZE = 256  # where the --dynamic export for bench_tta is traced and checked; it runs at any size
 TTA_CONF = 1e-4  # random weights score ~1e-5..1e-3: each pass keeps up to max_det boxes, as a crowded image does
 
 
 @dataclass(frozen=True)
 class BackendBenchSettings:
-    """model: a built-in name (random weights, seed 0); backends: some of BACKENDS; baselines: some of
-    BASELINES; threads: CPU threads of the exported runtimes (default: the cores this process may use;
-    PyTorch keeps its own setting). tta_imgsz: image width of `bench_tta`. int8_data, calib_images: the
-    calibration of the INT8 backends."""
+    """model: a built-in name (random weights, seed 0); backends: some of BACKENDS; threads: CPU threads of
+    the exported runtimes (default: the cores this process may use; PyTorch keeps its own setting). tta_imgsz:
+    image width of `bench_tta`. int8_data, calib_images: the calibration of the INT8 backends."""
 
     model: str = "tph-yolov5l"
     imgsz: int = 640
     batch: int = 1
     backends: tuple[str, ...] = ("onnxruntime", "openvino")
-    baselines: tuple[str, ...] = ("ours",)
     warmup: int = 1
     repeats: int = 5
     threads: int | None = None
@@ -78,23 +70,11 @@ class BackendBenchSettings:
         unknown = [b for b in self.backends if b not in BACKENDS]
         if unknown or not self.backends:
             raise InputError(f"unknown backend(s) {unknown or '(none)'}; known: {list(BACKENDS)}")
-        if not self.baselines or any(b not in BASELINES for b in self.baselines):
-            raise InputError(f"baselines must be some of {list(BASELINES)}, got {list(self.baselines)}")
-        if self.backends == ("torch",) and self.baselines == ("ours",):
-            raise InputError("backend torch is the baseline ours itself; add --baselines original or other backends")
 
 
-def baseline_model(model: torch.nn.Module, baseline: str) -> torch.nn.Module:
-    """The fused eval-mode model of `baseline` (see the module docstring)."""
-    if baseline == "original":
-        model, _ = with_original_attention(model)
+def baseline_model(model: torch.nn.Module) -> torch.nn.Module:
+    """The baseline: `model` fused (Conv+BN), in eval mode."""
     return model.fuse().eval()
-
-
-def eager_models(model: torch.nn.Module, settings: BackendBenchSettings) -> dict[str, torch.nn.Module]:
-    """{baseline name: fused model} for the baselines and, for the torch backend, "ours"."""
-    needed = dict.fromkeys((*settings.baselines, *(("ours",) if "torch" in settings.backends else ())))
-    return {name: baseline_model(model, name) for name in needed}
 
 
 def _export(model, settings, workdir, *, imgsz, batch, dynamic, log) -> dict[str, ExportResult]:
@@ -129,23 +109,20 @@ def float_twin(backend: str) -> str | None:
 def bench_backends(
     settings: BackendBenchSettings, *, workdir: str | Path, log: Callable[[str], None] = print
 ) -> list[Row]:
-    """Exports `settings.model` to `workdir`, checks each backend against our model, times baselines and
-    backends interleaved; one Row per (baseline, backend) pair, the torch backend against "ours" left out."""
+    """Exports `settings.model` to `workdir`, checks each backend against our model, times the baseline and
+    the backends interleaved; one Row per backend."""
 
     torch.manual_seed(0)
     model = build_model(settings.model)
     exports = _export(model, settings, workdir, imgsz=settings.imgsz, batch=settings.batch, dynamic=False, log=log)
-    eager = eager_models(model, settings)
+    eager = baseline_model(model)
     images = sample_images(settings.batch, settings.imgsz, settings.imgsz)
-    runners: dict[str, Callable[[], torch.Tensor]] = {}
-    for name, module in eager.items():
-        runners[name] = lambda module=module: _eager_forward(module, images)
+    runners: dict[str, Callable[[], torch.Tensor]] = {"ours": lambda: _eager_forward(eager, images)}
     for name, result in exports.items():
         backend = load_backend(result.path, threads=settings.threads, trust_code=True)  # exported just above
         runners[name] = lambda backend=backend: backend.run(images)
     outputs = {name: run() for name, run in runners.items()}
-    reference = outputs["ours"] if "ours" in outputs else _eager_forward(baseline_model(model, "ours"), images)
-    errors = {name: relative_error(out, reference) for name, out in outputs.items() if name != "ours"}
+    errors = {name: relative_error(out, outputs["ours"]) for name, out in outputs.items() if name != "ours"}
     for name, error in errors.items():
         tolerance = INT8_TOLERANCE if is_int8(name) else FP32_TOLERANCE
         if error > tolerance:
@@ -162,14 +139,14 @@ def bench_backends(
 
 def bench_tta(settings: BackendBenchSettings, *, workdir: str | Path, log: Callable[[str], None] = print) -> list[Row]:
     """End-to-end `Predictor` time with 8-pass TTA + WBF on one image per backend (see the module docstring);
-    one Row per (baseline, backend) pair, the torch backend against "ours" left out."""
+    one Row per backend."""
 
     torch.manual_seed(0)
     model = build_model(settings.model)
     size = min(TTA_EXPORT_SIZE, settings.tta_imgsz)
     exports = _export(model, settings, workdir, imgsz=size, batch=1, dynamic=True, log=log)
     common = {"imgsz": settings.tta_imgsz, "tta": True, "merge": "wbf", "conf": TTA_CONF, "device": "cpu"}
-    predictors = {name: Predictor(m, fuse=False, **common) for name, m in eager_models(model, settings).items()}
+    predictors = {"ours": Predictor(baseline_model(model), fuse=False, **common)}
     predictors |= {name: Predictor(str(result.path), **common) for name, result in exports.items()}
     width = settings.tta_imgsz
     image = np.random.default_rng(0).integers(0, 256, (width * 9 // 16, width, 3), dtype=np.uint8)
@@ -196,26 +173,22 @@ def _time(runners: dict[str, Callable], settings: BackendBenchSettings) -> list[
 
 
 def _rows(prefix, config, settings, timings, exports, log, *, extra) -> list[Row]:
-    """One Row per (baseline, backend) pair of `settings`, the torch backend against "ours" left out."""
+    """One Row per backend of `settings`, against the baseline "ours"."""
     rows = []
-    for base in settings.baselines:
-        for backend in settings.backends:
-            name = "ours" if backend == "torch" else backend
-            if name == base:
-                continue
-            base_t, ours_t = timings[base], timings[name]
-            details = {"paired_speedup": significant(paired_speedup(base_t, ours_t)), **extra(base, name)}
-            twin = float_twin(backend)
-            if twin in timings:  # an INT8 file against the float file of its runtime, timed in the same run
-                details["paired_vs_float"] = significant(paired_speedup(timings[twin], ours_t))
-            if backend in exports:
-                details["export_s"] = significant(exports[backend].seconds)
-            details["torch_threads"] = torch.get_num_threads()
-            described = f"{config} {'int8' if is_int8(backend) else 'fp32'}, vs {BASELINES[base]}"
-            row = Row(f"{prefix}/{backend}", described, ours_t.median_ms, base_t.median_ms,
-                      ours_spread_ms=ours_t.spread_ms, baseline_spread_ms=base_t.spread_ms, extra=details)  # fmt: skip
-            against_float = f"; {details['paired_vs_float']:.2f}x {twin} (paired)" if twin in timings else ""
-            log(f"{row.name} {row.config}: baseline {base_t.median_ms:.0f} ms, ours {ours_t.median_ms:.0f} ms, "
-                f"speedup {row.speedup:.2f}x (paired {details['paired_speedup']:.2f}x){against_float}")  # fmt: skip
-            rows.append(row)
+    base_t = timings["ours"]
+    for backend in settings.backends:
+        ours_t = timings[backend]
+        details = {"paired_speedup": significant(paired_speedup(base_t, ours_t)), **extra("ours", backend)}
+        twin = float_twin(backend)
+        if twin in timings:  # an INT8 file against the float file of its runtime, timed in the same run
+            details["paired_vs_float"] = significant(paired_speedup(timings[twin], ours_t))
+        details["export_s"] = significant(exports[backend].seconds)
+        details["torch_threads"] = torch.get_num_threads()
+        described = f"{config} {'int8' if is_int8(backend) else 'fp32'}, vs {BASELINE}"
+        row = Row(f"{prefix}/{backend}", described, ours_t.median_ms, base_t.median_ms,
+                  ours_spread_ms=ours_t.spread_ms, baseline_spread_ms=base_t.spread_ms, extra=details)  # fmt: skip
+        against_float = f"; {details['paired_vs_float']:.2f}x {twin} (paired)" if twin in timings else ""
+        log(f"{row.name} {row.config}: baseline {base_t.median_ms:.0f} ms, ours {ours_t.median_ms:.0f} ms, "
+            f"speedup {row.speedup:.2f}x (paired {details['paired_speedup']:.2f}x){against_float}")  # fmt: skip
+        rows.append(row)
     return rows

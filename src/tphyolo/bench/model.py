@@ -1,7 +1,6 @@
-"""`bench model`: a whole model's train step and inference, ours against the same architecture with the
-original-computation attention blocks (`with_original_attention`) and, in the train step, the
-original-computation loss (`OriginalLoss`), per runtime variant. For a model without attention blocks (yolov5n)
-the train row measures the loss alone.
+"""`bench model`: a whole model's train step and inference under each runtime variant, against the same model
+in the "eager" variant (`BASELINE`), their calls interleaved in one run. The comparison with the original
+computation (its attention blocks and loss) is benchmarks/model_vs_original.py, which times the same steps.
 
 A variant is a `RuntimeConfig`: the runtime flags as given, with what the variant's name adds
 (`variant_runtime`): "eager" (not compiled, NCHW), "channels_last" (NHWC), "amp" (autocast), "compile"
@@ -9,15 +8,16 @@ A variant is a `RuntimeConfig`: the runtime flags as given, with what the varian
 for the mode as every command decides them, `tphyolo.runtime.decisions`: a flag, a kept tuning or the rule);
 elsewhere the automatic layout of inference (NHWC on the CPU) does not apply, so that eager and channels_last
 compare the two.
-`--channels-last`, `--amp bf16|fp16` and `--sdpa-backend` apply to every variant; under `--amp auto` the amp
-variants autocast to the device's dtype and the others run fp32; under `--amp off` an amp variant is refused.
-Both models of a variant are prepared by that RuntimeConfig (`prepare_model`, `prepare_images`, `autocast`,
-`sdpa_context`), as val and predict are.
+`--channels-last`, `--amp bf16|fp16` and `--sdpa-backend` apply to every variant, the baseline included; under
+`--amp auto` the amp variants autocast to the device's dtype and the others run fp32; under `--amp off` an amp
+variant is refused. Each variant's copy of the model is prepared by its RuntimeConfig (`prepare_model`,
+`prepare_images`, `autocast`, `sdpa_context`), as val and predict are.
 
-Train step: forward in train mode, the loss (`YoloLoss` for ours) on synthetic targets (20 boxes per image,
-hyp "scratch-low" scaled to the model), backward, SGD step (momentum 0.937, Nesterov), with a GradScaler under fp16.
-Inference: eval-mode forward under no_grad. Reported per call, plus images per second, with the autocast
-dtype, memory format and compile mode that ran.
+Train step: forward in train mode, the loss (`YoloLoss`, `detection_loss`) on synthetic targets (20 boxes per
+image, hyp "scratch-low" scaled to the model), backward, SGD step (momentum 0.937, Nesterov), with a GradScaler
+under fp16. Inference: eval-mode forward under no_grad. Reported per call, plus images per second, with the
+autocast dtype, memory format and compile mode that ran. The eager variant's own row, when it is chosen, has no
+baseline: it is the baseline of the others.
 """
 
 from __future__ import annotations
@@ -29,8 +29,6 @@ from dataclasses import dataclass, replace
 import torch
 from torch import nn
 
-from tphyolo.bench.baseline_loss import OriginalLoss
-from tphyolo.bench.baselines import max_relative_difference, with_original_attention
 from tphyolo.bench.report import Row, significant
 from tphyolo.bench.timing import paired_speedup, peak_memory_mb, time_calls
 from tphyolo.data.letterbox import check_imgsz
@@ -45,6 +43,7 @@ VARIANTS = ("eager", "channels_last", "amp", "compile", "amp+compile", "decided"
 AMP_VARIANTS = ("amp", "amp+compile")
 MODES = ("train", "infer")
 BOXES_PER_IMAGE = 20
+BASELINE = "eager, this package"  # what every row but the eager variant's is timed against
 
 
 @dataclass(frozen=True)
@@ -116,25 +115,23 @@ def synthetic_images(batch: int, image_size: int, *, seed: int = 0) -> torch.Ten
     return torch.randint(0, 256, (batch, 3, image_size, image_size), generator=generator, dtype=torch.uint8)
 
 
-def _loss_for(model: nn.Module, image_size: int, *, original: bool = False) -> nn.Module:
-    """`YoloLoss` of `model`'s head with hyp "scratch-low"; `original`: its `OriginalLoss` twin."""
-
+def detection_loss(model: nn.Module, image_size: int) -> YoloLoss:
+    """`YoloLoss` of `model`'s head with hyp "scratch-low" scaled to the model and `image_size`."""
     head = model.head
     hyp = scale_hyp(load_hyp("scratch-low"), num_levels=head.nl, num_classes=head.nc, imgsz=image_size)
-    loss = YoloLoss.from_model(model, hyp)
-    return OriginalLoss(loss) if original else loss
+    return YoloLoss.from_model(model, hyp)
 
 
 def train_step(model: nn.Module, module: nn.Module, images: torch.Tensor, targets: torch.Tensor,
                runtime: RuntimeConfig, image_size: int, *,
-               original_loss: bool = False) -> Callable[[], None]:  # fmt: skip
+               loss_fn: nn.Module | None = None) -> Callable[[], None]:  # fmt: skip
     """One optimiser step of `module` (`model` prepared by `runtime`; `model` supplies the head for the loss)
     on prepared `images`, under the runtime's autocast, with a GradScaler when it needs one; the loss is
-    `YoloLoss`, or its original-computation twin with `original_loss`."""
+    `loss_fn` (preds, targets) -> (loss, items), default `detection_loss(model, image_size)`."""
     if runtime.half:
         raise InputError("a train step needs fp32 weights; half is for inference")
     device = images.device
-    loss_fn = _loss_for(model, image_size, original=original_loss).to(device)
+    loss_fn = (loss_fn or detection_loss(model, image_size)).to(device)
     optimizer = torch.optim.SGD(module.parameters(), lr=0.01, momentum=0.937, nesterov=True)
     scaler = torch.amp.GradScaler(device.type, enabled=runtime.needs_grad_scaler(device))
 
@@ -178,66 +175,66 @@ def bench_model(
     device: torch.device,
     log: Callable[[str], None] = print,
 ) -> list[Row]:
-    """One Row per (mode, variant): ours against the original-attention twin, both prepared by the variant's
-    RuntimeConfig (`variant_runtime` of `runtime`, default the default RuntimeConfig)."""
+    """One Row per (mode, variant) of `settings`: our model under the variant's RuntimeConfig (`variant_runtime`
+    of `runtime`, default the default RuntimeConfig) against the same model under the eager variant's
+    (`BASELINE`); per mode, the eager steps and every variant's are interleaved in one timing."""
 
     runtime = runtime or RuntimeConfig()
     runs = variant_runtimes(runtime, settings.variants, device=device, log=log)
+    eager = variant_runtime(runtime, "eager", device=device)
     torch.manual_seed(0)
-    ours = build_model(settings.model, num_classes=settings.num_classes).to(device)
-    settings = replace(settings, image_size=check_imgsz(settings.image_size, int(ours.stride.max())))
-    baseline, replaced = with_original_attention(ours)
+    model = build_model(settings.model, num_classes=settings.num_classes).to(device)
+    settings = replace(settings, image_size=check_imgsz(settings.image_size, int(model.stride.max())))
     images = synthetic_images(settings.batch, settings.image_size)
     targets = synthetic_targets(settings.batch, settings.num_classes).to(device)
-    diff = max_relative_difference(ours, baseline, [RuntimeConfig().prepare_images(images, device)])  # fp32, NCHW
-    tolerance = 1e-4 if device.type == "cpu" else 1e-3
-    if diff > tolerance:
-        raise RuntimeError(f"{settings.model}: original-attention twin differs by {diff:.2e} (> {tolerance})")
-    log(f"{settings.model}: {replaced} attention blocks swapped for the original computation; "
-        f"same outputs (max rel. diff {diff:.1e})")  # fmt: skip
     rows = []
     with sdpa_context(runtime):
         for mode in settings.modes:
-            for variant, run in runs.items():
-                rows.append(_bench_variant(ours, baseline, mode, variant, run, settings, images, targets, device, log))
+            if mode not in MODES:
+                raise InputError(f"mode must be one of {MODES}, got {mode!r}")
+            rows += _bench_mode(model, mode, eager, runs, settings, images, targets, device, log)
     return rows
 
 
-def _bench_variant(ours, baseline, mode, variant, run, settings, images, targets, device, log) -> Row:
-    """Times one mode of one variant: both models prepared by `run` (for "decided", as
-    `decide_runtime` decides), their calls interleaved."""
-    if variant == "decided":
-        run, _ = decide_runtime(run, device, mode="train" if mode == "train" else "infer")
-    steps = []
-    for model in (baseline, ours):
+def _bench_mode(model, mode, eager, runs, settings, images, targets, device, log) -> list[Row]:
+    """Times one mode: the eager baseline and each variant of `runs` (for "decided", as `decide_runtime`
+    decides), each on its own copy of `model` prepared by its RuntimeConfig, their calls interleaved."""
+    prepared = {}
+    for variant, run in {"eager": eager, **runs}.items():
+        if variant == "decided":
+            run, _ = decide_runtime(run, device, mode=mode)
         module, x = run.prepare_model(copy.deepcopy(model), device), run.prepare_images(images, device)
-        steps.append(_step(model, module, x, mode, run, settings, targets, original=model is baseline))
-    layout = memory_format(module, x)  # of ours, prepared last
-    base_t, ours_t = time_calls(steps, device=device, warmup=settings.warmup, repeats=settings.repeats)
-    base_mb, ours_mb = (peak_memory_mb(fn, device=device) for fn in steps)
-    per_s = 1e3 * settings.batch
-    row = Row(
-        f"model/{mode}",
-        f"{settings.model} img{settings.image_size} b{settings.batch} {variant}",
-        ours_t.median_ms, base_t.median_ms, ours_peak_mb=ours_mb, baseline_peak_mb=base_mb,
-        ours_spread_ms=ours_t.spread_ms, baseline_spread_ms=base_t.spread_ms,
-        extra={"ours_img_s": significant(per_s / ours_t.median_ms),
-               "base_img_s": significant(per_s / base_t.median_ms),
-               "paired_speedup": significant(paired_speedup(base_t, ours_t)),
-               "amp": run.amp, "memory_format": layout, "compile": run.compile},
-    )  # fmt: skip
-    log(f"{row.name} {row.config}: baseline {base_t.median_ms:.0f} ms, ours {ours_t.median_ms:.0f} ms, "
-        f"speedup {row.speedup:.2f}x (paired {row.extra['paired_speedup']:.2f}x), "
-        f"peak {base_mb:.0f} -> {ours_mb:.0f} MiB")  # fmt: skip
-    return row
-
-
-def _step(model: nn.Module, module: nn.Module, x: torch.Tensor, mode: str, run: RuntimeConfig,
-          settings: ModelSettings, targets: torch.Tensor, *, original: bool) -> Callable[[], None]:  # fmt: skip
-    """A train or inference step of `module`, `model` prepared by `run`, on prepared images `x`; `original`:
-    the train step uses the original-computation loss."""
-    if mode == "train":
-        return train_step(model, module, x, targets, run, settings.image_size, original_loss=original)
-    if mode == "infer":
-        return infer_step(module, x, run)
-    raise InputError(f"mode must be one of {MODES}, got {mode!r}")
+        if mode == "train":
+            step = train_step(model, module, x, targets, run, settings.image_size)
+        else:
+            step = infer_step(module, x, run)
+        prepared[variant] = (run, step, memory_format(module, x))
+    timings = time_calls([step for _, step, _ in prepared.values()], device=device, warmup=settings.warmup,
+                         repeats=settings.repeats)  # fmt: skip
+    timed = dict(zip(prepared, timings, strict=True))
+    base_t = timed["eager"]
+    base_mb = peak_memory_mb(prepared["eager"][1], device=device)
+    rows = []
+    for variant in runs:
+        run, step, layout = prepared[variant]
+        ours_t = timed[variant]
+        ours_mb = base_mb if variant == "eager" else peak_memory_mb(step, device=device)
+        per_s = 1e3 * settings.batch
+        ran = {"amp": run.amp, "memory_format": layout, "compile": run.compile}
+        extra = {"ours_img_s": significant(per_s / ours_t.median_ms)}
+        config = f"{settings.model} img{settings.image_size} b{settings.batch} {variant}"
+        if variant == "eager":
+            row = Row(f"model/{mode}", config, ours_t.median_ms, ours_peak_mb=ours_mb, ours_spread_ms=ours_t.spread_ms,
+                      extra=extra | ran)  # fmt: skip
+            log(f"{row.name} {row.config}: {ours_t.median_ms:.0f} ms, peak {ours_mb:.0f} MiB (the baseline)")
+        else:
+            extra |= {"base_img_s": significant(per_s / base_t.median_ms),
+                      "paired_speedup": significant(paired_speedup(base_t, ours_t)), **ran}  # fmt: skip
+            row = Row(f"model/{mode}", f"{config}, vs {BASELINE}", ours_t.median_ms, base_t.median_ms,
+                      ours_peak_mb=ours_mb, baseline_peak_mb=base_mb, ours_spread_ms=ours_t.spread_ms,
+                      baseline_spread_ms=base_t.spread_ms, extra=extra)  # fmt: skip
+            log(f"{row.name} {row.config}: eager {base_t.median_ms:.0f} ms, {variant} {ours_t.median_ms:.0f} ms, "
+                f"speedup {row.speedup:.2f}x (paired {extra['paired_speedup']:.2f}x), "
+                f"peak {base_mb:.0f} -> {ours_mb:.0f} MiB")  # fmt: skip
+        rows.append(row)
+    return rows

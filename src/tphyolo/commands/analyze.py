@@ -7,11 +7,13 @@ The run is `tphyolo.analyze.pipeline.run_analyze`; this module parses its flags 
 from __future__ import annotations
 
 import argparse
+from dataclasses import replace
 
 from tphyolo.analyze.config import AnalyzeConfig, AnalyzeInputs, AnalyzeOutputs, AnalyzeTracking
 from tphyolo.analyze.job import AnalyzeJob
-from tphyolo.commands.options.detector import add_detector_flags, detector_spec, inference_device
+from tphyolo.commands.options.detector import add_detector_flags, detector_spec, on_process_device
 from tphyolo.flags import add_flags, from_flags
+from tphyolo.runtime.console import RunEvents
 from tphyolo.runtime.run_dir import OutputDir
 from tphyolo.track.job import TRACK_CONF
 
@@ -40,6 +42,6 @@ def run(args: argparse.Namespace) -> int:
     from tphyolo.analyze.pipeline import run_analyze  # lazy: imports torch; 'tphyolo analyze -h' must not
 
     job = _job(args)
-    device = inference_device(args.runtime) if job.detector is not None else None
-    print(run_analyze(job, runtime=args.runtime, device=device).summary())
+    job = replace(job, detector=on_process_device(job.detector, args.runtime))
+    print(run_analyze(job, runtime=args.runtime, events=RunEvents(progress=True)).summary())
     return 0

@@ -12,6 +12,7 @@ import sys
 
 from tphyolo.export.config import ExportConfig, ExportJob, ExportSource
 from tphyolo.flags import add_flags, from_flags
+from tphyolo.runtime.console import RunEvents
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -22,7 +23,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     from tphyolo.export.exporter import run_export  # lazy: imports torch; 'tphyolo export -h' must not
 
-    run = run_export(ExportJob(from_flags(ExportSource, args).weights, from_flags(ExportConfig, args)), log=print)
+    job = ExportJob(from_flags(ExportSource, args).weights, from_flags(ExportConfig, args))
+    run = run_export(job, events=RunEvents(note=print))
     for problem in run.problems():
         print(f"tphyolo export: error: {problem}", file=sys.stderr)
     if not run.ok:

@@ -10,9 +10,10 @@ from __future__ import annotations
 
 import argparse
 
-from tphyolo.commands.options.detector import add_detector_flags, detector_spec, inference_device
+from tphyolo.commands.options.detector import add_detector_flags, detector_spec, on_process_device
 from tphyolo.errors import UsageError
 from tphyolo.flags import add_flags, from_flags
+from tphyolo.runtime.console import RunEvents
 from tphyolo.serve.config import RayConfig, ServeConfig, ServeJob
 
 USES_RUNTIME = True
@@ -30,14 +31,14 @@ def run(args: argparse.Namespace) -> int:
 
     if args.weights is None:
         raise UsageError("--weights is required: the model(s) to serve")
-    device = inference_device(args.runtime)
-    job = ServeJob(detector_spec(args), from_flags(ServeConfig, args), from_flags(RayConfig, args))
+    detector = on_process_device(detector_spec(args), args.runtime)
+    job = ServeJob(detector, from_flags(ServeConfig, args), from_flags(RayConfig, args))
     where = "on Ray Serve" if job.cluster.ray else "on"
 
     def listening(host: str, port: int) -> None:
         print(f"tphyolo serve: {' '.join(args.weights)} {where} http://{host}:{port} (ready when /readyz says so)",
               flush=True)  # fmt: skip
 
-    run_serve(job, runtime=args.runtime, device=str(device), on_listening=listening)
+    run_serve(job, runtime=args.runtime, events=RunEvents(listening=listening))
     print("tphyolo serve: stopped")
     return 0

@@ -11,20 +11,20 @@ from __future__ import annotations
 
 import argparse
 import sys
+from dataclasses import replace
 
 from tqdm import tqdm
 
-from tphyolo.commands.options.argv import saved_flags
-from tphyolo.commands.options.detector import add_detector_flags, detector_spec, inference_device
+from tphyolo.commands.options.detector import add_detector_flags, detector_spec, on_process_device
 from tphyolo.errors import UsageError, describe_error
 from tphyolo.flags import add_flags, from_flags
 from tphyolo.predict.draw_style import DrawStyle
+from tphyolo.runtime.console import RunEvents
 from tphyolo.runtime.run_dir import OutputDir, remove_if_empty
 from tphyolo.track.job import TRACK_CONF, TrackerChoice, TrackInputs, TrackJob, TrackOutputs
 
 USES_RUNTIME = True
 RUNTIME_INFERENCE = True
-PATH_FLAGS = ("source", "weights", "data", "detections", "classifier")  # made absolute in the saved settings
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -35,13 +35,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     outputs = parser.add_argument_group("outputs")
     add_flags(outputs, TrackOutputs)
     add_flags(outputs, DrawStyle)
-
-
-def command_parser() -> argparse.ArgumentParser:
-    """A parser of this command's own flags (not the runtime's): what the saved settings are spelled with."""
-    parser = argparse.ArgumentParser(prog="tphyolo track", add_help=False)
-    add_arguments(parser)
-    return parser
 
 
 def _job(args: argparse.Namespace) -> TrackJob:
@@ -73,10 +66,9 @@ def run(args: argparse.Namespace) -> int:
     from tphyolo.track.run import BOOKKEEPING, track_job  # lazy: it imports torch, which `track -h` must not
 
     job = _job(args)
-    device = inference_device(args.runtime) if args.weights is not None else None
-    argv = saved_flags(command_parser(), args, paths=PATH_FLAGS, leave_out=("project", "name", "exist_ok"))
-    result = track_job(job, runtime=args.runtime, device=device, on_sequence=_print_sequence, on_skip=_print_skip,
-                       settings={"argv": argv}, progress=True)  # fmt: skip
+    job = replace(job, detector=on_process_device(job.detector, args.runtime))
+    events = RunEvents(skip=_print_skip, item_done=_print_sequence, progress=True)
+    result = track_job(job, runtime=args.runtime, events=events)
     if result.frames == 0:
         given = next(
             f"{flag} {value}"

@@ -8,12 +8,13 @@ import sys
 from dataclasses import replace
 from pathlib import Path
 
-from tphyolo.commands.options.detector import add_detector_flags, detector_spec, inference_device
+from tphyolo.commands.options.detector import add_detector_flags, detector_spec, on_process_device
 from tphyolo.errors import UsageError
 from tphyolo.evaluation.jobs import ValJob
 from tphyolo.evaluation.settings import ValConfig
 from tphyolo.flags import add_flags, from_flags
 from tphyolo.infer.config import VAL_DEFAULTS, InferenceConfig
+from tphyolo.runtime.console import RunEvents
 from tphyolo.runtime.run_dir import OutputDir
 
 USES_RUNTIME = True
@@ -44,8 +45,8 @@ def _job(args: argparse.Namespace) -> ValJob:
     if args.weights is None or len(args.weights) != 1:
         raise UsageError("--weights: give the one model to score (a checkpoint or an exported model)")
     detector = replace(detector_spec(args), weights=args.weights[0])
-    config = from_flags(ValConfig, args, progress=True, on_problems=lambda report: print(report, file=sys.stderr))
-    return ValJob(detector, args.data, config, report=args.report, json=args.json, output=from_flags(OutputDir, args))
+    return ValJob(detector, args.data, from_flags(ValConfig, args), report=args.report, json=args.json,
+                  output=from_flags(OutputDir, args))  # fmt: skip
 
 
 def nms_header(inference: InferenceConfig) -> str:
@@ -60,7 +61,9 @@ def run(args: argparse.Namespace) -> int:
     from tphyolo.report.val_run import run_val
 
     job = _job(args)
-    run = run_val(job, runtime=args.runtime, device=inference_device(args.runtime))
+    job = replace(job, detector=on_process_device(job.detector, args.runtime))
+    events = RunEvents(note=lambda report: print(report, file=sys.stderr), progress=True)
+    run = run_val(job, runtime=args.runtime, events=events)
     if run is None:  # a torchrun process other than rank 0: rank 0 prints
         return 0
     print(nms_header(job.detector.inference))

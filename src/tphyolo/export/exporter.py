@@ -67,6 +67,7 @@ from tphyolo.infer.backends.compiled import trained_imgsz
 from tphyolo.infer.backends.metadata import ExportMetadata
 from tphyolo.models import DetectionModel
 from tphyolo.runtime.config import resolve_device, strict_fp32
+from tphyolo.runtime.console import NO_EVENTS, RunEvents
 from tphyolo.runtime.interleaved import time_interleaved
 
 LOGGER = logging.getLogger("tphyolo")
@@ -389,8 +390,10 @@ def export_checkpoint(
                         weights=weights, log=log)  # fmt: skip
 
 
-def run_export(job: ExportJob, *, log: Callable[[str], None] = LOGGER.info) -> ExportRun:
-    """Write `job` (`export_checkpoint` of its weights and config), each file's summary line to `log`. Raises
+def run_export(job: ExportJob, *, events: RunEvents = NO_EVENTS) -> ExportRun:
+    """Write `job` (`export_checkpoint` of its weights and config on its config's device), each file's summary line
+    to `events.note` (`RunEvents`; default: this module's logger). Raises
     ValueError / OSError naming the bad setting or file (a format this machine cannot write among them) before
     the model is built."""
+    log = events.note or LOGGER.info
     return ExportRun(job, tuple(export_checkpoint(job.weights, job.config, log=log)))

@@ -6,23 +6,20 @@ streams (`predict.folder`) or over a raster too large to decode, tile by tile (`
 
 Under torchrun every rank calls it with the same job: the ranks join one process group, rank 0 makes the run
 folder and tells the others its name, and they share the units of work out (`predict.runner.units`). The run
-folder keeps the caller's `argv` (what gives the job again; `SETTINGS_FILE`) with what a resume checks: the
-weights' SHA-256 and the sources (`predict.runner.resume`), and a raster's size. A job with `inputs.resume`
-continues the run in that folder: the weights and sources are checked against the record (a source gone is
-named through `on_note` and the rest goes on), and the finished units are kept.
+folder keeps the job (`SETTINGS_FILE`: `tphyolo.runtime.run_dir.job_data`, paths made absolute) with what a
+resume checks besides: the weights' SHA-256 and the sources (`predict.runner.resume`), and a raster's size. A job
+with `inputs.resume` continues the run in that folder: it must ask for the results the saved job asks for
+(`check_same_job`: only the runtime, device, batch size and run folder may differ), the weights and sources are
+checked against the record (a source gone is named through `events.note` and the rest goes on), and the finished
+units are kept.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-import torch
-import yaml
-
-from tphyolo.data.files.atomic import write_text_atomic
 from tphyolo.data.files.image_limits import MAX_IMAGE_PIXELS
 from tphyolo.data.files.raster import RASTER_SUFFIXES, Raster
 from tphyolo.errors import InputError
@@ -34,30 +31,25 @@ from tphyolo.predict.job import DEFAULT_PROJECT, SETTINGS_FILE, PredictJob
 from tphyolo.predict.predictor import Predictor
 from tphyolo.predict.raster import RasterCallbacks, RasterOutputs, RasterPrediction, RasterRead, predict_raster_into
 from tphyolo.predict.runner.journal import JOURNAL_DIR
-from tphyolo.predict.runner.resume import check_raster_resumed, check_resumed, raster_fingerprint, run_fingerprint
-from tphyolo.predict.sources import Stream, resolve_source
+from tphyolo.predict.runner.resume import (
+    check_raster_resumed,
+    check_resumed,
+    check_same_job,
+    raster_fingerprint,
+    run_fingerprint,
+)
+from tphyolo.predict.sources import resolve_source
 from tphyolo.runtime.config import RuntimeConfig
+from tphyolo.runtime.console import NO_EVENTS, RunEvents
 from tphyolo.runtime.decisions import FILE as DECISIONS_FILE
 from tphyolo.runtime.distributed import DistContext, broadcast_object, process_group
-from tphyolo.runtime.run_dir import removed_if_left_empty
+from tphyolo.runtime.run_dir import JOB_KEY, job_data, removed_if_left_empty, write_job_file
 from tphyolo.yaml_files import load_yaml_file
 
 # What a run folder holds before any result: a run that fails with no more leaves no folder. UNREAD: the same
 # with the journal, for a run whose every file was skipped (its journal holds nothing done).
 BOOKKEEPING = (SETTINGS_FILE, DECISIONS_FILE)
 UNREAD = (*BOOKKEEPING, JOURNAL_DIR)
-
-
-@dataclass(frozen=True)
-class PredictCallbacks:
-    """What a run tells its caller as it goes. on_skip(file, error): a file that does not decode (skipped; on
-    the rank that met it); on_note(text): each warning (a frame's, a bad journal line's, a source of a resumed
-    run that is gone, the first unreadable tile of a raster; on rank 0 where the whole run's); on_raster(path,
-    width, height, tiles): a raster source, once open, before any tile is run (on rank 0)."""
-
-    on_skip: Callable[[Path | Stream, Exception], None] | None = None
-    on_note: Callable[[str], None] | None = None
-    on_raster: Callable[[Path, int, int, int], None] | None = None
 
 
 @dataclass(frozen=True)
@@ -76,25 +68,28 @@ def run_predict(
     job: PredictJob,
     *,
     runtime: RuntimeConfig | None = None,
-    device: str | torch.device | None = None,
-    callbacks: PredictCallbacks = PredictCallbacks(),
-    argv: Sequence[str] | None = None,
-    progress: bool = True,
+    events: RunEvents = NO_EVENTS,
 ) -> PredictRun:
-    """Run `job` (module docstring) on `runtime` and `device` (defaults: the detector spec's, else the runtime's,
-    under torchrun this process's `LOCAL_RANK`-th). argv: the flags that give the job again, saved for a resume;
-    progress: a bar on rank 0. Raises ValueError naming the bad setting or file (before the run folder is made
-    when it can)."""
+    """Run `job` (module docstring) on `runtime` (default: the detector spec's, else `RuntimeConfig()`) and the
+    spec's device (default: the runtime's, under torchrun this process's `LOCAL_RANK`-th). `events`
+    (`RunEvents`): `skip(file, error)` for a file that does not decode (skipped; on the rank that
+    met it), `note(text)` for each warning (a frame's, a bad journal line's, a source of a resumed run that is
+    gone, the first unreadable tile of a raster; on rank 0 where the whole run's), `raster_opened(path, width,
+    height, tiles)` once a raster source is open (on rank 0), `progress`: a bar on rank 0. Raises ValueError
+    naming the bad setting or file (before the run folder is made when it can); a resume whose job asks for
+    other results than the saved run's is refused naming each setting (`check_same_job`)."""
     inputs, weights = job.inputs, job.detector.models
     if inputs.source is None:
         raise InputError("a prediction needs a source (inputs.source)")
     raster = raster_source(job)  # a raster runs tile by tile; its tiles are the slices
+    record = job_data(job)  # what SETTINGS_FILE keeps
     files = resolve_source(inputs.source)
     resume, saved = None if inputs.resume is None else Path(inputs.resume), None
     if resume is not None:
-        saved = load_yaml_file(resume / SETTINGS_FILE)
+        saved = _saved_settings(resume / SETTINGS_FILE)
+        check_same_job(saved, job, where=str(resume / SETTINGS_FILE))
         for gone in check_resumed(saved, weights, files, where=str(resume / SETTINGS_FILE)):
-            _note(callbacks, f"{gone} of the run is gone; the rest goes on")
+            events.tell(f"{gone} of the run is gone; the rest goes on")
     image_ids = source_image_ids(job.outputs.coco_gt, files) if job.outputs.coco_gt is not None else None
     dist = DistContext.from_env()  # under torchrun: the ranks share the work, rank 0 names the folder
     if job.outputs.tool_flags and (raster is not None or resume is not None or dist.distributed):
@@ -102,7 +97,7 @@ def run_predict(
         raise InputError(f"{' and '.join(job.outputs.tool_flags)} write(s) one file of a whole run of images in one "
                          f"process: not with {why}")  # fmt: skip
     spec = replace(job.detector, runtime=runtime or spec_runtime(job.detector))
-    device = torch.device(device) if device is not None else spec_device(spec, dist.local_rank)
+    device = spec_device(spec, dist.local_rank)
     with process_group(dist, device):  # a raster is cut into tiles, and the Predictor slices no further
         spec = replace(spec, device=str(device), slicing=None if raster else spec.slicing)
         predictor = Predictor.from_spec(spec)
@@ -112,16 +107,16 @@ def run_predict(
             save_dir = Path(broadcast_object(dist, None if save_dir is None else str(save_dir)))
         with removed_if_left_empty(save_dir if dist.is_main and resume is None else None, ignoring=BOOKKEEPING):
             if raster is not None:
-                folder = _RunFolder(job, predictor, save_dir, dist, saved, argv)
-                prediction = _predict_raster(folder, raster, callbacks, progress=progress)
+                folder = _RunFolder(job, predictor, save_dir, dist, saved)
+                prediction = _predict_raster(folder, raster, events)
                 return PredictRun(save_dir, raster=prediction, is_main=dist.is_main)
             settings = None
-            if saved is None:  # what a resume reads: the flags, the weights' and sources' fingerprints
-                settings = {"argv": list(argv or ()), **run_fingerprint(weights, files)}
-            calls = RunCallbacks(on_skip=callbacks.on_skip, on_note=callbacks.on_note)
+            if saved is None:  # what a resume reads: the job, the weights' and sources' fingerprints
+                settings = {JOB_KEY: record, **run_fingerprint(weights, files)}
+            calls = RunCallbacks(on_skip=events.skip, on_note=events.note)
             folder = predict_to_folder(predictor, files, save_dir, job.outputs, dist=dist, style=job.style,
                                        image_ids=image_ids, settings=settings, resume=saved is not None,
-                                       vid_stride=inputs.vid_stride, calls=calls, progress=progress,
+                                       vid_stride=inputs.vid_stride, calls=calls, progress=events.progress,
                                        model="+".join(Path(str(w)).name for w in weights))  # fmt: skip
     return PredictRun(save_dir, folder=folder, is_main=dist.is_main)
 
@@ -166,10 +161,9 @@ class _RunFolder:
     save_dir: Path
     dist: DistContext
     saved: dict[str, Any] | None
-    argv: Sequence[str] | None
 
 
-def _predict_raster(run: _RunFolder, path: Path, callbacks: PredictCallbacks, *, progress: bool):
+def _predict_raster(run: _RunFolder, path: Path, events: RunEvents):
     """Predict the raster `path` into the run folder with the job's outputs (rank 0's RasterPrediction, None on
     the other ranks). A new run records its settings with the weights' SHA-256 and the raster's size once the
     raster opened; a resumed one is checked against them."""
@@ -179,26 +173,30 @@ def _predict_raster(run: _RunFolder, path: Path, callbacks: PredictCallbacks, *,
     def record_or_check(raster: Raster, tiles: int) -> None:
         if settings.to_crs is not None and raster.crs is None:
             raise InputError(f"--to-crs {settings.to_crs}: {path} has no CRS to reproject from")
-        if run.dist.is_main and callbacks.on_raster is not None:
-            callbacks.on_raster(path, raster.width, raster.height, tiles)
+        if run.dist.is_main and events.raster_opened is not None:
+            events.raster_opened(path, raster.width, raster.height, tiles)
         fingerprint = raster_fingerprint(path, width=raster.width, height=raster.height)
         if run.saved is not None:
             check_raster_resumed(run.saved, path, fingerprint, where=str(settings_file))
         elif run.dist.is_main:
-            record = {"argv": list(run.argv or ()), **run_fingerprint(job.detector.models, [path]),
-                      "raster": fingerprint}  # fmt: skip
-            write_text_atomic(settings_file, yaml.safe_dump(record))
+            write_job_file(settings_file, job, **run_fingerprint(job.detector.models, [path]), raster=fingerprint)
 
     outputs = RasterOutputs(save_geojson=settings.save_geojson or not (out.save_txt or out.save_json),
                             to_crs=settings.to_crs, save_txt=out.save_txt, save_conf=out.save_conf,
                             save_json=out.save_json)  # fmt: skip
     read = RasterRead(bands=settings.bands, max_pixels=settings.max_pixels)
-    calls = RasterCallbacks(on_open=record_or_check, on_note=callbacks.on_note)
+    calls = RasterCallbacks(on_open=record_or_check, on_note=events.note)
     return predict_raster_into(run.save_dir, run.predictor, path, slicing=job.detector.slicing or SliceConfig(AUTO),
-                               outputs=outputs, read=read, progress=progress, resume=run.saved is not None,
+                               outputs=outputs, read=read, progress=events.progress, resume=run.saved is not None,
                                dist=run.dist, calls=calls)  # fmt: skip
 
 
-def _note(callbacks: PredictCallbacks, text: str) -> None:
-    if callbacks.on_note is not None:
-        callbacks.on_note(text)
+
+def _saved_settings(path: Path) -> dict[str, Any]:
+    """The settings a run folder keeps (a mapping); InputError naming `path` when it is missing or not one."""
+    if not path.is_file():
+        raise InputError(f"{path}: no such file; inputs.resume must name a prediction run folder")
+    saved = load_yaml_file(path)
+    if not isinstance(saved, dict):
+        raise InputError(f"{path}: expected a mapping of the run's settings, got {type(saved).__name__}")
+    return saved

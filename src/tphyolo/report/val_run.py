@@ -4,6 +4,9 @@ report when the job asks for it (`ReportWriter`) and the numbers written to the 
     run = run_val(ValJob(DetectorSpec("best.pt", inference=VALIDATION), "visdrone", report=True))
     run.results.map50, run.report, run.numbers
 
+The run folder keeps the job (args.yaml, `tphyolo.runtime.run_dir.job_data`: paths made absolute, hooks such as
+`ValConfig.on_problems` left out), written once the run scored: a run that fails leaves no folder.
+
 Under torchrun every process runs the call: each runs its share of the images, rank 0 scores, writes and gets
 the run; the other ranks get None.
 """
@@ -14,7 +17,6 @@ import json
 from dataclasses import dataclass, replace
 from functools import cache
 from pathlib import Path
-from typing import Any
 
 from tphyolo.data.files.atomic import write_text_atomic
 from tphyolo.evaluation.jobs import VAL_PROJECT, ValJob
@@ -24,7 +26,9 @@ from tphyolo.infer.build import spec_device, spec_runtime
 from tphyolo.infer.slicing import MODEL
 from tphyolo.report.run_report import ReportWriter
 from tphyolo.runtime.config import RuntimeConfig
+from tphyolo.runtime.console import NO_EVENTS, RunEvents
 from tphyolo.runtime.distributed import DistContext, process_group
+from tphyolo.runtime.run_dir import JOB_FILE, write_job_file
 
 
 @dataclass(frozen=True)
@@ -37,22 +41,26 @@ class ValRun:
     report: Path | None = None
 
 
-def run_val(job: ValJob, *, runtime: RuntimeConfig | None = None, device: Any = None) -> ValRun | None:
-    """Run `job` (see the module docstring) on `runtime` and `device` (defaults: the detector spec's, else the
-    runtime's, under torchrun this process's), joining torchrun's process group for the run and leaving it after.
+def run_val(job: ValJob, *, runtime: RuntimeConfig | None = None, events: RunEvents = NO_EVENTS) -> ValRun | None:
+    """Run `job` (see the module docstring) on `runtime` (default: the detector spec's) and the spec's device
+    (default: the runtime's, under torchrun this process's), joining torchrun's process group for the run and
+    leaving it after. `events` (`RunEvents`): `note(report)` for the unusable files of the split
+    (in place of the config's `on_problems`, when given), `progress`: a bar (as the config's `progress`).
     Raises ValueError / FileNotFoundError naming the bad setting or file, before the run folder is made when it
     can."""
     spec = replace(job.detector, runtime=runtime or spec_runtime(job.detector))
     dist = DistContext.from_env()
-    device = device if device is not None else spec_device(spec, dist.local_rank)
+    device = spec_device(spec, dist.local_rank)
     spec = replace(spec, device=str(device))
     run_dir = cache(lambda: job.output.create(VAL_PROJECT))  # created once the data are loaded
-    config = replace(job.config, save_dir=run_dir)
+    config = replace(job.config, save_dir=run_dir, progress=job.config.progress or events.progress,
+                     on_problems=events.note or job.config.on_problems)  # fmt: skip
     report = _report_writer(job, run_dir) if job.report else None
     with process_group(dist, device):
         results = val_spec(spec, job.data, config, writers=[report] if report is not None else [])
     if not dist.is_main:
         return None
+    write_job_file(run_dir() / JOB_FILE, job)
     run = ValRun(results, results_json(results))
     if report is not None:  # the plain numbers plus sizes, images and dataset
         data, path = results.outputs[report.name]

@@ -31,6 +31,7 @@ from dataclasses import replace
 from tphyolo.errors import InputError, UsageError
 from tphyolo.imports import require
 from tphyolo.runtime.config import RuntimeConfig
+from tphyolo.runtime.console import NO_EVENTS, RunEvents
 from tphyolo.serve.app import detector_app
 from tphyolo.serve.config import ServeConfig, ServeJob
 from tphyolo.serve.metrics import SERVE_INSTALL_HINT
@@ -183,20 +184,19 @@ def run_serve(
     job: ServeJob,
     *,
     runtime: RuntimeConfig | None = None,
-    device: str | None = None,
-    on_listening: Callable[[str, int], None] | None = None,
+    events: RunEvents = NO_EVENTS,
     stop: threading.Event | None = None,
 ) -> None:
-    """Serve `job` on `runtime` and `device` (defaults: the detector spec's) until SIGTERM/SIGINT (in the main
-    thread) or
-    `stop` is set: on Ray Serve when `job.cluster.ray` (`tphyolo.serve.ray_app`), else with uvicorn in this
-    process (`run_server`); `on_listening(host, port)` is called once it listens. Without `job.serve.max_batch`
-    the batch is the device's default, at most a fixed-batch export's (the models settle it)."""
+    """Serve `job` on `runtime` (default: the detector spec's) and the spec's device until SIGTERM/SIGINT (in the
+    main thread) or `stop` is set: on Ray Serve when `job.cluster.ray` (`tphyolo.serve.ray_app`), else with
+    uvicorn in this process (`run_server`); `events.listening(host, port)` (`RunEvents`) is called once it
+    listens. Without `job.serve.max_batch` the batch is the device's default, at most a fixed-batch export's (the
+    models settle it)."""
     spec, inference = job.detector, job.detector.inference
     if job.serve.max_batch is None:
         inference = replace(inference, from_model=(*inference.from_model, "batch"))
-    spec = replace(spec, inference=inference, runtime=runtime or spec.runtime, device=device or spec.device)
+    spec = replace(spec, inference=inference, runtime=runtime or spec.runtime)
     if job.cluster.ray:
-        serve_on_ray(spec, job.serve, job.cluster, on_listening=on_listening, stop=stop)
+        serve_on_ray(spec, job.serve, job.cluster, on_listening=events.listening, stop=stop)
         return
-    run_server(detector_app(spec, job.serve), job.serve, on_listening=on_listening, stop=stop)
+    run_server(detector_app(spec, job.serve), job.serve, on_listening=events.listening, stop=stop)

@@ -7,39 +7,38 @@ set's split, whose ground truth is then scored), the tracks written by `TrackWri
 
 What was tracked is written whatever stops the run (an error, Ctrl-C). A data set's split writes the text its
 benchmark takes as output (its layout's `output_text`, `tphyolo.data.mot.layouts.LAYOUTS`) besides the files
-asked for. The run folder keeps the run's settings (`SETTINGS_FILE`: the caller's, e.g. the command's flags,
-and the tracker's own, every field resolved); `progress` shows a bar of the frames tracked.
+asked for. The run folder keeps the run's settings (`SETTINGS_FILE`: the job, as `tphyolo.runtime.run_dir.job_data`
+writes it with paths made absolute, and the tracker's own settings, every field resolved, under `tracker`);
+`progress` shows a bar of the frames tracked.
 """
 
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-import yaml
 from tqdm import tqdm
 
 from tphyolo.data.categories import TRACKING_TABLES
 from tphyolo.data.dataset_config import load_data_config
-from tphyolo.data.files.atomic import write_text_atomic
 from tphyolo.data.mot.layouts import MOT_TEXT, VISDRONE_TEXT
 from tphyolo.data.mot.sequences import TrackingSplit, tracking_split
 from tphyolo.metrics.tracking import evaluate_tracking
 from tphyolo.predict.predictor import Predictor
 from tphyolo.predict.sequences import resolve_sequences
 from tphyolo.predict.sources import count_frames
+from tphyolo.runtime.console import NO_EVENTS, RunEvents
 from tphyolo.runtime.decisions import FILE as DECISIONS_FILE
 from tphyolo.runtime.decisions import write_decisions
-from tphyolo.runtime.run_dir import removed_if_left_empty
+from tphyolo.runtime.run_dir import JOB_FILE, removed_if_left_empty, write_job_file
 from tphyolo.track.job import TrackJob
-from tphyolo.track.stream import SkipHandler, Tracker
+from tphyolo.track.stream import Tracker
 from tphyolo.track.writers import TrackWriter
 
 DEFAULT_PROJECT = "runs/track"
-SETTINGS_FILE = "args.yaml"  # a run folder's settings
+SETTINGS_FILE = JOB_FILE  # a run folder's settings
 BOOKKEEPING = (SETTINGS_FILE, DECISIONS_FILE)  # what a run folder holds before any tracks
 
 
@@ -83,34 +82,28 @@ def track_job(
     job: TrackJob,
     *,
     runtime: Any = None,
-    device: Any = None,
-    on_sequence: Callable[[SequenceRun], None] | None = None,
-    on_skip: SkipHandler | None = None,
-    settings: Mapping[str, Any] | None = None,
-    progress: bool = False,
+    events: RunEvents = NO_EVENTS,
 ) -> TrackRun:
-    """Run `job` (see the module docstring) on `runtime` and `device` (defaults: the detector spec's, else
-    the runtime's); `on_sequence` is
-    told of each sequence as it ends, `on_skip` of each file that does not decode (then skipped; default: it
-    stops the run). `settings` (plain data) are saved in the run folder's SETTINGS_FILE beside the tracker's,
-    under `tracker`; `progress`: a bar of the frames (their total when the frames are files). Raises
+    """Run `job` (see the module docstring) on `runtime` (default: the detector spec's) and the spec's device
+    (default: the runtime's). `events` (`RunEvents`): `item_done(SequenceRun)` as each sequence
+    ends, `skip(file, error)` for each file that does not decode (then skipped; without it the run stops),
+    `progress`: a bar of the frames (their total when the frames are files). Raises
     ValueError / FileNotFoundError naming the bad setting or file; a run that fails before it writes any tracks
     leaves no run folder."""
     inputs, choice, spec = job.inputs, job.choice, job.detector
     if spec is not None:
-        spec = replace(spec, runtime=runtime or spec.runtime, device=spec.device if device is None else str(device))
+        spec = replace(spec, runtime=runtime or spec.runtime)
     predictor = None if spec is None else Predictor.from_spec(spec)
     tracker = Tracker(predictor, choice.tracker, detections=inputs.detections, cmc=choice.cmc)
     split = tracking_split(load_data_config(inputs.data), inputs.split) if inputs.data is not None else None
     source = split.folder / "sequences" if split is not None else inputs.source
-    sequences = tracker.sequences(source, vid_stride=inputs.vid_stride, on_skip=on_skip)
+    sequences = tracker.sequences(source, vid_stride=inputs.vid_stride, on_skip=events.skip)
     save_dir = job.output.create(DEFAULT_PROJECT)
     with removed_if_left_empty(save_dir, ignoring=BOOKKEEPING):  # a file or frame that does not read
-        written = {**(settings or {}), "tracker": tracker.tracker_settings()}
-        write_text_atomic(save_dir / SETTINGS_FILE, yaml.safe_dump(written, sort_keys=False))
+        write_job_file(save_dir / SETTINGS_FILE, job, tracker=tracker.tracker_settings())
         if tracker.predictor is not None:
             write_decisions(save_dir, {"track": tracker.predictor.decisions})
-        done = _track_into(save_dir, job, tracker, split, sequences, source, on_sequence, progress)
+        done = _track_into(save_dir, job, tracker, split, sequences, source, events)
     run = TrackRun(save_dir, tracker.tracker_name, tracker.cmc, tuple(done))
     if split is None or run.frames == 0:
         return run
@@ -118,7 +111,7 @@ def track_job(
 
 
 def _track_into(save_dir: Path, job: TrackJob, tracker: Tracker, split: TrackingSplit | None, sequences, source: Any,
-                on_sequence: Callable[[SequenceRun], None] | None, progress: bool) -> list[SequenceRun]:  # fmt: skip
+                events: RunEvents) -> list[SequenceRun]:  # fmt: skip
     """Track every sequence into `save_dir`; what was tracked is written whatever stops the loop."""
     text = split.output_text if split is not None else None  # the text the split's ground truth is scored on
     table = TRACKING_TABLES[split.fmt] if split is not None else None  # the split's benchmark numbers categories
@@ -127,12 +120,14 @@ def _track_into(save_dir: Path, job: TrackJob, tracker: Tracker, split: Tracking
                          save_mot=outputs.save_mot or text == MOT_TEXT,
                          save_visdrone=outputs.save_visdrone or text == VISDRONE_TEXT)  # fmt: skip
     done: list[SequenceRun] = []
-    bar = tqdm(total=_frame_total(source, job.inputs.vid_stride), unit="frame", desc="track") if progress else None
+    bar = None
+    if events.progress:
+        bar = tqdm(total=_frame_total(source, job.inputs.vid_stride), unit="frame", desc="track")
     try:
         for name, frames in sequences:
             done.append(_write_sequence(writer, name, frames, bar))
-            if on_sequence is not None:
-                on_sequence(done[-1])
+            if events.item_done is not None:
+                events.item_done(done[-1])
     finally:
         writer.close()
         if bar is not None:

@@ -1,9 +1,9 @@
 """`run_benchmarks`: the chosen benchmarks of a `BenchSettings` in one run, under one `RuntimeConfig` (both
 sides of every comparison run under it), and the machine they ran on.
 
-`model` sweeps variants of the runtime (`tphyolo.bench.model.variant_runtime`): `--channels-last` and
-`--amp bf16|fp16` apply to every variant, `--amp auto` autocasts the amp variants only, `--amp off` refuses
-them. `predict` runs on the CPU (`tphyolo.bench.export`).
+`model` sweeps variants of the runtime (`tphyolo.bench.model.variant_runtime`) against its eager variant:
+`--channels-last` and `--amp bf16|fp16` apply to every variant, `--amp auto` autocasts the amp variants only,
+`--amp off` refuses them. `predict` runs on the CPU (`tphyolo.bench.export`).
 """
 
 from __future__ import annotations
@@ -87,7 +87,7 @@ def _predict(s: BenchSettings, device: torch.device, log: Log) -> list[Row]:
     try:
         settings = BackendBenchSettings(
             model="tph-yolov5n" if s.quick else s.model, imgsz=64 if s.quick else s.img,
-            batch=1 if s.quick else s.batch, backends=s.backends, baselines=s.baselines,
+            batch=1 if s.quick else s.batch, backends=s.backends,
             warmup=s.pick(s.warmup, 1, 0), repeats=s.pick(s.repeats, 5, 1), tta_imgsz=128 if s.quick else s.tta_img,
             int8_data=s.data, calib_images=4 if s.quick else 32,
         )  # fmt: skip

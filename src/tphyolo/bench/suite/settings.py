@@ -34,12 +34,8 @@ class BenchSettings:
     model_modes: tuple[str, ...] = flag(("train", "infer"), "--model-modes", sep=",", help="train,infer")
     backends: tuple[str, ...] = flag(
         ("onnxruntime", "openvino"), "--backends", sep=",",
-        help="torch,onnxruntime,openvino,torchscript,pt2 and the INT8 files onnxruntime-int8,openvino-int8 (calibrated "
-        "on --data's train split)",
-    )  # fmt: skip
-    baselines: tuple[str, ...] = flag(
-        ("ours",), "--baselines", sep=",",
-        help="ours (our model, PyTorch eager fp32 fused), original (with the original's attention)",
+        help="onnxruntime,openvino,torchscript,pt2 and the INT8 files onnxruntime-int8,openvino-int8 (calibrated on "
+        "--data's train split), each against our model in PyTorch eager fp32, fused",
     )  # fmt: skip
     tta: bool = flag(False, "--tta", help="also time predict with 8-pass TTA + WBF on one image")
     tta_img: int = flag(1536, "--tta-img", bounds=IMGSZ_BOUNDS, help="TTA image width, pixels")

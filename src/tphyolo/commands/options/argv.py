@@ -1,11 +1,11 @@
 """Command lines spelled back from parsed settings, and read again from a run folder: what `train` relaunches
-itself under torchrun with, and what a `predict` run folder keeps (args.yaml) so that `--resume` continues it."""
+itself under torchrun with, and what a `predict` run folder of an older version kept (args.yaml with 'argv'; run
+folders now keep the job, `tphyolo.runtime.run_dir.job_data`), read once to convert it."""
 
 from __future__ import annotations
 
 import argparse
-import os
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from pathlib import Path
 
 from tphyolo.errors import InputError, UsageError
@@ -42,25 +42,6 @@ def _spell(dest: str, value: object, actions: list[argparse.Action]) -> list[str
         if action.nargs != 0:
             return [f"{name}={value}"]
     raise ValueError(f"no flag of {[a.option_strings[0] for a in actions]} gives {dest}={value!r}")
-
-
-def saved_flags(
-    parser: argparse.ArgumentParser, args: argparse.Namespace, *, paths: Iterable[str], leave_out: Iterable[str]
-) -> list[str]:
-    """The flags that give `args`' settings again from any folder: the values of `paths` that exist (or hold a
-    glob) made absolute, the destinations `leave_out` left out."""
-
-    def absolute(value):
-        if isinstance(value, list):
-            return [absolute(v) for v in value]
-        text = str(value)
-        return os.path.abspath(text) if value is not None and (Path(text).exists() or "*" in text) else value
-
-    paths = set(paths)
-    values = {name: absolute(value) if name in paths else value for name, value in vars(args).items()}
-    for name in leave_out:
-        values.pop(name, None)
-    return flags_for(parser, argparse.Namespace(**values))
 
 
 class _SavedArgvParser(argparse.ArgumentParser):

@@ -1,7 +1,8 @@
 """The detector's flags, declared once for every command that runs one (predict, track, val, serve, analyze): the
 models and crop classifier (`DetectorFlags`), the inference settings (`InferenceConfig`'s fields) and sliced
 inference (`SliceConfig`'s fields). `detector_spec(args)` makes the `DetectorSpec` they describe, which the
-command's job holds; `inference_device` is the device it runs on, checked in the flags' words.
+command's job holds; `inference_device` is the device it runs on, checked in the flags' words, and
+`on_process_device` puts it in the spec.
 
     add_detector_flags(parser, defaults={"conf": TRACK_CONF})
     spec = detector_spec(parser.parse_args(argv))  # None without --weights
@@ -116,6 +117,12 @@ def inference_settings(args: argparse.Namespace) -> InferenceConfig:
     fallbacks = getattr(args, "model_chosen_fallbacks", {})
     left = tuple(name for name, value in fallbacks.items() if getattr(args, name) is None)
     return from_flags(InferenceConfig, args, **{name: fallbacks[name] for name in left}, from_model=left)
+
+
+def on_process_device(spec: DetectorSpec | None, runtime) -> DetectorSpec | None:
+    """`spec` with the device this process computes on (`inference_device`: checked in the flags' words); None
+    stays None (a job without a detector)."""
+    return None if spec is None else dataclasses.replace(spec, device=str(inference_device(runtime)))
 
 
 def inference_device(runtime):

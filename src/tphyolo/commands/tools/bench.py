@@ -1,17 +1,17 @@
 """`tphyolo bench`: time what a user chooses on their machine, print a table, write JSON.
 
-    tphyolo bench model --model tph-yolov5l --img 640 --batch 2 --variants eager,channels_last
+    tphyolo bench model --model tph-yolov5l --img 640 --batch 2 --variants eager,channels_last  # each vs eager
     tphyolo bench data --workers 0,1,2
     tphyolo bench model data --quick          # tiny sizes, seconds
     tphyolo bench startup --model tph-yolov5n --img 320 --compile   # cold vs warm start, fresh processes
     tphyolo bench serve --weights best.pt --img 640   # the HTTP service: 1 and 16 callers, 48 requests each
-    tphyolo bench predict --model tph-yolov5l --img 640 --batch 1 --backends torch,onnxruntime,openvino \
-        --baselines ours,original --tta        # exported runtimes against PyTorch eager, plus TTA end to end
+    tphyolo bench predict --model tph-yolov5l --img 640 --batch 1 --tta  # exported runtimes vs PyTorch eager
 
 What belongs here: a benchmark that answers a user's question about settings on their own machine (runtime
 variants, exported runtimes, loader workers, service batching, start-up cost). A study of our implementation
-against another one (the attention blocks against the original computation, WBF against ensemble_boxes, COCO
-evaluation against pycocotools) is a script in the repository's benchmarks/, which prints the same table.
+against another one (the attention blocks and the whole model against the original computation, WBF against
+ensemble_boxes, COCO evaluation against pycocotools) is a script in the repository's benchmarks/, which prints
+the same table.
 
 The runtime flags (`--device --amp --compile --channels-last --sdpa-backend ...`) are those of training, and
 both sides of every comparison run under them (`tphyolo.bench.suite.run`, which says how `model` sweeps them).
@@ -33,7 +33,7 @@ USES_RUNTIME = True
 FLAG_GROUPS = {
     None: ("quick", "warmup", "repeats", "batch"),
     "model": ("model", "img", "variants", "model_modes"),
-    "predict (also --model, --img, --batch)": ("backends", "baselines", "tta", "tta_img", "export_dir"),
+    "predict (also --model, --img, --batch)": ("backends", "tta", "tta_img", "export_dir"),
     "serve (also --img)": ("weights", "url", "concurrency", "requests", "image"),
     "data": ("workers", "data", "data_batches"),
 }

@@ -1,6 +1,13 @@
 """What a resumable prediction run records of its inputs, and the check a resume makes against it, so that one
 run folder never holds the outputs of two models or two source lists.
 
+A run folder's SETTINGS_FILE holds the run's job (`tphyolo.runtime.run_dir.job_data`) beside that record, and a resume
+must ask for the same results: `check_same_job` refuses a job that differs from the saved one in any setting but
+those that only say where and how fast the run computes (`FREE_ON_RESUME`: the runtime, the device, the batch
+size, the run folder's place, the resume folder itself) and the source text, whose resolved files the record
+checks instead (a source gone is allowed). So thresholds, sizes, classes, TTA, slicing, the classifier, the
+weights and the files written must all be the run's.
+
 A run records (`run_fingerprint`) the SHA-256 of each weights file (of each file of a weights folder, such as an
 OpenVINO IR) and the sources it resolved, each path made absolute: a resume from another working directory
 (`--resume RUN_DIR` reads the run's flags with their paths made absolute) finds them under the same names.
@@ -21,6 +28,12 @@ from typing import Any
 from tphyolo.data.files.digest import update_with_file
 from tphyolo.errors import InputError
 from tphyolo.predict.sources import Stream, is_stream
+from tphyolo.runtime.run_dir import JOB_KEY, differences, job_data, job_from_data
+
+# What a resume may change (dotted names of a job's settings, each with what lies under it): where and how fast
+# the run computes, and where its folder is; none of them changes what the run finds or writes.
+FREE_ON_RESUME = ("inputs.source", "inputs.resume", "output", "detector.runtime", "detector.device",
+                  "detector.inference.batch")  # fmt: skip
 
 
 def _sha256(path: Path) -> str:
@@ -99,3 +112,19 @@ def check_raster_resumed(saved: Mapping[str, Any], path: Path, fingerprint: Mapp
         now = ", ".join(f"{k} {v}" for k, v in fingerprint.items())
         raise InputError(f"{where}: raster {path} changed since the run began ({then} then; {now} now); "
                          "start a new run instead of resuming this one")  # fmt: skip
+
+
+def check_same_job(saved: Mapping[str, Any], job: Any, *, where: str) -> None:
+    """Raises InputError naming `where` when the job `saved` (a run folder's settings, read from `where`) holds
+    differs from `job` in a setting that changes results (module docstring), naming each such setting with
+    both values; also for settings written by an older version (command-line flags, no job)."""
+    if JOB_KEY not in saved:
+        raise InputError(f"{where}: written by an older tphyolo (its settings are command-line flags); "
+                         f"'tphyolo predict --resume {Path(where).parent}' reads and converts it")  # fmt: skip
+    then = job_data(job_from_data(type(job), saved[JOB_KEY], where=where))
+    changed = [(name, old, new) for name, old, new in differences(then, job_data(job))
+               if not any(name == free or name.startswith(f"{free}.") for free in FREE_ON_RESUME)]  # fmt: skip
+    if changed:
+        shown = "; ".join(f"{name} {old!r} then, {new!r} now" for name, old, new in changed)
+        raise InputError(f"{where}: the run was made with other settings ({shown}); resume it with its own "
+                         "(tphyolo predict --resume RUN_DIR) or start a new run")  # fmt: skip

@@ -1,20 +1,20 @@
-"""The original-computation twins compute what our blocks compute, on the same weights."""
+"""The original-computation twins (benchmarks/original_attention.py) compute what our blocks compute, on the
+same weights."""
 
 import pytest
 import torch
+from tests.helpers import benchmark_script
 
-from tphyolo.bench.baselines import (
-    OriginalC3STR,
-    OriginalC3TR,
-    OriginalTransformerBlock,
-    original_from,
-    with_original_attention,
-)
 from tphyolo.models.attention import C3TR
 from tphyolo.models.build import build_model
 from tphyolo.models.clla import CLLABlock
 from tphyolo.models.convert import convert_original_state_dict
 from tphyolo.models.swin import C3STR
+
+twins = benchmark_script("original_attention")
+OriginalC3TR, OriginalC3STR = twins.OriginalC3TR, twins.OriginalC3STR
+OriginalTransformerBlock, original_from = twins.OriginalTransformerBlock, twins.original_from
+with_original_attention = twins.with_original_attention
 
 
 def _max_diff(a: torch.Tensor, b: torch.Tensor) -> float:

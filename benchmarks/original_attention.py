@@ -1,6 +1,7 @@
 """Reference versions of the attention blocks that compute the way the original TPH-YOLOv5 code computes them.
 
-They exist only to be measured against: same parameters, same results, the original's execution strategy.
+They exist only to be measured against (benchmarks/attention_vs_original.py, benchmarks/model_vs_original.py,
+which import this helper from beside them): same parameters, same results, the original's execution strategy.
 
 - `OriginalC3TR`: separate bias-free q, k, v Linear maps followed by `nn.MultiheadAttention` on
   sequence-first tokens (L, B, C), called with its default `need_weights=True`, so the attention weights

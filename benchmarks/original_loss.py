@@ -1,5 +1,6 @@
 """Reference version of the detection loss that computes the way the original YOLOv5 v6.0 code computes it,
-to measure `YoloLoss` against: same numbers, the original's execution strategy.
+to measure `YoloLoss` against (the train rows of benchmarks/model_vs_original.py): same numbers, the original's
+execution strategy.
 
 `OriginalLoss` loops over the levels and, per level, builds every (anchor, target) pair as one (na, n, 7)
 tensor, keeps the pairs whose anchor ratio fits and their neighbour cells with boolean-mask indexing (a host

@@ -1,13 +1,16 @@
-"""The original-strategy loss that `bench model` measures against gives YoloLoss's numbers and gradients."""
+"""The original-strategy loss (benchmarks/original_loss.py) that benchmarks/model_vs_original.py measures against
+gives YoloLoss's numbers and gradients."""
 
 from __future__ import annotations
 
 import pytest
 import torch
+from tests.helpers import benchmark_script
 
-from tphyolo.bench.baseline_loss import OriginalLoss
 from tphyolo.training.hyp import load_hyp, scale_hyp
 from tphyolo.training.loss import YoloLoss
+
+OriginalLoss = benchmark_script("original_loss").OriginalLoss
 
 
 def _loss(num_classes: int, hyp: str = "scratch-low", **changes: float) -> YoloLoss:
