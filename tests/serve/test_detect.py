@@ -7,11 +7,13 @@ import random
 from concurrent.futures import ThreadPoolExecutor
 
 import httpx
+import numpy as np
 import pytest
 import torch
 from prometheus_client.parser import text_string_to_metric_families
 from tests.serve.conftest import NAMES, SETTINGS
 
+from tphyolo.infer.config import InferenceConfig
 from tphyolo.predict.predictor import Predictor
 from tphyolo.serve import Client
 
@@ -177,3 +179,38 @@ def test_images_are_checked_off_the_event_loop_and_decoded_by_the_worker(server,
     assert len(seen) == 2
     assert all(name.startswith("tphyolo-serve-check") and not on_loop for name, on_loop in seen), seen
     assert all(torch.equal(r.boxes, e.boxes) for r, e in zip(results, predicted[:2], strict=True))
+
+
+def test_the_images_of_a_batch_decode_at_once_in_the_engine(tiny_weights, image_files, monkeypatch):
+    """An engine given a batch decodes its images on its decoding threads, one image each, and answers each as
+    predict does; one image decodes on the caller's thread. (A GPU worker takes batches of up to 32: decoded one
+    after another, they would keep the GPU waiting.)"""
+    import threading
+
+    import tphyolo.serve.engine as engine_module
+    from tphyolo.infer.spec import DetectorSpec
+    from tphyolo.serve.images import check_request_image
+
+    threads: list[str] = []
+    decode = engine_module.decode_request_image
+
+    def recording(image):
+        threads.append(threading.current_thread().name)
+        return decode(image)
+
+    monkeypatch.setattr(engine_module, "decode_request_image", recording)
+    spec = DetectorSpec((str(tiny_weights),), inference=InferenceConfig(**SETTINGS), device="cpu")
+    engine = engine_module.InferenceEngine(spec, max_batch=4)
+    try:
+        images = [check_request_image(path.read_bytes(), where=path.name) for path in image_files[:4]]
+        rows = engine.detect(images, engine.defaults)
+        assert len(threads) == 4 and all(name.startswith("tphyolo-decode") for name in threads), threads
+        threads.clear()
+        alone = engine.detect(images[:1], engine.defaults)
+        assert threads == [threading.current_thread().name]
+    finally:
+        engine.close()
+    expected = Predictor(str(tiny_weights), device="cpu", batch=4, **SETTINGS)(image_files[:4])
+    for found, result in zip(rows, expected, strict=True):
+        assert len(found) == len(result) > 0 and np.allclose(found[:, :4], result.boxes.numpy(), atol=1e-3)
+    assert alone[0].shape == rows[0].shape and np.allclose(alone[0], rows[0], atol=1e-3)  # batched: float rounding

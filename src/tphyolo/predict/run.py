@@ -191,7 +191,6 @@ def _predict_raster(run: _RunFolder, path: Path, events: RunEvents):
                                dist=run.dist, calls=calls)  # fmt: skip
 
 
-
 def _saved_settings(path: Path) -> dict[str, Any]:
     """The settings a run folder keeps (a mapping); InputError naming `path` when it is missing or not one."""
     if not path.is_file():

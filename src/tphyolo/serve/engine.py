@@ -18,6 +18,7 @@ run one at a time. The pixels, the pre- and post-processing are the same, so are
 
 from __future__ import annotations
 
+import concurrent.futures
 import contextlib
 import hashlib
 import os
@@ -154,6 +155,14 @@ def weights_hash(paths: Sequence[str]) -> str:
     return digest.hexdigest()[:16]
 
 
+def _decoded(image: RequestImage) -> np.ndarray | RequestProblem:
+    """The pixels of `image`, or the 422 RequestProblem of pixels that do not decode."""
+    try:
+        return decode_request_image(image)
+    except RequestProblem as problem:
+        return problem
+
+
 class InferenceEngine:
     """A loaded model (or ensemble) that detects batches of images with per-request settings.
 
@@ -161,7 +170,8 @@ class InferenceEngine:
     settings the defaults of every request. max_batch: images per forward pass (the predictor's `batch`). The
     images of one `detect` call are letterboxed and grouped by shape as `Predictor.predict_images` does, so that
     an answer does not depend on the batch it went in, beyond the float rounding of a batched convolution.
-    `detect` may be called from `info.streams` threads at once (`inference_streams`)."""
+    `detect` decodes its images (a batch's at once, on as many threads as the process has cores) and may be
+    called from `info.streams` threads at once (`inference_streams`)."""
 
     def __init__(self, spec: DetectorSpec, *, max_batch: int) -> None:
         self.predictor = Predictor.from_spec(replace(spec, inference=replace(spec.inference, batch=max_batch)))
@@ -172,6 +182,7 @@ class InferenceEngine:
         self._predictors: OrderedDict[Settings, object] = OrderedDict({self.defaults: self.predictor})
         self._lock = threading.Lock()  # over `_predictors` and `_batches`, which the streams' threads share
         self._batches = 0  # batches in `detect` (or a warm-up pass) now
+        self._decoders = concurrent.futures.ThreadPoolExecutor(available_cores(), thread_name_prefix="tphyolo-decode")
         backends = self.predictor.backends
         self.info = ModelInfo(
             name="+".join(Path(w).name for w in spec.models), hash=weights_hash(spec.models),
@@ -199,16 +210,15 @@ class InferenceEngine:
     def detect(self, images: Sequence[RequestImage], settings: Settings) -> list[np.ndarray | RequestProblem]:
         """Per checked image of a request, decoded here: its detections (`detect_pixels`), or the 422
         RequestProblem of pixels that do not decode (the other images are detected all the same)."""
-        with self._batch():
-            decoded: list[np.ndarray | RequestProblem] = []
-            for image in images:
-                try:
-                    decoded.append(decode_request_image(image))
-                except RequestProblem as problem:
-                    decoded.append(problem)
+        with self._batch():  # the images of a batch decode at once (OpenCV lets go of the GIL while it decodes)
+            decoded = list(self._decoders.map(_decoded, images)) if len(images) > 1 else [_decoded(images[0])]
             pixels = [d for d in decoded if not isinstance(d, RequestProblem)]
             found = iter(self.detect_pixels(pixels, settings) if pixels else ())
             return [d if isinstance(d, RequestProblem) else next(found) for d in decoded]
+
+    def close(self) -> None:
+        """Let the decoding threads go (an engine is otherwise kept for its process's life)."""
+        self._decoders.shutdown(wait=False, cancel_futures=True)
 
     @contextlib.contextmanager
     def _batch(self) -> Iterator[None]:

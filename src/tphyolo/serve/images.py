@@ -5,7 +5,8 @@ in the server process (the declared size against MAX_IMAGE_PIXELS, the displayed
 a JPEG cut short) and keeps its encoded bytes; the inference worker decodes them (`decode_request_image`) as
 every command decodes files (`tphyolo.data.files.image_io.decode_image`), so that the service sees the pixels
 `tphyolo predict` sees. The bytes, not the pixels, cross to the worker process: a 1920x1080 JPEG of 0.5 MB
-instead of 6.2 MB of pixels, decoded on the core that then runs its forward. The answers to what cannot be used:
+instead of 6.2 MB of pixels, decoded by the process that then runs its forward (a batch's images at once). The
+answers to what cannot be used:
 
 - 415: a media type other than MEDIA_TYPES (a multipart part may also say application/octet-stream);
 - 413: an image declaring more than MAX_IMAGE_PIXELS (a decompression bomb), naming the limit;

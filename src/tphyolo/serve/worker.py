@@ -291,4 +291,6 @@ class InProcessWorker:
         return rows, time.perf_counter() - start
 
     def stop(self, timeout: float = 5.0) -> None:
+        if self.engine is not None:
+            self.engine.close()
         self.engine = None
