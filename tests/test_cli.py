@@ -173,7 +173,7 @@ def test_a_command_leaves_logging_as_it_found_it(capsys):
     ],
 )
 def test_bad_input_is_one_line_and_exit_2_and_a_fault_of_the_program_propagates(error, kind, monkeypatch, capsys):
-    def fails(job, *, log):
+    def fails(job, **_):
         raise error
 
     monkeypatch.setattr("tphyolo.export.exporter.run_export", fails)

@@ -95,7 +95,9 @@ def test_an_outlier_channel_fails_full_int8_and_the_layer_it_feeds_kept_float_pa
     Measured through OpenVINO: without the outlier INT8 loses 0.0000; with it, full INT8 0.0834, layer 23 in
     float 0.0977, layers 23 and 22 0.0000. Through ONNX Runtime: 0.1171, 0.1179, 0.0030; before its layers kept
     float read float values (`quantize_onnx.read_float_inputs`), layers 23 and 22 still lost 0.1155 (layer 21's
-    last convolution rounded its output per tensor, outlier included) and only a third retry passed."""
+    last convolution rounded its output per tensor, outlier included) and only a third retry passed. On a 2-core
+    AMX Xeon (VNNI and AMX INT8 kernels), ONNX Runtime lost 0.2577, 0.2593, then 0.0122 with layers 23 and 22 in
+    float, and a third layer kept float brought it to 0.0075."""
     name = "tph-yolov5n"
     reference = load_checkpoint(int8_trained(name, TRAIN_STEPS[name])).build_model().eval()
     order = sensitive_layers(reference)
@@ -122,19 +124,21 @@ def test_an_outlier_channel_fails_full_int8_and_the_layer_it_feeds_kept_float_pa
                        calib_images=16, calib_ranges="global")  # fmt: skip
     lines = []
     results = export_model(model, cfg, stem=tmp_path / "m", model_name=name, log=lines.append)
-    kept = tuple(layer_name(model, i) for i in order[:2])
     for result in results:
         accuracy = result.accuracy
         tries = (re.search(rf"^{result.format} INT8: mAP50 drop (\S+) above", line) for line in lines)
         drops = [float(found[1]) for found in tries if found]
         numbers = f"{labels} labels; drops of the tries {drops}, then {accuracy.drop:.4f}; {result.summary()}"
         assert accuracy.float_map50 > 0.9, numbers  # the float file finds its own detections
-        # full INT8, then layer 23 in float: both well above the bound (0.08 to 0.12 measured), not noise near it
-        assert len(drops) == 2 and min(drops) > 5 * cfg.max_drop, numbers
+        # full INT8, then layer 23 in float: both well above the bound (0.08 to 0.26 measured), not noise near it;
+        # how many more layers the rescue keeps depends on the CPU's INT8 kernels (two or three measured)
+        assert 2 <= len(drops) <= 3 and min(drops[:2]) > 5 * cfg.max_drop, numbers
         assert accuracy.drop <= cfg.max_drop and result.ok, numbers
+        kept = tuple(layer_name(model, i) for i in order[: len(drops)])
         assert accuracy.float_layers == kept and f"layers kept in float: {', '.join(kept)}" in result.summary()
         meta = load_backend(result.path).metadata
-        assert meta.int8_float_parts == ("head-convs", *(f"model.{i}" for i in order[:2])), meta.int8_float_parts
+        expected_parts = ("head-convs", *(f"model.{i}" for i in order[: len(drops)]))
+        assert meta.int8_float_parts == expected_parts, meta.int8_float_parts
         assert meta.int8_map50 == (accuracy.float_map50, accuracy.int8_map50)
     assert sorted(result.format for result in results) == ["onnx", "openvino"]
 
