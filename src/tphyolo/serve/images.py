@@ -22,7 +22,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from tphyolo.data.files.image_io import ImageError, ImageTooLargeError, decode_image, inspect_image
+from tphyolo.data.files.image_io import ImageError, ImageTooLargeError, decode_pixels, inspect_image
 from tphyolo.data.files.image_limits import MAX_IMAGE_PIXELS
 from tphyolo.serve.problems import RequestProblem
 
@@ -74,7 +74,7 @@ def check_request_image(data: bytes, *, where: str) -> RequestImage:
 def decode_request_image(image: RequestImage) -> np.ndarray:
     """The uint8 BGR (H, W, 3) pixels of a checked image. Raises RequestProblem 422 when they do not decode."""
     try:
-        pixels, _ = decode_image(image.data, image.where)
+        pixels = decode_pixels(image.data, image.where)  # its header was read where it arrived
     except ImageError as error:
         raise RequestProblem(422, _without_object_names(str(error))) from None
     if pixels.shape[:2] != image.shape:  # the header said one size and the pixels are another

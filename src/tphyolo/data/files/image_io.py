@@ -139,7 +139,10 @@ def _is_truncated_jpeg(header: ImageHeader, data: bytes) -> bool:
     return last_scan >= 0 and data.find(_JPEG_END, last_scan) < 0
 
 
-def _decode(data: bytes, path: Path | str) -> np.ndarray:
+def decode_pixels(data: bytes, path: Path | str) -> np.ndarray:
+    """The uint8 BGR (H, W, 3) pixels of image bytes whose header `inspect_image` has read and found whole (its
+    size within MAX_IMAGE_PIXELS, no JPEG cut short), EXIF orientation applied, without reading the header again.
+    Raises ImageError naming `path` when they do not decode."""
     try:
         image = cv2.imdecode(np.frombuffer(data, dtype=np.uint8), cv2.IMREAD_COLOR)
     except cv2.error as error:
@@ -158,7 +161,7 @@ def decode_image(data: bytes, path: Path | str) -> tuple[np.ndarray, ImageInfo]:
     in-memory decoder stops at a missing end marker, so one is appended) and marked `partial`. A file of
     several frames gives its first frame, with a note."""
     info = inspect_image(data, path)
-    image = _decode(data + _JPEG_END if info.partial is not None else data, path)
+    image = decode_pixels(data + _JPEG_END if info.partial is not None else data, path)
     height, width = image.shape[:2]
     return image, replace(info, height=height, width=width)
 

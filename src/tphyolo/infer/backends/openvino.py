@@ -108,6 +108,7 @@ class OpenVINOBackend(ExportedBackend):
         self.request = compiled.create_infer_request()
         self.queue = None  # the async infer queue, once `use_streams`
         self.alone_on_latency = False  # once `use_streams`: a forward alone runs on `request` (module docstring)
+        self._alone_when: Callable[[], bool] = lambda: True  # `use_streams`' word on whether other work is coming
         self._submit = threading.Lock()  # the queue hands one idle request to one caller at a time
         self._gate = threading.Condition()  # over the two counts below, once `use_streams`
         self._running = 0  # forwards running
